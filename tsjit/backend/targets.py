@@ -1,0 +1,112 @@
+"""GPU targets tsjit compiles for.
+
+A :class:`Target` names everything that differs between builds: the LLVM NVPTX cpu,
+the PTX ISA version LLVM is told to emit (a ``+ptxNN`` feature), the compute
+capability, and whether the code uses arch-specific (``a``) features.  Code built for
+one target does not assemble or run for another (toolchain.md §2: sm_90a PTX is
+rejected by ``ptxas -arch=sm_90`` and by ``-arch=sm_100a``), so every build and every
+cache entry is per target.
+
+Known targets:
+
+========  =======  ==========  ===========================================
+name      PTX ISA  capability  notes
+========  =======  ==========  ===========================================
+sm_90a    8.6      9.0         H200 / H100 with wgmma and setmaxnreg (default)
+sm_100a   8.6      10.0        Blackwell datacenter: tcgen05, TMEM, CLC
+sm_90     8.0      9.0         portable Hopper, no arch-specific features
+========  =======  ==========  ===========================================
+
+PTX 8.6 is the lowest ISA with ``.relaxed`` mbarrier ops and every tcgen05 /
+clusterlaunchcontrol instruction on sm_100a (toolchain.md §1, §2); ptxas 13.0 accepts
+it, and LLVM 22 accepts features from ``+ptx32`` to ``+ptx90``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tsjit.errors import CompilationError
+
+__all__ = ["Target", "DEFAULT_TARGET", "KNOWN_TARGETS", "get_target", "target_for_capability"]
+
+#: The target used when neither the caller nor the device says otherwise (an H200).
+DEFAULT_TARGET = "sm_90a"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One compilation target.
+
+    Attributes:
+        name: the PTX ``.target`` name and ``-arch`` value (``"sm_90a"``).
+        cpu: the LLVM NVPTX cpu name (equal to ``name`` for every known target).
+        ptx_version: PTX ISA version LLVM emits, ``(major, minor)``.
+        capability: compute capability ``(major, minor)`` of the GPUs it runs on.
+        arch_specific: True for ``a`` targets, whose code runs only on that exact
+            capability (PTX ISA 8.0+, "Architecture-specific features").
+    """
+
+    name: str
+    cpu: str
+    ptx_version: tuple[int, int]
+    capability: tuple[int, int]
+    arch_specific: bool
+
+    @property
+    def ptx_feature(self) -> str:
+        """The LLVM target feature selecting the PTX ISA version (``"+ptx86"``)."""
+        major, minor = self.ptx_version
+        return f"+ptx{major}{minor}"
+
+    @property
+    def ptx_version_text(self) -> str:
+        """The PTX ISA version as written in messages and in ``.version`` (``"8.6"``)."""
+        return f"{self.ptx_version[0]}.{self.ptx_version[1]}"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+KNOWN_TARGETS: dict[str, Target] = {
+    t.name: t
+    for t in (
+        Target("sm_90a", "sm_90a", (8, 6), (9, 0), True),
+        Target("sm_100a", "sm_100a", (8, 6), (10, 0), True),
+        Target("sm_90", "sm_90", (8, 0), (9, 0), False),
+    )
+}
+
+# The arch-specific target tsjit builds for a GPU of a given capability.
+_TARGET_BY_CAPABILITY: dict[tuple[int, int], str] = {(9, 0): "sm_90a", (10, 0): "sm_100a"}
+
+
+def get_target(name: str | Target) -> Target:
+    """The :class:`Target` called ``name`` (a Target is returned unchanged).
+
+    Raises:
+        CompilationError: ``name`` is not a known target.
+    """
+    if isinstance(name, Target):
+        return name
+    target = KNOWN_TARGETS.get(name) if isinstance(name, str) else None
+    if target is None:
+        known = ", ".join(KNOWN_TARGETS)
+        raise CompilationError(f"unknown target {name!r}; known: {known}")
+    return target
+
+
+def target_for_capability(major: int, minor: int) -> str:
+    """The target name tsjit builds for a device of compute capability ``major.minor``.
+
+    9.0 (H100/H200) gives ``"sm_90a"`` and 10.0 (B200/GB200) gives ``"sm_100a"``.
+
+    Raises:
+        CompilationError: tsjit has no target for that capability.
+    """
+    name = _TARGET_BY_CAPABILITY.get((major, minor))
+    if name is None:
+        supported = ", ".join(f"{c[0]}.{c[1]} ({n})" for c, n in _TARGET_BY_CAPABILITY.items())
+        raise CompilationError(
+            f"no tsjit target for compute capability {major}.{minor}; "
+            f"supported: {supported}")
+    return name

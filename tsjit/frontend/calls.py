@@ -1,0 +1,171 @@
+"""Calls in device code: inlined ``@tsjit.func``, compile-time Python calls, closures.
+
+* :class:`DeviceFunction` (``@tsjit.func``) is inlined at each call site: its own source is
+  visited in a new frame with the arguments bound to its parameters; ``return`` anywhere
+  in it merges into one result.
+* Python built-ins that have device meanings (``range``, ``min``, ``max``, ``abs``) are
+  redirected when an argument is a run-time value; ``print`` is rejected with a hint.
+* Any other callable runs at compile time with the argument objects.  Errors it raises
+  are reported at the call site (``TsjitError`` subclasses pass through unchanged).
+* A nested ``def``/``lambda`` becomes a Python closure over the current bindings.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+
+from tsjit.errors import CompilationError, TsjitError
+from tsjit.frontend import ssa
+from tsjit.frontend.source import parse_function
+from tsjit.lang import math as device_math
+from tsjit.lang.constexpr import DynamicRange
+from tsjit.lang.memory import Pointer
+from tsjit.lang.values import Value
+
+
+class DeviceFunction:
+    """A Python function compiled as inlined device code (``@tsjit.func``).
+
+    Calling it from kernel code inlines it; calling it from host Python raises
+    :class:`CompilationError`.  Its source digest is part of the cache key of every kernel
+    that reaches it.
+    """
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.__name__ = getattr(fn, "__name__", "func")
+        self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __call__(self, *args, **kwargs):
+        from tsjit.frontend.codegen import current_generator
+        gen = current_generator()
+        if gen is None:
+            raise CompilationError(f"@tsjit.func {self.__qualname__} can only be called from device code")
+        return gen.inline(self.fn, list(args), kwargs, None)
+
+    def __repr__(self) -> str:
+        return f"<tsjit.func {self.__qualname__}>"
+
+
+def func(fn=None):
+    """Decorator: make ``fn`` a device function, inlined where kernel code calls it."""
+    if fn is None:
+        return func
+    return DeviceFunction(fn)
+
+
+def _has_value(args, kwargs) -> bool:
+    return any(isinstance(a, (Value, Pointer)) for a in list(args) + list(kwargs.values()))
+
+
+_CONVERSION_HINTS = {int: "tsjit.Int32(x)", float: "tsjit.Float32(x)", bool: "x != 0"}
+
+
+class CallMixin:
+    def call(self, func, args: list, kwargs: dict, node):
+        if isinstance(func, DeviceFunction):
+            return self.inline(func.fn, args, kwargs, node)
+        if getattr(func, "__tsjit_kernel__", False):
+            raise self.error(node, "a kernel cannot be launched from device code; call a @tsjit.func instead")
+        if func is builtins.range:
+            return DynamicRange(*args, **kwargs)
+        if func is builtins.print:
+            raise self.error(node, "print() is not available in device code; use tsjit.device_print(fmt, *args) "
+                                   "for run-time values, or tsjit.static_print for compile-time ones")
+        if func in (builtins.min, builtins.max, builtins.abs) and _has_value(args, kwargs):
+            return getattr(device_math, func.__name__)(*args)
+        if func in _CONVERSION_HINTS and _has_value(args, kwargs):
+            raise self.error(node, f"{func.__name__}() of a run-time value is not available; use "
+                                   f"{_CONVERSION_HINTS[func]}")
+        try:
+            return func(*args, **kwargs)
+        except TsjitError:
+            raise
+        except Exception as exc:
+            name = getattr(func, "__qualname__", getattr(func, "__name__", type(func).__name__))
+            raise self.error(node, f"calling `{name}` at compile time raised {type(exc).__name__}: {exc}") from None
+
+    def inline(self, fn, args: list, kwargs: dict, node):
+        """Compile ``fn``'s source inline with ``args``/``kwargs`` bound; returns its result object."""
+        from tsjit.frontend.codegen import Frame
+        parsed = parse_function(fn)
+        self.dependencies[f"{fn.__module__}.{fn.__qualname__}"] = parsed.digest
+        try:
+            bound = parsed.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise CompilationError(f"bad arguments for {fn.__qualname__}: {exc}",
+                                   self.location(node) if node is not None and self.frames else None) from None
+        bound.apply_defaults()
+        scope = dict(bound.arguments)
+        for pname, param in parsed.signature.parameters.items():
+            if param.kind is inspect.Parameter.VAR_POSITIONAL:
+                scope[pname] = tuple(scope.get(pname, ()))
+        frame = Frame(parsed, scope, is_kernel=False)
+        call_site = self.location(node) if (node is not None and self.frames) else None
+        self.frames.append(frame)
+        try:
+            self.visit_body(parsed.node.body)
+            if not self.dead:
+                frame.returns.append(ssa.Edge(self.builder.block, {"<return>": None}))
+            result = self._merge_returns(frame)
+        except CompilationError as exc:
+            raise (exc.with_caller(call_site) if call_site is not None else exc) from None
+        finally:
+            self.frames.pop()
+        return result
+
+    def _merge_returns(self, frame):
+        edges = frame.returns
+        if not edges:
+            self.dead = True
+            return None
+        self.dead = False
+        if len(edges) == 1 and edges[0].block is self.builder.block:
+            return edges[0].scope["<return>"]
+        join = self.new_block(f"{frame.parsed.node.name}.ret")
+        return ssa.merge_scopes(self.builder, edges, join)["<return>"]
+
+    def make_closure(self, node):
+        """Turn a nested ``def``/``lambda`` into a Python closure over the current bindings.
+
+        The function's decorators run as ordinary Python (e.g. ``@schedule`` captures a schedule).
+        """
+        frame = self.frame
+        names = sorted(set(frame.scope) | set(frame.parsed.closure))
+        if isinstance(node, ast.Lambda):
+            inner = ast.Return(value=node)
+            body = [inner]
+            result_name = None
+        else:
+            body = [node]
+            result_name = node.name
+        if result_name is not None:
+            body = body + [ast.Return(value=ast.Name(id=result_name, ctx=ast.Load()))]
+        maker = ast.FunctionDef(
+            name="__tsjit_closure_maker", args=ast.arguments(
+                posonlyargs=[], args=[ast.arg(arg=n) for n in names], vararg=None, kwonlyargs=[],
+                kw_defaults=[], kwarg=None, defaults=[]),
+            body=body, decorator_list=[], returns=None, type_comment=None)
+        if hasattr(ast.FunctionDef, "type_params") or "type_params" in ast.FunctionDef._fields:
+            maker.type_params = []
+        for sub in ast.walk(maker):
+            if not hasattr(sub, "lineno") and "lineno" in getattr(sub, "_attributes", ()):
+                sub.lineno, sub.col_offset = node.lineno, node.col_offset
+                sub.end_lineno, sub.end_col_offset = node.lineno, node.col_offset
+        module = ast.Module(body=[maker], type_ignores=[])
+        ast.fix_missing_locations(module)
+        code = compile(module, frame.parsed.filename, "exec")
+        namespace: dict = {}
+        exec(code, frame.parsed.globals, namespace)  # noqa: S102 - the user's own kernel source
+        bindings = dict(frame.parsed.closure)
+        bindings.update(frame.scope)
+        try:
+            return namespace["__tsjit_closure_maker"](*[bindings[n] for n in names])
+        except TsjitError:
+            raise
+        except Exception as exc:
+            raise self.error(node, f"defining `{getattr(node, 'name', 'lambda')}` raised "
+                                   f"{type(exc).__name__}: {exc}") from None

@@ -1,0 +1,397 @@
+"""The AST visitor: Python kernel source -> LLVM IR.
+
+One :class:`CodeGenerator` compiles one kernel.  It visits the kernel's ``ast``
+statement by statement, evaluating expressions to *objects*: compile-time Python
+values (ints, dtypes, resources, functions, ...) or run-time
+:class:`~tsjit.lang.values.Value` / :class:`~tsjit.lang.memory.Pointer` /
+:class:`~tsjit.lang.memory.Tensor` handles whose operators emit IR.
+
+* A call to a ``@tsjit.func`` is inlined: its own ``ast`` is visited in a new frame.
+* A call to anything else runs at compile time (builtins, resource constructors,
+  ``@schedule`` functions, ``Task``/``TaskManager``), receiving the objects as arguments.
+* An ``if`` whose condition is a compile-time value compiles only the taken arm; one on
+  a run-time Boolean emits a branch and merges the arms' bindings (:mod:`.ssa`).
+* A nested ``def`` or ``lambda`` becomes a real Python closure over the current bindings.
+
+Statement and expression handlers are registered in tables (no ``isinstance`` chains);
+control flow lives in :mod:`.control`, calls in :mod:`.calls`.
+"""
+from __future__ import annotations
+
+import ast
+import operator
+import threading
+
+from tsjit.backend import emit
+from tsjit.errors import CompilationError, TsjitError
+from tsjit.frontend import calls, control
+from tsjit.frontend.source import ParsedFunction
+from tsjit.lang import values as V
+from tsjit.lang.values import Value
+
+_local = threading.local()
+
+
+class Frame:
+    """State of one function being compiled (the kernel, or an inlined ``@tsjit.func``)."""
+
+    def __init__(self, parsed: ParsedFunction, scope: dict, *, is_kernel: bool):
+        self.parsed = parsed
+        self.scope = scope
+        self.is_kernel = is_kernel
+        self.returns: list = []          # ssa.Edge with scope {"<return>": value}
+        self.loops: list = []            # control.LoopContext / control.StaticLoop
+        self.dynamic_depth = 0           # run-time ifs/loops entered since the frame began
+
+
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+           ast.LShift: operator.lshift, ast.RShift: operator.rshift, ast.BitAnd: operator.and_,
+           ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.MatMult: operator.matmul}
+_CMPOPS = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+           ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Is: operator.is_, ast.IsNot: operator.is_not,
+           ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+_UNSUPPORTED_STMTS = {ast.With: "`with`", ast.AsyncWith: "`async with`", ast.Try: "`try`",
+                      ast.Global: "`global`", ast.Nonlocal: "`nonlocal`", ast.ClassDef: "a class definition",
+                      ast.Delete: "`del`", ast.Import: "`import`", ast.ImportFrom: "`import`",
+                      ast.AsyncFor: "`async for`", ast.AsyncFunctionDef: "`async def`"}
+if hasattr(ast, "TryStar"):
+    _UNSUPPORTED_STMTS[ast.TryStar] = "`try`"
+if hasattr(ast, "Match"):
+    _UNSUPPORTED_STMTS[ast.Match] = "`match`"
+
+
+class CodeGenerator(control.ControlFlowMixin, calls.CallMixin):
+    """Compiles Python function bodies into the active :class:`~tsjit.backend.emit.KernelModule`.
+
+    Attributes:
+        km: the module under construction.
+        frames: the stack of functions being compiled (kernel first).
+        dependencies: digests of every function whose source was compiled (name -> digest).
+    """
+
+    def __init__(self, km: emit.KernelModule):
+        self.km = km
+        self.frames: list[Frame] = []
+        self.dead = False
+        self.dependencies: dict[str, str] = {}
+
+    # -- plumbing -----------------------------------------------------------------------------
+    @property
+    def frame(self) -> Frame:
+        return self.frames[-1]
+
+    @property
+    def builder(self):
+        return self.km.builder
+
+    def location(self, node):
+        return self.frame.parsed.location(node)
+
+    def new_block(self, name: str):
+        return self.km.function.append_basic_block(name)
+
+    def error(self, node, message: str) -> CompilationError:
+        return CompilationError(message, self.location(node))
+
+    # -- statements ---------------------------------------------------------------------------
+    def visit_body(self, statements) -> None:
+        for stmt in statements:
+            if self.dead:
+                return
+            self.visit_stmt(stmt)
+
+    def visit_stmt(self, node) -> None:
+        handler = _STMT_HANDLERS.get(type(node))
+        try:
+            if handler is None:
+                what = _UNSUPPORTED_STMTS.get(type(node), f"`{type(node).__name__}`")
+                raise self.error(node, f"{what} is not supported in device code")
+            handler(self, node)
+        except CompilationError as exc:
+            raise exc.with_location(self.location(node)) from None
+
+    def stmt_expr(self, node: ast.Expr) -> None:
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return  # docstring
+        self.expr(node.value)
+
+    def stmt_pass(self, node) -> None:
+        pass
+
+    def stmt_assign(self, node: ast.Assign) -> None:
+        value = self.expr(node.value)
+        for target in node.targets:
+            self.assign(target, value, node)
+
+    def stmt_annassign(self, node: ast.AnnAssign) -> None:
+        if node.value is None:
+            return
+        value = self.expr(node.value)
+        annotation = self.expr(node.annotation)
+        from tsjit.lang.dtypes import DType
+        if isinstance(annotation, DType):
+            value = V.cast_to(value, annotation)
+        self.assign(node.target, value, node)
+
+    def stmt_augassign(self, node: ast.AugAssign) -> None:
+        op = _BINOPS[type(node.op)]
+        if isinstance(node.target, ast.Name):
+            current = self.lookup(node.target.id, node.target)
+            self.assign(node.target, self.apply(op, current, self.expr(node.value), node), node)
+        elif isinstance(node.target, ast.Subscript):
+            container = self.expr(node.target.value)
+            key = self.subscript_key(node.target.slice)
+            current = container[key]
+            container[key] = self.apply(op, current, self.expr(node.value), node)
+        elif isinstance(node.target, ast.Attribute):
+            obj = self.expr(node.target.value)
+            current = getattr(obj, node.target.attr)
+            setattr(obj, node.target.attr, self.apply(op, current, self.expr(node.value), node))
+        else:
+            raise self.error(node, "unsupported augmented-assignment target")
+
+    def assign(self, target, value, node) -> None:
+        if isinstance(target, ast.Name):
+            self.frame.scope[target.id] = value
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            try:
+                items = tuple(value)
+            except CompilationError:
+                raise
+            except TypeError:
+                raise self.error(target, f"cannot unpack {type(value).__name__} object") from None
+            starred = [i for i, t in enumerate(target.elts) if isinstance(t, ast.Starred)]
+            if starred:
+                k = starred[0]
+                after = len(target.elts) - k - 1
+                if len(items) < len(target.elts) - 1:
+                    raise self.error(target, f"not enough values to unpack (got {len(items)})")
+                groups = list(items[:k]) + [items[k:len(items) - after]] + list(items[len(items) - after:])
+                for t, v in zip(target.elts, groups):
+                    self.assign(t.value if isinstance(t, ast.Starred) else t,
+                                tuple(v) if isinstance(t, ast.Starred) else v, node)
+                return
+            if len(items) != len(target.elts):
+                raise self.error(target, f"cannot unpack {len(items)} values into {len(target.elts)} names")
+            for t, v in zip(target.elts, items):
+                self.assign(t, v, node)
+        elif isinstance(target, ast.Subscript):
+            container = self.expr(target.value)
+            key = self.subscript_key(target.slice)
+            try:
+                container[key] = value
+            except CompilationError:
+                raise
+            except TypeError as exc:
+                raise self.error(target, f"cannot assign into {type(container).__name__}: {exc}") from None
+        elif isinstance(target, ast.Attribute):
+            obj = self.expr(target.value)
+            try:
+                setattr(obj, target.attr, value)
+            except (AttributeError, TypeError) as exc:
+                raise self.error(target, f"cannot set attribute `{target.attr}`: {exc}") from None
+        else:
+            raise self.error(target, f"cannot assign to {type(target).__name__}")
+
+    def stmt_assert(self, node: ast.Assert) -> None:
+        test = self.expr(node.test)
+        if isinstance(test, Value):
+            raise self.error(node, "`assert` needs a compile-time condition; for a run-time check use an "
+                                   "`if` with tsjit.device_print")
+        if not test:
+            msg = self.expr(node.msg) if node.msg is not None else "assertion failed"
+            raise self.error(node, f"compile-time assertion failed: {msg}")
+
+    def stmt_raise(self, node: ast.Raise) -> None:
+        if self.frame.dynamic_depth:
+            raise self.error(node, "`raise` under a run-time condition is not supported in device code")
+        exc = self.expr(node.exc) if node.exc is not None else None
+        raise self.error(node, f"{type(exc).__name__ if isinstance(exc, BaseException) else 'error'}: {exc}")
+
+    def stmt_functiondef(self, node: ast.FunctionDef) -> None:
+        self.frame.scope[node.name] = self.make_closure(node)
+
+    # -- expressions --------------------------------------------------------------------------
+    def expr(self, node):
+        handler = _EXPR_HANDLERS.get(type(node))
+        try:
+            if handler is None:
+                return self.eval_python(node)
+            return handler(self, node)
+        except CompilationError as exc:
+            raise exc.with_location(self.location(node)) from None
+
+    def lookup(self, name: str, node):
+        frame = self.frame
+        if name in frame.scope:
+            return frame.scope[name]
+        if name in frame.parsed.closure:
+            return frame.parsed.closure[name]
+        g = frame.parsed.globals
+        if name in g:
+            return g[name]
+        import builtins
+        if hasattr(builtins, name):
+            return getattr(builtins, name)
+        raise self.error(node, f"name `{name}` is not defined here" + self._undefined_hint(name))
+
+    def _undefined_hint(self, name: str) -> str:
+        return (" (a variable assigned in only one branch of a run-time `if`, or inside a run-time loop, "
+                "is not available after it)")
+
+    def expr_name(self, node: ast.Name):
+        return self.lookup(node.id, node)
+
+    def expr_constant(self, node: ast.Constant):
+        return node.value
+
+    def expr_tuple(self, node: ast.Tuple):
+        items = []
+        for elt in node.elts:
+            if isinstance(elt, ast.Starred):
+                items.extend(self.expr(elt.value))
+            else:
+                items.append(self.expr(elt))
+        return tuple(items)
+
+    def expr_attribute(self, node: ast.Attribute):
+        obj = self.expr(node.value)
+        try:
+            return getattr(obj, node.attr)
+        except AttributeError:
+            raise self.error(node, f"{self._type_name(obj)} has no attribute `{node.attr}`") from None
+
+    @staticmethod
+    def _type_name(obj) -> str:
+        if isinstance(obj, Value):
+            return f"a {obj.dtype.name} value"
+        return f"`{type(obj).__name__}` object"
+
+    def subscript_key(self, node):
+        if isinstance(node, ast.Slice):
+            parts = [self.expr(p) if p is not None else None for p in (node.lower, node.upper, node.step)]
+            return slice(*parts)
+        if isinstance(node, ast.Tuple):
+            return tuple(self.subscript_key(e) for e in node.elts)
+        return self.expr(node)
+
+    def expr_subscript(self, node: ast.Subscript):
+        container = self.expr(node.value)
+        key = self.subscript_key(node.slice)
+        try:
+            return container[key]
+        except CompilationError:
+            raise
+        except (TypeError, IndexError, KeyError) as exc:
+            raise self.error(node, f"cannot index {self._type_name(container)}: {exc}") from None
+
+    def apply(self, op, left, right, node):
+        try:
+            return op(left, right)
+        except CompilationError:
+            raise
+        except (TypeError, ZeroDivisionError, ValueError, OverflowError) as exc:
+            raise self.error(node, f"{exc}") from None
+
+    def expr_binop(self, node: ast.BinOp):
+        return self.apply(_BINOPS[type(node.op)], self.expr(node.left), self.expr(node.right), node)
+
+    def expr_unaryop(self, node: ast.UnaryOp):
+        operand = self.expr(node.operand)
+        if isinstance(node.op, ast.Not):
+            return V.logical_not(operand)
+        op = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}[type(node.op)]
+        return self.apply(lambda a, _: op(a), operand, None, node)
+
+    def expr_compare(self, node: ast.Compare):
+        left = self.expr(node.left)
+        result = None
+        for op, comparator in zip(node.ops, node.comparators):
+            right = self.expr(comparator)
+            part = self.apply(_CMPOPS[type(op)], left, right, node)
+            result = part if result is None else self.logical_and(result, part)
+            left = right
+        return result
+
+    def logical_and(self, a, b):
+        if not isinstance(a, Value):
+            return b if a else a
+        if not isinstance(b, Value):
+            return a if b else b
+        return V.binary("&", V.cast_to(a, V.dt.Boolean), V.cast_to(b, V.dt.Boolean))
+
+    def expr_call(self, node: ast.Call):
+        func = self.expr(node.func)
+        args = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                args.extend(self.expr(a.value))
+            else:
+                args.append(self.expr(a))
+        kwargs = {}
+        for kw in node.keywords:
+            if kw.arg is None:
+                kwargs.update(self.expr(kw.value))
+            else:
+                kwargs[kw.arg] = self.expr(kw.value)
+        return self.call(func, args, kwargs, node)
+
+    def expr_lambda(self, node: ast.Lambda):
+        return self.make_closure(node)
+
+    def eval_python(self, node):
+        """Evaluate an expression this visitor has no handler for (comprehensions, f-strings, dict/list
+        displays) as Python over the current bindings; device values inside still build IR."""
+        frame = self.frame
+        code = compile(ast.fix_missing_locations(ast.Expression(body=node)), frame.parsed.filename, "eval")
+        namespace = dict(frame.parsed.closure)
+        namespace.update(frame.scope)
+        try:
+            return eval(code, frame.parsed.globals, namespace)  # noqa: S307 - user kernel code
+        except TsjitError:
+            raise
+        except Exception as exc:  # user compile-time code failed
+            raise self.error(node, f"{type(exc).__name__}: {exc}") from None
+
+
+_STMT_HANDLERS = {
+    ast.Expr: CodeGenerator.stmt_expr, ast.Pass: CodeGenerator.stmt_pass, ast.Assign: CodeGenerator.stmt_assign,
+    ast.AnnAssign: CodeGenerator.stmt_annassign, ast.AugAssign: CodeGenerator.stmt_augassign,
+    ast.Assert: CodeGenerator.stmt_assert, ast.Raise: CodeGenerator.stmt_raise,
+    ast.FunctionDef: CodeGenerator.stmt_functiondef,
+    ast.If: control.ControlFlowMixin.stmt_if, ast.For: control.ControlFlowMixin.stmt_for,
+    ast.While: control.ControlFlowMixin.stmt_while, ast.Break: control.ControlFlowMixin.stmt_break,
+    ast.Continue: control.ControlFlowMixin.stmt_continue, ast.Return: control.ControlFlowMixin.stmt_return,
+}
+_EXPR_HANDLERS = {
+    ast.Name: CodeGenerator.expr_name, ast.Constant: CodeGenerator.expr_constant,
+    ast.Tuple: CodeGenerator.expr_tuple, ast.Attribute: CodeGenerator.expr_attribute,
+    ast.Subscript: CodeGenerator.expr_subscript, ast.BinOp: CodeGenerator.expr_binop,
+    ast.UnaryOp: CodeGenerator.expr_unaryop, ast.Compare: CodeGenerator.expr_compare,
+    ast.Call: CodeGenerator.expr_call, ast.Lambda: CodeGenerator.expr_lambda,
+    ast.BoolOp: control.ControlFlowMixin.expr_boolop, ast.IfExp: control.ControlFlowMixin.expr_ifexp,
+}
+
+
+def current_generator() -> CodeGenerator | None:
+    """The code generator compiling on this thread, or ``None``."""
+    stack = getattr(_local, "stack", None)
+    return stack[-1] if stack else None
+
+
+class active_generator:
+    """Context manager making ``gen`` the current generator (for trace-time callbacks)."""
+
+    def __init__(self, gen: CodeGenerator):
+        self.gen = gen
+
+    def __enter__(self):
+        stack = getattr(_local, "stack", None)
+        if stack is None:
+            stack = _local.stack = []
+        stack.append(self.gen)
+        return self.gen
+
+    def __exit__(self, *exc):
+        _local.stack.pop()

@@ -1,0 +1,344 @@
+"""Control flow for the code generator: ``if``, ``for``, ``while``, ``break``, ``continue``,
+``return``, short-circuit ``and``/``or`` and conditional expressions.
+
+Compile-time conditions fold (only the taken arm is visited).  Run-time conditions emit
+blocks; the bindings of the arms are merged with phis (:mod:`.ssa`).  A run-time loop's
+carried variables are found from the AST before the body is visited, so the body is
+visited exactly once.  Loops over Python iterables (``range_constexpr``, tuples) are
+unrolled at compile time.
+"""
+from __future__ import annotations
+
+import ast
+from tsjit.errors import CompilationError
+from tsjit.frontend import ssa
+from tsjit.frontend.source import assigned_names
+from tsjit.lang import dtypes as dt
+from tsjit.lang.constexpr import DynamicRange
+from tsjit.lang.values import Value, as_value, cast_to, compare, constant
+
+
+class _StaticBreak(Exception):
+    pass
+
+
+class _StaticContinue(Exception):
+    pass
+
+
+class LoopContext:
+    """A run-time loop being compiled: where ``break``/``continue`` edges go."""
+
+    static = False
+
+    def __init__(self):
+        self.breaks: list[ssa.Edge] = []
+        self.continues: list[ssa.Edge] = []
+        self.depth = 0
+
+
+class StaticLoop:
+    """A compile-time (unrolled) loop."""
+
+    static = True
+
+    def __init__(self, depth: int):
+        self.depth = depth
+
+
+def _as_condition(value) -> Value:
+    if isinstance(value, Value):
+        return cast_to(value, dt.Boolean)
+    raise CompilationError("internal: compile-time condition reached branch emission")
+
+
+class ControlFlowMixin:
+    # -- if ---------------------------------------------------------------------------------
+    def stmt_if(self, node: ast.If) -> None:
+        test = self.expr(node.test)
+        if not isinstance(test, Value):
+            self.visit_body(node.body if test else node.orelse)
+            return
+        cond = _as_condition(test)
+        frame = self.frame
+        b = self.builder
+        then_block, else_block = self.new_block("if.then"), self.new_block("if.else")
+        b.cbranch(cond.ir, then_block, else_block)
+        before = dict(frame.scope)
+        edges = []
+        for block, body in ((then_block, node.body), (else_block, node.orelse)):
+            b.position_at_end(block)
+            frame.scope = dict(before)
+            self.dead = False
+            frame.dynamic_depth += 1
+            try:
+                self.visit_body(body)
+            finally:
+                frame.dynamic_depth -= 1
+            if not self.dead:
+                edges.append(ssa.Edge(b.block, frame.scope))
+        self._join(edges, "if.end", before)
+
+    def _join(self, edges, name: str, before: dict) -> None:
+        frame = self.frame
+        if not edges:
+            self.dead = True
+            frame.scope = before
+            return
+        join = self.new_block(name)
+        merged = ssa.merge_scopes(self.builder, edges, join)
+        frame.scope = merged
+        self.dead = False
+
+    def expr_ifexp(self, node: ast.IfExp):
+        test = self.expr(node.test)
+        if not isinstance(test, Value):
+            return self.expr(node.body if test else node.orelse)
+        cond = _as_condition(test)
+        b = self.builder
+        then_block, else_block = self.new_block("sel.then"), self.new_block("sel.else")
+        b.cbranch(cond.ir, then_block, else_block)
+        edges = []
+        for block, sub in ((then_block, node.body), (else_block, node.orelse)):
+            b.position_at_end(block)
+            value = self.expr(sub)
+            edges.append(ssa.Edge(b.block, {"<ifexp>": value}))
+        join = self.new_block("sel.end")
+        return ssa.merge_scopes(b, edges, join)["<ifexp>"]
+
+    def expr_boolop(self, node: ast.BoolOp):
+        """Short-circuit ``and``/``or``: later operands are evaluated only when needed, also at run time."""
+        is_and = isinstance(node.op, ast.And)
+        result = self.expr(node.values[0])
+        for sub in node.values[1:]:
+            if not isinstance(result, Value):
+                if bool(result) != is_and:  # decided at compile time
+                    return result
+                result = self.expr(sub)
+                continue
+            cond = cast_to(result, dt.Boolean)
+            b = self.builder
+            rhs_block, join = self.new_block("bool.rhs"), self.new_block("bool.end")
+            lhs_edge = ssa.Edge(b.block, {"<bool>": cond}, open=False)
+            if is_and:
+                b.cbranch(cond.ir, rhs_block, join)
+            else:
+                b.cbranch(cond.ir, join, rhs_block)
+            b.position_at_end(rhs_block)
+            rhs = self.expr(sub)
+            rhs = cast_to(rhs, dt.Boolean) if isinstance(rhs, Value) else constant(bool(rhs), dt.Boolean)
+            rhs_edge = ssa.Edge(b.block, {"<bool>": rhs})
+            result = ssa.merge_scopes(b, [lhs_edge, rhs_edge], join)["<bool>"]
+        return result
+
+    # -- loops ------------------------------------------------------------------------------
+    def stmt_for(self, node: ast.For) -> None:
+        if node.orelse:
+            raise self.error(node, "`for ... else` is not supported in device code")
+        iterable = self.expr(node.iter)
+        if isinstance(iterable, DynamicRange):
+            self._dynamic_for(node, iterable)
+        elif isinstance(iterable, Value):
+            raise self.error(node.iter, "cannot iterate over a run-time value; use range(...)")
+        else:
+            self._static_for(node, iterable)
+
+    def _static_for(self, node: ast.For, iterable) -> None:
+        frame = self.frame
+        try:
+            iterator = iter(iterable)
+        except TypeError:
+            raise self.error(node.iter, f"`{type(iterable).__name__}` object is not iterable") from None
+        frame.loops.append(StaticLoop(frame.dynamic_depth))
+        try:
+            for item in iterator:
+                self.assign(node.target, item, node)
+                try:
+                    self.visit_body(node.body)
+                except _StaticContinue:
+                    self.dead = False
+                    continue
+                except _StaticBreak:
+                    self.dead = False
+                    break
+        finally:
+            frame.loops.pop()
+
+    def _loop_setup(self, body, extra_names=()):
+        frame = self.frame
+        b = self.builder
+        carried = (assigned_names(body) | set(extra_names)) & set(frame.scope)
+        preheader = b.block
+        header = self.new_block("loop.header")
+        b.branch(header)
+        b.position_at_end(header)
+        before_opaque = {name: frame.scope[name] for name in carried}
+        records = ssa.loop_header_phis(b, frame.scope, carried, preheader)
+        phi_names = {r.name for r in records}
+        opaque = {n: o for n, o in before_opaque.items() if n not in phi_names}
+        return header, records, opaque, preheader
+
+    def _run_loop_body(self, body, ctx: LoopContext):
+        frame = self.frame
+        frame.loops.append(ctx)
+        frame.dynamic_depth += 1
+        ctx.depth = frame.dynamic_depth
+        try:
+            self.visit_body(body)
+        finally:
+            frame.dynamic_depth -= 1
+            frame.loops.pop()
+
+    def _check_opaque(self, node, opaque: dict, scopes) -> None:
+        for name, obj in opaque.items():
+            for scope in scopes:
+                if name in scope and scope[name] is not obj:
+                    raise self.error(node, f"`{name}` ({ssa.describe(obj)}) is rebound inside a run-time loop; "
+                                           f"only run-time scalars can change from one iteration to the next (use "
+                                           f"tsjit.range_constexpr to unroll the loop at compile time)")
+
+    def _dynamic_for(self, node: ast.For, rng: DynamicRange) -> None:
+        frame = self.frame
+        b = self.builder
+        if not isinstance(node.target, ast.Name):
+            raise self.error(node.target, "a run-time loop variable must be a single name")
+        start, end, step = rng.start, rng.end, rng.step
+        index_dtype = dt.Int32
+        for v in (start, end, step):
+            if isinstance(v, Value):
+                if not v.dtype.is_int:
+                    raise self.error(node.iter, f"range() needs integers, got {v.dtype.name}")
+                if v.dtype.bits == 64:
+                    index_dtype = dt.Int64 if v.dtype.is_signed else dt.Uint64
+            elif not isinstance(v, int):
+                raise self.error(node.iter, f"range() needs integers, got {type(v).__name__}")
+        start_v = cast_to(as_value(start, index_dtype), index_dtype)
+        end_v = cast_to(as_value(end, index_dtype), index_dtype)
+        step_v = cast_to(as_value(step, index_dtype), index_dtype)
+        header, records, opaque, preheader = self._loop_setup(node.body)
+        iv = b.phi(start_v.ir.type, name=node.target.id)
+        iv.add_incoming(start_v.ir, preheader)
+        iv_value = Value(iv, index_dtype)
+        if isinstance(step, int):
+            cond = compare("<" if step > 0 else ">", iv_value, end_v)
+        else:
+            up = compare("<", iv_value, end_v)
+            down = compare(">", iv_value, end_v)
+            cond = Value(b.select(compare(">", step_v, 0).ir, up.ir, down.ir), dt.Boolean)
+        header_scope = dict(frame.scope)
+        body_block, exit_block = self.new_block("loop.body"), self.new_block("loop.exit")
+        b.cbranch(cond.ir, body_block, exit_block)
+        cond_block = b.block
+        b.position_at_end(body_block)
+        frame.scope[node.target.id] = iv_value
+        ctx = LoopContext()
+        self._run_loop_body(node.body, ctx)
+        latch_edges = list(ctx.continues)
+        if not self.dead:
+            latch_edges.append(ssa.Edge(b.block, frame.scope))
+        self._check_opaque(node, opaque, [e.scope for e in latch_edges + ctx.breaks])
+        if latch_edges:
+            latch = self.new_block("loop.latch")
+            names = {r.name for r in records}
+            latch_scope = ssa.merge_scopes(b, latch_edges, latch, names=names)
+            next_iv = b.add(iv, step_v.ir, name=f"{node.target.id}.next")
+            ssa.complete_loop_phis(b, records, latch_scope, latch)
+            iv.add_incoming(next_iv, latch)
+            br = b.branch(header)
+            if rng.unroll:
+                self._attach_unroll(br, rng.unroll)
+        exit_edges = [ssa.Edge(cond_block, header_scope, open=False)] + ctx.breaks
+        self._exit_loop(exit_edges, exit_block, header_scope, node.target.id)
+
+    def _exit_loop(self, exit_edges, exit_block, header_scope, loop_var=None) -> None:
+        frame = self.frame
+        b = self.builder
+        if len(exit_edges) == 1:
+            b.position_at_end(exit_block)
+            scope = dict(header_scope)
+        else:
+            tmp = self.new_block("loop.exit.join")
+            # closed header edge goes to exit_block; route it through exit_block -> tmp
+            b.position_at_end(exit_block)
+            exit_edges[0] = ssa.Edge(exit_block, header_scope)
+            scope = ssa.merge_scopes(b, exit_edges, tmp)
+        if loop_var is not None:
+            scope.pop(loop_var, None)
+        frame.scope = scope
+        self.dead = False
+
+    def _attach_unroll(self, branch, count: int) -> None:
+        self.km.loop_unroll_hints.append((branch, count))
+
+    def stmt_while(self, node: ast.While) -> None:
+        if node.orelse:
+            raise self.error(node, "`while ... else` is not supported in device code")
+        frame = self.frame
+        b = self.builder
+        test_names = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        header, records, opaque, _ = self._loop_setup(node.body, test_names)
+        test = self.expr(node.test)
+        if not isinstance(test, Value):
+            if not test:
+                # while False-at-compile-time: the header only falls through.
+                exit_block = self.new_block("loop.exit")
+                b.branch(exit_block)
+                header_scope = dict(frame.scope)
+                b.position_at_end(exit_block)
+                frame.scope = header_scope
+                return
+            test = constant(True)
+        cond = _as_condition(test)
+        header_scope = dict(frame.scope)
+        body_block, exit_block = self.new_block("loop.body"), self.new_block("loop.exit")
+        b.cbranch(cond.ir, body_block, exit_block)
+        cond_block = b.block
+        b.position_at_end(body_block)
+        ctx = LoopContext()
+        self._run_loop_body(node.body, ctx)
+        latch_edges = list(ctx.continues)
+        if not self.dead:
+            latch_edges.append(ssa.Edge(b.block, frame.scope))
+        self._check_opaque(node, opaque, [e.scope for e in latch_edges + ctx.breaks])
+        if latch_edges:
+            latch = self.new_block("loop.latch")
+            latch_scope = ssa.merge_scopes(b, latch_edges, latch, names={r.name for r in records})
+            ssa.complete_loop_phis(b, records, latch_scope, latch)
+            b.branch(header)
+        self._exit_loop([ssa.Edge(cond_block, header_scope, open=False)] + ctx.breaks, exit_block, header_scope)
+
+    def stmt_break(self, node) -> None:
+        self._loop_exit(node, "break")
+
+    def stmt_continue(self, node) -> None:
+        self._loop_exit(node, "continue")
+
+    def _loop_exit(self, node, kind: str) -> None:
+        frame = self.frame
+        if not frame.loops:
+            raise self.error(node, f"`{kind}` outside a loop")
+        loop = frame.loops[-1]
+        if loop.static:
+            if frame.dynamic_depth > loop.depth:
+                raise self.error(node, f"`{kind}` under a run-time condition inside a compile-time "
+                                       f"(unrolled) loop is not supported; use a run-time loop (range) instead")
+            raise _StaticBreak() if kind == "break" else _StaticContinue()
+        edge = ssa.Edge(self.builder.block, dict(frame.scope))
+        (loop.breaks if kind == "break" else loop.continues).append(edge)
+        self.dead = True
+
+    # -- return -----------------------------------------------------------------------------
+    def stmt_return(self, node: ast.Return) -> None:
+        frame = self.frame
+        value = self.expr(node.value) if node.value is not None else None
+        if frame.is_kernel:
+            if value is not None:
+                raise self.error(node, "a kernel cannot return a value; write results to an output array")
+            self.builder.ret_void()
+            self.dead = True
+            return
+        frame.returns.append(ssa.Edge(self.builder.block, {"<return>": value}))
+        self.dead = True
+
+
+__all__ = ["ControlFlowMixin", "LoopContext", "StaticLoop"]

@@ -1,0 +1,119 @@
+"""Kernel entry: a Python function + argument specializations -> LLVM IR text.
+
+:func:`compile_to_llvm` creates the module and the ``ptx_kernel`` function, binds the
+parameters to device objects (:mod:`.specs`), visits the body with a
+:class:`~.codegen.CodeGenerator` and finalizes the module (launch bounds, loop-unroll
+metadata).  It needs no GPU.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from llvmlite import ir
+
+from tsjit.backend import emit
+from tsjit.backend.targets import Target
+from tsjit.errors import CompilationError
+from tsjit.frontend import specs as S
+from tsjit.frontend.codegen import CodeGenerator, Frame, active_generator
+from tsjit.frontend.source import parse_function
+
+
+@dataclass
+class LoweredKernel:
+    """The result of lowering one kernel.
+
+    Attributes:
+        name: the kernel's symbol.
+        llir: LLVM IR text.
+        smem_bytes: dynamic shared memory the kernel itself laid out (bytes).
+        dependencies: qualified name -> source digest of every device function compiled inline.
+        param_layout: per argument name, the number of LLVM parameters it expands to.
+    """
+
+    name: str
+    llir: str
+    smem_bytes: int
+    dependencies: dict = field(default_factory=dict)
+    param_layout: list = field(default_factory=list)
+    launch_requirements: dict = field(default_factory=dict)
+
+
+def kernel_symbol(fn) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", fn.__name__)
+
+
+def compile_to_llvm(fn, arg_specs: dict, target: Target, *, max_threads: int | None = None,
+                    min_blocks: int | None = None, max_registers: int | None = None) -> LoweredKernel:
+    """Lower kernel ``fn`` specialized by ``arg_specs`` (parameter name -> spec) for ``target``.
+
+    Raises:
+        CompilationError: the kernel source is not valid device code (with location).
+    """
+    parsed = parse_function(fn)
+    name = kernel_symbol(fn)
+    km = emit.KernelModule(name, target)
+    km.loop_unroll_hints = []
+    param_types, layout = [], []
+    for pname, spec in arg_specs.items():
+        types = S.parameter_types(spec)
+        layout.append((pname, len(types)))
+        param_types.extend(types)
+    fnty = ir.FunctionType(emit.VOID, param_types)
+    function = ir.Function(km.module, fnty, name=name)
+    function.calling_convention = "ptx_kernel"
+    km.function = function
+    entry = function.append_basic_block("entry")
+    km.builder = ir.IRBuilder(entry)
+    scope, pos = {}, 0
+    with emit.activate(km):
+        for (pname, count), spec in zip(layout, arg_specs.values()):
+            params = function.args[pos:pos + count]
+            pos += count
+            if isinstance(spec, S.TensorMapSpec):
+                params[0].attributes.add("byval")
+                params[0].attributes.align = 128
+                km.grid_constant_params = getattr(km, "grid_constant_params", []) + [pos]
+            scope[pname] = S.build_argument(spec, list(params), pname)
+        gen = CodeGenerator(km)
+        gen.dependencies[f"{fn.__module__}.{fn.__qualname__}"] = parsed.digest
+        frame = Frame(parsed, scope, is_kernel=True)
+        gen.frames.append(frame)
+        with active_generator(gen):
+            gen.visit_body(parsed.node.body)
+        if not gen.dead:
+            km.builder.ret_void()
+        _finalize(km, max_threads, min_blocks, max_registers)
+    return LoweredKernel(name=name, llir=_patch_text(km), smem_bytes=km.smem_bytes,
+                         dependencies=dict(gen.dependencies), param_layout=layout,
+                         launch_requirements=dict(getattr(km, "launch_requirements", {})))
+
+
+def _finalize(km, max_threads, min_blocks, max_registers) -> None:
+    for value, key in ((max_threads, "maxntidx"), (min_blocks, "minctasm"), (max_registers, "maxnreg")):
+        if value is not None:
+            if not isinstance(value, int) or value <= 0:
+                raise CompilationError(f"launch bound {key} must be a positive int, got {value!r}")
+            km.annotate(key, value)
+    for index in getattr(km, "grid_constant_params", []):
+        km.module.add_named_metadata("nvvm.annotations", [
+            km.function, ir.MetaDataString(km.module, "grid_constant"),
+            km.module.add_metadata([ir.Constant(emit.I32, index)])])
+    km.unroll_nodes = []
+    for branch, count in km.loop_unroll_hints:
+        inner = km.module.add_metadata([ir.MetaDataString(km.module, "llvm.loop.unroll.count"),
+                                        ir.Constant(emit.I32, count)])
+        node = km.module.add_metadata([ir.MetaDataString(km.module, "tsjit.loop.self"), inner])
+        branch.set_metadata("llvm.loop", node)
+        km.unroll_nodes.append(node)
+
+
+def _patch_text(km) -> str:
+    text = str(km.module)
+    # llvmlite cannot write a self-referential distinct node; LLVM loop IDs must be one.
+    for node in getattr(km, "unroll_nodes", []):
+        ref = node.get_reference()
+        text = re.sub(rf'^{re.escape(ref)} = !{{!"tsjit.loop.self", (![0-9]+)}}',
+                      rf'{ref} = distinct !{{{ref}, \1}}', text, flags=re.M)
+    return text

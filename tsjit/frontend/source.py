@@ -1,0 +1,137 @@
+"""Parsing a Python function's source into an ``ast`` with absolute positions.
+
+:class:`ParsedFunction` holds the function's ``ast.FunctionDef`` (line numbers are the
+file's own, columns are the file's own), its globals, its closure variables and a
+SHA-256 digest of its source.  Parsing is cached per function object.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import inspect
+import textwrap
+from dataclasses import dataclass, field
+
+from tsjit.errors import CompilationError, SourceLocation
+
+
+@dataclass
+class ParsedFunction:
+    """A parsed device function.
+
+    Attributes:
+        fn: the Python function object.
+        node: its ``ast.FunctionDef`` with absolute line/column numbers.
+        filename: absolute path of the defining file.
+        globals: the function's module globals.
+        closure: free variables captured from enclosing functions (name -> value).
+        digest: SHA-256 hex digest of the source text.
+        source: the dedented source text.
+    """
+
+    fn: object
+    node: ast.FunctionDef
+    filename: str
+    globals: dict
+    closure: dict
+    digest: str
+    source: str
+    signature: inspect.Signature = field(default=None)
+
+    def location(self, node: ast.AST | None = None) -> SourceLocation:
+        node = node or self.node
+        return SourceLocation(self.filename, getattr(node, "lineno", self.node.lineno),
+                              getattr(node, "col_offset", 0), self.node.name)
+
+
+_CACHE: dict[object, ParsedFunction] = {}
+
+
+def parse_function(fn) -> ParsedFunction:
+    """Parse ``fn`` (a plain Python function) once and return its :class:`ParsedFunction`.
+
+    Raises:
+        CompilationError: the source cannot be found (functions typed into a REPL or built with
+            ``exec``) or is not a single ``def``.
+    """
+    cached = _CACHE.get(fn)
+    if cached is not None:
+        return cached
+    try:
+        lines, first_line = inspect.getsourcelines(fn)
+        filename = inspect.getsourcefile(fn) or inspect.getfile(fn)
+    except (OSError, TypeError) as exc:
+        raise CompilationError(
+            f"cannot read the source of {getattr(fn, '__qualname__', fn)!r} ({exc}); tsjit compiles "
+            f"functions defined in a file or notebook cell") from None
+    raw = "".join(lines)
+    source = textwrap.dedent(raw)
+    indent = len(lines[0]) - len(lines[0].lstrip()) if lines else 0
+    try:
+        module = ast.parse(source)
+    except SyntaxError as exc:
+        raise CompilationError(f"cannot parse the source of {fn.__qualname__}: {exc}") from None
+    fdefs = [n for n in module.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if len(fdefs) != 1 or isinstance(fdefs[0], ast.AsyncFunctionDef):
+        raise CompilationError(f"{fn.__qualname__} must be a plain `def` function")
+    node = fdefs[0]
+    ast.increment_lineno(node, first_line - 1)
+    if indent:
+        for sub in ast.walk(node):
+            if hasattr(sub, "col_offset"):
+                sub.col_offset += indent
+                if getattr(sub, "end_col_offset", None) is not None:
+                    sub.end_col_offset += indent
+    closure = {}
+    if getattr(fn, "__closure__", None):
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+            try:
+                closure[name] = cell.cell_contents
+            except ValueError:  # empty cell
+                pass
+    import os
+    parsed = ParsedFunction(
+        fn=fn, node=node, filename=os.path.abspath(filename), globals=fn.__globals__, closure=closure,
+        digest=hashlib.sha256(raw.encode()).hexdigest(), source=source,
+        signature=inspect.signature(fn))
+    _CACHE[fn] = parsed
+    return parsed
+
+
+def assigned_names(statements) -> set[str]:
+    """Names a list of statements may (re)bind, not looking into nested ``def``/``lambda``/comprehensions.
+
+    Used to decide which variables a loop carries before visiting its body once.
+    """
+    found: set[str] = set()
+
+    class Finder(ast.NodeVisitor):
+        def visit_Name(self, node):
+            if isinstance(node.ctx, ast.Store):
+                found.add(node.id)
+
+        def visit_FunctionDef(self, node):
+            found.add(node.name)
+
+        def visit_AsyncFunctionDef(self, node):
+            found.add(node.name)
+
+        def visit_ClassDef(self, node):
+            found.add(node.name)
+
+        def visit_Lambda(self, node):
+            pass
+
+        def visit_ListComp(self, node):
+            pass
+
+        visit_SetComp = visit_DictComp = visit_GeneratorExp = visit_ListComp
+
+        def visit_NamedExpr(self, node):
+            found.add(node.target.id)
+            self.generic_visit(node)
+
+    finder = Finder()
+    for stmt in statements:
+        finder.visit(stmt)
+    return found

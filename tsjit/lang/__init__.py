@@ -1,0 +1,1 @@
+"""The device language: dtypes, values, memory, builtins and math (see each module)."""

@@ -1,0 +1,300 @@
+"""Thread hierarchy, synchronization, warp-level primitives, atomics and printing.
+
+Every function validates its operands and raises :class:`CompilationError` before
+emitting anything the target cannot select (an LLVM selection failure aborts the
+process).  PTX references are to the PTX ISA 8.6 manual.
+"""
+from __future__ import annotations
+
+from collections import namedtuple
+
+from llvmlite import ir
+
+from tsjit.backend import emit
+from tsjit.errors import CompilationError
+from tsjit.lang import dtypes as dt
+from tsjit.lang.memory import Pointer
+from tsjit.lang.values import Value, as_value, cast_to, constant
+
+Dim3 = namedtuple("Dim3", "x y z")
+Dim3.__doc__ = "A (x, y, z) triple of Int32 values; unpacks as ``x, y, z = tsjit.thread_idx()``."
+
+FULL_MASK = 0xFFFFFFFF
+
+
+def _sreg(name: str) -> Value:
+    return Value(emit.current().intrinsic(f"llvm.nvvm.read.ptx.sreg.{name}", []), dt.Int32)
+
+
+def _dim3(prefix: str) -> Dim3:
+    return Dim3(*(_sreg(f"{prefix}.{axis}") for axis in "xyz"))
+
+
+def thread_idx() -> Dim3:
+    """Thread index within the CTA (PTX ``%tid``), each component Int32."""
+    return _dim3("tid")
+
+
+def block_idx() -> Dim3:
+    """CTA index within the grid (PTX ``%ctaid``)."""
+    return _dim3("ctaid")
+
+
+def block_dim() -> Dim3:
+    """Threads per CTA in each dimension (PTX ``%ntid``)."""
+    return _dim3("ntid")
+
+
+def grid_dim() -> Dim3:
+    """CTAs per grid in each dimension (PTX ``%nctaid``)."""
+    return _dim3("nctaid")
+
+
+def lane_idx() -> Value:
+    """Lane of the calling thread within its warp, 0..31 (PTX ``%laneid``)."""
+    return _sreg("laneid")
+
+
+def warp_idx() -> Value:
+    """Warp index within the CTA: linear thread index // 32, made warp-uniform with
+    ``shfl.sync`` so it lives in a uniform register (as CUTLASS's ``canonical_warp_idx_sync``)."""
+    tid = thread_idx()
+    ntid = block_dim()
+    linear = tid.x + tid.y * ntid.x + tid.z * ntid.x * ntid.y
+    return shuffle(linear >> 5, 0)
+
+
+def cluster_ctarank() -> Value:
+    """Rank of this CTA in its cluster (PTX ``%cluster_ctarank``; sm_90)."""
+    return _sreg("cluster.ctarank")
+
+
+def cluster_size() -> Value:
+    """CTAs in this cluster (PTX ``%cluster_nctarank``; sm_90)."""
+    return _sreg("cluster.nctarank")
+
+
+def clock64() -> Value:
+    """The SM's 64-bit cycle counter (PTX ``%clock64``), Uint64."""
+    v = emit.current().intrinsic("llvm.nvvm.read.ptx.sreg.clock64", [])
+    return Value(v, dt.Uint64)
+
+
+# -- barriers ----------------------------------------------------------------------------------
+def syncthreads() -> None:
+    """CTA-wide barrier (``bar.sync 0``); every thread of the CTA must reach it."""
+    emit.current().intrinsic("llvm.nvvm.barrier.cta.sync.aligned.all", [ir.Constant(emit.I32, 0)])
+
+
+def _barrier_operands(barrier_id, num_threads):
+    if isinstance(barrier_id, int) and not 0 <= barrier_id < 16:
+        raise CompilationError(f"named barrier id must be in 0..15, got {barrier_id}")
+    if isinstance(num_threads, int) and (num_threads <= 0 or num_threads % 32):
+        raise CompilationError(f"named barrier thread count must be a positive multiple of 32, got {num_threads}")
+    return cast_to(as_value(barrier_id, dt.Int32), dt.Int32), cast_to(as_value(num_threads, dt.Int32), dt.Int32)
+
+
+def named_barrier_sync(barrier_id, num_threads) -> None:
+    """Wait at named barrier ``barrier_id`` (0..15) until ``num_threads`` threads (multiple of 32)
+    have arrived (PTX ``bar.sync id, count``)."""
+    bid, cnt = _barrier_operands(barrier_id, num_threads)
+    emit.current().intrinsic("llvm.nvvm.barrier.cta.sync.aligned.count", [bid.ir, cnt.ir])
+
+
+def named_barrier_arrive(barrier_id, num_threads) -> None:
+    """Arrive at named barrier ``barrier_id`` without waiting (PTX ``bar.arrive id, count``)."""
+    bid, cnt = _barrier_operands(barrier_id, num_threads)
+    emit.current().intrinsic("llvm.nvvm.barrier.cta.arrive.aligned.count", [bid.ir, cnt.ir])
+
+
+def syncwarp(mask: int = FULL_MASK) -> None:
+    """Warp-level barrier over the lanes in ``mask`` (PTX ``bar.warp.sync``)."""
+    emit.current().intrinsic("llvm.nvvm.bar.warp.sync", [ir.Constant(emit.I32, mask & FULL_MASK)])
+
+
+def threadfence() -> None:
+    """Device-scope memory fence (PTX ``fence.sc.gpu``)."""
+    emit.current().builder.fence("seq_cst", "")
+
+
+# -- warp shuffles and votes -------------------------------------------------------------------
+_SHUFFLE_CLAMP = {"idx": 0x1F, "up": 0x0, "down": 0x1F, "bfly": 0x1F}
+
+
+def _shuffle(kind: str, value, operand, width: int, mask: int) -> Value:
+    if width not in (1, 2, 4, 8, 16, 32):
+        raise CompilationError(f"shuffle width must be a power of two <= 32, got {width}")
+    v = as_value(value)
+    original = v.dtype
+    if original.bits == 64:
+        lo = _shuffle(kind, cast_to(v if original.is_int else _bitcast(v, dt.Int64), dt.Int32), operand, width, mask)
+        hi_src = (v if original.is_int else _bitcast(v, dt.Int64)) >> 32
+        hi = _shuffle(kind, cast_to(hi_src, dt.Int32), operand, width, mask)
+        joined = (cast_to(hi, dt.Int64) << 32) | (cast_to(cast_to(lo, dt.Uint32), dt.Int64))
+        return joined if original.is_int and original.is_signed else (
+            cast_to(joined, original) if original.is_int else _bitcast(joined, original))
+    if original.is_float and original.bits == 32:
+        work, suffix = v, "f32"
+    else:
+        work, suffix = cast_to(v, dt.Int32) if original.bits < 32 or original.is_bool else v, "i32"
+        if original.is_float:  # 16-bit floats travel as their bits
+            work = cast_to(_bitcast(v, dt.Int16), dt.Int32)
+    c = ((32 - width) << 8) | _SHUFFLE_CLAMP[kind]
+    op = cast_to(as_value(operand, dt.Int32), dt.Int32)
+    res = emit.current().intrinsic(
+        f"llvm.nvvm.shfl.sync.{kind}.{suffix}",
+        [ir.Constant(emit.I32, mask & FULL_MASK), work.ir, op.ir, ir.Constant(emit.I32, c)])
+    out = Value(res, work.dtype)
+    if original.is_float and original.bits == 16:
+        return _bitcast(cast_to(out, dt.Int16), original)
+    return cast_to(out, original) if out.dtype is not original else out
+
+
+def _bitcast(v: Value, dtype) -> Value:
+    return Value(emit.current().builder.bitcast(v.ir, emit.llvm_type(dtype)), dtype)
+
+
+def shuffle(value, src_lane, *, width: int = 32, mask: int = FULL_MASK) -> Value:
+    """Read ``value`` from lane ``src_lane`` (PTX ``shfl.sync.idx``); any 8..64-bit dtype."""
+    return _shuffle("idx", value, src_lane, width, mask)
+
+
+def shuffle_down(value, delta, *, width: int = 32, mask: int = FULL_MASK) -> Value:
+    """Read ``value`` from lane ``lane + delta`` (``shfl.sync.down``); out-of-range lanes keep their own."""
+    return _shuffle("down", value, delta, width, mask)
+
+
+def shuffle_up(value, delta, *, width: int = 32, mask: int = FULL_MASK) -> Value:
+    """Read ``value`` from lane ``lane - delta`` (``shfl.sync.up``)."""
+    return _shuffle("up", value, delta, width, mask)
+
+
+def shuffle_xor(value, lane_mask, *, width: int = 32, mask: int = FULL_MASK) -> Value:
+    """Read ``value`` from lane ``lane ^ lane_mask`` (``shfl.sync.bfly``), the butterfly of reductions."""
+    return _shuffle("bfly", value, lane_mask, width, mask)
+
+
+def _vote(kind: str, predicate, mask: int):
+    p = cast_to(as_value(predicate), dt.Boolean)
+    return emit.current().intrinsic(f"llvm.nvvm.vote.{kind}.sync", [ir.Constant(emit.I32, mask & FULL_MASK), p.ir])
+
+
+def vote_all(predicate, *, mask: int = FULL_MASK) -> Value:
+    """True when ``predicate`` holds on every lane in ``mask`` (``vote.sync.all``)."""
+    return Value(_vote("all", predicate, mask), dt.Boolean)
+
+
+def vote_any(predicate, *, mask: int = FULL_MASK) -> Value:
+    """True when ``predicate`` holds on some lane in ``mask`` (``vote.sync.any``)."""
+    return Value(_vote("any", predicate, mask), dt.Boolean)
+
+
+def vote_ballot(predicate, *, mask: int = FULL_MASK) -> Value:
+    """Bit ``i`` set when ``predicate`` holds on lane ``i`` (``vote.sync.ballot.b32``), Uint32."""
+    return Value(_vote("ballot", predicate, mask), dt.Uint32)
+
+
+# -- atomics -----------------------------------------------------------------------------------
+def _atomic_target(ptr, name: str) -> Pointer:
+    if not isinstance(ptr, Pointer):
+        raise CompilationError(f"tsjit.{name} needs a pointer (e.g. tsjit.address_of(t, i) or t.ptr + i), "
+                               f"got {type(ptr).__name__}")
+    if ptr.address_space not in (1, 3):
+        raise CompilationError(f"tsjit.{name} works on global or shared memory")
+    return ptr
+
+
+def atomic_add(ptr: Pointer, value) -> Value:
+    """Atomically add ``value`` at ``ptr`` (relaxed, GPU scope); returns the old value.
+
+    Int32/Uint32/Int64/Uint64/Float32/Float64 (PTX ``atom.add``)."""
+    p = _atomic_target(ptr, "atomic_add")
+    v = cast_to(as_value(value, p.dtype), p.dtype)
+    if p.dtype.bits < 32 or p.dtype.is_bool:
+        raise CompilationError(f"atomic_add supports 32- and 64-bit types, not {p.dtype.name}")
+    op = "fadd" if p.dtype.is_float else "add"
+    return Value(emit.current().builder.atomic_rmw(op, p.ir, v.ir, "monotonic"), p.dtype)
+
+
+def atomic_max(ptr: Pointer, value) -> Value:
+    """Atomic maximum at ``ptr`` for 32/64-bit integers (PTX ``atom.max``); returns the old value."""
+    p = _atomic_target(ptr, "atomic_max")
+    if not p.dtype.is_int or p.dtype.bits < 32:
+        raise CompilationError(f"atomic_max supports 32- and 64-bit integers, not {p.dtype.name}")
+    v = cast_to(as_value(value, p.dtype), p.dtype)
+    op = "max" if p.dtype.is_signed else "umax"
+    return Value(emit.current().builder.atomic_rmw(op, p.ir, v.ir, "monotonic"), p.dtype)
+
+
+def atomic_min(ptr: Pointer, value) -> Value:
+    """Atomic minimum at ``ptr`` for 32/64-bit integers (PTX ``atom.min``); returns the old value."""
+    p = _atomic_target(ptr, "atomic_min")
+    if not p.dtype.is_int or p.dtype.bits < 32:
+        raise CompilationError(f"atomic_min supports 32- and 64-bit integers, not {p.dtype.name}")
+    v = cast_to(as_value(value, p.dtype), p.dtype)
+    op = "min" if p.dtype.is_signed else "umin"
+    return Value(emit.current().builder.atomic_rmw(op, p.ir, v.ir, "monotonic"), p.dtype)
+
+
+def atomic_cas(ptr: Pointer, compare, value) -> Value:
+    """Atomic compare-and-swap on a 32/64-bit integer (PTX ``atom.cas``); returns the old value."""
+    p = _atomic_target(ptr, "atomic_cas")
+    if not p.dtype.is_int or p.dtype.bits < 32:
+        raise CompilationError(f"atomic_cas supports 32- and 64-bit integers, not {p.dtype.name}")
+    c = cast_to(as_value(compare, p.dtype), p.dtype)
+    v = cast_to(as_value(value, p.dtype), p.dtype)
+    b = emit.current().builder
+    pair = b.cmpxchg(p.ir, c.ir, v.ir, "monotonic", "monotonic")
+    return Value(b.extract_value(pair, 0), p.dtype)
+
+
+def address_of(tensor, *index) -> Pointer:
+    """Pointer to ``tensor[index]`` (for atomics)."""
+    return tensor.element_pointer(index if len(index) != 1 else index[0])
+
+
+# -- printing ----------------------------------------------------------------------------------
+def device_print(fmt: str, *args) -> None:
+    """``printf`` from device code (CUDA ``vprintf``); ``{}`` in ``fmt`` is replaced by each argument.
+
+    Every thread that reaches the call prints; guard it with an ``if``.  Output appears when the
+    host synchronizes.  Floats print with ``%f`` (promoted to double, as C varargs do).
+    """
+    if not isinstance(fmt, str):
+        raise CompilationError("device_print needs a compile-time format string as first argument")
+    if fmt.count("{}") != len(args):
+        raise CompilationError(f"device_print format has {fmt.count('{}')} '{{}}' placeholders but "
+                               f"{len(args)} arguments were given")
+    km = emit.current()
+    b = km.builder
+    pieces = fmt.replace("%", "%%").split("{}")
+    spec, values = [], []
+    for arg in args:
+        v = as_value(arg)
+        if v.dtype.is_float:
+            values.append(b.fpext(v.ir, ir.DoubleType()) if v.dtype.bits < 64 else v.ir)
+            spec.append("%f")
+        elif v.dtype.bits == 64:
+            values.append(v.ir)
+            spec.append("%lld" if v.dtype.is_signed else "%llu")
+        else:
+            values.append(cast_to(v, dt.Int32 if v.dtype.is_signed else dt.Uint32).ir)
+            spec.append("%d" if v.dtype.is_signed else "%u")
+    text = pieces[0] + "".join(s + p for s, p in zip(spec, pieces[1:])) + "\n"
+    gv = km.global_string(text.encode() + b"\0")
+    fmt_ptr = b.addrspacecast(gv, emit.pointer_type(0)) if gv.type.addrspace != 0 else gv
+    vprintf = km.module.globals.get("vprintf")
+    if vprintf is None:
+        vprintf = ir.Function(km.module, ir.FunctionType(emit.I32, [emit.pointer_type(0), emit.pointer_type(0)]),
+                              "vprintf")
+    if values:
+        struct_ty = ir.LiteralStructType([v.type for v in values])
+        entry = km.function.entry_basic_block
+        with b.goto_block(entry):
+            b.position_at_start(entry)
+            buf = b.alloca(struct_ty)
+        for i, v in enumerate(values):
+            b.store(v, b.gep(buf, [ir.Constant(emit.I32, 0), ir.Constant(emit.I32, i)], source_etype=struct_ty))
+        b.call(vprintf, [fmt_ptr, buf])
+    else:
+        b.call(vprintf, [fmt_ptr, ir.Constant(emit.pointer_type(0), None)])

@@ -1,0 +1,328 @@
+"""Pointers, tensors and shared memory in device code.
+
+* :class:`Pointer` — a typed address in global (1), shared (3) or shared::cluster (7)
+  memory; ``p + i`` advances by elements, ``p[i]`` loads, ``p[i] = v`` stores.
+* :class:`Tensor` — a pointer with a shape and element strides.  Kernel array arguments
+  arrive as tensors whose shape/strides are run-time ``Int32`` values (``Int64`` for
+  arrays of 2**31 elements or more) except strides equal to 1, which the specialization
+  key makes compile-time.  ``t[i, j]`` loads, ``t[i, j] = v`` stores, ``t.shape[k]``,
+  ``t.stride(k)``; ``t.load_vector(index, n)`` / ``t.store_vector(index, values)`` move
+  ``n`` consecutive elements of the innermost, unit-stride dimension in one access of
+  up to 16 bytes.
+* :func:`shared_array` — a typed view into the kernel's single dynamic shared-memory
+  block (aligned to 1024 bytes); the kernel's dynamic shared-memory size grows by it.
+
+No bounds checks are emitted: like CUDA C++, an out-of-range index is undefined
+behaviour (mask with an ``if``).
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from tsjit.backend import emit
+from tsjit.errors import CompilationError
+from tsjit.lang import dtypes as dt
+from tsjit.lang.dtypes import DType
+from tsjit.lang.values import Value, as_value, cast_to, constant, is_constant
+
+_SPACE_NAMES = {0: "generic", 1: "global", 3: "shared", 7: "shared::cluster"}
+
+
+def _index(x, index_dtype: DType) -> Value:
+    if isinstance(x, Value):
+        if x.dtype.is_float:
+            raise CompilationError(f"an index must be an integer, got {x.dtype.name}")
+        if x.dtype.is_bool or x.dtype.bits < index_dtype.bits:
+            return cast_to(x, index_dtype)
+        return x
+    if not isinstance(x, int) or isinstance(x, bool):
+        raise CompilationError(f"an index must be an integer, got {type(x).__name__}")
+    return constant(x, index_dtype if -2**31 <= x < 2**31 or index_dtype.bits == 64 else dt.Int64)
+
+
+class Pointer:
+    """A typed device pointer.
+
+    Attributes:
+        ir: the llvmlite ``ptr addrspace(N)`` value.
+        dtype: element dtype.
+        address_space: 1 global, 3 shared (CTA), 7 shared::cluster.
+        alignment: known byte alignment of the address (at least the element size).
+    """
+
+    __slots__ = ("ir", "dtype", "address_space", "alignment")
+
+    def __init__(self, ir_value, dtype: DType, address_space: int, alignment: int | None = None):
+        self.ir = ir_value
+        self.dtype = dtype
+        self.address_space = address_space
+        self.alignment = alignment or dtype.itemsize
+
+    def __repr__(self) -> str:
+        return f"Pointer[{self.dtype.name}, {_SPACE_NAMES.get(self.address_space, self.address_space)}]"
+
+    def __bool__(self):
+        raise CompilationError("a device pointer cannot be used as a Python bool")
+
+    def offset(self, elements) -> "Pointer":
+        """This pointer advanced by ``elements`` (Value or int) elements."""
+        if isinstance(elements, int) and elements == 0:
+            return self
+        idx = _index(elements, dt.Int64 if isinstance(elements, Value) and elements.dtype.bits == 64 else dt.Int32)
+        b = emit.current().builder
+        elem_ty = emit.llvm_type(self.dtype, memory=True)
+        new = b.gep(self.ir, [idx.ir], source_etype=elem_ty, inbounds=True)
+        align = self.dtype.itemsize
+        if isinstance(elements, int):
+            step = (elements * self.dtype.itemsize) & -(elements * self.dtype.itemsize) or self.alignment
+            align = min(self.alignment, step)
+        return Pointer(new, self.dtype, self.address_space, max(align, self.dtype.itemsize))
+
+    def __add__(self, elements):
+        return self.offset(elements)
+
+    __radd__ = __add__
+
+    def __sub__(self, elements):
+        return self.offset(-elements)
+
+    def cast(self, dtype: DType) -> "Pointer":
+        """The same address viewed as ``dtype`` elements."""
+        return Pointer(self.ir, dtype, self.address_space, self.alignment)
+
+    def load(self, *, volatile: bool = False) -> Value:
+        """Load one element."""
+        b = emit.current().builder
+        ty = emit.llvm_type(self.dtype, memory=True)
+        inst = b.load(self.ir, typ=ty, align=self.alignment)
+        if volatile:
+            inst.volatile = True
+        if self.dtype.is_bool:
+            return Value(b.icmp_unsigned("!=", inst, ir.Constant(ty, 0)), dt.Boolean)
+        return Value(inst, self.dtype)
+
+    def store(self, value, *, volatile: bool = False) -> None:
+        """Store ``value`` (converted to the element dtype) at this address."""
+        v = _convert_for_store(value, self.dtype)
+        b = emit.current().builder
+        raw = b.zext(v.ir, emit.I8) if self.dtype.is_bool else v.ir
+        inst = b.store(raw, self.ir, align=self.alignment)
+        if volatile:
+            inst.volatile = True
+
+    def __getitem__(self, index) -> Value:
+        return self.offset(index).load()
+
+    def __setitem__(self, index, value) -> None:
+        self.offset(index).store(value)
+
+    def load_vector(self, n: int) -> tuple[Value, ...]:
+        """Load ``n`` consecutive elements in one access (``n * itemsize`` <= 16 bytes, power of two).
+
+        Raises:
+            CompilationError: the access would be wider than 16 bytes or the pointer is not known
+                to be aligned to the access width.
+        """
+        vec_ty, width = self._vector_type(n)
+        b = emit.current().builder
+        raw = b.load(self.ir, typ=vec_ty, align=width)
+        return tuple(Value(b.extract_element(raw, ir.Constant(emit.I32, i)), self.dtype) for i in range(n))
+
+    def store_vector(self, values) -> None:
+        """Store the sequence ``values`` (length ``n``) to ``n`` consecutive elements in one access."""
+        values = tuple(values)
+        vec_ty, width = self._vector_type(len(values))
+        b = emit.current().builder
+        vec = ir.Constant(vec_ty, ir.Undefined)
+        for i, v in enumerate(values):
+            vec = b.insert_element(vec, _convert_for_store(v, self.dtype).ir, ir.Constant(emit.I32, i))
+        b.store(vec, self.ir, align=width)
+
+    def _vector_type(self, n: int):
+        if not isinstance(n, int) or n < 1 or n & (n - 1):
+            raise CompilationError(f"vector length must be a compile-time power of two, got {n!r}")
+        if self.dtype.is_bool:
+            raise CompilationError("vector access to Boolean memory is not supported")
+        width = n * self.dtype.itemsize
+        if width > 16:
+            raise CompilationError(f"a vector access moves at most 16 bytes; {n} x {self.dtype.name} is {width}")
+        if self.alignment < width:
+            raise CompilationError(
+                f"a {width}-byte vector access needs a {width}-byte aligned address, but this pointer is only "
+                f"known to be {self.alignment}-byte aligned (array arguments are 16-byte aligned when their "
+                f"base address is; index with a multiple of {n})")
+        return ir.VectorType(emit.llvm_type(self.dtype, memory=True), n), width
+
+
+def _convert_for_store(value, dtype: DType) -> Value:
+    if isinstance(value, Value):
+        if value.dtype is not dtype:
+            if value.dtype.is_float and not dtype.is_float:
+                raise CompilationError(
+                    f"storing a {value.dtype.name} into {dtype.name} memory would truncate; convert "
+                    f"explicitly with tsjit.{dtype.name}(value)")
+            return cast_to(value, dtype)
+        return value
+    if is_constant(value):
+        return constant(value, dtype)
+    raise CompilationError(f"cannot store a {type(value).__name__} object into {dtype.name} memory")
+
+
+class Tensor:
+    """A strided view of memory: :class:`Pointer` + shape + element strides.
+
+    Attributes:
+        ptr: the base :class:`Pointer`.
+        shape: tuple of extents (Int32/Int64 Values or compile-time ints).
+        strides: tuple of element strides (Values or compile-time ints; unit strides are ints).
+        row_alignment: known byte alignment of the first element of every innermost row.
+        dtype: element dtype.
+        rank: number of dimensions.
+    """
+
+    def __init__(self, ptr: Pointer, shape: tuple, strides: tuple, index_dtype: DType = dt.Int32,
+                 row_alignment: int | None = None):
+        if len(shape) != len(strides):
+            raise CompilationError("internal: tensor shape and strides differ in rank")
+        self.ptr = ptr
+        # Known byte alignment of the start of every innermost row (vector accesses rely on it).
+        self.row_alignment = row_alignment if row_alignment is not None else ptr.alignment
+        self.shape = tuple(shape)
+        self.strides = tuple(strides)
+        self.index_dtype = index_dtype
+
+    def __repr__(self) -> str:
+        return f"Tensor[{self.dtype.name}, rank {self.rank}]"
+
+    @property
+    def dtype(self) -> DType:
+        return self.ptr.dtype
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def stride(self, dim: int):
+        """Element stride of dimension ``dim`` (compile-time int when it is known to be 1)."""
+        return self.strides[self._dim(dim)]
+
+    def size(self, dim: int):
+        return self.shape[self._dim(dim)]
+
+    def numel(self):
+        """Total number of elements (product of the shape)."""
+        total = 1
+        for extent in self.shape:
+            total = total * extent
+        return total
+
+    def _dim(self, dim) -> int:
+        if not isinstance(dim, int):
+            raise CompilationError("a tensor dimension must be a compile-time integer")
+        if not -self.rank <= dim < self.rank:
+            raise CompilationError(f"dimension {dim} is out of range for a rank-{self.rank} tensor")
+        return dim % self.rank
+
+    def _offset(self, index):
+        if not isinstance(index, tuple):
+            index = (index,)
+        if len(index) != self.rank:
+            raise CompilationError(
+                f"a rank-{self.rank} tensor needs {self.rank} indices, got {len(index)}")
+        offset = 0
+        for i, stride in zip(index, self.strides):
+            if isinstance(i, slice):
+                raise CompilationError("slicing a tensor is not supported; index it element by element")
+            term = _index(i, self.index_dtype) if isinstance(i, Value) else i
+            term = term if (isinstance(stride, int) and stride == 1) else term * stride
+            offset = term if (isinstance(offset, int) and offset == 0) else offset + term
+        return offset
+
+    def element_pointer(self, index) -> Pointer:
+        """Address of element ``index`` (tuple of one index per dimension)."""
+        return self.ptr.offset(self._offset(index))
+
+    def __getitem__(self, index) -> Value:
+        return self.element_pointer(index).load()
+
+    def __setitem__(self, index, value) -> None:
+        self.element_pointer(index).store(value)
+
+    def load_vector(self, index, n: int) -> tuple[Value, ...]:
+        """Load elements ``index .. index + n - 1`` along the innermost dimension in one access.
+
+        The innermost stride must be 1 and the caller guarantees ``index[-1]`` is a multiple
+        of ``n`` (the base is known 16-byte aligned from the specialization key).
+        """
+        return self._vector_pointer(index, n).load_vector(n)
+
+    def store_vector(self, index, values) -> None:
+        """Store ``values`` to elements ``index .. index + len(values) - 1`` of the innermost dimension."""
+        values = tuple(values)
+        self._vector_pointer(index, len(values)).store_vector(values)
+
+    def _vector_pointer(self, index, n: int) -> Pointer:
+        if not (isinstance(self.strides[-1], int) and self.strides[-1] == 1):
+            raise CompilationError("vector access needs a unit-stride innermost dimension; this argument's "
+                                   "innermost stride is not 1 in this call")
+        p = self.element_pointer(index)
+        return Pointer(p.ir, self.dtype, p.address_space, min(self.row_alignment, 16))
+
+
+def shared_array(dtype: DType, shape, *, align: int = 128) -> Tensor:
+    """A row-major array of ``dtype`` with compile-time ``shape`` in dynamic shared memory.
+
+    Args:
+        dtype: element type.
+        shape: int or tuple of compile-time ints.
+        align: byte alignment of the array's start (power of two, <= 1024; TMA destinations need
+            128, 128B-swizzled tiles 1024 — PTX ISA §5.5.6).
+
+    Returns:
+        A :class:`Tensor` in address space 3.  The kernel's dynamic shared-memory size includes it.
+    """
+    if isinstance(shape, int):
+        shape = (shape,)
+    if not all(isinstance(s, int) and s > 0 for s in shape):
+        raise CompilationError(f"shared_array needs a compile-time shape of positive ints, got {shape!r}")
+    if align > 1024:
+        raise CompilationError("shared_array alignment cannot exceed the block's 1024-byte alignment")
+    km = emit.current()
+    nbytes = dtype.itemsize
+    for s in shape:
+        nbytes *= s
+    offset = km.reserve_shared(nbytes, max(align, dtype.itemsize))
+    return Tensor(shared_pointer(offset, dtype, align), tuple(shape), _row_major(shape))
+
+
+def shared_pointer(byte_offset: int, dtype: DType, alignment: int | None = None) -> Pointer:
+    """A pointer to ``byte_offset`` inside the dynamic shared-memory block (no reservation)."""
+    km = emit.current()
+    base = km.shared_base()
+    b = km.builder
+    p = b.gep(base, [ir.Constant(emit.I32, 0), ir.Constant(emit.I32, byte_offset)],
+              source_etype=ir.ArrayType(emit.I8, 0), inbounds=True)
+    align = alignment or (byte_offset & -byte_offset if byte_offset else 1024)
+    return Pointer(p, dtype, emit.SHARED, max(dtype.itemsize, min(align, 1024)))
+
+
+def _row_major(shape) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= s
+    return tuple(reversed(strides))
+
+
+def dynamic_shared(dtype: DType) -> Pointer:
+    """A pointer to the start of the dynamic shared-memory block, as ``dtype`` elements.
+
+    Its size is what the launch passes as ``smem_bytes`` (plus anything :func:`shared_array`
+    reserved, which starts at offset 0 — do not mix both styles).
+    """
+    return shared_pointer(0, dtype, 1024)
+
+
+def as_index(x, dtype: DType = dt.Int32) -> Value:
+    """``x`` as an index Value (Python ints become constants)."""
+    return _index(as_value(x) if not isinstance(x, Value) else x, dtype)

@@ -1,0 +1,368 @@
+"""Typed device values and the operators that build IR from them.
+
+A :class:`Value` pairs an llvmlite value with a :class:`~tsjit.lang.dtypes.DType`.
+Python operators on values emit LLVM instructions into the active
+:class:`~tsjit.backend.emit.KernelModule`, so both the frontend (which compiles
+kernel source) and trace-time Python (schedules, resource constructors) build IR
+with ordinary expressions such as ``bx * WARPS * 32 + tx``.
+
+Operator semantics (documented here once; promotion in :mod:`tsjit.lang.dtypes`):
+
+* ``+ - *`` wrap around for integers (two's complement), IEEE for floats.
+* ``/`` is true division: integers are converted to ``Float32`` first (``Float64``
+  if the other operand is ``Float64``).
+* ``//`` and ``%`` on integers round toward zero and take the dividend's sign (C
+  semantics, as in Triton and CUDA C++), not Python's floor semantics; on floats
+  ``//`` is ``floor(a / b)``.
+* ``>>`` is arithmetic for signed and logical for unsigned integers.
+* ``& | ^ ~`` on ``Boolean`` are logical; comparisons return ``Boolean``.
+* Using a value where Python needs a ``bool`` (``if`` in trace-time Python, ``and``
+  outside kernel code) raises :class:`CompilationError`: device values are only known
+  at run time.
+"""
+from __future__ import annotations
+
+import operator
+
+from llvmlite import ir
+
+from tsjit.backend import emit
+from tsjit.errors import CompilationError
+from tsjit.lang import dtypes as dt
+from tsjit.lang.dtypes import DType
+
+
+class Value:
+    """A run-time scalar in device code.
+
+    Attributes:
+        ir: the llvmlite value (``i1`` for Boolean, ``iN``, ``half``, ``bfloat``, ``float``, ``double``).
+        dtype: its :class:`DType`.
+    """
+
+    __slots__ = ("ir", "dtype")
+
+    def __init__(self, ir_value, dtype: DType):
+        self.ir = ir_value
+        self.dtype = dtype
+
+    def __repr__(self) -> str:
+        return f"Value({self.dtype.name})"
+
+    def __bool__(self):
+        raise CompilationError(
+            f"a device {self.dtype.name} value is only known at run time and cannot be used as a "
+            "Python bool here; use it in a kernel `if`/`while`, or make it compile-time with "
+            "tsjit.Constexpr / tsjit.const_expr")
+
+    def __index__(self):
+        raise CompilationError(
+            f"a device {self.dtype.name} value cannot be used as a compile-time index; index "
+            "fragments and tuples with compile-time integers (tsjit.range_constexpr)")
+
+    def __iter__(self):
+        raise CompilationError(f"a device {self.dtype.name} value is not iterable")
+
+    __hash__ = object.__hash__
+
+    def to(self, dtype: DType) -> "Value":
+        """This value converted to ``dtype`` (same as ``dtype(value)``)."""
+        return cast_to(self, dtype)
+
+    # arithmetic -----------------------------------------------------------------------------
+    def __add__(self, other): return binary("+", self, other)
+    def __radd__(self, other): return binary("+", other, self)
+    def __sub__(self, other): return binary("-", self, other)
+    def __rsub__(self, other): return binary("-", other, self)
+    def __mul__(self, other): return binary("*", self, other)
+    def __rmul__(self, other): return binary("*", other, self)
+    def __truediv__(self, other): return binary("/", self, other)
+    def __rtruediv__(self, other): return binary("/", other, self)
+    def __floordiv__(self, other): return binary("//", self, other)
+    def __rfloordiv__(self, other): return binary("//", other, self)
+    def __mod__(self, other): return binary("%", self, other)
+    def __rmod__(self, other): return binary("%", other, self)
+    def __lshift__(self, other): return binary("<<", self, other)
+    def __rlshift__(self, other): return binary("<<", other, self)
+    def __rshift__(self, other): return binary(">>", self, other)
+    def __rrshift__(self, other): return binary(">>", other, self)
+    def __and__(self, other): return binary("&", self, other)
+    def __rand__(self, other): return binary("&", other, self)
+    def __or__(self, other): return binary("|", self, other)
+    def __ror__(self, other): return binary("|", other, self)
+    def __xor__(self, other): return binary("^", self, other)
+    def __rxor__(self, other): return binary("^", other, self)
+    def __pow__(self, other): return power(self, other)
+    def __lt__(self, other): return compare("<", self, other)
+    def __le__(self, other): return compare("<=", self, other)
+    def __gt__(self, other): return compare(">", self, other)
+    def __ge__(self, other): return compare(">=", self, other)
+    def __eq__(self, other): return compare("==", self, other)  # type: ignore[override]
+    def __ne__(self, other): return compare("!=", self, other)  # type: ignore[override]
+
+    def __neg__(self):
+        b = _builder()
+        if self.dtype.is_float:
+            return Value(b.fneg(self.ir), self.dtype)
+        if self.dtype.is_bool:
+            self = cast_to(self, dt.Int32)
+        return Value(b.neg(self.ir), self.dtype)
+
+    def __pos__(self):
+        return self
+
+    def __invert__(self):
+        if self.dtype.is_float:
+            raise CompilationError(f"`~` needs an integer or Boolean operand, got {self.dtype.name}")
+        return Value(_builder().not_(self.ir), self.dtype)
+
+    def __abs__(self):
+        from tsjit.lang import math as device_math
+        return device_math.abs(self)
+
+
+def _builder() -> ir.IRBuilder:
+    return emit.current().builder
+
+
+def is_value(x) -> bool:
+    return isinstance(x, Value)
+
+
+def is_constant(x) -> bool:
+    """True for Python compile-time scalars (bool, int, float, numpy scalars)."""
+    import numpy as np
+    return isinstance(x, (bool, int, float, np.generic)) and not isinstance(x, Value)
+
+
+def literal_dtype(x) -> DType:
+    """The dtype a Python literal gets when it must be materialized on its own.
+
+    ``bool`` -> Boolean; ``int`` -> Int32 (Int64 if it does not fit, Uint64 above 2**63-1);
+    ``float`` -> Float32; numpy scalars keep their dtype.
+    """
+    import numpy as np
+    if isinstance(x, np.generic):
+        found = dt.from_numpy(x.dtype)
+        if found is None:
+            raise CompilationError(f"numpy scalar of dtype {x.dtype} has no device type")
+        return found
+    if isinstance(x, bool):
+        return dt.Boolean
+    if isinstance(x, int):
+        if -2**31 <= x < 2**31:
+            return dt.Int32
+        if -2**63 <= x < 2**63:
+            return dt.Int64
+        if 0 <= x < 2**64:
+            return dt.Uint64
+        raise CompilationError(f"integer literal {x} does not fit in 64 bits")
+    if isinstance(x, float):
+        return dt.Float32
+    raise CompilationError(f"{type(x).__name__} object is not a device scalar")
+
+
+def _check_fits(x: int, dtype: DType) -> None:
+    if dtype.is_int:
+        lo, hi = (-(2 ** (dtype.bits - 1)), 2 ** (dtype.bits - 1)) if dtype.is_signed else (0, 2 ** dtype.bits)
+        if not lo <= x < hi:
+            raise CompilationError(
+                f"integer {x} does not fit in {dtype.name} (range {lo}..{hi - 1}); cast the other "
+                f"operand to a wider type first, e.g. tsjit.Int64(v)")
+
+
+def constant(x, dtype: DType | None = None) -> Value:
+    """A constant :class:`Value` of ``x`` (a Python/numpy scalar) with ``dtype`` (default: :func:`literal_dtype`)."""
+    import numpy as np
+    if isinstance(x, Value):
+        return cast_to(x, dtype) if dtype is not None else x
+    if dtype is None:
+        dtype = literal_dtype(x)
+    if isinstance(x, np.generic):
+        x = x.item()
+    ty = emit.llvm_type(dtype)
+    if dtype.is_float:
+        return Value(ir.Constant(ty, float(x)), dtype)
+    if dtype.is_bool:
+        return Value(ir.Constant(ty, 1 if x else 0), dtype)
+    if isinstance(x, float):
+        if not x.is_integer():
+            raise CompilationError(f"float {x} cannot be used as an {dtype.name}; convert it explicitly")
+        x = int(x)
+    x = int(x)
+    _check_fits(x, dtype)
+    return Value(ir.Constant(ty, x & ((1 << dtype.bits) - 1)), dtype)
+
+
+def as_value(x, like: DType | None = None) -> Value:
+    """``x`` as a Value; a Python literal takes dtype ``like`` when given (see module rules)."""
+    if isinstance(x, Value):
+        return x
+    if not is_constant(x):
+        raise CompilationError(
+            f"expected a device scalar or a Python number, got {type(x).__name__} object")
+    if like is not None:
+        if isinstance(x, bool) and not like.is_bool:
+            return constant(int(x), like)
+        if isinstance(x, float) and not like.is_float:
+            return constant(x, dt.Float32)
+        if isinstance(x, int) and like.is_bool:
+            return constant(x)
+        return constant(x, like)
+    return constant(x)
+
+
+def cast_to(x, dtype: DType) -> Value:
+    """Convert ``x`` (Value or Python scalar) to ``dtype``.
+
+    int->int truncates or extends by the source's signedness; float->int rounds toward
+    zero (PTX ``cvt.rzi``); int->float rounds to nearest; ->Boolean is ``x != 0``.
+    """
+    if not isinstance(dtype, DType):
+        raise CompilationError(f"cannot convert to {dtype!r}: not a tsjit dtype")
+    if not isinstance(x, Value):
+        if isinstance(x, float) and not dtype.is_float and not dtype.is_bool:
+            x = int(x)
+        if isinstance(x, bool) and not dtype.is_bool:
+            x = int(x)
+        return constant(x, dtype)
+    src = x.dtype
+    if src is dtype:
+        return x
+    b = _builder()
+    to_ty = emit.llvm_type(dtype)
+    if dtype.is_bool:
+        if src.is_float:
+            return Value(b.fcmp_unordered("!=", x.ir, ir.Constant(x.ir.type, 0.0)), dtype)
+        return Value(b.icmp_unsigned("!=", x.ir, ir.Constant(x.ir.type, 0)), dtype)
+    if src.is_bool:
+        if dtype.is_float:
+            return Value(b.uitofp(x.ir, to_ty), dtype)
+        return Value(b.zext(x.ir, to_ty), dtype)
+    if src.is_int and dtype.is_int:
+        if dtype.bits == src.bits:
+            return Value(x.ir, dtype)
+        if dtype.bits < src.bits:
+            return Value(b.trunc(x.ir, to_ty), dtype)
+        return Value((b.sext if src.is_signed else b.zext)(x.ir, to_ty), dtype)
+    if src.is_int and dtype.is_float:
+        return Value((b.sitofp if src.is_signed else b.uitofp)(x.ir, to_ty), dtype)
+    if src.is_float and dtype.is_int:
+        return Value((b.fptosi if dtype.is_signed else b.fptoui)(x.ir, to_ty), dtype)
+    # float -> float
+    if dtype.bits > src.bits or (dtype.bits == src.bits and dtype.name == "Float32"):
+        return Value(b.fpext(x.ir, to_ty), dtype)
+    if dtype.bits == src.bits:  # Float16 <-> BFloat16: go through Float32
+        return cast_to(cast_to(x, dt.Float32), dtype)
+    return Value(b.fptrunc(x.ir, to_ty), dtype)
+
+
+def unify(a, b) -> tuple[Value, Value, DType]:
+    if isinstance(a, Value) and isinstance(b, Value):
+        dtype = dt.promote(a.dtype, b.dtype)
+        return cast_to(a, dtype), cast_to(b, dtype), dtype
+    if isinstance(a, Value):
+        bv = as_value(b, a.dtype)
+        dtype = dt.promote(a.dtype, bv.dtype)
+        return cast_to(a, dtype), cast_to(bv, dtype), dtype
+    if isinstance(b, Value):
+        av = as_value(a, b.dtype)
+        dtype = dt.promote(av.dtype, b.dtype)
+        return cast_to(av, dtype), cast_to(b, dtype), dtype
+    raise CompilationError("internal: operator on two compile-time constants reached IR emission")
+
+
+_INT_OPS = {"+": "add", "-": "sub", "*": "mul", "&": "and_", "|": "or_", "^": "xor", "<<": "shl"}
+_FLOAT_OPS = {"+": "fadd", "-": "fsub", "*": "fmul", "/": "fdiv", "%": "frem"}
+
+
+def binary(op: str, a, b) -> Value:
+    """Apply arithmetic/bitwise operator ``op`` (``"+"``, ``"//"``, ``"<<"``, ...) to ``a`` and ``b``."""
+    if not isinstance(a, Value) and not isinstance(b, Value):
+        return _PY_BINOPS[op](a, b)
+    x, y, dtype = unify(a, b)
+    bld = _builder()
+    if op == "/":
+        if not dtype.is_float:
+            fdt = dt.Float64 if dtype.bits == 64 else dt.Float32
+            x, y, dtype = cast_to(x, fdt), cast_to(y, fdt), fdt
+        return Value(bld.fdiv(x.ir, y.ir), dtype)
+    if dtype.is_float:
+        if op == "//":
+            from tsjit.lang import math as device_math
+            return device_math.floor(Value(bld.fdiv(x.ir, y.ir), dtype))
+        if op not in _FLOAT_OPS:
+            raise CompilationError(f"operator `{op}` is not defined for {dtype.name} operands")
+        return Value(getattr(bld, _FLOAT_OPS[op])(x.ir, y.ir), dtype)
+    if dtype.is_bool and op in ("+", "-", "*", "//", "%", "<<", ">>"):
+        x, y, dtype = cast_to(x, dt.Int32), cast_to(y, dt.Int32), dt.Int32
+    if op in _INT_OPS:
+        return Value(getattr(bld, _INT_OPS[op])(x.ir, y.ir), dtype)
+    if op == "//":
+        return Value((bld.sdiv if dtype.is_signed else bld.udiv)(x.ir, y.ir), dtype)
+    if op == "%":
+        return Value((bld.srem if dtype.is_signed else bld.urem)(x.ir, y.ir), dtype)
+    if op == ">>":
+        return Value((bld.ashr if dtype.is_signed else bld.lshr)(x.ir, y.ir), dtype)
+    raise CompilationError(f"unsupported operator `{op}`")
+
+
+_PY_BINOPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+              "//": operator.floordiv, "%": operator.mod, "<<": operator.lshift, ">>": operator.rshift,
+              "&": operator.and_, "|": operator.or_, "^": operator.xor}
+_PY_CMPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+            "==": operator.eq, "!=": operator.ne}
+
+
+def compare(op: str, a, b) -> Value:
+    """Comparison ``a op b`` as a Boolean value (ordered for floats, except ``!=`` which is unordered)."""
+    if not isinstance(a, Value) and not isinstance(b, Value):
+        return _PY_CMPS[op](a, b)
+    if not (isinstance(a, Value) or is_constant(a)) or not (isinstance(b, Value) or is_constant(b)):
+        other = b if isinstance(a, Value) else a
+        raise CompilationError(f"cannot compare a device value with a {type(other).__name__} object")
+    x, y, dtype = unify(a, b)
+    bld = _builder()
+    if dtype.is_float:
+        res = (bld.fcmp_unordered if op == "!=" else bld.fcmp_ordered)(op, x.ir, y.ir)
+    elif dtype.is_signed:
+        res = bld.icmp_signed(op, x.ir, y.ir)
+    else:
+        res = bld.icmp_unsigned(op, x.ir, y.ir)
+    return Value(res, dt.Boolean)
+
+
+def power(a, b) -> Value:
+    """``a ** b``: a compile-time non-negative integer exponent unrolls to multiplications;
+    otherwise both are converted to float and ``exp2(b * log2(a))`` is used."""
+    if isinstance(b, int) and not isinstance(b, bool) and b >= 0:
+        result = None
+        base = a
+        for _ in range(b):
+            result = base if result is None else result * base
+        return result if result is not None else as_value(1, a.dtype if isinstance(a, Value) else None)
+    from tsjit.lang import math as device_math
+    x, y, dtype = unify(a, b)
+    if not dtype.is_float:
+        x, y = cast_to(x, dt.Float32), cast_to(y, dt.Float32)
+    return device_math.exp2(y * device_math.log2(x))
+
+
+def select(cond, if_true, if_false) -> Value:
+    """``if_true`` where ``cond`` holds else ``if_false`` (both evaluated; LLVM ``select``)."""
+    c = cast_to(cond, dt.Boolean) if isinstance(cond, Value) else cond
+    if not isinstance(c, Value):
+        return if_true if c else if_false
+    x, y, dtype = unify(if_true, if_false) if (isinstance(if_true, Value) or isinstance(if_false, Value)) \
+        else (constant(if_true), constant(if_false), None)
+    if dtype is None:
+        dtype = dt.promote(x.dtype, y.dtype)
+        x, y = cast_to(x, dtype), cast_to(y, dtype)
+    return Value(_builder().select(c.ir, x.ir, y.ir), dtype)
+
+
+def logical_not(x) -> Value:
+    """Boolean negation of ``x`` (``not x`` in kernel code)."""
+    if not isinstance(x, Value):
+        return not x
+    return Value(_builder().not_(cast_to(x, dt.Boolean).ir), dt.Boolean)

@@ -1,0 +1,260 @@
+"""Resources, task-local variables and the per-step ``StageInfo`` (inventory §1.1, §1.3).
+
+A :class:`MemoryResource` is one named communication object between tasks: a
+global-memory tensor pair, an SMEM ring with a pipeline, a barrier.  Users subclass it
+with ``@dataclass(kw_only=True)`` and add fields (tensors, run-time scalars, Constexpr
+values, :class:`TaskLocalVariable` slots) and named work methods
+(:func:`tsjit.ts.work.consumer_work` / :func:`~tsjit.ts.work.producer_work`).
+
+Resources compare and hash **by identity** even though their subclasses are generated
+dataclasses: ``__init_subclass__`` installs ``object.__eq__``/``object.__hash__`` (and a
+short ``repr``) before ``@dataclass`` runs, which then keeps them.  So resources can key the
+``resource_dependency_graph`` dict, and comparing two resources never compares their
+fields (which may be device values whose ``==`` would build IR).
+
+A :class:`TaskLocalVariable` is the identity of one register value owned by a resource
+(``item`` of a GMEM source).  Consumer work writes it, producer work reads it; the
+lowering turns each write into a new SSA version.  Variables are discovered on the
+resource instance by :meth:`MemoryResource.task_local_variables`, which binds each one
+to its owner and attribute name (a variable object shared by two resources, e.g. a
+class-level default, is copied so each resource owns its own).
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import MISSING, dataclass
+from typing import Any, Callable, ClassVar
+
+from tsjit.errors import ScheduleError
+
+__all__ = ["MemoryResource", "TaskLocalVariable", "StageInfo"]
+
+
+class TaskLocalVariable:
+    """One task-local register value owned by a resource.
+
+    Args:
+        dtype: the device type of the value (a ``tsjit`` dtype or another device type
+            such as a work-tile record).  Required.
+        default: the value the variable holds before its first write (also the start
+            value of the phis the lowering creates at guarded joins and loop back edges).
+        default_factory: zero-argument callable producing the default; called by the
+            lowering (at compile time, inside the kernel) so it may build device values.
+            At most one of ``default`` / ``default_factory``.  With neither, the lowering
+            uses the zero of ``dtype``.
+        docs: free text shown in printouts.
+        runtime_slot_name: name of the generated register/SSA value (defaults to
+            ``<resource>_<attribute>``).
+
+    Attributes set when the owning resource is scanned: ``owner`` (the resource) and
+    ``name`` (its attribute name).
+
+    Raises:
+        ValueError: ``dtype`` is None, or both defaults are given.
+    """
+
+    def __init__(self, dtype: Any, default: Any = MISSING,
+                 default_factory: Callable[[], Any] | Any = MISSING, docs: str = "",
+                 runtime_slot_name: str | None = None, *, _uninitialized: bool = False):
+        if not _uninitialized:
+            if dtype is None:
+                raise ValueError("TaskLocalVariable needs a dtype, e.g. "
+                                 "TaskLocalVariable(tsjit.Int32, default=0)")
+            if default is not MISSING and default_factory is not MISSING:
+                raise ValueError("TaskLocalVariable takes default or default_factory, not both")
+            if default_factory is not MISSING and not callable(default_factory):
+                raise TypeError("TaskLocalVariable default_factory must be callable, "
+                                f"got {type(default_factory).__name__}")
+            if runtime_slot_name is not None and not isinstance(runtime_slot_name, str):
+                raise TypeError("TaskLocalVariable runtime_slot_name must be a str")
+        self.dtype = dtype
+        self.default = default
+        self.default_factory = default_factory
+        self.docs = docs
+        self.runtime_slot_name = runtime_slot_name
+        self.is_uninitialized = _uninitialized
+        self.owner: MemoryResource | None = None
+        self.name: str | None = None
+
+    @classmethod
+    def uninitialized(cls) -> "TaskLocalVariable":
+        """A placeholder for a dataclass field that ``__post_init__`` must replace.
+
+        ``item: TaskLocalVariable = TaskLocalVariable.uninitialized()`` followed by
+        ``self.item = TaskLocalVariable(Int16)`` in ``__post_init__``.  Scanning a resource
+        that still holds the placeholder raises ``ScheduleError``.
+        """
+        return cls(None, _uninitialized=True)
+
+    @property
+    def has_default(self) -> bool:
+        return self.default is not MISSING or self.default_factory is not MISSING
+
+    def make_default(self) -> Any:
+        """The initial value: ``default``, ``default_factory()``, or None (zero of dtype).
+
+        The lowering calls this once per task, inside the kernel, so a factory may build
+        device values.
+        """
+        if self.default_factory is not MISSING:
+            return self.default_factory()
+        if self.default is not MISSING:
+            return self.default
+        return None
+
+    @property
+    def qualified_name(self) -> str:
+        """``<resource name>.<attribute>`` for messages (``?`` parts when unbound)."""
+        owner = getattr(self.owner, "name", None) or "?"
+        return f"{owner}.{self.name or '?'}"
+
+    @property
+    def slot_name(self) -> str:
+        """Name for the generated value: ``runtime_slot_name`` or ``<resource>_<attr>``."""
+        if self.runtime_slot_name:
+            return self.runtime_slot_name
+        return self.qualified_name.replace(".", "_")
+
+    def __repr__(self) -> str:
+        if self.is_uninitialized:
+            return "TaskLocalVariable.uninitialized()"
+        dtype = getattr(self.dtype, "name", None) or getattr(self.dtype, "__name__", None) \
+            or type(self.dtype).__name__
+        where = f" {self.qualified_name}" if self.owner is not None else ""
+        return f"<TaskLocalVariable{where}: {dtype}>"
+
+
+def _identity_repr(self) -> str:
+    return f"{type(self).__name__}(name={getattr(self, 'name', '?')!r})"
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class MemoryResource:
+    """Base class of every Task Scheduling resource (inventory §1.1).
+
+    Subclass with ``@dataclass(kw_only=True)``::
+
+        @dataclass(kw_only=True)
+        class GmemSource(MemoryResource):
+            src: tsjit.Tensor
+            item: TaskLocalVariable = TaskLocalVariable.uninitialized()
+
+            def __post_init__(self):
+                self.item = TaskLocalVariable(tsjit.Int16)
+
+            @consumer_work(returns="item")
+            def load(self, stage_info):
+                return self.src[stage_info.loop_offset]
+
+    Fields:
+        name: label used in errors, printouts and PTX comments.  Must be unique among
+            the resources of one TaskManager.
+        pipeline_config: a :class:`tsjit.ts.pipeline.PipelineConfig`, or None for a
+            resource without a pipeline (no acquire/commit/wait/release).
+
+    Class attributes:
+        is_barrier: data-less ordering resource (dependency edges touching it only need
+            a task that mentions both ends, in any role).
+        is_work_queue: the resource is a persistent tile queue usable in
+            ``work_tile_loop``; set by ``WorkQueue``.
+    """
+
+    name: str
+    pipeline_config: Any = None
+
+    is_barrier: ClassVar[bool] = False
+    is_work_queue: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # Installed before @dataclass processes the subclass; dataclass keeps methods
+        # that the class body already defines, so resources stay identity-hashed.
+        for attr, value in (("__eq__", object.__eq__), ("__hash__", object.__hash__),
+                            ("__repr__", _identity_repr)):
+            if attr not in cls.__dict__:
+                setattr(cls, attr, value)
+
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+    __repr__ = _identity_repr
+
+    @property
+    def has_pipeline(self) -> bool:
+        return self.pipeline_config is not None
+
+    def task_local_variables(self) -> dict[str, TaskLocalVariable]:
+        """The task-local variables of this resource by attribute name, in field order.
+
+        Binds each variable's ``owner``/``name``.  A variable object already owned by
+        another resource is replaced by a copy on this one.
+
+        Raises:
+            ScheduleError: a field still holds ``TaskLocalVariable.uninitialized()``, or
+                one variable object is stored under two attribute names.
+        """
+        names: list[str] = []
+        if dataclasses.is_dataclass(self):
+            names.extend(f.name for f in dataclasses.fields(self))
+        names.extend(n for n in vars(self) if n not in names)
+        for klass in type(self).__mro__:
+            names.extend(n for n, v in vars(klass).items()
+                         if isinstance(v, TaskLocalVariable) and n not in names)
+        found: dict[str, TaskLocalVariable] = {}
+        for attr in names:
+            var = getattr(self, attr, None)
+            if not isinstance(var, TaskLocalVariable):
+                continue
+            if var.is_uninitialized:
+                raise ScheduleError(
+                    f"resource {self.name!r} ({type(self).__name__}): field {attr!r} is still "
+                    f"TaskLocalVariable.uninitialized(). Assign it in __post_init__, e.g. "
+                    f"self.{attr} = TaskLocalVariable(tsjit.Int32).")
+            if var.owner is None:
+                var.owner, var.name = self, attr
+            elif var.owner is self and var.name != attr:
+                raise ScheduleError(
+                    f"resource {self.name!r}: the same TaskLocalVariable is stored as "
+                    f"{var.name!r} and {attr!r}. Give each attribute its own "
+                    f"TaskLocalVariable(...).")
+            elif var.owner is not self:
+                var = copy.copy(var)
+                var.owner, var.name = self, attr
+                object.__setattr__(self, attr, var)
+            found[attr] = var
+        return found
+
+
+@dataclass(frozen=True)
+class StageInfo:
+    """Read-only snapshot passed as the second argument of every work method.
+
+    The lowering builds one per recorded step; fields that do not apply are None.
+
+    Attributes:
+        loop_offset: current domain index (Head: the loop start; Tail: the last index).
+        loop_start, loop_end, loop_step: the domain loop bounds of this task (loop_end is
+            the per-tile value of ``get_domain`` for dynamic domains).
+        stage_idx: pipeline stage index of the step (0 for resources without pipeline).
+        label: the work method's label (compile-time string; ``if stage_info.label ==``
+            folds at compile time).
+        barrier: full-barrier pointer for producer work, empty-barrier pointer for
+            consumer work; None without a pipeline.
+        work_tile: the current work tile inside a ``work_tile_loop``, else None.
+        num_active_stages: number of stages in flight (documented by the reference,
+            unused; kept for compatibility, 0).
+        context: the resource context (SMEM base, TMEM pointer) or None.
+        task_cache: the task's ``make_task_cache()`` payload.
+    """
+
+    loop_offset: Any = None
+    loop_start: Any = None
+    loop_end: Any = None
+    loop_step: Any = None
+    stage_idx: Any = 0
+    label: str | None = None
+    barrier: Any = None
+    work_tile: Any = None
+    num_active_stages: int = 0
+    context: Any = None
+    task_cache: Any = None
