@@ -137,6 +137,7 @@ class KernelModule:
             gv = ir.GlobalVariable(self.module, ir.ArrayType(I8, 0), "tsjit_smem", addrspace=SHARED)
             gv.linkage = "external"
             gv.align = 1024
+            gv.type = pointer_type(SHARED)  # opaque, as LLVM 22 prints it (llvmlite types it otherwise)
             self._smem_global = gv
         return self._smem_global
 
@@ -158,6 +159,7 @@ class KernelModule:
             gv.global_constant = True
             gv.linkage = "internal"
             gv.initializer = ir.Constant(arr, bytearray(data))
+            gv.type = pointer_type(0)
             self._strings[data] = gv
         return gv
 

@@ -7,25 +7,20 @@ table first: :func:`check_supported` raises a :class:`~tsjit.errors.CompilationE
 for a target the intrinsic does not support, and :func:`declare` adds the exact
 declaration LLVM 22 expects to an ``llvmlite.ir.Module``.
 
-Each :class:`Intrinsic` records
+Each :class:`Intrinsic` records its LLVM name and signature as ``llvmlite.ir`` types
+(opaque pointers; address spaces 1 global, 3 shared::cta, 6 tensor memory, 7
+shared::cluster, plain ``ptr`` generic), its immediates (LLVM ``immarg``: constants, or
+the verifier rejects the module) with their allowed values, and a :class:`Requirement`
+(set of targets, minimum PTX ISA version).
 
-* its LLVM name and signature as ``llvmlite.ir`` types (opaque pointers with address
-  spaces: 1 global, 3 shared::cta, 6 tensor memory, 7 shared::cluster; a plain ``ptr``
-  is generic),
-* which parameters are immediates (LLVM ``immarg``: the argument must be a constant,
-  else the verifier rejects the module) and which values they may take,
-* a :class:`Requirement`: the set of targets and the minimum PTX ISA version.
+Requirements were measured with llvmlite 0.50 (LLVM 22.1) and ptxas 13.0 (toolchain.md
+§1-§2); ``tests/backend/test_intrinsics.py`` re-checks them by compiling one kernel per
+intrinsic for every target it claims and assembling the PTX with ptxas.  Generic math
+intrinsics that never select on NVPTX (``llvm.exp.f32``, ``llvm.log.*``, ``llvm.sin.f64``,
+...) are listed with no target and an ``alternative`` the builtin must emit instead.
 
-The requirements were measured with llvmlite 0.50 (LLVM 22.1) and ptxas 13.0
-(toolchain.md §1-§2, re-checked by ``tests/backend/test_intrinsics.py``, which compiles
-one kernel per intrinsic for every target it claims, and assembles the PTX with
-ptxas).  Generic LLVM math intrinsics that do not select on NVPTX (``llvm.exp.f32``,
-``llvm.log.*``, ``llvm.sin.f64``, ...) are listed with no supported target and an
-``alternative`` naming what the builtin must emit instead.
-
-Names: :func:`lookup` accepts the full LLVM name (``llvm.nvvm.elect.sync``) or the
-*key*, which is the name without its ``llvm.nvvm.`` / ``llvm.`` prefix
-(``elect.sync``, ``sqrt.f32``).
+:func:`lookup` takes the LLVM name (``llvm.nvvm.elect.sync``) or the *key*, the name
+without ``llvm.nvvm.`` / ``llvm.`` (``elect.sync``, ``sqrt.f32``).
 """
 from __future__ import annotations
 
@@ -43,9 +38,6 @@ __all__ = ["Requirement", "Immediate", "Intrinsic", "INTRINSICS", "lookup",
            "check_supported", "declare", "supported_on"]
 
 
-# ---------------------------------------------------------------------------------
-# Requirements
-# ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Requirement:
     """Where an intrinsic compiles: a set of target names and a minimum PTX ISA version.
@@ -68,6 +60,8 @@ class Requirement:
         ptx = f"PTX {self.min_ptx[0]}.{self.min_ptx[1]}"
         if self.targets == frozenset(KNOWN_TARGETS):
             return ptx
+        if not self.targets:
+            return "no target"
         names = [n for n in KNOWN_TARGETS if n in self.targets]
         listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
         return f"{listed} ({ptx})"
@@ -83,13 +77,10 @@ SM90A_SM100A = Requirement(frozenset({"sm_90a", "sm_100a"}), (8, 0))  # setmaxnr
 SM100A = Requirement(frozenset({"sm_100a"}), (8, 6))            # tcgen05, CLC
 
 
-def _never(reason: str, alternative: str) -> Requirement:
+def _never(reason: str, alternative: str) -> Requirement:  # LLVM cannot select it at all
     return Requirement(frozenset(), (7, 8), reason, alternative)
 
 
-# ---------------------------------------------------------------------------------
-# Intrinsic
-# ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Immediate:
     """A parameter that must be a compile-time constant (LLVM ``immarg``).
@@ -108,9 +99,8 @@ class Immediate:
 
     def allowed_on(self, target: Target) -> tuple[int, ...] | None:
         """The values allowed when compiling for ``target`` (``None``: any integer)."""
-        if self.values is None:
-            return None
-        return self.values + tuple(self.extra_values.get(target.name, ()))
+        extra = tuple(self.extra_values.get(target.name, ()))
+        return None if self.values is None else self.values + extra
 
 
 @dataclass(frozen=True)
@@ -135,6 +125,9 @@ class Intrinsic:
     requirement: Requirement
     doc: str
 
+    def __repr__(self) -> str:
+        return f"<Intrinsic {self.name}: {self.function_type}; {self.requirement.describe()}>"
+
     @property
     def key(self) -> str:
         """The short name: the LLVM name without ``llvm.nvvm.`` or ``llvm.``."""
@@ -144,7 +137,7 @@ class Intrinsic:
         return self.name
 
     @property
-    def function_type(self) -> ir.FunctionType:
+    def function_type(self) -> ir.FunctionType:  # noqa: D102
         return ir.FunctionType(self.return_type, self.param_types)
 
     def supports(self, target: Target | str) -> bool:
@@ -167,464 +160,387 @@ class Intrinsic:
                     f"integer constant")
             allowed = imm.allowed_on(target)
             if allowed is not None and int(value.constant) not in allowed:
+                shown = allowed if len(allowed) < 8 else (*allowed[:3], "...", allowed[-1])
                 raise CompilationError(
                     f"argument '{imm.name}' of `{self.key}` is {int(value.constant)}; "
-                    f"allowed on {target.name}: {_describe_values(allowed)}")
-
-
-def _describe_values(values: tuple[int, ...]) -> str:
-    if len(values) > 6 and values == tuple(range(values[0], values[-1] + 1, values[1] - values[0])):
-        return f"{values[0]}..{values[-1]} in steps of {values[1] - values[0]}"
-    return ", ".join(str(v) for v in values)
+                    f"allowed on {target.name}: {', '.join(map(str, shown))}")
 
 
 # ---------------------------------------------------------------------------------
-# Signature shorthand: "i64 (p3 bar, immarg i32 count)"
+# Signature shorthand: "i64 (p3 bar, immarg i32 count)"; types: void i1..i128 f32 f64,
+# ptr (generic), p1/p3/p6/p7 (address spaces), v4i32 (vector), {i32, i1} / {i32*4}.
 # ---------------------------------------------------------------------------------
 _SCALARS: dict[str, ir.Type] = {
-    "void": ir.VoidType(), "i1": ir.IntType(1), "i8": ir.IntType(8), "i16": ir.IntType(16),
-    "i32": ir.IntType(32), "i64": ir.IntType(64), "i128": ir.IntType(128),
-    "f32": ir.FloatType(), "f64": ir.DoubleType(), "ptr": ir.PointerType(),
-    "p1": ir.PointerType(addrspace=1), "p3": ir.PointerType(addrspace=3),
-    "p6": ir.PointerType(addrspace=6), "p7": ir.PointerType(addrspace=7),
+    "void": ir.VoidType(), "f32": ir.FloatType(), "f64": ir.DoubleType(),
+    **{f"i{b}": ir.IntType(b) for b in (1, 8, 16, 32, 64, 128)},
+    "ptr": ir.PointerType(), **{f"p{a}": ir.PointerType(addrspace=a) for a in (1, 3, 6, 7)},
 }
 
 
 def _parse_type(text: str) -> ir.Type:
     text = text.strip()
-    if text in _SCALARS:
-        return _SCALARS[text]
-    vector = re.fullmatch(r"<(\d+) x (\w+)>", text)
+    vector = re.fullmatch(r"v(\d+)(i\d+)", text)
     if vector:
         return ir.VectorType(_SCALARS[vector.group(2)], int(vector.group(1)))
-    struct = re.fullmatch(r"\{(\w+)\*(\d+)\}", text)           # {i32*4}
-    if struct:
-        return ir.LiteralStructType([_SCALARS[struct.group(1)]] * int(struct.group(2)))
-    if text.startswith("{") and text.endswith("}"):
-        return ir.LiteralStructType([_parse_type(t) for t in text[1:-1].split(",")])
-    raise ValueError(f"bad type in intrinsic table: {text!r}")
+    if text.startswith("{"):
+        members = []
+        for part in text[1:-1].split(","):
+            name, _, count = part.strip().partition("*")
+            members += [_SCALARS[name]] * int(count or 1)
+        return ir.LiteralStructType(members)
+    return _SCALARS[text]
 
 
 def _parse_signature(sig: str):
-    ret_text, _, params_text = sig.partition("(")
-    params_text = params_text.rstrip().removesuffix(")")
+    ret_text, params_text = sig[:-1].split(" (", 1)
     types, names, imm_positions = [], [], []
-    depth, start, pieces = 0, 0, []
-    for i, ch in enumerate(params_text):            # split on top-level commas
-        depth += ch in "{<"
-        depth -= ch in "}>"
-        if ch == "," and depth == 0:
-            pieces.append(params_text[start:i])
-            start = i + 1
-    if params_text.strip():
-        pieces.append(params_text[start:])
-    for index, piece in enumerate(pieces):
+    for index, piece in enumerate(p for p in params_text.split(",") if p.strip()):
         words = piece.split()
         if words[0] == "immarg":
             imm_positions.append(index)
             words = words[1:]
-        if words[0].startswith(("{", "<")):         # re-join "<4 x i32>"
-            close = "}" if words[0].startswith("{") else ">"
-            end = next(i for i, w in enumerate(words) if w.endswith(close))
-            words = [" ".join(words[:end + 1])] + words[end + 1:]
         types.append(_parse_type(words[0]))
         names.append(words[1] if len(words) > 1 else f"arg{index}")
     return _parse_type(ret_text), tuple(types), tuple(names), imm_positions
 
 
-# ---------------------------------------------------------------------------------
-# The table
-# ---------------------------------------------------------------------------------
+# --- the table -----------------------------------------------------------------------
 _TABLE: dict[str, Intrinsic] = {}
 _BY_KEY: dict[str, Intrinsic] = {}
 
 
 def _add(name: str, sig: str, req: Requirement = ANY, doc: str = "",
-         imm: Mapping[str, tuple[int, ...] | range | None] | None = None,
+         imm: Mapping[str, Iterable[int]] | None = None,
          imm_extra: Mapping[str, Mapping[str, tuple[int, ...]]] | None = None) -> None:
     ret, types, names, positions = _parse_signature(sig)
     imm, imm_extra = dict(imm or {}), dict(imm_extra or {})
     immediates = []
     for pos in positions:
-        pname = names[pos]
-        values = imm.pop(pname, (0, 1) if types[pos] == ir.IntType(1) else None)
-        immediates.append(Immediate(pos, pname, None if values is None else tuple(values),
-                                    MappingProxyType(dict(imm_extra.pop(pname, {})))))
-    if imm or imm_extra:
-        raise ValueError(f"{name}: immediates {sorted(imm) + sorted(imm_extra)} not in signature")
+        values = imm.pop(names[pos], (0, 1) if types[pos] == ir.IntType(1) else None)
+        immediates.append(Immediate(pos, names[pos], None if values is None else tuple(values),
+                                    MappingProxyType(dict(imm_extra.pop(names[pos], {})))))
+    if imm or imm_extra or name in _TABLE:
+        raise ValueError(f"{name}: duplicate, or immediates {[*imm, *imm_extra]} not in signature")
     entry = Intrinsic(name, ret, types, names, tuple(immediates), req, doc)
-    if name in _TABLE:
-        raise ValueError(f"duplicate intrinsic {name}")
     _TABLE[name] = entry
     _BY_KEY[entry.key] = entry
 
 
-_ISA = "PTX ISA 8.6"
-_XYZ = ("x", "y", "z")
+def _add_all(prefix: str, req: Requirement, rows) -> None:
+    """_add for rows of (name suffix, signature, doc)."""
+    for suffix, sig, doc in rows:
+        _add(prefix + suffix, sig, req, doc)
 
-# --- special registers (PTX ISA "Special Registers") --------------------------------
+
+_NV = "llvm.nvvm."
+
+# --- special registers (PTX ISA "Special Registers") ------------------------------------
 for _reg, _doc in (("tid", "thread index in the CTA"), ("ntid", "CTA shape"),
                    ("ctaid", "CTA index in the grid"), ("nctaid", "grid shape in CTAs"),
-                   ("clusterid", "cluster index in the grid"),
-                   ("nclusterid", "grid shape in clusters"),
+                   ("clusterid", "cluster index in the grid"), ("nclusterid", "grid in clusters"),
                    ("cluster.ctaid", "CTA index in the cluster"),
                    ("cluster.nctaid", "cluster shape in CTAs")):
-    for _axis in _XYZ:
-        _add(f"llvm.nvvm.read.ptx.sreg.{_reg}.{_axis}", "i32 ()", ANY,
-             f"%{_reg.replace('.', '_')}.{_axis}: {_doc} ({_ISA}, Special Registers)")
-for _reg, _ty, _doc in (
-        ("laneid", "i32", "lane index in the warp, 0..31"),
-        ("warpid", "i32", "hardware warp slot (not stable; use tid / 32)"),
-        ("smid", "i32", "SM index"), ("nsmid", "i32", "number of SM ids"),
-        ("clock", "i32", "32-bit SM cycle counter"),
-        ("clock64", "i64", "64-bit SM cycle counter"),
-        ("globaltimer", "i64", "global nanosecond timer"),
-        ("lanemask.eq", "i32", "bit of this lane"), ("lanemask.lt", "i32", "lanes below"),
-        ("lanemask.le", "i32", "lanes at or below"), ("lanemask.gt", "i32", "lanes above"),
-        ("lanemask.ge", "i32", "lanes at or above"),
-        ("dynamic_smem_size", "i32", "dynamic shared memory of this launch, bytes"),
-        ("total_smem_size", "i32", "static + dynamic shared memory, bytes"),
-        ("cluster.ctarank", "i32", "CTA rank in the cluster"),
-        ("cluster.nctarank", "i32", "CTAs per cluster")):
-    _add(f"llvm.nvvm.read.ptx.sreg.{_reg}", f"{_ty} ()", ANY,
-         f"%{_reg.replace('.', '_')}: {_doc} ({_ISA}, Special Registers)")
-_add("llvm.nvvm.is_explicit_cluster", "i1 ()", ANY,
-     "%is_explicit_cluster: launched with explicit cluster dims (Special Registers)")
+    _add_all(_NV + "read.ptx.sreg.", ANY, [(f"{_reg}.{axis}", "i32 ()",
+             f"%{_reg.replace('.', '_')}.{axis}: {_doc} (PTX ISA, Special Registers)")
+             for axis in "xyz"])
+_add_all(_NV + "read.ptx.sreg.", ANY, [(reg, f"{ty} ()", f"%{reg.replace('.', '_')}: {doc}")
+         for reg, ty, doc in (
+    ("laneid", "i32", "lane index, 0..31"), ("warpid", "i32", "hardware warp slot (unstable)"),
+    ("smid", "i32", "SM index"), ("nsmid", "i32", "number of SM ids"),
+    ("clock", "i32", "32-bit SM cycle counter"), ("clock64", "i64", "64-bit SM cycle counter"),
+    ("globaltimer", "i64", "global timer, nanoseconds"),
+    *[(f"lanemask.{m}", "i32", f"lanes {m} this lane") for m in ("eq", "lt", "le", "gt", "ge")],
+    ("dynamic_smem_size", "i32", "dynamic shared memory of this launch, bytes"),
+    ("total_smem_size", "i32", "static + dynamic shared memory, bytes"),
+    ("cluster.ctarank", "i32", "CTA rank in the cluster"),
+    ("cluster.nctarank", "i32", "CTAs per cluster"))])
+_add(_NV + "is_explicit_cluster", "i1 ()", ANY, "%is_explicit_cluster: launched with cluster dims")
 
-# --- CTA / warp / cluster barriers (PTX ISA "bar, barrier", "barrier.cluster") -------
-_add("llvm.nvvm.barrier.cta.sync.aligned.all", "void (i32 id)", ANY,
-     "bar.sync id: all threads of the CTA, warp-uniform (barrier.sync.aligned)")
-_add("llvm.nvvm.barrier.cta.sync.aligned.count", "void (i32 id, i32 count)", ANY,
-     "bar.sync id, count: named barrier over `count` threads (multiple of 32)")
-_add("llvm.nvvm.barrier.cta.sync.all", "void (i32 id)", ANY,
-     "barrier.sync id: like bar.sync, threads of a warp may diverge")
-_add("llvm.nvvm.barrier.cta.sync.count", "void (i32 id, i32 count)", ANY,
-     "barrier.sync id, count (non-aligned)")
-_add("llvm.nvvm.barrier.cta.arrive.aligned.count", "void (i32 id, i32 count)", ANY,
-     "bar.arrive id, count: arrive on a named barrier without waiting (producer side)")
-_add("llvm.nvvm.barrier.cta.arrive.count", "void (i32 id, i32 count)", ANY,
-     "barrier.arrive id, count (non-aligned)")
-_add("llvm.nvvm.barrier.cta.red.popc.aligned.all", "i32 (i32 id, i1 pred)", ANY,
-     "bar.red.popc.u32: CTA barrier returning how many threads had `pred` true")
-_add("llvm.nvvm.barrier.cta.red.and.aligned.all", "i1 (i32 id, i1 pred)", ANY,
-     "bar.red.and.pred: CTA barrier returning AND of `pred`")
-_add("llvm.nvvm.barrier.cta.red.or.aligned.all", "i1 (i32 id, i1 pred)", ANY,
-     "bar.red.or.pred: CTA barrier returning OR of `pred`")
-_add("llvm.nvvm.bar.warp.sync", "void (i32 mask)", ANY, "bar.warp.sync mask")
-for _op, _req in (("arrive", ANY), ("wait", ANY), ("arrive.relaxed", PTX80),
-                  ("arrive.aligned", PTX80), ("wait.aligned", PTX80),
-                  ("arrive.relaxed.aligned", PTX80)):
-    _add(f"llvm.nvvm.barrier.cluster.{_op}", "void ()", _req,
-         f"barrier.cluster.{_op}: cluster-wide barrier phase ({_ISA}, barrier.cluster)")
+# --- CTA / warp / cluster barriers (PTX ISA "bar, barrier", "barrier.cluster") ----------
+_add_all(_NV, ANY, (
+    ("barrier.cta.sync.aligned.all", "void (i32 id)", "bar.sync id: every thread of the CTA"),
+    ("barrier.cta.sync.aligned.count", "void (i32 id, i32 count)",
+     "bar.sync id, count: named barrier over `count` threads (a multiple of 32)"),
+    ("barrier.cta.sync.all", "void (i32 id)", "barrier.sync id (warps may diverge)"),
+    ("barrier.cta.sync.count", "void (i32 id, i32 count)", "barrier.sync id, count"),
+    ("barrier.cta.arrive.aligned.count", "void (i32 id, i32 count)",
+     "bar.arrive id, count: arrive on a named barrier without waiting"),
+    ("barrier.cta.arrive.count", "void (i32 id, i32 count)", "barrier.arrive id, count"),
+    ("barrier.cta.red.popc.aligned.all", "i32 (i32 id, i1 pred)",
+     "bar.red.popc.u32: CTA barrier returning how many threads had `pred`"),
+    ("barrier.cta.red.and.aligned.all", "i1 (i32 id, i1 pred)", "bar.red.and.pred"),
+    ("barrier.cta.red.or.aligned.all", "i1 (i32 id, i1 pred)", "bar.red.or.pred"),
+    ("bar.warp.sync", "void (i32 mask)", "bar.warp.sync mask"),
+    ("barrier.cluster.arrive", "void ()", "barrier.cluster.arrive (release)"),
+    ("barrier.cluster.wait", "void ()", "barrier.cluster.wait (acquire)")))
+_add_all(_NV + "barrier.cluster.", PTX80, [(op, "void ()", f"barrier.cluster.{op}")
+         for op in ("arrive.relaxed", "arrive.aligned", "wait.aligned", "arrive.relaxed.aligned")])
 
-# --- warp shuffles, votes, reductions (PTX ISA "shfl.sync", "vote.sync", "redux.sync")
-for _mode in ("idx", "up", "down", "bfly"):
-    for _ty in ("i32", "f32"):
-        _add(f"llvm.nvvm.shfl.sync.{_mode}.{_ty}",
-             f"{_ty} (i32 mask, {_ty} value, i32 lane_or_delta, i32 clamp)", ANY,
-             f"shfl.sync.{_mode}.b32; clamp packs c (bits 0-4) and segment mask (bits 8-12)")
-for _mode in ("all", "any", "uni"):
-    _add(f"llvm.nvvm.vote.{_mode}.sync", "i1 (i32 mask, i1 pred)", ANY,
-         f"vote.sync.{_mode}.pred")
-_add("llvm.nvvm.vote.ballot.sync", "i32 (i32 mask, i1 pred)", ANY, "vote.sync.ballot.b32")
-_add("llvm.nvvm.activemask", "i32 ()", ANY, "activemask.b32: lanes currently active")
-for _op in ("add", "min", "max", "umin", "umax", "and", "or", "xor"):
-    _add(f"llvm.nvvm.redux.sync.{_op}", "i32 (i32 value, i32 mask)", ANY,
-         f"redux.sync.{_op}: warp reduction of a 32-bit integer (sm_80+)")
+# --- warp shuffles, votes, reductions (PTX ISA "shfl.sync", "vote.sync", "redux.sync") --
+_add_all(_NV, ANY, [(f"shfl.sync.{mode}.{ty}",
+                     f"{ty} (i32 mask, {ty} value, i32 lane_or_delta, i32 clamp)",
+                     f"shfl.sync.{mode}.b32; clamp = c (bits 0-4) | segment mask (bits 8-12)")
+                    for mode in ("idx", "up", "down", "bfly") for ty in ("i32", "f32")])
+_add_all(_NV, ANY, [(f"vote.{m}.sync", "i1 (i32 mask, i1 pred)", f"vote.sync.{m}.pred")
+                    for m in ("all", "any", "uni")])
+_add(_NV + "vote.ballot.sync", "i32 (i32 mask, i1 pred)", ANY, "vote.sync.ballot.b32")
+_add(_NV + "activemask", "i32 ()", ANY, "activemask.b32: lanes currently active")
+_add_all(_NV + "redux.sync.", ANY, [(op, "i32 (i32 value, i32 mask)", f"redux.sync.{op}")
+                                    for op in "add min max umin umax and or xor".split()])
 
-# --- memory fences (PTX ISA "membar / fence") ---------------------------------------
-for _scope in ("cta", "gl", "sys"):
-    _add(f"llvm.nvvm.membar.{_scope}", "void ()", ANY,
-         f"membar.{_scope} (fence.sc.{_scope}); acq_rel fences are LLVM `fence` "
-         f"instructions with syncscope")
-_add("llvm.nvvm.fence.sc.cluster", "void ()", ANY, "fence.sc.cluster")
-_add("llvm.nvvm.fence.mbarrier_init.release.cluster", "void ()", PTX80,
-     "fence.mbarrier_init.release.cluster: publish mbarrier.init to the cluster and the "
-     "async proxy before the first TMA or remote arrive (toolchain.md §6.8)")
-for _space, _ptx in (("", ""), (".shared_cta", ".shared::cta"), (".global", ".global"),
-                     (".shared_cluster", ".shared::cluster")):
-    _add(f"llvm.nvvm.fence.proxy.async{_space}", "void ()", PTX80,
-         f"fence.proxy.async{_ptx}: order generic-proxy accesses with async-proxy ones "
-         f"(TMA, wgmma operands)")
+# --- memory fences (PTX ISA "membar / fence"; acq_rel fences are LLVM `fence` with a
+# syncscope, not intrinsics) -------------------------------------------------------------
+_add_all(_NV, ANY, [(f"membar.{s}", "void ()", f"membar.{s}") for s in ("cta", "gl", "sys")]
+         + [("fence.sc.cluster", "void ()", "fence.sc.cluster")])
+_add(_NV + "fence.mbarrier_init.release.cluster", "void ()", PTX80,
+     "fence.mbarrier_init.release.cluster: publish mbarrier.init before the first TMA or "
+     "remote arrive (toolchain.md §6.8)")
+_add_all(_NV + "fence.proxy.async", PTX80, [
+    (llvm_space, "void ()", f"fence.proxy.async{ptx_space}: order generic-proxy accesses "
+     f"with async-proxy ones (TMA, wgmma operands)")
+    for llvm_space, ptx_space in (("", ""), (".shared_cta", ".shared::cta"),
+                                  (".global", ".global"), (".shared_cluster", ".shared::cluster"))])
 for _scope in ("cta", "cluster", "gpu", "sys"):
-    _add(f"llvm.nvvm.fence.proxy.tensormap_generic.release.{_scope}", "void ()", PTX83,
+    _add(f"{_NV}fence.proxy.tensormap_generic.release.{_scope}", "void ()", PTX83,
          f"fence.proxy.tensormap::generic.release.{_scope} (after writing a tensormap)")
-    _add(f"llvm.nvvm.fence.proxy.tensormap_generic.acquire.{_scope}",
+    _add(f"{_NV}fence.proxy.tensormap_generic.acquire.{_scope}",
          "void (ptr tensormap, immarg i32 size)", PTX83,
-         f"fence.proxy.tensormap::generic.acquire.{_scope} [tensormap], 128",
-         imm={"size": (128,)})
-_add("llvm.nvvm.fence.acquire.sync_restrict.space.cluster.scope.cluster", "void ()", PTX86,
-     "fence.acquire.sync_restrict::shared::cluster.cluster")
-_add("llvm.nvvm.fence.release.sync_restrict.space.cta.scope.cluster", "void ()", PTX86,
-     "fence.release.sync_restrict::shared::cta.cluster")
+         f"fence.proxy.tensormap::generic.acquire.{_scope} [tensormap], 128", imm={"size": (128,)})
+_add_all(_NV, PTX86, [(f"fence.{o}.sync_restrict.space.{s}.scope.cluster", "void ()",
+                       f"fence.{o}.sync_restrict::shared::{s}.cluster")
+                      for o, s in (("acquire", "cluster"), ("release", "cta"))])
 
-# --- NVVM math (PTX ISA "Floating Point Instructions") --------------------------------
-# Not listed: llvm.nvvm.lg2.approx.d -- LLVM 22 emits `lg2.approx.f64`, which ptxas
-# rejects ("Unexpected instruction types specified for 'lg2'").
-for _name, _sig, _doc in (
-        ("rsqrt.approx.f", "f32 (f32 x)", "rsqrt.approx.f32"),
-        ("rsqrt.approx.ftz.f", "f32 (f32 x)", "rsqrt.approx.ftz.f32"),
-        ("rsqrt.approx.d", "f64 (f64 x)", "rsqrt.approx.f64"),
-        ("ex2.approx.f32", "f32 (f32 x)", "ex2.approx.f32: 2**x, max rel. error 2**-22"),
-        ("ex2.approx.ftz.f32", "f32 (f32 x)", "ex2.approx.ftz.f32"),
-        ("lg2.approx.f", "f32 (f32 x)", "lg2.approx.f32: log2(x)"),
-        ("lg2.approx.ftz.f", "f32 (f32 x)", "lg2.approx.ftz.f32"),
-        ("sin.approx.f", "f32 (f32 x)", "sin.approx.f32"),
-        ("sin.approx.ftz.f", "f32 (f32 x)", "sin.approx.ftz.f32"),
-        ("cos.approx.f", "f32 (f32 x)", "cos.approx.f32"),
-        ("cos.approx.ftz.f", "f32 (f32 x)", "cos.approx.ftz.f32"),
-        ("sqrt.approx.f", "f32 (f32 x)", "sqrt.approx.f32"),
-        ("sqrt.rn.f", "f32 (f32 x)", "sqrt.rn.f32 (IEEE)"),
-        ("rcp.approx.ftz.f", "f32 (f32 x)", "rcp.approx.ftz.f32"),
-        ("rcp.rn.f", "f32 (f32 x)", "rcp.rn.f32 (IEEE)"),
-        ("rcp.rn.d", "f64 (f64 x)", "rcp.rn.f64 (IEEE)"),
-        ("fmax.f", "f32 (f32 a, f32 b)", "max.f32"), ("fmin.f", "f32 (f32 a, f32 b)", "min.f32"),
-        ("fmax.nan.f", "f32 (f32 a, f32 b)", "max.NaN.f32 (NaN-propagating)"),
-        ("fmin.nan.f", "f32 (f32 a, f32 b)", "min.NaN.f32 (NaN-propagating)"),
-        ("fmax.d", "f64 (f64 a, f64 b)", "max.f64"), ("fmin.d", "f64 (f64 a, f64 b)", "min.f64"),
-        ("mulhi.i", "i32 (i32 a, i32 b)", "mul.hi.s32"),
-        ("mulhi.ui", "i32 (i32 a, i32 b)", "mul.hi.u32"),
-        ("mulhi.ll", "i64 (i64 a, i64 b)", "mul.hi.s64"),
-        ("mulhi.ull", "i64 (i64 a, i64 b)", "mul.hi.u64")):
-    _add(f"llvm.nvvm.{_name}", _sig, ANY, _doc)
+# --- NVVM math (PTX ISA "Floating Point Instructions").  Not listed: lg2.approx.d, for
+# which LLVM 22 emits `lg2.approx.f64` and ptxas rejects it. ------------------------------
+_add_all(_NV, ANY, [(name, "f32 (f32 x)", ptx) for name, ptx in (
+    ("rsqrt.approx.f", "rsqrt.approx.f32"), ("rsqrt.approx.ftz.f", "rsqrt.approx.ftz.f32"),
+    ("ex2.approx.f32", "ex2.approx.f32: 2**x"), ("ex2.approx.ftz.f32", "ex2.approx.ftz.f32"),
+    ("lg2.approx.f", "lg2.approx.f32: log2(x)"), ("lg2.approx.ftz.f", "lg2.approx.ftz.f32"),
+    ("sin.approx.f", "sin.approx.f32"), ("sin.approx.ftz.f", "sin.approx.ftz.f32"),
+    ("cos.approx.f", "cos.approx.f32"), ("cos.approx.ftz.f", "cos.approx.ftz.f32"),
+    ("sqrt.approx.f", "sqrt.approx.f32"), ("sqrt.rn.f", "sqrt.rn.f32 (IEEE)"),
+    ("rcp.approx.ftz.f", "rcp.approx.ftz.f32"), ("rcp.rn.f", "rcp.rn.f32 (IEEE)"))])
+_add_all(_NV, ANY, (
+    ("rsqrt.approx.d", "f64 (f64 x)", "rsqrt.approx.f64"),
+    ("rcp.rn.d", "f64 (f64 x)", "rcp.rn.f64 (IEEE)"),
+    ("fmax.f", "f32 (f32 a, f32 b)", "max.f32"), ("fmin.f", "f32 (f32 a, f32 b)", "min.f32"),
+    ("fmax.nan.f", "f32 (f32 a, f32 b)", "max.NaN.f32"),
+    ("fmin.nan.f", "f32 (f32 a, f32 b)", "min.NaN.f32"),
+    ("fmax.d", "f64 (f64 a, f64 b)", "max.f64"), ("fmin.d", "f64 (f64 a, f64 b)", "min.f64"),
+    *[(f"mulhi.{n}", f"{t} ({t} a, {t} b)", f"mul.hi.{p}") for n, t, p in (
+        ("i", "i32", "s32"), ("ui", "i32", "u32"), ("ll", "i64", "s64"), ("ull", "i64", "u64"))]))
 
-# --- generic LLVM intrinsics, checked to select on NVPTX (LLVM 22) --------------------
-_NO_LIBCALL = "LLVM 22 NVPTX: 'no libcall available', exits the process"
-_NO_SELECT = "LLVM 22 NVPTX: 'Cannot select', aborts the process"
-for _fp, _ty in (("f32", "f32"), ("f64", "f64")):
-    for _fn in ("sqrt", "fabs", "floor", "ceil", "trunc", "rint", "round", "nearbyint"):
-        _add(f"llvm.{_fn}.{_fp}", f"{_ty} ({_ty} x)", ANY,
-             f"{_fn} ({_fp}; IEEE where the PTX instruction is)")
-    for _fn in ("minnum", "maxnum", "minimum", "maximum", "copysign"):
-        _add(f"llvm.{_fn}.{_fp}", f"{_ty} ({_ty} a, {_ty} b)", ANY, f"{_fn} ({_fp})")
-    _add(f"llvm.fma.{_fp}", f"{_ty} ({_ty} a, {_ty} b, {_ty} c)", ANY, f"fma.rn.{_fp}")
-_add("llvm.exp2.f32", "f32 (f32 x)", ANY, "2**x: lowers to ex2.approx.f32")
-_add("llvm.exp2.f64", "f64 (f64 x)", _never(_NO_LIBCALL, "no f64 exp2 instruction; "
-     "convert to f32 and use ex2.approx.f32, or implement the f64 series"), "2**x (f64)")
-_LOG2E = "1.4426950408889634"
-_LN2 = "0.6931471805599453"
-for _fp in ("f32", "f64"):
-    _add(f"llvm.exp.{_fp}", f"{_fp} ({_fp} x)", _never(
-        _NO_LIBCALL, f"use ex2.approx.f32: exp(x) = ex2(x * {_LOG2E})"), f"e**x ({_fp})")
-    _add(f"llvm.log.{_fp}", f"{_fp} ({_fp} x)", _never(
-        _NO_LIBCALL, f"use lg2.approx: log(x) = lg2(x) * {_LN2}"), f"ln(x) ({_fp})")
-    _add(f"llvm.log2.{_fp}", f"{_fp} ({_fp} x)", _never(
-        _NO_LIBCALL, "use lg2.approx.f (f32) / lg2.approx.d (f64)"), f"log2(x) ({_fp})")
-    _add(f"llvm.pow.{_fp}", f"{_fp} ({_fp} x, {_fp} y)", _never(
-        _NO_SELECT, "use ex2.approx(y * lg2.approx(x))"), f"x**y ({_fp})")
+# --- generic LLVM intrinsics, each checked to select on NVPTX (LLVM 22) -----------------
+_NO_LIBCALL = "LLVM 22 NVPTX exits the process with 'no libcall available'"
+_NO_SELECT = "LLVM 22 NVPTX aborts the process with 'Cannot select'"
+for _t in ("f32", "f64"):
+    _add_all("llvm.", ANY, [(f"{fn}.{_t}", f"{_t} ({_t} x)", f"{fn} ({_t})") for fn in (
+        "sqrt", "fabs", "floor", "ceil", "trunc", "rint", "round", "nearbyint")])
+    _add_all("llvm.", ANY, [(f"{fn}.{_t}", f"{_t} ({_t} a, {_t} b)", f"{fn} ({_t})")
+                            for fn in ("minnum", "maxnum", "minimum", "maximum", "copysign")])
+    _add(f"llvm.fma.{_t}", f"{_t} ({_t} a, {_t} b, {_t} c)", ANY, f"fma.rn.{_t}")
+    _add(f"llvm.exp.{_t}", f"{_t} ({_t} x)", _never(
+        _NO_LIBCALL, "use ex2.approx.f32: exp(x) = ex2(x * 1.4426950408889634)"), "e**x")
+    _add(f"llvm.log.{_t}", f"{_t} ({_t} x)", _never(
+        _NO_LIBCALL, "use lg2.approx.f: log(x) = lg2(x) * 0.6931471805599453"), "ln(x)")
+    _add(f"llvm.log2.{_t}", f"{_t} ({_t} x)", _never(_NO_LIBCALL, "use lg2.approx.f"), "log2")
+    _add(f"llvm.pow.{_t}", f"{_t} ({_t} x, {_t} y)", _never(
+        _NO_SELECT, "use ex2.approx(y * lg2.approx(x))"), "x**y")
     for _fn in ("sin", "cos"):
-        _add(f"llvm.{_fn}.{_fp}", f"{_fp} ({_fp} x)", _never(
-            _NO_SELECT + ("; f32 selects only with the afn flag" if _fp == "f32" else ""),
-            f"use {_fn}.approx.f (f32)"), f"{_fn}(x) ({_fp})")
-for _ty in ("i32", "i64"):
-    for _fn in ("smin", "smax", "umin", "umax"):
-        _add(f"llvm.{_fn}.{_ty}", f"{_ty} ({_ty} a, {_ty} b)", ANY, f"{_fn} ({_ty})")
-    _add(f"llvm.abs.{_ty}", f"{_ty} ({_ty} x, immarg i1 int_min_is_poison)", ANY, "abs")
-    for _fn in ("ctlz", "cttz"):
-        _add(f"llvm.{_fn}.{_ty}", f"{_ty} ({_ty} x, immarg i1 zero_is_poison)", ANY,
-             f"{_fn}: count leading/trailing zeros (clz.b / brev+clz)")
-    for _fn in ("ctpop", "bitreverse", "bswap"):
-        _add(f"llvm.{_fn}.{_ty}", f"{_ty} ({_ty} x)", ANY, f"{_fn} ({_ty})")
-    for _fn in ("fshl", "fshr"):
-        _add(f"llvm.{_fn}.{_ty}", f"{_ty} ({_ty} hi, {_ty} lo, {_ty} shift)", ANY,
-             f"funnel shift ({_fn}; shf.{_fn[-1]} for i32)")
+        _add(f"llvm.{_fn}.{_t}", f"{_t} ({_t} x)", _never(
+            _NO_SELECT + (" (f32 selects only with the afn flag)" if _t == "f32" else ""),
+            f"use {_fn}.approx.f (f32)"), f"{_fn}(x)")
+_add("llvm.exp2.f32", "f32 (f32 x)", ANY, "2**x: lowers to ex2.approx.f32")
+_add("llvm.exp2.f64", "f64 (f64 x)", _never(_NO_LIBCALL, "use ex2.approx.f32 on an f32"), "2**x")
+for _t in ("i32", "i64"):
+    _add_all("llvm.", ANY, [(f"{fn}.{_t}", f"{_t} ({_t} a, {_t} b)", f"{fn} ({_t})")
+                            for fn in ("smin", "smax", "umin", "umax")]
+             + [(f"{fn}.{_t}", f"{_t} ({_t} x)", f"{fn} ({_t})")
+                for fn in ("ctpop", "bitreverse", "bswap")])
+    _add_all("llvm.", ANY, [(f"{fn}.{_t}", f"{_t} ({_t} hi, {_t} lo, {_t} shift)",
+                             f"funnel shift {fn} ({_t})") for fn in ("fshl", "fshr")])
+    _add_all("llvm.", ANY, [(f"{fn}.{_t}", f"{_t} ({_t} x, immarg i1 {flag}_poison)", fn)
+                            for fn, flag in (("abs", "int_min_is"), ("ctlz", "zero_is"),
+                                             ("cttz", "zero_is"))])
 
-# --- mbarrier (PTX ISA "Parallel Synchronization: mbarrier") --------------------------
-_MB = "llvm.nvvm.mbarrier"
-_add(f"{_MB}.init.shared", "void (p3 bar, i32 count)", ANY,
-     "mbarrier.init.shared.b64 [bar], count: arrival count 1..2**20-1")
-_add(f"{_MB}.inval.shared", "void (p3 bar)", ANY, "mbarrier.inval.shared.b64")
-_add(f"{_MB}.arrive.shared", "i64 (p3 bar)", ANY,
-     "mbarrier.arrive.shared.b64 (one arrival, release.cta); returns the state token")
-_add(f"{_MB}.pending.count", "i32 (i64 state)", ANY, "mbarrier.pending_count.b64")
-for _rel, _req_cta, _req_cluster in (("", PTX80, PTX80), (".relaxed", PTX86, PTX86)):
-    _sem = "relaxed" if _rel else "release"
-    for _op, _ptx, _what in (("arrive", "arrive", "arrive with a count"),
-                             ("arrive.drop", "arrive_drop", "arrive and drop"),
-                             ("arrive.expect.tx", "arrive.expect_tx", "expect_tx then arrive")):
+# --- mbarrier (PTX ISA "Parallel Synchronization and Communication: mbarrier") ----------
+_MB = _NV + "mbarrier."
+_add_all(_MB, ANY, (
+    ("init.shared", "void (p3 bar, i32 count)", "mbarrier.init.shared.b64: count 1..2**20-1"),
+    ("inval.shared", "void (p3 bar)", "mbarrier.inval.shared.b64"),
+    ("arrive.shared", "i64 (p3 bar)", "mbarrier.arrive.shared.b64; returns the state"),
+    ("pending.count", "i32 (i64 state)", "mbarrier.pending_count.b64"),
+    ("test.wait.shared", "i1 (p3 bar, i64 state)", "mbarrier.test_wait.shared.b64")))
+for _rel, _req in (("", PTX80), (".relaxed", PTX86)):
+    _sem = _rel[1:] or "release"
+    for _op, _ptx in (("arrive", "arrive"), ("arrive.drop", "arrive_drop"),
+                      ("arrive.expect.tx", "arrive.expect_tx")):
         _arg = "i32 tx_bytes" if "expect" in _op else "i32 count"
-        _add(f"{_MB}.{_op}{_rel}.scope.cta.space.cta", f"i64 (p3 bar, {_arg})", _req_cta,
-             f"mbarrier.{_ptx}.{_sem}.cta.shared::cta.b64: {_what}; returns the state token")
-        _add(f"{_MB}.{_op}{_rel}.scope.cluster.space.cta", f"i64 (p3 bar, {_arg})",
-             _req_cluster, f"{_what}, {_sem}.cluster scope, on a local barrier")
-        _add(f"{_MB}.{_op}{_rel}.scope.cluster.space.cluster", f"void (p7 bar, {_arg})",
-             _req_cluster, f"{_what} on a (possibly remote) shared::cluster barrier "
-             f"(mapa result); returns no state")
-for _scope in ("cta", "cluster"):
-    _add(f"{_MB}.expect.tx.scope.{_scope}.space.cta", "void (p3 bar, i32 tx_bytes)", PTX80,
-         f"mbarrier.expect_tx.relaxed.{_scope}.shared::cta.b64: add pending tx bytes")
-    _add(f"{_MB}.complete.tx.scope.{_scope}.space.cta", "void (p3 bar, i32 tx_bytes)", PTX80,
-         f"mbarrier.complete_tx.relaxed.{_scope}.shared::cta.b64")
-_add(f"{_MB}.expect.tx.scope.cluster.space.cluster", "void (p7 bar, i32 tx_bytes)", PTX80,
-     "mbarrier.expect_tx on a shared::cluster barrier")
-for _rel, _req in (("", ANY), (".relaxed", PTX86)):
+        _add_all(_MB, _req, (
+            (f"{_op}{_rel}.scope.cta.space.cta", f"i64 (p3 bar, {_arg})",
+             f"mbarrier.{_ptx}.{_sem}.cta.shared::cta.b64; returns the state"),
+            (f"{_op}{_rel}.scope.cluster.space.cta", f"i64 (p3 bar, {_arg})",
+             f"mbarrier.{_ptx}.{_sem}.cluster.shared::cta.b64; returns the state"),
+            (f"{_op}{_rel}.scope.cluster.space.cluster", f"void (p7 bar, {_arg})",
+             f"mbarrier.{_ptx}.{_sem}.cluster.shared::cluster.b64 on a (remote) barrier "
+             f"from mapa; returns no state")))
     for _scope in ("cta", "cluster"):
-        _r = _req if (_scope == "cta" or _rel) else PTX80
-        _base = f"{_MB}.{{}}{_rel}.scope.{_scope}.space.cta"
-        _add(_base.format("try.wait.parity"), "i1 (p3 bar, i32 parity)", _r,
-             f"mbarrier.try_wait.parity{_rel}.{_scope}: true when phase `parity` completed "
-             f"(may suspend for a system-defined time)")
-        _add(_base.format("try.wait.parity.tl"), "i1 (p3 bar, i32 parity, i32 suspend_ns)",
-             _r, "try_wait.parity with a suspend-time hint (ns)")
-        _add(_base.format("try.wait"), "i1 (p3 bar, i64 state)", _r,
-             "mbarrier.try_wait on a state token from arrive")
-        _add(_base.format("test.wait.parity"), "i1 (p3 bar, i32 parity)", _r,
-             "mbarrier.test_wait.parity: non-blocking phase test")
-        _add(_base.format("test.wait"), "i1 (p3 bar, i64 state)", _r,
-             "mbarrier.test_wait on a state token")
-_add(f"{_MB}.test.wait.shared", "i1 (p3 bar, i64 state)", ANY, "mbarrier.test_wait.shared.b64")
+        _add_all(_MB, _req if (_scope == "cluster" or _rel) else ANY, [
+            (f"{op}{_rel}.scope.{_scope}.space.cta", sig, f"mbarrier.{ptx}: {doc}")
+            for op, ptx, sig, doc in (
+                ("try.wait.parity", "try_wait.parity", "i1 (p3 bar, i32 parity)",
+                 "true once the phase with `parity` completed (suspends a while)"),
+                ("try.wait.parity.tl", "try_wait.parity", "i1 (p3 bar, i32 parity, "
+                 "i32 suspend_ns)", "with a suspend-time hint, ns"),
+                ("try.wait", "try_wait", "i1 (p3 bar, i64 state)", "on a state from arrive"),
+                ("test.wait.parity", "test_wait.parity", "i1 (p3 bar, i32 parity)",
+                 "non-blocking phase test"),
+                ("test.wait", "test_wait", "i1 (p3 bar, i64 state)", "non-blocking"))])
+for _scope in ("cta", "cluster"):
+    _add_all(_MB, PTX80, [(f"{op}.scope.{_scope}.space.cta", "void (p3 bar, i32 tx_bytes)",
+                           f"mbarrier.{op.replace('.tx', '_tx')}.relaxed.{_scope}.shared::cta.b64")
+                          for op in ("expect.tx", "complete.tx")])
+_add(_MB + "expect.tx.scope.cluster.space.cluster", "void (p7 bar, i32 tx_bytes)", PTX80,
+     "mbarrier.expect_tx.relaxed.cluster.shared::cluster.b64")
 
-# --- TMA and bulk copies (PTX ISA "cp.async.bulk", "cp.async.bulk.tensor") ------------
-_BULK = "llvm.nvvm.cp.async.bulk"
+# --- TMA and bulk copies (PTX ISA "cp.async.bulk", "cp.async.bulk.tensor") --------------
+_BULK = _NV + "cp.async.bulk."
 for _dim in range(1, 6):
-    _coords = ", ".join(f"i32 c{i}" for i in range(_dim))
-    _add(f"{_BULK}.tensor.g2s.tile.{_dim}d",
-         f"void (p7 dst, p3 bar, ptr tensormap, {_coords}, i16 cta_mask, i64 cache_hint, "
+    _c = ", ".join(f"i32 c{i}" for i in range(_dim))
+    _add(f"{_BULK}tensor.g2s.tile.{_dim}d",
+         f"void (p7 dst, p3 bar, ptr tensormap, {_c}, i16 cta_mask, i64 cache_hint, "
          f"immarg i1 use_cta_mask, immarg i1 use_cache_hint, immarg i32 cta_group)", PTX80,
-         f"TMA load {_dim}d: cp.async.bulk.tensor.{_dim}d.shared::cluster.global.tile."
-         f"mbarrier::complete_tx::bytes [dst], [tensormap, {{c..}}], [bar]; "
-         f"cta_group 1/2 only on sm_100a",
+         f"TMA load: cp.async.bulk.tensor.{_dim}d.shared::cluster.global.tile.mbarrier::"
+         f"complete_tx::bytes [dst], [tensormap, {{c}}], [bar]; cta_group 1/2: sm_100a only",
          imm={"cta_group": (0,)}, imm_extra={"cta_group": {"sm_100a": (1, 2)}})
-    _add(f"{_BULK}.tensor.g2s.cta.tile.{_dim}d",
-         f"void (p3 dst, p3 bar, ptr tensormap, {_coords}, i64 cache_hint, "
-         f"immarg i1 use_cache_hint)", PTX86,
+    _add(f"{_BULK}tensor.g2s.cta.tile.{_dim}d", f"void (p3 dst, p3 bar, ptr tensormap, {_c}, "
+         f"i64 cache_hint, immarg i1 use_cache_hint)", PTX86,
          f"TMA load {_dim}d into shared::cta (no multicast)")
-    _add(f"{_BULK}.tensor.s2g.tile.{_dim}d",
-         f"void (p3 src, ptr tensormap, {_coords}, i64 cache_hint, immarg i1 use_cache_hint)",
-         PTX80, f"TMA store {_dim}d: cp.async.bulk.tensor.{_dim}d.global.shared::cta."
-         f"tile.bulk_group; complete with commit.group / wait.group")
-    for _red in ("add", "min", "max"):
-        _add(f"{_BULK}.tensor.reduce.{_red}.tile.{_dim}d",
-             f"void (p3 src, ptr tensormap, {_coords}, i64 cache_hint, "
-             f"immarg i1 use_cache_hint)", PTX80,
-             f"TMA reduce-store {_dim}d: cp.reduce.async.bulk.tensor .{_red}")
-    _add(f"{_BULK}.tensor.prefetch.tile.{_dim}d",
-         f"void (ptr tensormap, {_coords}, i64 cache_hint, immarg i1 use_cache_hint)", PTX80,
-         f"cp.async.bulk.prefetch.tensor.{_dim}d.L2.global.tile")
-_add(f"{_BULK}.commit.group", "void ()", PTX80, "cp.async.bulk.commit_group")
-_add(f"{_BULK}.wait.group", "void (immarg i32 n)", PTX80,
-     "cp.async.bulk.wait_group n: wait until at most n bulk groups are pending",
-     imm={"n": range(0, 64)})
-_add(f"{_BULK}.wait.group.read", "void (immarg i32 n)", PTX80,
-     "cp.async.bulk.wait_group.read n: sources of all but n groups may be reused",
-     imm={"n": range(0, 64)})
-_add(f"{_BULK}.global.to.shared.cluster",
-     "void (p7 dst, p3 bar, p1 src, i32 nbytes, i16 cta_mask, i64 cache_hint, "
-     "immarg i1 use_cta_mask, immarg i1 use_cache_hint)", PTX80,
-     "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes (non-tensor)")
-_add(f"{_BULK}.global.to.shared.cta",
-     "void (p3 dst, p3 bar, p1 src, i32 nbytes, i64 cache_hint, immarg i1 use_cache_hint)",
-     PTX86, "cp.async.bulk.shared::cta.global (non-tensor)")
-_add(f"{_BULK}.shared.cta.to.global",
-     "void (p1 dst, p3 src, i32 nbytes, i64 cache_hint, immarg i1 use_cache_hint)", PTX80,
-     "cp.async.bulk.global.shared::cta.bulk_group (non-tensor)")
-_add(f"{_BULK}.shared.cta.to.cluster", "void (p7 dst, p3 bar, p3 src, i32 nbytes)", PTX80,
-     "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes")
-_add(f"{_BULK}.prefetch.L2", "void (p1 src, i32 nbytes, i64 cache_hint, "
-     "immarg i1 use_cache_hint)", PTX80, "cp.async.bulk.prefetch.L2.global")
-_add("llvm.nvvm.prefetch.tensormap.p0", "void (ptr tensormap)", PTX80,
-     "prefetch.tensormap [tensormap]")
+    _add_all(_BULK + "tensor.", PTX80, [(f"{op}.tile.{_dim}d", f"void (p3 src, ptr tensormap, "
+             f"{_c}, i64 cache_hint, immarg i1 use_cache_hint)", f"TMA {doc} {_dim}d")
+             for op, doc in (("s2g", "store (bulk_group; commit.group / wait.group)"),
+                             ("reduce.add", "reduce-add store"), ("reduce.min", "reduce-min store"),
+                             ("reduce.max", "reduce-max store"))])
+    _add(f"{_BULK}tensor.prefetch.tile.{_dim}d", f"void (ptr tensormap, {_c}, i64 cache_hint, "
+         f"immarg i1 use_cache_hint)", PTX80, f"cp.async.bulk.prefetch.tensor.{_dim}d.L2")
+_add(_BULK + "commit.group", "void ()", PTX80, "cp.async.bulk.commit_group")
+_add(_BULK + "wait.group", "void (immarg i32 n)", PTX80,
+     "cp.async.bulk.wait_group n: until at most n bulk groups are pending", imm={"n": range(64)})
+_add(_BULK + "wait.group.read", "void (immarg i32 n)", PTX80,
+     "cp.async.bulk.wait_group.read n: sources of all but n groups reusable", imm={"n": range(64)})
+_add_all(_BULK, PTX80, (
+    ("global.to.shared.cluster", "void (p7 dst, p3 bar, p1 src, i32 nbytes, i16 cta_mask, "
+     "i64 cache_hint, immarg i1 use_cta_mask, immarg i1 use_cache_hint)",
+     "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"),
+    ("shared.cta.to.global", "void (p1 dst, p3 src, i32 nbytes, i64 cache_hint, "
+     "immarg i1 use_cache_hint)", "cp.async.bulk.global.shared::cta.bulk_group"),
+    ("shared.cta.to.cluster", "void (p7 dst, p3 bar, p3 src, i32 nbytes)",
+     "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes"),
+    ("prefetch.L2", "void (p1 src, i32 nbytes, i64 cache_hint, immarg i1 use_cache_hint)",
+     "cp.async.bulk.prefetch.L2.global")))
+_add(_BULK + "global.to.shared.cta", "void (p3 dst, p3 bar, p1 src, i32 nbytes, "
+     "i64 cache_hint, immarg i1 use_cache_hint)", PTX86, "cp.async.bulk.shared::cta.global")
+_add(_NV + "prefetch.tensormap.p0", "void (ptr tensormap)", PTX80, "prefetch.tensormap")
 
-# --- warp-level misc: elect, setmaxnreg, matrices, PDL, DSMEM ----------------------------
-_add("llvm.nvvm.elect.sync", "{i32, i1} (i32 mask)", PTX80,
+# --- elect, setmaxnreg, wgmma sync, matrices, PDL, DSMEM --------------------------------
+_add(_NV + "elect.sync", "{i32, i1} (i32 mask)", PTX80,
      "elect.sync: {leader lane, is-leader predicate} over `mask`")
-for _dir, _regs in (("inc", 232), ("dec", 40)):
-    _add(f"llvm.nvvm.setmaxnreg.{_dir}.sync.aligned.u32", "void (immarg i32 regs)",
-         SM90A_SM100A, f"setmaxnreg.{_dir}.sync.aligned.u32 regs: warpgroup-wide register "
-         f"reallocation (e.g. {_regs}); 24..256, multiple of 8",
-         imm={"regs": range(24, 257, 8)})
-_add("llvm.nvvm.wgmma.fence.sync.aligned", "void ()", SM90A,
-     "wgmma.fence: order register/smem writes before wgmma.mma_async (inline asm)")
-_add("llvm.nvvm.wgmma.commit_group.sync.aligned", "void ()", SM90A, "wgmma.commit_group")
-_add("llvm.nvvm.wgmma.wait_group.sync.aligned", "void (immarg i64 n)", SM90A,
-     "wgmma.wait_group n: at most n wgmma groups pending", imm={"n": range(0, 8)})
+for _dir in ("inc", "dec"):
+    _add(f"{_NV}setmaxnreg.{_dir}.sync.aligned.u32", "void (immarg i32 regs)", SM90A_SM100A,
+         f"setmaxnreg.{_dir}.sync.aligned.u32: warpgroup register reallocation, 24..256 "
+         f"step 8", imm={"regs": range(24, 257, 8)})
+_add_all(_NV + "wgmma.", SM90A, (
+    ("fence.sync.aligned", "void ()", "wgmma.fence: before wgmma.mma_async (inline asm)"),
+    ("commit_group.sync.aligned", "void ()", "wgmma.commit_group")))
+_add(_NV + "wgmma.wait_group.sync.aligned", "void (immarg i64 n)", SM90A,
+     "wgmma.wait_group n: at most n wgmma groups pending", imm={"n": range(8)})
 for _num, _ret in ((1, "i32"), (2, "{i32*2}"), (4, "{i32*4}")):
-    for _trans in ("", ".trans"):
-        _regs = ", ".join(f"i32 r{i}" for i in range(_num))
-        _add(f"llvm.nvvm.ldmatrix.sync.aligned.m8n8.x{_num}{_trans}.b16.p3",
-             f"{_ret} (p3 src)", ANY, f"ldmatrix.sync.aligned.m8n8.x{_num}{_trans}.shared.b16")
-        _add(f"llvm.nvvm.stmatrix.sync.aligned.m8n8.x{_num}{_trans}.b16.p3",
-             f"void (p3 dst, {_regs})", ANY,
-             f"stmatrix.sync.aligned.m8n8.x{_num}{_trans}.shared.b16")
-_add("llvm.nvvm.griddepcontrol.wait", "void ()", ANY,
-     "griddepcontrol.wait: wait for the prerequisite grid (PDL)")
-_add("llvm.nvvm.griddepcontrol.launch.dependents", "void ()", ANY,
-     "griddepcontrol.launch_dependents: let the dependent grid start (PDL)")
-_add("llvm.nvvm.mapa.shared.cluster", "p7 (p3 addr, i32 rank)", ANY,
-     "mapa.shared::cluster.u32: address of `addr` in the smem of CTA `rank`")
-_add("llvm.nvvm.mapa", "ptr (ptr addr, i32 rank)", ANY, "mapa.u64 (generic addresses)")
-_add("llvm.nvvm.getctarank.shared.cluster", "i32 (p3 addr)", ANY,
-     "getctarank.shared::cluster.u32: CTA rank owning a shared::cluster address")
-_add("llvm.nvvm.getctarank", "i32 (ptr addr)", ANY, "getctarank.u64 (generic address)")
+    _regs = ", ".join(f"i32 r{i}" for i in range(_num))
+    for _tr in ("", ".trans"):
+        _add_all(_NV, ANY, (
+            (f"ldmatrix.sync.aligned.m8n8.x{_num}{_tr}.b16.p3", f"{_ret} (p3 src)",
+             f"ldmatrix.sync.aligned.m8n8.x{_num}{_tr}.shared.b16"),
+            (f"stmatrix.sync.aligned.m8n8.x{_num}{_tr}.b16.p3", f"void (p3 dst, {_regs})",
+             f"stmatrix.sync.aligned.m8n8.x{_num}{_tr}.shared.b16")))
+_add_all(_NV, ANY, (
+    ("griddepcontrol.wait", "void ()", "griddepcontrol.wait: wait for the primary grid (PDL)"),
+    ("griddepcontrol.launch.dependents", "void ()",
+     "griddepcontrol.launch_dependents: let the dependent grid start (PDL)"),
+    ("mapa.shared.cluster", "p7 (p3 addr, i32 rank)",
+     "mapa.shared::cluster.u32: `addr` in the shared memory of CTA `rank`"),
+    ("mapa", "ptr (ptr addr, i32 rank)", "mapa.u64 (generic addresses)"),
+    ("getctarank.shared.cluster", "i32 (p3 addr)", "getctarank.shared::cluster.u32"),
+    ("getctarank", "i32 (ptr addr)", "getctarank.u64 (generic address)")))
 
-# --- tcgen05 / TMEM (PTX ISA 8.6 "tcgen05"), sm_100a only ------------------------------
-_TC = "llvm.nvvm.tcgen05"
+# --- tcgen05 / TMEM (PTX ISA 8.6 "tcgen05"), sm_100a only --------------------------------
+_TC = _NV + "tcgen05."
 for _cg in ("cg1", "cg2"):
     _g = f"cta_group::{_cg[-1]}"
-    _add(f"{_TC}.alloc.shared.{_cg}", "void (p3 slot, i32 ncols)", SM100A,
-         f"tcgen05.alloc.{_g}: allocate `ncols` TMEM columns (32..512, power of 2); "
-         f"the TMEM address is written to smem `slot`")
-    _add(f"{_TC}.alloc.{_cg}", "void (ptr slot, i32 ncols)", SM100A,
-         f"tcgen05.alloc.{_g} with a generic `slot` address")
-    _add(f"{_TC}.dealloc.{_cg}", "void (p6 taddr, i32 ncols)", SM100A, f"tcgen05.dealloc.{_g}")
-    _add(f"{_TC}.relinq.alloc.permit.{_cg}", "void ()", SM100A,
-         f"tcgen05.relinquish_alloc_permit.{_g}")
-    _add(f"{_TC}.commit.shared.{_cg}", "void (p3 bar)", SM100A,
-         f"tcgen05.commit.{_g}.mbarrier::arrive::one: arrive on `bar` when prior MMAs finish")
-    _add(f"{_TC}.commit.mc.shared.{_cg}", "void (p3 bar, i16 cta_mask)", SM100A,
-         f"tcgen05.commit.{_g}...multicast::cluster")
+    _add_all(_TC, SM100A, (
+        (f"alloc.shared.{_cg}", "void (p3 slot, i32 ncols)", f"tcgen05.alloc.{_g}: allocate "
+         f"`ncols` TMEM columns (32..512, a power of 2); the address goes to smem `slot`"),
+        (f"alloc.{_cg}", "void (ptr slot, i32 ncols)", f"tcgen05.alloc.{_g}, generic `slot`"),
+        (f"dealloc.{_cg}", "void (p6 taddr, i32 ncols)", f"tcgen05.dealloc.{_g}"),
+        (f"relinq.alloc.permit.{_cg}", "void ()", f"tcgen05.relinquish_alloc_permit.{_g}"),
+        (f"commit.shared.{_cg}", "void (p3 bar)",
+         f"tcgen05.commit.{_g}.mbarrier::arrive::one: arrive when prior MMAs finish"),
+        (f"commit.mc.shared.{_cg}", "void (p3 bar, i16 cta_mask)",
+         f"tcgen05.commit.{_g}.mbarrier::arrive::one.multicast::cluster")))
 _MMA_IMM = {"kind": (0, 1, 2, 3), "cta_group": (1, 2), "collector": (0, 1, 2, 3)}
-_add(f"{_TC}.mma.shared",
-     "void (p6 d, i64 a_desc, i64 b_desc, i32 idesc, i1 accumulate, immarg i32 kind, "
-     "immarg i32 cta_group, immarg i32 collector)", SM100A,
-     "tcgen05.mma: D(TMEM) (+)= A(smem desc) x B(smem desc); kind 0 f16, 1 tf32, "
-     "2 f8f6f4, 3 i8; collector 0 discard, 1 lastuse, 2 fill, 3 use", imm=_MMA_IMM)
-_add(f"{_TC}.mma.tensor",
-     "void (p6 d, p6 a, i64 b_desc, i32 idesc, i1 accumulate, immarg i32 kind, "
-     "immarg i32 cta_group, immarg i32 collector)", SM100A,
-     "tcgen05.mma with A in TMEM", imm=_MMA_IMM)
+for _form, _a in (("shared", "i64 a_desc"), ("tensor", "p6 a")):
+    _add(f"{_TC}mma.{_form}", f"void (p6 d, {_a}, i64 b_desc, i32 idesc, i1 accumulate, "
+         f"immarg i32 kind, immarg i32 cta_group, immarg i32 collector)", SM100A,
+         f"tcgen05.mma: D(TMEM) (+)= A x B(smem desc), A from {_form} memory; kind 0 f16, "
+         f"1 tf32, 2 f8f6f4, 3 i8; collector 0 discard, 1 lastuse, 2 fill, 3 use",
+         imm=_MMA_IMM)
 for _shape, _per in (("32x32b", 1), ("16x64b", 1), ("16x128b", 2), ("16x256b", 4)):
-    _num = 1
-    while _per * _num <= 128:
+    for _num in (1, 2, 4, 8, 16, 32, 64, 128):
         _n = _per * _num
-        _vec = "i32" if _n == 1 else f"<{_n} x i32>"
-        _add(f"{_TC}.ld.{_shape}.x{_num}", f"{_vec} (p6 taddr, immarg i1 pack)", SM100A,
-             f"tcgen05.ld.sync.aligned.{_shape}.x{_num}.b32: {_n} registers per thread")
-        _add(f"{_TC}.st.{_shape}.x{_num}", f"void (p6 taddr, {_vec} values, immarg i1 unpack)",
-             SM100A, f"tcgen05.st.sync.aligned.{_shape}.x{_num}.b32")
-        _num *= 2
-for _name, _doc in (("wait.ld", "tcgen05.wait::ld"), ("wait.st", "tcgen05.wait::st"),
-                    ("fence.before.thread.sync", "tcgen05.fence::before_thread_sync"),
-                    ("fence.after.thread.sync", "tcgen05.fence::after_thread_sync")):
-    _add(f"{_TC}.{_name}", "void ()", SM100A, _doc)
+        if _n > 128:
+            break
+        _vec = "i32" if _n == 1 else f"v{_n}i32"
+        _add_all(_TC, SM100A, (
+            (f"ld.{_shape}.x{_num}", f"{_vec} (p6 taddr, immarg i1 pack)",
+             f"tcgen05.ld.sync.aligned.{_shape}.x{_num}.b32: {_n} registers per thread"),
+            (f"st.{_shape}.x{_num}", f"void (p6 taddr, {_vec} values, immarg i1 unpack)",
+             f"tcgen05.st.sync.aligned.{_shape}.x{_num}.b32")))
+_add_all(_TC, SM100A, [(name, "void ()", doc) for name, doc in (
+    ("wait.ld", "tcgen05.wait::ld"), ("wait.st", "tcgen05.wait::st"),
+    ("fence.before.thread.sync", "tcgen05.fence::before_thread_sync"),
+    ("fence.after.thread.sync", "tcgen05.fence::after_thread_sync"))])
 
-# --- cluster launch control (PTX ISA 8.6 "clusterlaunchcontrol"), sm_100a only ---------
-_CLC = "llvm.nvvm.clusterlaunchcontrol"
-_add(f"{_CLC}.try_cancel.async.shared", "void (p3 response, p3 bar)", SM100A,
-     "clusterlaunchcontrol.try_cancel: ask to cancel a not-yet-launched cluster; the "
-     "16-byte response arrives through `bar` (complete_tx)")
-_add(f"{_CLC}.try_cancel.async.multicast.shared", "void (p3 response, p3 bar)", SM100A,
-     "try_cancel with the response multicast to every CTA of the cluster")
-_add(f"{_CLC}.query_cancel.is_canceled", "i1 (i128 response)", SM100A,
-     "clusterlaunchcontrol.query_cancel.is_canceled.pred.b128")
-for _axis in _XYZ:
-    _add(f"{_CLC}.query_cancel.get_first_ctaid.{_axis}", "i32 (i128 response)", SM100A,
-         f"clusterlaunchcontrol.query_cancel.get_first_ctaid::{_axis}.b32.b128")
+# --- cluster launch control (PTX ISA 8.6 "clusterlaunchcontrol"), sm_100a only ----------
+_add_all(_NV + "clusterlaunchcontrol.", SM100A, (
+    ("try_cancel.async.shared", "void (p3 response, p3 bar)", "clusterlaunchcontrol."
+     "try_cancel: cancel a pending cluster; 16-byte response through `bar` (complete_tx)"),
+    ("try_cancel.async.multicast.shared", "void (p3 response, p3 bar)",
+     "try_cancel with the response multicast to every CTA of the cluster"),
+    ("query_cancel.is_canceled", "i1 (i128 response)", "query_cancel.is_canceled.pred.b128"),
+    *[(f"query_cancel.get_first_ctaid.{a}", "i32 (i128 response)",
+       f"query_cancel.get_first_ctaid::{a}.b32.b128") for a in "xyz"]))
 
 INTRINSICS: Mapping[str, Intrinsic] = MappingProxyType(_TABLE)
 """Every intrinsic tsjit may emit, by LLVM name."""
 
+# Older spellings LLVM 22 still parses but auto-upgrades; lookup() maps them to the
+# entry of the name LLVM prints, and declare() declares that name.
+_ALIASES: dict[str, str] = {
+    "llvm.nvvm.ex2.approx.f": "llvm.nvvm.ex2.approx.f32",
+    "llvm.nvvm.ex2.approx.ftz.f": "llvm.nvvm.ex2.approx.ftz.f32",
+    **{f"{_NV}{op}.sync.aligned.m8n8.x{n}{t}.b16": f"{_NV}{op}.sync.aligned.m8n8.x{n}{t}.b16.p3"
+       for op in ("ldmatrix", "stmatrix") for n in (1, 2, 4) for t in ("", ".trans")},
+}
 
-# ---------------------------------------------------------------------------------
-# API
-# ---------------------------------------------------------------------------------
+
 def lookup(name: str) -> Intrinsic:
-    """The table entry for ``name`` (full LLVM name or key).
+    """The table entry for ``name`` (full LLVM name, key, or an auto-upgraded older
+    spelling such as ``llvm.nvvm.ex2.approx.f``).
 
     Raises:
         CompilationError: ``name`` is not in the table (internal: a builtin asked for an
             intrinsic nobody has checked).
     """
+    name = _ALIASES.get(name) or _ALIASES.get("llvm.nvvm." + name) or name
     entry = _TABLE.get(name) or _BY_KEY.get(name)
     if entry is None:
         raise CompilationError(

@@ -293,6 +293,7 @@ def device_print(fmt: str, *args) -> None:
         with b.goto_block(entry):
             b.position_at_start(entry)
             buf = b.alloca(struct_ty)
+        buf.type = emit.pointer_type(0)  # opaque, so the GEPs below yield opaque pointers
         for i, v in enumerate(values):
             b.store(v, b.gep(buf, [ir.Constant(emit.I32, 0), ir.Constant(emit.I32, i)], source_etype=struct_ty))
         b.call(vprintf, [fmt_ptr, buf])

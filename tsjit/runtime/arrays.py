@@ -57,6 +57,7 @@ def resolve_dtype(value, field: str = "dtype") -> DType:
         found = _EXTRA_DTYPE_NAMES.get(name.lower())
         if found is not None:
             return found
+        value = name
     found = dtypes.from_numpy(value)
     if found is None:
         raise TsjitError(f"{field} {value!r} is not a supported dtype; expected one of "

@@ -41,7 +41,7 @@ from tsjit.errors import CacheError, TsjitError
 MAGIC = b"TSJITC1\0"
 FORMAT_VERSION = 1
 SUFFIX = ".tsjitc"
-_HEADER = struct.Struct("<8sIQ")
+HEADER = struct.Struct("<8sIQ")
 _DIGEST_BYTES = 32
 _KEY_PATTERN = re.compile(r"^[0-9a-f]{16,128}$")
 _warned_directories: set[str] = set()
@@ -84,7 +84,7 @@ def encode_entry(entry: CacheEntry) -> bytes:
         meta = json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
     except (TypeError, ValueError) as exc:
         raise TsjitError(f"cache entry metadata is not JSON-serializable: {exc}") from None
-    body = b"".join([_HEADER.pack(MAGIC, FORMAT_VERSION, len(meta)), meta, *(data for _, data in blobs)])
+    body = b"".join([HEADER.pack(MAGIC, FORMAT_VERSION, len(meta)), meta, *(data for _, data in blobs)])
     return body + hashlib.sha256(body).digest()
 
 
@@ -95,9 +95,9 @@ def decode_entry(data: bytes) -> CacheEntry:
         CacheError: truncated data, wrong magic or format version, checksum mismatch,
             malformed JSON, or blob lengths that do not add up.
     """
-    if len(data) < _HEADER.size + _DIGEST_BYTES:
+    if len(data) < HEADER.size + _DIGEST_BYTES:
         raise CacheError(f"entry truncated: {len(data)} bytes")
-    magic, version, meta_length = _HEADER.unpack_from(data)
+    magic, version, meta_length = HEADER.unpack_from(data)
     if magic != MAGIC:
         raise CacheError(f"bad magic {magic!r}")
     if version != FORMAT_VERSION:
@@ -105,7 +105,7 @@ def decode_entry(data: bytes) -> CacheEntry:
     body, digest = data[:-_DIGEST_BYTES], data[-_DIGEST_BYTES:]
     if hashlib.sha256(body).digest() != digest:
         raise CacheError("checksum mismatch")
-    start = _HEADER.size
+    start = HEADER.size
     try:
         document = json.loads(body[start:start + meta_length].decode())
         table = [(str(name), int(length)) for name, length in document.pop("blobs")]

@@ -26,7 +26,7 @@ from tsjit import env
 from tsjit.backend import assemble as assembler
 from tsjit.backend import nvptx
 from tsjit.backend.targets import DEFAULT_TARGET, get_target, target_for_capability
-from tsjit.errors import LaunchError, TsjitError
+from tsjit.errors import CompilationError, LaunchError, TsjitError
 from tsjit.frontend.lowering import compile_to_llvm
 from tsjit.runtime import driver
 from tsjit.runtime.cache import CacheEntry, KernelCache
@@ -156,7 +156,11 @@ class Kernel:
         with self._lock:
             compiled = self._loaded.get(memo_key)
             if compiled is None:
-                compiled = self._compile_or_load(specs, spec_key, get_target(target_name))
+                try:
+                    compiled = self._compile_or_load(specs, spec_key, get_target(target_name))
+                except CompilationError as exc:
+                    # Report at the user's call site: drop the compiler's own frames.
+                    raise exc.with_traceback(None) from None
                 self._loaded[memo_key] = compiled
         return compiled
 

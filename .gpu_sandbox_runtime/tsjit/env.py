@@ -1,0 +1,230 @@
+"""Every environment variable tsjit reads, in one typed registry.
+
+Nothing else in tsjit reads ``os.environ`` for a ``TSJIT_*`` name: each variable is an
+:class:`EnvVar` in :data:`VARIABLES`, read through an accessor (:func:`cache_dir`,
+:func:`dump_dir`, :func:`assembler`, :func:`target`, :func:`always_compile`,
+:func:`disable_cache`).  Accessors read ``os.environ`` at call time (a dict lookup and a
+parse, well under a microsecond), so a test may ``monkeypatch.setenv`` and see the
+effect at once, and no value is frozen at import.
+
+A value that cannot be parsed (``TSJIT_ASSEMBLER=foo``, ``TSJIT_ALWAYS_COMPILE=maybe``)
+raises :class:`~tsjit.errors.TsjitError` naming the variable, the value given and the
+values allowed.  An empty value counts as unset.
+
+=======================  ========  ==============================================
+variable                 type      default
+=======================  ========  ==============================================
+``TSJIT_CACHE_DIR``      path      ``platformdirs.user_cache_dir("tsjit")``
+``TSJIT_DUMP_DIR``       path      unset: no dumps
+``TSJIT_ASSEMBLER``      choice    ``auto`` (``auto``, ``nvjitlink``, ``ptxas``)
+``TSJIT_TARGET``         target    unset: from the device, else ``sm_90a``
+``TSJIT_ALWAYS_COMPILE`` bool      false
+``TSJIT_DISABLE_CACHE``  bool      false
+=======================  ========  ==============================================
+
+Variables marked ``affects_code`` change the generated cubin; the specialization key
+must include their values (:func:`code_affecting_values`), and no other variable
+(hashing all of ``os.environ`` into keys is a known Triton mistake).
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from tsjit.errors import TsjitError
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+_TARGET_PATTERN = re.compile(r"^sm_[0-9]{2,3}[af]?$")
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """One environment variable tsjit reads.
+
+    Attributes:
+        name: the variable's name (``"TSJIT_CACHE_DIR"``).
+        type: ``"path"``, ``"bool"``, ``"choice"`` or ``"target"``.
+        default: the value when unset, or a zero-argument callable computing it, or
+            ``None`` (meaning "off" / "decided elsewhere").
+        doc: one sentence for ``tsjit.env.describe()`` and the docs.
+        choices: the allowed values of a ``"choice"`` variable (lower case).
+        affects_code: whether the value changes the generated code (and so belongs in
+            the specialization key).
+    """
+
+    name: str
+    type: str
+    default: object
+    doc: str
+    choices: tuple[str, ...] = ()
+    affects_code: bool = False
+
+    def raw(self) -> str | None:
+        """The variable's text in ``os.environ``, stripped; ``None`` when unset or empty."""
+        text = os.environ.get(self.name)
+        if text is None:
+            return None
+        text = text.strip()
+        return text or None
+
+    def value(self):
+        """The parsed value (or the default when unset).
+
+        Raises:
+            TsjitError: the text is not a valid value of this variable's type.
+        """
+        text = self.raw()
+        if text is None:
+            default = self.default
+            return default() if callable(default) else default
+        return _PARSERS[self.type](self, text)
+
+
+def _parse_path(var: EnvVar, text: str) -> str:
+    return os.path.abspath(os.path.expanduser(text))
+
+
+def _parse_bool(var: EnvVar, text: str) -> bool:
+    lowered = text.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise TsjitError(f"environment variable {var.name}={text!r} is not a boolean; "
+                     f"expected one of {sorted(_TRUE | _FALSE)}")
+
+
+def _parse_choice(var: EnvVar, text: str) -> str:
+    lowered = text.lower()
+    if lowered not in var.choices:
+        raise TsjitError(f"environment variable {var.name}={text!r} is not allowed; "
+                         f"expected one of {list(var.choices)}")
+    return lowered
+
+
+def _parse_target(var: EnvVar, text: str) -> str:
+    lowered = text.lower()
+    if not _TARGET_PATTERN.match(lowered):
+        raise TsjitError(f"environment variable {var.name}={text!r} is not a GPU target; "
+                         f"expected a name like 'sm_90a' or 'sm_100a'")
+    return lowered
+
+
+_PARSERS: dict[str, Callable[[EnvVar, str], object]] = {
+    "path": _parse_path,
+    "bool": _parse_bool,
+    "choice": _parse_choice,
+    "target": _parse_target,
+}
+
+
+def _default_cache_dir() -> str:
+    import platformdirs
+
+    return platformdirs.user_cache_dir("tsjit")
+
+
+CACHE_DIR = EnvVar(
+    "TSJIT_CACHE_DIR", "path", _default_cache_dir,
+    "Directory of the on-disk kernel cache (one file per compiled specialization).")
+DUMP_DIR = EnvVar(
+    "TSJIT_DUMP_DIR", "path", None,
+    "When set, every compilation writes its LLVM IR, PTX and cubin into this directory.")
+ASSEMBLER = EnvVar(
+    "TSJIT_ASSEMBLER", "choice", "auto",
+    "PTX to cubin assembler: nvjitlink, ptxas, or auto (nvJitLink when found, else ptxas).",
+    choices=("auto", "nvjitlink", "ptxas"), affects_code=True)
+TARGET = EnvVar(
+    "TSJIT_TARGET", "target", None,
+    "GPU target to compile for (e.g. sm_90a, sm_100a); unset means the current device's, "
+    "or sm_90a without a device.", affects_code=True)
+ALWAYS_COMPILE = EnvVar(
+    "TSJIT_ALWAYS_COMPILE", "bool", False,
+    "Compile on every first call in a process, ignoring cached cubins (results are still written).")
+DISABLE_CACHE = EnvVar(
+    "TSJIT_DISABLE_CACHE", "bool", False,
+    "Neither read nor write the on-disk kernel cache.")
+
+VARIABLES: dict[str, EnvVar] = {var.name: var for var in (
+    CACHE_DIR, DUMP_DIR, ASSEMBLER, TARGET, ALWAYS_COMPILE, DISABLE_CACHE)}
+
+
+def get(name: str):
+    """The parsed value of the registered variable ``name``.
+
+    Raises:
+        TsjitError: ``name`` is not a registered tsjit variable, or its value is invalid.
+    """
+    var = VARIABLES.get(name)
+    if var is None:
+        raise TsjitError(f"{name!r} is not a tsjit environment variable; "
+                         f"known variables: {sorted(VARIABLES)}")
+    return var.value()
+
+
+def cache_dir() -> str:
+    """Absolute path of the kernel cache directory (``TSJIT_CACHE_DIR``); it may not exist yet."""
+    return CACHE_DIR.value()
+
+
+def dump_dir() -> str | None:
+    """Absolute path of the dump directory (``TSJIT_DUMP_DIR``), or ``None`` when dumping is off."""
+    return DUMP_DIR.value()
+
+
+def assembler() -> str:
+    """``"auto"``, ``"nvjitlink"`` or ``"ptxas"`` (``TSJIT_ASSEMBLER``).
+
+    Raises:
+        TsjitError: the variable holds another value.
+    """
+    return ASSEMBLER.value()
+
+
+def target() -> str | None:
+    """The target override (``TSJIT_TARGET``, e.g. ``"sm_90a"``), or ``None`` when unset.
+
+    ``None`` means the caller picks the current device's target, or ``sm_90a``.
+
+    Raises:
+        TsjitError: the value is not of the form ``sm_<digits>[a|f]``.
+    """
+    return TARGET.value()
+
+
+def always_compile() -> bool:
+    """Whether to compile even when a cached cubin exists (``TSJIT_ALWAYS_COMPILE``)."""
+    return ALWAYS_COMPILE.value()
+
+
+def disable_cache() -> bool:
+    """Whether the on-disk cache is off entirely (``TSJIT_DISABLE_CACHE``)."""
+    return DISABLE_CACHE.value()
+
+
+def code_affecting_values() -> tuple[tuple[str, str | None], ...]:
+    """``(name, raw text or None)`` of each variable that changes generated code, sorted.
+
+    This is the environment's whole contribution to a specialization key.
+    """
+    return tuple((var.name, var.raw()) for var in sorted(VARIABLES.values(), key=lambda v: v.name)
+                 if var.affects_code)
+
+
+def describe() -> list[tuple[str, object, str]]:
+    """``(name, current value, doc)`` for every variable, in registry order.
+
+    An invalid value is shown as ``"<invalid: message>"`` instead of raising, so this can
+    back a ``tsjit env`` command that helps find the bad variable.
+    """
+    rows = []
+    for var in VARIABLES.values():
+        try:
+            value = var.value()
+        except TsjitError as err:
+            value = f"<invalid: {err}>"
+        rows.append((var.name, value, var.doc))
+    return rows

@@ -1,0 +1,132 @@
+"""The tsjit error hierarchy.
+
+Every mistake a user can make surfaces as one of these classes, never as a bare
+``assert``, ``KeyError`` or an LLVM abort:
+
+``TsjitError``
+  ├── ``CompilationError``  device code cannot be compiled; carries the absolute
+  │                         ``file:line:col``, the source line and a caret, and the
+  │                         chain of device-function calls that led there.
+  ├── ``ScheduleError``     a Task Scheduling schedule is malformed at capture time.
+  ├── ``VerificationError`` the TaskManager's whole-program checks failed (names the
+  │                         task, resource, stage and schedule step, and what to change).
+  ├── ``LaunchError``       a launch cannot proceed (names the argument, expected vs given).
+  └── ``CacheError``        internal to the on-disk cache; never escapes it.
+
+``ScheduleError`` and ``VerificationError`` also derive from ``ValueError`` so code
+written against the reference Task Scheduling API (which raises ``ValueError``) keeps
+working.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+class TsjitError(Exception):
+    """Base class of every error tsjit raises on purpose."""
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """A position in a Python source file: absolute path, 1-based line, 0-based column."""
+
+    filename: str
+    line: int
+    col: int = 0
+    function: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.line}:{self.col + 1}"
+
+    def source_line(self) -> str | None:
+        """The text of this line, or ``None`` when the file cannot be read."""
+        import linecache
+
+        text = linecache.getline(self.filename, self.line)
+        return text.rstrip("\n") if text else None
+
+
+class CompilationError(TsjitError):
+    """Device code could not be compiled.
+
+    ``str(err)`` shows the absolute ``file:line:col``, the offending source line with a
+    caret under the column, the message, and (when the error happened inside a called
+    device function) the call chain from the kernel down.
+
+    Attributes:
+        message: what is wrong and what to change, without location.
+        location: the :class:`SourceLocation` of the construct, or ``None``.
+        call_chain: locations of the calls that led to it, outermost first.
+    """
+
+    def __init__(self, message: str, location: SourceLocation | None = None,
+                 call_chain: tuple[SourceLocation, ...] = ()):
+        self.message = message
+        self.location = location
+        self.call_chain = tuple(call_chain)
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        if self.location is None:
+            return self.message
+        parts = [f"{self.location}: {self.message}"]
+        line = self.location.source_line()
+        if line is not None:
+            stripped = line.lstrip()
+            indent = len(line) - len(stripped)
+            parts.append("    " + stripped)
+            parts.append("    " + " " * max(0, self.location.col - indent) + "^")
+        for site in reversed(self.call_chain):
+            where = f" (in {site.function})" if site.function else ""
+            parts.append(f"  called from {site}{where}")
+            text = site.source_line()
+            if text is not None:
+                parts.append("    " + text.strip())
+        return "\n".join(parts)
+
+    def with_location(self, location: SourceLocation) -> "CompilationError":
+        """A copy located at ``location`` unless this error already has a location."""
+        if self.location is not None:
+            return self
+        return CompilationError(self.message, location, self.call_chain)
+
+    def with_caller(self, site: SourceLocation) -> "CompilationError":
+        """A copy with ``site`` appended to the call chain (the caller of the failing code)."""
+        return CompilationError(self.message, self.location, self.call_chain + (site,))
+
+    def __reduce__(self):
+        return (CompilationError, (self.message, self.location, self.call_chain))
+
+
+class ScheduleError(TsjitError, ValueError):
+    """A schedule is malformed at capture time (grammar rules S1-S15)."""
+
+
+class VerificationError(TsjitError, ValueError):
+    """The TaskManager's static checks rejected the program.
+
+    Attributes:
+        check: the rule id (``"C0"``, ``"B1"``, ``"P1"``, ...), or ``""``.
+    """
+
+    def __init__(self, message: str, check: str = ""):
+        self.check = check
+        super().__init__(f"[{check}] {message}" if check else message)
+
+
+class LaunchError(TsjitError):
+    """A kernel launch cannot proceed: bad argument, bad launch configuration, driver error."""
+
+
+class CacheError(TsjitError):
+    """An on-disk cache entry is unreadable. Internal: the cache treats it as a miss."""
+
+
+def short_path(path: str) -> str:
+    """``path`` relative to the current directory when that is shorter (for messages only)."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return rel if len(rel) < len(path) else path

@@ -1,0 +1,254 @@
+"""The on-disk kernel cache: one self-contained, checksummed file per compiled specialization.
+
+File layout (``<directory>/<key>.tsjitc``; all integers little-endian)::
+
+    offset  size  field
+    0       8     magic  b"TSJITC1\\0"
+    8       4     format version (uint32, currently 1)
+    12      8     metadata length M (uint64)
+    20      M     metadata: UTF-8 JSON object; its "blobs" member lists [name, length]
+                  of each payload blob in file order
+    20+M    ...   the blobs (cubin, then optional ptx / llir text), back to back
+    end-32  32    SHA-256 of every byte before it
+
+Why one file (anchors.md §5 #4, #5): a Triton reader on a shared filesystem once paired
+one writer's cubin with another writer's metadata; here an entry is written whole to a
+temporary file in the same directory and ``os.replace``\\ d into place, which is atomic on
+POSIX, so concurrent writers of one key all succeed and exactly one complete file
+remains.  Readers verify the checksum, and any problem reading an entry (missing,
+truncated, bad magic or version, bad checksum, bad JSON, permissions, ``EBUSY`` on a
+network filesystem) is a miss: :meth:`KernelCache.get` returns ``None`` and never raises.
+Corrupt files are deleted.  If the directory cannot be created or written, the cache
+warns once and stops writing (reads still work when possible).
+
+The in-memory layer (key -> loaded kernel) belongs to the Kernel, not to this module.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import struct
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
+
+from tsjit import env
+from tsjit.errors import CacheError, TsjitError
+
+MAGIC = b"TSJITC1\0"
+FORMAT_VERSION = 1
+SUFFIX = ".tsjitc"
+HEADER = struct.Struct("<8sIQ")
+_DIGEST_BYTES = 32
+_KEY_PATTERN = re.compile(r"^[0-9a-f]{16,128}$")
+_warned_directories: set[str] = set()
+
+
+@dataclass
+class CacheEntry:
+    """One compiled specialization.
+
+    Attributes:
+        cubin: the device binary.
+        metadata: JSON-serializable facts, by convention ``kernel_name``, ``target``
+            (``"sm_90a"``), ``registers``, ``spill_bytes``, ``smem_bytes``, ``tool``
+            (``"nvjitlink 13.5"``), ``dependencies`` (name -> source digest); the cache
+            adds ``created`` (Unix time) on :meth:`KernelCache.put` when absent.
+        ptx: PTX text, when kept.
+        llir: LLVM IR text, when kept.
+    """
+
+    cubin: bytes
+    metadata: dict = field(default_factory=dict)
+    ptx: str | None = None
+    llir: str | None = None
+
+
+def encode_entry(entry: CacheEntry) -> bytes:
+    """The file bytes of ``entry`` (see the module docstring).
+
+    Raises:
+        TsjitError: the metadata is not JSON-serializable (names the offending part).
+    """
+    blobs = [("cubin", bytes(entry.cubin))]
+    if entry.ptx is not None:
+        blobs.append(("ptx", entry.ptx.encode()))
+    if entry.llir is not None:
+        blobs.append(("llir", entry.llir.encode()))
+    document = dict(entry.metadata)
+    document["blobs"] = [[name, len(data)] for name, data in blobs]
+    try:
+        meta = json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
+    except (TypeError, ValueError) as exc:
+        raise TsjitError(f"cache entry metadata is not JSON-serializable: {exc}") from None
+    body = b"".join([HEADER.pack(MAGIC, FORMAT_VERSION, len(meta)), meta, *(data for _, data in blobs)])
+    return body + hashlib.sha256(body).digest()
+
+
+def decode_entry(data: bytes) -> CacheEntry:
+    """Parse and verify the file bytes of an entry.
+
+    Raises:
+        CacheError: truncated data, wrong magic or format version, checksum mismatch,
+            malformed JSON, or blob lengths that do not add up.
+    """
+    if len(data) < HEADER.size + _DIGEST_BYTES:
+        raise CacheError(f"entry truncated: {len(data)} bytes")
+    magic, version, meta_length = HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise CacheError(f"bad magic {magic!r}")
+    if version != FORMAT_VERSION:
+        raise CacheError(f"format version {version}, expected {FORMAT_VERSION}")
+    body, digest = data[:-_DIGEST_BYTES], data[-_DIGEST_BYTES:]
+    if hashlib.sha256(body).digest() != digest:
+        raise CacheError("checksum mismatch")
+    start = HEADER.size
+    try:
+        document = json.loads(body[start:start + meta_length].decode())
+        table = [(str(name), int(length)) for name, length in document.pop("blobs")]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CacheError(f"bad metadata: {exc}") from None
+    offset = start + meta_length
+    blobs = {}
+    for name, length in table:
+        if length < 0 or offset + length > len(body):
+            raise CacheError(f"blob {name!r} overruns the entry")
+        blobs[name] = body[offset:offset + length]
+        offset += length
+    if offset != len(body) or "cubin" not in blobs:
+        raise CacheError("blob table does not match the entry")
+    try:
+        ptx = blobs["ptx"].decode() if "ptx" in blobs else None
+        llir = blobs["llir"].decode() if "llir" in blobs else None
+    except UnicodeDecodeError as exc:
+        raise CacheError(f"bad text blob: {exc}") from None
+    return CacheEntry(blobs["cubin"], document, ptx, llir)
+
+
+class KernelCache:
+    """On-disk kernel cache in ``directory`` (default: ``tsjit.env.cache_dir()``, read at
+    each call so ``TSJIT_CACHE_DIR`` changes apply).  ``TSJIT_DISABLE_CACHE`` turns reads and
+    writes off; ``TSJIT_ALWAYS_COMPILE`` makes :meth:`get` miss (writes still happen)."""
+
+    def __init__(self, directory: str | os.PathLike | None = None):
+        self._directory = None if directory is None else os.fspath(directory)
+        self._write_disabled = False
+
+    @property
+    def directory(self) -> str:
+        return self._directory if self._directory is not None else env.cache_dir()
+
+    def path_for(self, key: str) -> str:
+        """Where the entry for ``key`` lives.
+
+        Raises:
+            TsjitError: ``key`` is not a lower-case hex digest of 16-128 characters.
+        """
+        if not isinstance(key, str) or not _KEY_PATTERN.match(key):
+            raise TsjitError(f"cache key must be a lower-case hex digest (16-128 chars); got {key!r}")
+        return os.path.join(self.directory, key + SUFFIX)
+
+    def get(self, key: str) -> CacheEntry | None:
+        """The entry for ``key``, or ``None`` on a miss or any read problem (never raises
+        for I/O or corruption; a malformed ``key`` raises :class:`TsjitError`)."""
+        path = self.path_for(key)
+        if env.disable_cache() or env.always_compile():
+            return None
+        try:
+            with open(path, "rb") as handle:
+                identity = os.fstat(handle.fileno())
+                data = handle.read()
+            return decode_entry(data)
+        except FileNotFoundError:
+            return None
+        except CacheError:
+            self._remove_if_unchanged(path, identity)
+            return None
+        except (OSError, ValueError, MemoryError):
+            return None
+
+    def put(self, key: str, entry: CacheEntry) -> bool:
+        """Store ``entry`` under ``key`` atomically; returns whether it was written.
+
+        Safe with concurrent writers of the same key (processes or threads): each writes
+        its own temporary file and ``os.replace``\\ s it; one complete file remains.
+        An unwritable directory warns once (per directory, per process) and disables
+        writing for this cache object.
+
+        Raises:
+            TsjitError: malformed ``key`` or non-JSON metadata (programming errors).
+        """
+        path = self.path_for(key)
+        if env.disable_cache() or self._write_disabled:
+            return False
+        if "created" not in entry.metadata:
+            entry = CacheEntry(entry.cubin, {**entry.metadata, "created": time.time()}, entry.ptx, entry.llir)
+        data = encode_entry(entry)
+        directory = os.path.dirname(path)
+        temp_path = None
+        try:
+            os.makedirs(directory, exist_ok=True)
+            fd, temp_path = tempfile.mkstemp(dir=directory, prefix="." + key + ".", suffix=".tmp")
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(temp_path, path)
+            temp_path = None
+            return True
+        except OSError as exc:
+            self._write_disabled = True
+            if directory not in _warned_directories:
+                _warned_directories.add(directory)
+                warnings.warn(f"tsjit kernel cache disabled: cannot write to {directory!r} ({exc}); "
+                              f"set TSJIT_CACHE_DIR to a writable directory", RuntimeWarning, stacklevel=2)
+            return False
+        finally:
+            if temp_path is not None:
+                try:
+                    os.unlink(temp_path)
+                except OSError:
+                    pass
+
+    def info(self) -> dict:
+        """``{"directory", "entries", "total_bytes", "enabled"}``; a missing directory has 0 entries."""
+        entries = total = 0
+        for path in self._files(lambda name: name.endswith(SUFFIX)):
+            try:
+                total += os.path.getsize(path)
+                entries += 1
+            except OSError:
+                pass
+        return {"directory": self.directory, "entries": entries, "total_bytes": total,
+                "enabled": not (env.disable_cache() or self._write_disabled)}
+
+    def clear(self) -> int:
+        """Delete every entry and leftover temporary file; returns the number of files removed."""
+        removed = 0
+        for path in self._files(lambda name: name.endswith(SUFFIX) or name.endswith(".tmp")):
+            try:
+                os.unlink(path)
+                removed += 1
+            except OSError:
+                pass
+        return removed
+
+    def _files(self, wanted):
+        directory = self.directory
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            return []
+        return [os.path.join(directory, name) for name in names if wanted(name)]
+
+    @staticmethod
+    def _remove_if_unchanged(path: str, identity: os.stat_result) -> None:
+        """Delete a corrupt entry unless another writer has replaced it since we read it."""
+        try:
+            now = os.stat(path)
+            if (now.st_ino, now.st_dev, now.st_mtime_ns) == (identity.st_ino, identity.st_dev,
+                                                            identity.st_mtime_ns):
+                os.unlink(path)
+        except OSError:
+            pass

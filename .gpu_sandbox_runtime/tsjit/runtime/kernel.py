@@ -1,0 +1,286 @@
+"""``@tsjit.kernel``: specialization, caching, compilation and launch.
+
+Launch path (``kernel[grid, block](*args)``):
+
+1. :func:`~tsjit.runtime.specialize.specialize_one` per argument -> spec tuple (no hashing).
+2. In-memory dict lookup ``(spec tuple, target)`` -> loaded function.  A hit launches at once.
+3. Miss: the on-disk key = SHA-256 of (tsjit source digest, the kernel's dependency digest,
+   spec tuple, target, compile options, assembler version, code-affecting env vars).
+   :class:`~tsjit.runtime.cache.KernelCache` hit -> load the cubin; miss -> compile
+   (frontend -> LLVM -> PTX -> cubin) and store.  A corrupt entry is a miss.
+
+:func:`compile` does steps 1-3 without a GPU and returns a :class:`CompiledKernel` with
+``.llir``, ``.ptx``, ``.cubin`` and ``.metadata``.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import inspect
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+from tsjit import env
+from tsjit.backend import assemble as assembler
+from tsjit.backend import nvptx
+from tsjit.backend.targets import DEFAULT_TARGET, get_target, target_for_capability
+from tsjit.errors import CompilationError, LaunchError, TsjitError
+from tsjit.frontend.lowering import compile_to_llvm
+from tsjit.runtime import driver
+from tsjit.runtime.cache import CacheEntry, KernelCache
+from tsjit.runtime.specialize import dependency_digest, specialize_one, tsjit_version_digest
+
+
+@dataclass
+class CompiledKernel:
+    """One compiled specialization of a kernel.
+
+    Attributes:
+        name: kernel symbol in the cubin.
+        llir, ptx: text of each stage (``None`` when loaded from a cache entry that did not keep it).
+        cubin: the device binary for ``metadata["target"]``.
+        metadata: ``registers``, ``spill_stores_bytes``, ``spill_loads_bytes``, ``smem_bytes`` (dynamic
+            shared memory the kernel lays out itself), ``static_smem_bytes``, ``target``, ``tool``,
+            ``key`` (on-disk cache key), ``compile_ms``, ``dependencies``, ``from_cache``.
+    """
+
+    name: str
+    cubin: bytes
+    metadata: dict
+    llir: str | None = None
+    ptx: str | None = None
+    _function: object = field(default=None, repr=False)
+
+    def function(self):
+        """The loaded driver function (loads the cubin on first use; needs a GPU)."""
+        if self._function is None:
+            module = driver.load_module(self.cubin)
+            self._function = driver.get_function(module, self.name)
+        return self._function
+
+
+_OPTION_NAMES = ("max_threads", "min_blocks", "max_registers")
+
+
+class Kernel:
+    """A ``@tsjit.kernel`` function.
+
+    Launch with ``kernel[grid, block](*args)`` or :meth:`launch`.  ``grid``/``block`` are ints or
+    tuples of up to 3 ints; ``grid`` may be a callable receiving the bound arguments as a dict
+    (constexprs included) and returning the grid.
+    """
+
+    __tsjit_kernel__ = True
+
+    def __init__(self, fn, **options):
+        unknown = set(options) - set(_OPTION_NAMES)
+        if unknown:
+            raise TsjitError(f"unknown @tsjit.kernel option(s) {sorted(unknown)}; known: {list(_OPTION_NAMES)}")
+        self.fn = fn
+        self.options = {k: options.get(k) for k in _OPTION_NAMES}
+        self.__name__ = fn.__name__
+        self.__qualname__ = fn.__qualname__
+        self.__doc__ = fn.__doc__
+        self.signature = inspect.signature(fn)
+        self.params = list(self.signature.parameters.values())
+        for p in self.params:
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                raise TsjitError(f"kernel {fn.__qualname__}: *args/**kwargs parameters are not supported")
+        self.annotations = [_resolve_annotation(p.annotation, fn) for p in self.params]
+        self._loaded: dict = {}
+        self._deps: tuple | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<tsjit.kernel {self.__qualname__}>"
+
+    def __call__(self, *args, **kwargs):
+        raise LaunchError(f"launch kernel {self.__qualname__} with {self.__name__}[grid, block](...) or "
+                          f"{self.__name__}.launch(..., grid=..., block=...)")
+
+    def __getitem__(self, config):
+        if not isinstance(config, tuple) or len(config) < 2:
+            raise LaunchError(f"{self.__name__}[grid, block]: give both the grid and the block, e.g. "
+                              f"{self.__name__}[(blocks,), (256,)]")
+        grid, block = config[0], config[1]
+        smem = config[2] if len(config) > 2 else 0
+
+        def launcher(*args, stream=None, cluster=None, pdl=False, **kwargs):
+            return self.launch(*args, grid=grid, block=block, smem_bytes=smem, stream=stream, cluster=cluster,
+                               pdl=pdl, **kwargs)
+        return launcher
+
+    # -- binding ------------------------------------------------------------------------------
+    def _bind(self, args, kwargs) -> list:
+        if kwargs or len(args) != len(self.params):
+            try:
+                bound = self.signature.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise LaunchError(f"kernel {self.__qualname__}: {exc}") from None
+            bound.apply_defaults()
+            return [bound.arguments[p.name] for p in self.params]
+        return list(args)
+
+    def _specialize(self, values, for_compile=False):
+        specs, packed = [], []
+        for p, annotation, value in zip(self.params, self.annotations, values):
+            spec, vals = specialize_one(p.name, value, annotation, for_compile=for_compile)
+            specs.append(spec)
+            packed.extend(vals)
+        return specs, packed
+
+    # -- compile ------------------------------------------------------------------------------
+    def dependencies(self) -> tuple[str, dict]:
+        """(digest, parts) of the kernel's source and everything it reaches (computed once)."""
+        if self._deps is None:
+            self._deps = dependency_digest(self.fn)
+        return self._deps
+
+    def _disk_key(self, spec_key, target) -> str:
+        h = hashlib.sha256()
+        for part in (tsjit_version_digest(), self.dependencies()[0], repr(spec_key), target.name,
+                     repr(sorted(self.options.items())), assembler.assembler_version(),
+                     repr(env.code_affecting_values())):
+            h.update(part.encode())
+            h.update(b"\0")
+        return h.hexdigest()
+
+    def _get_compiled(self, specs, target_name: str) -> CompiledKernel:
+        spec_key = tuple(s.key() for s in specs)
+        memo_key = (spec_key, target_name)
+        compiled = self._loaded.get(memo_key)
+        if compiled is not None:
+            return compiled
+        with self._lock:
+            compiled = self._loaded.get(memo_key)
+            if compiled is None:
+                try:
+                    compiled = self._compile_or_load(specs, spec_key, get_target(target_name))
+                except CompilationError as exc:
+                    # Report at the user's call site: drop the compiler's own frames.
+                    raise exc.with_traceback(None) from None
+                self._loaded[memo_key] = compiled
+        return compiled
+
+    def _compile_or_load(self, specs, spec_key, target) -> CompiledKernel:
+        key = self._disk_key(spec_key, target)
+        cache = None if env.disable_cache() else KernelCache()
+        if cache is not None and not env.always_compile():
+            entry = cache.get(key)
+            if entry is not None and entry.metadata.get("kernel_name"):
+                meta = dict(entry.metadata, from_cache=True)
+                return CompiledKernel(entry.metadata["kernel_name"], entry.cubin, meta, entry.llir, entry.ptx)
+        compiled = self._compile(specs, target, key)
+        if cache is not None:
+            cache.put(key, CacheEntry(compiled.cubin, {k: v for k, v in compiled.metadata.items()
+                                                      if k != "from_cache"}, compiled.ptx, compiled.llir))
+        return compiled
+
+    def _compile(self, specs, target, key) -> CompiledKernel:
+        t0 = time.perf_counter()
+        arg_specs = {p.name: s for p, s in zip(self.params, specs)}
+        lowered = compile_to_llvm(self.fn, arg_specs, target, **self.options)
+        t1 = time.perf_counter()
+        ptx = nvptx.llvm_to_ptx(lowered.llir, target)
+        t2 = time.perf_counter()
+        asm = assembler.assemble(ptx, target, kernel_name=lowered.name)
+        t3 = time.perf_counter()
+        metadata = {
+            "kernel_name": lowered.name, "target": target.name, "key": key,
+            "registers": asm.registers, "spill_stores_bytes": asm.spill_stores_bytes,
+            "spill_loads_bytes": asm.spill_loads_bytes, "stack_frame_bytes": asm.stack_frame_bytes,
+            "static_smem_bytes": asm.static_smem_bytes, "smem_bytes": lowered.smem_bytes,
+            "tool": asm.tool, "tool_version": asm.tool_version, "dependencies": lowered.dependencies,
+            "launch_requirements": lowered.launch_requirements,
+            "compile_ms": {"frontend": (t1 - t0) * 1e3, "llvm": (t2 - t1) * 1e3, "assemble": (t3 - t2) * 1e3},
+            "from_cache": False,
+        }
+        compiled = CompiledKernel(lowered.name, asm.cubin, metadata, lowered.llir, ptx)
+        _dump(compiled)
+        return compiled
+
+    # -- launch -------------------------------------------------------------------------------
+    def launch(self, *args, grid, block, smem_bytes: int = 0, stream=None, cluster=None, pdl: bool = False,
+               **kwargs) -> None:
+        """Launch on the current (or given) stream.
+
+        Raises:
+            LaunchError: a bad argument (named, expected vs given) or launch configuration.
+            CompilationError: the kernel does not compile for these arguments.
+        """
+        values = self._bind(args, kwargs)
+        specs, packed = self._specialize(values)
+        compiled = self._get_compiled(specs, _launch_target())
+        fn = compiled.function()
+        if callable(grid):
+            grid = grid({p.name: v for p, v in zip(self.params, values)})
+        smem = max(int(smem_bytes), compiled.metadata.get("smem_bytes", 0))
+        req = compiled.metadata.get("launch_requirements") or {}
+        if cluster is None and req.get("cluster"):
+            cluster = tuple(req["cluster"])
+        params = (ctypes.c_void_p * len(packed))(*[ctypes.addressof(v) for v in packed]) if packed else None
+        driver.launch(fn, grid, block, params, smem_bytes=smem, stream=stream, cluster=cluster, pdl=pdl)
+
+    def compile(self, *args, target: str | None = None, **kwargs) -> CompiledKernel:
+        """Compile for ``args`` (device arrays, numpy arrays or ``tsjit.spec`` stand-ins) without launching."""
+        values = self._bind(args, kwargs)
+        specs, _ = self._specialize(values, for_compile=True)
+        return self._get_compiled(specs, target or env.target() or DEFAULT_TARGET)
+
+
+def _resolve_annotation(annotation, fn):
+    if isinstance(annotation, str):
+        try:
+            return eval(annotation, fn.__globals__)  # noqa: S307 - the user's own annotation
+        except Exception:
+            return annotation
+    return None if annotation is inspect.Parameter.empty else annotation
+
+
+_device_target: str | None = None
+
+
+def _launch_target() -> str:
+    global _device_target
+    if _device_target is None:
+        override = env.target()
+        if override:
+            _device_target = override
+        else:
+            major, minor = driver.device_properties().capability
+            _device_target = target_for_capability(major, minor)
+    return _device_target
+
+
+def _dump(compiled: CompiledKernel) -> None:
+    directory = env.dump_dir()
+    if not directory:
+        return
+    os.makedirs(directory, exist_ok=True)
+    stem = os.path.join(directory, f"{compiled.name}-{compiled.metadata['key'][:12]}")
+    for suffix, data in ((".ll", compiled.llir), (".ptx", compiled.ptx)):
+        with open(stem + suffix, "w") as fh:
+            fh.write(data)
+    with open(stem + ".cubin", "wb") as fh:
+        fh.write(compiled.cubin)
+
+
+def kernel(fn=None, **options):
+    """Decorator making ``fn`` a GPU kernel (``__global__``).
+
+    Options: ``max_threads`` (``.maxntid``), ``min_blocks`` (``.minnctapersm``), ``max_registers``
+    (``.maxnreg``): PTX ISA §11.4 performance-tuning directives.
+    """
+    if fn is None:
+        return lambda f: Kernel(f, **options)
+    return Kernel(fn, **options)
+
+
+def compile(kernel_obj: Kernel, *args, target: str | None = None, **kwargs) -> CompiledKernel:  # noqa: A001
+    """Compile ``kernel_obj`` for ``args`` without a GPU: numpy arrays or ``tsjit.spec(shape, dtype)``
+    stand in for device arrays, constexprs are given as values.  Returns the :class:`CompiledKernel`."""
+    if not isinstance(kernel_obj, Kernel):
+        raise TsjitError(f"tsjit.compile needs a @tsjit.kernel, got {type(kernel_obj).__name__}")
+    return kernel_obj.compile(*args, target=target, **kwargs)

@@ -1,0 +1,243 @@
+"""From actual kernel arguments to specializations and packed parameters.
+
+:func:`specialize` runs on every launch: it maps each argument to a hashable spec
+(:mod:`tsjit.frontend.specs`) and the ctypes values the driver copies.  It does no
+hashing of source and no IR work; the spec tuple is the in-memory cache key.
+
+:func:`dependency_digest` is computed once per kernel object: the SHA-256 of the
+kernel's source and of everything its source reaches by name — ``@tsjit.func`` device
+functions (recursively), module-level constants and dtypes, user classes (resources)
+and plain user functions (schedules, helpers) — so editing any of them, in any module,
+changes the on-disk cache key.
+"""
+from __future__ import annotations
+
+import ast
+import ctypes
+import hashlib
+import inspect
+import os
+import sys
+import types
+
+import numpy as np
+
+from tsjit.errors import LaunchError
+from tsjit.frontend import specs as S
+from tsjit.lang import dtypes as dt
+from tsjit.lang.constexpr import is_constexpr_annotation
+from tsjit.runtime.arrays import ArraySpec, DeviceArray, describe_array_argument
+
+_INDEX_LIMIT = 2 ** 31
+
+
+def _tensor_spec(dtype, shape, strides, ptr_align: int) -> S.TensorSpec:
+    span = 1
+    for extent, stride in zip(shape, strides):
+        if extent > 0:
+            span += (extent - 1) * abs(stride)
+    itemsize = dtype.itemsize
+    return S.TensorSpec(
+        dtype=dtype, rank=len(shape), aligned16=ptr_align >= 16,
+        unit_strides=tuple(s == 1 for s in strides),
+        rows_aligned16=all((s * itemsize) % 16 == 0 for s in strides[:-1]),
+        index64=span >= _INDEX_LIMIT or any(e >= _INDEX_LIMIT for e in shape))
+
+
+def _alignment(ptr: int) -> int:
+    return 256 if ptr == 0 else min(256, ptr & -ptr)
+
+
+def _array_values(spec: S.TensorSpec, ptr: int, shape, strides) -> list:
+    ctype = ctypes.c_int64 if spec.index64 else ctypes.c_int32
+    out = [ctypes.c_uint64(ptr)]
+    out.extend(ctype(int(e)) for e in shape)
+    out.extend(ctype(int(s)) for s, unit in zip(strides, spec.unit_strides) if not unit)
+    return out
+
+
+_SCALAR_CTYPES = {
+    "Int8": ctypes.c_int8, "Int16": ctypes.c_int16, "Int32": ctypes.c_int32, "Int64": ctypes.c_int64,
+    "Uint8": ctypes.c_uint8, "Uint16": ctypes.c_uint16, "Uint32": ctypes.c_uint32, "Uint64": ctypes.c_uint64,
+    "Float32": ctypes.c_float, "Float64": ctypes.c_double, "Boolean": ctypes.c_bool,
+}
+
+
+def _scalar_dtype(value, annotation):
+    if isinstance(annotation, dt.DType):
+        return annotation
+    if isinstance(value, (bool, np.bool_)):
+        return dt.Boolean
+    if isinstance(value, (int, np.integer)) and not isinstance(value, np.integer):
+        v = int(value)
+        if -2**31 <= v < 2**31:
+            return dt.Int32
+        if -2**63 <= v < 2**63:
+            return dt.Int64
+        return dt.Uint64
+    if isinstance(value, np.generic):
+        return dt.from_numpy(value.dtype)
+    if isinstance(value, float):
+        return dt.Float32
+    return None
+
+
+def _scalar_value(dtype, value, name: str):
+    if dtype.name in ("Float16", "BFloat16"):
+        raise LaunchError(f"argument '{name}': 16-bit float scalars cannot be passed; pass a Float32")
+    ctype = _SCALAR_CTYPES[dtype.name]
+    if dtype.is_int:
+        v = int(value)
+        lo, hi = (-(2 ** (dtype.bits - 1)), 2 ** (dtype.bits - 1)) if dtype.is_signed else (0, 2 ** dtype.bits)
+        if not lo <= v < hi:
+            raise LaunchError(f"argument '{name}': {v} does not fit in {dtype.name}")
+        return ctype(v)
+    return ctype(value)
+
+
+def specialize_one(name: str, value, annotation, *, for_compile: bool = False):
+    """(spec, ctypes values) for one argument.
+
+    ``for_compile=True`` accepts host numpy arrays and :class:`ArraySpec` as stand-ins for device arrays
+    (no values are produced then).
+
+    Raises:
+        LaunchError: the argument cannot be passed (names it, says what was expected).
+    """
+    if is_constexpr_annotation(annotation):
+        try:
+            S.constant_key(value)
+        except TypeError as exc:
+            raise LaunchError(f"argument '{name}' is tsjit.Constexpr but {exc}") from None
+        return S.ConstSpec(value), []
+    if type(value) is DeviceArray:
+        spec = _tensor_spec(value.dtype, value.shape, value.strides, _alignment(value.data_ptr))
+        return spec, ([] if for_compile else _array_values(spec, value.data_ptr, value.shape, value.strides))
+    tmap = getattr(value, "__tsjit_tensormap__", None)
+    if tmap is not None:
+        return value.spec(), ([] if for_compile else [value.parameter()])
+    if isinstance(value, ArraySpec):
+        if not for_compile:
+            raise LaunchError(f"argument '{name}' is a tsjit.spec (a stand-in for compiling); pass a device array")
+        return _tensor_spec(value.dtype, value.shape, value.strides, value.align), []
+    dtype = _scalar_dtype(value, annotation)
+    if dtype is not None and not isinstance(value, np.ndarray):
+        if isinstance(value, float) and dtype.is_int:
+            raise LaunchError(f"argument '{name}' is annotated {dtype.name} but got the float {value!r}")
+        return S.ScalarSpec(dtype), ([] if for_compile else [_scalar_value(dtype, value, name)])
+    if isinstance(annotation, dt.DType):
+        raise LaunchError(f"argument '{name}' is annotated {annotation.name} but got {type(value).__name__}")
+    arg = describe_array_argument(value, name)
+    if arg is None:
+        raise LaunchError(f"argument '{name}': cannot pass a {type(value).__name__} object to a kernel; expected "
+                          f"a device array (tsjit.to_device, torch/cupy CUDA tensor), a Python/numpy scalar, "
+                          f"or a tsjit.Constexpr parameter")
+    if arg.dtype is None:
+        raise LaunchError(f"argument '{name}' has an element type tsjit does not support")
+    if arg.device_kind == "host":
+        if for_compile:
+            return _tensor_spec(arg.dtype, arg.shape, arg.strides, 16), []
+        raise LaunchError(f"argument '{name}' is a host numpy array; kernels need device memory: pass "
+                          f"tsjit.to_device({name}) (or a torch/cupy CUDA tensor)")
+    spec = _tensor_spec(arg.dtype, arg.shape, arg.strides, _alignment(arg.data_ptr))
+    return spec, ([] if for_compile else _array_values(spec, arg.data_ptr, arg.shape, arg.strides))
+
+
+# -- dependency digest ---------------------------------------------------------------------------
+_TSJIT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_version_digest: str | None = None
+
+
+def tsjit_version_digest() -> str:
+    """SHA-256 over tsjit's own source files (any change to the compiler invalidates the cache)."""
+    global _version_digest
+    if _version_digest is None:
+        h = hashlib.sha256()
+        for root, dirs, files in sorted(os.walk(_TSJIT_ROOT)):
+            dirs.sort()
+            for f in sorted(files):
+                if f.endswith(".py"):
+                    path = os.path.join(root, f)
+                    h.update(os.path.relpath(path, _TSJIT_ROOT).encode())
+                    with open(path, "rb") as fh:
+                        h.update(fh.read())
+        _version_digest = h.hexdigest()
+    return _version_digest
+
+
+def _is_user_object(obj) -> bool:
+    module = getattr(obj, "__module__", None) or ""
+    if module.startswith("tsjit") or module in sys.builtin_module_names:
+        return False
+    mod = sys.modules.get(module)
+    path = getattr(mod, "__file__", None) or ""
+    return not any(part in path for part in ("site-packages", "dist-packages", os.sep + "lib" + os.sep + "python"))
+
+
+def dependency_digest(fn) -> tuple[str, dict]:
+    """(digest, {qualified name: part digest}) of ``fn`` and what it reaches by name (see module doc)."""
+    parts: dict[str, str] = {}
+    _visit_callable(fn, parts, set())
+    h = hashlib.sha256()
+    for name in sorted(parts):
+        h.update(f"{name}={parts[name]};".encode())
+    return h.hexdigest(), parts
+
+
+def _source_digest(obj) -> str | None:
+    try:
+        return hashlib.sha256(inspect.getsource(obj).encode()).hexdigest()
+    except (OSError, TypeError):
+        return None
+
+
+def _visit_callable(obj, parts: dict, seen: set) -> None:
+    from tsjit.frontend.calls import DeviceFunction
+    if isinstance(obj, DeviceFunction) or getattr(obj, "__tsjit_kernel__", False):
+        obj = obj.fn
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    digest = _source_digest(obj)
+    name = f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
+    if digest is None:
+        return
+    parts[name] = digest
+    try:
+        source = inspect.getsource(obj)
+        import textwrap
+        tree = ast.parse(textwrap.dedent(source))
+    except (OSError, TypeError, SyntaxError):
+        return
+    namespace = dict(getattr(obj, "__globals__", None) or vars(sys.modules.get(obj.__module__, types.ModuleType("x"))))
+    closure = getattr(obj, "__closure__", None)
+    if closure:
+        for cname, cell in zip(obj.__code__.co_freevars, closure):
+            try:
+                namespace[cname] = cell.cell_contents
+            except ValueError:
+                pass
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in namespace:
+            _visit_value(node.id, namespace[node.id], parts, seen)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            base = namespace.get(node.value.id)
+            if isinstance(base, types.ModuleType) and hasattr(base, node.attr):
+                _visit_value(f"{base.__name__}.{node.attr}", getattr(base, node.attr), parts, seen)
+
+
+def _visit_value(name: str, value, parts: dict, seen: set) -> None:
+    from tsjit.frontend.calls import DeviceFunction
+    if isinstance(value, types.ModuleType):
+        return
+    if isinstance(value, DeviceFunction) or getattr(value, "__tsjit_kernel__", False):
+        _visit_callable(value, parts, seen)
+        return
+    if isinstance(value, (bool, int, float, str, tuple, dt.DType, type(None))):
+        try:
+            parts[f"const:{name}"] = S.constant_key(value)
+        except TypeError:
+            pass
+        return
+    if (inspect.isfunction(value) or inspect.isclass(value)) and _is_user_object(value):
+        _visit_callable(value, parts, seen)

@@ -1,0 +1,31 @@
+"""Command line: ``python -m tsjit demo [--size N]`` and ``python -m tsjit cache info|clear``."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tsjit", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="compile the example kernels; run and check them when a GPU is present")
+    demo.add_argument("--size", type=int, default=1 << 22, help="elements for the element-wise kernels")
+    cache = sub.add_parser("cache", help="inspect or clear the on-disk kernel cache")
+    cache.add_argument("action", choices=["info", "clear"])
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        from tsjit.demo import run_demo
+        return run_demo(size=args.size)
+    from tsjit.runtime.cache import KernelCache
+    kc = KernelCache()
+    if args.action == "info":
+        info = kc.info()
+        for key, value in info.items():
+            print(f"{key}: {value}")
+    else:
+        print(f"removed {kc.clear()} entries from {kc.directory}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,17 @@
+"""Whole-program checks of a TaskManager (inventory §2.3).
+
+Each check is a function ``check(manager) -> list[Finding]``; the manager runs them in
+the order of :data:`tsjit.ts.task_manager.CHECKS`, raises the first failing check's
+errors as one ``VerificationError`` (or, with ``skip_validation=True``, warns) and warns
+for warning findings.
+
+``findings``    the :class:`Finding` record and message helpers.
+``structure``   W0 (disjoint warp ranges), R0 (resource roles), G1-G4 (dependency
+                graph), N1 (label resolution), H1 (head/loop producer overlap warning).
+``routing``     R1-R4 (task-local value routing).
+``registers``   W1/W2 (setmaxnreg warpgroup agreement and register budget) and the
+                default-register formula.
+"""
+from tsjit.ts.verify.findings import Finding
+
+__all__ = ["Finding"]

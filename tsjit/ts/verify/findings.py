@@ -1,0 +1,39 @@
+"""The result record of a check and helpers that word messages consistently.
+
+Every message names the task (with its warps), the resource, the stage, the schedule
+step index and location, what is wrong, and -- on an indented second line -- what to
+change (see ``STYLE.md``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Finding", "error", "warning", "step_message"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem found by a check.
+
+    Attributes:
+        check: the rule id (``"R0"``, ``"G2"``, ...).
+        message: the full text (what is wrong, then what to change).
+        is_warning: True for findings that never fail verification (H1).
+    """
+
+    check: str
+    message: str
+    is_warning: bool = False
+
+
+def error(check: str, message: str) -> Finding:
+    return Finding(check, message, False)
+
+
+def warning(check: str, message: str) -> Finding:
+    return Finding(check, message, True)
+
+
+def step_message(task, step, what: str, fix: str) -> str:
+    """``task 'x' (warps 0-3) <what> ('res' Stage 'label' at schedule step #i (f:l)).``"""
+    return f"{task.describe()}: {what} ({step.describe()}).\n  {fix}"
