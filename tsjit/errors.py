@@ -77,7 +77,7 @@ class CompilationError(TsjitError):
             indent = len(line) - len(stripped)
             parts.append("    " + stripped)
             parts.append("    " + " " * max(0, self.location.col - indent) + "^")
-        for site in reversed(self.call_chain):
+        for site in reversed(self.call_chain):  # innermost caller first, the kernel last
             where = f" (in {site.function})" if site.function else ""
             parts.append(f"  called from {site}{where}")
             text = site.source_line()
@@ -92,8 +92,9 @@ class CompilationError(TsjitError):
         return CompilationError(self.message, location, self.call_chain)
 
     def with_caller(self, site: SourceLocation) -> "CompilationError":
-        """A copy with ``site`` appended to the call chain (the caller of the failing code)."""
-        return CompilationError(self.message, self.location, self.call_chain + (site,))
+        """A copy with ``site`` (the call that led to the failing code, one level further out)
+        added at the outer end of the call chain."""
+        return CompilationError(self.message, self.location, (site,) + self.call_chain)
 
     def __reduce__(self):
         return (CompilationError, (self.message, self.location, self.call_chain))

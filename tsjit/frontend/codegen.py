@@ -345,10 +345,13 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin):
         displays) as Python over the current bindings; device values inside still build IR."""
         frame = self.frame
         code = compile(ast.fix_missing_locations(ast.Expression(body=node)), frame.parsed.filename, "eval")
-        namespace = dict(frame.parsed.closure)
+        # One dict for globals and locals: a comprehension is a nested scope that sees only the
+        # globals of ``eval`` (before Python 3.12), and it must see the kernel's bindings too.
+        namespace = dict(frame.parsed.globals)
+        namespace.update(frame.parsed.closure)
         namespace.update(frame.scope)
         try:
-            return eval(code, frame.parsed.globals, namespace)  # noqa: S307 - user kernel code
+            return eval(code, namespace)  # noqa: S307 - user kernel code
         except TsjitError:
             raise
         except Exception as exc:  # user compile-time code failed

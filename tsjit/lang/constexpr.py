@@ -11,6 +11,8 @@
 """
 from __future__ import annotations
 
+import builtins
+
 from tsjit.errors import CompilationError
 
 
@@ -66,7 +68,7 @@ def range_constexpr(*args):
             raise CompilationError(
                 f"tsjit.range_constexpr needs compile-time integers, got {type(a).__name__}; use "
                 f"range(...) for a run-time loop")
-    return range(*args)
+    return builtins.range(*args)  # this module's own `range` is the run-time one
 
 
 class DynamicRange:

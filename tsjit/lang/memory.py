@@ -17,6 +17,8 @@ behaviour (mask with an ``if``).
 """
 from __future__ import annotations
 
+import math
+
 from llvmlite import ir
 
 from tsjit.backend import emit
@@ -251,8 +253,10 @@ class Tensor:
     def load_vector(self, index, n: int) -> tuple[Value, ...]:
         """Load elements ``index .. index + n - 1`` along the innermost dimension in one access.
 
-        The innermost stride must be 1 and the caller guarantees ``index[-1]`` is a multiple
-        of ``n`` (the base is known 16-byte aligned from the specialization key).
+        The innermost stride must be 1 and ``index[-1]`` a multiple of ``n`` (the base is known
+        16-byte aligned from the specialization key).  An innermost index that is provably not
+        a multiple of ``n`` (a constant such as ``1``, or ``tx * 4 + 1``) raises
+        :class:`CompilationError`; for any other run-time index the caller guarantees it.
         """
         return self._vector_pointer(index, n).load_vector(n)
 
@@ -266,7 +270,39 @@ class Tensor:
             raise CompilationError("vector access needs a unit-stride innermost dimension; this argument's "
                                    "innermost stride is not 1 in this call")
         p = self.element_pointer(index)
-        return Pointer(p.ir, self.dtype, p.address_space, min(self.row_alignment, 16))
+        align = min(self.row_alignment, 16)
+        modulus, residue = _congruence(index[-1] if isinstance(index, tuple) else index)
+        if modulus % n == 0 and residue % n:  # provably not a multiple of n
+            misalign = (residue % n) * self.dtype.itemsize
+            align = min(align, misalign & -misalign)
+        return Pointer(p.ir, self.dtype, p.address_space, align)
+
+
+def _congruence(x) -> tuple[int, int]:
+    """``(modulus, residue)`` such that the integer ``x`` (Value or int) provably satisfies
+    ``x % modulus == residue % modulus``, read from the instructions that computed it (constants,
+    ``+``, ``-``, ``*``, ``<<`` by a constant, integer casts).  Modulus ``0`` means ``x == residue``;
+    ``(1, 0)`` means nothing is known.  Wrap-around keeps every power-of-two modulus valid."""
+    x = x.ir if isinstance(x, Value) else x
+    if isinstance(x, int):
+        return 0, x
+    if isinstance(x, ir.Constant) and isinstance(x.constant, int):
+        return 0, x.constant
+    op = getattr(x, "opname", None)
+    if op in ("sext", "zext", "trunc"):
+        return _congruence(x.operands[0])
+    if op not in ("add", "sub", "mul", "shl"):
+        return 1, 0
+    (m1, r1), (m2, r2) = (_congruence(o) for o in x.operands)
+    if op == "add":
+        return math.gcd(m1, m2), r1 + r2
+    if op == "sub":
+        return math.gcd(m1, m2), r1 - r2
+    if op == "shl":
+        if m2 or not 0 <= r2 < 64:
+            return 1, 0
+        m2, r2 = 0, 1 << r2  # a shift by a constant multiplies by a power of two
+    return math.gcd(m1 * m2, m1 * r2, m2 * r1), r1 * r2
 
 
 def shared_array(dtype: DType, shape, *, align: int = 128) -> Tensor:

@@ -30,7 +30,14 @@ from tsjit.errors import LaunchError
 
 _lock = threading.Lock()
 _ex_lock = threading.Lock()
-_tls = threading.local()
+
+
+class _ThreadState(threading.local):
+    ready = False    # device 0's primary context is current on this thread
+    stream = None    # the innermost use_stream() of this thread
+
+
+_tls = _ThreadState()
 
 _cu = None                      # the cuda.bindings.driver module, once imported
 _context = None                 # CUcontext: primary context of device 0
@@ -174,7 +181,7 @@ def _read_properties(cu, device) -> DeviceProperties:
 def ensure_context() -> None:
     """Initialize the driver (once) and make device 0's primary context current on this
     thread. Raises :class:`LaunchError` without a driver or GPU."""
-    if getattr(_tls, "ready", False):
+    if _tls.ready:
         return
     _initialize()
     check(_cu.cuCtxSetCurrent(_context), "cuCtxSetCurrent")
@@ -405,6 +412,17 @@ def validate_launch_config(grid, block, *, smem_bytes: int = 0, cluster=None, pd
     return LaunchConfig(g, b, smem, c, bool(pdl))
 
 
+def _prepare_and_remember(fn: Function, grid, block, smem_bytes, cluster, pdl):
+    prepared = _prepare(fn, grid, block, smem_bytes, cluster, pdl)
+    try:
+        if len(fn._prepared) >= _PREPARED_CACHE_LIMIT:
+            fn._prepared.clear()
+        fn._prepared[(grid, block, smem_bytes, cluster, pdl)] = prepared
+    except TypeError:  # unhashable configuration: validated on every launch
+        pass
+    return prepared
+
+
 def _prepare(fn: Function, grid, block, smem_bytes, cluster, pdl):
     attrs = function_attributes(fn)
     config = validate_launch_config(grid, block, smem_bytes=smem_bytes, cluster=cluster, pdl=pdl,
@@ -416,7 +434,7 @@ def _prepare(fn: Function, grid, block, smem_bytes, cluster, pdl):
     if config.smem_bytes > current:
         set_max_dynamic_smem(fn, config.smem_bytes)
     if config.cluster is None and not config.pdl:
-        return (*config.grid, *config.block, config.smem_bytes)
+        return (fn.handle, *config.grid, *config.block, config.smem_bytes)
     cfg = _cu.CUlaunchConfig()
     cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = config.grid
     cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = config.block
@@ -453,22 +471,17 @@ def launch(fn: Function, grid, block, params, *, smem_bytes: int = 0, stream=Non
         LaunchError: invalid configuration (checked once per distinct configuration), no
             GPU, or the driver refused.  Faults inside the kernel surface at the next sync.
     """
-    ensure_context()
+    if not _tls.ready:
+        ensure_context()
     try:
-        key = (grid, block, smem_bytes, cluster, pdl)
-        prepared = fn._prepared.get(key)
-    except TypeError:  # a list somewhere: not hashable, validate every time
-        key, prepared = None, None
-    if prepared is None:
-        prepared = _prepare(fn, grid, block, smem_bytes, cluster, pdl)
-        if key is not None:
-            if len(fn._prepared) >= _PREPARED_CACHE_LIMIT:
-                fn._prepared.clear()
-            fn._prepared[key] = prepared
-    handle = stream_handle(stream)
-    if type(prepared) is tuple:
-        gx, gy, gz, bx, by, bz, smem = prepared
-        err = _cu.cuLaunchKernel(fn.handle, gx, gy, gz, bx, by, bz, smem, handle, params, 0)[0]
+        prepared = fn._prepared[(grid, block, smem_bytes, cluster, pdl)]
+    except (KeyError, TypeError):  # first use of this configuration, or unhashable (a list)
+        prepared = _prepare_and_remember(fn, grid, block, smem_bytes, cluster, pdl)
+    if stream is None:
+        stream = _tls.stream
+    handle = _LEGACY_STREAM.handle if stream is None else stream_handle(stream)
+    if prepared.__class__ is tuple:  # (function, gx, gy, gz, bx, by, bz, smem)
+        err = _cu.cuLaunchKernel(*prepared, handle, params, 0)[0]
     else:
         with _ex_lock:  # the cached CUlaunchConfig is shared; hStream is set per call
             prepared.hStream = handle
@@ -531,13 +544,13 @@ _LEGACY_STREAM = Stream(0)
 def current_stream() -> Stream:
     """The stream launches use when none is given: the innermost :func:`use_stream` of this
     thread, else the legacy default stream (handle 0)."""
-    return getattr(_tls, "stream", None) or _LEGACY_STREAM
+    return _tls.stream or _LEGACY_STREAM
 
 
 @contextlib.contextmanager
 def use_stream(stream: Stream):
     """``with use_stream(s):`` makes ``s`` this thread's :func:`current_stream`."""
-    previous, _tls.stream = getattr(_tls, "stream", None), (
+    previous, _tls.stream = _tls.stream, (
         stream if isinstance(stream, Stream) else Stream(_stream_value(stream)))
     try:
         yield _tls.stream
@@ -562,7 +575,7 @@ def _stream_value(stream) -> int:
 def stream_handle(stream):
     """The ``CUstream`` for ``stream`` (see :func:`launch` for the accepted forms)."""
     if stream is None:
-        stream = getattr(_tls, "stream", None) or _LEGACY_STREAM
+        stream = _tls.stream or _LEGACY_STREAM
     if type(stream) is Stream:
         handle = stream._handle
         return handle if handle is not None else stream.handle
@@ -594,3 +607,36 @@ class Event:
         """Milliseconds between this event and ``end`` (waits for ``end``); resolution ~0.5 µs."""
         end.synchronize()
         return float(check(_cu.cuEventElapsedTime(self.handle, end.handle), "cuEventElapsedTime"))
+
+
+def prepare_launch(fn: Function, grid, block, smem_bytes: int = 0, cluster=None, pdl: bool = False):
+    """Validate a launch configuration once and return what :func:`launch_prepared` needs:
+    ``(gx, gy, gz, bx, by, bz, smem)`` for a plain launch, or a ``CUlaunchConfig`` (cluster/PDL).
+
+    Raises the same :class:`LaunchError` as :func:`launch`.
+    """
+    ensure_context()
+    key = (grid, block, smem_bytes, cluster, pdl)
+    prepared = fn._prepared.get(key)
+    if prepared is None:
+        prepared = _prepare(fn, grid, block, smem_bytes, cluster, pdl)
+        if len(fn._prepared) >= _PREPARED_CACHE_LIMIT:
+            fn._prepared.clear()
+        fn._prepared[key] = prepared
+    return prepared
+
+
+def launch_prepared(fn: Function, prepared, params: int, stream_value) -> None:
+    """Launch with a configuration from :func:`prepare_launch` and a ``kernelParams`` address.
+
+    The hot path of ``kernel[grid, block](...)``: no validation, one driver call.
+    """
+    if type(prepared) is tuple:
+        gx, gy, gz, bx, by, bz, smem = prepared
+        err = _cu.cuLaunchKernel(fn.handle, gx, gy, gz, bx, by, bz, smem, stream_value, params, 0)[0]
+    else:
+        with _ex_lock:
+            prepared.hStream = stream_value
+            err = _cu.cuLaunchKernelEx(prepared, fn.handle, params, 0)[0]
+    if err:
+        raise LaunchError(f"launch of kernel {fn.name!r} failed: {describe_result(err)}")

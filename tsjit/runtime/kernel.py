@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import struct
 import inspect
 import os
 import threading
@@ -30,6 +31,8 @@ from tsjit.errors import CompilationError, LaunchError, TsjitError
 from tsjit.frontend.lowering import compile_to_llvm
 from tsjit.runtime import driver
 from tsjit.runtime.cache import CacheEntry, KernelCache
+from tsjit.lang.constexpr import is_constexpr_annotation
+from tsjit.runtime.launch import LaunchPlan, argument_signature, constexpr_kind, plan_layout
 from tsjit.runtime.specialize import dependency_digest, specialize_one, tsjit_version_digest
 
 
@@ -89,6 +92,9 @@ class Kernel:
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 raise TsjitError(f"kernel {fn.__qualname__}: *args/**kwargs parameters are not supported")
         self.annotations = [_resolve_annotation(p.annotation, fn) for p in self.params]
+        self.kinds = [constexpr_kind(a, is_constexpr_annotation(a)) for a in self.annotations]
+        self._plans: dict = {}
+        self._launchers: dict = {}
         self._loaded: dict = {}
         self._deps: tuple | None = None
         self._lock = threading.Lock()
@@ -104,12 +110,20 @@ class Kernel:
         if not isinstance(config, tuple) or len(config) < 2:
             raise LaunchError(f"{self.__name__}[grid, block]: give both the grid and the block, e.g. "
                               f"{self.__name__}[(blocks,), (256,)]")
+        launcher = self._launchers.get(config) if isinstance(config, tuple) else None
+        if launcher is not None:
+            return launcher
         grid, block = config[0], config[1]
         smem = config[2] if len(config) > 2 else 0
 
         def launcher(*args, stream=None, cluster=None, pdl=False, **kwargs):
             return self.launch(*args, grid=grid, block=block, smem_bytes=smem, stream=stream, cluster=cluster,
                                pdl=pdl, **kwargs)
+        try:
+            if len(self._launchers) < 1024:
+                self._launchers[config] = launcher
+        except TypeError:  # unhashable grid (a list or callable): no memo
+            pass
         return launcher
 
     # -- binding ------------------------------------------------------------------------------
@@ -210,7 +224,36 @@ class Kernel:
             LaunchError: a bad argument (named, expected vs given) or launch configuration.
             CompilationError: the kernel does not compile for these arguments.
         """
-        values = self._bind(args, kwargs)
+        values = args if (not kwargs and len(args) == len(self.params)) else self._bind(args, kwargs)
+        sig, dyn = argument_signature(values, self.kinds)
+        plan = self._plans.get(sig) if sig is not None else None
+        if plan is None:
+            plan = self._make_plan(values, sig)
+            if plan is None:  # no fast path for these arguments (e.g. TMA descriptors)
+                return self._launch_slow(values, grid, block, smem_bytes, stream, cluster, pdl)
+        if callable(grid):
+            grid = grid({p.name: v for p, v in zip(self.params, values)})
+        smem = smem_bytes if smem_bytes > plan.smem else plan.smem
+        prepared = driver.prepare_launch(plan.function, grid, block, smem, cluster or plan.cluster, pdl)
+        stream_value = _LEGACY if stream is None else driver.stream_handle(stream)
+        with plan.lock:
+            if dyn:
+                struct.pack_into(plan.dyn_format, plan.buffer, 0, *dyn)
+            driver.launch_prepared(plan.function, prepared, plan.params, stream_value)
+
+    def _make_plan(self, values, sig):
+        specs, packed = self._specialize(values)
+        layout = plan_layout(specs, packed)
+        if layout is None or sig is None:
+            return None
+        compiled = self._get_compiled(specs, _launch_target())
+        plan = LaunchPlan(compiled, compiled.function(), specs, layout, None)
+        if len(self._plans) > 4096:
+            self._plans.clear()
+        self._plans[sig] = plan
+        return plan
+
+    def _launch_slow(self, values, grid, block, smem_bytes, stream, cluster, pdl) -> None:
         specs, packed = self._specialize(values)
         compiled = self._get_compiled(specs, _launch_target())
         fn = compiled.function()
@@ -240,6 +283,7 @@ def _resolve_annotation(annotation, fn):
 
 
 _device_target: str | None = None
+_LEGACY = 0  # CUstream handle of the legacy default stream
 
 
 def _launch_target() -> str:

@@ -1,0 +1,146 @@
+"""The hot launch path: argument signatures and pre-packed launch plans.
+
+A warm launch must cost little host time (it is benchmarked against triton), so per call
+tsjit only:
+
+1. walks the arguments once, building a cheap hashable *signature* (type, dtype, shape,
+   strides, 16-byte alignment for arrays; type and range for scalars; the value for
+   constexprs) and the list of values that change from call to call (data pointers and
+   run-time scalars);
+2. looks the signature up in the kernel's plan dict;
+3. packs the changing values into the plan's argument buffer with one ``struct.pack_into``
+   and calls ``cuLaunchKernel`` with the plan's fixed ``void*[]`` (whose entries point into
+   that buffer; shapes and strides, fixed by the signature, were packed once).
+
+A signature miss takes the full path (:mod:`.specialize`: specs, cache, compile) and
+builds a plan.  Launch configurations are validated once per (plan, grid, block, smem).
+"""
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+
+from tsjit.runtime.arrays import DeviceArray
+
+_CONSTEXPR = object()
+_FORMATS = {"Int8": "b", "Int16": "h", "Int32": "i", "Int64": "q", "Uint8": "B", "Uint16": "H", "Uint32": "I",
+            "Uint64": "Q", "Float32": "f", "Float64": "d", "Boolean": "?"}
+
+
+def argument_signature(values, kinds):
+    """(signature tuple, changing values) for one call; ``None`` when an argument needs the slow path.
+
+    ``kinds`` holds, per parameter, ``_CONSTEXPR`` for constexpr parameters, a DType annotation,
+    or ``None``.
+    """
+    sig = []
+    dyn = []
+    for v, kind in zip(values, kinds):
+        t = type(v)
+        if kind is _CONSTEXPR:
+            try:
+                hash(v)
+            except TypeError:
+                return None, None
+            sig.append((t, v))
+        elif t is DeviceArray:
+            p = v.data_ptr
+            sig.append((t, v.dtype, v.shape, v.strides, not p & 15))
+            dyn.append(p)
+        elif t is int and kind is None:
+            sig.append((t, -2147483648 <= v < 2147483648))
+            dyn.append(v)
+        elif (t is int or t is float) and kind is not None:
+            sig.append((t, kind))
+            dyn.append(v)
+        elif t is float and kind is None:
+            sig.append(t)
+            dyn.append(v)
+        elif hasattr(v, "data_ptr") and hasattr(v, "stride") and getattr(v, "is_cuda", False):
+            p = v.data_ptr()
+            sig.append((t, v.dtype, tuple(v.shape), tuple(v.stride()), not p & 15, v.device))
+            dyn.append(p)
+        else:
+            return None, None
+    return tuple(sig), dyn
+
+
+def constexpr_kind(annotation, is_constexpr: bool):
+    return _CONSTEXPR if is_constexpr else annotation
+
+
+class LaunchPlan:
+    """A loaded kernel plus a fixed parameter block for one argument signature.
+
+    ``dynamic`` lists, per changing value, the struct format; ``static_values`` are the packed
+    shapes/strides.  The buffer layout is: changing values first (native alignment), then the
+    static values; ``pointers`` is the ``void*[]`` the driver reads.
+    """
+
+    def __init__(self, compiled, function, specs, values_per_param, dynamic_mask):
+        self.compiled = compiled
+        self.function = function
+        self.handle = function.handle
+        self.smem = compiled.metadata.get("smem_bytes", 0)
+        req = compiled.metadata.get("launch_requirements") or {}
+        self.cluster = tuple(req["cluster"]) if req.get("cluster") else None
+        # values_per_param: list of (format char list, values list, dynamic flags)
+        dyn_slots, static_slots = [], []
+        for fmts, vals, flags in values_per_param:
+            for f, val, is_dyn in zip(fmts, vals, flags):
+                if is_dyn:
+                    dyn_slots.append(f)
+                else:
+                    static_slots.append((f, val))
+        self.dyn_format = "@" + "".join(dyn_slots)
+        full_format = self.dyn_format + "".join(f for f, _ in static_slots)
+        self.buffer = ctypes.create_string_buffer(max(8, struct.calcsize(full_format)))
+        if static_slots:
+            struct.pack_into(full_format, self.buffer, 0, *([0] * len(dyn_slots)), *[v for _, v in static_slots])
+        # offsets of every slot, in kernel parameter order
+        offsets_dyn = [struct.calcsize("@" + "".join(dyn_slots[:i + 1])) - struct.calcsize(dyn_slots[i])
+                       for i in range(len(dyn_slots))]
+        all_static = [f for f, _ in static_slots]
+        offsets_static = [struct.calcsize(self.dyn_format + "".join(all_static[:i + 1])) - struct.calcsize(all_static[i])
+                          for i in range(len(all_static))]
+        base = ctypes.addressof(self.buffer)
+        pointers, di, si = [], 0, 0
+        for fmts, vals, flags in values_per_param:
+            for is_dyn in flags:
+                if is_dyn:
+                    pointers.append(base + offsets_dyn[di])
+                    di += 1
+                else:
+                    pointers.append(base + offsets_static[si])
+                    si += 1
+        self.pointer_array = (ctypes.c_void_p * max(1, len(pointers)))(*pointers)
+        self.params = ctypes.addressof(self.pointer_array) if pointers else 0
+        self.lock = threading.Lock()
+
+
+def plan_layout(specs, packed_values):
+    """Split the packed ctypes values of a launch into (format, value, dynamic?) per parameter.
+
+    Pointers and scalars are dynamic (they change per call under one signature); array shapes
+    and strides are static (part of the signature).
+    """
+    from tsjit.frontend import specs as S
+    per_param, pos = [], 0
+    for spec in specs:
+        if isinstance(spec, S.TensorSpec):
+            count = 1 + spec.rank + sum(1 for u in spec.unit_strides if not u)
+            idx_fmt = "q" if spec.index64 else "i"
+            vals = [v.value for v in packed_values[pos:pos + count]]
+            per_param.append((["Q"] + [idx_fmt] * (count - 1), vals, [True] + [False] * (count - 1)))
+            pos += count
+        elif isinstance(spec, S.ScalarSpec):
+            per_param.append(([_FORMATS[spec.dtype.name]], [packed_values[pos].value], [True]))
+            pos += 1
+        elif isinstance(spec, S.ConstSpec):
+            continue
+        else:
+            return None  # TMA descriptors etc.: no fast path
+    return per_param
+
+
