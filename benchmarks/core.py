@@ -62,6 +62,32 @@ def copy_bandwidth(rows: list) -> None:
                      f"{ref / best[0]:.3f}", f"grid {best[1]}x{best[2]}"))
 
 
+def ts_copy_bandwidth(rows: list) -> None:
+    """Tutorial 1: the TS grid-stride copy vs the same loop as a plain kernel vs torch (Int16, scalar loads)."""
+    from tsjit.examples import ts_copy
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    stream = torch.cuda.current_stream().cuda_stream
+    for n in (1 << 24, 1 << 28):
+        src = torch.randint(-2**15, 2**15, (n,), dtype=torch.int16, device="cuda")
+        dst = torch.empty_like(src)
+        results = {}
+        for name, kern in (("ts", ts_copy.copy_ts), ("plain", ts_copy.copy_plain)):
+            best = None
+            for warps, blocks_per_sm in ((8, 8), (4, 16), (16, 4)):
+                launch = kern[(sms * blocks_per_sm,), (warps * 32,)]
+                ms = _event_time_ms(lambda: launch(src, dst, n, warps, stream=stream))
+                best = ms if best is None or ms < best else best
+            torch.cuda.synchronize()
+            assert torch.equal(src, dst), f"{name} copy mismatch"
+            dst.zero_()
+            results[name] = best
+        ref = _event_time_ms(lambda: dst.copy_(src))
+        gbs = lambda ms: 2 * n * 2 / ms / 1e6
+        rows.append((f"TS copy (tutorial 1) int16 {n * 2 >> 20} MiB", f"{gbs(results['ts']):.0f} GB/s",
+                     f"{gbs(results['plain']):.0f} GB/s (plain tsjit)", f"{results['plain'] / results['ts']:.3f}",
+                     f"vs torch copy {gbs(ref):.0f} GB/s: {ref / results['ts']:.3f}"))
+
+
 def launch_overhead(rows: list) -> None:
     @tsjit.kernel
     def empty_kernel(x, n):
@@ -138,6 +164,7 @@ def compile_times(rows: list) -> None:
 def main() -> None:
     rows: list = []
     copy_bandwidth(rows)
+    ts_copy_bandwidth(rows)
     launch_overhead(rows)
     compile_times(rows)
     header = ("benchmark", "tsjit", "baseline", "ratio (baseline time / tsjit time)", "notes")

@@ -114,6 +114,6 @@ def _patch_text(km) -> str:
     # llvmlite cannot write a self-referential distinct node; LLVM loop IDs must be one.
     for node in getattr(km, "unroll_nodes", []):
         ref = node.get_reference()
-        text = re.sub(rf'^{re.escape(ref)} = !{{!"tsjit.loop.self", (![0-9]+)}}',
+        text = re.sub(rf'^{re.escape(ref)} = !{{\s*!"tsjit.loop.self", (![0-9]+)\s*}}',
                       rf'{ref} = distinct !{{{ref}, \1}}', text, flags=re.M)
     return text

@@ -58,6 +58,11 @@ def describe(obj) -> str:
     return f"a {type(obj).__name__} object"
 
 
+def _a(dtype) -> str:
+    """``dtype``'s name with its indefinite article: "an Int32", "a Float32"."""
+    return ("an " if dtype.name.startswith("I") else "a ") + dtype.name
+
+
 def _is_scalar_leaf(obj) -> bool:
     return isinstance(obj, Value) or is_constant(obj)
 
@@ -78,7 +83,7 @@ def _leaf_kind(objs, name: str):
             if len(dtypes) > 1:
                 a, b = sorted(dtypes, key=lambda d: d.name)[:2]
                 raise CompilationError(
-                    f"`{name}` is a {a.name} on one path and a {b.name} on another; convert one of them "
+                    f"`{name}` is {_a(a)} on one path and {_a(b)} on another; convert one of them "
                     f"(e.g. tsjit.{b.name}(...)) so both paths agree")
             dtype = values[0].dtype
             for o in objs:
@@ -275,13 +280,13 @@ def complete_loop_phis(builder: ir.IRBuilder, records: list[LoopPhi], latch_scop
             if isinstance(leaf, Value):
                 if leaf.dtype is not dtype:
                     raise CompilationError(
-                        f"`{leaf_name}` is a {dtype.name} before the loop and a {leaf.dtype.name} after one "
+                        f"`{leaf_name}` is {_a(dtype)} before the loop and {_a(leaf.dtype)} after one "
                         f"iteration; initialize it with the type it takes in the loop, e.g. "
                         f"`{leaf_name} = tsjit.{leaf.dtype.name}(0)`")
                 phi.add_incoming(leaf.ir, latch)
             elif is_constant(leaf):
                 if isinstance(leaf, float) and not dtype.is_float:
-                    raise CompilationError(f"`{leaf_name}` is a {dtype.name} before the loop and a float inside it")
+                    raise CompilationError(f"`{leaf_name}` is {_a(dtype)} before the loop and a float inside it")
                 phi.add_incoming(constant(leaf, dtype).ir, latch)
             else:
                 raise CompilationError(

@@ -407,7 +407,8 @@ class DeviceArray:
     def __init__(self, shape, dtype, *, strides=None, data_ptr: int | None = None, owner=None):
         self.dtype: DType = resolve_dtype(dtype)
         self.shape: tuple[int, ...] = _shape(shape)
-        self.strides: tuple[int, ...] = _c_strides(self.shape) if strides is None else tuple(int(s) for s in strides)
+        self.strides: tuple[int, ...] = (_c_strides(self.shape) if strides is None
+                                         else tuple(int(s) for s in strides))
         if len(self.strides) != len(self.shape):
             raise TsjitError(f"strides {self.strides} must have one entry per dimension of shape {self.shape}")
         self.owner = owner

@@ -41,8 +41,8 @@ def format_schedule_table(tasks, rows: list[dict]) -> str:
     """The schedule table for ``tasks`` and the walk ``rows`` (task id -> SimulatedStep)."""
     index_width = max(4, len(str(len(rows))))
     headers = [f"{t.label[:CELL_WIDTH]:<{CELL_WIDTH}}" for t in tasks]
-    header = f"{'step':>{index_width}} | " + " | ".join(headers)
-    width = len(header)
+    header = (f"{'step':>{index_width}} | " + " | ".join(headers)).rstrip()
+    width = max(index_width + len(tasks) * (CELL_WIDTH + 3), len(TITLE) + 20)
     lines = [f" {TITLE} ".center(width, "="), header, "-" * width]
     for number, row in enumerate(rows):
         cells = [format_cell(row.get(id(t))) for t in tasks]

@@ -1,0 +1,15 @@
+"""Tutorial 1 on the GPU: the TS grid-stride copy is exact for several grids and warp counts,
+for num_entries of 0 and not a multiple of the thread count."""
+import numpy as np
+import pytest
+
+from tsjit.examples import ts_copy
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("n,blocks,warps", [(1 << 24, 1056, 4), (1 << 24, 132, 8), (1 << 24, 7, 1),
+                                            (1_000_003, 77, 3), (0, 16, 4), (31, 1, 2)])
+def test_ts_copy_is_exact(n, blocks, warps):
+    got, expected = ts_copy.run_copy_ts(n, blocks, warps)
+    np.testing.assert_array_equal(got, expected)

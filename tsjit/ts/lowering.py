@@ -1,0 +1,250 @@
+"""Lowering a verified :class:`~tsjit.ts.task_manager.TaskManager` into kernel code.
+
+``run(manager)`` is called from inside a ``@tsjit.kernel`` (``manager.run()``) and emits,
+into the kernel being compiled:
+
+* one warp-range branch per task: ``if warp_start <= warp_idx < warp_end`` (warp-uniform);
+* the task's schedule, straight-line: Head steps, the domain loop as a real loop (start,
+  end and step may be run-time values; ``Task.get_domain`` gives a per-tile end), Tail
+  steps; FirstIter / LastIter / Every / WhenTrue / WhenFalse blocks as real guards;
+* each work step as an inlined call of the resource's work method, compiled by the
+  frontend from its own source with ``self`` bound to the resource and a
+  :class:`~tsjit.ts.resources.StageInfo` whose ``label`` is a compile-time string (so
+  ``if stage_info.label == ...`` folds);
+* task-local variables as SSA values: a consumer work's return defines a new version, a
+  routed producer input reads the latest one; guarded joins and the loop back edge get
+  phis whose entry value is the variable's default.
+
+Pipeline operations (acquire/commit/wait/release) and work-tile loops are lowered by the
+pipeline layer; until a resource has a pipeline they are rejected with a
+:class:`CompilationError` naming the task and step.
+"""
+from __future__ import annotations
+
+from tsjit.backend import emit
+from tsjit.errors import CompilationError
+from tsjit.frontend import ssa
+from tsjit.frontend.codegen import current_generator
+from tsjit.lang import builtins as B
+from tsjit.lang import dtypes as dt
+from tsjit.lang.values import Value, as_value, cast_to, compare, constant
+from tsjit.ts.enums import BlockCondition, ScheduleStage
+from tsjit.ts.resources import StageInfo
+from tsjit.ts.schedule import DomainLoop, GuardBlock, Step, WorkTileLoop
+
+_WORK_STAGES = {ScheduleStage.ConsumerWork, ScheduleStage.ProducerWork, ScheduleStage.ConsumerAuxWork,
+                ScheduleStage.ProducerAuxWork}
+
+
+def setup(manager) -> None:
+    """Prepare resources before ``run``.  Resources without a pipeline need no storage or barriers."""
+    for resource in manager.resources:
+        if getattr(resource, "pipeline_config", None) is not None:
+            raise CompilationError(
+                f"resource '{resource.name}' has a pipeline_config; mbarrier pipelines are lowered by the "
+                f"pipelines layer, which this build does not include yet")
+    return None
+
+
+class _TaskLowering:
+    """Emits one task's schedule.  ``scope`` maps slot keys to the current SSA value of each variable."""
+
+    def __init__(self, manager, task, gen):
+        self.manager = manager
+        self.task = task
+        self.gen = gen
+        self.km = gen.km
+        self.slots = {}
+        self.task_cache = task.make_task_cache() if hasattr(task, "make_task_cache") else None
+        self.loop = None  # (iv Value, start, end, step) inside the domain loop
+
+    # -- variables ------------------------------------------------------------------------
+    def key(self, variable) -> str:
+        return f"{variable.name}@{id(variable):x}" if getattr(variable, "name", None) else f"var@{id(variable):x}"
+
+    def init_variables(self, scope: dict) -> None:
+        for variable in self.task.local_variables:
+            default = variable.make_default()
+            dtype = variable.dtype
+            scope[self.key(variable)] = cast_to(as_value(0 if default is None else default, dtype), dtype)
+
+    # -- nodes --------------------------------------------------------------------------
+    def emit_nodes(self, nodes, scope: dict, offset) -> None:
+        for node in nodes:
+            if self.gen.dead:
+                return
+            if isinstance(node, Step):
+                self.emit_step(node, scope, offset)
+            elif isinstance(node, DomainLoop):
+                self.emit_domain_loop(node, scope)
+            elif isinstance(node, GuardBlock):
+                self.emit_guard(node, scope, offset)
+            elif isinstance(node, WorkTileLoop):
+                raise CompilationError(f"task '{self.task.name}': work_tile_loop is lowered by the persistent "
+                                       f"scheduling layer, which this build does not include yet")
+            else:
+                raise CompilationError(f"internal: unknown schedule node {type(node).__name__}")
+
+    def stage_info(self, step: Step, offset) -> StageInfo:
+        start, end, step_value = (self.loop[1], self.loop[2], self.loop[3]) if self.loop else (None, None, None)
+        return StageInfo(loop_offset=offset, loop_start=start, loop_end=end, loop_step=step_value, stage_idx=0,
+                         label=step.label, barrier=None, work_tile=None, num_active_stages=0, context=None,
+                         task_cache=self.task_cache)
+
+    def emit_step(self, step: Step, scope: dict, offset) -> None:
+        if step.stage not in _WORK_STAGES:
+            raise CompilationError(
+                f"task '{self.task.name}' step #{step.id}: {step.stage.name} on '{step.resource.name}' needs an "
+                f"mbarrier pipeline, which this build does not lower yet", step.location)
+        kwargs = dict(step.constexpr_kwargs)
+        for param, token in step.inputs.items():
+            kwargs[param] = scope[self.key(token.variable)]
+        info = self.stage_info(step, offset)
+        try:
+            result = self.gen.inline(step.function, [step.resource, info], kwargs, None)
+        except CompilationError as exc:
+            raise exc.with_caller(step.location) if step.location is not None else exc
+        outputs = tuple(step.outputs)
+        if not outputs:
+            return
+        results = result if len(outputs) > 1 else (result,)
+        if not isinstance(results, tuple) or len(results) != len(outputs):
+            raise CompilationError(
+                f"task '{self.task.name}' step #{step.id}: work '{step.label}' of '{step.resource.name}' must return "
+                f"{len(outputs)} value(s) for {[v.name for v in outputs]}", step.location)
+        for variable, value in zip(outputs, results):
+            if isinstance(value, Value) and value.dtype is not variable.dtype and value.dtype.is_float \
+                    and not variable.dtype.is_float:
+                raise CompilationError(
+                    f"work '{step.label}' of '{step.resource.name}' returns a {value.dtype.name} for "
+                    f"'{variable.name}', declared {variable.dtype.name}", step.location)
+            scope[self.key(variable)] = cast_to(as_value(value, variable.dtype), variable.dtype)
+
+    def emit_guard(self, node: GuardBlock, scope: dict, offset) -> None:
+        cond = self.guard_condition(node.guard, scope, offset)
+        if not isinstance(cond, Value):
+            if cond:
+                self.emit_nodes(node.body, scope, offset)
+            return
+        b = self.km.builder
+        then_block, skip_block = self.gen.new_block("guard.then"), self.gen.new_block("guard.skip")
+        b.cbranch(cond.ir, then_block, skip_block)
+        before = dict(scope)
+        b.position_at_end(then_block)
+        inner = dict(scope)
+        self.emit_nodes(node.body, inner, offset)
+        edges = [ssa.Edge(b.block, inner), ssa.Edge(skip_block, before)]
+        join = self.gen.new_block("guard.end")
+        scope.update(ssa.merge_scopes(b, edges, join))
+
+    def guard_condition(self, guard, scope, offset):
+        c = guard.condition
+        if c in (BlockCondition.WhenTrue, BlockCondition.WhenFalse):
+            value = scope[self.key(guard.variable)]
+            truth = compare("!=", value, 0)
+            return truth if c is BlockCondition.WhenTrue else Value(self.km.builder.not_(truth.ir), dt.Boolean)
+        if self.loop is None:
+            raise CompilationError(f"task '{self.task.name}': {c.name} guard outside the domain loop")
+        _, start, end, step = self.loop
+        trip = (offset - start) // step
+        if c is BlockCondition.FirstIter:
+            return compare("==", offset, start)
+        if c is BlockCondition.LastIter:
+            return compare(">=", offset + step, end) if not isinstance(step, int) or step > 0 \
+                else compare("<=", offset + step, end)
+        if c is BlockCondition.Every:
+            first = guard.start or 0
+            return (trip >= first) & (((trip - first) % guard.period) == 0)
+        raise CompilationError(f"task '{self.task.name}': {c.name} blocks are lowered by the persistent layer")
+
+    def emit_domain_loop(self, loop: DomainLoop, scope: dict) -> None:
+        start, step = loop.start, loop.step
+        end = loop.end
+        if loop.end_provider is not None:
+            tile = B.block_idx()
+            end = self.gen.inline(loop.end_provider, [self.task, tuple(tile)], {}, None)
+        index_dtype = dt.Int32
+        for v in (start, end, step):
+            if isinstance(v, Value) and v.dtype.bits == 64:
+                index_dtype = dt.Int64
+        start_v, end_v, step_v = (cast_to(as_value(v, index_dtype), index_dtype) for v in (start, end, step))
+        b = self.km.builder
+        preheader = b.block
+        header = self.gen.new_block("domain.header")
+        b.branch(header)
+        b.position_at_end(header)
+        records = ssa.loop_header_phis(b, scope, set(scope), preheader)
+        iv_phi = b.phi(start_v.ir.type, name="loop_offset")
+        iv_phi.add_incoming(start_v.ir, preheader)
+        iv = Value(iv_phi, index_dtype)
+        if isinstance(step, int):
+            cond = compare("<" if step > 0 else ">", iv, end_v)
+        else:
+            cond = Value(b.select(compare(">", step_v, 0).ir, compare("<", iv, end_v).ir,
+                                  compare(">", iv, end_v).ir), dt.Boolean)
+        header_scope = dict(scope)
+        body, exit_block = self.gen.new_block("domain.body"), self.gen.new_block("domain.exit")
+        br = b.cbranch(cond.ir, body, exit_block)
+        b.position_at_end(body)
+        outer = self.loop
+        self.loop = (iv, start_v, end_v, step if isinstance(step, int) else step_v)
+        inner = dict(scope)
+        self.emit_nodes(loop.body, inner, iv)
+        self.loop = outer
+        next_iv = b.add(iv_phi, step_v.ir, name="loop_offset.next")
+        ssa.complete_loop_phis(b, records, inner, b.block)
+        iv_phi.add_incoming(next_iv, b.block)
+        back = b.branch(header)
+        if loop.unroll:
+            self.km.loop_unroll_hints.append((back, int(loop.unroll)))
+        b.position_at_end(exit_block)
+        scope.clear()
+        scope.update(header_scope)
+        # Tail steps see the last index of the domain (inventory §1.2 Head/Loop/Tail).
+        self.tail_offset = end_v - 1 if isinstance(step, int) and step == 1 else \
+            start_v + ((end_v - start_v - 1) // step_v) * step_v
+        self.loop = (self.tail_offset, start_v, end_v, step if isinstance(step, int) else step_v)
+        del br
+
+
+def run(manager) -> None:
+    """Emit every task of ``manager`` into the kernel being compiled (see module docstring).
+
+    Raises:
+        CompilationError: called outside a ``@tsjit.kernel``, or a schedule needs a layer this
+            build does not lower (pipelines, work-tile loops).
+    """
+    gen = current_generator()
+    if gen is None or not emit.active():
+        raise CompilationError("TaskManager.run() must be called inside a @tsjit.kernel function")
+    km = gen.km
+    b = km.builder
+    warp = B.warp_idx()
+    join = gen.new_block("tasks.end")
+    for task in manager.tasks:
+        in_range = compare(">=", warp, task.warp_start) & compare("<", warp, task.warp_end)
+        body, next_block = gen.new_block(f"task.{task.name}"), gen.new_block(f"task.{task.name}.skip")
+        b.cbranch(in_range.ir, body, next_block)
+        b.position_at_end(body)
+        lowering = _TaskLowering(manager, task, gen)
+        scope: dict = {}
+        lowering.init_variables(scope)
+        start = task.schedule.domain_loop.start if task.schedule.domain_loop is not None else 0
+        lowering.tail_offset = None
+        head_offset = start if isinstance(start, (int, Value)) else constant(0)
+        _emit_sections(lowering, task.schedule.body, scope, head_offset)
+        if not gen.dead:
+            b.branch(join)
+        gen.dead = False
+        b.position_at_end(next_block)
+    b.branch(join)
+    b.position_at_end(join)
+
+
+def _emit_sections(lowering: _TaskLowering, nodes, scope, head_offset) -> None:
+    """Head steps use the loop start as ``loop_offset``; steps after the loop use the last index."""
+    offset = head_offset
+    for node in nodes:
+        lowering.emit_nodes([node], scope, offset)
+        if isinstance(node, DomainLoop):
+            offset = lowering.tail_offset
