@@ -25,9 +25,16 @@ from tsjit.lang.builtins import (address_of, atomic_add, atomic_cas, atomic_max,
                                  lane_idx, named_barrier_arrive, named_barrier_sync, shuffle, shuffle_down,
                                  shuffle_up, shuffle_xor, syncthreads, syncwarp, thread_idx, threadfence,
                                  vote_all, vote_any, vote_ballot, warp_idx)
+from tsjit.lang.sync import (cluster_arrive, cluster_sync, cluster_wait, elect_one, fence_mbarrier_init,
+                             fence_proxy_async, griddepcontrol_launch_dependents, griddepcontrol_wait,
+                             map_shared_rank, mbarrier_arrive, mbarrier_arrive_cluster, mbarrier_arrive_expect_tx,
+                             mbarrier_expect_tx, mbarrier_init, mbarrier_try_wait, mbarrier_wait, setmaxnreg)
+from tsjit.lang.tma import bulk_commit_group, bulk_wait_group, prefetch_tensormap, tma_load, tma_store
 from tsjit.frontend.calls import DeviceFunction, func
+from tsjit.frontend.specs import tensormap_spec
 from tsjit.runtime.kernel import CompiledKernel, Kernel, compile, kernel
 from tsjit.runtime.arrays import DeviceArray, empty, spec, to_device, zeros
+from tsjit.runtime.tensormap import TensorMap
 
 __version__ = "0.1.0"
 

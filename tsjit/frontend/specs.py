@@ -80,6 +80,13 @@ class TensorMapSpec:
         return f"TensorMap of {self.dtype.name}, box {self.box_shape}"
 
 
+def tensormap_spec(dtype: DType, box_shape, *, rank: int | None = None, swizzle: str = "none") -> TensorMapSpec:
+    """A stand-in for a :class:`tsjit.TensorMap` argument when compiling without a GPU
+    (``tsjit.compile(kernel, tsjit.tensormap_spec(tsjit.Float32, (64, 64)), ...)``)."""
+    box = tuple(int(b) for b in box_shape)
+    return TensorMapSpec(dtype, box, rank or len(box), swizzle)
+
+
 def constant_key(value) -> str:
     """A stable string for a compile-time value in cache keys (dtypes by name, tuples recursively).
 
@@ -145,6 +152,6 @@ def build_argument(spec, params: list, name: str):
         return spec.value
     if isinstance(spec, TensorMapSpec):
         params[0].name = name
-        from tsjit.lang.tma_values import TensorMapHandle  # issue 4: device-side TMA descriptor
+        from tsjit.lang.tma import TensorMapHandle
         return TensorMapHandle(params[0], spec)
     raise TypeError(f"unknown argument spec {spec!r}")

@@ -116,6 +116,11 @@ def specialize_one(name: str, value, annotation, *, for_compile: bool = False):
     tmap = getattr(value, "__tsjit_tensormap__", None)
     if tmap is not None:
         return value.spec(), ([] if for_compile else [value.parameter()])
+    if isinstance(value, S.TensorMapSpec):
+        if not for_compile:
+            raise LaunchError(f"argument '{name}' is a tsjit.tensormap_spec (a stand-in for compiling); pass a "
+                              f"tsjit.TensorMap")
+        return value, []
     if isinstance(value, ArraySpec):
         if not for_compile:
             raise LaunchError(f"argument '{name}' is a tsjit.spec (a stand-in for compiling); pass a device array")
