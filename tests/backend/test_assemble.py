@@ -1,4 +1,5 @@
 """PTX → cubin with nvJitLink and ptxas: cubins, statistics, errors, tool selection."""
+import struct
 import warnings
 
 import pytest
@@ -202,3 +203,30 @@ def test_statistics_from_an_nvjitlink_log():
 
 def test_missing_statistics_are_zero():
     assert set(asm.parse_statistics("garbage", "k").values()) == {0}
+
+
+# --- the nvJitLink 13.0 guard ----------------------------------------------------------
+def _patch_section(cubin: bytes, section: str, size: int, align: int) -> bytes:
+    """A copy of an ELF64 cubin with one section's sh_size / sh_addralign replaced."""
+    data = bytearray(cubin)
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    names = struct.unpack_from("<Q", data, shoff + shstrndx * shentsize + 0x18)[0]
+    for i in range(shnum):
+        header = shoff + i * shentsize
+        start = names + struct.unpack_from("<I", data, header)[0]
+        if data[start:data.index(b"\0", start)].decode() == section:
+            struct.pack_into("<Q", data, header + 0x20, size)
+            struct.pack_into("<Q", data, header + 0x30, align)
+            return bytes(data)
+    raise AssertionError(f"{section} not in cubin")
+
+
+def test_misaligned_dynamic_shared_memory_is_refused():
+    need("ptxas")
+    ptx = STATIC_SMEM_PTX.format(target="sm_90a")
+    good = asm.assemble(ptx, "sm_90a", kernel_name="with_static", tool="ptxas").cubin
+    asm.check_dynamic_smem_alignment(good, ptx, "with_static", "ptxas 13.0.88")
+    bad = _patch_section(good, ".nv.shared.with_static", 0x410, 16)   # what 13.0 produced
+    with pytest.raises(CompilationError, match=r"align 16.*align 1024.*nvidia-nvjitlink>=13\.1"):
+        asm.check_dynamic_smem_alignment(bad, ptx, "with_static", "nvJitLink 13.0")

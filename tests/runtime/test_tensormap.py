@@ -199,6 +199,8 @@ def test_descriptor_loads_the_right_tile_on_the_gpu():
     source = arrays.to_device(host)
     tensor_map = TensorMap(source, (16, 32), l2_promotion="128B")
     assert len(tensor_map.descriptor_bytes) == 128 and tensor_map.box_bytes == 16 * 32 * 4
+    assert bytes(tensor_map.parameter()) == tensor_map.descriptor_bytes
+    assert tensor_map.spec().key() == ("M", "Float32", (16, 32), 2, "none")
     out = arrays.empty((16, 32), dtypes.Float32).fill_bytes(0xFF)
     kernel = driver.load_module(TMA_PTX.encode()).get_function("tma_tile")
     values = [ctypes.c_uint64(out.data_ptr), ctypes.c_uint32(32), ctypes.c_uint32(16), ctypes.c_uint32(16 * 32),

@@ -6,6 +6,9 @@ from tsjit.ts import (DomainLoop, ScheduleStage, ScheduleStageType, Task, TaskMa
                       domain_loop, resolve_work, schedule)
 from ts_fakes import FakeValue, GmemDest, GmemSource
 
+pytestmark = pytest.mark.filterwarnings("error::tsjit.ts.ScheduleWarning",
+                                        "error::tsjit.ts.VerificationWarning")
+
 WARPS = 4
 
 

@@ -18,8 +18,9 @@ figures parsed from the info log, and its static shared memory read from the cub
 ``.nv.shared.<kernel>`` ELF section (what the driver reserves per CTA, including the
 padding that aligns the dynamic block).
 
-Cost on a small kernel (measured on a 2-core CPU machine): nvJitLink 13.5 about
-10-15 ms after a first call of about 40 ms (library load); ptxas 13.0 about 20-30 ms.
+Cost on a saxpy-sized kernel (measured on a 2-core CPU machine): nvJitLink 13.5 about
+7 ms, the first call of a process about 40 ms (discovery + library load); ptxas 13.0
+about 15 ms, the first call about 90 ms (``ptxas --version`` + first exec).
 """
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ from tsjit.backend.targets import Target, get_target
 from tsjit.errors import CompilationError
 
 __all__ = ["AssembledKernel", "assemble", "assembler_setting", "select_tool",
-           "choose_tool", "assembler_version", "available_tools", "ASSEMBLER_ENV"]
+           "choose_tool", "assembler_version", "available_tools", "parse_statistics",
+           "check_dynamic_smem_alignment", "ASSEMBLER_ENV"]
 
 #: Environment variable choosing the assembler: ``auto``, ``nvjitlink`` or ``ptxas``.
 ASSEMBLER_ENV = "TSJIT_ASSEMBLER"
@@ -55,7 +57,8 @@ class AssembledKernel:
     Attributes:
         cubin: the ELF image (starts with ``b"\\x7fELF"``).
         tool: ``"nvjitlink"`` or ``"ptxas"``.
-        tool_version: e.g. ``"nvJitLink 13.5"`` or ``"ptxas 13.0.88"``.
+        tool_version: e.g. ``"nvJitLink 13.5.37"`` (wheel version when known, else
+            ``"nvJitLink 13.5"``) or ``"ptxas 13.0.88"``.
         registers: registers per thread.
         spill_stores_bytes / spill_loads_bytes: bytes spilled to local memory per thread.
         stack_frame_bytes: per-thread stack frame, bytes.
@@ -176,8 +179,8 @@ def choose_tool(setting: str, nvjitlink_version: tuple[int, int] | None,
             f"misaligns dynamic shared memory when a kernel has static shared variables "
             f"(TMA faults); run: {_INSTALL_NVJITLINK}")
     raise CompilationError(
-        f"no PTX assembler found: nvJitLink could not be loaded ({_nvjitlink()[1]}) and "
-        f"ptxas is not installed; run: {_INSTALL_NVJITLINK}")
+        f"no PTX assembler found: nvJitLink could not be loaded (cuda.pathfinder) and ptxas "
+        f"is not installed; run: {_INSTALL_NVJITLINK}")
 
 
 def select_tool(tool: str | None = None) -> str:
@@ -186,7 +189,11 @@ def select_tool(tool: str | None = None) -> str:
     Warns (``UserWarning``) when ``auto`` falls back to nvJitLink 13.0.
     """
     setting = tool.strip().lower() if tool else assembler_setting()
-    chosen, warning = choose_tool(setting, _nvjitlink()[0], _ptxas()[0] is not None)
+    # Probe only what the rule needs: `ptxas --version` is a subprocess, nvJitLink a dlopen.
+    version = None if setting == "ptxas" else _nvjitlink()[0]
+    needs_ptxas = setting == "ptxas" or (
+        setting == "auto" and (version or (0, 0)) < _NVJITLINK_FIXED)
+    chosen, warning = choose_tool(setting, version, needs_ptxas and _ptxas()[0] is not None)
     if warning:
         warnings.warn(warning, stacklevel=3)
     return chosen
@@ -205,6 +212,10 @@ def assembler_version(tool: str | None = None) -> str:
 # ---------------------------------------------------------------------------------
 # Running the tools
 # ---------------------------------------------------------------------------------
+class _AssemblerFailed(Exception):
+    """The tool rejected the PTX (or could not run); the argument is its log."""
+
+
 def _run_nvjitlink(ptx: bytes, target: Target) -> tuple[bytes, str]:
     from cuda.bindings import nvjitlink
 
@@ -236,17 +247,16 @@ def _run_ptxas(ptx: bytes, target: Target) -> tuple[bytes, str]:
     with tempfile.TemporaryDirectory(prefix="tsjit-ptxas-") as tmp:
         source, output = Path(tmp, "kernel.ptx"), Path(tmp, "kernel.cubin")
         source.write_bytes(ptx)
-        proc = subprocess.run(
-            [path, f"-arch={target.name}", "-O3", "-v", str(source), "-o", str(output)],
-            capture_output=True, text=True, timeout=600)
+        try:
+            proc = subprocess.run(
+                [path, f"-arch={target.name}", "-O3", "-v", str(source), "-o", str(output)],
+                capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.SubprocessError) as err:
+            raise _AssemblerFailed(f"could not run {path}: {err}") from None
         log = (proc.stdout + proc.stderr).replace(str(source), "kernel.ptx")
         if proc.returncode != 0 or not output.exists():
             raise _AssemblerFailed(log.strip() or f"ptxas exited with {proc.returncode}")
         return output.read_bytes(), log
-
-
-class _AssemblerFailed(Exception):
-    """The tool rejected the PTX; the argument is its log."""
 
 
 def _text(buffer: bytes | bytearray) -> str:
@@ -325,9 +335,18 @@ def _elf_section(cubin: bytes, section: str) -> tuple[int, int] | None:
     return None
 
 
-def _check_dynamic_smem_alignment(cubin: bytes, ptx: str, kernel_name: str,
-                                  tool_version: str) -> None:
-    """Refuse a cubin whose static smem section breaks the dynamic block's alignment."""
+def check_dynamic_smem_alignment(cubin: bytes, ptx: str, kernel_name: str,
+                                 tool_version: str) -> None:
+    """Refuse a cubin whose static shared section breaks the dynamic block's alignment.
+
+    The dynamic block starts right after ``.nv.shared.<kernel>``; nvJitLink 13.0 gives
+    that section 16-byte alignment and an unpadded size (e.g. 0x410), so a block declared
+    ``.extern .shared .align 1024`` lands misaligned and TMA faults (toolchain.md §3).
+
+    Raises:
+        CompilationError: the section's size or alignment is not a multiple of the
+            largest ``.extern .shared .align`` in the PTX.
+    """
     wanted = [int(a) for a in re.findall(r"\.extern\s+\.shared\s+\.align\s+(\d+)", ptx)]
     section = _elf_section(cubin, f".nv.shared.{kernel_name}")
     if not wanted or section is None or section[0] == 0:
@@ -373,6 +392,6 @@ def assemble(ptx: str, target: Target | str, *, kernel_name: str,
     if section is not None:
         stats["static_smem_bytes"] = section[0]
     if chosen == "nvjitlink" and (_nvjitlink()[0] or (0, 0)) < _NVJITLINK_FIXED:
-        _check_dynamic_smem_alignment(cubin, ptx, kernel_name, version)
+        check_dynamic_smem_alignment(cubin, ptx, kernel_name, version)
     return AssembledKernel(cubin=cubin, tool=chosen, tool_version=version, info_log=log,
                            **stats)

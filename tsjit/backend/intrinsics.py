@@ -171,7 +171,7 @@ class Intrinsic:
 # ptr (generic), p1/p3/p6/p7 (address spaces), v4i32 (vector), {i32, i1} / {i32*4}.
 # ---------------------------------------------------------------------------------
 _SCALARS: dict[str, ir.Type] = {
-    "void": ir.VoidType(), "f32": ir.FloatType(), "f64": ir.DoubleType(),
+    "void": ir.VoidType(), "f16": ir.HalfType(), "f32": ir.FloatType(), "f64": ir.DoubleType(),
     **{f"i{b}": ir.IntType(b) for b in (1, 8, 16, 32, 64, 128)},
     "ptr": ir.PointerType(), **{f"p{a}": ir.PointerType(addrspace=a) for a in (1, 3, 6, 7)},
 }
@@ -249,7 +249,7 @@ _add_all(_NV + "read.ptx.sreg.", ANY, [(reg, f"{ty} ()", f"%{reg.replace('.', '_
     ("smid", "i32", "SM index"), ("nsmid", "i32", "number of SM ids"),
     ("clock", "i32", "32-bit SM cycle counter"), ("clock64", "i64", "64-bit SM cycle counter"),
     ("globaltimer", "i64", "global timer, nanoseconds"),
-    *[(f"lanemask.{m}", "i32", f"lanes {m} this lane") for m in ("eq", "lt", "le", "gt", "ge")],
+    *[(f"lanemask.{m}", "i32", f"lanes with id {m} ours") for m in ("eq", "lt", "le", "gt", "ge")],
     ("dynamic_smem_size", "i32", "dynamic shared memory of this launch, bytes"),
     ("total_smem_size", "i32", "static + dynamic shared memory, bytes"),
     ("cluster.ctarank", "i32", "CTA rank in the cluster"),
@@ -288,8 +288,8 @@ _add(_NV + "activemask", "i32 ()", ANY, "activemask.b32: lanes currently active"
 _add_all(_NV + "redux.sync.", ANY, [(op, "i32 (i32 value, i32 mask)", f"redux.sync.{op}")
                                     for op in "add min max umin umax and or xor".split()])
 
-# --- memory fences (PTX ISA "membar / fence"; acq_rel fences are LLVM `fence` with a
-# syncscope, not intrinsics) -------------------------------------------------------------
+# --- memory fences (PTX ISA "membar / fence").  fence.{acquire,release,acq_rel,sc}.<scope>
+# are plain LLVM `fence` instructions with syncscope "block"/"cluster"/"device"/none(sys).
 _add_all(_NV, ANY, [(f"membar.{s}", "void ()", f"membar.{s}") for s in ("cta", "gl", "sys")]
          + [("fence.sc.cluster", "void ()", "fence.sc.cluster")])
 _add(_NV + "fence.mbarrier_init.release.cluster", "void ()", PTX80,
@@ -333,7 +333,7 @@ _add_all(_NV, ANY, (
 # --- generic LLVM intrinsics, each checked to select on NVPTX (LLVM 22) -----------------
 _NO_LIBCALL = "LLVM 22 NVPTX exits the process with 'no libcall available'"
 _NO_SELECT = "LLVM 22 NVPTX aborts the process with 'Cannot select'"
-for _t in ("f32", "f64"):
+for _t in ("f16", "f32", "f64"):
     _add_all("llvm.", ANY, [(f"{fn}.{_t}", f"{_t} ({_t} x)", f"{fn} ({_t})") for fn in (
         "sqrt", "fabs", "floor", "ceil", "trunc", "rint", "round", "nearbyint")])
     _add_all("llvm.", ANY, [(f"{fn}.{_t}", f"{_t} ({_t} a, {_t} b)", f"{fn} ({_t})")
@@ -352,11 +352,11 @@ for _t in ("f32", "f64"):
             f"use {_fn}.approx.f (f32)"), f"{_fn}(x)")
 _add("llvm.exp2.f32", "f32 (f32 x)", ANY, "2**x: lowers to ex2.approx.f32")
 _add("llvm.exp2.f64", "f64 (f64 x)", _never(_NO_LIBCALL, "use ex2.approx.f32 on an f32"), "2**x")
-for _t in ("i32", "i64"):
+for _t in ("i8", "i16", "i32", "i64"):
     _add_all("llvm.", ANY, [(f"{fn}.{_t}", f"{_t} ({_t} a, {_t} b)", f"{fn} ({_t})")
                             for fn in ("smin", "smax", "umin", "umax")]
              + [(f"{fn}.{_t}", f"{_t} ({_t} x)", f"{fn} ({_t})")
-                for fn in ("ctpop", "bitreverse", "bswap")])
+                for fn in ("ctpop", "bitreverse", "bswap")[:3 if _t != "i8" else 2]])
     _add_all("llvm.", ANY, [(f"{fn}.{_t}", f"{_t} ({_t} hi, {_t} lo, {_t} shift)",
                              f"funnel shift {fn} ({_t})") for fn in ("fshl", "fshr")])
     _add_all("llvm.", ANY, [(f"{fn}.{_t}", f"{_t} ({_t} x, immarg i1 {flag}_poison)", fn)

@@ -10,12 +10,11 @@ Without libcuda, importing works, :func:`gpu_available` is ``False``, and anythi
 needs the driver raises ``LaunchError``.
 
 :func:`launch` (= :func:`prepare_launch` + :func:`launch_prepared`) validates a
-configuration once per ``(grid, block, smem_bytes, cluster, pdl)`` and function, caches the
-result on the :class:`Function`, then makes one driver call: ``cuLaunchKernel`` without
-cluster/PDL, else ``cuLaunchKernelEx`` with cluster-dimension / programmatic-stream-
-serialization attributes.  Measured on the H200 (cuda-bindings 13.3, Python 3.12), raw
-``cuLaunchKernel`` and ``cuLaunchKernelEx`` with a cached config cost the same (~5.0 µs);
-the plain call needs no lock around a shared config.
+configuration once per ``(grid, block, smem_bytes, cluster, pdl)`` and function, caches a
+``CUlaunchConfig`` per stream (with the cluster-dimension / programmatic-stream-
+serialization attributes when asked for), then makes one ``cuLaunchKernelEx`` call.  On
+the H200 (cuda-bindings 13.3, Python 3.12) that call with a cached config took 5.4-5.6 µs
+against 6.0-6.2 µs for ``cuLaunchKernel``, whose 11 arguments are converted on every call.
 
 Sources: CUDA Driver API reference; calls verified on an H200 (reference/toolchain.md §4).
 """
@@ -30,7 +29,6 @@ from operator import index as _as_int
 from tsjit.errors import LaunchError
 
 _lock = threading.Lock()
-_ex_lock = threading.Lock()
 
 
 class _ThreadState(threading.local):
@@ -114,9 +112,8 @@ def _finalize_quietly(owner, function_name: str, handle) -> None:
     weakref.finalize(owner, _call_quietly, function_name, handle).atexit = False
 
 
-def _import_bindings():
+def _import_bindings():  # cuda.bindings.driver imports without libcuda; cuInit needs it
     from cuda.bindings import driver
-
     return driver
 
 
@@ -236,13 +233,11 @@ class Module:
 
     def get_function(self, name: str) -> "Function":
         """The kernel ``name`` (cached ``cuModuleGetFunction``); ``LaunchError`` if absent."""
-        fn = self._functions.get(name)
-        if fn is None:
-            ensure_context()
-            handle = check(_cu.cuModuleGetFunction(self.handle, name.encode()),
+        if name not in self._functions:
+            handle = check(bindings().cuModuleGetFunction(self.handle, name.encode()),
                            f"cuModuleGetFunction(kernel {name!r})")
-            fn = self._functions[name] = Function(handle, name, self)
-        return fn
+            self._functions[name] = Function(handle, name, self)
+        return self._functions[name]
 
 
 class Function:
@@ -318,8 +313,7 @@ def set_max_dynamic_smem(fn: Function, nbytes: int) -> None:
 
 
 @dataclass(frozen=True)
-class LaunchConfig:
-    """A validated launch configuration; every dimension tuple is ``(x, y, z)``."""
+class LaunchConfig:  # a validated launch configuration; dimension tuples are (x, y, z)
 
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
@@ -395,34 +389,39 @@ def validate_launch_config(grid, block, *, smem_bytes: int = 0, cluster=None, pd
     return LaunchConfig(g, b, _as_int(smem_bytes), c, bool(pdl))
 
 
-def _prepare(fn: Function, grid, block, smem_bytes, cluster, pdl):
-    attrs = function_attributes(fn)
-    config = validate_launch_config(grid, block, smem_bytes=smem_bytes, cluster=cluster, pdl=pdl,
-                                    properties=_properties, static_smem_bytes=attrs.static_smem_bytes,
-                                    kernel_max_threads=attrs.max_threads_per_block)
-    current = fn.max_dynamic_smem
-    if current is None:
-        current = attrs.max_dynamic_smem_bytes
-    if config.smem_bytes > current:
-        set_max_dynamic_smem(fn, config.smem_bytes)
-    if config.cluster is None and not config.pdl:
-        return (fn.handle, *config.grid, *config.block, config.smem_bytes)
-    cfg = _cu.CUlaunchConfig()
-    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = config.grid
-    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = config.block
-    cfg.sharedMemBytes = config.smem_bytes
-    ids, launch_attrs = _cu.CUlaunchAttributeID, []
-    if config.cluster is not None:
-        launch_attrs.append(_cu.CUlaunchAttribute())
-        launch_attrs[-1].id = ids.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-        dim = launch_attrs[-1].value.clusterDim
-        dim.x, dim.y, dim.z = config.cluster
-    if config.pdl:
-        launch_attrs.append(_cu.CUlaunchAttribute())
-        launch_attrs[-1].id = ids.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-        launch_attrs[-1].value.programmaticStreamSerializationAllowed = 1
-    cfg.attrs, cfg.numAttrs = launch_attrs, len(launch_attrs)
-    return cfg
+class PreparedLaunch:
+    """A validated :class:`LaunchConfig` of one kernel and its ``CUlaunchConfig`` per stream
+    (built once each and never mutated, so launches from several threads need no lock)."""
+
+    __slots__ = ("config", "default", "by_stream")
+
+    def __init__(self, config: LaunchConfig):
+        self.config, self.by_stream = config, {}
+        self.default = self.for_stream(0)  # the legacy default stream
+
+    def for_stream(self, stream):
+        value = stream if stream.__class__ is int else int(stream)
+        cfg = self.by_stream.get(value)
+        if cfg is None:
+            cfg, config = _cu.CUlaunchConfig(), self.config
+            cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = config.grid
+            cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = config.block
+            cfg.sharedMemBytes, cfg.hStream = config.smem_bytes, _cu.CUstream(value)
+            ids, launch_attrs = _cu.CUlaunchAttributeID, []
+            if config.cluster is not None:
+                launch_attrs.append(_cu.CUlaunchAttribute())
+                launch_attrs[-1].id = ids.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+                dim = launch_attrs[-1].value.clusterDim
+                dim.x, dim.y, dim.z = config.cluster
+            if config.pdl:
+                launch_attrs.append(_cu.CUlaunchAttribute())
+                launch_attrs[-1].id = ids.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+                launch_attrs[-1].value.programmaticStreamSerializationAllowed = 1
+            cfg.attrs, cfg.numAttrs = launch_attrs, len(launch_attrs)
+            if len(self.by_stream) >= 64:
+                self.by_stream.clear()
+            self.by_stream[value] = cfg
+        return cfg
 
 
 def launch(fn: Function, grid, block, params, *, smem_bytes: int = 0, stream=None,
@@ -440,8 +439,8 @@ def launch(fn: Function, grid, block, params, *, smem_bytes: int = 0, stream=Non
             torch/cupy/cuda.core stream.
 
     Raises:
-        LaunchError: invalid configuration (checked once per distinct configuration), no
-            GPU, or the driver refused.  Faults inside the kernel surface at the next sync.
+        LaunchError: invalid configuration (checked once per distinct configuration), no GPU,
+            or the driver refused.  Faults inside the kernel surface at the next sync.
     """
     prepared = prepare_launch(fn, grid, block, smem_bytes, cluster, pdl)
     if stream is None:
@@ -449,17 +448,24 @@ def launch(fn: Function, grid, block, params, *, smem_bytes: int = 0, stream=Non
     launch_prepared(fn, prepared, params, 0 if stream is None else stream_handle(stream))
 
 
-def prepare_launch(fn: Function, grid, block, smem_bytes: int = 0, cluster=None, pdl: bool = False):
-    """Validate a launch configuration (once per distinct configuration; cached on ``fn``) and
-    return what :func:`launch_prepared` needs: ``(CUfunction, gx, gy, gz, bx, by, bz, smem)``
-    for a plain launch, or a ``CUlaunchConfig`` (cluster/PDL).  Raises like :func:`launch`."""
-    if not _tls.ready:
-        ensure_context()
+def prepare_launch(fn: Function, grid, block, smem_bytes: int = 0, cluster=None,
+                   pdl: bool = False) -> PreparedLaunch:
+    """Validate a launch configuration once (cached on ``fn``; a larger ``smem_bytes`` raises
+    the kernel's dynamic shared-memory limit) for :func:`launch_prepared`.  Raises like
+    :func:`launch`."""
     key = (grid, block, smem_bytes, cluster, pdl)
     try:
         return fn._prepared[key]
     except (KeyError, TypeError):  # first use of this configuration, or unhashable (a list)
-        prepared = _prepare(fn, grid, block, smem_bytes, cluster, pdl)
+        pass
+    attrs = function_attributes(fn)
+    config = validate_launch_config(grid, block, smem_bytes=smem_bytes, cluster=cluster, pdl=pdl,
+                                    properties=_properties, static_smem_bytes=attrs.static_smem_bytes,
+                                    kernel_max_threads=attrs.max_threads_per_block)
+    limit = attrs.max_dynamic_smem_bytes if fn.max_dynamic_smem is None else fn.max_dynamic_smem
+    if config.smem_bytes > limit:
+        set_max_dynamic_smem(fn, config.smem_bytes)
+    prepared = PreparedLaunch(config)
     with contextlib.suppress(TypeError):  # an unhashable configuration is validated every time
         if len(fn._prepared) >= _PREPARED_CACHE_LIMIT:
             fn._prepared.clear()
@@ -467,20 +473,16 @@ def prepare_launch(fn: Function, grid, block, smem_bytes: int = 0, cluster=None,
     return prepared
 
 
-def launch_prepared(fn: Function, prepared, params, stream_handle_value) -> None:
-    """Launch with a configuration from :func:`prepare_launch`, a ``kernelParams`` (see
-    :func:`launch`) and a ``CUstream`` or int stream handle.  The hot path of
-    ``kernel[grid, block](...)``: no validation, one driver call."""
-    if prepared.__class__ is tuple:
-        err = _cu.cuLaunchKernel(*prepared, stream_handle_value, params, 0)[0]
-    else:
-        with _ex_lock:  # the cached CUlaunchConfig is shared; hStream is set per call
-            prepared.hStream = stream_handle_value
-            err = _cu.cuLaunchKernelEx(prepared, fn.handle, params, 0)[0]
+def launch_prepared(fn: Function, prepared: PreparedLaunch, params, stream=0) -> None:
+    """The hot path of ``kernel[grid, block](...)``: one ``cuLaunchKernelEx`` with the cached
+    config for ``stream`` (an int handle or ``CUstream``; 0 is the legacy default stream).
+    ``params`` as in :func:`launch`.  Raises ``LaunchError`` if the driver refuses."""
+    if not _tls.ready:
+        ensure_context()
+    cfg = prepared.default if stream.__class__ is int and stream == 0 else prepared.for_stream(stream)
+    err = _cu.cuLaunchKernelEx(cfg, fn.handle, params, 0)[0]
     if err:
-        config = (f"grid={prepared[1:4]}, block={prepared[4:7]}, smem_bytes={prepared[7]}"
-                  if prepared.__class__ is tuple else "cluster/PDL launch")
-        raise LaunchError(f"launch of kernel {fn.name!r} ({config}) failed: {describe_result(err)}")
+        raise LaunchError(f"launch of kernel {fn.name!r} ({prepared.config}) failed: {describe_result(err)}")
 
 
 class Stream:
@@ -529,12 +531,11 @@ class Stream:
         return f"<tsjit Stream 0x{self.value:x}>"
 
 
-_LEGACY_STREAM = Stream(0)
+_LEGACY_STREAM = Stream(0)  # handle 0
 
 
 def current_stream() -> Stream:
-    """The stream launches use when none is given: the innermost :func:`use_stream` of this
-    thread, else the legacy default stream (handle 0)."""
+    """The stream launches use by default: this thread's :func:`use_stream`, else the legacy one."""
     return _tls.stream or _LEGACY_STREAM
 
 

@@ -274,6 +274,19 @@ class TensorMap:
         by-value ``__grid_constant__`` tensor-map parameter.  Valid while ``self`` lives."""
         return self._tensor_map.getPtr()
 
+    __tsjit_tensormap__ = True  # marks descriptor arguments for tsjit.runtime.specialize
+
+    def spec(self):
+        """The argument specialization compiled code depends on (``TensorMapSpec``)."""
+        from tsjit.frontend.specs import TensorMapSpec  # lazily: the frontend needs llvmlite
+
+        return TensorMapSpec(self.dtype, self.box_shape, self.layout.rank, self.layout.swizzle)
+
+    def parameter(self) -> ctypes.Array:
+        """A ctypes copy of the 128 descriptor bytes: ``ctypes.addressof`` of it is the
+        ``kernelParams`` entry of the by-value tensor-map parameter."""
+        return (ctypes.c_ubyte * DESCRIPTOR_BYTES).from_buffer_copy(self.descriptor_bytes)
+
     def key(self) -> tuple:
         """What compiled code may depend on: dtype, rank, box shape, element strides, options."""
         layout = self.layout

@@ -173,9 +173,6 @@ class _Capture:
     def _children(self) -> list:
         return self.stack[-1].children if self.stack else self.root
 
-    def _inside(self, kind: str) -> bool:
-        return any(s.kind == kind for s in self.stack)
-
     def _section(self) -> ScheduleStageType:
         if self.domain is not None and self.domain.is_open:
             return ScheduleStageType.Loop
@@ -204,8 +201,7 @@ class _Capture:
             if not (self.wtl is not None and self.wtl.is_open):
                 raise schedule_error("skippable() block entered outside its work_tile_loop.",
                                      "S3")
-            if any(isinstance(s, _GuardScope)
-                   and s.node.guard.condition is BlockCondition.Skippable for s in self.stack):
+            if self._inside_skippable():
                 raise schedule_error("skippable() blocks cannot nest.", "S3")
         elif scope.loop is not None and not scope.loop.is_open:
             raise schedule_error("first_iter/last_iter/every block entered after its domain "
@@ -389,13 +385,11 @@ class ScheduleFunction:
     def __call__(self, *args, **kwargs) -> Schedule | None:
         outer = _active()
         if outer is not None:  # a schedule called from a schedule: inline it
-            args = [outer.proxy(unwrap_resource(a)) if isinstance(unwrap_resource(a),
-                                                                    MemoryResource) else a
-                    for a in args]
-            kwargs = {k: outer.proxy(unwrap_resource(v)) if isinstance(unwrap_resource(v),
-                                                                        MemoryResource) else v
-                      for k, v in kwargs.items()}
-            self.fn(*args, **kwargs)
+
+            def as_proxy(value):
+                resource = unwrap_resource(value)
+                return outer.proxy(resource) if isinstance(resource, MemoryResource) else value
+            self.fn(*map(as_proxy, args), **{k: as_proxy(v) for k, v in kwargs.items()})
             return None
         return self.capture(*args, **kwargs)
 

@@ -53,6 +53,7 @@ loop back edge start from the variable's default).  Only params listed in
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Union
 
@@ -75,10 +76,9 @@ def format_value(value: Any) -> str:
     """Printable form of a bound: literals as is, dynamic values as ``<TypeName>``."""
     if value is None or is_static(value):
         return repr(value)
-    qualname = getattr(value, "__qualname__", None)
-    if callable(value) and qualname:
-        return qualname
-    return f"<{type(value).__name__}>"
+    if inspect.isfunction(value) or inspect.ismethod(value):
+        return value.__qualname__
+    return f"<{type(value).__name__}>"   # never touch a run-time value's own attributes
 
 
 def format_location(location: SourceLocation | None) -> str:
@@ -353,9 +353,17 @@ class Schedule:
 
     def __str__(self) -> str:
         lines = [f"schedule {self.name}({', '.join(self.parameters)})"]
-        readers: dict[int, list[Route]] = {}
+        readers: dict[int, list[tuple]] = {}
         for route in self.routes:
-            readers.setdefault(id(route.source), []).append(route)
+            readers.setdefault(id(route.source), []).append(
+                (route.variable, f"[#{route.dest.id}].{route.param}"))
+        for node in self.walk():
+            if isinstance(node, GuardBlock) and node.guard.token is not None:
+                token = node.guard.token
+                entry = (token.variable, node.guard.condition.value)
+                users = readers.setdefault(id(token.step), [])
+                if entry not in users:
+                    users.append(entry)
         self._format(self.body, 1, lines, readers)
         return "\n".join(lines)
 
@@ -367,11 +375,10 @@ class Schedule:
                              f"  [{node.section}] call {node.call_index}")
                 for param, token in node.inputs.items():
                     lines.append(f"{pad}     {param} <- [#{token.step.id}].{token.variable.name}")
-                for route in readers.get(id(node), ()):
-                    lines.append(f"{pad}     {route.variable.name} -> "
-                                 f"[#{route.dest.id}].{route.param}")
+                for variable, reader in readers.get(id(node), ()):
+                    lines.append(f"{pad}     {variable.name} -> {reader}")
                 unread = [v.name for v in node.outputs
-                          if not any(r.variable is v for r in readers.get(id(node), ()))]
+                          if not any(var is v for var, _ in readers.get(id(node), ()))]
                 for name in unread:
                     lines.append(f"{pad}     {name} -> (not routed)")
                 continue

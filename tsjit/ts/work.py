@@ -165,7 +165,7 @@ def _build_spec(fn: Any, role: WorkRole, returns: Any, work_attrs: Any) -> WorkS
     if not isinstance(work_attrs, WorkAttr):
         raise TypeError(f"{decorator} on {name!r}: work_attrs must be a WorkAttr "
                         f"(WorkAttr.NONE or WorkAttr.AUXILIARY), got {work_attrs!r}")
-    if work_attrs & ~WorkAttr.AUXILIARY:
+    if int(work_attrs) & ~int(WorkAttr.AUXILIARY):
         raise ValueError(f"{decorator} on {name!r}: only WorkAttr.NONE and "
                          f"WorkAttr.AUXILIARY are legal, got {work_attrs!r}")
     params = list(inspect.signature(fn).parameters.values())

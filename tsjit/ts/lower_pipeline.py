@@ -1,0 +1,260 @@
+"""Lowering of mbarrier pipelines (inventory §3): storage, init, cursors and the six operations.
+
+Storage: each pipelined resource gets 2 x S 8-byte mbarriers in the kernel's single dynamic
+shared-memory block (full[0..S) then empty[0..S)).  :func:`initialize` (run by
+``setup_resources_and_tasks``) has one elected thread of warp 0 initialize them with the
+arrival counts of the config (full: ``producer_group.size``, empty: ``consumer_group.size``),
+then ``fence.mbarrier_init`` and a CTA barrier (a cluster barrier under a cluster).
+
+Cursors live in registers of the task that owns them, as SSA values of the task's scope:
+``(index, phase)`` per side and per advance point.  The producer starts at phase 1 (a fresh
+barrier's "previous" phase counts as complete, so the first acquire passes), the consumer
+at phase 0.  Advancing adds the interleave stride; wrapping past S subtracts S and flips the
+phase.  Default advance points: producer at commit, consumer at release;
+``advance_on_acquire`` / ``advance_on_wait`` advance the opening cursor instead and keep a
+lagging closing cursor.
+
+Operations (PTX ISA §9.7.13.15):
+* acquire: parity-wait empty[i] (skipped when a preceding try_acquire already succeeded);
+  TMA producers then arm full[i] with ``mbarrier.arrive.expect_tx(num_bytes)`` from one
+  elected lane per producer warp.
+* commit: thread producers arrive on full[i] (every thread); TMA producers do nothing (the
+  copies' complete_tx finishes the phase).
+* wait: parity-wait full[i] (skipped after a successful try_wait).
+* release: consumers arrive on empty[i]: every thread when ``consumer_group.size`` equals
+  the task's threads, otherwise one lane per warp (after ``bar.warp.sync``).
+* producer tail: after its schedule, a producing task waits on the empty barrier of every
+  stage it may still have in flight, so no arrival lands after the CTA exits.
+"""
+from __future__ import annotations
+
+from tsjit.backend import emit
+from tsjit.errors import CompilationError
+from tsjit.lang import builtins as B
+from tsjit.lang import dtypes as dt
+from tsjit.lang import sync
+from tsjit.lang.memory import shared_pointer
+from tsjit.lang.values import Value, cast_to, compare, constant, select
+from tsjit.ts.enums import ScheduleStage
+from tsjit.ts.pipeline import PipelineType
+
+_SUPPORTED_SM90 = (PipelineType.AsyncAsync, PipelineType.TmaAsync)
+
+
+class PipelineStorage:
+    """Where one resource's barriers live and how many arrivals each side makes."""
+
+    def __init__(self, resource, offset: int):
+        cfg = resource.pipeline_config
+        self.resource = resource
+        self.config = cfg
+        self.stages = cfg.num_stages
+        self.offset = offset
+
+    def full(self, index) -> object:
+        return shared_pointer(self.offset, dt.Int64, 8).offset(index)
+
+    def empty(self, index) -> object:
+        return shared_pointer(self.offset + 8 * self.stages, dt.Int64, 8).offset(index)
+
+
+def allocate(manager) -> dict:
+    """Reserve barrier storage for every pipelined resource; returns {resource: PipelineStorage}."""
+    km = emit.current()
+    storages = {}
+    for resource in manager.resources:
+        cfg = getattr(resource, "pipeline_config", None)
+        if cfg is None:
+            continue
+        if cfg.pipeline_type not in _SUPPORTED_SM90:
+            raise CompilationError(
+                f"resource '{resource.name}': {cfg.pipeline_type.value} pipelines need tcgen05/CLC hardware "
+                f"(sm_100a); on {km.target.name} use AsyncAsync or TmaAsync")
+        storages[resource] = PipelineStorage(resource, km.reserve_shared(cfg.barrier_bytes, 8))
+    return storages
+
+
+def initialize(storages: dict, clustered: bool = False) -> None:
+    """One elected thread of warp 0 initializes every barrier; fence; CTA (or cluster) barrier."""
+    if not storages:
+        return
+    km = emit.current()
+    b = km.builder
+    leader = compare("==", B.thread_idx().x, 0)
+    init, done = km.function.append_basic_block("pipeline.init"), km.function.append_basic_block("pipeline.ready")
+    b.cbranch(leader.ir, init, done)
+    b.position_at_end(init)
+    for storage in storages.values():
+        cfg = storage.config
+        for s in range(storage.stages):
+            sync.mbarrier_init(storage.full(s), cfg.producer_group.size)
+            sync.mbarrier_init(storage.empty(s), cfg.consumer_group.size)
+    sync.fence_mbarrier_init()
+    b.branch(done)
+    b.position_at_end(done)
+    if clustered:
+        sync.cluster_sync()
+    else:
+        B.syncthreads()
+
+
+class Cursors:
+    """The cursor keys of one (task, resource, side) in the task's scope."""
+
+    def __init__(self, resource, side: str):
+        base = f"pipe:{resource.name}@{id(resource):x}:{side}"
+        self.open_index, self.open_phase = base + ":open.i", base + ":open.p"
+        self.close_index, self.close_phase = base + ":close.i", base + ":close.p"
+        self.stage = base + ":stage"
+        self.probe = base + ":try"
+
+
+def _lane(task, stride: int):
+    if stride == 1:
+        return 0
+    if task.num_warps == stride:
+        return cast_to(B.warp_idx() - task.warp_start, dt.Int32)
+    raise CompilationError(
+        f"task '{task.name}': an interleaved pipeline (stride {stride}) needs a task of exactly {stride} warps "
+        f"(one lane per warp); this task has {task.num_warps}")
+
+
+def init_cursors(task, storages: dict, scope: dict) -> dict:
+    """Put every cursor this task uses into ``scope``; returns {(resource, side): Cursors}."""
+    used = {}
+    for step in task.schedule.steps:
+        if step.resource in storages:
+            side = "producer" if step.stage.name.startswith("Producer") else "consumer"
+            used[(step.resource, side)] = None
+    for (resource, side) in used:
+        cfg = storages[resource].config
+        cur = Cursors(resource, side)
+        strides = cfg.interleave_strides
+        open_stride = strides[0] if side == "producer" else strides[2]
+        lane = _lane(task, open_stride)
+        phase = 1 if side == "producer" else 0
+        for idx_key, ph_key in ((cur.open_index, cur.open_phase), (cur.close_index, cur.close_phase)):
+            scope[idx_key] = cast_to(lane, dt.Int32) if isinstance(lane, Value) else constant(lane, dt.Int32)
+            scope[ph_key] = constant(phase, dt.Int32)
+        scope[cur.stage] = scope[cur.open_index]
+        used[(resource, side)] = cur
+    return used
+
+
+def _advance(scope, idx_key, ph_key, stride: int, stages: int) -> None:
+    nxt = scope[idx_key] + stride
+    wrapped = compare(">=", nxt, stages)
+    scope[idx_key] = select(wrapped, nxt - stages, nxt)
+    scope[ph_key] = scope[ph_key] ^ cast_to(wrapped, dt.Int32)
+
+
+def _blocking_wait(bar, phase, scope, probe_key) -> None:
+    km = emit.current()
+    probe = scope.pop(probe_key, None)
+    if probe is None:
+        sync.mbarrier_wait(bar, phase)
+        return
+    b = km.builder
+    wait_block, done = km.function.append_basic_block("pipe.wait"), km.function.append_basic_block("pipe.waited")
+    b.cbranch(compare("==", probe, 0).ir, wait_block, done)
+    b.position_at_end(wait_block)
+    sync.mbarrier_wait(bar, phase)
+    b.branch(done)
+    b.position_at_end(done)
+
+
+def _all_or_lane_arrive(bar, group_size: int, task, resource_name: str, side: str) -> None:
+    threads = task.num_warps * 32
+    if group_size == threads:
+        sync.mbarrier_arrive(bar)
+        return
+    if group_size == task.num_warps:
+        km = emit.current()
+        B.syncwarp()
+        b = km.builder
+        lane0, after = km.function.append_basic_block("arrive.lane0"), km.function.append_basic_block("arrive.done")
+        b.cbranch(compare("==", B.lane_idx(), 0).ir, lane0, after)
+        b.position_at_end(lane0)
+        sync.mbarrier_arrive(bar)
+        b.branch(after)
+        b.position_at_end(after)
+        return
+    raise CompilationError(
+        f"resource '{resource_name}': the {side} group has {group_size} arrivals but task '{task.name}' has "
+        f"{task.num_warps} warps ({threads} threads); set the CooperativeGroup size to {threads} (every thread "
+        f"arrives) or {task.num_warps} (one lane per warp)")
+
+
+def emit_operation(step, task, storage: PipelineStorage, cursors: Cursors, scope: dict) -> None:
+    """Emit pipeline operation ``step`` (acquire, try_acquire, commit, wait, try_wait, release)."""
+    cfg = storage.config
+    stages = storage.stages
+    s_acq, s_commit, s_wait, s_release = cfg.interleave_strides
+    stage = step.stage
+    if stage in (ScheduleStage.ProducerTryAcquire, ScheduleStage.ConsumerTryWait):
+        producer = stage is ScheduleStage.ProducerTryAcquire
+        bar = (storage.empty if producer else storage.full)(scope[cursors.open_index])
+        scope[cursors.probe] = cast_to(sync.mbarrier_try_wait(bar, scope[cursors.open_phase]), dt.Int32)
+    elif stage is ScheduleStage.ProducerAcquire:
+        index = scope[cursors.open_index]
+        _blocking_wait(storage.empty(index), scope[cursors.open_phase], scope, cursors.probe)
+        if cfg.pipeline_type.producer_kind == "tma":
+            _elected_expect_tx(storage.full(index), cfg.num_bytes)
+        scope[cursors.stage] = index
+        if cfg.advance_on_acquire:
+            _advance(scope, cursors.open_index, cursors.open_phase, s_acq, stages)
+    elif stage is ScheduleStage.ProducerCommit:
+        index = scope[cursors.close_index]
+        if cfg.pipeline_type.producer_kind == "async":
+            _all_or_lane_arrive(storage.full(index), cfg.producer_group.size, task, storage.resource.name,
+                                "producer")
+        _advance(scope, cursors.close_index, cursors.close_phase, s_commit, stages)
+        if not cfg.advance_on_acquire:
+            scope[cursors.open_index], scope[cursors.open_phase] = scope[cursors.close_index], scope[cursors.close_phase]
+    elif stage is ScheduleStage.ConsumerWait:
+        index = scope[cursors.open_index]
+        _blocking_wait(storage.full(index), scope[cursors.open_phase], scope, cursors.probe)
+        scope[cursors.stage] = index
+        if cfg.advance_on_wait:
+            _advance(scope, cursors.open_index, cursors.open_phase, s_wait, stages)
+    elif stage is ScheduleStage.ConsumerRelease:
+        index = scope[cursors.close_index]
+        _all_or_lane_arrive(storage.empty(index), cfg.consumer_group.size, task, storage.resource.name, "consumer")
+        _advance(scope, cursors.close_index, cursors.close_phase, s_release, stages)
+        if not cfg.advance_on_wait:
+            scope[cursors.open_index], scope[cursors.open_phase] = scope[cursors.close_index], scope[cursors.close_phase]
+    else:
+        raise CompilationError(f"internal: {stage} is not a pipeline operation")
+
+
+def _elected_expect_tx(bar, nbytes: int) -> None:
+    km = emit.current()
+    b = km.builder
+    arm, done = km.function.append_basic_block("tma.arm"), km.function.append_basic_block("tma.armed")
+    b.cbranch(sync.elect_one().ir, arm, done)
+    b.position_at_end(arm)
+    sync.mbarrier_arrive_expect_tx(bar, nbytes)
+    b.branch(done)
+    b.position_at_end(done)
+
+
+def stage_barrier(step, storage: PipelineStorage, cursors: Cursors, scope: dict):
+    """(stage index, barrier) a work step sees: full[i] for producer work, empty[i] for consumer work."""
+    index = scope[cursors.stage]
+    producer = step.stage.name.startswith("Producer")
+    return index, (storage.full(index) if producer else storage.empty(index))
+
+
+def producer_tail(task, storages: dict, cursors_by_key: dict, scope: dict) -> None:
+    """Drain: wait on the empty barrier of each stage still in flight (S / stride waits)."""
+    for (resource, side), cursors in cursors_by_key.items():
+        if side != "producer" or not any(s.stage is ScheduleStage.ProducerAcquire and s.resource is resource
+                                         for s in task.schedule.steps):
+            continue
+        storage = storages[resource]
+        stride = storage.config.interleave_strides[0]
+        idx_key, ph_key = ((cursors.open_index, cursors.open_phase) if not storage.config.advance_on_acquire
+                           else (cursors.close_index, cursors.close_phase))
+        for _ in range(storage.stages // stride):
+            sync.mbarrier_wait(storage.empty(scope[idx_key]), scope[ph_key])
+            _advance(scope, idx_key, ph_key, stride, storage.stages)
