@@ -29,11 +29,8 @@ def _compile_targets():
 
 
 def _ts_compile_targets():
-    try:
-        from tsjit.examples import ts_copy
-    except ImportError:
-        return []
-    return ts_copy.demo_compile_targets()
+    from tsjit.examples import ts_copy, ts_tma_copy
+    return ts_copy.demo_compile_targets() + ts_tma_copy.demo_compile_targets()
 
 
 def _gpu_checks(size: int):
@@ -44,12 +41,8 @@ def _gpu_checks(size: int):
         ("block_reduce_sum", lambda: basic.run_block_reduce(size), 1e-4),
         ("naive_matmul 257x130x70", lambda: basic.run_naive_matmul(), 1e-4),
     ]
-    try:
-        from tsjit.examples import ts_copy
-        checks += ts_copy.demo_gpu_checks()
-    except ImportError:
-        pass
-    return checks
+    from tsjit.examples import ts_copy, ts_tma_copy
+    return checks + ts_copy.demo_gpu_checks() + ts_tma_copy.demo_gpu_checks()
 
 
 def run_demo(size: int = 1 << 22) -> int:

@@ -35,9 +35,10 @@ def signature(llir: str) -> str:
 
 
 def instructions(llir: str, opcode: str) -> list[str]:
-    """Lines of the kernel body whose instruction is ``opcode`` (``"phi"``, ``"fadd"``, ``"call"``...)."""
+    """Lines of the kernel body whose instruction is ``opcode`` (``"phi"``, ``"fadd"``, ``"call"``...),
+    with runs of blanks collapsed to one space."""
     pattern = re.compile(rf"^\s+(?:%\S+ = )?{re.escape(opcode)}\b")
-    return [line.strip() for line in kernel_ir(llir).splitlines() if pattern.match(line)]
+    return [" ".join(line.split()) for line in kernel_ir(llir).splitlines() if pattern.match(line)]
 
 
 def blocks(llir: str) -> dict[str, list[str]]:
@@ -50,7 +51,7 @@ def blocks(llir: str) -> dict[str, list[str]]:
             current = label.group(1)
             result[current] = []
         elif line.strip() and current is not None:
-            result[current].append(line.strip())
+            result[current].append(" ".join(line.split()))
     return result
 
 

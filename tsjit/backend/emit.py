@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from llvmlite import ir
 
 from tsjit.backend import intrinsics as intrinsic_table
+from tsjit.backend import nvptx
 from tsjit.backend.targets import Target
 from tsjit.errors import CompilationError
 
@@ -93,7 +94,8 @@ class KernelModule:
 
     def __init__(self, name: str, target: Target):
         self.module = ir.Module(name=name)
-        self.module.triple = "nvptx64-nvidia-cuda"
+        self.module.triple = nvptx.TRIPLE
+        self.module.data_layout = nvptx.DATA_LAYOUT
         self.target = target
         self.builder: ir.IRBuilder | None = None
         self.function: ir.Function | None = None
@@ -117,6 +119,7 @@ class KernelModule:
             CompilationError: the intrinsic is not available on this target.
         """
         intrinsic_table.check_supported(name, self.target)
+        intrinsic_table.lookup(name).check_immediates(list(args), self.target)
         fn = intrinsic_table.declare(self.module, name)
         return self.builder.call(fn, list(args), name=name_hint)
 

@@ -58,7 +58,10 @@ def func(fn=None):
 
 
 def _has_value(args, kwargs) -> bool:
-    return any(isinstance(a, (Value, Pointer)) for a in list(args) + list(kwargs.values()))
+    """True when an argument, or an item of a tuple/list argument (``max(values)``), is a device value."""
+    items = list(args) + list(kwargs.values())
+    items += [x for a in items if isinstance(a, (tuple, list)) for x in a]
+    return any(isinstance(a, (Value, Pointer)) for a in items)
 
 
 _CONVERSION_HINTS = {int: "tsjit.Int32(x)", float: "tsjit.Float32(x)", bool: "x != 0"}
@@ -110,7 +113,10 @@ class CallMixin:
             self.visit_body(parsed.node.body)
             if not self.dead:
                 frame.returns.append(ssa.Edge(self.builder.block, {"<return>": None}))
-            result = self._merge_returns(frame)
+            try:
+                result = self._merge_returns(frame)
+            except CompilationError as exc:  # the returns disagree: point at the function itself
+                raise exc.with_location(parsed.location()) from None
         except CompilationError as exc:
             raise (exc.with_caller(call_site) if call_site is not None else exc) from None
         finally:

@@ -337,6 +337,11 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin):
                 kwargs[kw.arg] = self.expr(kw.value)
         return self.call(func, args, kwargs, node)
 
+    def expr_namedexpr(self, node: ast.NamedExpr):
+        value = self.expr(node.value)
+        self.assign(node.target, value, node)
+        return value
+
     def expr_lambda(self, node: ast.Lambda):
         return self.make_closure(node)
 
@@ -373,6 +378,7 @@ _EXPR_HANDLERS = {
     ast.Subscript: CodeGenerator.expr_subscript, ast.BinOp: CodeGenerator.expr_binop,
     ast.UnaryOp: CodeGenerator.expr_unaryop, ast.Compare: CodeGenerator.expr_compare,
     ast.Call: CodeGenerator.expr_call, ast.Lambda: CodeGenerator.expr_lambda,
+    ast.NamedExpr: CodeGenerator.expr_namedexpr,
     ast.BoolOp: control.ControlFlowMixin.expr_boolop, ast.IfExp: control.ControlFlowMixin.expr_ifexp,
 }
 

@@ -58,6 +58,20 @@ def describe(obj) -> str:
     return f"a {type(obj).__name__} object"
 
 
+_INTERNAL_NAMES = {"<return>": "the returned value", "<ifexp>": "the conditional expression",
+                   "<bool>": "the boolean expression"}
+
+
+def _subject(name: str) -> str:
+    """How messages name what is merged: "`x`" for a variable, words for the frontend's own keys
+    (``<return>[1]`` -> "element [1] of the returned value")."""
+    if not name.startswith("<"):
+        return f"`{name}`"
+    key, _, element = name.partition(">")
+    described = _INTERNAL_NAMES.get(key + ">", "the value")
+    return f"element {element} of {described}" if element else described
+
+
 def _a(dtype) -> str:
     """``dtype``'s name with its indefinite article: "an Int32", "a Float32"."""
     return ("an " if dtype.name.startswith("I") else "a ") + dtype.name
@@ -74,7 +88,7 @@ def _leaf_kind(objs, name: str):
         return "same", first
     if all(isinstance(o, Pointer) for o in objs):
         if len({(o.dtype, o.address_space) for o in objs}) != 1:
-            raise CompilationError(f"`{name}` points to different element types or memories on different paths")
+            raise CompilationError(f"{_subject(name)} points to different element types or memories on different paths")
         return "pointer", min(o.alignment for o in objs)
     if all(_is_scalar_leaf(o) for o in objs):
         values = [o for o in objs if isinstance(o, Value)]
@@ -83,13 +97,13 @@ def _leaf_kind(objs, name: str):
             if len(dtypes) > 1:
                 a, b = sorted(dtypes, key=lambda d: d.name)[:2]
                 raise CompilationError(
-                    f"`{name}` is {_a(a)} on one path and {_a(b)} on another; convert one of them "
+                    f"{_subject(name)} is {_a(a)} on one path and {_a(b)} on another; convert one of them "
                     f"(e.g. tsjit.{b.name}(...)) so both paths agree")
             dtype = values[0].dtype
             for o in objs:
                 if not isinstance(o, Value) and isinstance(o, float) and not dtype.is_float:
                     raise CompilationError(
-                        f"`{name}` is a run-time {dtype.name} on one path and the float {o!r} on another")
+                        f"{_subject(name)} is a run-time {dtype.name} on one path and the float {o!r} on another")
             return "value", dtype
         if all(o == first and type(o) is type(first) for o in objs):
             return "same", first
@@ -99,7 +113,7 @@ def _leaf_kind(objs, name: str):
         return "value", dtype
     kinds = sorted({describe(o) for o in objs})
     raise CompilationError(
-        f"`{name}` holds {kinds[0]} on one path and {kinds[-1]} on another; only run-time scalars "
+        f"{_subject(name)} holds {kinds[0]} on one path and {kinds[-1]} on another; only run-time scalars "
         f"may differ between the paths of an if/loop")
 
 
@@ -108,7 +122,7 @@ def _structure(objs, name: str):
     first = objs[0]
     if isinstance(first, tuple) and not all(o is first for o in objs):
         if not all(isinstance(o, tuple) and type(o) is type(first) and len(o) == len(first) for o in objs):
-            raise CompilationError(f"`{name}` is a tuple of different lengths or types on different paths")
+            raise CompilationError(f"{_subject(name)} is a tuple of different lengths or types on different paths")
         return [("tuple", type(first), [_structure([o[i] for o in objs], f"{name}[{i}]")
                                         for i in range(len(first))])]
     return [("leaf", objs, name)]

@@ -13,7 +13,7 @@ from llvmlite import ir
 from tsjit.backend import emit
 from tsjit.errors import CompilationError
 from tsjit.lang import dtypes as dt
-from tsjit.lang.memory import Pointer
+from tsjit.lang.memory import Pointer, convert_for_store
 from tsjit.lang.values import Value, as_value, cast_to, constant
 
 Dim3 = namedtuple("Dim3", "x y z")
@@ -114,7 +114,7 @@ def syncwarp(mask: int = FULL_MASK) -> None:
 
 def threadfence() -> None:
     """Device-scope memory fence (PTX ``fence.sc.gpu``)."""
-    emit.current().builder.fence("seq_cst", "")
+    emit.current().builder.fence("seq_cst", "device")  # NVPTX's "device" sync scope is PTX .gpu
 
 
 # -- warp shuffles and votes -------------------------------------------------------------------
@@ -209,9 +209,9 @@ def atomic_add(ptr: Pointer, value) -> Value:
 
     Int32/Uint32/Int64/Uint64/Float32/Float64 (PTX ``atom.add``)."""
     p = _atomic_target(ptr, "atomic_add")
-    v = cast_to(as_value(value, p.dtype), p.dtype)
     if p.dtype.bits < 32 or p.dtype.is_bool:
         raise CompilationError(f"atomic_add supports 32- and 64-bit types, not {p.dtype.name}")
+    v = convert_for_store(value, p.dtype)
     op = "fadd" if p.dtype.is_float else "add"
     return Value(emit.current().builder.atomic_rmw(op, p.ir, v.ir, "monotonic"), p.dtype)
 
@@ -221,7 +221,7 @@ def atomic_max(ptr: Pointer, value) -> Value:
     p = _atomic_target(ptr, "atomic_max")
     if not p.dtype.is_int or p.dtype.bits < 32:
         raise CompilationError(f"atomic_max supports 32- and 64-bit integers, not {p.dtype.name}")
-    v = cast_to(as_value(value, p.dtype), p.dtype)
+    v = convert_for_store(value, p.dtype)
     op = "max" if p.dtype.is_signed else "umax"
     return Value(emit.current().builder.atomic_rmw(op, p.ir, v.ir, "monotonic"), p.dtype)
 
@@ -231,7 +231,7 @@ def atomic_min(ptr: Pointer, value) -> Value:
     p = _atomic_target(ptr, "atomic_min")
     if not p.dtype.is_int or p.dtype.bits < 32:
         raise CompilationError(f"atomic_min supports 32- and 64-bit integers, not {p.dtype.name}")
-    v = cast_to(as_value(value, p.dtype), p.dtype)
+    v = convert_for_store(value, p.dtype)
     op = "min" if p.dtype.is_signed else "umin"
     return Value(emit.current().builder.atomic_rmw(op, p.ir, v.ir, "monotonic"), p.dtype)
 
@@ -241,8 +241,8 @@ def atomic_cas(ptr: Pointer, compare, value) -> Value:
     p = _atomic_target(ptr, "atomic_cas")
     if not p.dtype.is_int or p.dtype.bits < 32:
         raise CompilationError(f"atomic_cas supports 32- and 64-bit integers, not {p.dtype.name}")
-    c = cast_to(as_value(compare, p.dtype), p.dtype)
-    v = cast_to(as_value(value, p.dtype), p.dtype)
+    c = convert_for_store(compare, p.dtype)
+    v = convert_for_store(value, p.dtype)
     b = emit.current().builder
     pair = b.cmpxchg(p.ir, c.ir, v.ir, "monotonic", "monotonic")
     return Value(b.extract_value(pair, 0), p.dtype)

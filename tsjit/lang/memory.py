@@ -105,7 +105,7 @@ class Pointer:
 
     def store(self, value, *, volatile: bool = False) -> None:
         """Store ``value`` (converted to the element dtype) at this address."""
-        v = _convert_for_store(value, self.dtype)
+        v = convert_for_store(value, self.dtype)
         b = emit.current().builder
         raw = b.zext(v.ir, emit.I8) if self.dtype.is_bool else v.ir
         inst = b.store(raw, self.ir, align=self.alignment)
@@ -137,7 +137,7 @@ class Pointer:
         b = emit.current().builder
         vec = ir.Constant(vec_ty, ir.Undefined)
         for i, v in enumerate(values):
-            vec = b.insert_element(vec, _convert_for_store(v, self.dtype).ir, ir.Constant(emit.I32, i))
+            vec = b.insert_element(vec, convert_for_store(v, self.dtype).ir, ir.Constant(emit.I32, i))
         b.store(vec, self.ir, align=width)
 
     def _vector_type(self, n: int):
@@ -156,7 +156,15 @@ class Pointer:
         return ir.VectorType(emit.llvm_type(self.dtype, memory=True), n), width
 
 
-def _convert_for_store(value, dtype: DType) -> Value:
+def convert_for_store(value, dtype: DType) -> Value:
+    """``value`` (Value or Python scalar) as a ``dtype`` Value for storing into ``dtype`` memory
+    (stores and atomics).  Integers and floats widen or narrow implicitly; a float never becomes
+    an integer implicitly.
+
+    Raises:
+        CompilationError: a float value or a non-integral float literal into integer memory, or an
+            object that is no scalar.
+    """
     if isinstance(value, Value):
         if value.dtype is not dtype:
             if value.dtype.is_float and not dtype.is_float:
@@ -244,11 +252,41 @@ class Tensor:
         """Address of element ``index`` (tuple of one index per dimension)."""
         return self.ptr.offset(self._offset(index))
 
-    def __getitem__(self, index) -> Value:
+    def __getitem__(self, index):
+        """``t[i, j]`` loads an element; fewer indices than the rank give a sub-tensor view
+        (``tiles[stage]`` of a ``(stages, m, n)`` array is the ``(m, n)`` tile)."""
+        if not isinstance(index, tuple):
+            index = (index,)
+        if len(index) < self.rank:
+            return self.view(index)
         return self.element_pointer(index).load()
 
     def __setitem__(self, index, value) -> None:
         self.element_pointer(index).store(value)
+
+    def view(self, leading) -> "Tensor":
+        """The sub-tensor at leading indices ``leading`` (a tuple shorter than the rank).
+
+        Its known alignment is the base alignment reduced by the byte strides of the indexed
+        dimensions (compile-time strides keep TMA/vector alignment: a ``(stages, 64, 64)`` Float32
+        array aligned to 1024 gives 1024-aligned tiles)."""
+        leading = tuple(leading)
+        offset = 0
+        align = self.ptr.alignment
+        for i, stride in zip(leading, self.strides):
+            if isinstance(stride, int):
+                stride_bytes = stride * self.dtype.itemsize
+                if not (isinstance(i, int) and i == 0):
+                    align = min(align, stride_bytes & -stride_bytes if stride_bytes else align)
+            else:
+                align = self.dtype.itemsize
+            term = i if (isinstance(stride, int) and stride == 1) else i * stride
+            offset = term if (isinstance(offset, int) and offset == 0) else offset + term
+        p = self.ptr.offset(offset)
+        p = Pointer(p.ir, self.dtype, p.address_space, max(self.dtype.itemsize, align))
+        rest = len(leading)
+        return Tensor(p, self.shape[rest:], self.strides[rest:], self.index_dtype,
+                      row_alignment=min(self.row_alignment, p.alignment))
 
     def load_vector(self, index, n: int) -> tuple[Value, ...]:
         """Load elements ``index .. index + n - 1`` along the innermost dimension in one access.

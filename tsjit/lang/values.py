@@ -93,6 +93,7 @@ class Value:
     def __xor__(self, other): return binary("^", self, other)
     def __rxor__(self, other): return binary("^", other, self)
     def __pow__(self, other): return power(self, other)
+    def __rpow__(self, other): return power(other, self)
     def __lt__(self, other): return compare("<", self, other)
     def __le__(self, other): return compare("<=", self, other)
     def __gt__(self, other): return compare(">", self, other)

@@ -35,4 +35,8 @@ __all__ = [
     "Schedule", "Step", "DomainLoop", "GuardBlock", "WorkTileLoop", "Guard", "SkipPredicate",
     "DataFlowToken", "Route", "Task", "TaskManager", "ScheduleStage", "ScheduleStageType",
     "LoopGuard", "BlockCondition", "WorkRole", "ScheduleWarning", "VerificationWarning",
+    "PipelineConfig", "PipelineType", "SignalingThreads", "CooperativeGroup", "Agent", "PipelineOp",
 ]
+
+from tsjit.ts.pipeline import (Agent, CooperativeGroup, PipelineConfig, PipelineOp,  # noqa: E402
+                                PipelineType, SignalingThreads)

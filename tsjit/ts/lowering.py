@@ -15,9 +15,9 @@ into the kernel being compiled:
   routed producer input reads the latest one; guarded joins and the loop back edge get
   phis whose entry value is the variable's default.
 
-Pipeline operations (acquire/commit/wait/release) and work-tile loops are lowered by the
-pipeline layer; until a resource has a pipeline they are rejected with a
-:class:`CompilationError` naming the task and step.
+Pipeline operations (acquire/commit/wait/release) are lowered by :mod:`.lower_pipeline`
+(cursors are more SSA values of the task's scope); ``Task.num_registers`` becomes a
+``setmaxnreg`` at the top of the task's branch.
 """
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ from tsjit.frontend.codegen import current_generator
 from tsjit.lang import builtins as B
 from tsjit.lang import dtypes as dt
 from tsjit.lang.values import Value, as_value, cast_to, compare, constant
+from tsjit.lang import sync
+from tsjit.ts import lower_pipeline
 from tsjit.ts.enums import BlockCondition, ScheduleStage
 from tsjit.ts.resources import StageInfo
 from tsjit.ts.schedule import DomainLoop, GuardBlock, Step, WorkTileLoop
@@ -37,12 +39,14 @@ _WORK_STAGES = {ScheduleStage.ConsumerWork, ScheduleStage.ProducerWork, Schedule
 
 
 def setup(manager) -> None:
-    """Prepare resources before ``run``.  Resources without a pipeline need no storage or barriers."""
-    for resource in manager.resources:
-        if getattr(resource, "pipeline_config", None) is not None:
-            raise CompilationError(
-                f"resource '{resource.name}' has a pipeline_config; mbarrier pipelines are lowered by the "
-                f"pipelines layer, which this build does not include yet")
+    """Place every pipelined resource's mbarriers in the dynamic shared-memory block and initialize
+    them (one elected thread, ``fence.mbarrier_init``, CTA barrier).  Every thread of the CTA must
+    call ``setup_resources_and_tasks()``."""
+    if current_generator() is None or not emit.active():
+        raise CompilationError("TaskManager.setup_resources_and_tasks() must be called inside a @tsjit.kernel")
+    storages = lower_pipeline.allocate(manager)
+    lower_pipeline.initialize(storages)
+    manager.lowering_state = {"storages": storages}
     return None
 
 
@@ -57,6 +61,8 @@ class _TaskLowering:
         self.slots = {}
         self.task_cache = task.make_task_cache() if hasattr(task, "make_task_cache") else None
         self.loop = None  # (iv Value, start, end, step) inside the domain loop
+        self.storages = getattr(manager, "lowering_state", {}).get("storages", {})
+        self.cursors = {}
 
     # -- variables ------------------------------------------------------------------------
     def key(self, variable) -> str:
@@ -85,21 +91,34 @@ class _TaskLowering:
             else:
                 raise CompilationError(f"internal: unknown schedule node {type(node).__name__}")
 
-    def stage_info(self, step: Step, offset) -> StageInfo:
+    def stage_info(self, step: Step, offset, scope) -> StageInfo:
         start, end, step_value = (self.loop[1], self.loop[2], self.loop[3]) if self.loop else (None, None, None)
-        return StageInfo(loop_offset=offset, loop_start=start, loop_end=end, loop_step=step_value, stage_idx=0,
-                         label=step.label, barrier=None, work_tile=None, num_active_stages=0, context=None,
-                         task_cache=self.task_cache)
+        stage_idx, barrier = 0, None
+        storage = self.storages.get(step.resource)
+        if storage is not None:
+            side = "producer" if step.stage.name.startswith("Producer") else "consumer"
+            cursors = self.cursors.get((step.resource, side))
+            if cursors is not None:
+                stage_idx, barrier = lower_pipeline.stage_barrier(step, storage, cursors, scope)
+        return StageInfo(loop_offset=offset, loop_start=start, loop_end=end, loop_step=step_value,
+                         stage_idx=stage_idx, label=step.label, barrier=barrier, work_tile=None,
+                         num_active_stages=0, context=None, task_cache=self.task_cache)
 
     def emit_step(self, step: Step, scope: dict, offset) -> None:
         if step.stage not in _WORK_STAGES:
-            raise CompilationError(
-                f"task '{self.task.name}' step #{step.id}: {step.stage.name} on '{step.resource.name}' needs an "
-                f"mbarrier pipeline, which this build does not lower yet", step.location)
+            storage = self.storages.get(step.resource)
+            if storage is None:
+                raise CompilationError(
+                    f"task '{self.task.name}' step #{step.id}: {step.stage.name} on '{step.resource.name}': the "
+                    f"resource has no pipeline storage (call manager.setup_resources_and_tasks() first)",
+                    step.location)
+            side = "producer" if step.stage.name.startswith("Producer") else "consumer"
+            lower_pipeline.emit_operation(step, self.task, storage, self.cursors[(step.resource, side)], scope)
+            return
         kwargs = dict(step.constexpr_kwargs)
         for param, token in step.inputs.items():
             kwargs[param] = scope[self.key(token.variable)]
-        info = self.stage_info(step, offset)
+        info = self.stage_info(step, offset, scope)
         try:
             result = self.gen.inline(step.function, [step.resource, info], kwargs, None)
         except CompilationError as exc:
@@ -227,12 +246,18 @@ def run(manager) -> None:
         b.cbranch(in_range.ir, body, next_block)
         b.position_at_end(body)
         lowering = _TaskLowering(manager, task, gen)
+        kind, registers = manager.register_request(task)
+        if kind is not None:
+            sync.setmaxnreg(registers, increase=(kind == "inc"))
         scope: dict = {}
         lowering.init_variables(scope)
+        lowering.cursors = lower_pipeline.init_cursors(task, lowering.storages, scope)
         start = task.schedule.domain_loop.start if task.schedule.domain_loop is not None else 0
         lowering.tail_offset = None
         head_offset = start if isinstance(start, (int, Value)) else constant(0)
         _emit_sections(lowering, task.schedule.body, scope, head_offset)
+        if not gen.dead:
+            lower_pipeline.producer_tail(task, lowering.storages, lowering.cursors, scope)
         if not gen.dead:
             b.branch(join)
         gen.dead = False
