@@ -1,6 +1,8 @@
 """Compile-time Python inside kernels: ``Constexpr`` parameters, ``const_expr``,
 ``range_constexpr``, module-level constants and dtypes, compile-time calls, nested ``def``
 closures, lambdas, comprehensions and tuples."""
+import re
+
 import pytest
 
 import tsjit
@@ -265,3 +267,14 @@ def static_print_kernel(out, N: tsjit.Constexpr[int]):
 def test_static_print_prints_at_compile_time(capsys):
     build(static_print_kernel, tsjit.spec(1, Int64), 7)
     assert "compiling with N = 7" in capsys.readouterr().out
+
+
+@tsjit.kernel(max_threads=128, min_blocks=2, max_registers=64)
+def with_launch_bounds(x):
+    x[tsjit.thread_idx().x] = 1.0
+
+
+def test_kernel_options_become_ptx_performance_directives():
+    compiled = build(with_launch_bounds, tsjit.spec(128, Float32))
+    for directive in (".maxntid 128", ".minnctapersm 2", ".maxnreg 64"):
+        assert re.search(rf"^{re.escape(directive)}\b", compiled.ptx, flags=re.M), directive

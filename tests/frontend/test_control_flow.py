@@ -8,7 +8,7 @@ import pytest
 import tsjit
 from tsjit import Float32, Int32, Int64
 
-from .compiling import block_of, blocks, build, calls, instructions, kernel_ir, ptx_ops
+from .compiling import block_of, blocks, build, calls, instructions, ptx_ops
 
 F32 = tsjit.spec(64, Float32)
 

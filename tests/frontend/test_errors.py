@@ -2,7 +2,6 @@
 the source line, a caret), free of compiler frames, naming what is wrong."""
 import inspect
 import os
-import re
 import traceback
 
 import pytest

@@ -3,7 +3,7 @@ never in ``alloca`` slots, and each loop body is compiled once."""
 import re
 
 import tsjit
-from tsjit import Float32, Int32
+from tsjit import Float32
 
 from .compiling import blocks, build, instructions
 

@@ -8,7 +8,7 @@ import pytest
 import tsjit
 from tsjit import BFloat16, Float16, Float32, Float64, Int8, Int32, Int64
 
-from .compiling import build, calls, instructions, kernel_ir, ptx_ops, signature
+from .compiling import build, instructions, kernel_ir, ptx_ops, signature
 
 
 # -- indexing, shape, strides ------------------------------------------------------------------
@@ -195,3 +195,21 @@ def test_dynamic_shared_pointer_adds_no_reservation():
     compiled = build(dynamic_shared_view, tsjit.spec(32, Float32))
     assert compiled.metadata["smem_bytes"] == 0
     assert ".extern .shared .align 1024" in compiled.ptx
+
+
+@tsjit.kernel
+def shared_stage_views(out):
+    tiles = tsjit.shared_array(Float32, (2, 4, 32))
+    tile = tiles[1]
+    i = tsjit.thread_idx().x
+    tile[i % 4, i] = 1.0
+    a, b, c, d = tile.load_vector((1, i * 4), 4)
+    out.store_vector(i * 4, (a, b, c, d))
+
+
+def test_fewer_indices_than_the_rank_give_a_sub_tensor_view():
+    compiled = build(shared_stage_views, tsjit.spec(128, Float32))
+    assert compiled.metadata["smem_bytes"] == 2 * 4 * 32 * 4
+    geps = instructions(compiled.llir, "getelementptr")
+    assert any(g.endswith(", i32 128") for g in geps)  # tiles[1] starts 4 * 32 elements in
+    assert ptx_ops(compiled.ptx, "ld.shared") == ["ld.shared.v4.b32"]  # the view keeps 16-byte rows

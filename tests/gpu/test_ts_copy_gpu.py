@@ -13,3 +13,10 @@ pytestmark = pytest.mark.gpu
 def test_ts_copy_is_exact(n, blocks, warps):
     got, expected = ts_copy.run_copy_ts(n, blocks, warps)
     np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("n,blocks,warps", [(1 << 24, 1056, 4), ((1 << 24) + 5, 132, 8), (7, 1, 1), (0, 4, 2),
+                                            (1_000_003, 77, 3)])
+def test_ts_vectorized_copy_is_exact(n, blocks, warps):
+    got, expected = ts_copy.run_copy_ts_vectorized(n, blocks, warps)
+    np.testing.assert_array_equal(got, expected)

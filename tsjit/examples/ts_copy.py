@@ -94,3 +94,90 @@ def demo_compile_targets():
 def demo_gpu_checks():
     return [("TS copy 2^24 Int16, 4 warps", lambda: run_copy_ts(1 << 24, 1056, 4), 0),
             ("TS copy 1000003 Int16, 3 warps", lambda: run_copy_ts(1_000_003, 77, 3), 0)]
+
+
+# -- tutorial 1b: the same copy moving 16 bytes per thread per step -------------------------------
+VECTOR_BYTES = 16
+
+
+@dataclass(kw_only=True)
+class VectorSource(ts.MemoryResource):
+    """Reads 16 bytes (two Uint64 words) per domain index; the remainder (< 16 bytes) in the Tail."""
+
+    src: object
+    num_entries: object
+    lo: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
+    hi: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
+    item: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
+
+    def __post_init__(self):
+        self.lo = ts.TaskLocalVariable(tsjit.Uint64, default=0, docs="first 8 bytes of the vector")
+        self.hi = ts.TaskLocalVariable(tsjit.Uint64, default=0, docs="last 8 bytes of the vector")
+        self.item = ts.TaskLocalVariable(self.src.dtype, default=0, docs="one remainder element")
+
+    @ts.consumer_work(returns=("lo", "hi"))
+    def load(self, stage_info):
+        words = self.src.reinterpret(tsjit.Uint64)
+        return words.load_vector(stage_info.loop_offset * 2, 2)
+
+    @ts.consumer_work(returns="item")
+    def load_remainder(self, stage_info):
+        per_vector = VECTOR_BYTES // self.src.dtype.itemsize
+        i = self.num_entries // per_vector * per_vector + _global_thread()
+        return self.src[i] if i < self.num_entries else self.src.dtype(0)
+
+
+@dataclass(kw_only=True)
+class VectorDest(ts.MemoryResource):
+    dst: object
+    num_entries: object
+
+    @ts.producer_work()
+    def store(self, stage_info, lo, hi):
+        self.dst.reinterpret(tsjit.Uint64).store_vector(stage_info.loop_offset * 2, (lo, hi))
+
+    @ts.producer_work()
+    def store_remainder(self, stage_info, item):
+        per_vector = VECTOR_BYTES // self.dst.dtype.itemsize
+        i = self.num_entries // per_vector * per_vector + _global_thread()
+        if i < self.num_entries:
+            self.dst[i] = item
+
+
+@tsjit.func
+def _global_thread():
+    return tsjit.block_idx().x * tsjit.block_dim().x + tsjit.thread_idx().x
+
+
+@tsjit.kernel
+def copy_ts_vectorized(src, dst, num_entries, WARPS: tsjit.Constexpr[int]):
+    """dst[:num_entries] = src[:num_entries]: 16-byte vectors in the domain loop, the remainder in the Tail."""
+    threads = tsjit.grid_dim().x * WARPS * 32
+    first = tsjit.block_idx().x * WARPS * 32 + tsjit.thread_idx().x
+    num_vectors = num_entries // (VECTOR_BYTES // src.dtype.itemsize)
+    source = VectorSource(name="source", src=src, num_entries=num_entries)
+    dest = VectorDest(name="dest", dst=dst, num_entries=num_entries)
+
+    @ts.schedule
+    def copy_schedule(s: VectorSource, d: VectorDest):
+        with ts.domain_loop(first, num_vectors, threads):
+            lo, hi = s.load()
+            d.store(lo, hi)
+        item = s.load_remainder()
+        d.store_remainder(item)
+
+    task = ts.Task("copy", [source], [dest], warp_idx=0, num_warps=WARPS, schedule=copy_schedule(source, dest))
+    manager = ts.TaskManager([task], {dest: [source]}, verbose=False)
+    manager.setup_resources_and_tasks()
+    manager.run()
+
+
+def run_copy_ts_vectorized(n: int, blocks: int, warps: int, rng=None):
+    """Like :func:`run_copy_ts` with the 16-byte kernel."""
+    rng = rng or np.random.default_rng()
+    src = rng.integers(-2**15, 2**15, size=max(n, 1), dtype=np.int16)[:n]
+    dst = tsjit.empty(max(n, 1), tsjit.Int16).fill_bytes(0x5A)
+    d_src = tsjit.to_device(src) if n else tsjit.empty(1, tsjit.Int16)
+    copy_ts_vectorized[(blocks,), (warps * 32,)](d_src, dst, n, warps)
+    got = dst.numpy()
+    return got, (np.concatenate([src, got[n:]]) if n else got)

@@ -130,3 +130,85 @@ def demo_compile_targets():
 
 def demo_gpu_checks():
     return [("TS TMA copy 1000x780 fp32, 64x64 box, 4 stages", lambda: run_tma_copy_ts(1000, 780), 0)]
+
+
+# -- bandwidth variant: TMA load -> shared ring -> TMA store (one warp each) ---------------------
+@dataclass(kw_only=True)
+class TmaStoreDest(ts.MemoryResource):
+    """The destination written by TMA stores straight from the ring's tiles."""
+
+    dst_map: object
+    smem: object
+
+    @ts.producer_work()
+    def tma_store(self, stage_info, stage):
+        tile = stage_info.loop_offset
+        row = tile // self.smem.tiles_n * self.smem.box_m
+        col = tile % self.smem.tiles_n * self.smem.box_n
+        if tsjit.elect_one():
+            tsjit.tma_store(self.dst_map, self.smem.tiles[stage], (row, col))
+            tsjit.bulk_commit_group()
+            # keep one store in flight: the previous stage has been read once this returns
+            tsjit.bulk_wait_group(1, read=True)
+        tsjit.syncwarp()
+
+    @ts.producer_work()
+    def drain(self, stage_info):
+        if tsjit.elect_one():
+            tsjit.bulk_wait_group(0, read=True)
+        tsjit.syncwarp()
+
+
+@tsjit.kernel
+def tma_copy_bw(src_map, dst_map, num_tiles, tiles_n, BOX_M: tsjit.Constexpr[int], BOX_N: tsjit.Constexpr[int],
+                STAGES: tsjit.Constexpr[int]):
+    """dst = src with TMA in both directions; block = 64 threads (a load warp and a store warp)."""
+    cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(
+        STAGES, BOX_M * BOX_N * src_map.dtype.itemsize,
+        ts.CooperativeGroup(ts.Agent.Thread, 1), ts.CooperativeGroup(ts.Agent.Thread, 1), advance_on_wait=True)
+    smem = SmemTiles(name="smem", pipeline_config=cfg, src_map=src_map, box_m=BOX_M, box_n=BOX_N, tiles_n=tiles_n)
+    out = TmaStoreDest(name="out", dst_map=dst_map, smem=smem)
+    bx = tsjit.block_idx().x
+    gx = tsjit.grid_dim().x
+
+    @ts.schedule
+    def load_schedule(s: SmemTiles):
+        with ts.domain_loop(bx, num_tiles, gx):
+            s.acquire()
+            s.tma_load()
+            s.commit()
+
+    @ts.schedule
+    def store_schedule(s: SmemTiles, o: TmaStoreDest):
+        # Stores overlap: iteration i releases the stage of iteration i - 1 (advance_on_wait keeps a
+        # lagging release cursor); the Tail drains the last store and releases its stage.
+        with ts.domain_loop(bx, num_tiles, gx) as d:
+            s.wait()
+            stage = s.read()
+            o.tma_store(stage)
+            with d.every(1, start=1):
+                s.release()
+        o.drain()
+        s.release()   # every CTA has at least one tile: the launcher uses grid <= num_tiles
+
+    load = ts.Task("load", [], [smem], warp_idx=0, num_warps=1, schedule=load_schedule(smem))
+    store = ts.Task("store", [smem], [out], warp_idx=1, num_warps=1, schedule=store_schedule(smem, out))
+    manager = ts.TaskManager([load, store], {out: [smem]}, verbose=False)
+    manager.setup_resources_and_tasks()
+    manager.run()
+
+
+def make_tma_copy_bw(src, dst, box=(32, 256), stages: int = 4, blocks: int | None = None, stream=None):
+    """A launcher copying device matrix ``src`` into ``dst`` (same 2-D shape) with :func:`tma_copy_bw`;
+    the TensorMaps are encoded once.  The grid never exceeds the tile count (each CTA owns >= 1 tile)."""
+    M, N = src.shape
+    tiles_m, tiles_n = -(-M // box[0]), -(-N // box[1])
+    src_map, dst_map = tsjit.TensorMap(src, box), tsjit.TensorMap(dst, box)
+    grid = min(blocks or tiles_m * tiles_n, tiles_m * tiles_n)
+    launch = tma_copy_bw[(grid,), (64,)]
+    return lambda: launch(src_map, dst_map, tiles_m * tiles_n, tiles_n, box[0], box[1], stages, stream=stream)
+
+
+def launch_tma_copy_bw(src, dst, box=(32, 256), stages: int = 4, blocks: int | None = None, stream=None):
+    """Copy ``src`` into ``dst`` once (see :func:`make_tma_copy_bw`)."""
+    make_tma_copy_bw(src, dst, box, stages, blocks, stream)()

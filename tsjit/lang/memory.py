@@ -288,6 +288,29 @@ class Tensor:
         return Tensor(p, self.shape[rest:], self.strides[rest:], self.index_dtype,
                       row_alignment=min(self.row_alignment, p.alignment))
 
+    def reinterpret(self, dtype: DType) -> "Tensor":
+        """The same bytes viewed as ``dtype`` elements (like ``numpy.ndarray.view``): the innermost
+        dimension must have unit stride; its extent scales by the size ratio (it must divide evenly
+        when growing the element size — the caller guarantees it for run-time extents)."""
+        if not (isinstance(self.strides[-1], int) and self.strides[-1] == 1):
+            raise CompilationError("reinterpret needs a unit-stride innermost dimension")
+        old, new = self.dtype.itemsize, dtype.itemsize
+        if old == new:
+            scale_shape, scale_stride = (lambda x: x), (lambda x: x)
+        elif new > old:
+            if new % old:
+                raise CompilationError(f"cannot view {self.dtype.name} as {dtype.name}")
+            ratio = new // old
+            scale_shape = lambda x: x // ratio  # noqa: E731
+            scale_stride = lambda x: x // ratio  # noqa: E731
+        else:
+            ratio = old // new
+            scale_shape = lambda x: x * ratio  # noqa: E731
+            scale_stride = lambda x: x * ratio  # noqa: E731
+        shape = self.shape[:-1] + (scale_shape(self.shape[-1]),)
+        strides = tuple(scale_stride(s) for s in self.strides[:-1]) + (1,)
+        return Tensor(self.ptr.cast(dtype), shape, strides, self.index_dtype, row_alignment=self.row_alignment)
+
     def load_vector(self, index, n: int) -> tuple[Value, ...]:
         """Load elements ``index .. index + n - 1`` along the innermost dimension in one access.
 

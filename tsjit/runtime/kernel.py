@@ -32,7 +32,7 @@ from tsjit.frontend.lowering import compile_to_llvm
 from tsjit.runtime import driver
 from tsjit.runtime.cache import CacheEntry, KernelCache
 from tsjit.lang.constexpr import is_constexpr_annotation
-from tsjit.runtime.launch import LaunchPlan, argument_signature, constexpr_kind, plan_layout
+from tsjit.runtime.launch import LaunchPlan, argument_signature, constexpr_kind, plan_layout, split_dynamic
 from tsjit.runtime.specialize import dependency_digest, specialize_one, tsjit_version_digest
 
 
@@ -236,9 +236,12 @@ class Kernel:
         smem = smem_bytes if smem_bytes > plan.smem else plan.smem
         prepared = driver.prepare_launch(plan.function, grid, block, smem, cluster or plan.cluster, pdl)
         stream_value = _LEGACY if stream is None else driver.stream_handle(stream)
+        packed, descriptors = split_dynamic(dyn) if plan.tensormap_slots else (dyn, ())
         with plan.lock:
-            if dyn:
-                struct.pack_into(plan.dyn_format, plan.buffer, 0, *dyn)
+            if packed:
+                struct.pack_into(plan.dyn_format, plan.buffer, 0, *packed)
+            for slot, address in zip(plan.tensormap_slots, descriptors):
+                plan.pointer_array[slot] = address
             driver.launch_prepared(plan.function, prepared, plan.params, stream_value)
 
     def _make_plan(self, values, sig):

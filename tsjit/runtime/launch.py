@@ -57,6 +57,9 @@ def argument_signature(values, kinds):
         elif t is float and kind is None:
             sig.append(t)
             dyn.append(v)
+        elif getattr(t, "__tsjit_tensormap__", False):
+            sig.append((t, v.key()))
+            dyn.append(_TensorMapSlot(v))
         elif hasattr(v, "data_ptr") and hasattr(v, "stride") and getattr(v, "is_cuda", False):
             p = v.data_ptr()
             sig.append((t, v.dtype, tuple(v.shape), tuple(v.stride()), not p & 15, v.device))
@@ -64,6 +67,23 @@ def argument_signature(values, kinds):
         else:
             return None, None
     return tuple(sig), dyn
+
+
+class _TensorMapSlot:
+    """A TMA descriptor argument: its kernelParams entry points at the descriptor's own 128 bytes."""
+
+    __slots__ = ("address", "owner")
+
+    def __init__(self, tmap):
+        self.address = tmap.address()
+        self.owner = tmap
+
+
+def split_dynamic(dyn):
+    """(packed values, descriptor addresses) of one call's changing values."""
+    if not any(type(v) is _TensorMapSlot for v in dyn):
+        return dyn, ()
+    return [v for v in dyn if type(v) is not _TensorMapSlot], [v.address for v in dyn if type(v) is _TensorMapSlot]
 
 
 def constexpr_kind(annotation, is_constexpr: bool):
@@ -89,6 +109,8 @@ class LaunchPlan:
         dyn_slots, static_slots = [], []
         for fmts, vals, flags in values_per_param:
             for f, val, is_dyn in zip(fmts, vals, flags):
+                if f == "T":
+                    continue
                 if is_dyn:
                     dyn_slots.append(f)
                 else:
@@ -106,9 +128,13 @@ class LaunchPlan:
                           for i in range(len(all_static))]
         base = ctypes.addressof(self.buffer)
         pointers, di, si = [], 0, 0
+        self.tensormap_slots = []
         for fmts, vals, flags in values_per_param:
-            for is_dyn in flags:
-                if is_dyn:
+            for f, is_dyn in zip(fmts, flags):
+                if f == "T":
+                    self.tensormap_slots.append(len(pointers))
+                    pointers.append(0)
+                elif is_dyn:
                     pointers.append(base + offsets_dyn[di])
                     di += 1
                 else:
@@ -139,8 +165,11 @@ def plan_layout(specs, packed_values):
             pos += 1
         elif isinstance(spec, S.ConstSpec):
             continue
+        elif isinstance(spec, S.TensorMapSpec):
+            per_param.append((["T"], [None], [True]))
+            pos += 1
         else:
-            return None  # TMA descriptors etc.: no fast path
+            return None
     return per_param
 
 

@@ -288,10 +288,15 @@ class TensorMap:
         return (ctypes.c_ubyte * DESCRIPTOR_BYTES).from_buffer_copy(self.descriptor_bytes)
 
     def key(self) -> tuple:
-        """What compiled code may depend on: dtype, rank, box shape, element strides, options."""
+        """What compiled code may depend on: dtype, rank, box shape, element strides, options (cached:
+        a TensorMap never changes)."""
+        cached = self.__dict__.get("_key")
+        if cached is not None:
+            return cached
         layout = self.layout
-        return (layout.dtype.name, layout.rank, self.box_shape, layout.element_strides[::-1], layout.swizzle,
-                layout.interleave, layout.l2_promotion, layout.oob_fill)
+        self._key = (layout.dtype.name, layout.rank, self.box_shape, layout.element_strides[::-1], layout.swizzle,
+                     layout.interleave, layout.l2_promotion, layout.oob_fill)
+        return self._key
 
     def __repr__(self) -> str:
         return (f"TensorMap(dtype={self.dtype.name}, shape={self.layout.global_dims[::-1]}, "

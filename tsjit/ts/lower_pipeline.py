@@ -163,12 +163,13 @@ def _blocking_wait(bar, phase, scope, probe_key) -> None:
     b.position_at_end(done)
 
 
-def _all_or_lane_arrive(bar, group_size: int, task, resource_name: str, side: str) -> None:
-    threads = task.num_warps * 32
+def _all_or_lane_arrive(bar, group_size: int, task, resource_name: str, side: str, stride: int = 1) -> None:
+    warps = task.num_warps // stride if task.num_warps % stride == 0 and task.num_warps >= stride else task.num_warps
+    threads = warps * 32
     if group_size == threads:
         sync.mbarrier_arrive(bar)
         return
-    if group_size == task.num_warps:
+    if group_size == warps:
         km = emit.current()
         B.syncwarp()
         b = km.builder
@@ -180,9 +181,9 @@ def _all_or_lane_arrive(bar, group_size: int, task, resource_name: str, side: st
         b.position_at_end(after)
         return
     raise CompilationError(
-        f"resource '{resource_name}': the {side} group has {group_size} arrivals but task '{task.name}' has "
-        f"{task.num_warps} warps ({threads} threads); set the CooperativeGroup size to {threads} (every thread "
-        f"arrives) or {task.num_warps} (one lane per warp)")
+        f"resource '{resource_name}': the {side} group has {group_size} arrivals but task '{task.name}' signals "
+        f"each stage from {warps} warp(s) ({threads} threads); set the CooperativeGroup size to {threads} (every "
+        f"thread arrives) or {warps} (one lane per warp)")
 
 
 def emit_operation(step, task, storage: PipelineStorage, cursors: Cursors, scope: dict) -> None:
@@ -207,7 +208,7 @@ def emit_operation(step, task, storage: PipelineStorage, cursors: Cursors, scope
         index = scope[cursors.close_index]
         if cfg.pipeline_type.producer_kind == "async":
             _all_or_lane_arrive(storage.full(index), cfg.producer_group.size, task, storage.resource.name,
-                                "producer")
+                                "producer", s_commit)
         _advance(scope, cursors.close_index, cursors.close_phase, s_commit, stages)
         if not cfg.advance_on_acquire:
             scope[cursors.open_index], scope[cursors.open_phase] = scope[cursors.close_index], scope[cursors.close_phase]
@@ -219,7 +220,8 @@ def emit_operation(step, task, storage: PipelineStorage, cursors: Cursors, scope
             _advance(scope, cursors.open_index, cursors.open_phase, s_wait, stages)
     elif stage is ScheduleStage.ConsumerRelease:
         index = scope[cursors.close_index]
-        _all_or_lane_arrive(storage.empty(index), cfg.consumer_group.size, task, storage.resource.name, "consumer")
+        _all_or_lane_arrive(storage.empty(index), cfg.consumer_group.size, task, storage.resource.name, "consumer",
+                            s_release)
         _advance(scope, cursors.close_index, cursors.close_phase, s_release, stages)
         if not cfg.advance_on_wait:
             scope[cursors.open_index], scope[cursors.open_phase] = scope[cursors.close_index], scope[cursors.close_phase]

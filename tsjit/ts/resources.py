@@ -183,6 +183,29 @@ class MemoryResource:
     def has_pipeline(self) -> bool:
         return self.pipeline_config is not None
 
+    def get_smem_requirements(self) -> list:
+        """The shared-memory data this resource needs, as a list of
+        :class:`tsjit.ts.memory.SmemAllocation` (default: none).
+
+        ``SmemAllocator.add_resource`` adds them (and the resource's pipeline barriers);
+        override to declare tiles, e.g.
+        ``return [SmemAllocation("a", dtype=Float16, count=stages * 128 * 64, alignment=1024)]``.
+        """
+        return []
+
+    def tma_bytes_per_stage(self) -> int | None:
+        """Bytes all TMA copies of one stage deliver into this CTA, or None when unknown.
+
+        Check P2 compares it with the pipeline's ``num_bytes`` (times the arming warps).
+        The default returns the ``box_bytes`` of the resource's only TensorMap field (an
+        object with an int ``box_bytes``), or None when it has none or several; override
+        it when a stage loads several boxes.
+        """
+        boxes = [getattr(self, f.name) for f in dataclasses.fields(self)] \
+            if dataclasses.is_dataclass(self) else []
+        boxes = [b for b in boxes if isinstance(getattr(b, "box_bytes", None), int)]
+        return boxes[0].box_bytes if len(boxes) == 1 else None
+
     def task_local_variables(self) -> dict[str, TaskLocalVariable]:
         """The task-local variables of this resource by attribute name, in field order.
 

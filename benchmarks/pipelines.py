@@ -1,0 +1,60 @@
+"""TS pipeline benchmarks (issue 4): the TMA copy (TMA load -> shared-memory ring -> TMA store, one load
+warp and one store warp per CTA) vs torch's device copy, 64 MiB to 4 GiB, fp32 matrices of 8192 columns.
+CUDA events, warm-up, median of repetitions; the best of a few (box, stages, CTAs per SM) per size.
+
+    PYTHONPATH=. python benchmarks/pipelines.py
+"""
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+from tsjit.examples import ts_tma_copy
+
+
+def _time_ms(fn, reps: int = 15, inner: int = 5) -> float:
+    for _ in range(2):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(inner):
+            fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) / inner)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    stream = torch.cuda.current_stream().cuda_stream
+    cols = 8192
+    print("| size | tsjit TMA copy | torch copy | ratio (torch time / tsjit time) | config |")
+    print("|---|---|---|---|---|")
+    for mib in (64, 256, 1024, 4096):
+        rows = mib * (1 << 20) // (4 * cols)
+        src = torch.randn(rows, cols, device="cuda")
+        dst = torch.empty_like(src)
+        best = None
+        for box, stages, per_sm in (((32, 256), 4, 1), ((16, 256), 4, 3), ((8, 256), 8, 3), ((16, 256), 6, 2)):
+            launch = ts_tma_copy.make_tma_copy_bw(src, dst, box=box, stages=stages, blocks=sms * per_sm,
+                                                  stream=stream)
+            ms = _time_ms(launch)
+            if best is None or ms < best[0]:
+                best = (ms, box, stages, per_sm)
+        torch.cuda.synchronize()
+        assert torch.equal(src, dst), "TMA copy mismatch"
+        ref = _time_ms(lambda: dst.copy_(src))
+        gbs = lambda ms: 2 * src.numel() * 4 / ms / 1e6
+        print(f"| {mib} MiB | {gbs(best[0]):.0f} GB/s | {gbs(ref):.0f} GB/s | {ref / best[0]:.3f} | "
+              f"box {best[1]}, {best[2]} stages, {best[3]} CTA/SM |")
+        del src, dst
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
