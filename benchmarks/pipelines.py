@@ -40,7 +40,8 @@ def main() -> None:
         src = torch.randn(rows, cols, device="cuda")
         dst = torch.empty_like(src)
         best = None
-        for box, stages, per_sm in (((32, 256), 4, 1), ((16, 256), 4, 3), ((8, 256), 8, 3), ((16, 256), 6, 2)):
+        for box, stages, per_sm in (((32, 256), 4, 1), ((16, 256), 4, 3), ((32, 256), 6, 1), ((32, 256), 3, 2),
+                                    ((64, 256), 3, 1), ((16, 256), 6, 2)):
             launch = ts_tma_copy.make_tma_copy_bw(src, dst, box=box, stages=stages, blocks=sms * per_sm,
                                                   stream=stream)
             ms = _time_ms(launch)
