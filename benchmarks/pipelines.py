@@ -40,19 +40,20 @@ def main() -> None:
         src = torch.randn(rows, cols, device="cuda")
         dst = torch.empty_like(src)
         best = None
-        for box, stages, per_sm in (((32, 256), 4, 1), ((16, 256), 4, 3), ((32, 256), 6, 1), ((32, 256), 3, 2),
-                                    ((64, 256), 3, 1), ((16, 256), 6, 2)):
+        for box, stages, per_sm, in_flight in (((16, 256), 4, 3, 1), ((16, 256), 6, 2, 2), ((32, 256), 3, 2, 2),
+                                               ((64, 256), 3, 1, 1), ((64, 256), 3, 1, 2), ((32, 256), 6, 1, 3),
+                                               ((16, 256), 8, 1, 4)):
             launch = ts_tma_copy.make_tma_copy_bw(src, dst, box=box, stages=stages, blocks=sms * per_sm,
-                                                  stream=stream)
+                                                  stream=stream, in_flight=in_flight)
             ms = _time_ms(launch)
             if best is None or ms < best[0]:
-                best = (ms, box, stages, per_sm)
+                best = (ms, box, stages, per_sm, in_flight)
         torch.cuda.synchronize()
         assert torch.equal(src, dst), "TMA copy mismatch"
         ref = _time_ms(lambda: dst.copy_(src))
         gbs = lambda ms: 2 * src.numel() * 4 / ms / 1e6
         print(f"| {mib} MiB | {gbs(best[0]):.0f} GB/s | {gbs(ref):.0f} GB/s | {ref / best[0]:.3f} | "
-              f"box {best[1]}, {best[2]} stages, {best[3]} CTA/SM |")
+              f"box {best[1]}, {best[2]} stages, {best[3]} CTA/SM, {best[4]} stores in flight |")
         del src, dst
         torch.cuda.empty_cache()
 

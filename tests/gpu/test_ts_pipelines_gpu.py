@@ -16,14 +16,14 @@ def test_ts_tma_copy_is_exact(shape, box, stages, blocks):
     np.testing.assert_array_equal(got, expected)
 
 
-@pytest.mark.parametrize("shape,box,stages", [((1000, 1024), (32, 256), 4), ((4096, 4096), (16, 256), 2),
-                                              ((77, 260), (8, 64), 3)])
-def test_ts_tma_bandwidth_copy_is_exact(shape, box, stages):
+@pytest.mark.parametrize("shape,box,stages,in_flight", [((1000, 1024), (32, 256), 4, 1), ((4096, 4096), (16, 256), 2, 1),
+                                                        ((77, 260), (8, 64), 3, 2), ((4096, 4096), (16, 256), 8, 4)])
+def test_ts_tma_bandwidth_copy_is_exact(shape, box, stages, in_flight):
     import tsjit
     a = np.random.default_rng().standard_normal(shape).astype(np.float32)
     src = tsjit.to_device(a)
     dst = tsjit.empty(shape, tsjit.Float32).fill_bytes(0xFF)
-    ts_tma_copy.launch_tma_copy_bw(src, dst, box=box, stages=stages, blocks=264)
+    ts_tma_copy.launch_tma_copy_bw(src, dst, box=box, stages=stages, blocks=264, in_flight=in_flight)
     np.testing.assert_array_equal(dst.numpy(), a)
 
 
@@ -33,3 +33,26 @@ def test_ts_async_async_pipelines_are_exact(kind, n, blocks):
     from tsjit.examples import ts_async
     got, ref = ts_async.run_async(kind, n, blocks)
     np.testing.assert_array_equal(got, ref.astype(np.float32))
+
+
+@pytest.mark.parametrize("n,extra,blocks", [(1 << 22, 37, 40), (1_000_001, 5, 132), (100, 64, 16), (0, 3, 2)])
+def test_ts_static_persistent_copy_skips_overlaunched_tiles(n, extra, blocks):
+    from tsjit.examples import ts_persistent
+    got, src, padding = ts_persistent.run_persistent_copy(n, extra_tiles=extra, blocks=blocks)
+    np.testing.assert_array_equal(got, src)
+    assert padding.size == 0 or (padding.view(np.uint32) == 0xFFFFFFFF).all()
+
+
+@pytest.mark.parametrize("rows,max_len,blocks", [(300, 1000, 64), (1, 5, 1), (1000, 64, 132)])
+def test_ts_varlen_rows_copy_with_dynamic_domain(rows, max_len, blocks):
+    from tsjit.examples import ts_persistent
+    got, expected = ts_persistent.run_varlen_copy(rows, max_len, blocks)
+    filled = ~np.isnan(expected)
+    np.testing.assert_array_equal(got[filled], expected[filled])
+    assert (got[~filled].view(np.uint32) == 0xFFFFFFFF).all(), "padding was written"
+
+
+def test_ts_pdl_chain_reads_fresh_data():
+    from tsjit.examples import ts_pdl
+    got, ref = ts_pdl.run_pdl_chain()
+    np.testing.assert_allclose(got, ref, rtol=1e-6)

@@ -139,6 +139,7 @@ class TmaStoreDest(ts.MemoryResource):
 
     dst_map: object
     smem: object
+    in_flight: int = 1
 
     @ts.producer_work()
     def tma_store(self, stage_info, stage):
@@ -148,8 +149,8 @@ class TmaStoreDest(ts.MemoryResource):
         if tsjit.elect_one():
             tsjit.tma_store(self.dst_map, self.smem.tiles[stage], (row, col))
             tsjit.bulk_commit_group()
-            # keep one store in flight: the previous stage has been read once this returns
-            tsjit.bulk_wait_group(1, read=True)
+            # keep `in_flight` stores in flight: older stages have been read once this returns
+            tsjit.bulk_wait_group(self.in_flight, read=True)
         tsjit.syncwarp()
 
     @ts.producer_work()
@@ -161,13 +162,14 @@ class TmaStoreDest(ts.MemoryResource):
 
 @tsjit.kernel
 def tma_copy_bw(src_map, dst_map, num_tiles, tiles_n, BOX_M: tsjit.Constexpr[int], BOX_N: tsjit.Constexpr[int],
-                STAGES: tsjit.Constexpr[int]):
-    """dst = src with TMA in both directions; block = 64 threads (a load warp and a store warp)."""
+                STAGES: tsjit.Constexpr[int], IN_FLIGHT: tsjit.Constexpr[int] = 1):
+    """dst = src with TMA in both directions; block = 64 threads (a load warp and a store warp).
+    Up to IN_FLIGHT TMA stores overlap (every CTA must own at least IN_FLIGHT tiles)."""
     cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(
         STAGES, BOX_M * BOX_N * src_map.dtype.itemsize,
         ts.CooperativeGroup(ts.Agent.Thread, 1), ts.CooperativeGroup(ts.Agent.Thread, 1), advance_on_wait=True)
     smem = SmemTiles(name="smem", pipeline_config=cfg, src_map=src_map, box_m=BOX_M, box_n=BOX_N, tiles_n=tiles_n)
-    out = TmaStoreDest(name="out", dst_map=dst_map, smem=smem)
+    out = TmaStoreDest(name="out", dst_map=dst_map, smem=smem, in_flight=IN_FLIGHT)
     bx = tsjit.block_idx().x
     gx = tsjit.grid_dim().x
 
@@ -180,16 +182,17 @@ def tma_copy_bw(src_map, dst_map, num_tiles, tiles_n, BOX_M: tsjit.Constexpr[int
 
     @ts.schedule
     def store_schedule(s: SmemTiles, o: TmaStoreDest):
-        # Stores overlap: iteration i releases the stage of iteration i - 1 (advance_on_wait keeps a
-        # lagging release cursor); the Tail drains the last store and releases its stage.
+        # Stores overlap: iteration i releases the stage of iteration i - IN_FLIGHT (advance_on_wait keeps
+        # a lagging release cursor); the Tail drains the last stores and releases their stages.
         with ts.domain_loop(bx, num_tiles, gx) as d:
             s.wait()
             stage = s.read()
             o.tma_store(stage)
-            with d.every(1, start=1):
+            with d.every(1, start=IN_FLIGHT):
                 s.release()
         o.drain()
-        s.release()   # every CTA has at least one tile: the launcher uses grid <= num_tiles
+        for _ in range(IN_FLIGHT):   # every CTA owns >= IN_FLIGHT tiles (the launcher sizes the grid)
+            s.release()
 
     load = ts.Task("load", [], [smem], warp_idx=0, num_warps=1, schedule=load_schedule(smem))
     store = ts.Task("store", [smem], [out], warp_idx=1, num_warps=1, schedule=store_schedule(smem, out))
@@ -198,17 +201,24 @@ def tma_copy_bw(src_map, dst_map, num_tiles, tiles_n, BOX_M: tsjit.Constexpr[int
     manager.run()
 
 
-def make_tma_copy_bw(src, dst, box=(32, 256), stages: int = 4, blocks: int | None = None, stream=None):
+def make_tma_copy_bw(src, dst, box=(32, 256), stages: int = 4, blocks: int | None = None, stream=None,
+                     in_flight: int = 1):
     """A launcher copying device matrix ``src`` into ``dst`` (same 2-D shape) with :func:`tma_copy_bw`;
-    the TensorMaps are encoded once.  The grid never exceeds the tile count (each CTA owns >= 1 tile)."""
+    the TensorMaps are encoded once.  The grid is capped so every CTA owns >= ``in_flight`` tiles."""
     M, N = src.shape
     tiles_m, tiles_n = -(-M // box[0]), -(-N // box[1])
+    num_tiles = tiles_m * tiles_n
+    if in_flight >= stages:
+        raise ValueError(f"in_flight ({in_flight}) must be smaller than stages ({stages})")
     src_map, dst_map = tsjit.TensorMap(src, box), tsjit.TensorMap(dst, box)
-    grid = min(blocks or tiles_m * tiles_n, tiles_m * tiles_n)
+    grid = max(1, min(blocks or num_tiles, num_tiles // in_flight))
+    if num_tiles < in_flight:
+        in_flight = 1
     launch = tma_copy_bw[(grid,), (64,)]
-    return lambda: launch(src_map, dst_map, tiles_m * tiles_n, tiles_n, box[0], box[1], stages, stream=stream)
+    return lambda: launch(src_map, dst_map, num_tiles, tiles_n, box[0], box[1], stages, in_flight, stream=stream)
 
 
-def launch_tma_copy_bw(src, dst, box=(32, 256), stages: int = 4, blocks: int | None = None, stream=None):
+def launch_tma_copy_bw(src, dst, box=(32, 256), stages: int = 4, blocks: int | None = None, stream=None,
+                       in_flight: int = 1):
     """Copy ``src`` into ``dst`` once (see :func:`make_tma_copy_bw`)."""
-    make_tma_copy_bw(src, dst, box, stages, blocks, stream)()
+    make_tma_copy_bw(src, dst, box, stages, blocks, stream, in_flight)()

@@ -172,7 +172,7 @@ class Kernel:
             if compiled is None:
                 try:
                     compiled = self._compile_or_load(specs, spec_key, get_target(target_name))
-                except CompilationError as exc:
+                except TsjitError as exc:
                     # Report at the user's call site: drop the compiler's own frames.
                     raise exc.with_traceback(None) from None
                 self._loaded[memo_key] = compiled

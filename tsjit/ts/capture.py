@@ -289,7 +289,8 @@ class _Capture:
     def record_pipeline_op(self, resource: MemoryResource, op: str, args, kwargs):
         if args or kwargs:
             raise schedule_error(f"{resource.name}.{op}() takes no arguments.", "S13")
-        if resource.pipeline_config is None:
+        if resource.pipeline_config is None and not getattr(resource, "is_work_queue", False):
+            # (a static WorkQueue's wait/release are the queue epilogue: bookkeeping, no barrier)
             raise schedule_error(
                 f"resource {resource.name!r} has no pipeline_config; {op}() needs a pipeline. "
                 f"Give it a pipeline_config, or drop the {op}() call (resources without a "

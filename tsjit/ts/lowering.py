@@ -63,6 +63,7 @@ class _TaskLowering:
         self.loop = None  # (iv Value, start, end, step) inside the domain loop
         self.storages = getattr(manager, "lowering_state", {}).get("storages", {})
         self.cursors = {}
+        self.queue = getattr(task, "work_queue", None)
 
     # -- variables ------------------------------------------------------------------------
     def key(self, variable) -> str:
@@ -71,8 +72,7 @@ class _TaskLowering:
     def init_variables(self, scope: dict) -> None:
         for variable in self.task.local_variables:
             default = variable.make_default()
-            dtype = variable.dtype
-            scope[self.key(variable)] = cast_to(as_value(0 if default is None else default, dtype), dtype)
+            scope[self.key(variable)] = _typed(default, variable)
 
     # -- nodes --------------------------------------------------------------------------
     def emit_nodes(self, nodes, scope: dict, offset) -> None:
@@ -86,8 +86,7 @@ class _TaskLowering:
             elif isinstance(node, GuardBlock):
                 self.emit_guard(node, scope, offset)
             elif isinstance(node, WorkTileLoop):
-                raise CompilationError(f"task '{self.task.name}': work_tile_loop is lowered by the persistent "
-                                       f"scheduling layer, which this build does not include yet")
+                self.emit_work_tile_loop(node, scope)
             else:
                 raise CompilationError(f"internal: unknown schedule node {type(node).__name__}")
 
@@ -101,10 +100,17 @@ class _TaskLowering:
             if cursors is not None:
                 stage_idx, barrier = lower_pipeline.stage_barrier(step, storage, cursors, scope)
         return StageInfo(loop_offset=offset, loop_start=start, loop_end=end, loop_step=step_value,
-                         stage_idx=stage_idx, label=step.label, barrier=barrier, work_tile=None,
+                         stage_idx=stage_idx, label=step.label, barrier=barrier, work_tile=self.work_tile(scope),
                          num_active_stages=0, context=None, task_cache=self.task_cache)
 
+    def work_tile(self, scope):
+        queue = self.queue
+        return scope.get(self.key(queue.work_tile)) if queue is not None else None
+
     def emit_step(self, step: Step, scope: dict, offset) -> None:
+        if step.stage not in _WORK_STAGES and getattr(step.resource, "is_work_queue", False) \
+                and getattr(step.resource, "pipeline_config", None) is None:
+            return  # a static persistent queue has no barriers: its wait/release are bookkeeping only
         if step.stage not in _WORK_STAGES:
             storage = self.storages.get(step.resource)
             if storage is None:
@@ -132,12 +138,12 @@ class _TaskLowering:
                 f"task '{self.task.name}' step #{step.id}: work '{step.label}' of '{step.resource.name}' must return "
                 f"{len(outputs)} value(s) for {[v.name for v in outputs]}", step.location)
         for variable, value in zip(outputs, results):
-            if isinstance(value, Value) and value.dtype is not variable.dtype and value.dtype.is_float \
-                    and not variable.dtype.is_float:
+            if isinstance(value, Value) and isinstance(variable.dtype, dt.DType) and value.dtype is not variable.dtype \
+                    and value.dtype.is_float and not variable.dtype.is_float:
                 raise CompilationError(
                     f"work '{step.label}' of '{step.resource.name}' returns a {value.dtype.name} for "
                     f"'{variable.name}', declared {variable.dtype.name}", step.location)
-            scope[self.key(variable)] = cast_to(as_value(value, variable.dtype), variable.dtype)
+            scope[self.key(variable)] = _typed(value, variable)
 
     def emit_guard(self, node: GuardBlock, scope: dict, offset) -> None:
         cond = self.guard_condition(node.guard, scope, offset)
@@ -158,6 +164,10 @@ class _TaskLowering:
 
     def guard_condition(self, guard, scope, offset):
         c = guard.condition
+        if c is BlockCondition.Skippable:
+            skip = scope[self.key(self.queue.skip_work_tile)]
+            return Value(self.km.builder.not_(cast_to(as_value(skip), dt.Boolean).ir), dt.Boolean) \
+                if isinstance(skip, Value) else not skip
         if c in (BlockCondition.WhenTrue, BlockCondition.WhenFalse):
             value = scope[self.key(guard.variable)]
             truth = compare("!=", value, 0)
@@ -176,12 +186,40 @@ class _TaskLowering:
             return (trip >= first) & (((trip - first) % guard.period) == 0)
         raise CompilationError(f"task '{self.task.name}': {c.name} blocks are lowered by the persistent layer")
 
+    def emit_work_tile_loop(self, node: WorkTileLoop, scope: dict) -> None:
+        """``while work_tile.is_valid``: the persistent loop; ``skip_if`` is evaluated once per tile."""
+        queue = node.queue
+        tile_key = self.key(queue.work_tile)
+        b = self.km.builder
+        preheader = b.block
+        header = self.gen.new_block("worktile.header")
+        b.branch(header)
+        b.position_at_end(header)
+        records = ssa.loop_header_phis(b, scope, set(scope), preheader)
+        valid = scope[tile_key].is_valid
+        header_scope = dict(scope)
+        body, exit_block = self.gen.new_block("worktile.body"), self.gen.new_block("worktile.exit")
+        b.cbranch(cast_to(as_value(valid), dt.Boolean).ir if isinstance(valid, Value) else
+                  as_value(bool(valid)).ir, body, exit_block)
+        b.position_at_end(body)
+        inner = dict(scope)
+        if node.skip_if is not None:
+            skip = node.skip_if(queue, inner[tile_key])
+            inner[self.key(queue.skip_work_tile)] = _typed(skip, queue.skip_work_tile)
+        self.emit_nodes(node.body, inner, constant(0))
+        ssa.complete_loop_phis(b, records, inner, b.block)
+        b.branch(header)
+        b.position_at_end(exit_block)
+        scope.clear()
+        scope.update(header_scope)
+
     def emit_domain_loop(self, loop: DomainLoop, scope: dict) -> None:
         start, step = loop.start, loop.step
         end = loop.end
         if loop.end_provider is not None:
-            tile = B.block_idx()
-            end = self.gen.inline(loop.end_provider, [self.task, tuple(tile)], {}, None)
+            tile = self.work_tile(scope)
+            coords = tuple(tile.coords) if tile is not None else tuple(B.block_idx())
+            end = self.gen.inline(loop.end_provider, [self.task, coords], {}, None)
         index_dtype = dt.Int32
         for v in (start, end, step):
             if isinstance(v, Value) and v.dtype.bits == 64:
@@ -224,6 +262,15 @@ class _TaskLowering:
             start_v + ((end_v - start_v - 1) // step_v) * step_v
         self.loop = (self.tail_offset, start_v, end_v, step if isinstance(step, int) else step_v)
         del br
+
+
+def _typed(value, variable):
+    """``value`` as the variable's type: scalars are converted to its DType (None = zero); composite
+    variables (e.g. a WorkQueue's WorkTileInfo) keep their structure."""
+    dtype = variable.dtype
+    if isinstance(dtype, dt.DType):
+        return cast_to(as_value(0 if value is None else value, dtype), dtype)
+    return value
 
 
 def run(manager) -> None:
