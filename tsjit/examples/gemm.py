@@ -1,0 +1,200 @@
+"""Hopper GEMM written in Task Scheduling: C = A @ B^T (A: (M, K), B: (N, K), both K-major bf16/fp16),
+fp32 accumulation, bf16/fp16 output.
+
+Program (one CTA = 3 warpgroups, 384 threads):
+
+* ``load`` (warp 0, ``setmaxnreg`` down to 40 with the ``idle`` padding warps 1-3): for each work
+  tile of a static persistent WorkQueue in grouped (L2-friendly) order, walks the K tiles:
+  ``acquire`` a ring stage, TMA-load the A tile (BM x BK) and the B tile (BN x BK), both 128-byte
+  swizzled, signalling the stage's full barrier (``expect_tx`` = the stage's bytes), ``commit``.
+* ``mma`` (warpgroups 1 and 2, ``setmaxnreg`` up to 232): each warpgroup owns 64 rows of the
+  BM = 128 tile.  Per K tile: ``wait`` for the stage, issue BK / 16 ``wgmma.mma_async`` (m64nBNk16)
+  into the register accumulator, ``commit_group``, ``wait_group(1)`` — so one MMA group stays in
+  flight — and release the *previous* stage (its MMAs have retired; ``advance_on_wait`` keeps the
+  lagging release cursor).  After the K loop: ``wait_group(0)``, release the last stage, and store
+  the accumulator (converted to the output dtype, bounds-masked) to C.
+* Every task ends each tile with the queue epilogue (``wait``, ``get_and_advance_work_tile``,
+  ``release``); the TaskManager verifies the whole program (bracketing, counts, bytes, deadlock)
+  before any code is emitted.
+
+M, N, K: any sizes whose rows are 16-byte aligned (K a multiple of 8 for 16-bit inputs); TMA
+zero-fills out-of-bounds A/B elements and the epilogue masks C.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import tsjit
+from tsjit import ts
+from tsjit import wgmma
+from tsjit.lang.epilogue import store_fragment_global
+from tsjit.lang.fragment import Fragment
+from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
+
+BM, BK = 128, 64
+CONSUMER_WARPGROUPS = 2
+THREADS = 128 * (1 + CONSUMER_WARPGROUPS)
+
+
+@dataclass(kw_only=True)
+class ABStages(ts.MemoryResource):
+    """The TMA ring of A and B tiles; its consumer works run the warpgroup MMAs."""
+
+    a_map: object
+    b_map: object
+    block_n: int
+    a_tiles: object = None
+    b_tiles: object = None
+    acc: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
+
+    def __post_init__(self):
+        stages = self.pipeline_config.num_stages
+        dtype = self.a_map.dtype
+        self.a_tiles = tsjit.shared_array(dtype, (stages, CONSUMER_WARPGROUPS, 64, BK), align=1024)
+        self.b_tiles = tsjit.shared_array(dtype, (stages, self.block_n, BK), align=1024)
+        n = self.block_n
+        self.acc = ts.TaskLocalVariable(Fragment, default_factory=lambda: Fragment.zeros(n // 2),
+                                        docs="the warpgroup's 64 x BN fp32 accumulator")
+
+    @ts.producer_work()
+    def tma_load(self, stage_info):
+        m, n, _ = stage_info.work_tile.coords
+        k = stage_info.loop_offset * BK
+        if tsjit.elect_one():
+            stage = stage_info.stage_idx
+            tsjit.tma_load(self.a_map, self.a_tiles[stage], stage_info.barrier, (m * BM, k))
+            tsjit.tma_load(self.b_map, self.b_tiles[stage], stage_info.barrier, (n * self.block_n, k))
+
+    @ts.consumer_work(returns="acc", work_attrs=ts.WorkAttr.AUXILIARY)
+    def zero_accumulator(self, stage_info):
+        return Fragment.zeros(self.block_n // 2)
+
+    @ts.consumer_work(returns="acc")
+    def mma(self, stage_info, acc):
+        warpgroup = tsjit.warp_idx() // 4 - 1
+        stage = stage_info.stage_idx
+        a_desc = wgmma.make_descriptor(self.a_tiles[stage, warpgroup], major="K", swizzle="128B")
+        b_desc = wgmma.make_descriptor(self.b_tiles[stage], major="K", swizzle="128B")
+        wgmma.fence()
+        for k in tsjit.range_constexpr(BK // 16):
+            acc = wgmma.mma_async(acc, a_desc.k_step(k), b_desc.k_step(k), n=self.block_n)
+        wgmma.commit_group()
+        wgmma.wait_group(1)
+        return acc
+
+    @ts.consumer_work(returns="acc")
+    def retire(self, stage_info, acc):
+        wgmma.wait_group(0)
+        return acc
+
+
+@dataclass(kw_only=True)
+class OutputC(ts.MemoryResource):
+    """C in global memory; the epilogue converts and stores each warpgroup's rows (bounds-masked)."""
+
+    c: object
+    block_n: int
+
+    @ts.producer_work()
+    def store(self, stage_info, acc):
+        m, n, _ = stage_info.work_tile.coords
+        warpgroup = tsjit.warp_idx() // 4 - 1
+        store_fragment_global(acc, self.c, m * BM + warpgroup * 64, n * self.block_n,
+                              tid=tsjit.thread_idx().x % 128)
+
+
+@tsjit.kernel
+def gemm_ts(a_map, b_map, c, M, N, K, BN: tsjit.Constexpr[int], STAGES: tsjit.Constexpr[int],
+            GROUP_M: tsjit.Constexpr[int]):
+    """C (M, N) = A (M, K) @ B (N, K)^T; launch with block = 384 threads and a persistent grid."""
+    tiles_m = (M + BM - 1) // BM
+    tiles_n = (N + BN - 1) // BN
+    k_tiles = (K + BK - 1) // BK
+    wq = WorkQueue(name="tiles", tile_scheduler_config=TileSchedulerConfig.create_static_persistent_tile_scheduler_params(
+        tiles_m, tiles_n, order="grouped", group_size_m=GROUP_M))
+    stage_bytes = (BM + BN) * BK * a_map.dtype.itemsize
+    cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(
+        STAGES, stage_bytes, ts.CooperativeGroup(ts.Agent.Thread, 1),
+        ts.CooperativeGroup(ts.Agent.Thread, CONSUMER_WARPGROUPS * 4), advance_on_wait=True)
+    ab = ABStages(name="ab", pipeline_config=cfg, a_map=a_map, b_map=b_map, block_n=BN)
+    out = OutputC(name="c", c=c, block_n=BN)
+
+    @ts.schedule
+    def load_schedule(q: WorkQueue, s: ABStages):
+        with ts.work_tile_loop(q):
+            with ts.domain_loop(0, k_tiles, 1):
+                s.acquire()
+                s.tma_load()
+                s.commit()
+            q.wait()
+            q.get_and_advance_work_tile()
+            q.release()
+
+    @ts.schedule
+    def idle_schedule(q: WorkQueue):
+        with ts.work_tile_loop(q):
+            with ts.domain_loop(0, 0, 1):
+                pass
+            q.wait()
+            q.get_and_advance_work_tile()
+            q.release()
+
+    @ts.schedule
+    def mma_schedule(q: WorkQueue, s: ABStages, o: OutputC):
+        with ts.work_tile_loop(q):
+            acc = s.zero_accumulator()
+            with ts.domain_loop(0, k_tiles, 1) as d:
+                s.wait()
+                acc = s.mma(acc)
+                with d.every(1, start=1):
+                    s.release()          # the previous stage: its MMAs retired in wait_group(1)
+            acc = s.retire(acc)
+            s.release()                  # the last stage
+            o.store(acc)
+            q.wait()
+            q.get_and_advance_work_tile()
+            q.release()
+
+    load = ts.Task("load", [wq], [ab], warp_idx=0, num_warps=1, schedule=load_schedule(wq, ab), num_registers=40)
+    idle = ts.Task("idle", [wq], [], warp_idx=1, num_warps=3, schedule=idle_schedule(wq), num_registers=40)
+    mma = ts.Task("mma", [wq, ab], [out], warp_idx=4, num_warps=4 * CONSUMER_WARPGROUPS,
+                  schedule=mma_schedule(wq, ab, out), num_registers=232)
+    manager = ts.TaskManager([load, idle, mma], {ab: [wq], out: [ab]}, verbose=False)
+    manager.setup_resources_and_tasks()
+    manager.run()
+
+
+def _bf16_round(x: np.ndarray) -> np.ndarray:
+    from tsjit.runtime.arrays import bfloat16_bits_to_float32, float_to_bfloat16_bits
+    return bfloat16_bits_to_float32(float_to_bfloat16_bits(x))
+
+
+def gemm_launcher(a, b, c, *, block_n: int = 256, stages: int = 4, group_m: int = 8, sms: int | None = None,
+                  stream=None):
+    """A launcher for C = A @ B^T on device arrays (bf16 A (M, K), B (N, K), C (M, N)); TensorMaps once."""
+    M, K = a.shape
+    N = b.shape[0]
+    a_map = tsjit.TensorMap(a, (BM, BK), swizzle="128B")
+    b_map = tsjit.TensorMap(b, (block_n, BK), swizzle="128B")
+    tiles = -(-M // BM) * -(-N // block_n)
+    if sms is None:
+        from tsjit.runtime.driver import device_properties
+        sms = device_properties().sm_count
+    launch = gemm_ts[(min(tiles, sms),), (THREADS,)]
+    return lambda: launch(a_map, b_map, c, M, N, K, block_n, stages, group_m, stream=stream)
+
+
+def run_gemm(M: int, N: int, K: int, *, block_n: int = 256, stages: int = 4, rng=None):
+    """C = A @ B^T on fresh random bf16 inputs, output poisoned; returns (C as float64, float64 reference)."""
+    rng = rng or np.random.default_rng()
+    a = _bf16_round(rng.standard_normal((M, K)).astype(np.float32))
+    b = _bf16_round(rng.standard_normal((N, K)).astype(np.float32))
+    da = tsjit.to_device(a, dtype=tsjit.BFloat16)
+    db = tsjit.to_device(b, dtype=tsjit.BFloat16)
+    c = tsjit.empty((M, N), tsjit.BFloat16).fill_bytes(0xFF)
+    gemm_launcher(da, db, c, block_n=block_n, stages=stages)()
+    from tsjit.runtime.arrays import bfloat16_bits_to_float32
+    got = bfloat16_bits_to_float32(c.numpy()).astype(np.float64)
+    return got, a.astype(np.float64) @ b.astype(np.float64).T
