@@ -8,9 +8,10 @@ from tsjit.examples import gemm
 pytestmark = pytest.mark.gpu
 
 
+@pytest.mark.parametrize("cluster_m", [1, 2])
 @pytest.mark.parametrize("M,N,K", [(128, 128, 128), (1000, 1000, 1000), (257, 511, 136), (4096, 4096, 4096),
                                    (8192, 8192, 1024), (64, 300, 64)])
-def test_ts_gemm_matches_numpy(M, N, K):
-    got, ref = gemm.run_gemm(M, N, K)
+def test_ts_gemm_matches_numpy(M, N, K, cluster_m):
+    got, ref = gemm.run_gemm(M, N, K, cluster_m=cluster_m)
     err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
     assert np.isfinite(got).all() and err < 1e-2, err

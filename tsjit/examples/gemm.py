@@ -45,15 +45,20 @@ class ABStages(ts.MemoryResource):
     a_map: object
     b_map: object
     block_n: int
+    cluster_m: int = 1
     a_tiles: object = None
     b_tiles: object = None
+    b_parts: object = None
     acc: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
 
     def __post_init__(self):
         stages = self.pipeline_config.num_stages
         dtype = self.a_map.dtype
         self.a_tiles = tsjit.shared_array(dtype, (stages, CONSUMER_WARPGROUPS, 64, BK), align=1024)
-        self.b_tiles = tsjit.shared_array(dtype, (stages, self.block_n, BK), align=1024)
+        c = self.cluster_m
+        # B rows are loaded in `cluster_m` parts, each CTA multicasting its part to the whole cluster
+        self.b_parts = tsjit.shared_array(dtype, (stages, c, self.block_n // c, BK), align=1024)
+        self.b_tiles = self.b_parts.reshape((stages, self.block_n, BK))
         n = self.block_n
         self.acc = ts.TaskLocalVariable(Fragment, default_factory=lambda: Fragment.zeros(n // 2),
                                         docs="the warpgroup's 64 x BN fp32 accumulator")
@@ -64,8 +69,16 @@ class ABStages(ts.MemoryResource):
         k = stage_info.loop_offset * BK
         if tsjit.elect_one():
             stage = stage_info.stage_idx
-            tsjit.tma_load(self.a_map, self.a_tiles[stage], stage_info.barrier, (m * BM, k))
-            tsjit.tma_load(self.b_map, self.b_tiles[stage], stage_info.barrier, (n * self.block_n, k))
+            c = self.cluster_m
+            if tsjit.const_expr(c == 1):
+                tsjit.tma_load(self.a_map, self.a_tiles[stage], stage_info.barrier, (m * BM, k))
+                tsjit.tma_load(self.b_map, self.b_tiles[stage], stage_info.barrier, (n * self.block_n, k))
+            else:
+                rank = tsjit.cluster_ctarank()
+                part = self.block_n // c
+                tsjit.tma_load(self.a_map, self.a_tiles[stage], stage_info.barrier, ((m * c + rank) * BM, k))
+                tsjit.tma_load(self.b_map, self.b_parts[stage, rank], stage_info.barrier,
+                               (n * self.block_n + rank * part, k), multicast_mask=(1 << c) - 1)
 
     @ts.consumer_work(returns="acc", work_attrs=ts.WorkAttr.AUXILIARY)
     def zero_accumulator(self, stage_info):
@@ -96,30 +109,55 @@ class OutputC(ts.MemoryResource):
 
     c: object
     block_n: int
+    cluster_m: int = 1
+    enabled: bool = True
 
     @ts.producer_work()
     def store(self, stage_info, acc):
+        if tsjit.const_expr(not self.enabled):   # timing experiments only: no epilogue
+            return
         m, n, _ = stage_info.work_tile.coords
+        if tsjit.const_expr(self.cluster_m > 1):
+            m = m * self.cluster_m + tsjit.cluster_ctarank()
         warpgroup = tsjit.warp_idx() // 4 - 1
         store_fragment_global(acc, self.c, m * BM + warpgroup * 64, n * self.block_n,
                               tid=tsjit.thread_idx().x % 128)
 
 
+class ClusterWorkQueue(WorkQueue):
+    """A static persistent queue over *cluster* tiles: the CTAs of one cluster share a tile index
+    (cluster ``blockIdx.x // C`` takes tiles ``c, c + gridDim.x // C, ...``); each CTA then picks its
+    own row of tiles by its cluster rank."""
+
+    cluster: int = 1
+
+    def initial_work_tile(self):
+        return self.tile_info(tsjit.block_idx().x // self.cluster)
+
+    def next_work_tile(self, tile):
+        return self.tile_info(tile.tile_idx + tsjit.grid_dim().x // self.cluster)
+
+
 @tsjit.kernel
 def gemm_ts(a_map, b_map, c, M, N, K, BN: tsjit.Constexpr[int], STAGES: tsjit.Constexpr[int],
-            GROUP_M: tsjit.Constexpr[int]):
-    """C (M, N) = A (M, K) @ B (N, K)^T; launch with block = 384 threads and a persistent grid."""
-    tiles_m = (M + BM - 1) // BM
+            GROUP_M: tsjit.Constexpr[int], CLUSTER_M: tsjit.Constexpr[int] = 1, EPILOGUE: tsjit.Constexpr[bool] = True):
+    """C (M, N) = A (M, K) @ B (N, K)^T; launch with block = 384 threads and a persistent grid (a multiple
+    of CLUSTER_M; with CLUSTER_M = 2 the two CTAs of a cluster compute vertically adjacent tiles and each
+    multicasts half of the shared B tile to both)."""
+    tiles_m = (M + BM * CLUSTER_M - 1) // (BM * CLUSTER_M)
     tiles_n = (N + BN - 1) // BN
     k_tiles = (K + BK - 1) // BK
-    wq = WorkQueue(name="tiles", tile_scheduler_config=TileSchedulerConfig.create_static_persistent_tile_scheduler_params(
-        tiles_m, tiles_n, order="grouped", group_size_m=GROUP_M))
+    queue_config = TileSchedulerConfig.create_static_persistent_tile_scheduler_params(
+        tiles_m, tiles_n, order="grouped", group_size_m=max(1, GROUP_M // CLUSTER_M))
+    wq = ClusterWorkQueue(name="tiles", tile_scheduler_config=queue_config)
+    wq.cluster = CLUSTER_M
     stage_bytes = (BM + BN) * BK * a_map.dtype.itemsize
     cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(
         STAGES, stage_bytes, ts.CooperativeGroup(ts.Agent.Thread, 1),
-        ts.CooperativeGroup(ts.Agent.Thread, CONSUMER_WARPGROUPS * 4), advance_on_wait=True)
-    ab = ABStages(name="ab", pipeline_config=cfg, a_map=a_map, b_map=b_map, block_n=BN)
-    out = OutputC(name="c", c=c, block_n=BN)
+        ts.CooperativeGroup(ts.Agent.Thread, CONSUMER_WARPGROUPS * 4), advance_on_wait=True,
+        cta_layout_vmnk=(1, CLUSTER_M, 1, 1) if CLUSTER_M > 1 else None)
+    ab = ABStages(name="ab", pipeline_config=cfg, a_map=a_map, b_map=b_map, block_n=BN, cluster_m=CLUSTER_M)
+    out = OutputC(name="c", c=c, block_n=BN, cluster_m=CLUSTER_M, enabled=EPILOGUE)
 
     @ts.schedule
     def load_schedule(q: WorkQueue, s: ABStages):
@@ -171,22 +209,23 @@ def _bf16_round(x: np.ndarray) -> np.ndarray:
     return bfloat16_bits_to_float32(float_to_bfloat16_bits(x))
 
 
-def gemm_launcher(a, b, c, *, block_n: int = 256, stages: int = 4, group_m: int = 8, sms: int | None = None,
-                  stream=None):
+def gemm_launcher(a, b, c, *, block_n: int = 256, stages: int = 4, group_m: int = 8, cluster_m: int = 1,
+                  sms: int | None = None, stream=None, epilogue: bool = True):
     """A launcher for C = A @ B^T on device arrays (bf16 A (M, K), B (N, K), C (M, N)); TensorMaps once."""
     M, K = a.shape
     N = b.shape[0]
     a_map = tsjit.TensorMap(a, (BM, BK), swizzle="128B")
-    b_map = tsjit.TensorMap(b, (block_n, BK), swizzle="128B")
-    tiles = -(-M // BM) * -(-N // block_n)
+    b_map = tsjit.TensorMap(b, (block_n // cluster_m, BK), swizzle="128B")
+    cluster_tiles = -(-M // (BM * cluster_m)) * -(-N // block_n)
     if sms is None:
         from tsjit.runtime.driver import device_properties
         sms = device_properties().sm_count
-    launch = gemm_ts[(min(tiles, sms),), (THREADS,)]
-    return lambda: launch(a_map, b_map, c, M, N, K, block_n, stages, group_m, stream=stream)
+    grid = min(cluster_tiles, sms // cluster_m) * cluster_m
+    launch = gemm_ts[(grid,), (THREADS,)]
+    return lambda: launch(a_map, b_map, c, M, N, K, block_n, stages, group_m, cluster_m, epilogue, stream=stream)
 
 
-def run_gemm(M: int, N: int, K: int, *, block_n: int = 256, stages: int = 4, rng=None):
+def run_gemm(M: int, N: int, K: int, *, block_n: int = 256, stages: int = 4, cluster_m: int = 1, rng=None):
     """C = A @ B^T on fresh random bf16 inputs, output poisoned; returns (C as float64, float64 reference)."""
     rng = rng or np.random.default_rng()
     a = _bf16_round(rng.standard_normal((M, K)).astype(np.float32))
@@ -194,7 +233,7 @@ def run_gemm(M: int, N: int, K: int, *, block_n: int = 256, stages: int = 4, rng
     da = tsjit.to_device(a, dtype=tsjit.BFloat16)
     db = tsjit.to_device(b, dtype=tsjit.BFloat16)
     c = tsjit.empty((M, N), tsjit.BFloat16).fill_bytes(0xFF)
-    gemm_launcher(da, db, c, block_n=block_n, stages=stages)()
+    gemm_launcher(da, db, c, block_n=block_n, stages=stages, cluster_m=cluster_m)()
     from tsjit.runtime.arrays import bfloat16_bits_to_float32
     got = bfloat16_bits_to_float32(c.numpy()).astype(np.float64)
     return got, a.astype(np.float64) @ b.astype(np.float64).T

@@ -288,6 +288,22 @@ class Tensor:
         return Tensor(p, self.shape[rest:], self.strides[rest:], self.index_dtype,
                       row_alignment=min(self.row_alignment, p.alignment))
 
+    def reshape(self, shape) -> "Tensor":
+        """The same elements with a new compile-time row-major ``shape`` (this tensor must be row-major
+        contiguous with compile-time extents, like a :func:`shared_array`)."""
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        if not all(isinstance(e, int) for e in self.shape + self.strides) or self.strides != _row_major(self.shape):
+            raise CompilationError("reshape needs a row-major tensor with compile-time shape (e.g. a shared_array)")
+        total = 1
+        for e in self.shape:
+            total *= e
+        new_total = 1
+        for e in shape:
+            new_total *= e
+        if new_total != total or not all(isinstance(e, int) and e > 0 for e in shape):
+            raise CompilationError(f"cannot reshape {self.shape} into {shape}")
+        return Tensor(self.ptr, shape, _row_major(shape), self.index_dtype, row_alignment=self.row_alignment)
+
     def reinterpret(self, dtype: DType) -> "Tensor":
         """The same bytes viewed as ``dtype`` elements (like ``numpy.ndarray.view``): the innermost
         dimension must have unit stride; its extent scales by the size ratio (it must divide evenly

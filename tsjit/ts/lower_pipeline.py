@@ -41,8 +41,25 @@ from tsjit.ts.pipeline import PipelineType
 _SUPPORTED_SM90 = (PipelineType.AsyncAsync, PipelineType.TmaAsync)
 
 
+def cluster_size(cfg) -> int:
+    """CTAs in the cluster of ``cfg.cta_layout_vmnk`` (V x M x N x K), 1 without a layout."""
+    layout = getattr(cfg, "cta_layout_vmnk", None)
+    if not layout:
+        return 1
+    size = 1
+    for extent in layout:
+        size *= int(extent)
+    return size
+
+
 class PipelineStorage:
-    """Where one resource's barriers live and how many arrivals each side makes."""
+    """Where one resource's barriers live and how many arrivals each side makes.
+
+    Under a cluster of C CTAs (``cta_layout_vmnk``), a TmaAsync ring is shared cluster-wide: the
+    producers multicast parts of a stage into every CTA, so a stage may only be refilled once the
+    consumers of *all* C CTAs released it: every consumer arrival goes to the empty barrier of each
+    CTA of the cluster (remote arrives), and the empty barriers expect C x ``consumer_group.size``.
+    """
 
     def __init__(self, resource, offset: int):
         cfg = resource.pipeline_config
@@ -50,6 +67,7 @@ class PipelineStorage:
         self.config = cfg
         self.stages = cfg.num_stages
         self.offset = offset
+        self.cluster = cluster_size(cfg)
 
     def full(self, index) -> object:
         return shared_pointer(self.offset, dt.Int64, 8).offset(index)
@@ -62,6 +80,7 @@ def allocate(manager) -> dict:
     """Reserve barrier storage for every pipelined resource; returns {resource: PipelineStorage}."""
     km = emit.current()
     storages = {}
+    clusters = set()
     for resource in manager.resources:
         cfg = getattr(resource, "pipeline_config", None)
         if cfg is None:
@@ -71,6 +90,17 @@ def allocate(manager) -> dict:
                 f"resource '{resource.name}': {cfg.pipeline_type.value} pipelines need tcgen05/CLC hardware "
                 f"(sm_100a); on {km.target.name} use AsyncAsync or TmaAsync")
         storages[resource] = PipelineStorage(resource, km.reserve_shared(cfg.barrier_bytes, 8))
+        clusters.add(tuple(cfg.cta_layout_vmnk) if cfg.cta_layout_vmnk else None)
+    layouts = {c for c in clusters if c is not None}
+    if len(layouts) > 1:
+        raise CompilationError(f"pipelines disagree on cta_layout_vmnk {sorted(layouts)} (check L1)")
+    if layouts:
+        v, m, n, k = (tuple(next(iter(layouts))) + (1, 1, 1, 1))[:4]
+        cluster = (v * m, n, k)
+        if cluster != (1, 1, 1):
+            km.launch_requirements = dict(getattr(km, "launch_requirements", {}), cluster=cluster)
+            for axis, extent in zip("xyz", cluster):
+                km.annotate(f"cluster_dim_{axis}", extent)
     return storages
 
 
@@ -88,7 +118,7 @@ def initialize(storages: dict, clustered: bool = False) -> None:
         cfg = storage.config
         for s in range(storage.stages):
             sync.mbarrier_init(storage.full(s), cfg.producer_group.size)
-            sync.mbarrier_init(storage.empty(s), cfg.consumer_group.size)
+            sync.mbarrier_init(storage.empty(s), cfg.consumer_group.size * storage.cluster)
     sync.fence_mbarrier_init()
     b.branch(done)
     b.position_at_end(done)
@@ -163,11 +193,22 @@ def _blocking_wait(bar, phase, scope, probe_key) -> None:
     b.position_at_end(done)
 
 
-def _all_or_lane_arrive(bar, group_size: int, task, resource_name: str, side: str, stride: int = 1) -> None:
+def _arrive_everywhere(bar, cluster: int) -> None:
+    """Arrive on ``bar`` of this CTA, and on the same barrier of every other CTA of the cluster."""
+    if cluster == 1:
+        sync.mbarrier_arrive(bar)
+        return
+    rank = B.cluster_ctarank()
+    for peer in range(cluster):
+        sync.mbarrier_arrive_cluster(bar, (rank + peer) % cluster)
+
+
+def _all_or_lane_arrive(bar, group_size: int, task, resource_name: str, side: str, stride: int = 1,
+                        cluster: int = 1) -> None:
     warps = task.num_warps // stride if task.num_warps % stride == 0 and task.num_warps >= stride else task.num_warps
     threads = warps * 32
     if group_size == threads:
-        sync.mbarrier_arrive(bar)
+        _arrive_everywhere(bar, cluster)
         return
     if group_size == warps:
         km = emit.current()
@@ -176,7 +217,7 @@ def _all_or_lane_arrive(bar, group_size: int, task, resource_name: str, side: st
         lane0, after = km.function.append_basic_block("arrive.lane0"), km.function.append_basic_block("arrive.done")
         b.cbranch(compare("==", B.lane_idx(), 0).ir, lane0, after)
         b.position_at_end(lane0)
-        sync.mbarrier_arrive(bar)
+        _arrive_everywhere(bar, cluster)
         b.branch(after)
         b.position_at_end(after)
         return
@@ -221,7 +262,7 @@ def emit_operation(step, task, storage: PipelineStorage, cursors: Cursors, scope
     elif stage is ScheduleStage.ConsumerRelease:
         index = scope[cursors.close_index]
         _all_or_lane_arrive(storage.empty(index), cfg.consumer_group.size, task, storage.resource.name, "consumer",
-                            s_release)
+                            s_release, storage.cluster)
         _advance(scope, cursors.close_index, cursors.close_phase, s_release, stages)
         if not cfg.advance_on_wait:
             scope[cursors.open_index], scope[cursors.open_phase] = scope[cursors.close_index], scope[cursors.close_phase]

@@ -45,7 +45,7 @@ def setup(manager) -> None:
     if current_generator() is None or not emit.active():
         raise CompilationError("TaskManager.setup_resources_and_tasks() must be called inside a @tsjit.kernel")
     storages = lower_pipeline.allocate(manager)
-    lower_pipeline.initialize(storages)
+    lower_pipeline.initialize(storages, clustered=any(st.cluster > 1 for st in storages.values()))
     manager.lowering_state = {"storages": storages}
     return None
 
@@ -311,6 +311,8 @@ def run(manager) -> None:
         b.position_at_end(next_block)
     b.branch(join)
     b.position_at_end(join)
+    if any(st.cluster > 1 for st in getattr(manager, "lowering_state", {}).get("storages", {}).values()):
+        sync.cluster_sync()   # no CTA leaves while a peer may still multicast into or arrive on it
 
 
 def _emit_sections(lowering: _TaskLowering, nodes, scope, head_offset) -> None:
