@@ -416,6 +416,7 @@ def producer_consumer():
 
 
 def test_schedule_table_snapshot_two_tasks():
+    # the consumer waits (empty cells) until the producer's first commit (credit walk, C0)
     tasks, graph = producer_consumer()
     m = manager(tasks, graph)
     assert m.findings == []
@@ -423,10 +424,10 @@ def test_schedule_table_snapshot_two_tasks():
         "===================== Full (Head + Loop + Tail) ======================",
         "step | load[0:1)                      | store[1:5)",
         "----------------------------------------------------------------------",
-        "   0 | pdl        ConsAux   H   0     | ring       ->ConsWai     0",
-        "   1 | ring       ProdAcq<-     0     | ring       ConsWrk       0",
-        "   2 | src        ConsWrk       0     | dst        ProdWrk       0",
-        "   3 | ring       ProdWrk       0     | ring       <-ConsRel     0",
+        "   0 | pdl        ConsAux   H   0     |",
+        "   1 | ring       ProdAcq<-     0     |",
+        "   2 | src        ConsWrk       0     |",
+        "   3 | ring       ProdWrk       0     |",
         "   4 | ring       ProdCmt->     0     | ring       ->ConsWai     0",
         "   5 | ring       ProdAcq<-     0     | ring       ConsWrk       0",
         "   6 | src        ConsWrk       0     | dst        ProdWrk       0",
@@ -434,8 +435,12 @@ def test_schedule_table_snapshot_two_tasks():
         "   8 | ring       ProdCmt->     0     | ring       ->ConsWai     0",
         "   9 | ring       ProdAcq<-     0     | ring       ConsWrk       0",
         "  10 | src        ConsWrk       0     | dst        ProdWrk       0",
-        "  11 | ring       ProdWrk       0     | ring       ConsAux   L   0",
-        "  12 | ring       ProdCmt->     0     | ring       <-ConsRel     0",
+        "  11 | ring       ProdWrk       0     | ring       <-ConsRel     0",
+        "  12 | ring       ProdCmt->     0     | ring       ->ConsWai     0",
+        "  13 |                                | ring       ConsWrk       0",
+        "  14 |                                | dst        ProdWrk       0",
+        "  15 |                                | ring       ConsAux   L   0",
+        "  16 |                                | ring       <-ConsRel     0",
         "================== end of Full (Head + Loop + Tail) ==================",
         "phase: H head, F first iter, L last iter, E every(n), W when_true/when_false, "
         "T tail, blank loop; empty cell: task blocked or done",

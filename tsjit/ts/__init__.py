@@ -11,7 +11,9 @@ it (``tsjit/ts/lowering.py``).  The data model the lowering walks is documented 
 Modules: ``enums``, ``resources``, ``work`` (work decorators, ``WorkSpec``,
 ``resolve_work``), ``schedule`` (captured tree), ``capture`` (``@schedule``,
 ``domain_loop``, guards, ``work_tile_loop``), ``proxy``, ``raw_schedule``, ``task``,
-``task_manager``, ``simulate``, ``printout``, ``diagnostics``, ``verify/``.
+``task_manager``, ``simulate``, ``printout``, ``diagnostics``, ``pipeline``
+(``PipelineConfig``), ``memory`` (SMEM/TMEM allocators), ``work_queue`` (persistent
+scheduling), ``pdl`` (programmatic dependent launch), ``verify/``.
 """
 from tsjit.ts.capture import (DomainLoopHandle, ScheduleFunction, WorkTileLoopHandle,
                               domain_loop, schedule, when_false, when_true, work_tile_loop)
@@ -36,7 +38,15 @@ __all__ = [
     "DataFlowToken", "Route", "Task", "TaskManager", "ScheduleStage", "ScheduleStageType",
     "LoopGuard", "BlockCondition", "WorkRole", "ScheduleWarning", "VerificationWarning",
     "PipelineConfig", "PipelineType", "SignalingThreads", "CooperativeGroup", "Agent", "PipelineOp",
+    "SmemAllocation", "SmemAllocator", "TmemAllocation", "TmemAllocator",
+    "WorkQueue", "TileSchedulerConfig", "TileSchedulerType", "WorkTileInfo",
+    "PdlWaitBarrier", "PdlLaunchBarrier",
 ]
 
 from tsjit.ts.pipeline import (Agent, CooperativeGroup, PipelineConfig, PipelineOp,  # noqa: E402
                                 PipelineType, SignalingThreads)
+from tsjit.ts.memory import (SmemAllocation, SmemAllocator, TmemAllocation,  # noqa: E402
+                              TmemAllocator)
+from tsjit.ts.work_queue import (TileSchedulerConfig, TileSchedulerType, WorkQueue,  # noqa: E402
+                                  WorkTileInfo)
+from tsjit.ts.pdl import PdlLaunchBarrier, PdlWaitBarrier  # noqa: E402

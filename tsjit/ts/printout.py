@@ -7,7 +7,8 @@ of the lock-step walk (:mod:`tsjit.ts.simulate`).  Each 30-character cell reads
 ``str(ScheduleStage)`` (``ConsWrk``, ``->ConsWai``, ``ProdCmt->`` ...), phase tags ``H``
 head, ``F`` first iteration, ``L`` last iteration, ``E`` every(n), ``W``
 when_true/when_false, ``T`` tail, blank for a plain loop step.  A blocked or finished
-task shows an empty cell.  The table ends with a closing rule and a legend line.
+task shows an empty cell; after a deadlock a last ``BLK`` row shows where each remaining
+task is stuck (``!``).  The table ends with a closing rule and a legend line.
 
 Register report: the default registers per thread, then per task
 ``numWarps x (default - requested) = contribution``, then the total against the
@@ -37,8 +38,12 @@ def format_cell(entry: SimulatedStep | None) -> str:
     return f"{text:<{CELL_WIDTH}}"[:CELL_WIDTH]
 
 
-def format_schedule_table(tasks, rows: list[dict]) -> str:
-    """The schedule table for ``tasks`` and the walk ``rows`` (task id -> SimulatedStep)."""
+def format_schedule_table(tasks, rows: list[dict], blocked=()) -> str:
+    """The schedule table for ``tasks`` and the walk ``rows`` (task id -> SimulatedStep).
+
+    ``blocked``: ``(task, SimulatedStep)`` pairs of a deadlocked walk; they are shown in a
+    last row marked ``BLK`` with a ``!`` after each stuck step.
+    """
     index_width = max(4, len(str(len(rows))))
     headers = [f"{t.label[:CELL_WIDTH]:<{CELL_WIDTH}}" for t in tasks]
     header = (f"{'step':>{index_width}} | " + " | ".join(headers)).rstrip()
@@ -47,6 +52,11 @@ def format_schedule_table(tasks, rows: list[dict]) -> str:
     for number, row in enumerate(rows):
         cells = [format_cell(row.get(id(t))) for t in tasks]
         lines.append(f"{number:>{index_width}} | " + " | ".join(cells).rstrip())
+    if blocked:
+        stuck = {id(task): entry for task, entry in blocked}
+        cells = [(format_cell(stuck[id(t)]).rstrip() + " !").ljust(CELL_WIDTH)[:CELL_WIDTH]
+                 if id(t) in stuck else format_cell(None) for t in tasks]
+        lines.append(f"{'BLK':>{index_width}} | " + " | ".join(cells).rstrip())
     lines.append(f" end of {TITLE} ".center(width, "="))
     lines.append(LEGEND)
     return "\n".join(lines)

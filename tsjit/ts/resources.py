@@ -263,7 +263,9 @@ class StageInfo:
             folds at compile time).
         barrier: full-barrier pointer for producer work, empty-barrier pointer for
             consumer work; None without a pipeline.
-        work_tile: the current work tile inside a ``work_tile_loop``, else None.
+        work_tile: the current work tile inside a ``work_tile_loop`` (a
+            :class:`~tsjit.ts.work_queue.WorkTileInfo`: ``tile_idx``, ``coords`` (m, n, l),
+            ``is_valid``), else None.
         num_active_stages: number of stages in flight (documented by the reference,
             unused; kept for compatibility, 0).
         context: the resource context (SMEM base, TMEM pointer) or None.

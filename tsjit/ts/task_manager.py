@@ -3,13 +3,29 @@
 ``TaskManager(tasks, resource_dependency_graph, ...)`` normalises its inputs, then
 ``print_and_verify()`` (called by the constructor):
 
-1. walks all tasks in lock step (:mod:`tsjit.ts.simulate`) and, with ``verbose``, prints
+1. walks all tasks in lock step with pipeline credits
+   (:class:`~tsjit.ts.verify.credits.PipelineSimulator`) and, with ``verbose``, prints
    the schedule table and the register report (:mod:`tsjit.ts.printout`); a walk that
-   cannot finish is a deadlock (check C0);
+   cannot finish is a deadlock, and a walk that ends with unbalanced credits is an
+   error too (check C0);
 2. runs :data:`CHECKS` in order.  A failing check raises one ``VerificationError`` with
    all its findings (``err.check`` is the rule id); with ``skip_validation=True`` every
    error is issued as a ``VerificationWarning`` instead and verification goes on.
-   Warning findings (H1) always warn and, with ``verbose``, print.
+   Warning findings (H1, D1 warnings, opaque layouts) always warn and, with ``verbose``,
+   print;
+3. with ``verbose``, prints the ``[smem-layout]`` report of the shared-memory allocator.
+
+Before that, the constructor derives pipeline metadata and the shared-memory layout:
+
+* split consumers: a resource waited on by a task that does not release it, and
+  released by another task, gets ``advance_on_wait=True`` (its ``pipeline_config`` is
+  replaced by a copy with the flag; the wait must advance the waiting task's cursor);
+* ``smem_allocator``: without one, the manager creates an
+  :class:`~tsjit.ts.memory.SmemAllocator` and adds every resource
+  (``get_smem_requirements()`` plus pipeline barriers); with one, it adds the barriers
+  of pipelined resources the allocator does not have yet.  Then it computes the layout
+  (unless already computed).  ``manager.smem_allocator.barrier_offset(resource)`` and
+  ``.total_bytes`` are what the lowering places and sizes the dynamic block with.
 
 ``setup_resources_and_tasks()`` and ``run()`` are called from inside a ``@tsjit.kernel``
 and delegate to ``tsjit.ts.lowering.setup(manager)`` / ``run(manager)``.
@@ -26,13 +42,20 @@ import warnings
 from typing import Any, Callable
 
 from tsjit.errors import VerificationError
+import dataclasses
+
 from tsjit.ts.diagnostics import VerificationWarning
+from tsjit.ts.enums import ScheduleStage
+from tsjit.ts.memory import SMEM_CAPACITY_BYTES, SmemAllocator
 from tsjit.ts.printout import format_register_report, format_schedule_table
 from tsjit.ts.resources import MemoryResource
-from tsjit.ts.simulate import ScheduleSimulator
 from tsjit.ts.task import Task
-from tsjit.ts.verify import registers, routing, structure
+from tsjit.ts.verify import (bracketing, capacity, counts, interleave, pdl, queues, registers,
+                             routing, structure)
+from tsjit.ts.verify import exhaustive
+from tsjit.ts.verify.credits import PipelineSimulator
 from tsjit.ts.verify.findings import Finding
+from tsjit.ts.verify.pipelines import is_pipelined, pipeline_config
 
 __all__ = ["TaskManager", "CHECKS"]
 
@@ -44,14 +67,28 @@ CHECKS: tuple[tuple[str, Callable], ...] = (
     ("R0", structure.check_resource_roles),
     ("G1", structure.check_graph_resources_used),
     ("G2", structure.check_graph_edges_backed),
+    ("PDL1", pdl.check_pdl_wait_order),
     ("G3", structure.check_task_resources_in_graph),
     ("G4", structure.check_declared_resources_scheduled),
-    ("H1", structure.check_head_loop_overlap),
     ("N1", structure.check_labels),
+    ("B1", bracketing.check_bracketing),
+    ("B2", bracketing.check_try_ops),
+    ("Q1", queues.check_work_queues),
+    ("D1", bracketing.check_dma_ordering),
+    ("SG1", interleave.check_split_signaling),
+    ("P1", counts.check_arrival_counts),
+    ("P2", counts.check_tma_bytes),
+    ("P6", interleave.check_interleave),
+    ("L1", interleave.check_cta_layouts),
+    ("H1", structure.check_head_loop_overlap),
+    ("M1", capacity.check_smem_capacity),
+    ("M2", capacity.check_tmem_capacity),
     ("R1", routing.check_route_writers),
     ("R2", routing.check_route_destinations),
     ("R3", routing.check_routes_complete),
     ("R4", routing.check_routes_most_recent),
+    ("PP", interleave.check_ping_pong),
+    ("X", exhaustive.check_interleavings),
 )
 
 
@@ -88,22 +125,28 @@ class TaskManager:
         max_simulated_iterations: cap of the simulated trip count of static domains
             (None: the full count); ``dynamic_trip_count``: trips simulated for run-time
             domains.
-        Other keywords (``smem_allocator``, ``tmem_allocator``, ``tmem_ptr_i32``,
-        ``smem_capacity_bytes``, ``tmem_capacity_columns``,
-        ``dma_consumer_release_labels``, ``assume_pdl_wait_completed``) are stored in
-        ``options`` for the lowering and later checks.
+        smem_allocator: an :class:`~tsjit.ts.memory.SmemAllocator` (None: the manager
+            builds one from every resource); exposed as ``manager.smem_allocator``.
+        smem_capacity_bytes: the M1 limit (None: the allocator's ``capacity_bytes``,
+            232448 B by default).
+        tmem_allocator, tmem_capacity_columns: the TMEM allocator and the M2 limit.
+        dma_consumer_release_labels: ``{(upstream, downstream): {labels}}``: which
+            downstream producer-work labels count for D1 (resources or their names).
+        assume_pdl_wait_completed: turn the PDL checks off (the kernel waits for the
+            previous grid outside the schedules).
+        ``tmem_ptr_i32`` is stored in ``options`` for the lowering.
     """
 
     #: the checks run by print_and_verify, in order; later issues extend this tuple.
     checks: tuple[tuple[str, Callable], ...] = CHECKS
-    #: the lock-step walker; the pipeline credit simulation subclasses it.
-    simulator_class: type = ScheduleSimulator
+    #: the lock-step walker with pipeline credits (check C0).
+    simulator_class: type = PipelineSimulator
 
     def __init__(self, tasks, resource_dependency_graph, *, skip_validation: bool = False,
                  verbose: bool = True, exhaustive_deadlock_race_check: bool = True,
                  max_states: int = 100_000, smem_allocator: Any = None,
                  tmem_allocator: Any = None, tmem_ptr_i32: Any = None,
-                 smem_capacity_bytes: int = 232448, tmem_capacity_columns: int = 512,
+                 smem_capacity_bytes: int | None = None, tmem_capacity_columns: int = 512,
                  dma_consumer_release_labels: Any = None,
                  assume_pdl_wait_completed: bool = False,
                  max_simulated_iterations: int | None = 4, dynamic_trip_count: int = 2):
@@ -127,9 +170,13 @@ class TaskManager:
             max_simulated_iterations=max_simulated_iterations,
             dynamic_trip_count=dynamic_trip_count)
         self.findings: list[Finding] = []
+        self.notes: list[str] = []
         self.simulation = None
         self._setup_done = False
         self._check_inputs()
+        self._derive_pipeline_metadata()
+        self.smem_allocator: SmemAllocator | None = None
+        self._layout_smem(smem_allocator)
         self.print_and_verify()
 
     # -- derived data ------------------------------------------------------------------
@@ -166,6 +213,59 @@ class TaskManager:
         """``("inc" | "dec" | None, registers)``: the task's setmaxnreg, if any."""
         return registers.register_request(task, self.default_registers_per_thread)
 
+    @property
+    def smem_capacity_bytes(self) -> int:
+        """The M1 limit: the ``smem_capacity_bytes`` option, else the allocator's capacity."""
+        given = self.options["smem_capacity_bytes"]
+        if given is not None:
+            return given
+        return self.smem_allocator.capacity_bytes if self.smem_allocator is not None \
+            else SMEM_CAPACITY_BYTES
+
+    # -- metadata ----------------------------------------------------------------------
+    def _derive_pipeline_metadata(self) -> None:
+        """Split consumers get ``advance_on_wait`` (see the module docstring)."""
+        for resource in self.resources:
+            config = pipeline_config(resource)
+            if config is None or config.advance_on_wait:
+                continue
+            waiters = [t for t in self.tasks if self._does(t, resource, ScheduleStage.ConsumerWait)]
+            releasers = [t for t in self.tasks
+                         if self._does(t, resource, ScheduleStage.ConsumerRelease)]
+            if any(all(r is not w for r in releasers) for w in waiters) and releasers:
+                resource.pipeline_config = dataclasses.replace(config, advance_on_wait=True)
+                self.notes.append(f"[split-consumer] NOTE: {resource.name!r} is waited on and "
+                                  f"released in different tasks; advance_on_wait enabled.")
+
+    @staticmethod
+    def _does(task: Task, resource, stage) -> bool:
+        return any(s.resource is resource and s.stage is stage for s in task.schedule.steps)
+
+    def _layout_smem(self, allocator: Any) -> None:
+        """Build or complete the shared-memory allocator and compute its layout."""
+        if allocator is None:
+            capacity = self.options["smem_capacity_bytes"] or SMEM_CAPACITY_BYTES
+            allocator = SmemAllocator(capacity)
+            for resource in self.resources:
+                allocator.add_resource(resource)
+        elif not isinstance(allocator, SmemAllocator):
+            raise TypeError(f"smem_allocator must be a tsjit.ts.SmemAllocator, got "
+                            f"{type(allocator).__name__}")
+        self.smem_allocator = allocator
+        pipelined = [r for r in self.resources if is_pipelined(r)]
+        if not allocator.is_laid_out:
+            for resource in pipelined:
+                allocator.add_barriers(resource)
+            allocator.compute_layout()
+            return
+        missing = [r.name for r in pipelined if not allocator.has_barriers(r)]
+        if missing:
+            self._fail("M1", [f"the SmemAllocator was laid out before the barriers of "
+                              f"{', '.join(repr(m) for m in missing)} were added, so they have no "
+                              f"place in shared memory.\n  Call allocator.add_resource(r) (or "
+                              f"add_barriers(r)) for every pipelined resource before "
+                              f"compute_layout(), or let the TaskManager compute the layout."])
+
     # -- verification ------------------------------------------------------------------
     def _check_inputs(self) -> None:
         if not self.tasks:
@@ -195,17 +295,34 @@ class TaskManager:
         simulator = self.simulator_class(
             self, self.options["max_simulated_iterations"], self.options["dynamic_trip_count"])
         self.simulation = simulator.run()
+        self.simulator = simulator
         if self.verbose:
             print(self.schedule_table())
             print(self.register_report())
+            for note in self.notes:
+                print(note)
+        describe = getattr(simulator, "blocked_message", None)
         if self.simulation.blocked:
-            lines = [f"{t.describe()}: {e.step.resource.name} {e.step.stage.name} "
+            lines = [describe(t, e) if describe else
+                     f"{t.describe()}: {e.step.resource.name} {e.step.stage.name} "
                      f"{e.step.call_index} (schedule step #{e.step.id}) is blocked!"
                      for t, e in self.simulation.blocked]
-            lines.append("  Note: run-time domains are simulated with "
-                         f"{self.options['dynamic_trip_count']} iterations; the deadlock may "
-                         f"be a false positive there.")
+            lines.append(f"  All {len(lines)} remaining task(s) are blocked: deadlock in the "
+                         f"lock-step walk of Head + Loop x N + Tail.  Note: run-time domains "
+                         f"are simulated with {self.options['dynamic_trip_count']} iterations "
+                         f"and static ones with at most "
+                         f"{self.options['max_simulated_iterations']}; the deadlock may be a "
+                         f"false positive there.\n  Reorder the blocked operations (a task must "
+                         f"not wait for a commit that depends on its own later steps), add "
+                         f"stages, or add the missing commit/release.")
             self._fail("C0", lines)
+        elif hasattr(simulator, "imbalances"):
+            unbalanced = simulator.imbalances()
+            if unbalanced:
+                self._fail("C0", unbalanced + [
+                    "  Every commit needs a wait and every acquire a release (per stage, "
+                    "summed over the tasks); add the missing operation or remove the extra "
+                    "one."])
         for check, function in self.checks:
             found = function(self)
             self.findings += found
@@ -218,6 +335,8 @@ class TaskManager:
             errors = [f.message for f in found if not f.is_warning]
             if errors:
                 self._fail(check, errors)
+        if self.verbose and self.smem_allocator is not None:
+            print(self.smem_allocator.usage_report())
 
     # -- printouts -------------------------------------------------------------------------
     def schedule_table(self) -> str:
@@ -226,11 +345,16 @@ class TaskManager:
             self.simulation = self.simulator_class(
                 self, self.options["max_simulated_iterations"],
                 self.options["dynamic_trip_count"]).run()
-        return format_schedule_table(self.tasks, self.simulation.rows)
+        return format_schedule_table(self.tasks, self.simulation.rows, self.simulation.blocked)
 
     def register_report(self) -> str:
         """The register lines (inventory §4 item 2) as a string."""
         return format_register_report(self.tasks, self.total_warps)
+
+    def render(self, path) -> str:
+        """Write the dependency graph and schedule table as an SVG (``tsjit.ts.render``)."""
+        from tsjit.ts.render import render
+        return render(self, path)
 
     # -- lowering ------------------------------------------------------------------------
     def setup_resources_and_tasks(self) -> Any:

@@ -11,6 +11,17 @@ for warning findings.
 ``routing``     R1-R4 (task-local value routing).
 ``registers``   W1/W2 (setmaxnreg warpgroup agreement and register budget) and the
                 default-register formula.
+``pipelines``   shared facts about pipelined resources: roles, strides, interleave lanes.
+``credits``     C0: the credit simulation (``PipelineSimulator``) behind the schedule
+                table, deadlock and balance reports.
+``bracketing``  B1 (works inside wait/release, acquire/commit), B2 (try ops followed by
+                the blocking op), D1 (DMA ordering).
+``counts``      P1 (barrier arrival counts), P2 (TMA transaction bytes).
+``interleave``  P6 (interleave lanes), L1 (cluster layouts), SG1 (split-consumer
+                signalling), PP (ping-pong self-edges).
+``queues``      Q1 (WorkQueue placement and the tile epilogue).
+``pdl``         PDL1 (wait before dependent work).
+``capacity``    M1/M2 (shared memory and TMEM capacity).
 """
 from tsjit.ts.verify.findings import Finding
 

@@ -1,0 +1,200 @@
+"""C0: the pipeline credit simulation behind the schedule table (inventory §2.3 C0, §4).
+
+:class:`PipelineSimulator` plugs pipeline credits into the lock-step walk of
+:class:`~tsjit.ts.simulate.ScheduleSimulator` (round robin over the tasks; a round where
+no remaining task can move is a deadlock).  Persistent tasks are expanded for two tiles.
+
+Model, per pipelined resource (a ring of ``S`` stages; see :mod:`.pipelines` for lanes
+and positions):
+
+* a task's ``c``-th acquire/commit/wait/release touches ring positions
+  ``lane + c * stride``; the cursor semantics follow the lowering: without
+  ``advance_on_acquire`` an acquire uses the commit cursor (commit advances it), with it
+  acquire advances its own cursor; likewise ``advance_on_wait`` for wait vs release;
+* the full barrier of position ``p`` completes when every committing task covering that
+  stage has committed ``p``; the empty barrier when every releasing task has released it;
+* **Wait** on ``p`` needs ``p``'s full barrier complete (an outstanding commit);
+  **Acquire** on ``p`` needs generation ``p // S == 0`` (initially ``S`` free slots) or
+  the empty barrier of ``p - S`` complete (a freed slot); everything else never blocks.
+
+After a complete walk the ring must balance: every completed commit waited on by every
+waiting task, every acquired slot released, and the reverse; imbalances are reported as
+``"Nx ProducerCommit from R not consumed by a ConsumerWait"`` etc.  The balance is only
+judged when every task touching the resource was simulated with its exact trip count
+(static bounds, not capped by ``max_simulated_iterations``): a capped or run-time domain
+stands in for an unknown count, so a difference there proves nothing.
+
+Resources whose ``pipeline_config`` is not a :class:`PipelineConfig` but has an int
+``num_stages`` are simulated with stride 1 and default advance points.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from tsjit.ts.enums import ScheduleStage
+from tsjit.ts.simulate import ScheduleSimulator, SimulatedStep, expand_schedule, \
+    simulated_trip_count
+from tsjit.ts.verify.pipelines import ROLE_STAGES, is_pipelined, pipeline_config, role_tasks, \
+    task_lanes
+
+__all__ = ["PipelineSimulator", "Ring"]
+
+_ROLE_BY_STAGE = {stage: role for role, stage in ROLE_STAGES.items()}
+
+
+class Ring:
+    """Credit state of one pipelined resource."""
+
+    def __init__(self, manager, resource):
+        self.resource = resource
+        config = pipeline_config(resource)
+        self.stages = resource.pipeline_config.num_stages
+        self.advance_on_acquire = bool(getattr(config, "advance_on_acquire", False))
+        self.advance_on_wait = bool(getattr(config, "advance_on_wait", False))
+        self.lanes = {}          # (task id, role) -> Lanes
+        self.participants = {}   # role -> [count per stage]
+        for role in ROLE_STAGES:
+            counts = [0] * self.stages
+            for task in role_tasks(manager, resource, role):
+                lanes = task_lanes(task, resource, role)
+                self.lanes[(id(task), role)] = lanes
+                for stage in range(self.stages):
+                    if stage % lanes.stride in lanes.lanes:
+                        counts[stage] += 1
+            self.participants[role] = counts
+        self.arrivals = {role: defaultdict(int) for role in ROLE_STAGES}
+        self.counters = defaultdict(int)     # (task id, cursor name) -> ops done
+
+    # -- positions -----------------------------------------------------------------------
+    def _cursor(self, task, role: str) -> str:
+        if role == "acquire" and not self.advance_on_acquire:
+            return "commit"
+        if role == "wait" and not self.advance_on_wait:
+            return "release"
+        return role
+
+    def positions(self, task, role: str) -> list[int]:
+        lanes = self.lanes[(id(task), role)]
+        count = self.counters[(id(task), self._cursor(task, role))]
+        return [lane + count * lanes.stride for lane in lanes.lanes]
+
+    def done(self, role: str, position: int) -> bool:
+        """Whether every participant of ``role`` covering the stage has done ``position``."""
+        needed = self.participants[role][position % self.stages]
+        return needed > 0 and self.arrivals[role][position] >= needed
+
+    # -- the simulation hooks ------------------------------------------------------------
+    def blocked(self, task, role: str) -> list[int]:
+        """The positions that keep ``task`` from running ``role`` now (empty: can run)."""
+        if role == "wait":
+            return [p for p in self.positions(task, role) if not self.done("commit", p)]
+        if role == "acquire":
+            return [p for p in self.positions(task, role)
+                    if p >= self.stages and not self.done("release", p - self.stages)]
+        return []
+
+    def step(self, task, role: str) -> None:
+        for position in self.positions(task, role):
+            self.arrivals[role][position] += 1
+        cursor = self._cursor(task, role)
+        if cursor == role:
+            self.counters[(id(task), role)] += 1
+
+    # -- state for messages ------------------------------------------------------------------
+    def completed(self, role: str) -> int:
+        return sum(1 for p in list(self.arrivals[role]) if self.done(role, p))
+
+    def state(self) -> str:
+        committed, waited = self.completed("commit"), self.completed("wait")
+        acquired, released = self.completed("acquire"), self.completed("release")
+        free = self.stages - (acquired - released)
+        return (f"'{self.resource.name}' credit state: {committed - waited} committed "
+                f"stage(s) not yet waited on ({committed} commits, {waited} waits), "
+                f"{free} of {self.stages} slot(s) free ({acquired} acquires, {released} "
+                f"releases)")
+
+    def imbalances(self) -> list[str]:
+        name = self.resource.name
+        committed, waited = self.completed("commit"), self.completed("wait")
+        acquired, released = self.completed("acquire"), self.completed("release")
+        out = []
+        if committed > waited:
+            out.append(f"{committed - waited}x ProducerCommit from {name} not consumed by a "
+                       f"ConsumerWait ({committed} commits, {waited} waits)")
+        if waited > committed:
+            out.append(f"{waited - committed}x ConsumerWait on {name} without a matching "
+                       f"ProducerCommit ({waited} waits, {committed} commits)")
+        if acquired > released:
+            out.append(f"{acquired - released}x ProducerAcquire on {name} not matched by a "
+                       f"ConsumerRelease ({acquired} acquires, {released} releases)")
+        if released > acquired:
+            out.append(f"{released - acquired}x ConsumerRelease on {name} not matched by a "
+                       f"ProducerAcquire ({released} releases, {acquired} acquires)")
+        return out
+
+
+class PipelineSimulator(ScheduleSimulator):
+    """The lock-step walk with pipeline credits (see the module docstring)."""
+
+    persistent_tiles = 2
+
+    def __init__(self, manager, max_iterations: int | None = 4, dynamic_trip_count: int = 2):
+        super().__init__(manager, max_iterations, dynamic_trip_count)
+        for task in manager.tasks:
+            if task.schedule.work_tile_loop is not None:
+                trips = simulated_trip_count(task.schedule, max_iterations, dynamic_trip_count)
+                self.sequences[id(task)] = expand_schedule(task.schedule, trips,
+                                                           tiles=self.persistent_tiles)
+        self.rings = {id(r): Ring(manager, r) for r in manager.resources if is_pipelined(r)}
+        self.exact = {id(t): _exact(t.schedule, max_iterations) for t in manager.tasks}
+
+    def _ring_role(self, entry: SimulatedStep):
+        role = _ROLE_BY_STAGE.get(entry.step.stage)
+        ring = self.rings.get(id(entry.step.resource))
+        return (ring, role) if ring is not None and role is not None else (None, None)
+
+    def blocked(self, task, entry: SimulatedStep) -> bool:
+        ring, role = self._ring_role(entry)
+        return ring is not None and bool(ring.blocked(task, role))
+
+    def on_step(self, task, entry: SimulatedStep) -> None:
+        ring, role = self._ring_role(entry)
+        if ring is not None:
+            ring.step(task, role)
+
+    # -- reporting (used by TaskManager.print_and_verify) -----------------------------------
+    def blocked_message(self, task, entry: SimulatedStep) -> str:
+        step = entry.step
+        where = (f"schedule step #{step.id}"
+                 + (f", iteration {entry.iteration}" if entry.iteration is not None else "")
+                 + (f", tile {entry.tile}" if step.work_loop_slot is None
+                    and task.schedule.work_tile_loop is not None else ""))
+        text = (f"{task.describe()}: {step.resource.name} {step.stage.name} {step.call_index} "
+                f"is blocked! ({where})")
+        ring, role = self._ring_role(entry)
+        if ring is None:
+            return text
+        positions = ring.blocked(task, role)
+        stages = ", ".join(f"stage {p % ring.stages} phase {(p // ring.stages) % 2}"
+                           for p in positions)
+        need = ("a commit of " if role == "wait" else "a release freeing ")
+        return f"{text}\n    needs {need}{stages}; {ring.state()}"
+
+    def imbalances(self) -> list[str]:
+        out = []
+        for ring in self.rings.values():
+            tasks = [t for t in self.manager.tasks
+                     if any(s.resource is ring.resource for s in t.schedule.steps)]
+            if all(self.exact[id(t)] for t in tasks):
+                out += ring.imbalances()
+        return out
+
+
+def _exact(schedule, max_iterations) -> bool:
+    loop = schedule.domain_loop
+    count = loop.static_trip_count if loop is not None else 0
+    return count is not None and (max_iterations is None or count <= max_iterations)
+
+
+def is_credit_stage(stage: ScheduleStage) -> bool:
+    return stage in _ROLE_BY_STAGE

@@ -1,0 +1,152 @@
+"""Expansion of task schedules into the step sequences the exhaustive checker runs (§2.4).
+
+Each task's schedule is expanded (inventory §2.4) into the flat sequence of steps one
+thread of it runs in one *variant* of the program: pre-work-loop steps, then per work
+tile Head, the Loop body repeated for the trip count (FirstIter / LastIter / every(n)
+guards applied per trip), Tail, then post-work-loop steps.  Trip counts: a static
+domain unrolls exactly (counts above :data:`STATIC_UNROLL_CAP` shrink by a common amount
+so that differences between tasks survive); a ``get_domain`` provider is probed with
+tile ``(0, 0, 0)``; anything else runs as many trips as the longest static domain of the
+program (a mismatch with a run-time count cannot be judged), or, when every domain is
+run-time, ``2 * max_stages + 1`` trips, so that every ring wraps twice.  Persistent tasks run two work tiles; the skip variants
+run ``(full, skipped)`` and ``(skipped, skipped)`` tiles where a task has ``skip_if``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tsjit.ts.enums import BlockCondition, ScheduleStageType
+from tsjit.ts.pipeline import PipelineConfig
+
+__all__ = ["ExpandedStep", "Variant", "trip_counts", "expand_task", "program_variants",
+           "STATIC_UNROLL_CAP"]
+
+#: static trip counts above this shrink (keeping the differences between tasks).
+STATIC_UNROLL_CAP = 16
+
+
+@dataclass(frozen=True)
+class ExpandedStep:
+    """One executed schedule step: the Step, its trip index (Loop only) and tile."""
+
+    step: object
+    iteration: int | None
+    tile: int | None
+
+
+@dataclass
+class Variant:
+    """Which program variant to compile: tile skip pattern and data-guard value."""
+
+    name: str
+    skips: tuple = (False, False)
+    guard_value: bool = True
+
+
+def _max_stages(tasks) -> int:
+    stages = [r.pipeline_config.num_stages for t in tasks for r in t.resources
+              if isinstance(getattr(r, "pipeline_config", None), PipelineConfig)]
+    return max(stages, default=1)
+
+
+def _probe_provider(task, loop) -> int | None:
+    if loop.end_provider is None or not isinstance(loop.start, int) \
+            or not isinstance(loop.step, int) or loop.step == 0:
+        return None
+    try:
+        end = loop.end_provider(task, (0, 0, 0))
+    except Exception:  # a provider may need device values: fall back to a stand-in
+        return None
+    if isinstance(end, int) and not isinstance(end, bool):
+        return len(range(loop.start, end, loop.step))
+    return None
+
+
+def trip_counts(tasks, dynamic_trip_count: int, notes: list) -> dict:
+    """``{id(task): simulated trip count}`` (see the module docstring)."""
+    counts, static, dynamic = {}, {}, []
+    for task in tasks:
+        loop = task.schedule.domain_loop
+        count = loop.static_trip_count if loop is not None else 0
+        if count is None:
+            count = _probe_provider(task, loop)
+        if count is None:
+            dynamic.append(task)
+        else:
+            static[id(task)] = count
+    large = [c for c in static.values() if c > STATIC_UNROLL_CAP]
+    shrink = min(large) - STATIC_UNROLL_CAP if large else 0
+    for task in tasks:
+        if id(task) in static:
+            count = static[id(task)]
+            if count > STATIC_UNROLL_CAP:
+                reduced = min(count - shrink, 4 * STATIC_UNROLL_CAP)
+                notes.append(f"{task.describe()}: {count} domain iterations checked as "
+                             f"{reduced}")
+                count = reduced
+            counts[id(task)] = count
+    # A run-time trip count is assumed to match the static ones of the program (a mismatch
+    # there cannot be judged); with none, it is long enough for every ring to wrap twice.
+    busy = [counts[id(t)] for t in tasks if id(t) in static and counts[id(t)] > 0
+            and any(s.section.value == "Loop" for s in t.schedule.steps)]
+    representative = max(busy) if busy else max(dynamic_trip_count, 2 * _max_stages(tasks) + 1)
+    for task in dynamic:
+        counts[id(task)] = representative
+        notes.append(f"{task.describe()}: run-time domain end, checked with "
+                     f"{representative} iterations")
+    return counts
+
+
+def _guard_runs(guard, iteration, trip_count, skipped, guard_value) -> bool:
+    c = guard.condition
+    if c is BlockCondition.Skippable:
+        return not skipped
+    if c is BlockCondition.WhenTrue:
+        return guard_value
+    if c is BlockCondition.WhenFalse:
+        return not guard_value
+    if iteration is None:
+        return True
+    return guard.holds(iteration, trip_count) is not False
+
+
+def expand_task(task, trip_count: int, variant: Variant) -> list:
+    """The ExpandedSteps one thread of ``task`` runs in ``variant``."""
+    schedule = task.schedule
+    steps = schedule.steps
+    wtl = schedule.work_tile_loop
+    pre = [s for s in steps if s.work_loop_slot == "pre"]
+    post = [s for s in steps if s.work_loop_slot == "post"]
+    inner = [s for s in steps if s.work_loop_slot is None]
+    if wtl is None:
+        tiles = [(None, False)]
+    else:
+        has_skip = wtl.skip_if is not None
+        tiles = [(k, has_skip and skip) for k, skip in enumerate(variant.skips)]
+    out = [ExpandedStep(s, None, None) for s in pre]
+    for tile, skipped in tiles:
+        def runs(step, i):
+            return all(_guard_runs(g, i, trip_count, skipped, variant.guard_value)
+                       for g in step.guards)
+        out += [ExpandedStep(s, None, tile) for s in inner
+                if s.section is ScheduleStageType.Head and runs(s, None)]
+        loop = [s for s in inner if s.section is ScheduleStageType.Loop]
+        for i in range(trip_count):
+            out += [ExpandedStep(s, i, tile) for s in loop if runs(s, i)]
+        out += [ExpandedStep(s, None, tile) for s in inner
+                if s.section is ScheduleStageType.Tail and runs(s, None)]
+    out += [ExpandedStep(s, None, None) for s in post]
+    return out
+
+
+def program_variants(tasks) -> list:
+    """The variants to check: normal, skip patterns, data-guard values."""
+    variants = [Variant("all tiles run")]
+    if any(t.schedule.work_tile_loop is not None and t.schedule.work_tile_loop.skip_if
+           is not None for t in tasks):
+        variants.append(Variant("second tile skipped", skips=(False, True)))
+        variants.append(Variant("both tiles skipped", skips=(True, True)))
+    if any(g.condition.is_data_dependent for t in tasks for s in t.schedule.steps
+           for g in s.guards):
+        variants.append(Variant("when_true blocks not taken", guard_value=False))
+    return variants

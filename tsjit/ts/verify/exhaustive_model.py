@@ -1,0 +1,510 @@
+"""What the exhaustive checker explores: tasks compiled to processes of synchronising ops.
+
+The schedules are expanded by :mod:`tsjit.ts.verify.exhaustive_expand` and then
+compiled here into a :class:`Process` per task (one per warp for warp-lane interleaved
+tasks) -- a list of :class:`Op`, each one *synchronising*
+transition exactly as ``tsjit/ts/lower_pipeline.py`` emits it:
+
+* acquire: parity wait on ``empty[i]`` (skipped when a try_acquire succeeded); a TMA
+  producer then arms ``full[i]`` with ``arrive.expect_tx`` (one arrival per warp, one per
+  task with ``TaskWarpLeader``);
+* commit: thread producers arrive on ``full[i]``; TMA producers do nothing;
+* wait: parity wait on ``full[i]``; release: consumers arrive on ``empty[i]``;
+* try_acquire / try_wait: a probe of the barrier whose success skips the next wait;
+* the producer tail: ``S / stride`` waits on ``empty`` after the schedule;
+* PDL ``wait_griddep`` / ``launch_griddep``.
+
+Cursor arithmetic (index, phase, advance-on-acquire/-wait, interleave lanes and strides)
+is done here, statically, because it only depends on the position in the sequence.  Each
+barrier is modelled exactly: parity, arrivals still pending in the current phase (reset
+to the configured count when the phase completes) and the transaction count.
+
+Everything between two ops is *local* to the thread and is folded into the op before it
+(so a run of work steps costs no transitions): the data accesses of those work steps form
+the op's ``segment``, active from that op to the next one.  This gives every access the
+widest window the synchronisation allows, so two accesses can overlap in some
+interleaving exactly when no barrier orders them.  A TMA producer work spawns a
+:class:`Copy` instead: an asynchronous write of the stage, in flight from the op that
+opens its segment until the copy's own completion transition (``complete_tx``).
+
+Accesses: consumer work reads, producer work writes, the current stage of a pipelined
+resource; work on a non-pipelined resource with an SMEM allocation accesses the whole
+allocation; a work on a resource whose fields reference a pipelined resource ``U``
+(``GmemTiles.smem``) also reads (consumer side) or writes (producer side) the stage of
+``U`` the task holds.  Auxiliary work and WorkQueue bookkeeping access nothing.
+Regions conflict when they are the same stage, or when their allocator byte ranges
+overlap (alias groups), see :mod:`tsjit.ts.verify.exhaustive_regions`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tsjit.ts.enums import ScheduleStage
+from tsjit.ts.pipeline import PipelineConfig
+from tsjit.ts.verify.exhaustive_expand import Variant, expand_task
+from tsjit.ts.verify.exhaustive_regions import RegionTable
+
+__all__ = ["Barrier", "Access", "Copy", "Op", "Process", "Program", "compile_program"]
+
+S = ScheduleStage
+_PIPELINE_OPS = {S.ProducerAcquire, S.ProducerCommit, S.ConsumerWait, S.ConsumerRelease,
+                 S.ProducerTryAcquire, S.ConsumerTryWait}
+
+
+@dataclass(frozen=True)
+class Barrier:
+    """One mbarrier: ``resource.full[slot]`` or ``resource.empty[slot]``."""
+
+    id: int
+    resource: object
+    kind: str
+    slot: int
+    count: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.resource.name}.{self.kind}[{self.slot}]"
+
+
+@dataclass(frozen=True)
+class Access:
+    """A data access of a work step: ``mode`` is ``"read"`` or ``"write"``."""
+
+    mode: str
+    region: int
+    step: object
+    iteration: int | None
+    tile: int | None
+
+
+@dataclass(frozen=True)
+class Copy:
+    """An asynchronous TMA write of one stage, completing with ``complete_tx(nbytes)``."""
+
+    id: int
+    process: int
+    barrier: int
+    nbytes: int
+    access: Access
+
+
+@dataclass
+class Op:
+    """One synchronising transition of a process (see the module docstring)."""
+
+    kind: str
+    step: object                 # the schedule Step (None for the producer tail)
+    resource: object
+    slot: int | None
+    iteration: int | None
+    tile: int | None
+    guard: int = -1              # barrier id of a blocking parity wait, -1 for none
+    parity: int = 0
+    probe_key: int = -1          # probe flag that skips the guard / that a try op sets
+    probe_barrier: int = -1      # barrier a try op tests
+    arrivals: tuple = ()         # (barrier id, arrivals, transaction bytes)
+    spawns: tuple = ()           # Copies issued in the segment this op opens
+    pdl: int = 0                 # 1: griddepcontrol.wait, 2: launch_dependents
+    segment: tuple = ()          # Accesses active from this op to the next
+    footprint: int = 0           # packed footprint (see exhaustive_search)
+
+    def describe(self) -> str:
+        where = []
+        if self.slot is not None:
+            where.append(f"stage {self.slot}")
+        if self.tile is not None:
+            where.append(f"tile {self.tile}")
+        if self.iteration is not None:
+            where.append(f"iteration {self.iteration}")
+        ctx = f" ({', '.join(where)})" if where else ""
+        if self.step is None:
+            return f"{self.resource.name!r} producer tail (wait empty){ctx}"
+        return f"{self.step.describe()}{ctx}"
+
+
+@dataclass
+class Process:
+    """One task (or one warp lane of an interleaved task) as a list of ops."""
+
+    index: int
+    task: object
+    lane: int | None
+    warps: int
+    ops: list
+    initial_segment: tuple = ()
+    initial_spawns: tuple = ()
+    probe_keys: int = 0
+    stuck: object = None         # (queue resource) when the task never advances its tile
+
+    @property
+    def name(self) -> str:
+        return self.task.name if self.lane is None else f"{self.task.name}/warp{self.lane}"
+
+    def describe(self) -> str:
+        if self.lane is None:
+            return self.task.describe()
+        return f"task {self.task.name!r} warp {self.task.warp_start + self.lane} (lane {self.lane})"
+
+
+@dataclass
+class Program:
+    """Everything the search needs for one variant."""
+
+    variant: Variant
+    processes: list
+    barriers: list
+    regions: RegionTable
+    copies: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    pdl_checked: bool = True
+
+
+def ring_config(resource) -> PipelineConfig | None:
+    """The resource's PipelineConfig (None without one, or for a stand-in object)."""
+    config = getattr(resource, "pipeline_config", None)
+    return config if isinstance(config, PipelineConfig) else None
+
+
+# -- pipeline cursors --------------------------------------------------------------------------
+class _Cursor:
+    """Index/phase of one side of one resource in one process (mirrors lower_pipeline)."""
+
+    def __init__(self, lane: int, phase: int):
+        self.open = [lane, phase]
+        self.close = [lane, phase]
+        self.stage = None            # set by acquire / wait
+
+    def work_slot(self) -> int:
+        """The stage a work step touches: the one last opened by this process, else (a
+        split consumer/producer that only closes) the one its closing cursor is at."""
+        return self.stage if self.stage is not None else self.close[0]
+
+    @staticmethod
+    def advance(pair, stride, stages):
+        nxt = pair[0] + stride
+        if nxt >= stages:
+            pair[0], pair[1] = nxt - stages, pair[1] ^ 1
+        else:
+            pair[0] = nxt
+
+
+def _is_pdl(step, name: str) -> bool:
+    return step.label == name or type(step.resource).__name__ == (
+        "PdlWaitBarrier" if name == "wait_griddep" else "PdlLaunchBarrier")
+
+
+def _lane_for(task, resource, stride: int, warp: int | None) -> int:
+    if stride <= 1:
+        return 0
+    if task.num_warps == stride:
+        return warp or 0
+    loop = task.schedule.domain_loop
+    step = getattr(loop, "step", None)
+    if isinstance(step, int) and step == stride and isinstance(loop.start, int):
+        return loop.start % stride
+    return 0
+
+
+def _splits_into_warps(task) -> bool:
+    for step in task.schedule.steps:
+        cfg = ring_config(step.resource)
+        if cfg is None or step.stage not in _PIPELINE_OPS:
+            continue
+        strides = cfg.interleave_strides
+        stride = strides[0] if step.stage.is_producer else strides[2]
+        if stride > 1 and task.num_warps == stride:
+            return True
+    return False
+
+
+def _referenced_rings(resource) -> list:
+    """Pipelined resources a resource's fields point at (``GmemTiles.smem``)."""
+    out = []
+    for value in list(getattr(resource, "__dict__", {}).values()):
+        if value is not resource and hasattr(value, "task_local_variables") \
+                and ring_config(value) is not None:
+            if all(value is not o for o in out):
+                out.append(value)
+    return out
+
+
+class _Compiler:
+    """Builds one Program from expanded step lists."""
+
+    def __init__(self, manager_tasks, graph, counts, variant, regions: RegionTable,
+                 check_pdl: bool = True):
+        self.check_pdl = check_pdl
+        self.tasks = manager_tasks
+        self.graph = graph
+        self.counts = counts
+        self.variant = variant
+        self.regions = regions
+        self.barriers: list[Barrier] = []
+        self.barrier_ids: dict = {}
+        self.copies: list[Copy] = []
+
+    def barrier(self, resource, kind: str, slot: int) -> int:
+        key = (id(resource), kind, slot)
+        if key not in self.barrier_ids:
+            cfg = resource.pipeline_config
+            count = cfg.producer_group.size if kind == "full" else cfg.consumer_group.size
+            self.barrier_ids[key] = len(self.barriers)
+            self.barriers.append(Barrier(len(self.barriers), resource, kind, slot, count))
+        return self.barrier_ids[key]
+
+    def compile(self) -> list:
+        shells = []
+        for task in self.tasks:
+            lanes = range(task.num_warps) if _splits_into_warps(task) else [None]
+            for lane in lanes:
+                shells.append((task, lane))
+        modes = self._arrival_modes(shells)
+        processes = []
+        for index, (task, lane) in enumerate(shells):
+            steps = expand_task(task, self.counts[id(task)], self.variant)
+            processes.append(self._compile_process(index, task, lane, steps, modes))
+        return processes
+
+    # arrivals per process: "lane" (one per warp) or "thread" (every thread), per (res, side)
+    def _arrival_modes(self, shells) -> dict:
+        warps: dict = {}
+        for task, lane in shells:
+            w = 1 if lane is not None else task.num_warps
+            seen = set()
+            for step in task.schedule.steps:
+                cfg = ring_config(step.resource)
+                if cfg is None or step.stage not in (S.ProducerCommit, S.ConsumerRelease):
+                    continue
+                key = (id(step.resource), step.stage.is_producer)
+                if key not in seen:
+                    seen.add(key)
+                    warps[key] = warps.get(key, 0) + w
+        modes = {}
+        for (rid, producer), total in warps.items():
+            resource = next(r for t, _ in shells for r in t.resources if id(r) == rid)
+            cfg = resource.pipeline_config
+            size = (cfg.producer_group if producer else cfg.consumer_group).size
+            lanes = cfg.interleave_strides[1 if producer else 3]
+            total = max(1, total // lanes)       # warps arriving in one phase of one stage
+            modes[(rid, producer)] = "lane" if abs(size - total) < abs(size - 32 * total) \
+                else "thread"
+        return modes
+
+    def _compile_process(self, index, task, lane, steps, modes) -> Process:
+        warps = 1 if lane is not None else task.num_warps
+        proc = Process(index, task, lane, warps, [])
+        cursors: dict = {}
+        probe_keys: dict = {}
+        segment: list = []
+        spawns: list = []
+        holder = {"op": None}           # the op whose segment is being filled
+        waited: set = set()
+
+        def cursor(resource, producer: bool) -> _Cursor:
+            key = (id(resource), producer)
+            if key not in cursors:
+                strides = resource.pipeline_config.interleave_strides
+                stride = strides[0] if producer else strides[2]
+                cursors[key] = _Cursor(_lane_for(task, resource, stride, lane),
+                                       1 if producer else 0)
+            return cursors[key]
+
+        def probe_key(resource, producer: bool) -> int:
+            return probe_keys.setdefault((id(resource), producer), len(probe_keys))
+
+        def flush(op):
+            prev = holder["op"]
+            if prev is None:
+                proc.initial_segment, proc.initial_spawns = tuple(segment), tuple(spawns)
+            else:
+                prev.segment, prev.spawns = tuple(segment), tuple(spawns)
+            segment.clear()
+            spawns.clear()
+            holder["op"] = op
+            proc.ops.append(op)
+
+        def make_op(kind, es, resource, slot, **kw):
+            return Op(kind, es.step if es else None, resource, slot,
+                      es.iteration if es else None, es.tile if es else None, **kw)
+
+        advanced_tiles = set()
+        for es in steps:
+            step, resource = es.step, es.step.resource
+            cfg = ring_config(resource)
+            stage = step.stage
+            if stage in _PIPELINE_OPS and cfg is not None:
+                flush(self._pipeline_op(es, cfg, resource, stage, cursor, probe_key, modes,
+                                        warps, make_op, waited))
+                continue
+            if self.check_pdl and stage.is_work and (_is_pdl(step, "wait_griddep") or
+                                  _is_pdl(step, "launch_griddep")):
+                pdl = 1 if _is_pdl(step, "wait_griddep") else 2
+                flush(make_op("pdl_wait" if pdl == 1 else "pdl_launch", es, resource, None,
+                              pdl=pdl))
+                continue
+            if resource.is_work_queue and stage.is_work and not step.is_aux:
+                advanced_tiles.add(es.tile)
+            if stage.is_work and not step.is_aux:
+                self._work_accesses(es, task, cursor, cursors, waited, warps, segment,
+                                    spawns, proc)
+        flush(None)
+        proc.ops.pop()                   # the sentinel None appended by the last flush
+        self._producer_tail(task, proc, cursors, make_op)
+        proc.probe_keys = len(probe_keys)
+        queue = task.work_queue
+        wtl = task.schedule.work_tile_loop
+        if wtl is not None and queue is not None and ring_config(queue) is None:
+            if not any(s.resource is queue and s.stage.is_work and not s.is_aux
+                       and s.work_loop_slot is None for s in task.schedule.steps):
+                proc.stuck = queue
+        return proc
+
+    def _pipeline_op(self, es, cfg, resource, stage, cursor, probe_key, modes, warps,
+                     make_op, waited):
+        stages = cfg.num_stages
+        s_acq, s_commit, s_wait, s_release = cfg.interleave_strides
+        producer = stage.is_producer
+        cur = cursor(resource, producer)
+        kind_p, kind_c = cfg.pipeline_type.producer_kind, cfg.pipeline_type.consumer_kind
+        if stage in (S.ProducerTryAcquire, S.ConsumerTryWait):
+            index, phase = cur.open
+            bar = self.barrier(resource, "empty" if producer else "full", index)
+            return make_op("try_acquire" if producer else "try_wait", es, resource, index,
+                           probe_barrier=bar, parity=phase,
+                           probe_key=probe_key(resource, producer))
+        if stage is S.ProducerAcquire:
+            index, phase = cur.open
+            arrivals = ()
+            if kind_p in ("tma", "clc"):
+                twl = bool(cfg.producer_signaling_threads & 4)
+                n = 1 if twl else warps
+                arrivals = ((self.barrier(resource, "full", index), n, n * cfg.num_bytes),)
+            op = make_op("acquire", es, resource, index,
+                         guard=self.barrier(resource, "empty", index), parity=phase,
+                         probe_key=probe_key(resource, True), arrivals=arrivals)
+            cur.stage = index
+            if cfg.advance_on_acquire:
+                _Cursor.advance(cur.open, s_acq, stages)
+            return op
+        if stage is S.ProducerCommit:
+            index = cur.close[0]
+            arrivals = ()
+            if kind_p == "async":
+                n = warps if modes.get((id(resource), True)) == "lane" else 32 * warps
+                arrivals = ((self.barrier(resource, "full", index), n, 0),)
+            elif kind_p == "umma":
+                arrivals = ((self.barrier(resource, "full", index), 1, 0),)
+            op = make_op("commit", es, resource, index, arrivals=arrivals)
+            _Cursor.advance(cur.close, s_commit, stages)
+            if not cfg.advance_on_acquire:
+                cur.open = list(cur.close)
+            return op
+        if stage is S.ConsumerWait:
+            index, phase = cur.open
+            op = make_op("wait", es, resource, index,
+                         guard=self.barrier(resource, "full", index), parity=phase,
+                         probe_key=probe_key(resource, False))
+            cur.stage = index
+            waited.add(id(resource))
+            if cfg.advance_on_wait:
+                _Cursor.advance(cur.open, s_wait, stages)
+            return op
+        # ConsumerRelease
+        index = cur.close[0]
+        if kind_c == "umma":
+            n = 1
+        else:
+            n = warps if modes.get((id(resource), False)) == "lane" else 32 * warps
+        op = make_op("release", es, resource, index,
+                     arrivals=((self.barrier(resource, "empty", index), n, 0),))
+        _Cursor.advance(cur.close, s_release, stages)
+        if not cfg.advance_on_wait:
+            cur.open = list(cur.close)
+        return op
+
+    def _work_accesses(self, es, task, cursor, cursors, waited, warps, segment, spawns, proc):
+        step, resource = es.step, es.step.resource
+        cfg = ring_config(resource)
+        producer = step.stage.is_producer
+        mode, role = ("write", "producer") if producer else ("read", "consumer")
+        if cfg is not None:
+            slot = cursor(resource, producer).work_slot()
+            region = self.regions.stage_region(resource, slot, role)
+            access = Access(mode, region, step, es.iteration, es.tile)
+            if producer and cfg.pipeline_type.producer_kind in ("tma", "clc"):
+                self._spawn_copies(es, cfg, resource, slot, access, warps, spawns, proc)
+            else:
+                segment.append(access)
+        else:
+            region = self.regions.resource_region(resource, role)
+            if region is not None:
+                segment.append(Access(mode, region, step, es.iteration, es.tile))
+        for ring in _referenced_rings(resource):
+            if id(ring) in waited and (id(ring), False) in cursors:
+                slot = cursors[(id(ring), False)].work_slot()
+                region = self.regions.stage_region(ring, slot, "consumer")
+                segment.append(Access("read", region, step, es.iteration, es.tile))
+            elif (id(ring), True) in cursors and any(
+                    s.stage is S.ProducerAcquire and s.resource is ring
+                    for s in task.schedule.steps):
+                slot = cursors[(id(ring), True)].work_slot()
+                region = self.regions.stage_region(ring, slot, "producer")
+                segment.append(Access("write", region, step, es.iteration, es.tile))
+
+    def _spawn_copies(self, es, cfg, resource, slot, access, warps, spawns, proc):
+        """Issue the TMA copy of one producer work step (its share of the stage's bytes)."""
+        per_warp = cfg.num_bytes_per_warp_per_cta
+        works = [s for s in proc.task.schedule.steps
+                 if s.resource is resource and s.stage is S.ProducerWork and not s.is_aux]
+        share = max(1, len(works))
+        cluster = 1
+        if isinstance(cfg.cta_layout_vmnk, tuple):
+            for dim in cfg.cta_layout_vmnk:
+                cluster *= dim
+        if per_warp is not None:
+            total, units = per_warp * cluster * warps, warps
+        else:
+            twl = bool(cfg.producer_signaling_threads & 4)
+            total, units = cfg.num_bytes * (1 if twl else warps), 1
+        position = sum(1 for c in spawns if c.access.region == access.region) // units
+        for unit in range(units):
+            nbytes = total // units // share
+            if position == share - 1:        # the last work of the stage gets the remainder
+                nbytes = total // units - nbytes * (share - 1)
+            copy = Copy(len(self.copies), proc.index, self.barrier(resource, "full", slot),
+                        nbytes, access)
+            self.copies.append(copy)
+            spawns.append(copy)
+
+    def _producer_tail(self, task, proc, cursors, make_op):
+        """Drain: ``S / stride`` waits on ``empty`` for each resource this task acquires."""
+        done = set()
+        for step in task.schedule.steps:
+            resource = step.resource
+            if step.stage is not S.ProducerAcquire or id(resource) in done:
+                continue
+            done.add(id(resource))
+            cfg = resource.pipeline_config
+            if ring_config(resource) is None or (id(resource), True) not in cursors:
+                continue
+            cur = cursors[(id(resource), True)]
+            pair = list(cur.close if cfg.advance_on_acquire else cur.open)
+            stride = cfg.interleave_strides[0]
+            for _ in range(cfg.num_stages // stride):
+                proc.ops.append(make_op("tail_wait", None, resource, pair[0],
+                                        guard=self.barrier(resource, "empty", pair[0]),
+                                        parity=pair[1]))
+                _Cursor.advance(pair, stride, cfg.num_stages)
+
+
+def compile_program(tasks, graph, variant: Variant, counts: dict, regions: RegionTable,
+                    notes: list, check_pdl: bool = True) -> Program:
+    """Compile every task for ``variant`` (see the module docstring)."""
+    # a kernel with no wait_griddep at all does not read its predecessor's output through
+    # PDL, so its launches have nothing to wait for
+    check_pdl = check_pdl and any(s.stage.is_work and _is_pdl(s, "wait_griddep")
+                                  for t in tasks for s in t.schedule.steps)
+    compiler = _Compiler(tasks, graph, counts, variant, regions, check_pdl)
+    processes = compiler.compile()
+    return Program(variant, processes, compiler.barriers, regions, compiler.copies,
+                   list(notes), check_pdl)

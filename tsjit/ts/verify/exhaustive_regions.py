@@ -1,0 +1,154 @@
+"""Memory regions the exhaustive checker watches for races, and which of them conflict.
+
+A *region* is what one data access touches:
+
+* ``(resource, stage k, role)`` for a pipelined resource: the k-th slot of its ring;
+* ``(resource, None, role)`` for a resource without a pipeline that owns shared memory
+  in the :class:`~tsjit.ts.memory.SmemAllocator` (other non-pipelined resources -- global
+  memory tensors, barriers, work queues -- are not watched: nothing tells which addresses
+  two tasks touch there).
+
+Byte ranges come from the allocator: the allocations a resource owns (``alloc.owner``, or
+an :class:`SmemAllocation` held in one of its fields), narrowed per role by
+``get_producer_requirements()`` / ``get_consumer_requirements()`` when the resource
+defines them.  A pipelined resource's allocations are split into ``num_stages`` equal
+parts, stage ``k`` owning the ``k``-th part of each.
+
+Two regions conflict when they are the same stage of the same resource (or one of them is
+the whole resource), unless both have byte ranges and those do not overlap; regions of
+two different resources conflict only when their byte ranges overlap (an alias group, or
+``alias_pairs()`` of the allocator).  Without an allocator nothing aliases.
+"""
+from __future__ import annotations
+
+__all__ = ["RegionTable"]
+
+
+def _interval(value) -> tuple | None:
+    if value is None:
+        return None
+    if isinstance(value, range):
+        return (value.start, value.stop)
+    try:
+        start, end = value
+    except (TypeError, ValueError):
+        return None
+    return (start, end) if isinstance(start, int) and isinstance(end, int) else None
+
+
+def _overlap(a: list, b: list) -> tuple | None:
+    for s1, e1 in a:
+        for s2, e2 in b:
+            if s1 < e2 and s2 < e1:
+                return (max(s1, s2), min(e1, e2))
+    return None
+
+
+class RegionTable:
+    """Regions by id, their byte ranges and conflict bit masks (see the module docstring)."""
+
+    def __init__(self, allocator=None):
+        self.keys: list = []             # (resource, slot, role)
+        self.intervals: list = []        # list of (start, end) per region; [] when unknown
+        self.ids: dict = {}
+        self.allocator = allocator
+        self._owned = self._allocations_by_owner(allocator)
+        self._masks: list | None = None
+
+    # -- allocator ---------------------------------------------------------------------------
+    @staticmethod
+    def _allocations_by_owner(allocator) -> dict:
+        out: dict = {}
+        if allocator is None:
+            return out
+        try:
+            allocations = list(getattr(allocator, "allocations", ()) or ())
+        except Exception:  # layout not computed or an unknown allocator: no aliasing
+            return out
+        for alloc in allocations:
+            owner = getattr(alloc, "owner", None)
+            if owner is not None:
+                out.setdefault(id(owner), []).append(alloc)
+        return out
+
+    def _allocations(self, resource, role: str) -> list:
+        getter = getattr(resource, f"get_{role}_requirements", None)
+        if callable(getter):
+            try:
+                return list(getter() or ())
+            except Exception:
+                pass
+        found = list(self._owned.get(id(resource), ()))
+        for value in list(getattr(resource, "__dict__", {}).values()):
+            if hasattr(value, "size_bytes") and hasattr(value, "range") \
+                    and all(value is not a for a in found):
+                found.append(value)
+        return found
+
+    def _byte_ranges(self, resource, slot, role) -> list:
+        if self.allocator is None:
+            return []
+        out = []
+        for alloc in self._allocations(resource, role):
+            interval = _interval(getattr(alloc, "range", None))
+            if interval is None:
+                continue
+            if slot is not None:
+                stages = resource.pipeline_config.num_stages
+                size = (interval[1] - interval[0]) // stages
+                interval = (interval[0] + slot * size, interval[0] + (slot + 1) * size)
+            out.append(interval)
+        return out
+
+    # -- regions -------------------------------------------------------------------------------
+    def _region(self, resource, slot, role) -> int:
+        key = (id(resource), slot, role)
+        if key not in self.ids:
+            self.ids[key] = len(self.keys)
+            self.keys.append((resource, slot, role))
+            self.intervals.append(self._byte_ranges(resource, slot, role))
+            self._masks = None
+        return self.ids[key]
+
+    def stage_region(self, resource, slot: int, role: str) -> int:
+        """Region of stage ``slot`` of a pipelined resource, as ``role`` touches it."""
+        return self._region(resource, slot, role)
+
+    def resource_region(self, resource, role: str) -> int | None:
+        """Region of a non-pipelined resource with SMEM, or None when it has none."""
+        if not self._byte_ranges(resource, None, role):
+            return None
+        return self._region(resource, None, role)
+
+    def conflicts(self, a: int, b: int) -> bool:
+        ra, sa, _ = self.keys[a]
+        rb, sb, _ = self.keys[b]
+        ia, ib = self.intervals[a], self.intervals[b]
+        if ra is rb:
+            if sa is not None and sb is not None and sa != sb:
+                return False
+            return not (ia and ib) or _overlap(ia, ib) is not None
+        return bool(ia and ib) and _overlap(ia, ib) is not None
+
+    @property
+    def masks(self) -> list:
+        """``masks[r]``: bit mask of every region conflicting with region ``r``."""
+        if self._masks is None:
+            n = len(self.keys)
+            self._masks = [sum(1 << b for b in range(n) if self.conflicts(a, b))
+                           for a in range(n)]
+        return self._masks
+
+    def name(self, region: int) -> str:
+        resource, slot, _ = self.keys[region]
+        return f"{resource.name!r} stage {slot}" if slot is not None else repr(resource.name)
+
+    def byte_range_text(self, a: int, b: int) -> str:
+        """``smem[x:y]`` where the two regions overlap, or a description without ranges."""
+        overlap = _overlap(self.intervals[a], self.intervals[b])
+        if overlap is not None:
+            return f"smem[{overlap[0]}:{overlap[1]}]"
+        if self.intervals[a]:
+            s, e = self.intervals[a][0]
+            return f"smem[{s}:{e}]"
+        return "no byte range (no SmemAllocator layout)"

@@ -1,0 +1,453 @@
+"""Breadth-first search over the interleavings of a compiled program, with partial-order
+reduction.
+
+State (one flat tuple, hashed for the visited set): the op counter of every process, its
+probe flags (successful try_acquire/try_wait not yet consumed), every barrier's
+``(parity, pending arrivals, transaction count)``, the "a PDL wait has run" flag and the
+sorted ids of the TMA copies in flight.  Cursor indices and phases are not part of it:
+they are a function of the op counter (see :mod:`tsjit.ts.verify.exhaustive_model`).
+
+Transitions: a process runs its next op when it is enabled (no guard, a successful probe,
+or the guarded barrier's parity differs from the awaited one -- ``mbarrier.try_wait.parity``
+semantics, so a ring that falls two phases behind passes spuriously, as on the GPU); an
+in-flight copy completes (``complete_tx``).  While running an op the search reports:
+
+* a *race* when an access the op begins (its segment, or a copy it issues) conflicts with
+  an access another process or copy has active (same stage / aliased bytes, one writes);
+* an *arrival-count* violation when an arrive delivers more arrivals than the phase still
+  waits for, or a copy delivers more bytes than were armed: the phase completes while
+  threads (bytes) of the same operation are still outstanding;
+* a *PDL* violation when ``launch_griddep`` runs before any ``wait_griddep``.
+
+A state where no transition is enabled and some process has not finished is a deadlock.
+
+Partial-order reduction (persistent sets, Godefroid 1996).  Each op and copy has a packed
+*footprint* -- the barriers it arrives on / waits on, the regions whose accesses it begins
+or ends, the PDL flag -- and a *query mask* such that ``query(t) & footprint(u) != 0``
+exactly when t and u are dependent (arrive vs wait on one barrier; two arrives on a
+barrier whose arrivals are not all alike; conflicting region accesses; PDL wait vs
+launch).  From a state, the search expands only the enabled transitions of a set ``P`` of
+processes closed under: for an enabled next op ``t`` of a process in ``P``, every other
+process whose *free run* contains a transition dependent with ``t`` joins ``P``; for a
+blocked wait on barrier ``b``, every process whose free run arrives on ``b`` joins.  The
+free run of a process outside ``P`` is how far it could get without any help from ``P``:
+its ops up to the first wait that cannot pass on the arrivals the other outside processes
+(and copies) could still deliver (counted per barrier).  Any sequence of moves by
+processes outside ``P`` is then independent of what ``P`` does, so ``P``'s enabled
+transitions form a persistent set; the smallest such set over the possible starting
+processes is used.  The state graph is acyclic (every transition advances an op counter
+or retires a copy), so persistent sets alone preserve every deadlock and every terminal
+state; because accesses are part of the dependency relation, every Mazurkiewicz trace of
+a maximal run is represented, so every race and PDL violation is still found.  Breadth-
+first order makes the reported interleaving a shortest one.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+__all__ = ["SearchResult", "Event", "search"]
+
+
+@dataclass
+class Event:
+    """One finding at a transition: ``kind`` is race / arrivals / bytes / pdl / deadlock."""
+
+    kind: str
+    state: tuple
+    transition: tuple | None
+    data: dict
+
+
+@dataclass
+class SearchResult:
+    states: int = 0
+    complete: int = 0
+    deadlock_states: int = 0
+    capped: bool = False
+    events: list = field(default_factory=list)
+    parents: dict = field(default_factory=dict)
+
+
+class _Layout:
+    """Bit offsets of the packed footprint fields."""
+
+    def __init__(self, barriers: int, regions: int):
+        self.B, self.G = barriers, regions
+        self.arr, self.wt = 0, barriers
+        self.wr, self.rd = 2 * barriers, 2 * barriers + regions
+        self.pdl = 2 * barriers + 2 * regions
+
+
+class Model:
+    """The compiled program plus footprints, ready to search."""
+
+    def __init__(self, program):
+        self.program = program
+        procs = program.processes
+        self.procs = procs
+        self.P = len(procs)
+        self.B = len(program.barriers)
+        self.counts = [b.count for b in program.barriers]
+        self.copies = program.copies
+        masks = program.regions.masks
+        self.masks = masks
+        self.layout = lay = _Layout(self.B, len(masks))
+        self._commutative(program)
+        # per process: ops, segment bits, footprints
+        self.ops = [p.ops for p in procs]
+        self.seg_bits = []      # per process: list over pc of (wr bits, rd bits) active
+        self.fp_run = []        # per process: footprint of op j incl. the copies it issues
+        self.query = []         # per process: query mask of op j
+        self.new_conf = []      # per process: (wconf, rconf) of accesses op j begins
+        for proc in procs:
+            segs = [proc.initial_segment] + [op.segment for op in proc.ops]
+            bits = [self._access_bits(seg) for seg in segs]
+            self.seg_bits.append(bits)
+            fps, queries, confs = [], [], []
+            for j, op in enumerate(proc.ops):
+                ended, begun = bits[j], bits[j + 1]
+                spawn_wr = 0
+                for copy in op.spawns:
+                    spawn_wr |= 1 << copy.access.region
+                arr = 0
+                for b, _n, _tx in op.arrivals:
+                    arr |= 1 << b
+                wt = 0
+                if op.guard >= 0:
+                    wt |= 1 << op.guard
+                if op.probe_barrier >= 0:
+                    wt |= 1 << op.probe_barrier
+                wr = ended[0] | begun[0] | spawn_wr
+                rd = ended[1] | begun[1]
+                fp = arr | wt << lay.wt | wr << lay.wr | rd << lay.rd | op.pdl << lay.pdl
+                op.footprint = fp
+                run = fp
+                for copy in op.spawns:
+                    run |= self.copy_fp(copy)
+                fps.append(run)
+                queries.append(self._query(arr, wt, wr, rd, op.pdl))
+                confs.append((self._conf(begun[0] | spawn_wr), self._conf(begun[1])))
+            self.fp_run.append(fps)
+            self.query.append(queries)
+            self.new_conf.append(confs)
+        self.copy_fps = [self.copy_fp(c) for c in self.copies]
+        self.copy_queries = [self._query(1 << c.barrier, 0, 1 << c.access.region, 0, 0)
+                             for c in self.copies]
+
+    def _commutative(self, program) -> None:
+        kinds: dict = {}
+        for proc in program.processes:
+            for op in proc.ops:
+                for b, n, tx in op.arrivals:
+                    kinds.setdefault(b, set()).add((n, tx))
+        for copy in program.copies:
+            kinds.setdefault(copy.barrier, set()).add((0, -copy.nbytes))
+        self.noncommutative = sum(1 << b for b, k in kinds.items() if len(k) > 1)
+
+    def _access_bits(self, segment) -> tuple:
+        wr = rd = 0
+        for access in segment:
+            if access.mode == "write":
+                wr |= 1 << access.region
+            else:
+                rd |= 1 << access.region
+        return (wr, rd)
+
+    def _conf(self, bits: int) -> int:
+        out, r = 0, 0
+        while bits:
+            if bits & 1:
+                out |= self.masks[r]
+            bits >>= 1
+            r += 1
+        return out
+
+    def copy_fp(self, copy) -> int:
+        lay = self.layout
+        return (1 << copy.barrier) | (1 << copy.access.region) << lay.wr
+
+    def _query(self, arr, wt, wr, rd, pdl) -> int:
+        lay = self.layout
+        wconf, rconf = self._conf(wr), self._conf(rd)
+        swapped = ((pdl & 1) << 1) | ((pdl & 2) >> 1)
+        return ((wt | (arr & self.noncommutative)) | arr << lay.wt | (wconf | rconf) << lay.wr
+                | wconf << lay.rd | swapped << lay.pdl)
+
+    # -- state -------------------------------------------------------------------------------
+    def initial_state(self) -> tuple:
+        bars = []
+        for count in self.counts:
+            bars += [0, count, 0]
+        copies = sorted(c.id for p in self.procs for c in p.initial_spawns)
+        return tuple([0] * self.P + [0] * self.P + bars + [0] + copies)
+
+    def enabled(self, state, i: int) -> bool:
+        op = self.ops[i][state[i]]
+        if op.guard < 0:
+            return True
+        if op.probe_key >= 0 and state[self.P + i] >> op.probe_key & 1:
+            return True
+        return state[2 * self.P + 3 * op.guard] != op.parity
+
+
+def _arrive(bars: list, b: int, n: int, tx: int, count: int, completed: list | None = None):
+    """Apply arrivals / transaction bytes to barrier ``b``; returns a violation or None.
+
+    ``completed`` (optional one-element list) accumulates the phases completed.
+    """
+    i = 3 * b
+    parity, pending, txc = bars[i], bars[i + 1], bars[i + 2]
+    violation = None
+    flips = 0
+    if tx < 0 and txc > 0 and txc + tx < 0 and pending <= 0:
+        violation = ("bytes", txc, -tx)          # the phase completes mid-copy
+        parity, pending, flips = parity ^ 1, pending + count, 1
+    txc += tx
+    if n:
+        if n > pending > 0:
+            violation = ("arrivals", pending, n)  # arrivals spill into the next phase
+        pending -= n
+    while pending <= 0 and txc == 0:
+        parity ^= 1
+        pending += count
+        flips += 1
+    bars[i], bars[i + 1], bars[i + 2] = parity, pending, txc
+    if completed is not None:
+        completed[0] += flips
+    return violation
+
+
+class _Searcher:
+    def __init__(self, model: Model, max_states: int):
+        self.m = model
+        self.max_states = max_states
+        P, B = model.P, model.B
+        self.bar0 = 2 * P
+        self.pdl_at = 2 * P + 3 * B
+        self.copies_at = self.pdl_at + 1
+
+    # -- transitions ---------------------------------------------------------------------------
+    def live(self, state):
+        m = self.m
+        procs = [i for i in range(m.P) if state[i] < len(m.ops[i])]
+        return procs, state[self.copies_at:]
+
+    def step_process(self, state, i: int, events: list):
+        m = self.m
+        P = m.P
+        pc = state[i]
+        op = m.ops[i][pc]
+        s = list(state[:self.copies_at])
+        copies = list(state[self.copies_at:])
+        if op.guard >= 0 and op.probe_key >= 0:
+            s[P + i] &= ~(1 << op.probe_key)
+        if op.probe_barrier >= 0:
+            bit = 1 << op.probe_key
+            if s[self.bar0 + 3 * op.probe_barrier] != op.parity:
+                s[P + i] |= bit
+            else:
+                s[P + i] &= ~bit
+        bars = s[self.bar0:self.pdl_at]
+        for b, n, tx in op.arrivals:
+            bad = _arrive(bars, b, n, tx, m.counts[b])
+            if bad:
+                events.append(("arrivals", dict(process=i, op=pc, barrier=b, pending=bad[1],
+                                                delivered=bad[2])))
+        s[self.bar0:self.pdl_at] = bars
+        if op.pdl == 2 and not s[self.pdl_at]:
+            events.append(("pdl", dict(process=i, op=pc)))
+        if op.pdl == 1:
+            s[self.pdl_at] = 1
+        self._race_check(state, i, pc, copies, events)
+        if op.spawns:
+            copies = sorted(copies + [c.id for c in op.spawns])
+        s[i] = pc + 1
+        return tuple(s + copies)
+
+    def step_copy(self, state, cid: int, events: list):
+        m = self.m
+        copy = m.copies[cid]
+        s = list(state[:self.copies_at])
+        bars = s[self.bar0:self.pdl_at]
+        bad = _arrive(bars, copy.barrier, 0, -copy.nbytes, m.counts[copy.barrier])
+        if bad:
+            events.append(("bytes", dict(copy=cid, barrier=copy.barrier, armed=bad[1],
+                                         delivered=bad[2])))
+        s[self.bar0:self.pdl_at] = bars
+        copies = [c for c in state[self.copies_at:] if c != cid]
+        return tuple(s + copies)
+
+    def _race_check(self, state, i, pc, copies, events):
+        m = self.m
+        wconf, rconf = m.new_conf[i][pc]
+        if not (wconf or rconf):
+            return
+        others_wr = others_rd = 0
+        for j in range(m.P):
+            if j != i:
+                wr, rd = m.seg_bits[j][state[j]]
+                others_wr |= wr
+                others_rd |= rd
+        for cid in copies:
+            if m.copies[cid].process != i:
+                others_wr |= 1 << m.copies[cid].access.region
+        if (wconf & (others_wr | others_rd)) or (rconf & others_wr):
+            events.append(("race", dict(process=i, op=pc, copies=tuple(copies))))
+
+    # -- partial-order reduction ---------------------------------------------------------------
+    def free_runs(self, state, outside_procs, outside_copies) -> dict:
+        m = self.m
+        P = m.P
+        bar0 = self.bar0
+        avail_n: dict = {}
+        avail_tx: set = set()
+        fps: dict = {}
+        for cid in outside_copies:
+            avail_tx.add(m.copies[cid].barrier)
+            fps[("c", cid)] = m.copy_fps[cid]
+        pos = {i: state[i] for i in outside_procs}
+        run = {i: 0 for i in outside_procs}
+        progress = True
+        while progress:
+            progress = False
+            for i in outside_procs:
+                ops = m.ops[i]
+                j = pos[i]
+                while j < len(ops):
+                    op = ops[j]
+                    g = op.guard
+                    if g >= 0 and not (op.probe_key >= 0 and state[P + i] >> op.probe_key & 1):
+                        base = bar0 + 3 * g
+                        if state[base] == op.parity:
+                            pending, txc = state[base + 1], state[base + 2]
+                            if avail_n.get(g, 0) < pending or (txc and g not in avail_tx):
+                                break
+                    for b, n, tx in op.arrivals:
+                        avail_n[b] = avail_n.get(b, 0) + n
+                        if tx:
+                            avail_tx.add(b)
+                    for copy in op.spawns:
+                        avail_tx.add(copy.barrier)
+                    run[i] |= m.fp_run[i][j]
+                    j += 1
+                    progress = True
+                pos[i] = j
+        for i in outside_procs:
+            fps[("p", i)] = run[i]
+        return fps
+
+    def query(self, state, key) -> int:
+        m = self.m
+        if key[0] == "c":
+            return m.copy_queries[key[1]]
+        i = key[1]
+        op = m.ops[i][state[i]]
+        if m.enabled(state, i):
+            return m.query[i][state[i]]
+        return 1 << op.guard
+
+    def ample(self, state, enabled: list, live_keys: list) -> list:
+        if len(enabled) <= 1:
+            return enabled
+        best = None
+        for start in enabled:
+            members = {start}
+            frontier = [start]
+            while frontier:
+                outside = [k for k in live_keys if k not in members]
+                if not outside:
+                    break
+                fps = self.free_runs(state, [k[1] for k in outside if k[0] == "p"],
+                                     [k[1] for k in outside if k[0] == "c"])
+                new = []
+                for key in frontier:
+                    q = self.query(state, key)
+                    for other, fp in fps.items():
+                        if fp & q and other not in members and other not in new:
+                            new.append(other)
+                members.update(new)
+                frontier = new
+            chosen = [k for k in enabled if k in members]
+            if best is None or len(chosen) < len(best):
+                best = chosen
+                if len(best) == 1:
+                    break
+        return best
+
+    # -- search ---------------------------------------------------------------------------------
+    def run(self, reduce: bool = True) -> SearchResult:
+        m = self.m
+        result = SearchResult()
+        init = m.initial_state()
+        parents = {init: None}
+        result.parents = parents
+        self._initial_races(init, result)
+        queue = deque([init])
+        while queue:
+            state = queue.popleft()
+            procs, copies = self.live(state)
+            enabled = [("c", c) for c in copies] + [("p", i) for i in procs
+                                                     if m.enabled(state, i)]
+            if not enabled:
+                if procs:
+                    result.deadlock_states += 1
+                    result.events.append(Event("deadlock", state, None, {}))
+                else:
+                    result.complete += 1
+                continue
+            if reduce:
+                live_keys = [("c", c) for c in copies] + [("p", i) for i in procs]
+                chosen = self.ample(state, enabled, live_keys)
+            else:
+                chosen = enabled
+            for key in chosen:
+                events: list = []
+                if key[0] == "p":
+                    nxt = self.step_process(state, key[1], events)
+                else:
+                    nxt = self.step_copy(state, key[1], events)
+                for kind, data in events:
+                    result.events.append(Event(kind, state, key, data))
+                if nxt not in parents:
+                    if len(parents) >= self.max_states:
+                        result.capped = True
+                        continue
+                    parents[nxt] = (state, key)
+                    queue.append(nxt)
+        result.states = len(parents)
+        return result
+
+    def _initial_races(self, init, result) -> None:
+        m = self.m
+        for i, proc in enumerate(m.procs):
+            wr, rd = m.seg_bits[i][0]
+            spawn = 0
+            for c in proc.initial_spawns:
+                spawn |= 1 << c.access.region
+            wconf, rconf = m._conf(wr | spawn), m._conf(rd)
+            for j in range(i + 1, m.P):
+                owr, ord_ = m.seg_bits[j][0]
+                for c in m.procs[j].initial_spawns:
+                    owr |= 1 << c.access.region
+                if (wconf & (owr | ord_)) or (rconf & owr):
+                    result.events.append(Event("race", init, None, dict(
+                        process=i, op=-1, other=j, copies=())))
+
+
+def search(program, max_states: int = 100_000, reduce: bool = True):
+    """Explore ``program``; returns ``(Model, SearchResult)``."""
+    model = Model(program)
+    return model, _Searcher(model, max_states).run(reduce)
+
+
+def path_to(result: SearchResult, state) -> list:
+    """The transitions from the initial state to ``state`` (shortest in BFS order)."""
+    out = []
+    entry = result.parents.get(state)
+    while entry is not None:
+        prev, key = entry
+        out.append((prev, key))
+        entry = result.parents.get(prev)
+    out.reverse()
+    return out

@@ -1,0 +1,300 @@
+"""Persistent tile scheduling: ``WorkQueue`` and ``TileSchedulerConfig`` (inventory §1.5).
+
+A persistent kernel launches fewer CTAs than there are output tiles; each CTA loops over
+work tiles with ``with work_tile_loop(wq, skip_if=...):``.  The :class:`WorkQueue` is the
+resource that hands tiles out.  Every task of a persistent kernel lists the queue in
+``src_resources`` and ends each tile with the queue epilogue (check Q1)::
+
+    wq.init_work_tile()                      # optional, before the loop (auxiliary)
+    with work_tile_loop(wq, skip_if=...) as wtl:
+        with wtl.skippable():
+            with domain_loop(...):
+                ...                           # per-tile work; stage_info.work_tile
+        wq.try_wait()                         # optional
+        wq.wait()
+        wq.get_and_advance_work_tile()
+        wq.release()
+
+Static persistent scheduling (``TileSchedulerType.StaticPersistent``, any GPU; the queue
+has no pipeline and no producer, so its wait/release are no-ops):
+
+* the tile grid is ``num_tiles_m x num_tiles_n x num_tiles_l``; ``num_tiles`` is the
+  product;
+* CTA ``b = blockIdx.x`` processes the linear tiles ``b, b + gridDim.x, b + 2*gridDim.x,
+  ...`` while they are ``< num_tiles`` (``init_work_tile`` gives tile ``b``,
+  ``get_and_advance_work_tile`` adds ``gridDim.x``); ``is_valid`` is ``tile_idx <
+  num_tiles`` and the work tile loop runs while the current tile is valid;
+* linear index -> coordinates ``(m, n, l)``: ``l = t // (M*N)``, ``r = t % (M*N)``, then
+
+  - ``order="row"``: ``m = r // N``, ``n = r % N`` (consecutive tiles walk along n);
+  - ``order="grouped"`` (L2-friendly, as Triton's grouped ordering): with ``G =
+    group_size_m``, ``group = r // (G*N)``, ``first_m = group*G``, ``rows = min(M -
+    first_m, G)``, ``m = first_m + (r % (G*N)) % rows``, ``n = (r % (G*N)) // rows``
+    (a group of G tile rows is walked column by column).
+
+CLC dynamic persistent scheduling (``ClcDynamicPersistent``) needs sm_100a
+(``clusterlaunchcontrol.try_cancel``): it is data here; its work bodies raise a clear
+"needs sm_100a" ``CompilationError`` when lowered.  It needs a ``ClcFetchAsync``
+``pipeline_config`` and exactly one scheduler task (``dst_resources=[wq]``) whose tile
+epilogue starts with ``[try_acquire,] acquire, fetch_work_tile, commit``.
+
+Work bodies (compiled by the frontend with ``self`` bound to the queue) use only
+``tsjit.block_idx()``, ``tsjit.grid_dim()``, integer arithmetic and ``tsjit.select``; the
+helpers they call (``tile_info``, ``initial_work_tile``, ``next_work_tile``) run at
+compile time on run-time values and never branch on them, so they also work with plain
+Python ints (host tests).
+
+Task-local variables:
+
+* ``work_tile`` (:class:`WorkTileInfo`): written by ``init_work_tile`` and
+  ``get_and_advance_work_tile``; its default is ``initial_work_tile()`` (the lowering
+  creates it inside the kernel).  The lowering exposes the current value as
+  ``stage_info.work_tile``.
+* ``skip_work_tile`` (Boolean): the value of ``skip_if(wq, work_tile)`` (or
+  ``skip_if(work_tile)``) for the current tile; the lowering evaluates the predicate once
+  per tile and ``wtl.skippable()`` blocks run when it is false.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import tsjit
+from tsjit.errors import CompilationError
+from tsjit.lang.dtypes import Boolean
+from tsjit.ts.enums import WorkAttr
+from tsjit.ts.resources import MemoryResource, TaskLocalVariable
+from tsjit.ts.work import consumer_work, producer_work
+
+__all__ = ["TileSchedulerType", "TileSchedulerConfig", "WorkTileInfo", "WorkQueue",
+           "CLC_RESPONSE_BYTES"]
+
+#: bytes of one ``clusterlaunchcontrol.try_cancel`` response.
+CLC_RESPONSE_BYTES = 16
+
+
+class TileSchedulerType(enum.Enum):
+    """The flavour of a :class:`WorkQueue`."""
+
+    StaticPersistent = "StaticPersistent"
+    ClcDynamicPersistent = "ClcDynamicPersistent"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class WorkTileInfo(NamedTuple):
+    """One work tile: linear index, coordinates ``(m, n, l)``, validity.
+
+    A NamedTuple so that the frontend merges it element by element at control-flow joins
+    (one phi per field).  Fields may be run-time values or Python ints.
+    """
+
+    tile_idx: Any
+    coords: tuple
+    is_valid: Any
+
+
+def _select(condition: Any, if_true: Any, if_false: Any) -> Any:
+    return tsjit.select(condition, if_true, if_false)
+
+
+@dataclass(frozen=True, eq=False)
+class TileSchedulerConfig:
+    """How a WorkQueue assigns tiles (build it with a ``create_*`` factory).
+
+    Attributes:
+        scheduler_type: :class:`TileSchedulerType`.
+        num_tiles_m, num_tiles_n, num_tiles_l: the tile grid (ints or run-time values).
+        order: ``"row"`` or ``"grouped"`` (see the module docstring).
+        group_size_m: rows of tiles per group for ``order="grouped"``.
+        response_ptr: CLC only: where the 16-byte responses live (None: the SMEM allocator
+            places them).
+    """
+
+    scheduler_type: TileSchedulerType
+    num_tiles_m: Any
+    num_tiles_n: Any = 1
+    num_tiles_l: Any = 1
+    order: str = "row"
+    group_size_m: int = 8
+    response_ptr: Any = field(default=None)
+
+    def __post_init__(self):
+        if not isinstance(self.scheduler_type, TileSchedulerType):
+            raise TypeError(f"scheduler_type must be a TileSchedulerType, got "
+                            f"{self.scheduler_type!r}")
+        if self.order not in ("row", "grouped"):
+            raise ValueError(f"TileSchedulerConfig order must be 'row' or 'grouped', got "
+                             f"{self.order!r}")
+        if not isinstance(self.group_size_m, int) or isinstance(self.group_size_m, bool) \
+                or self.group_size_m < 1:
+            raise ValueError(f"TileSchedulerConfig group_size_m must be an int >= 1, got "
+                             f"{self.group_size_m!r}")
+        for name in ("num_tiles_m", "num_tiles_n", "num_tiles_l"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or value is None or (
+                    isinstance(value, (int, float)) and (not isinstance(value, int) or value < 1)):
+                raise ValueError(f"TileSchedulerConfig {name} must be an int >= 1 or a run-time "
+                                 f"integer, got {value!r}")
+
+    @classmethod
+    def create_static_persistent_tile_scheduler_params(
+            cls, num_tiles_m: Any, num_tiles_n: Any = 1, num_tiles_l: Any = 1, *,
+            order: str = "row", group_size_m: int = 8) -> "TileSchedulerConfig":
+        """Static round-robin assignment: CTA b gets tiles b, b + gridDim.x, ... (any GPU)."""
+        return cls(TileSchedulerType.StaticPersistent, num_tiles_m, num_tiles_n, num_tiles_l,
+                   order=order, group_size_m=group_size_m)
+
+    @classmethod
+    def create_clc_dynamic_persistent_tile_scheduler_params(
+            cls, params: Any, response_ptr: Any = None) -> "TileSchedulerConfig":
+        """CLC work stealing (sm_100a).  ``params`` is a static config (the tile grid and
+        order) or a tuple ``(num_tiles_m, num_tiles_n, num_tiles_l)``."""
+        if isinstance(params, TileSchedulerConfig):
+            return cls(TileSchedulerType.ClcDynamicPersistent, params.num_tiles_m,
+                       params.num_tiles_n, params.num_tiles_l, order=params.order,
+                       group_size_m=params.group_size_m, response_ptr=response_ptr)
+        grid = tuple(params) if isinstance(params, (tuple, list)) else (params,)
+        if not 1 <= len(grid) <= 3:
+            raise ValueError(f"CLC tile scheduler params must be a TileSchedulerConfig or 1-3 "
+                             f"tile counts, got {params!r}")
+        return cls(TileSchedulerType.ClcDynamicPersistent, *grid, response_ptr=response_ptr)
+
+    @property
+    def is_static(self) -> bool:
+        return self.scheduler_type is TileSchedulerType.StaticPersistent
+
+    @property
+    def num_tiles(self) -> Any:
+        """``num_tiles_m * num_tiles_n * num_tiles_l``."""
+        return self.num_tiles_m * self.num_tiles_n * self.num_tiles_l
+
+    def coords(self, tile_idx: Any) -> tuple:
+        """``(m, n, l)`` of linear tile ``tile_idx`` (formula in the module docstring)."""
+        m_tiles, n_tiles = self.num_tiles_m, self.num_tiles_n
+        per_l = m_tiles * n_tiles
+        l = tile_idx // per_l
+        r = tile_idx % per_l
+        if self.order == "row":
+            return (r // n_tiles, r % n_tiles, l)
+        group_tiles = self.group_size_m * n_tiles
+        first_m = (r // group_tiles) * self.group_size_m
+        left = m_tiles - first_m
+        rows = _select(left < self.group_size_m, left, self.group_size_m)
+        within = r % group_tiles
+        return (first_m + within % rows, within // rows, l)
+
+
+@dataclass(kw_only=True, eq=False, repr=False)
+class WorkQueue(MemoryResource):
+    """The persistent tile queue (see the module docstring).
+
+    Fields:
+        tile_scheduler_config: a :class:`TileSchedulerConfig`.
+        pipeline_config: None for static scheduling; a ``ClcFetchAsync`` config for CLC.
+
+    Raises:
+        TypeError / ValueError: a missing or mismatched config.
+    """
+
+    is_work_queue = True
+
+    tile_scheduler_config: TileSchedulerConfig = None
+    work_tile: TaskLocalVariable = TaskLocalVariable.uninitialized()
+    skip_work_tile: TaskLocalVariable = TaskLocalVariable.uninitialized()
+
+    def __post_init__(self):
+        config = self.tile_scheduler_config
+        if not isinstance(config, TileSchedulerConfig):
+            raise TypeError(
+                f"WorkQueue {self.name!r} needs tile_scheduler_config=TileSchedulerConfig."
+                f"create_static_persistent_tile_scheduler_params(num_tiles_m, ...), got "
+                f"{type(config).__name__}")
+        pipeline = self.pipeline_config
+        if config.is_static and pipeline is not None:
+            raise ValueError(f"WorkQueue {self.name!r}: a static persistent queue has no "
+                             f"pipeline; drop pipeline_config")
+        if not config.is_static:
+            kind = getattr(getattr(pipeline, "pipeline_type", None), "value", None)
+            if kind != "ClcFetchAsync":
+                raise ValueError(
+                    f"WorkQueue {self.name!r}: CLC scheduling needs pipeline_config="
+                    f"PipelineConfig.create_clc_fetch_async_pipeline_cfg(...), got "
+                    f"{kind or type(pipeline).__name__}")
+        self.work_tile = TaskLocalVariable(WorkTileInfo, default_factory=self.initial_work_tile,
+                                           docs="the current work tile")
+        self.skip_work_tile = TaskLocalVariable(Boolean, default=False,
+                                                docs="skip_if(work_tile) for the current tile")
+
+    # -- properties ------------------------------------------------------------------------
+    @property
+    def scheduler_type(self) -> TileSchedulerType:
+        return self.tile_scheduler_config.scheduler_type
+
+    @property
+    def is_static(self) -> bool:
+        return self.tile_scheduler_config.is_static
+
+    def get_smem_requirements(self) -> list:
+        """CLC: one 16-byte response slot per stage; static: nothing."""
+        if self.is_static:
+            return []
+        from tsjit.ts.memory import SmemAllocation
+        stages = self.pipeline_config.num_stages
+        return [SmemAllocation(f"{self.name}.clc_responses", CLC_RESPONSE_BYTES * stages,
+                               alignment=16)]
+
+    # -- compile-time helpers (run on run-time values; no branching on them) ----------------
+    def tile_info(self, tile_idx: Any) -> WorkTileInfo:
+        """The :class:`WorkTileInfo` of linear tile ``tile_idx``."""
+        config = self.tile_scheduler_config
+        return WorkTileInfo(tile_idx, config.coords(tile_idx), tile_idx < config.num_tiles)
+
+    def initial_work_tile(self) -> WorkTileInfo:
+        """Static: tile ``blockIdx.x`` (call inside a kernel)."""
+        self.require_static("init_work_tile")
+        return self.tile_info(tsjit.block_idx().x)
+
+    def next_work_tile(self, tile: WorkTileInfo) -> WorkTileInfo:
+        """Static: the tile ``gridDim.x`` further on."""
+        self.require_static("get_and_advance_work_tile")
+        return self.tile_info(tile.tile_idx + tsjit.grid_dim().x)
+
+    def require_static(self, what: str) -> None:
+        if not self.is_static:
+            raise CompilationError(
+                f"WorkQueue {self.name!r}: {what} with {self.scheduler_type} scheduling needs "
+                f"sm_100a (clusterlaunchcontrol.try_cancel); on sm_90a use "
+                f"TileSchedulerConfig.create_static_persistent_tile_scheduler_params(...)")
+
+    def require_clc(self, what: str) -> None:
+        if self.is_static:
+            raise CompilationError(
+                f"WorkQueue {self.name!r}: {what} is the CLC scheduler's producer work; a "
+                f"static persistent queue has no producer (remove it from the schedule)")
+        raise CompilationError(
+            f"WorkQueue {self.name!r}: {what} (CLC dynamic scheduling) needs sm_100a; on "
+            f"sm_90a use TileSchedulerConfig.create_static_persistent_tile_scheduler_params(...)")
+
+    def skip_work_tile_if(self, tile: WorkTileInfo) -> Any:
+        """Default ``skip_if`` predicate: skip nothing.  Override in a subclass (and pass
+        ``skip_if=wq.skip_work_tile_if``) or pass any ``(wq, tile)`` / ``(tile)`` callable."""
+        return False
+
+    # -- work methods (compiled by the frontend) -----------------------------------------------
+    @consumer_work(returns="work_tile", work_attrs=WorkAttr.AUXILIARY)
+    def init_work_tile(self, stage_info):
+        """Seed the first tile of this CTA."""
+        return self.initial_work_tile()
+
+    @consumer_work(returns="work_tile")
+    def get_and_advance_work_tile(self, stage_info):
+        """Move to the next tile of this CTA (static: ``tile_idx + gridDim.x``)."""
+        return self.next_work_tile(stage_info.work_tile)
+
+    @producer_work
+    def fetch_work_tile(self, stage_info):
+        """CLC scheduler task: query the next tile into the stage's response slot (sm_100a)."""
+        self.require_clc("fetch_work_tile")
