@@ -14,8 +14,8 @@ The Task Scheduling model lives in :mod:`tsjit.ts`.
 """
 from tsjit.errors import (CacheError, CompilationError, LaunchError, ScheduleError, TsjitError,
                           VerificationError)
-from tsjit.lang.dtypes import (BFloat16, Boolean, DType, Float16, Float32, Float64, Int8, Int16, Int32, Int64,
-                               Uint8, Uint16, Uint32, Uint64)
+from tsjit.lang.dtypes import (BFloat16, Boolean, DType, Float8E4M3, Float8E5M2, Float16, Float32, Float64, Int8,
+                               Int16, Int32, Int64, Uint8, Uint16, Uint32, Uint64)
 from tsjit.lang.constexpr import Constexpr, const_expr, range, range_constexpr
 from tsjit.lang import math
 from tsjit.lang.values import Value, select
@@ -30,6 +30,8 @@ from tsjit.lang.sync import (cluster_arrive, cluster_sync, cluster_wait, elect_o
                              map_shared_rank, mbarrier_arrive, mbarrier_arrive_cluster, mbarrier_arrive_expect_tx,
                              mbarrier_expect_tx, mbarrier_init, mbarrier_try_wait, mbarrier_wait, setmaxnreg)
 from tsjit.lang.tma import bulk_commit_group, bulk_wait_group, prefetch_tensormap, tma_load, tma_store
+from tsjit.lang.fragment import Fragment
+from tsjit.lang import epilogue, wgmma
 from tsjit.frontend.calls import DeviceFunction, func
 from tsjit.frontend.specs import tensormap_spec
 from tsjit.runtime.kernel import CompiledKernel, Kernel, compile, kernel

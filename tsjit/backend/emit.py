@@ -69,6 +69,8 @@ def llvm_type(dtype, *, memory: bool = False) -> ir.Type:
     if dtype.is_bool:
         return I8 if memory else I1
     if dtype.is_float:
+        if dtype.bits == 8:  # storage-only FP8 (Float8E4M3 / Float8E5M2): raw bytes
+            return I8
         if dtype.bits == 16:
             return BFLOAT if dtype.name == "BFloat16" else ir.HalfType()
         return ir.FloatType() if dtype.bits == 32 else ir.DoubleType()

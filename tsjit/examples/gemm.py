@@ -100,7 +100,7 @@ class ABStages(ts.MemoryResource):
     @ts.consumer_work(returns="acc")
     def retire(self, stage_info, acc):
         wgmma.wait_group(0)
-        return acc
+        return wgmma.fence_operand(acc)   # keep accumulator reads below the wait (no wgmma serialization)
 
 
 @dataclass(kw_only=True)

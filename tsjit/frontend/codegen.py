@@ -143,7 +143,7 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin):
             container = self.expr(node.target.value)
             key = self.subscript_key(node.target.slice)
             current = container[key]
-            container[key] = self.apply(op, current, self.expr(node.value), node)
+            self.store_item(node.target, container, key, self.apply(op, current, self.expr(node.value), node), node)
         elif isinstance(node.target, ast.Attribute):
             obj = self.expr(node.target.value)
             current = getattr(obj, node.target.attr)
@@ -178,13 +178,7 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin):
                 self.assign(t, v, node)
         elif isinstance(target, ast.Subscript):
             container = self.expr(target.value)
-            key = self.subscript_key(target.slice)
-            try:
-                container[key] = value
-            except CompilationError:
-                raise
-            except TypeError as exc:
-                raise self.error(target, f"cannot assign into {type(container).__name__}: {exc}") from None
+            self.store_item(target, container, self.subscript_key(target.slice), value, node)
         elif isinstance(target, ast.Attribute):
             obj = self.expr(target.value)
             try:
@@ -193,6 +187,20 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin):
                 raise self.error(target, f"cannot set attribute `{target.attr}`: {exc}") from None
         else:
             raise self.error(target, f"cannot assign to {type(target).__name__}")
+
+    def store_item(self, target: ast.Subscript, container, key, value, node) -> None:
+        """``container[key] = value``.  A value-semantics container (``tsjit.Fragment``) is not
+        mutated: the expression it came from (a name) is rebound to ``container.with_item(key, value)``,
+        so SSA merges and loop phis see the change."""
+        if getattr(type(container), "__tsjit_value_semantics__", False):
+            self.assign(target.value, container.with_item(key, value), node)
+            return
+        try:
+            container[key] = value
+        except CompilationError:
+            raise
+        except TypeError as exc:
+            raise self.error(target, f"cannot assign into {type(container).__name__}: {exc}") from None
 
     def stmt_assert(self, node: ast.Assert) -> None:
         test = self.expr(node.test)

@@ -46,6 +46,20 @@ class StaticLoop:
         self.depth = depth
 
 
+def _item_store_names(body) -> set[str]:
+    """Names ``x`` of item-assignment targets ``x[...] = ...`` / ``x[...][...] += ...`` in ``body``."""
+    names = set()
+    for stmt in body:
+        for sub in ast.walk(stmt):
+            if isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Store):
+                base = sub.value
+                while isinstance(base, ast.Subscript):
+                    base = base.value
+                if isinstance(base, ast.Name):
+                    names.add(base.id)
+    return names
+
+
 def _as_condition(value) -> Value:
     if isinstance(value, Value):
         return cast_to(value, dt.Boolean)
@@ -168,6 +182,9 @@ class ControlFlowMixin:
         frame = self.frame
         b = self.builder
         carried = (assigned_names(body) | set(extra_names)) & set(frame.scope)
+        # `frag[i] = v` rebinds a value-semantics container (tsjit.Fragment): carry it too.
+        carried |= {name for name in _item_store_names(body)
+                    if getattr(type(frame.scope.get(name)), "__tsjit_value_semantics__", False)}
         preheader = b.block
         header = self.new_block("loop.header")
         b.branch(header)

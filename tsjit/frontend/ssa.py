@@ -123,7 +123,7 @@ def _structure(objs, name: str):
     if isinstance(first, tuple) and not all(o is first for o in objs):
         if not all(isinstance(o, tuple) and type(o) is type(first) and len(o) == len(first) for o in objs):
             raise CompilationError(f"{_subject(name)} is a tuple of different lengths or types on different paths")
-        return [("tuple", type(first), [_structure([o[i] for o in objs], f"{name}[{i}]")
+        return [("tuple", type(first), [_structure([o[i] for o in objs], f"{name}[{i}]")[0]
                                         for i in range(len(first))])]
     return [("leaf", objs, name)]
 
@@ -252,7 +252,7 @@ def loop_header_phis(builder: ir.IRBuilder, scope: dict, carried: set[str], preh
 def _phi_tree(builder, obj, name, path, phis, preheader):
     if isinstance(obj, tuple):
         parts = [_phi_tree(builder, o, f"{name}[{i}]", path + (i,), phis, preheader) for i, o in enumerate(obj)]
-        return type(obj)(*parts) if hasattr(type(obj), "_fields") else tuple(parts)
+        return type(obj)(*parts) if hasattr(type(obj), "_fields") else type(obj)(parts)
     if isinstance(obj, Value) or is_constant(obj):
         v = obj if isinstance(obj, Value) else constant(obj)
         phi = builder.phi(v.ir.type, name=_phi_name(name))

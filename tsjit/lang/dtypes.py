@@ -101,7 +101,15 @@ Boolean = DType("Boolean", "bool", 1, "bool")
 
 ALL_DTYPES: tuple[DType, ...] = (Int8, Int16, Int32, Int64, Uint8, Uint16, Uint32, Uint64,
                                  Float16, BFloat16, Float32, Float64, Boolean)
-_BY_NAME = {d.name: d for d in ALL_DTYPES}
+
+# Storage-only 8-bit floats (OCP FP8): element types of shared-memory tiles and wgmma operands
+# (PTX ``.e4m3`` / ``.e5m2``).  They have no arithmetic in device code, no kernel-argument
+# or numpy form (host data is ``uint8`` bit patterns), and are not in ALL_DTYPES.
+Float8E4M3 = DType("Float8E4M3", "float", 8, "uint8")
+Float8E5M2 = DType("Float8E5M2", "float", 8, "uint8")
+STORAGE_ONLY_DTYPES: tuple[DType, ...] = (Float8E4M3, Float8E5M2)
+
+_BY_NAME = {d.name: d for d in ALL_DTYPES + STORAGE_ONLY_DTYPES}
 _BY_NUMPY = {np.dtype(d.numpy_name): d for d in ALL_DTYPES if d is not BFloat16}
 
 

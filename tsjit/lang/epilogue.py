@@ -1,0 +1,288 @@
+"""GEMM epilogues: a warpgroup's wgmma accumulator fragment -> shared memory or global memory.
+
+Two paths, both for the Float32 accumulator of ``wgmma.mma_async.m64nNk*`` (layout in
+:mod:`tsjit.lang.fragment`), each thread passing its own fragment:
+
+* :func:`store_fragment_shared` — convert to BFloat16/Float16 pairs and write the warpgroup's
+  ``64 x N`` tile into shared memory with ``stmatrix.sync.aligned.m8n8.x4.shared.b16`` (PTX ISA
+  §9.7.14.5.16; one instruction stores four 8x8 matrices, 16 columns of 16 rows per warp).
+  With ``swizzle="128B"`` (or 64B/32B) the tile is laid out as the boxes a TMA store descriptor
+  with that swizzle reads: ``(N / W, 64, W)`` for ``W`` elements per swizzle row (64 BFloat16
+  for 128B), box ``j`` holding columns ``j*W .. j*W + W - 1``, each 16-byte chunk of row ``r``
+  at chunk position ``chunk ^ (r % 8)`` for 128B (``Swizzle<3,4,3>``; measured for TMA loads
+  on the H200, ``wgmma_sw128.md`` §3).  Then the caller makes the writes visible to the TMA
+  unit and stores the boxes::
+
+      tsjit.epilogue.store_fragment_shared(acc, c_tile)          # every thread of the warpgroup
+      tsjit.fence_proxy_async()                                  # generic -> async proxy
+      tsjit.named_barrier_sync(1, 128)                           # (or syncthreads)
+      if warpgroup_thread == 0:
+          tsjit.epilogue.tma_store_tile(c_map, c_tile, (row0, col0))
+          tsjit.bulk_commit_group(); tsjit.bulk_wait_group(0)
+
+  TMA clips the boxes at the tensor's edges, so ragged M/N need no masks.
+* :func:`store_fragment_global` — plain stores straight from registers to a global tensor with
+  bounds masks (``row < M and col < N``): for ragged edges and outputs whose rows are not
+  16-byte aligned (TMA cannot address them).  Adjacent column pairs go out as one 2-element
+  vector store when the tensor's rows are aligned enough.
+
+Both take an optional elementwise ``fn(value, row, col) -> value`` applied to each Float32
+accumulator before conversion, where ``row``/``col`` are Int32 coordinates in the warpgroup's
+tile (add your tile origin for global indices).  ``fn`` is a Python callable, a ``lambda`` or
+nested ``def`` written in the kernel, or a ``@tsjit.func``; it runs at compile time on Values,
+so ``lambda v, r, c: tsjit.math.max(v + bias[col0 + c], 0.0)`` (bias + ReLU) compiles to
+straight-line code.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from tsjit.backend import emit
+from tsjit.errors import CompilationError
+from tsjit.lang import dtypes as dt
+from tsjit.lang.dtypes import DType
+from tsjit.lang.fragment import Fragment, accumulator_coords, warpgroup_thread_index
+from tsjit.lang.memory import Pointer, Tensor, convert_for_store
+from tsjit.lang.values import Value, as_value, cast_to
+
+SWIZZLE_SPANS = {"none": 0, "128B": 128, "64B": 64, "32B": 32}
+_PACKED_TYPES = ("BFloat16", "Float16")
+TILE_ROWS = 64                      # rows of one warpgroup's wgmma accumulator tile
+
+
+def _accumulator(acc, what: str) -> Fragment:
+    if not isinstance(acc, Fragment) or acc.dtype is not dt.Float32:
+        raise CompilationError(f"tsjit.epilogue.{what} needs a Float32 wgmma accumulator Fragment, got {acc!r}")
+    if (2 * len(acc)) % 8:
+        raise CompilationError(f"tsjit.epilogue.{what}: a wgmma accumulator has N/2 registers with N a multiple of "
+                               f"8; this fragment has {len(acc)}")
+    return acc
+
+
+def _apply(acc: Fragment, fn, tid) -> list:
+    """The accumulator values after ``fn(value, row, col)`` (still Values of any float dtype)."""
+    if fn is None:
+        return list(acc)
+    values = []
+    for i, v in enumerate(acc):
+        row, col = accumulator_coords(i, tid)
+        out = fn(v, row, col)
+        if not isinstance(out, Value):
+            out = as_value(out, dt.Float32)
+        values.append(out)
+    return values
+
+
+def pack_pair(low, high, dtype: DType) -> Value:
+    """Two values rounded to ``dtype`` (BFloat16 or Float16, round-to-nearest-even) and packed into
+    one Int32, ``low`` in bits 0-15 (PTX ``cvt.rn.bf16x2.f32`` / ``cvt.rn.f16x2.f32``)."""
+    if dtype.name not in _PACKED_TYPES:
+        raise CompilationError(f"pack_pair packs BFloat16 or Float16, not {dtype.name}")
+    b = emit.current().builder
+    lo = cast_to(as_value(low, dt.Float32), dt.Float32)
+    hi = cast_to(as_value(high, dt.Float32), dt.Float32)
+    vec = ir.Constant(ir.VectorType(ir.FloatType(), 2), ir.Undefined)
+    vec = b.insert_element(vec, lo.ir, ir.Constant(emit.I32, 0))
+    vec = b.insert_element(vec, hi.ir, ir.Constant(emit.I32, 1))
+    narrow = b.fptrunc(vec, ir.VectorType(emit.llvm_type(dtype), 2))
+    return Value(b.bitcast(narrow, emit.I32), dt.Int32)
+
+
+def _shared_destination(tile, what: str) -> tuple[Pointer, Tensor | None]:
+    tensor = tile if isinstance(tile, Tensor) else None
+    ptr = tile.ptr if isinstance(tile, Tensor) else tile
+    if not isinstance(ptr, Pointer) or ptr.address_space != emit.SHARED:
+        raise CompilationError(f"tsjit.epilogue.{what} needs a shared-memory tile, got {tile!r}")
+    return ptr, tensor
+
+
+def _check_tile_shape(tensor: Tensor | None, expected: tuple, what: str) -> None:
+    if tensor is None:
+        return
+    if tuple(tensor.shape) != expected or not all(isinstance(s, int) for s in tensor.strides):
+        raise CompilationError(f"tsjit.epilogue.{what}: the tile must be a dense shared array of shape {expected}, "
+                               f"got shape {tuple(tensor.shape)}")
+    dense, step = [], 1
+    for extent in reversed(expected):
+        dense.append(step)
+        step *= extent
+    if tuple(tensor.strides) != tuple(reversed(dense)):
+        raise CompilationError(f"tsjit.epilogue.{what}: the tile of shape {expected} must be dense row-major, "
+                               f"got strides {tuple(tensor.strides)}")
+
+
+def store_fragment_shared(acc: Fragment, tile, *, dtype: DType | None = None, swizzle: str = "128B", fn=None,
+                          tid=None) -> None:
+    """Write the warpgroup's ``64 x N`` accumulator tile to shared memory with ``stmatrix``.
+
+    Every thread of the warpgroup calls it with its own fragment (the instruction is
+    ``.sync.aligned``: all 32 lanes of each warp together).
+
+    Args:
+        acc: Float32 accumulator Fragment of ``N / 2`` registers (``N`` a multiple of 8).
+        tile: shared-memory tile of a 2-byte float dtype:
+
+            * ``swizzle="128B"`` / ``"64B"`` / ``"32B"``: shape ``(N / W, 64, W)`` with ``W`` = span / 2
+              (64, 32, 16), aligned to the pattern (1024 bytes for 128B); each ``tile[j]`` is one TMA
+              box of a store descriptor with the same swizzle and box ``(64, W)``;
+            * ``swizzle="none"``: shape ``(64, N)`` row-major, 16-byte aligned.
+        dtype: stored type, BFloat16 or Float16 (default: the tile's dtype).
+        swizzle: the layout, as above.
+        fn: optional ``fn(value, row, col)`` applied to each accumulator (see the module docstring).
+        tid: thread index (only ``tid % 128`` matters), default ``tsjit.thread_idx().x``.
+
+    Raises:
+        CompilationError: not a Float32 accumulator, a tile of the wrong shape, dtype or
+            alignment, N not a multiple of 16 with a swizzle narrower than 16 columns, or an
+            unknown swizzle.
+
+    Source: PTX ISA §9.7.14.5.16 "stmatrix" (register ``ri`` of lane ``l`` holds row ``l / 4``,
+    columns ``2 * (l % 4)`` and ``+1`` of matrix ``i``; lanes ``8i .. 8i + 7`` give the row
+    addresses of matrix ``i``).
+    """
+    acc = _accumulator(acc, "store_fragment_shared")
+    if swizzle not in SWIZZLE_SPANS:
+        raise CompilationError(f"tsjit.epilogue.store_fragment_shared: swizzle must be one of "
+                               f"{list(SWIZZLE_SPANS)}, got {swizzle!r}")
+    ptr, tensor = _shared_destination(tile, "store_fragment_shared")
+    dtype = dtype or ptr.dtype
+    if dtype.name not in _PACKED_TYPES or ptr.dtype.bits != 16:
+        raise CompilationError(f"tsjit.epilogue.store_fragment_shared stores BFloat16 or Float16 (stmatrix moves "
+                               f"16-bit elements); the tile holds {ptr.dtype.name} and dtype is {dtype.name}")
+    n = 2 * len(acc)
+    span = SWIZZLE_SPANS[swizzle]
+    if span:
+        width = span // 2                                  # elements per swizzle row
+        if n % width:
+            raise CompilationError(f"tsjit.epilogue.store_fragment_shared: N={n} is not a multiple of the {swizzle} "
+                                   f"box width ({width} columns)")
+        _check_tile_shape(tensor, (n // width, TILE_ROWS, width), "store_fragment_shared")
+        if ptr.alignment < 8 * span:
+            raise CompilationError(f"tsjit.epilogue.store_fragment_shared: a {swizzle}-swizzled tile must be "
+                                   f"{8 * span}-byte aligned; it is only known to be {ptr.alignment}-byte aligned")
+    else:
+        _check_tile_shape(tensor, (TILE_ROWS, n), "store_fragment_shared")
+        if ptr.alignment < 16:
+            raise CompilationError("tsjit.epilogue.store_fragment_shared: the tile must be 16-byte aligned")
+    values = _apply(acc, fn, tid)
+
+    km = emit.current()
+    b = km.builder
+    local = warpgroup_thread_index(tid)
+    groups = n // 8                                        # 8-column groups
+    for group in range(0, groups, 2):
+        count = 4 if group + 1 < groups else 2
+        # register r of stmatrix = matrix r: rows +8*(r % 2), columns 8 * (group + r // 2)
+        registers = [pack_pair(values[4 * group + 2 * r], values[4 * group + 2 * r + 1], dtype).ir
+                     for r in range(count)]
+        offset = stmatrix_row_offset(local, group, n, swizzle)
+        target = b.gep(ptr.ir, [offset.ir], source_etype=emit.I8, inbounds=True)
+        km.intrinsic(f"llvm.nvvm.stmatrix.sync.aligned.m8n8.x{count}.b16.p3", [target] + registers)
+
+
+def stmatrix_row_offset(local_tid, group: int, n: int, swizzle: str):
+    """Byte offset, from the tile's start, of the 16-byte matrix row that thread ``local_tid``
+    (0..127, Int32 Value or int) addresses in the ``stmatrix.x4`` storing 8-column groups
+    ``group`` and ``group + 1`` (``group`` even) of a 64 x ``n`` 2-byte tile in the layout of
+    :func:`store_fragment_shared`.
+
+    Lane ``l`` of warp ``w`` addresses matrix ``l // 8``, row ``l % 8``: tile row
+    ``16 w + 8 ((l // 8) % 2) + l % 8``, columns ``8 (group + l // 16)`` and on.  With a swizzle of
+    span ``S`` bytes the row's 16-byte chunk ``c`` sits at ``c ^ (((row * S) >> 7) & (S / 16 - 1))``
+    (``c ^ (row % 8)`` for 128B, CuTe ``Swizzle<3,4,3>``), in box ``column // (S / 2)``.
+    """
+    span = SWIZZLE_SPANS[swizzle]
+    lane = local_tid & 31
+    matrix = lane >> 3                                    # which 8x8 matrix this lane addresses
+    row = ((local_tid >> 5) << 4) + ((matrix & 1) << 3) + (lane & 7)
+    half = matrix >> 1                                    # 0: first 8 columns, 1: next 8
+    col0 = 8 * group
+    if not span:
+        return row * (n * 2) + (half << 4) + col0 * 2
+    width = span // 2
+    box, inner = divmod(col0, width)
+    phase = ((row * span) >> 7) & (span // 16 - 1)       # the swizzle XOR of this row's chunks
+    chunk = ((half + inner // 8) ^ phase) << 4
+    return row * span + chunk + box * (TILE_ROWS * span)
+
+
+def tma_store_tile(tmap, tile, coords) -> None:
+    """Issue the TMA stores of a tile written by :func:`store_fragment_shared` with a swizzle:
+    box ``j`` (``tile[j]``) goes to ``(coords[0], coords[1] + j * W)``.  Call from one thread after
+    ``fence_proxy_async`` and a barrier; follow with ``bulk_commit_group`` / ``bulk_wait_group``.
+
+    Args:
+        tmap: the output's TensorMap, box ``(64, W)`` and the tile's swizzle.
+        tile: the ``(N / W, 64, W)`` shared tile.
+        coords: ``(row0, col0)`` of the tile's first element in the output (Int32).
+    """
+    from tsjit.lang.tma import tma_store
+    if not isinstance(tile, Tensor) or tile.rank != 3 or not isinstance(tile.shape[0], int):
+        raise CompilationError("tsjit.epilogue.tma_store_tile needs the (boxes, 64, W) shared tile of "
+                               "store_fragment_shared")
+    row0, col0 = coords
+    width = tile.shape[2]
+    for j in range(tile.shape[0]):
+        tma_store(tmap, tile[j], (row0, col0 + j * width))
+
+
+def store_fragment_global(acc: Fragment, out: Tensor, row0, col0, M=None, N=None, *, fn=None, tid=None) -> None:
+    """Store the warpgroup's accumulator tile to ``out[row0 + row, col0 + col]`` where
+    ``row0 + row < M`` and ``col0 + col < N`` (masked, for ragged edges).
+
+    Args:
+        acc: Float32 accumulator Fragment (``N_tile / 2`` registers).
+        out: a rank-2 global tensor (any dtype a Float32 converts to on store).
+        row0, col0: the tile's origin in ``out`` (Int32 Values or ints).
+        M, N: bounds (default ``out.shape``).
+        fn: optional ``fn(value, row, col)`` applied first (tile coordinates).
+        tid: thread index, default ``tsjit.thread_idx().x``.
+
+    Column pairs ``(c, c + 1)`` are written with one 2-element vector store when ``out``'s rows
+    are known to be aligned to the pair's size; otherwise, and for the last odd column, one
+    element at a time.
+    """
+    acc = _accumulator(acc, "store_fragment_global")
+    if not isinstance(out, Tensor) or out.rank != 2 or out.ptr.address_space != emit.GLOBAL:
+        raise CompilationError(f"tsjit.epilogue.store_fragment_global needs a rank-2 global tensor, got {out!r}")
+    rows = out.shape[0] if M is None else M
+    cols = out.shape[1] if N is None else N
+    values = _apply(acc, fn, tid)
+    index = out.index_dtype
+    col0_given = col0
+    row0 = cast_to(as_value(row0, index), index)
+    col0 = cast_to(as_value(col0, index), index)
+    rows = cast_to(as_value(rows, index), index)
+    cols = cast_to(as_value(cols, index), index)
+    pair_bytes = 2 * out.dtype.itemsize
+    unit_stride = isinstance(out.strides[1], int) and out.strides[1] == 1
+    vector_ok = unit_stride and out.row_alignment >= pair_bytes and pair_bytes <= 16
+    if isinstance(col0_given, int) and col0_given % 2:
+        vector_ok = False                                  # pairs start at odd columns
+    b = emit.current().builder
+    for i in range(0, len(acc), 2):
+        row, col = accumulator_coords(i, tid)
+        grow = row0 + cast_to(row, index)
+        gcol = col0 + cast_to(col, index)
+        first = convert_for_store(values[i], out.dtype)
+        second = convert_for_store(values[i + 1], out.dtype)
+        with b.if_then(((grow < rows) & (gcol < cols)).ir):
+            pointer = out.element_pointer((grow, gcol))
+            both = gcol + 1 < cols
+            if vector_ok:
+                if not isinstance(col0_given, int):
+                    both = both & ((col0 & 1) == 0)        # a run-time odd origin: element stores
+                with b.if_else(both.ir) as (then, otherwise):
+                    with then:
+                        Pointer(pointer.ir, out.dtype, pointer.address_space, pair_bytes).store_vector((first, second))
+                    with otherwise:
+                        pointer.store(first)
+                        with b.if_then((gcol + 1 < cols).ir):
+                            (pointer + 1).store(second)
+            else:
+                pointer.store(first)
+                with b.if_then(both.ir):
+                    (pointer + 1).store(second)
+
+
+__all__ = ["store_fragment_shared", "store_fragment_global", "tma_store_tile", "pack_pair", "stmatrix_row_offset"]
