@@ -15,3 +15,11 @@ def test_ts_gemm_matches_numpy(M, N, K, cluster_m):
     got, ref = gemm.run_gemm(M, N, K, cluster_m=cluster_m)
     err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
     assert np.isfinite(got).all() and err < 1e-2, err
+
+
+@pytest.mark.parametrize("epilogue", ["tma", "direct"])
+@pytest.mark.parametrize("M,N,K", [(1000, 1000, 1000), (640, 520, 200)])
+def test_ts_gemm_epilogues_agree_with_numpy(M, N, K, epilogue):
+    got, ref = gemm.run_gemm(M, N, K, epilogue=epilogue)
+    err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+    assert np.isfinite(got).all() and err < 1e-2, err

@@ -29,7 +29,7 @@ import numpy as np
 import tsjit
 from tsjit import ts
 from tsjit import wgmma
-from tsjit.lang.epilogue import store_fragment_global
+from tsjit.lang.epilogue import store_fragment_global, store_fragment_shared
 from tsjit.lang.fragment import Fragment
 from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
 
@@ -103,25 +103,67 @@ class ABStages(ts.MemoryResource):
         return wgmma.fence_operand(acc)   # keep accumulator reads below the wait (no wgmma serialization)
 
 
+EPILOGUE_COLUMNS = 128   # columns of C staged in shared memory at a time, per warpgroup
+
+
 @dataclass(kw_only=True)
 class OutputC(ts.MemoryResource):
-    """C in global memory; the epilogue converts and stores each warpgroup's rows (bounds-masked)."""
+    """C in global memory.
+
+    ``mode="tma"``: each warpgroup converts its accumulator to bf16 with ``stmatrix`` into a 128B-swizzled
+    shared-memory staging buffer (64 x 128 per warpgroup), and one thread issues TMA stores (clipped at
+    the matrix edges) — asynchronous, so the warpgroup moves on to the next tile's MMAs while they drain.
+    ``mode="direct"``: bounds-masked stores straight from registers (any N).  ``mode="none"`` stores nothing
+    (timing experiments only).
+    """
 
     c: object
+    c_map: object
     block_n: int
     cluster_m: int = 1
-    enabled: bool = True
+    mode: str = "tma"
+    staging: object = None
+
+    def __post_init__(self):
+        if self.mode == "tma":
+            self.staging = tsjit.shared_array(self.c_map.dtype, (CONSUMER_WARPGROUPS, EPILOGUE_COLUMNS // 64, 64, 64),
+                                              align=1024)
 
     @ts.producer_work()
     def store(self, stage_info, acc):
-        if tsjit.const_expr(not self.enabled):   # timing experiments only: no epilogue
+        if tsjit.const_expr(self.mode == "none"):
             return
         m, n, _ = stage_info.work_tile.coords
         if tsjit.const_expr(self.cluster_m > 1):
             m = m * self.cluster_m + tsjit.cluster_ctarank()
         warpgroup = tsjit.warp_idx() // 4 - 1
-        store_fragment_global(acc, self.c, m * BM + warpgroup * 64, n * self.block_n,
-                              tid=tsjit.thread_idx().x % 128)
+        tid = tsjit.thread_idx().x % 128
+        row0 = m * BM + warpgroup * 64
+        col0 = n * self.block_n
+        if tsjit.const_expr(self.mode == "direct"):
+            store_fragment_global(acc, self.c, row0, col0, tid=tid)
+            return
+        buffer = self.staging[warpgroup]
+        per_pass = EPILOGUE_COLUMNS // 2            # accumulator registers per staged pass
+        for part in tsjit.range_constexpr(self.block_n // EPILOGUE_COLUMNS):
+            if tid == 0:
+                tsjit.bulk_wait_group(0, read=True)   # the previous pass has left the staging buffer
+            tsjit.named_barrier_sync(1 + warpgroup, 128)
+            store_fragment_shared(Fragment(acc[part * per_pass:(part + 1) * per_pass]), buffer, swizzle="128B",
+                                  tid=tid)
+            tsjit.fence_proxy_async()
+            tsjit.named_barrier_sync(1 + warpgroup, 128)
+            if tid == 0:
+                for box in tsjit.range_constexpr(EPILOGUE_COLUMNS // 64):
+                    tsjit.tma_store(self.c_map, buffer[box], (row0, col0 + part * EPILOGUE_COLUMNS + box * 64))
+                tsjit.bulk_commit_group()
+
+    @ts.producer_work(work_attrs=ts.WorkAttr.AUXILIARY)
+    def flush(self, stage_info):
+        """Before the CTA exits: TMA stores still reading the staging buffer must finish."""
+        if tsjit.const_expr(self.mode == "tma"):
+            if tsjit.thread_idx().x % 128 == 0:
+                tsjit.bulk_wait_group(0)
 
 
 class ClusterWorkQueue(WorkQueue):
@@ -139,8 +181,8 @@ class ClusterWorkQueue(WorkQueue):
 
 
 @tsjit.kernel
-def gemm_ts(a_map, b_map, c, M, N, K, BN: tsjit.Constexpr[int], STAGES: tsjit.Constexpr[int],
-            GROUP_M: tsjit.Constexpr[int], CLUSTER_M: tsjit.Constexpr[int] = 1, EPILOGUE: tsjit.Constexpr[bool] = True):
+def gemm_ts(a_map, b_map, c, c_map, M, N, K, BN: tsjit.Constexpr[int], STAGES: tsjit.Constexpr[int],
+            GROUP_M: tsjit.Constexpr[int], CLUSTER_M: tsjit.Constexpr[int] = 1, EPILOGUE: tsjit.Constexpr[str] = "tma"):
     """C (M, N) = A (M, K) @ B (N, K)^T; launch with block = 384 threads and a persistent grid (a multiple
     of CLUSTER_M; with CLUSTER_M = 2 the two CTAs of a cluster compute vertically adjacent tiles and each
     multicasts half of the shared B tile to both)."""
@@ -157,7 +199,7 @@ def gemm_ts(a_map, b_map, c, M, N, K, BN: tsjit.Constexpr[int], STAGES: tsjit.Co
         ts.CooperativeGroup(ts.Agent.Thread, CONSUMER_WARPGROUPS * 4), advance_on_wait=True,
         cta_layout_vmnk=(1, CLUSTER_M, 1, 1) if CLUSTER_M > 1 else None)
     ab = ABStages(name="ab", pipeline_config=cfg, a_map=a_map, b_map=b_map, block_n=BN, cluster_m=CLUSTER_M)
-    out = OutputC(name="c", c=c, block_n=BN, cluster_m=CLUSTER_M, enabled=EPILOGUE)
+    out = OutputC(name="c", c=c, c_map=c_map, block_n=BN, cluster_m=CLUSTER_M, mode=EPILOGUE)
 
     @ts.schedule
     def load_schedule(q: WorkQueue, s: ABStages):
@@ -194,6 +236,7 @@ def gemm_ts(a_map, b_map, c, M, N, K, BN: tsjit.Constexpr[int], STAGES: tsjit.Co
             q.wait()
             q.get_and_advance_work_tile()
             q.release()
+        o.flush()
 
     load = ts.Task("load", [wq], [ab], warp_idx=0, num_warps=1, schedule=load_schedule(wq, ab), num_registers=40)
     idle = ts.Task("idle", [wq], [], warp_idx=1, num_warps=3, schedule=idle_schedule(wq), num_registers=40)
@@ -210,22 +253,27 @@ def _bf16_round(x: np.ndarray) -> np.ndarray:
 
 
 def gemm_launcher(a, b, c, *, block_n: int = 256, stages: int = 4, group_m: int = 8, cluster_m: int = 1,
-                  sms: int | None = None, stream=None, epilogue: bool = True):
+                  sms: int | None = None, stream=None, epilogue: str | None = None):
     """A launcher for C = A @ B^T on device arrays (bf16 A (M, K), B (N, K), C (M, N)); TensorMaps once."""
     M, K = a.shape
     N = b.shape[0]
     a_map = tsjit.TensorMap(a, (BM, BK), swizzle="128B")
     b_map = tsjit.TensorMap(b, (block_n // cluster_m, BK), swizzle="128B")
+    if epilogue is None:   # TMA stores need 16-byte C rows; otherwise store from registers
+        epilogue = "tma" if (N * 2) % 16 == 0 else "direct"
+    c_map = tsjit.TensorMap(c, (64, 64), swizzle="128B") if epilogue == "tma" else a_map
     cluster_tiles = -(-M // (BM * cluster_m)) * -(-N // block_n)
     if sms is None:
         from tsjit.runtime.driver import device_properties
         sms = device_properties().sm_count
     grid = min(cluster_tiles, sms // cluster_m) * cluster_m
     launch = gemm_ts[(grid,), (THREADS,)]
-    return lambda: launch(a_map, b_map, c, M, N, K, block_n, stages, group_m, cluster_m, epilogue, stream=stream)
+    return lambda: launch(a_map, b_map, c, c_map, M, N, K, block_n, stages, group_m, cluster_m, epilogue,
+                          stream=stream)
 
 
-def run_gemm(M: int, N: int, K: int, *, block_n: int = 256, stages: int = 4, cluster_m: int = 1, rng=None):
+def run_gemm(M: int, N: int, K: int, *, block_n: int = 256, stages: int = 4, cluster_m: int = 1, epilogue=None,
+             rng=None):
     """C = A @ B^T on fresh random bf16 inputs, output poisoned; returns (C as float64, float64 reference)."""
     rng = rng or np.random.default_rng()
     a = _bf16_round(rng.standard_normal((M, K)).astype(np.float32))
@@ -233,7 +281,7 @@ def run_gemm(M: int, N: int, K: int, *, block_n: int = 256, stages: int = 4, clu
     da = tsjit.to_device(a, dtype=tsjit.BFloat16)
     db = tsjit.to_device(b, dtype=tsjit.BFloat16)
     c = tsjit.empty((M, N), tsjit.BFloat16).fill_bytes(0xFF)
-    gemm_launcher(da, db, c, block_n=block_n, stages=stages, cluster_m=cluster_m)()
+    gemm_launcher(da, db, c, block_n=block_n, stages=stages, cluster_m=cluster_m, epilogue=epilogue)()
     from tsjit.runtime.arrays import bfloat16_bits_to_float32
     got = bfloat16_bits_to_float32(c.numpy()).astype(np.float64)
     return got, a.astype(np.float64) @ b.astype(np.float64).T

@@ -307,7 +307,16 @@ class _Searcher:
             avail_tx.add(m.copies[cid].barrier)
             fps[("c", cid)] = m.copy_fps[cid]
         pos = {i: state[i] for i in outside_procs}
+        probes = {i: state[P + i] for i in outside_procs}
         run = {i: 0 for i in outside_procs}
+
+        def may_pass(b: int, parity: int) -> bool:
+            base = bar0 + 3 * b
+            if state[base] != parity:
+                return True
+            return avail_n.get(b, 0) >= state[base + 1] and \
+                (not state[base + 2] or b in avail_tx)
+
         progress = True
         while progress:
             progress = False
@@ -317,12 +326,14 @@ class _Searcher:
                 while j < len(ops):
                     op = ops[j]
                     g = op.guard
-                    if g >= 0 and not (op.probe_key >= 0 and state[P + i] >> op.probe_key & 1):
-                        base = bar0 + 3 * g
-                        if state[base] == op.parity:
-                            pending, txc = state[base + 1], state[base + 2]
-                            if avail_n.get(g, 0) < pending or (txc and g not in avail_tx):
-                                break
+                    if g >= 0:
+                        probed = op.probe_key >= 0 and probes[i] >> op.probe_key & 1
+                        if not probed and not may_pass(g, op.parity):
+                            break
+                        if op.probe_key >= 0:
+                            probes[i] &= ~(1 << op.probe_key)
+                    if op.probe_barrier >= 0 and may_pass(op.probe_barrier, op.parity):
+                        probes[i] |= 1 << op.probe_key     # the probe may succeed
                     for b, n, tx in op.arrivals:
                         avail_n[b] = avail_n.get(b, 0) + n
                         if tx:
