@@ -10,12 +10,13 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="compile the example kernels; run and check them when a GPU is present")
     demo.add_argument("--size", type=int, default=1 << 22, help="elements for the element-wise kernels")
+    demo.add_argument("--gemm-size", type=int, default=4096, help="M = N = K of the GEMM run (0: skip)")
     cache = sub.add_parser("cache", help="inspect or clear the on-disk kernel cache")
     cache.add_argument("action", choices=["info", "clear"])
     args = parser.parse_args(argv)
     if args.command == "demo":
         from tsjit.demo import run_demo
-        return run_demo(size=args.size)
+        return run_demo(size=args.size, gemm_size=args.gemm_size)
     from tsjit.runtime.cache import KernelCache
     kc = KernelCache()
     if args.action == "info":

@@ -29,8 +29,13 @@ def _compile_targets():
 
 
 def _ts_compile_targets():
-    from tsjit.examples import ts_copy, ts_tma_copy
-    return ts_copy.demo_compile_targets() + ts_tma_copy.demo_compile_targets()
+    from tsjit.examples import gemm, ts_copy, ts_tma_copy
+    a = tsjit.tensormap_spec(tsjit.BFloat16, (gemm.BM, gemm.BK), swizzle="128B")
+    b = tsjit.tensormap_spec(tsjit.BFloat16, (256, gemm.BK), swizzle="128B")
+    c_map = tsjit.tensormap_spec(tsjit.BFloat16, (64, 64), swizzle="128B")
+    gemm_args = (a, b, tsjit.spec((4096, 4096), tsjit.BFloat16), c_map, 4096, 4096, 4096, 256, 4, 8, 1, "tma")
+    return (ts_copy.demo_compile_targets() + ts_tma_copy.demo_compile_targets()
+            + [("TS GEMM 128x256x64, 4 stages, wgmma + TMA", gemm.gemm_ts, gemm_args)])
 
 
 def _gpu_checks(size: int):
@@ -45,7 +50,51 @@ def _gpu_checks(size: int):
     return checks + ts_copy.demo_gpu_checks() + ts_tma_copy.demo_gpu_checks()
 
 
-def run_demo(size: int = 1 << 22) -> int:
+def _gemm_demo(n: int) -> bool:
+    """Run the TS GEMM at n x n x n, check it, and print TFLOP/s (next to torch.matmul's when torch is here)."""
+    from tsjit.examples import gemm
+    check_n = min(n, 1024)
+    got, ref = gemm.run_gemm(check_n, check_n, check_n)
+    err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+    ok = err < 1e-2
+    print(f"  {'TS GEMM ' + str(check_n) + '^3 vs numpy float64':<45} {'PASS' if ok else 'FAIL'} (rel. error {err:.1e})")
+    a = tsjit.to_device(np.random.default_rng().standard_normal((n, n)).astype(np.float32), dtype=tsjit.BFloat16)
+    c = tsjit.empty((n, n), tsjit.BFloat16)
+    launch = gemm.gemm_launcher(a, a, c)
+    start, end = driver.Event(), driver.Event()
+    launch()
+    times = []
+    for _ in range(5):
+        start.record()
+        for _ in range(10):
+            launch()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_ms(end) / 10)
+    ms = sorted(times)[len(times) // 2]
+    line = f"  TS GEMM {n}^3 bf16: {2 * n ** 3 / ms / 1e9:.0f} TFLOP/s"
+    try:
+        import torch
+        ta = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+        tc = torch.empty_like(ta)
+        for _ in range(3):
+            torch.matmul(ta, ta.T, out=tc)
+        torch.cuda.synchronize()
+        ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        ev0.record()
+        for _ in range(10):
+            torch.matmul(ta, ta.T, out=tc)
+        ev1.record()
+        ev1.synchronize()
+        t_ms = ev0.elapsed_time(ev1) / 10
+        line += f"; torch.matmul (cuBLAS) {2 * n ** 3 / t_ms / 1e9:.0f} TFLOP/s"
+    except ImportError:
+        line += " (torch not installed: no cuBLAS comparison)"
+    print(line)
+    return ok
+
+
+def run_demo(size: int = 1 << 22, gemm_size: int = 4096) -> int:
     """Run the demo; returns a process exit code (0 = everything compiled and every check passed)."""
     failures = 0
     print(f"tsjit {tsjit.__version__}: compiling the example kernels for sm_90a")
@@ -70,5 +119,7 @@ def run_demo(size: int = 1 << 22) -> int:
             np.allclose(got64, ref, rtol=tol, atol=tol * max(1.0, float(np.sqrt(np.size(ref))))))
         failures += not ok
         print(f"  {name:<45} {'PASS' if ok else 'FAIL'}")
+    if gemm_size:
+        failures += not _gemm_demo(gemm_size)
     print("all checks passed" if not failures else f"{failures} check(s) FAILED")
     return 1 if failures else 0

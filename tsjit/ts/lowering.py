@@ -45,6 +45,7 @@ def setup(manager) -> None:
     if current_generator() is None or not emit.active():
         raise CompilationError("TaskManager.setup_resources_and_tasks() must be called inside a @tsjit.kernel")
     storages = lower_pipeline.allocate(manager)
+    _check_shared_memory(manager, gen_km=emit.current())
     lower_pipeline.initialize(storages, clustered=any(st.cluster > 1 for st in storages.values()))
     manager.lowering_state = {"storages": storages}
     return None
@@ -262,6 +263,26 @@ class _TaskLowering:
             start_v + ((end_v - start_v - 1) // step_v) * step_v
         self.loop = (self.tail_offset, start_v, end_v, step if isinstance(step, int) else step_v)
         del br
+
+
+def _check_shared_memory(manager, gen_km) -> None:
+    """M1 over everything the kernel placed in its dynamic shared-memory block: resource buffers made
+    with ``tsjit.shared_array`` and the pipeline barriers (the allocator's own report covers only what
+    resources declared through ``get_smem_requirements``)."""
+    capacity = manager.smem_capacity_bytes
+    used = gen_km.smem_bytes
+    if used > capacity:
+        from tsjit.errors import VerificationError
+        barrier_bytes = sum(getattr(r.pipeline_config, "barrier_bytes", 0) for r in manager.resources
+                            if getattr(r, "pipeline_config", None) is not None)
+        message = (f"the kernel's shared memory ({used} B: buffers {used - barrier_bytes} B + barriers "
+                   f"{barrier_bytes} B) exceeds the capacity of {capacity} B; use fewer stages, smaller tiles, or "
+                   f"alias buffers that are not live at the same time")
+        if manager.options.get("skip_validation"):
+            import warnings
+            warnings.warn(message)
+        else:
+            raise VerificationError(message, check="M1")
 
 
 def _typed(value, variable):

@@ -1,0 +1,55 @@
+"""SASS evidence for the TS GEMM (issue 5): compile it, disassemble the cubin with cuobjdump (the CUDA
+toolkit's, or the one triton ships), and count HGMMA, local-memory traffic (spills) and the register
+reallocation instructions.  PYTHONPATH=. python benchmarks/sass_check.py"""
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+import tsjit
+from tsjit.examples import gemm
+
+
+def cuobjdump() -> str | None:
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    try:
+        import triton
+        path = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+        return path if os.path.exists(path) else None
+    except ImportError:
+        return None
+
+
+def main() -> None:
+    a = tsjit.tensormap_spec(tsjit.BFloat16, (gemm.BM, gemm.BK), swizzle="128B")
+    b = tsjit.tensormap_spec(tsjit.BFloat16, (256, gemm.BK), swizzle="128B")
+    c_map = tsjit.tensormap_spec(tsjit.BFloat16, (64, 64), swizzle="128B")
+    k = tsjit.compile(gemm.gemm_ts, a, b, tsjit.spec((4096, 4096), tsjit.BFloat16), c_map, 4096, 4096, 4096, 256, 4,
+                      8, 1, "tma")
+    meta = k.metadata
+    print(f"ptxas: {meta['registers']} registers, spill stores {meta['spill_stores_bytes']} B, spill loads "
+          f"{meta['spill_loads_bytes']} B, stack {meta['stack_frame_bytes']} B, tool {meta['tool_version']}")
+    tool = cuobjdump()
+    if tool is None:
+        print("cuobjdump not found: SASS not inspected")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "gemm.cubin")
+        with open(path, "wb") as fh:
+            fh.write(k.cubin)
+        sass = subprocess.run([tool, "--dump-sass", path], capture_output=True, text=True, check=True).stdout
+    counts = {name: len(re.findall(pattern, sass)) for name, pattern in (
+        ("HGMMA", r"\bHGMMA\."), ("UTMALDG (TMA load)", r"\bUTMALDG"), ("UTMASTG (TMA store)", r"\bUTMASTG"),
+        ("USETMAXREG (setmaxnreg)", r"\bUSETMAXREG"), ("STSM (stmatrix)", r"\bSTSM"),
+        ("LDL/STL (local memory)", r"\b(LDL|STL)\b"), ("SYNCS (mbarrier)", r"\bSYNCS\."))}
+    for name, count in counts.items():
+        print(f"  {name:<26} {count}")
+    print("HGMMA lines:", *sorted(set(re.findall(r"HGMMA\.[\w.]+", sass)))[:4])
+    print("USETMAXREG lines:", *sorted(set(re.findall(r"USETMAXREG[^;]*", sass)))[:4])
+
+
+if __name__ == "__main__":
+    main()
