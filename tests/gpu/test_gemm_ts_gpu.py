@@ -23,3 +23,11 @@ def test_ts_gemm_epilogues_agree_with_numpy(M, N, K, epilogue):
     got, ref = gemm.run_gemm(M, N, K, epilogue=epilogue)
     err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
     assert np.isfinite(got).all() and err < 1e-2, err
+
+
+@pytest.mark.parametrize("cluster_m", [1, 2])
+@pytest.mark.parametrize("M,N,K", [(128, 128, 128), (1000, 1000, 1000), (257, 512, 136), (4096, 4096, 4096)])
+def test_ts_gemm_with_b_as_k_by_n(M, N, K, cluster_m):
+    got, ref = gemm.run_gemm(M, N, K, b_layout="KN", cluster_m=cluster_m)
+    err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+    assert np.isfinite(got).all() and err < 1e-2, err

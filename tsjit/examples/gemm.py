@@ -46,6 +46,7 @@ class ABStages(ts.MemoryResource):
     b_map: object
     block_n: int
     cluster_m: int = 1
+    b_major: str = "K"
     a_tiles: object = None
     b_tiles: object = None
     b_parts: object = None
@@ -56,9 +57,13 @@ class ABStages(ts.MemoryResource):
         dtype = self.a_map.dtype
         self.a_tiles = tsjit.shared_array(dtype, (stages, CONSUMER_WARPGROUPS, 64, BK), align=1024)
         c = self.cluster_m
-        # B rows are loaded in `cluster_m` parts, each CTA multicasting its part to the whole cluster
-        self.b_parts = tsjit.shared_array(dtype, (stages, c, self.block_n // c, BK), align=1024)
-        self.b_tiles = self.b_parts.reshape((stages, self.block_n, BK))
+        if self.b_major == "K":
+            # B (N, K): rows loaded in `cluster_m` parts, each CTA multicasting its part to the whole cluster
+            self.b_parts = tsjit.shared_array(dtype, (stages, c, self.block_n // c, BK), align=1024)
+            self.b_tiles = self.b_parts.reshape((stages, self.block_n, BK))
+        else:
+            # B (K, N): 64-column boxes [n-box][k][n], the MN-major layout wgmma reads with trans-b
+            self.b_tiles = tsjit.shared_array(dtype, (stages, self.block_n // 64, BK, 64), align=1024)
         n = self.block_n
         self.acc = ts.TaskLocalVariable(Fragment, default_factory=lambda: Fragment.zeros(n // 2),
                                         docs="the warpgroup's 64 x BN fp32 accumulator")
@@ -70,7 +75,19 @@ class ABStages(ts.MemoryResource):
         if tsjit.elect_one():
             stage = stage_info.stage_idx
             c = self.cluster_m
-            if tsjit.const_expr(c == 1):
+            if tsjit.const_expr(self.b_major == "MN"):
+                rank = tsjit.cluster_ctarank() if c > 1 else 0
+                boxes = self.block_n // 64 // c
+                tsjit.tma_load(self.a_map, self.a_tiles[stage], stage_info.barrier, ((m * c + rank) * BM, k))
+                for j in tsjit.range_constexpr(boxes):
+                    box = rank * boxes + j
+                    if tsjit.const_expr(c == 1):
+                        tsjit.tma_load(self.b_map, self.b_tiles[stage, box], stage_info.barrier,
+                                       (k, n * self.block_n + box * 64))
+                    else:
+                        tsjit.tma_load(self.b_map, self.b_tiles[stage, box], stage_info.barrier,
+                                       (k, n * self.block_n + box * 64), multicast_mask=(1 << c) - 1)
+            elif tsjit.const_expr(c == 1):
                 tsjit.tma_load(self.a_map, self.a_tiles[stage], stage_info.barrier, (m * BM, k))
                 tsjit.tma_load(self.b_map, self.b_tiles[stage], stage_info.barrier, (n * self.block_n, k))
             else:
@@ -89,7 +106,7 @@ class ABStages(ts.MemoryResource):
         warpgroup = tsjit.warp_idx() // 4 - 1
         stage = stage_info.stage_idx
         a_desc = wgmma.make_descriptor(self.a_tiles[stage, warpgroup], major="K", swizzle="128B")
-        b_desc = wgmma.make_descriptor(self.b_tiles[stage], major="K", swizzle="128B")
+        b_desc = wgmma.make_descriptor(self.b_tiles[stage], major=self.b_major, swizzle="128B")
         wgmma.fence()
         for k in tsjit.range_constexpr(BK // 16):
             acc = wgmma.mma_async(acc, a_desc.k_step(k), b_desc.k_step(k), n=self.block_n)
@@ -182,8 +199,10 @@ class ClusterWorkQueue(WorkQueue):
 
 @tsjit.kernel
 def gemm_ts(a_map, b_map, c, c_map, M, N, K, BN: tsjit.Constexpr[int], STAGES: tsjit.Constexpr[int],
-            GROUP_M: tsjit.Constexpr[int], CLUSTER_M: tsjit.Constexpr[int] = 1, EPILOGUE: tsjit.Constexpr[str] = "tma"):
-    """C (M, N) = A (M, K) @ B (N, K)^T; launch with block = 384 threads and a persistent grid (a multiple
+            GROUP_M: tsjit.Constexpr[int], CLUSTER_M: tsjit.Constexpr[int] = 1, EPILOGUE: tsjit.Constexpr[str] = "tma",
+            B_MAJOR: tsjit.Constexpr[str] = "K"):
+    """C (M, N) = A (M, K) @ B^T with B (N, K) (B_MAJOR "K"), or A @ B with B (K, N) (B_MAJOR "MN");
+    launch with block = 384 threads and a persistent grid (a multiple
     of CLUSTER_M; with CLUSTER_M = 2 the two CTAs of a cluster compute vertically adjacent tiles and each
     multicasts half of the shared B tile to both)."""
     tiles_m = (M + BM * CLUSTER_M - 1) // (BM * CLUSTER_M)
@@ -198,7 +217,8 @@ def gemm_ts(a_map, b_map, c, c_map, M, N, K, BN: tsjit.Constexpr[int], STAGES: t
         STAGES, stage_bytes, ts.CooperativeGroup(ts.Agent.Thread, 1),
         ts.CooperativeGroup(ts.Agent.Thread, CONSUMER_WARPGROUPS * 4), advance_on_wait=True,
         cta_layout_vmnk=(1, CLUSTER_M, 1, 1) if CLUSTER_M > 1 else None)
-    ab = ABStages(name="ab", pipeline_config=cfg, a_map=a_map, b_map=b_map, block_n=BN, cluster_m=CLUSTER_M)
+    ab = ABStages(name="ab", pipeline_config=cfg, a_map=a_map, b_map=b_map, block_n=BN, cluster_m=CLUSTER_M,
+                  b_major=B_MAJOR)
     out = OutputC(name="c", c=c, c_map=c_map, block_n=BN, cluster_m=CLUSTER_M, mode=EPILOGUE)
 
     @ts.schedule
@@ -253,12 +273,18 @@ def _bf16_round(x: np.ndarray) -> np.ndarray:
 
 
 def gemm_launcher(a, b, c, *, block_n: int = 256, stages: int = 4, group_m: int = 8, cluster_m: int = 1,
-                  sms: int | None = None, stream=None, epilogue: str | None = None):
-    """A launcher for C = A @ B^T on device arrays (bf16 A (M, K), B (N, K), C (M, N)); TensorMaps once."""
+                  sms: int | None = None, stream=None, epilogue: str | None = None, b_layout: str = "NK"):
+    """A launcher for C = A @ B^T (``b_layout="NK"``: B is (N, K)) or C = A @ B (``"KN"``: B is (K, N)) on
+    device arrays (bf16 A (M, K), C (M, N)); the TensorMaps are encoded once."""
+    if b_layout not in ("NK", "KN"):
+        raise ValueError(f"b_layout must be 'NK' (B is (N, K)) or 'KN' (B is (K, N)); got {b_layout!r}")
     M, K = a.shape
-    N = b.shape[0]
+    N = b.shape[0] if b_layout == "NK" else b.shape[1]
     a_map = tsjit.TensorMap(a, (BM, BK), swizzle="128B")
-    b_map = tsjit.TensorMap(b, (block_n // cluster_m, BK), swizzle="128B")
+    if b_layout == "NK":
+        b_map = tsjit.TensorMap(b, (block_n // cluster_m, BK), swizzle="128B")
+    else:
+        b_map = tsjit.TensorMap(b, (BK, 64), swizzle="128B")
     if epilogue is None:   # TMA stores need 16-byte C rows; otherwise store from registers
         epilogue = "tma" if (N * 2) % 16 == 0 else "direct"
     c_map = tsjit.TensorMap(c, (64, 64), swizzle="128B") if epilogue == "tma" else a_map
@@ -268,20 +294,24 @@ def gemm_launcher(a, b, c, *, block_n: int = 256, stages: int = 4, group_m: int 
         sms = device_properties().sm_count
     grid = min(cluster_tiles, sms // cluster_m) * cluster_m
     launch = gemm_ts[(grid,), (THREADS,)]
-    return lambda: launch(a_map, b_map, c, c_map, M, N, K, block_n, stages, group_m, cluster_m, epilogue,
+    b_major = "K" if b_layout == "NK" else "MN"
+    return lambda: launch(a_map, b_map, c, c_map, M, N, K, block_n, stages, group_m, cluster_m, epilogue, b_major,
                           stream=stream)
 
 
 def run_gemm(M: int, N: int, K: int, *, block_n: int = 256, stages: int = 4, cluster_m: int = 1, epilogue=None,
-             rng=None):
-    """C = A @ B^T on fresh random bf16 inputs, output poisoned; returns (C as float64, float64 reference)."""
+             b_layout: str = "NK", rng=None):
+    """C = A @ B^T (B (N, K)) or A @ B (``b_layout="KN"``) on fresh random bf16 inputs, output poisoned;
+    returns (C as float64, float64 reference)."""
     rng = rng or np.random.default_rng()
     a = _bf16_round(rng.standard_normal((M, K)).astype(np.float32))
-    b = _bf16_round(rng.standard_normal((N, K)).astype(np.float32))
+    b = _bf16_round(rng.standard_normal((N, K) if b_layout == "NK" else (K, N)).astype(np.float32))
     da = tsjit.to_device(a, dtype=tsjit.BFloat16)
     db = tsjit.to_device(b, dtype=tsjit.BFloat16)
     c = tsjit.empty((M, N), tsjit.BFloat16).fill_bytes(0xFF)
-    gemm_launcher(da, db, c, block_n=block_n, stages=stages, cluster_m=cluster_m, epilogue=epilogue)()
+    gemm_launcher(da, db, c, block_n=block_n, stages=stages, cluster_m=cluster_m, epilogue=epilogue,
+                  b_layout=b_layout)()
     from tsjit.runtime.arrays import bfloat16_bits_to_float32
     got = bfloat16_bits_to_float32(c.numpy()).astype(np.float64)
-    return got, a.astype(np.float64) @ b.astype(np.float64).T
+    b64 = b.astype(np.float64)
+    return got, a.astype(np.float64) @ (b64.T if b_layout == "NK" else b64)
