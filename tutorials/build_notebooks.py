@@ -66,8 +66,77 @@ NOTEBOOKS = {
                  "else:\n"
                  "    print('no GPU: skipped launching')"),
     ],
-    "05_async_pipelines.ipynb": [
-        ("md", "# Tutorial 5: AsyncAsync ping-pong and an interleaved ring\n\n"
+    "03_persistent_copy.ipynb": [
+        ("md", "# Tutorial 3: a static persistent copy with over-launched tiles skipped\n\n"
+               "A `WorkQueue` hands each CTA the tiles `b, b + gridDim.x, ...` of a tile grid deliberately larger "
+               "than the data. `skip_if` marks the tiles past the end and `wtl.skippable()` omits their copy, "
+               "while the queue epilogue (`wait`, `get_and_advance_work_tile`, `release`) still runs for every "
+               "tile, so every CTA terminates."),
+        ("code", SETUP),
+        ("code", "import inspect\nfrom tsjit.examples import ts_persistent\n"
+                 "print(inspect.getsource(ts_persistent.persistent_copy.fn))"),
+        ("code", "c = tsjit.compile(ts_persistent.persistent_copy, np.zeros(64, np.float32), np.zeros(64, np.float32), "
+                 "40, 64, 2048, 4)\nprint('registers', c.metadata['registers'])"),
+        ("code", "if GPU:\n"
+                 "    for n, extra, blocks in [(1 << 22, 37, 40), (1_000_001, 5, 132), (0, 3, 2)]:\n"
+                 "        got, src, padding = ts_persistent.run_persistent_copy(n, extra_tiles=extra, blocks=blocks)\n"
+                 "        assert np.array_equal(got, src)\n"
+                 "    print('exact')\n"
+                 "else:\n"
+                 "    print('no GPU: skipped launching')"),
+    ],
+    "04_varlen_and_pdl.ipynb": [
+        ("md", "# Tutorial 4: per-tile dynamic domains, and two kernels chained with PDL\n\n"
+               "Variable-length segments of a packed array are copied into the rows of a padded matrix: the domain "
+               "loop of each tile (one row) ends at that row's length, given by `Task.get_domain`. Then two TS "
+               "kernels are chained with programmatic dependent launch: the second waits on the first's output "
+               "(`PdlWaitBarrier.wait_griddep` before its first read, check PDL1)."),
+        ("code", SETUP),
+        ("code", "import inspect\nfrom tsjit.examples import ts_persistent, ts_pdl\n"
+                 "print(inspect.getsource(ts_persistent.VarlenTask))\n"
+                 "c = tsjit.compile(ts_persistent.varlen_copy, np.zeros(64, np.float32), np.zeros(9, np.int32), "
+                 "np.zeros((8, 64), np.float32), 8, 4)\nprint('varlen registers', c.metadata['registers'])\n"
+                 "for k in (ts_pdl.scale_producer, ts_pdl.scale_consumer):\n"
+                 "    ptx = tsjit.compile(k, np.zeros(64, np.float32), np.zeros(64, np.float32), 64, 4).ptx\n"
+                 "    print(k.__name__, [l.strip() for l in ptx.splitlines() if 'griddepcontrol' in l])"),
+        ("code", "if GPU:\n"
+                 "    got, expected = ts_persistent.run_varlen_copy(300, 1000, 64)\n"
+                 "    filled = ~np.isnan(expected)\n"
+                 "    assert np.array_equal(got[filled], expected[filled])\n"
+                 "    got, ref = ts_pdl.run_pdl_chain()\n"
+                 "    assert np.allclose(got, ref, rtol=1e-6)\n"
+                 "    print('exact')\n"
+                 "else:\n"
+                 "    print('no GPU: skipped launching')"),
+    ],
+    "05_hopper_gemm.ipynb": [
+        ("md", "# Tutorial 5: a Hopper GEMM in Task Scheduling\n\n"
+               "C = A @ B^T in bf16 with fp32 accumulation. One TMA-load warp feeds a 4-stage TmaAsync ring of "
+               "128-byte-swizzled A and B tiles; two consumer warpgroups (`setmaxnreg` 232) issue "
+               "`wgmma.mma_async` m64n256k16, keep one MMA group in flight and release each stage after "
+               "`wgmma.wait_group`; a static persistent WorkQueue walks the tiles in grouped order; the epilogue "
+               "stages bf16 tiles through shared memory with `stmatrix` and stores them with TMA. Optional: 2x1 "
+               "clusters with B multicast, B given as (K, N)."),
+        ("code", SETUP),
+        ("code", "import inspect\nfrom tsjit.examples import gemm\nprint(inspect.getsource(gemm.gemm_ts.fn))"),
+        ("code", "a = tsjit.tensormap_spec(tsjit.BFloat16, (gemm.BM, gemm.BK), swizzle='128B')\n"
+                 "b = tsjit.tensormap_spec(tsjit.BFloat16, (256, gemm.BK), swizzle='128B')\n"
+                 "c_map = tsjit.tensormap_spec(tsjit.BFloat16, (64, 64), swizzle='128B')\n"
+                 "k = tsjit.compile(gemm.gemm_ts, a, b, tsjit.spec((4096, 4096), tsjit.BFloat16), c_map, 4096, 4096, "
+                 "4096, 256, 4, 8, 1, 'tma')\n"
+                 "print({key: k.metadata[key] for key in ('registers', 'spill_stores_bytes', 'smem_bytes')})\n"
+                 "print(sorted({l.split()[0] for l in k.ptx.splitlines() if 'wgmma' in l or 'setmaxnreg' in l}))"),
+        ("code", "if GPU:\n"
+                 "    for shape in [(128, 128, 128), (1000, 1000, 1000), (257, 511, 136)]:\n"
+                 "        got, ref = gemm.run_gemm(*shape)\n"
+                 "        err = np.linalg.norm(got - ref) / np.linalg.norm(ref)\n"
+                 "        assert err < 1e-2, (shape, err)\n"
+                 "    print('relative errors below 1e-2')\n"
+                 "else:\n"
+                 "    print('no GPU: skipped launching')"),
+    ],
+    "06_async_pipelines.ipynb": [
+        ("md", "# Tutorial 6: AsyncAsync ping-pong and an interleaved ring\n\n"
                "Warpgroup 0 produces chunks into shared memory with ordinary stores, warpgroup 1 consumes them "
                "(a 2-stage ring: ping-pong). The interleaved variant shares a 4-stage ring between two warp lanes "
                "with `interleave_stride=2`: lane k uses stages k, k+2, ..."),
