@@ -178,8 +178,31 @@ def convert_for_store(value, dtype: DType) -> Value:
     raise CompilationError(f"cannot store a {type(value).__name__} object into {dtype.name} memory")
 
 
+class TensorAnnotation:
+    """What ``tsjit.Tensor[dtype, rank]`` evaluates to: a kernel-parameter annotation that makes the
+    launcher check the argument's element type and rank (``LaunchError`` naming the argument)."""
+
+    def __init__(self, dtype: DType | None, rank: int | None):
+        self.dtype = dtype
+        self.rank = rank
+
+    def __repr__(self) -> str:
+        return f"tsjit.Tensor[{self.dtype.name if self.dtype else 'Any'}, {self.rank}]"
+
+    def check(self, name: str, dtype: DType, rank: int) -> str | None:
+        """The problem with an argument of ``dtype`` and ``rank``, or ``None``."""
+        if self.dtype is not None and dtype is not self.dtype:
+            return f"argument '{name}' must be a {self.dtype.name} array; got a {dtype.name} array"
+        if self.rank is not None and rank != self.rank:
+            return f"argument '{name}' must have rank {self.rank}; got rank {rank}"
+        return None
+
+
 class Tensor:
     """A strided view of memory: :class:`Pointer` + shape + element strides.
+
+    As a kernel-parameter annotation, ``x: tsjit.Tensor[tsjit.Float32, 2]`` (dtype and/or rank, ``None``
+    for any) makes the launcher reject other arrays with a :class:`~tsjit.errors.LaunchError`.
 
     Attributes:
         ptr: the base :class:`Pointer`.
@@ -189,6 +212,12 @@ class Tensor:
         dtype: element dtype.
         rank: number of dimensions.
     """
+
+    def __class_getitem__(cls, params):
+        params = params if isinstance(params, tuple) else (params,)
+        dtype = next((p for p in params if isinstance(p, DType)), None)
+        rank = next((p for p in params if isinstance(p, int) and not isinstance(p, bool)), None)
+        return TensorAnnotation(dtype, rank)
 
     def __init__(self, ptr: Pointer, shape: tuple, strides: tuple, index_dtype: DType = dt.Int32,
                  row_alignment: int | None = None):

@@ -26,6 +26,7 @@ from tsjit.errors import LaunchError
 from tsjit.frontend import specs as S
 from tsjit.lang import dtypes as dt
 from tsjit.lang.constexpr import is_constexpr_annotation
+from tsjit.lang.memory import TensorAnnotation
 from tsjit.runtime.arrays import ArraySpec, DeviceArray, describe_array_argument
 
 _INDEX_LIMIT = 2 ** 31
@@ -96,6 +97,17 @@ def _scalar_value(dtype, value, name: str):
 
 
 def specialize_one(name: str, value, annotation, *, for_compile: bool = False):
+    spec, values = _specialize_one(name, value, annotation, for_compile)
+    if isinstance(annotation, TensorAnnotation):
+        if not isinstance(spec, S.TensorSpec):
+            raise LaunchError(f"argument '{name}' must be an array ({annotation!r}); got {type(value).__name__}")
+        problem = annotation.check(name, spec.dtype, spec.rank)
+        if problem:
+            raise LaunchError(problem)
+    return spec, values
+
+
+def _specialize_one(name: str, value, annotation, for_compile: bool):
     """(spec, ctypes values) for one argument.
 
     ``for_compile=True`` accepts host numpy arrays and :class:`ArraySpec` as stand-ins for device arrays
