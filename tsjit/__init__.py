@@ -29,6 +29,7 @@ from tsjit.lang.sync import (cluster_arrive, cluster_sync, cluster_wait, elect_o
                              fence_proxy_async, griddepcontrol_launch_dependents, griddepcontrol_wait,
                              map_shared_rank, mbarrier_arrive, mbarrier_arrive_cluster, mbarrier_arrive_expect_tx,
                              mbarrier_expect_tx, mbarrier_init, mbarrier_try_wait, mbarrier_wait, setmaxnreg)
+from tsjit.lang.async_copy import cp_async, cp_async_commit_group, cp_async_mbarrier_arrive, cp_async_wait_group
 from tsjit.lang.tma import bulk_commit_group, bulk_wait_group, prefetch_tensormap, tma_load, tma_store
 from tsjit.lang.fragment import Fragment
 from tsjit.lang import epilogue, wgmma

@@ -27,7 +27,7 @@ def test_ts_tma_bandwidth_copy_is_exact(shape, box, stages, in_flight):
     np.testing.assert_array_equal(dst.numpy(), a)
 
 
-@pytest.mark.parametrize("kind", ["pingpong", "interleaved"])
+@pytest.mark.parametrize("kind", ["pingpong", "interleaved", "asyncload"])
 @pytest.mark.parametrize("n,blocks", [(1 << 22, 132), (1_000_001, 7), (5, 1), (0, 3)])
 def test_ts_async_async_pipelines_are_exact(kind, n, blocks):
     from tsjit.examples import ts_async

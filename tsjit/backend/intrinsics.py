@@ -462,6 +462,19 @@ for _num, _ret in ((1, "i32"), (2, "{i32*2}"), (4, "{i32*4}")):
              f"ldmatrix.sync.aligned.m8n8.x{_num}{_tr}.shared.b16"),
             (f"stmatrix.sync.aligned.m8n8.x{_num}{_tr}.b16.p3", f"void (p3 dst, {_regs})",
              f"stmatrix.sync.aligned.m8n8.x{_num}{_tr}.shared.b16")))
+# --- cp.async (sm_80 non-bulk asynchronous copies, PTX ISA "cp.async") ------------------------
+_add_all(_NV + "cp.async.", ANY, (
+    *[(f"ca.shared.global.{n}", "void (p3 dst, p1 src)",
+       f"cp.async.ca.shared.global [dst], [src], {n}: copy {n} bytes global -> shared (cache all levels)")
+      for n in (4, 8, 16)],
+    ("cg.shared.global.16", "void (p3 dst, p1 src)", "cp.async.cg.shared.global [dst], [src], 16 (L2 only)"),
+    ("commit.group", "void ()", "cp.async.commit_group"),
+    ("wait.group", "void (immarg i32 n)", "cp.async.wait_group n"),
+    ("wait.all", "void ()", "cp.async.wait_all"),
+    ("mbarrier.arrive.noinc.shared", "void (p3 bar)",
+     "cp.async.mbarrier.arrive.noinc.shared.b64: arrive on the mbarrier when this thread's prior cp.async "
+     "copies complete (the arrival is counted in the barrier's expected count)"),
+))
 _add_all(_NV, ANY, (
     ("griddepcontrol.wait", "void ()", "griddepcontrol.wait: wait for the primary grid (PDL)"),
     ("griddepcontrol.launch.dependents", "void ()",

@@ -31,6 +31,7 @@ class StagedChunks(ts.MemoryResource):
     chunk: int
     lane_threads: int
     first_producer_thread: object
+    async_load: bool = False
     buffers: object = None
     stage: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
 
@@ -44,7 +45,11 @@ class StagedChunks(ts.MemoryResource):
         buf = self.buffers[stage_info.stage_idx]
         for i in range((tsjit.thread_idx().x - self.first_producer_thread) % self.lane_threads, self.chunk,
                        self.lane_threads):
-            buf[i] = self.x[base + i] if base + i < self.n else tsjit.Float32(0)
+            if tsjit.const_expr(self.async_load):
+                if base + i < self.n:      # cp.async; the commit's arrival waits for these copies
+                    tsjit.cp_async(buf.ptr + i, self.x.ptr + (base + i), 4)
+            else:
+                buf[i] = self.x[base + i] if base + i < self.n else tsjit.Float32(0)
 
     @ts.consumer_work(returns="stage")
     def take(self, stage_info):
@@ -69,14 +74,15 @@ class ScaledOutput(ts.MemoryResource):
                 self.y[base + i] = buf[i] * 2.0 + 1.0
 
 
-def _build(x, y, n, chunk, producer_warps, consumer_warps, stride, stages):
+def _build(x, y, n, chunk, producer_warps, consumer_warps, stride, stages, async_load=False):
     threads_per_lane_p = producer_warps * 32 // stride
     threads_per_lane_c = consumer_warps * 32 // stride
     cfg = ts.PipelineConfig.create_async_async_pipeline_cfg(
         stages, ts.CooperativeGroup(ts.Agent.Thread, threads_per_lane_p),
-        ts.CooperativeGroup(ts.Agent.Thread, threads_per_lane_c), interleave_stride=stride)
+        ts.CooperativeGroup(ts.Agent.Thread, threads_per_lane_c), interleave_stride=stride,
+        producer_op=ts.PipelineOp.AsyncLoad if async_load else ts.PipelineOp.AsyncThread)
     chunks = StagedChunks(name="chunks", pipeline_config=cfg, x=x, n=n, chunk=chunk,
-                          lane_threads=threads_per_lane_p, first_producer_thread=0)
+                          lane_threads=threads_per_lane_p, first_producer_thread=0, async_load=async_load)
     out = ScaledOutput(name="out", y=y, n=n, chunks=chunks, first_consumer_thread=producer_warps * 32)
     num_chunks = (n + chunk - 1) // chunk
     bx, gx = tsjit.block_idx().x, tsjit.grid_dim().x
@@ -117,11 +123,18 @@ def interleaved_scale(x, y, n, CHUNK: tsjit.Constexpr[int]):
     _build(x, y, n, CHUNK, 2, 2, 2, 4)
 
 
+@tsjit.kernel
+def asyncload_scale(x, y, n, CHUNK: tsjit.Constexpr[int]):
+    """Like pingpong_scale, with an AsyncLoad producer: cp.async copies, arrival on completion."""
+    _build(x, y, n, CHUNK, 4, 4, 1, 3, async_load=True)
+
+
 def run_async(kind: str, n: int, blocks: int = 66, chunk: int = 1024, rng=None):
     rng = rng or np.random.default_rng()
     x = rng.standard_normal(max(n, 1)).astype(np.float32)[:n]
     y = tsjit.empty(max(n, 1), tsjit.Float32).fill_bytes(0xFF)
     dx = tsjit.to_device(x) if n else tsjit.empty(1, tsjit.Float32)
-    kernel, threads = (pingpong_scale, 256) if kind == "pingpong" else (interleaved_scale, 128)
+    kernel, threads = {"pingpong": (pingpong_scale, 256), "interleaved": (interleaved_scale, 128),
+                       "asyncload": (asyncload_scale, 256)}[kind]
     kernel[(blocks,), (threads,)](dx, y, n, chunk)
     return y.numpy()[:n], 2.0 * x.astype(np.float64) + 1.0

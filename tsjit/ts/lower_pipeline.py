@@ -36,7 +36,7 @@ from tsjit.lang import sync
 from tsjit.lang.memory import shared_pointer
 from tsjit.lang.values import Value, cast_to, compare, constant, select
 from tsjit.ts.enums import ScheduleStage
-from tsjit.ts.pipeline import PipelineType
+from tsjit.ts.pipeline import PipelineOp, PipelineType
 
 _SUPPORTED_SM90 = (PipelineType.AsyncAsync, PipelineType.TmaAsync)
 
@@ -140,13 +140,20 @@ class Cursors:
 
 
 def _lane(task, stride: int):
+    """The interleave lane of ``task``: its warp's offset when it has ``stride`` warps (warp lanes), else
+    ``domain start % stride`` when its domain loop walks by ``stride`` from a compile-time start
+    (domain lanes; inventory §2.3 P6)."""
     if stride == 1:
         return 0
     if task.num_warps == stride:
         return cast_to(B.warp_idx() - task.warp_start, dt.Int32)
+    loop = task.schedule.domain_loop
+    if loop is not None and isinstance(loop.start, int) and isinstance(loop.step, int) and loop.step == stride:
+        return loop.start % stride
     raise CompilationError(
         f"task '{task.name}': an interleaved pipeline (stride {stride}) needs a task of exactly {stride} warps "
-        f"(one lane per warp); this task has {task.num_warps}")
+        f"(warp lanes), or a domain loop with a compile-time start and step {stride} (domain lanes); this task "
+        f"has {task.num_warps} warps")
 
 
 def init_cursors(task, storages: dict, scope: dict) -> dict:
@@ -191,6 +198,12 @@ def _blocking_wait(bar, phase, scope, probe_key) -> None:
     sync.mbarrier_wait(bar, phase)
     b.branch(done)
     b.position_at_end(done)
+
+
+def _async_load_arrive(bar) -> None:
+    """AsyncLoad producers: each thread's arrival lands when its cp.async copies have completed."""
+    from tsjit.lang.async_copy import cp_async_mbarrier_arrive
+    cp_async_mbarrier_arrive(bar)
 
 
 def _arrive_everywhere(bar, cluster: int) -> None:
@@ -247,7 +260,14 @@ def emit_operation(step, task, storage: PipelineStorage, cursors: Cursors, scope
             _advance(scope, cursors.open_index, cursors.open_phase, s_acq, stages)
     elif stage is ScheduleStage.ProducerCommit:
         index = scope[cursors.close_index]
-        if cfg.pipeline_type.producer_kind == "async":
+        if cfg.producer_op is PipelineOp.AsyncLoad:
+            warps = task.num_warps // s_commit if task.num_warps >= s_commit else task.num_warps
+            if cfg.producer_group.size != warps * 32:
+                raise CompilationError(
+                    f"resource '{storage.resource.name}': an AsyncLoad producer arrives from every thread (its own "
+                    f"cp.async copies); set producer_group size to {warps * 32}, got {cfg.producer_group.size}")
+            _async_load_arrive(storage.full(index))
+        elif cfg.pipeline_type.producer_kind == "async":
             _all_or_lane_arrive(storage.full(index), cfg.producer_group.size, task, storage.resource.name,
                                 "producer", s_commit)
         _advance(scope, cursors.close_index, cursors.close_phase, s_commit, stages)
