@@ -106,6 +106,12 @@ def run_demo(size: int = 1 << 22, gemm_size: int = 4096) -> int:
         origin = "disk cache" if meta.get("from_cache") else f"compiled in {ms:.0f} ms"
         print(f"  {name:<45} {origin:<22} registers {meta['registers']:>3}  spills {meta['spill_stores_bytes']} B  "
               f"smem {meta['smem_bytes']} B  ({meta['tool']})")
+    from tsjit.ts.task_manager import TaskManager
+    if TaskManager.verified_count:
+        print(f"Task Scheduling programs verified while compiling: {TaskManager.verified_count} (structure, routing, "
+              f"credits, bracketing, counts, bytes, queues, PDL, interleavings)")
+    else:
+        print("Task Scheduling programs: all came from the disk cache (verified when first compiled)")
     if not driver.gpu_available():
         print("No NVIDIA GPU/driver found: SKIPPED launching and checking the kernels on the GPU "
               "(everything above was compiled and assembled).")

@@ -67,6 +67,49 @@ def _has_value(args, kwargs) -> bool:
 _CONVERSION_HINTS = {int: "tsjit.Int32(x)", float: "tsjit.Float32(x)", bool: "x != 0"}
 
 
+def _numpy_ufunc_name(func):
+    try:
+        import numpy as np
+    except ImportError:
+        return None
+    return func.__name__ if isinstance(func, np.ufunc) else None
+
+
+def _public_name(func) -> str:
+    name = getattr(func, "__qualname__", getattr(func, "__name__", type(func).__name__))
+    return name.replace("__tsjit_closure_maker.<locals>.", "")
+
+
+def _innermost_user_frame(exc: BaseException, parsed):
+    """The innermost traceback frame of ``exc`` inside a ``def`` nested in the function being compiled
+    (e.g. a ``@schedule`` body), as a SourceLocation, or None (then the call site is reported)."""
+    from tsjit.errors import SourceLocation
+    first, last = parsed.node.lineno, getattr(parsed.node, "end_lineno", None) or parsed.node.lineno
+    tb, found = exc.__traceback__, None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename == parsed.filename and first < code.co_firstlineno <= last:
+            found = SourceLocation(parsed.filename, tb.tb_lineno, 0, code.co_name)
+        tb = tb.tb_next
+    return found
+
+
+def _with_call_site(exc, location):
+    """``exc`` (a ScheduleError / VerificationError raised by compile-time code) with the kernel line that
+    made the call appended, so TS errors point into the kernel like compile errors do."""
+    note = f"\n  (raised while compiling the kernel, at {location})"
+    if note in str(exc):
+        return exc
+    check = getattr(exc, "check", None)
+    try:
+        if check is not None:
+            message = str(exc)[len(f"[{check}] "):] if check else str(exc)
+            return type(exc)(message + note, check=check)
+        return type(exc)(str(exc) + note)
+    except TypeError:
+        return exc
+
+
 class CallMixin:
     def call(self, func, args: list, kwargs: dict, node):
         if isinstance(func, DeviceFunction):
@@ -83,12 +126,22 @@ class CallMixin:
         if func in _CONVERSION_HINTS and _has_value(args, kwargs):
             raise self.error(node, f"{func.__name__}() of a run-time value is not available; use "
                                    f"{_CONVERSION_HINTS[func]}")
+        ufunc = _numpy_ufunc_name(func)
+        if ufunc is not None and _has_value(args, kwargs):
+            hint = f"tsjit.math.{ufunc}" if hasattr(device_math, ufunc) else "the tsjit.math functions"
+            raise self.error(node, f"numpy.{ufunc} runs on the host and cannot take a device value; use {hint}")
         try:
             return func(*args, **kwargs)
-        except TsjitError:
+        except CompilationError:
             raise
+        except TsjitError as exc:
+            raise _with_call_site(exc, self.location(node)).with_traceback(None) from None
         except Exception as exc:
-            name = getattr(func, "__qualname__", getattr(func, "__name__", type(func).__name__))
+            name = _public_name(func)
+            where = _innermost_user_frame(exc, self.frame.parsed)
+            if where is not None:
+                raise CompilationError(f"{type(exc).__name__} in compile-time code called from here: {exc}",
+                                       where, (self.location(node),)) from None
             raise self.error(node, f"calling `{name}` at compile time raised {type(exc).__name__}: {exc}") from None
 
     def inline(self, fn, args: list, kwargs: dict, node):

@@ -40,6 +40,7 @@ class Frame:
         self.scope = scope
         self.is_kernel = is_kernel
         self.returns: list = []          # ssa.Edge with scope {"<return>": value}
+        self.dropped: set = set()        # names that lost their binding at a join (for error hints)
         self.loops: list = []            # control.LoopContext / control.StaticLoop
         self.dynamic_depth = 0           # run-time ifs/loops entered since the frame began
 
@@ -245,8 +246,10 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin):
         raise self.error(node, f"name `{name}` is not defined here" + self._undefined_hint(name))
 
     def _undefined_hint(self, name: str) -> str:
-        return (" (a variable assigned in only one branch of a run-time `if`, or inside a run-time loop, "
-                "is not available after it)")
+        if name in self.frame.dropped:
+            return (f" (`{name}` is assigned in only one branch of a run-time `if`, or only inside a run-time "
+                    f"loop, so it has no value after it; assign it before the `if`/loop)")
+        return ""
 
     def expr_name(self, node: ast.Name):
         return self.lookup(node.id, node)

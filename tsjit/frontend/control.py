@@ -101,6 +101,7 @@ class ControlFlowMixin:
             return
         join = self.new_block(name)
         merged = ssa.merge_scopes(self.builder, edges, join)
+        frame.dropped |= set().union(*(e.scope for e in edges)) - set(merged)
         frame.scope = merged
         self.dead = False
 
@@ -197,6 +198,7 @@ class ControlFlowMixin:
 
     def _run_loop_body(self, body, ctx: LoopContext):
         frame = self.frame
+        self._loop_locals = assigned_names(body) - set(frame.scope)
         frame.loops.append(ctx)
         frame.dynamic_depth += 1
         ctx.depth = frame.dynamic_depth
@@ -281,6 +283,8 @@ class ControlFlowMixin:
             scope = ssa.merge_scopes(b, exit_edges, tmp)
         if loop_var is not None:
             scope.pop(loop_var, None)
+        frame.dropped |= set().union(*(e.scope for e in exit_edges)) - set(scope)
+        frame.dropped |= self._loop_locals
         frame.scope = scope
         self.dead = False
 

@@ -288,8 +288,12 @@ class TaskManager:
             return
         raise VerificationError(text, check=check)
 
+    #: programs verified in this process (the demo reports it)
+    verified_count = 0
+
     def print_and_verify(self) -> None:
         """Print the schedule table and register report, then run every check in order."""
+        TaskManager.verified_count += 1
         if not self.tasks:
             return
         simulator = self.simulator_class(

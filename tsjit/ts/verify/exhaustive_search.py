@@ -131,6 +131,7 @@ class Model:
             self.fp_run.append(fps)
             self.query.append(queries)
             self.new_conf.append(confs)
+        self.no_regions = ~(((1 << (2 * lay.G)) - 1) << lay.wr)
         self.copy_fps = [self.copy_fp(c) for c in self.copies]
         self.copy_queries = [self._query(1 << c.barrier, 0, 1 << c.access.region, 0, 0)
                              for c in self.copies]
@@ -348,6 +349,10 @@ class _Searcher:
             fps[("p", i)] = run[i]
         return fps
 
+    def origin(self, key) -> int:
+        """The task process behind a key (a copy's issuing process)."""
+        return self.m.copies[key[1]].process if key[0] == "c" else key[1]
+
     def query(self, state, key) -> int:
         m = self.m
         if key[0] == "c":
@@ -374,8 +379,11 @@ class _Searcher:
                 new = []
                 for key in frontier:
                     q = self.query(state, key)
+                    origin = self.origin(key)
                     for other, fp in fps.items():
-                        if fp & q and other not in members and other not in new:
+                        # a process and its own copies never race: only barriers count
+                        mask = self.m.no_regions if self.origin(other) == origin else -1
+                        if fp & q & mask and other not in members and other not in new:
                             new.append(other)
                 members.update(new)
                 frontier = new
