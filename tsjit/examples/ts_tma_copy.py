@@ -196,7 +196,9 @@ def tma_copy_bw(src_map, dst_map, num_tiles, tiles_n, BOX_M: tsjit.Constexpr[int
 
     load = ts.Task("load", [], [smem], warp_idx=0, num_warps=1, schedule=load_schedule(smem))
     store = ts.Task("store", [smem], [out], warp_idx=1, num_warps=1, schedule=store_schedule(smem, out))
-    manager = ts.TaskManager([load, store], {out: [smem]}, verbose=False)
+    # Every CTA owns >= IN_FLIGHT tiles (the launcher guarantees it): simulate that many iterations of
+    # the run-time domain so the checks see the lagging releases balance.
+    manager = ts.TaskManager([load, store], {out: [smem]}, verbose=False, dynamic_trip_count=max(2, IN_FLIGHT + 1))
     manager.setup_resources_and_tasks()
     manager.run()
 

@@ -48,10 +48,11 @@ _SIDES = {
 }
 
 
-def executed_steps(task, max_iterations: int = 3) -> list:
-    """The task's executed sequence (see the module docstring), as SimulatedSteps."""
+def executed_steps(task, max_iterations: int = 3, dynamic_trip_count: int = 2) -> list:
+    """The task's executed sequence (see the module docstring), as SimulatedSteps; run-time domains
+    take ``dynamic_trip_count`` iterations (the TaskManager option of that name)."""
     schedule = task.schedule
-    trips = simulated_trip_count(schedule, max_iterations, 2)
+    trips = simulated_trip_count(schedule, max(max_iterations, dynamic_trip_count), dynamic_trip_count)
     tiles = 2 if schedule.work_tile_loop is not None else 1
     return expand_schedule(schedule, trips, tiles=tiles)
 
@@ -78,7 +79,7 @@ def check_bracketing(manager) -> list[Finding]:
     """B1: works inside their open/close brackets (see the module docstring)."""
     out: list[Finding] = []
     for task in manager.tasks:
-        entries = executed_steps(task)
+        entries = executed_steps(task, dynamic_trip_count=manager.options.get("dynamic_trip_count", 2))
         resources = [r for r in task.resources if is_pipelined(r)]
         for resource in resources:
             config = pipeline_config(resource)

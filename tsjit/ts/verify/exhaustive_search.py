@@ -43,7 +43,6 @@ first order makes the reported interleaving a shortest one.
 """
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 
 __all__ = ["SearchResult", "Event", "search"]
@@ -65,6 +64,7 @@ class SearchResult:
     complete: int = 0
     deadlock_states: int = 0
     capped: bool = False
+    stopped_early: bool = False
     events: list = field(default_factory=list)
     parents: dict = field(default_factory=dict)
 
@@ -395,47 +395,62 @@ class _Searcher:
         return best
 
     # -- search ---------------------------------------------------------------------------------
-    def run(self, reduce: bool = True) -> SearchResult:
+    def run(self, reduce: bool = True, levels_after_finding: int = 1) -> SearchResult:
+        """Breadth first, level by level.  Once something is found the search finishes the
+        ``levels_after_finding`` next levels (every shortest finding is in) and stops."""
         m = self.m
         result = SearchResult()
         init = m.initial_state()
         parents = {init: None}
         result.parents = parents
         self._initial_races(init, result)
-        queue = deque([init])
-        while queue:
-            state = queue.popleft()
-            procs, copies = self.live(state)
-            enabled = [("c", c) for c in copies] + [("p", i) for i in procs
-                                                     if m.enabled(state, i)]
-            if not enabled:
-                if procs:
-                    result.deadlock_states += 1
-                    result.events.append(Event("deadlock", state, None, {}))
-                else:
-                    result.complete += 1
-                continue
-            if reduce:
-                live_keys = [("c", c) for c in copies] + [("p", i) for i in procs]
-                chosen = self.ample(state, enabled, live_keys)
-            else:
-                chosen = enabled
-            for key in chosen:
-                events: list = []
-                if key[0] == "p":
-                    nxt = self.step_process(state, key[1], events)
-                else:
-                    nxt = self.step_copy(state, key[1], events)
-                for kind, data in events:
-                    result.events.append(Event(kind, state, key, data))
-                if nxt not in parents:
-                    if len(parents) >= self.max_states:
-                        result.capped = True
-                        continue
-                    parents[nxt] = (state, key)
-                    queue.append(nxt)
+        level = [init]
+        stop_at = 0 if result.events else None
+        depth = 0
+        while level:
+            if stop_at is not None and depth > stop_at:
+                result.stopped_early = True
+                break
+            following = []
+            for state in level:
+                self._expand(state, reduce, result, parents, following)
+            if stop_at is None and result.events:
+                stop_at = depth + levels_after_finding
+            level = following
+            depth += 1
         result.states = len(parents)
         return result
+
+    def _expand(self, state, reduce, result, parents, following) -> None:
+        m = self.m
+        procs, copies = self.live(state)
+        enabled = [("c", c) for c in copies] + [("p", i) for i in procs if m.enabled(state, i)]
+        if not enabled:
+            if procs:
+                result.deadlock_states += 1
+                result.events.append(Event("deadlock", state, None, {}))
+            else:
+                result.complete += 1
+            return
+        if reduce:
+            live_keys = [("c", c) for c in copies] + [("p", i) for i in procs]
+            chosen = self.ample(state, enabled, live_keys)
+        else:
+            chosen = enabled
+        for key in chosen:
+            events: list = []
+            if key[0] == "p":
+                nxt = self.step_process(state, key[1], events)
+            else:
+                nxt = self.step_copy(state, key[1], events)
+            for kind, data in events:
+                result.events.append(Event(kind, state, key, data))
+            if nxt not in parents:
+                if len(parents) >= self.max_states:
+                    result.capped = True
+                    continue
+                parents[nxt] = (state, key)
+                following.append(nxt)
 
     def _initial_races(self, init, result) -> None:
         m = self.m
