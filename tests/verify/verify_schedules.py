@@ -71,9 +71,13 @@ class Ring(MemoryResource):
     """A shared-memory ring: TMA or thread producers fill a stage, consumers read it."""
 
     stage: TaskLocalVariable = TaskLocalVariable.uninitialized()
+    allocation: object = None
 
     def __post_init__(self):
         self.stage = TaskLocalVariable(Int32, default=0)
+
+    def get_smem_requirements(self):
+        return [self.allocation] if self.allocation is not None else []
 
     @producer_work
     def tma_load(self, stage_info):
@@ -91,9 +95,9 @@ class Ring(MemoryResource):
     def read(self, stage_info):
         return stage_info.stage_idx
 
-    @consumer_work(returns="stage")
+    @consumer_work
     def mma(self, stage_info):
-        return stage_info.stage_idx
+        pass
 
 
 @dataclass(kw_only=True)
@@ -127,16 +131,28 @@ class GmemDest(MemoryResource):
 
 @dataclass(kw_only=True)
 class SmemBuffer(MemoryResource):
-    """A non-pipelined shared-memory buffer (for alias groups)."""
+    """A shared-memory buffer; ``allocation`` is its SmemAllocation (alias groups)."""
 
     allocation: object = None
 
+    def get_smem_requirements(self):
+        return [self.allocation] if self.allocation is not None else []
+
     @producer_work
-    def write(self, stage_info):
+    def write(self, stage_info, value=None):
         pass
 
     @consumer_work
     def read_all(self, stage_info):
+        pass
+
+
+@dataclass(kw_only=True)
+class Sink(MemoryResource):
+    """Global-memory output whose work needs a routed value."""
+
+    @producer_work
+    def put(self, stage_info, item):
         pass
 
 
@@ -146,17 +162,22 @@ def static_queue(name: str = "wq", tiles: int = 8) -> WorkQueue:
 
 
 # -- capture from entry lists ---------------------------------------------------------------------
-def record(proxies: dict, entries) -> None:
+def record(proxies: dict, entries, loop=None) -> None:
     """Replay entries on the schedule proxies; a ``read``/``mma``/``load`` token feeds the
-    next ``store``/``fill`` of the same entry list (None when no token was produced)."""
+    next ``store`` of the same entry list (None when no token was produced).
+    ``("first_iter", [...])`` / ``("last_iter", [...])`` record a guarded block."""
     token = None
     for entry in entries:
         name, op = entry[0], entry[1]
+        if name in ("first_iter", "last_iter"):
+            with getattr(loop, name)():
+                record(proxies, op, loop)
+            continue
         kwargs = entry[2] if len(entry) > 2 else {}
         proxy = proxies[name]
         if op in ("acquire", "try_acquire", "commit", "wait", "try_wait", "release"):
             getattr(proxy, op)()
-        elif op in ("store",):
+        elif op in ("store", "write"):
             if token is not None:
                 getattr(proxy, op)(token, **kwargs)
             else:
@@ -189,7 +210,6 @@ class TaskSpec:
 
 def capture(spec: TaskSpec, resources: dict):
     names = tuple(dict.fromkeys(spec.src + spec.dst))
-    wq = resources.get("wq")
     e = spec.entries
 
     def body(*proxies):
@@ -198,8 +218,8 @@ def capture(spec: TaskSpec, resources: dict):
 
         def per_tile():
             record(by_name, e.get("head", ()))
-            with domain_loop(*spec.domain):
-                record(by_name, e.get("loop", ()))
+            with domain_loop(*spec.domain) as loop:
+                record(by_name, e.get("loop", ()), loop)
             record(by_name, e.get("tail", ()))
 
         if spec.persistent:
@@ -216,7 +236,6 @@ def capture(spec: TaskSpec, resources: dict):
             per_tile()
     body.__name__ = f"{spec.name}_schedule"
     captured = schedule(body)(*(resources[n] for n in names))
-    assert wq is None or True
     return Task(spec.name, [resources[n] for n in spec.src], [resources[n] for n in spec.dst],
                 spec.warp, spec.warps, captured)
 
@@ -332,7 +351,7 @@ TUTORIALS = {
 
 
 __all__ = ["FakeValue", "threads", "tma_config", "async_config", "Ring", "GmemSource",
-           "GmemDest", "SmemBuffer", "static_queue", "record", "TaskSpec", "capture",
+           "GmemDest", "SmemBuffer", "Sink", "static_queue", "record", "TaskSpec", "capture",
            "Program", "QUEUE_EPILOGUE", "grid_stride_copy", "tma_copy", "persistent_copy",
            "gemm", "TUTORIALS", "SmemAllocation", "SmemAllocator", "PdlWaitBarrier",
            "PdlLaunchBarrier"]

@@ -564,6 +564,9 @@ def _stream_value(stream) -> int:
                           f"object (torch/cupy/cuda.core); got {type(stream).__name__}") from None
 
 
+_STREAM_HANDLES: dict = {}
+
+
 def stream_handle(stream):
     """The ``CUstream`` for ``stream`` (see :func:`launch` for the accepted forms)."""
     if stream is None:
@@ -572,28 +575,14 @@ def stream_handle(stream):
         return stream.handle
     if _cu is not None and isinstance(stream, _cu.CUstream):
         return stream
+    if type(stream) is int:   # torch's .cuda_stream etc.: reuse the CUstream object (hot launch path)
+        cached = _STREAM_HANDLES.get(stream)
+        if cached is None:
+            if len(_STREAM_HANDLES) > 64:
+                _STREAM_HANDLES.clear()
+            cached = _STREAM_HANDLES[stream] = _import_bindings().CUstream(stream)
+        return cached
     return _import_bindings().CUstream(_stream_value(stream))
 
 
-class Event:
-    """A CUDA event for timing (``cuEventRecord`` / ``cuEventElapsedTime``)."""
-
-    def __init__(self, *, timing: bool = True):
-        ensure_context()
-        flags = _cu.CUevent_flags.CU_EVENT_DEFAULT if timing else _cu.CUevent_flags.CU_EVENT_DISABLE_TIMING
-        self.handle = check(_cu.cuEventCreate(flags), "cuEventCreate")
-        _finalize_quietly(self, "cuEventDestroy", self.handle)
-
-    def record(self, stream=None) -> "Event":
-        """Record the event on ``stream`` (default: :func:`current_stream`); returns ``self``."""
-        check(bindings().cuEventRecord(self.handle, stream_handle(stream)), "cuEventRecord")
-        return self
-
-    def synchronize(self) -> None:
-        """Wait until the work before the recorded point has finished."""
-        check(_cu.cuEventSynchronize(self.handle), "cuEventSynchronize")
-
-    def elapsed_ms(self, end: "Event") -> float:
-        """Milliseconds between this event and ``end`` (waits for ``end``); resolution ~0.5 µs."""
-        end.synchronize()
-        return float(check(_cu.cuEventElapsedTime(self.handle, end.handle), "cuEventElapsedTime"))
+from tsjit.runtime.events import Event  # noqa: E402,F401  (re-exported: tsjit.runtime.driver.Event)

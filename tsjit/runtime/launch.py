@@ -60,13 +60,26 @@ def argument_signature(values, kinds):
         elif getattr(t, "__tsjit_tensormap__", False):
             sig.append((t, v.key()))
             dyn.append(_TensorMapSlot(v))
-        elif hasattr(v, "data_ptr") and hasattr(v, "stride") and getattr(v, "is_cuda", False):
+        elif t in _TORCH_TYPES or _is_torch_tensor_type(t):
             p = v.data_ptr()
-            sig.append((t, v.dtype, tuple(v.shape), tuple(v.stride()), not p & 15, v.device))
+            # torch.Size is a hashable tuple; get_device() is -1 on the host (the slow path rejects that)
+            sig.append((t, v.dtype, v.shape, v.stride(), not p & 15, v.get_device()))
             dyn.append(p)
         else:
             return None, None
     return tuple(sig), dyn
+
+
+_TORCH_TYPES: set = set()
+
+
+def _is_torch_tensor_type(t) -> bool:
+    """True (and remembered) for torch.Tensor and its subclasses, recognized without importing torch."""
+    for base in t.__mro__:
+        if base.__module__ == "torch" and base.__name__ == "Tensor":
+            _TORCH_TYPES.add(t)
+            return True
+    return False
 
 
 class _TensorMapSlot:

@@ -61,6 +61,7 @@ class VariantStats:
     capped: bool
     milliseconds: float
     processes: list = field(default_factory=list)
+    stopped_early: bool = False
 
 
 @dataclass
@@ -120,7 +121,9 @@ class ExhaustiveResult:
             procs = ", ".join(variant.processes)
             lines.append(f"  variant {variant.name!r}: {procs}; {variant.states} states, "
                          f"{variant.complete} complete, {variant.milliseconds:.0f} ms"
-                         + ("  [state cap reached]" if variant.capped else ""))
+                         + ("  [state cap reached]" if variant.capped else "")
+                         + ("  [stopped one level after the first finding]"
+                            if variant.stopped_early else ""))
         for note in self.notes:
             lines.append(f"  note: {note}")
         for a, b, text in self.alias_pairs:
@@ -186,7 +189,8 @@ def check_all_interleavings(tasks, resource_dependency_graph=None, *, smem_alloc
         stats.append(VariantStats(variant.name, result.states, result.complete,
                                   result.deadlock_states, result.capped,
                                   (time.perf_counter() - t0) * 1000,
-                                  [f"{p.name} {len(p.ops)} ops" for p in program.processes]))
+                                  [f"{p.name} {len(p.ops)} ops" for p in program.processes],
+                                  result.stopped_early))
         if budget <= 0:
             break
     return ExhaustiveResult(reports, stats, max_states, (time.perf_counter() - start) * 1000,

@@ -17,6 +17,8 @@ from tsjit.ts.verify.exhaustive_search import _arrive, path_to
 __all__ = ["Report", "build_reports", "format_interleaving"]
 
 MAX_PATH_LINES = 60
+#: deadlocked configurations reported in full per variant (the first are the shortest).
+MAX_DEADLOCK_REPORTS = 2
 
 
 @dataclass
@@ -292,7 +294,8 @@ def build_reports(model, result, variant: str) -> list:
                         if event.state[i] < len(model.ops[i]))
             if key not in seen_deadlocks:
                 seen_deadlocks.add(key)
-                reports.append(_deadlock(model, result, event, variant))
+                if len(seen_deadlocks) <= MAX_DEADLOCK_REPORTS:
+                    reports.append(_deadlock(model, result, event, variant))
         elif event.kind == "race":
             reports += _race(model, result, event, variant, seen_races)
         else:

@@ -1,0 +1,103 @@
+"""Arrival counts, TMA byte counts and several tasks on one ring."""
+from __future__ import annotations
+
+from broken.builders import CONS, PROD, PROD_TMA, case, ring_program
+from tsjit.ts.pipeline import SignalingThreads
+from verify_schedules import (FakeValue, GmemDest, Program, Ring, TaskSpec, async_config,
+                              tma_config)
+
+TILE = 8192
+
+
+def async_counts(producers=32, consumers=128, prod_warps=1, cons_warps=4):
+    return lambda: ring_program(lambda: async_config(4, producers=producers,
+                                                     consumers=consumers),
+                                PROD, CONS, prod_warps=prod_warps, cons_warps=cons_warps)
+
+
+def ab_tma(num_bytes, per_warp=2 * TILE):
+    """A TMA producer loading an A and a B tile per stage (two copies of one tile each)."""
+    producer = [("ring", "acquire"), ("ring", "tma_load"), ("ring", "tma_load_b"),
+                ("ring", "commit")]
+    return lambda: ring_program(lambda: tma_config(4, num_bytes, 1, 128,
+                                                   num_bytes_per_warp_per_cta=per_warp),
+                                producer, CONS)
+
+
+def two_warp_tma(leader: bool):
+    """A 2-warp TMA producer; with TaskWarpLeader only its first warp arms the stage."""
+    signalling = SignalingThreads.TaskWarpLeader if leader else SignalingThreads.All
+    return lambda: ring_program(
+        lambda: tma_config(4, 2 * TILE, 1, 128, num_bytes_per_warp_per_cta=TILE,
+                           producer_signaling_threads=signalling),
+        PROD_TMA, CONS, prod_warps=2)
+
+
+def two_consumers(consumer_group=256, second_releases=True):
+    """GEMM-like: one TMA warp feeds two consumer warpgroups that both read every stage."""
+    def program():
+        def resources():
+            ring = Ring(name="ring", pipeline_config=tma_config(4, 2 * TILE, 1, consumer_group))
+            return {"ring": ring, "out": GmemDest(name="out", dst=FakeValue("out"))}
+        loop = [("ring", "wait"), ("ring", "mma"), ("ring", "release")]
+        specs = [TaskSpec("load", 0, 1, (), ("ring",), {"loop": PROD_TMA}, domain=(0, 8, 1)),
+                 TaskSpec("mma0", 4, 4, ("ring",), ("out",), {"loop": loop,
+                                                             "tail": [("out", "store")]},
+                          domain=(0, 8, 1)),
+                 TaskSpec("mma1", 8, 4, ("ring",), ("out",), {
+                     "loop": loop if second_releases else loop[:2],
+                     "tail": [("out", "store")]}, domain=(0, 8, 1))]
+        return Program("two consumers", resources, specs, lambda r: {r["out"]: [r["ring"]]})
+    return program
+
+
+def two_producers(both_fill: bool):
+    """Two 1-warp producer tasks fill one ring without interleave lanes."""
+    def program():
+        def resources():
+            ring = Ring(name="ring", pipeline_config=async_config(4, producers=32,
+                                                                  consumers=128))
+            return {"ring": ring, "out": GmemDest(name="out", dst=FakeValue("out"), smem=ring)}
+        specs = [TaskSpec("prod_a", 0, 1, (), ("ring",), {"loop": PROD}),
+                 TaskSpec("prod_b", 1, 1, (), ("ring",), {"loop": PROD}),
+                 TaskSpec("cons", 4, 4, ("ring",), ("out",), {"loop": CONS}, domain=(0, 6, 1))]
+        if not both_fill:    # the fix: one producer task, the other one idle
+            specs[1] = TaskSpec("prod_b", 1, 1, (), (), {}, domain=(0, 0, 1))
+        return Program("two producers", resources, specs, lambda r: {r["out"]: [r["ring"]]})
+    return program
+
+
+CASES = [
+    case("consumer_group_one_warp_short", "consumer_group counts 3 warps (96 threads) for a "
+         "4-warp consumer: the phase completes while the 4th warp still reads",
+         async_counts(consumers=96), async_counts(), ("P1", "X"),
+         ("'cons'", "'ring'", "ConsumerRelease")),
+    case("consumer_group_one_warp_too_many", "consumer_group counts 5 warps (160 threads) for "
+         "a 4-warp consumer: the empty barrier never completes", async_counts(consumers=160),
+         async_counts(), ("P1", "C0", "X"), ("'ring'", "'prod'", "ProducerAcquire")),
+    case("producer_group_two_warps_for_one", "producer_group counts 64 threads for a 1-warp "
+         "producer: the full barrier never completes", async_counts(producers=64),
+         async_counts(), ("P1", "C0", "X"), ("'cons'", "'ring'", "ConsumerWait")),
+    case("consumer_group_in_lanes_off_by_one", "consumer_group counts 3 elected lanes for a "
+         "4-warp consumer releasing one lane per warp", async_counts(consumers=3),
+         async_counts(consumers=4), ("P1", "X"), ("'cons'", "'ring'", "ConsumerRelease")),
+    case("tma_bytes_short_by_one_tile", "num_bytes covers the A tile only; the B tile lands "
+         "after the stage completed", ab_tma(TILE), ab_tma(2 * TILE), ("P2", "X"),
+         ("'prod'", "'ring'", "ProducerWork")),
+    case("tma_bytes_one_tile_too_many", "num_bytes expects three tiles, the copies deliver "
+         "two: the stage never completes", ab_tma(3 * TILE), ab_tma(2 * TILE), ("P2", "C0",
+                                                                               "X"),
+         ("'cons'", "'ring'", "ConsumerWait")),
+    case("tma_two_warps_without_task_warp_leader", "both warps of a 2-warp TMA producer arm "
+         "the stage; producer_group expects one arrival", two_warp_tma(False),
+         two_warp_tma(True), ("P1", "P2", "X"), ("'prod'", "'ring'", "ProducerAcquire")),
+    case("two_consumers_counted_as_one", "two consumer warpgroups release every stage but "
+         "consumer_group counts one (128 threads)", two_consumers(128), two_consumers(),
+         ("P1", "X"), ("'ring'", "ConsumerRelease")),
+    case("second_consumer_never_releases", "the second consumer warpgroup reads every stage "
+         "but never releases it", two_consumers(256, False), two_consumers(),
+         ("B1", "P1", "C0", "X"), ("'ring'", "'load'", "ProducerAcquire")),
+    case("two_producers_without_lanes", "two producer tasks fill the same stages of one ring "
+         "(no interleave lanes)", two_producers(True), two_producers(False), ("P1", "X"),
+         ("'prod_b'", "'ring'", "ProducerWork")),
+]
