@@ -104,15 +104,15 @@ def main() -> None:
         flops = 2.0 * M * N * K
         tf = lambda ms: flops / ms / 1e9
         t_ts, config, err = None, None, None
-        for cluster_m in (1, 2):
+        for cluster_m, stages in ((1, 4), (2, 4), (1, 3)):
             c.fill_(float("nan"))
-            run_tsjit = gemm.gemm_launcher(a, b, c, cluster_m=cluster_m, stream=stream)
+            run_tsjit = gemm.gemm_launcher(a, b, c, cluster_m=cluster_m, stages=stages, stream=stream)
             run_tsjit()
             torch.cuda.synchronize()
             e = (torch.linalg.norm((c.float() - c_ref.float())) / torch.linalg.norm(c_ref.float())).item()
             t = _time_ms(run_tsjit)
             if t_ts is None or t < t_ts:
-                t_ts, config, err = t, f"cluster {cluster_m}x1", e
+                t_ts, config, err = t, f"cluster {cluster_m}x1, {stages} stages", e
         t_cublas = _time_ms(lambda: torch.matmul(a, b.T, out=c_ref))
         t_triton = None
         if triton_run is not None:

@@ -31,3 +31,10 @@ def test_ts_gemm_with_b_as_k_by_n(M, N, K, cluster_m):
     got, ref = gemm.run_gemm(M, N, K, b_layout="KN", cluster_m=cluster_m)
     err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
     assert np.isfinite(got).all() and err < 1e-2, err
+
+
+@pytest.mark.parametrize("M,N,K", [(1000, 1000, 1000), (4096, 4096, 4096)])
+def test_ts_gemm_three_stages_whole_tile_staging(M, N, K):
+    got, ref = gemm.run_gemm(M, N, K, stages=3)
+    err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+    assert np.isfinite(got).all() and err < 1e-2, err

@@ -120,7 +120,7 @@ class ABStages(ts.MemoryResource):
         return wgmma.fence_operand(acc)   # keep accumulator reads below the wait (no wgmma serialization)
 
 
-EPILOGUE_COLUMNS = 128   # columns of C staged in shared memory at a time, per warpgroup
+EPILOGUE_COLUMNS = 128   # default columns of C staged in shared memory at a time, per warpgroup
 
 
 @dataclass(kw_only=True)
@@ -139,12 +139,13 @@ class OutputC(ts.MemoryResource):
     block_n: int
     cluster_m: int = 1
     mode: str = "tma"
+    staged_columns: int = EPILOGUE_COLUMNS
     staging: object = None
 
     def __post_init__(self):
         if self.mode == "tma":
-            self.staging = tsjit.shared_array(self.c_map.dtype, (CONSUMER_WARPGROUPS, EPILOGUE_COLUMNS // 64, 64, 64),
-                                              align=1024)
+            self.staging = tsjit.shared_array(self.c_map.dtype,
+                                              (CONSUMER_WARPGROUPS, self.staged_columns // 64, 64, 64), align=1024)
 
     @ts.producer_work()
     def store(self, stage_info, acc):
@@ -161,8 +162,9 @@ class OutputC(ts.MemoryResource):
             store_fragment_global(acc, self.c, row0, col0, tid=tid)
             return
         buffer = self.staging[warpgroup]
-        per_pass = EPILOGUE_COLUMNS // 2            # accumulator registers per staged pass
-        for part in tsjit.range_constexpr(self.block_n // EPILOGUE_COLUMNS):
+        columns = self.staged_columns
+        per_pass = columns // 2                     # accumulator registers per staged pass
+        for part in tsjit.range_constexpr(self.block_n // columns):
             if tid == 0:
                 tsjit.bulk_wait_group(0, read=True)   # the previous pass has left the staging buffer
             tsjit.named_barrier_sync(1 + warpgroup, 128)
@@ -171,8 +173,8 @@ class OutputC(ts.MemoryResource):
             tsjit.fence_proxy_async()
             tsjit.named_barrier_sync(1 + warpgroup, 128)
             if tid == 0:
-                for box in tsjit.range_constexpr(EPILOGUE_COLUMNS // 64):
-                    tsjit.tma_store(self.c_map, buffer[box], (row0, col0 + part * EPILOGUE_COLUMNS + box * 64))
+                for box in tsjit.range_constexpr(columns // 64):
+                    tsjit.tma_store(self.c_map, buffer[box], (row0, col0 + part * columns + box * 64))
                 tsjit.bulk_commit_group()
 
     @ts.producer_work(work_attrs=ts.WorkAttr.AUXILIARY)
@@ -219,7 +221,9 @@ def gemm_ts(a_map, b_map, c, c_map, M, N, K, BN: tsjit.Constexpr[int], STAGES: t
         cta_layout_vmnk=(1, CLUSTER_M, 1, 1) if CLUSTER_M > 1 else None)
     ab = ABStages(name="ab", pipeline_config=cfg, a_map=a_map, b_map=b_map, block_n=BN, cluster_m=CLUSTER_M,
                   b_major=B_MAJOR)
-    out = OutputC(name="c", c=c, c_map=c_map, block_n=BN, cluster_m=CLUSTER_M, mode=EPILOGUE)
+    # a whole 64 x BN warpgroup tile is staged at once when the ring leaves room for it (<= 3 stages)
+    staged = BN if STAGES <= 3 else min(BN, EPILOGUE_COLUMNS)
+    out = OutputC(name="c", c=c, c_map=c_map, block_n=BN, cluster_m=CLUSTER_M, mode=EPILOGUE, staged_columns=staged)
 
     @ts.schedule
     def load_schedule(q: WorkQueue, s: ABStages):
@@ -272,7 +276,7 @@ def _bf16_round(x: np.ndarray) -> np.ndarray:
     return bfloat16_bits_to_float32(float_to_bfloat16_bits(x))
 
 
-def gemm_launcher(a, b, c, *, block_n: int = 256, stages: int = 4, group_m: int = 8, cluster_m: int = 1,
+def gemm_launcher(a, b, c, *, block_n: int = 256, stages: int = 3, group_m: int = 8, cluster_m: int = 1,
                   sms: int | None = None, stream=None, epilogue: str | None = None, b_layout: str = "NK"):
     """A launcher for C = A @ B^T (``b_layout="NK"``: B is (N, K)) or C = A @ B (``"KN"``: B is (K, N)) on
     device arrays (bf16 A (M, K), C (M, N)); the TensorMaps are encoded once."""
@@ -299,7 +303,7 @@ def gemm_launcher(a, b, c, *, block_n: int = 256, stages: int = 4, group_m: int 
                           stream=stream)
 
 
-def run_gemm(M: int, N: int, K: int, *, block_n: int = 256, stages: int = 4, cluster_m: int = 1, epilogue=None,
+def run_gemm(M: int, N: int, K: int, *, block_n: int = 256, stages: int = 3, cluster_m: int = 1, epilogue=None,
              b_layout: str = "NK", rng=None):
     """C = A @ B^T (B (N, K)) or A @ B (``b_layout="KN"``) on fresh random bf16 inputs, output poisoned;
     returns (C as float64, float64 reference)."""
