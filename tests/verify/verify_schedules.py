@@ -296,7 +296,7 @@ def tma_copy(stages: int = 4) -> Program:
                    lambda r: {r["gmem"]: [r["smem"]]})
 
 
-def persistent_copy(stages: int = 2, iterations: int = 3) -> Program:
+def persistent_copy(stages: int = 2, iterations: int = 3, skip_if: bool = True) -> Program:
     """Tutorial 4 on a ring: a static persistent TMA copy whose overlaunched tiles are
     skipped (``skip_if``), each task ending its tile with the queue epilogue."""
     def resources():
@@ -307,12 +307,12 @@ def persistent_copy(stages: int = 2, iterations: int = 3) -> Program:
         "pre": [("wq", "init_work_tile")],
         "loop": [("smem", "acquire"), ("smem", "tma_load"), ("smem", "commit")],
         "queue": list(QUEUE_EPILOGUE)}, domain=(0, iterations, 1), persistent=True,
-        skip_if=True)
+        skip_if=skip_if)
     store = TaskSpec("store", 1, 4, ("wq", "smem"), ("gmem",), {
         "pre": [("wq", "init_work_tile")],
         "loop": [("smem", "wait"), ("smem", "read"), ("gmem", "store"), ("smem", "release")],
         "queue": list(QUEUE_EPILOGUE)}, domain=(0, iterations, 1), persistent=True,
-        skip_if=True)
+        skip_if=skip_if)
     return Program("persistent copy (skip_if)", resources, [load, store],
                    lambda r: {r["gmem"]: [r["smem"]], r["smem"]: [r["wq"]]})
 

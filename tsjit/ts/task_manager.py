@@ -120,8 +120,10 @@ class TaskManager:
         resource_dependency_graph: ``{downstream: [upstream, ...]}``.
         skip_validation: demote every verification error to a ``VerificationWarning``.
         verbose: print the schedule table, register report and warnings.
-        exhaustive_deadlock_race_check, max_states: options of the exhaustive
-            interleaving checker (stored; the checker comes with the pipeline issue).
+        exhaustive_deadlock_race_check, max_states: run the exhaustive interleaving
+            checker (check X, :mod:`tsjit.ts.verify.exhaustive`) last, exploring at most
+            ``max_states`` states (reaching the cap warns that nothing is proven); its
+            result is ``manager.exhaustive_result``.
         max_simulated_iterations: cap of the simulated trip count of static domains
             (None: the full count); ``dynamic_trip_count``: trips simulated for run-time
             domains.
@@ -355,10 +357,10 @@ class TaskManager:
         """The register lines (inventory §4 item 2) as a string."""
         return format_register_report(self.tasks, self.total_warps)
 
-    def render(self, path) -> str:
+    def render(self, path, engine: str = "auto") -> str:
         """Write the dependency graph and schedule table as an SVG (``tsjit.ts.render``)."""
         from tsjit.ts.render import render
-        return render(self, path)
+        return render(self, path, engine)
 
     # -- lowering ------------------------------------------------------------------------
     def setup_resources_and_tasks(self) -> Any:

@@ -1,12 +1,13 @@
 """A corpus of small schedules, each with ONE real mistake, and its corrected twin.
 
 Each :class:`BrokenCase` is data: ``build(fixed)`` returns ``(tasks, graph, options)`` for
-the broken (``fixed=False``) or corrected (``fixed=True``) program; ``checks`` are the
-check ids allowed to reject it (the structural checks run before the exhaustive one, X,
-and may catch a mistake first); ``names`` must all appear in the error (task, resource,
-stage); ``exhaustive`` says whether the interleaving checker run on its own rejects the
-broken program too (False for mistakes that are structural only, e.g. a token routed
-before it is written, which no interleaving can show).
+the broken (``fixed=False``) or corrected (``fixed=True``) program; ``expect`` maps each
+check id allowed to reject it (the structural checks run before the exhaustive one, X,
+and may catch a mistake first) to the names its error must contain (task, resource,
+stage or the config field at fault).  When ``"X"`` is in ``expect`` the interleaving
+checker run on its own must reject the broken program too, naming those; it is absent
+for mistakes no interleaving can show (a token routed before it is written, a read of
+the previous grid's output before griddepcontrol.wait, a queue advanced per iteration).
 
 Modules: ``rings`` (bracket, order and trip-count mistakes on one ring), ``counts``
 (arrival / TMA byte counts, two consumers), ``programs`` (persistent kernels, skip_if,
@@ -25,9 +26,11 @@ class BrokenCase:
     name: str
     mistake: str
     build: Callable
-    checks: tuple
-    names: tuple
-    exhaustive: bool = True
+    expect: dict
+
+    @property
+    def exhaustive(self) -> bool:
+        return "X" in self.expect
 
     def __str__(self) -> str:
         return self.name

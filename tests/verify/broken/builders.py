@@ -43,6 +43,6 @@ def twin(broken_program, fixed_program):
     return build
 
 
-def case(name, mistake, broken, fixed, checks, names, exhaustive=True) -> BrokenCase:
-    return BrokenCase(name, mistake, twin(broken, fixed), tuple(checks), tuple(names),
-                      exhaustive)
+def case(name, mistake, broken, fixed, **expect) -> BrokenCase:
+    """``expect``: check id -> names its error must contain (see ``broken/__init__``)."""
+    return BrokenCase(name, mistake, twin(broken, fixed), expect)

@@ -58,8 +58,8 @@ def two_producers(both_fill: bool):
             ring = Ring(name="ring", pipeline_config=async_config(4, producers=32,
                                                                   consumers=128))
             return {"ring": ring, "out": GmemDest(name="out", dst=FakeValue("out"), smem=ring)}
-        specs = [TaskSpec("prod_a", 0, 1, (), ("ring",), {"loop": PROD}),
-                 TaskSpec("prod_b", 1, 1, (), ("ring",), {"loop": PROD}),
+        specs = [TaskSpec("prod_a", 0, 1, (), ("ring",), {"loop": PROD}, domain=(0, 6, 1)),
+                 TaskSpec("prod_b", 1, 1, (), ("ring",), {"loop": PROD}, domain=(0, 6, 1)),
                  TaskSpec("cons", 4, 4, ("ring",), ("out",), {"loop": CONS}, domain=(0, 6, 1))]
         if not both_fill:    # the fix: one producer task, the other one idle
             specs[1] = TaskSpec("prod_b", 1, 1, (), (), {}, domain=(0, 0, 1))
@@ -70,34 +70,40 @@ def two_producers(both_fill: bool):
 CASES = [
     case("consumer_group_one_warp_short", "consumer_group counts 3 warps (96 threads) for a "
          "4-warp consumer: the phase completes while the 4th warp still reads",
-         async_counts(consumers=96), async_counts(), ("P1", "X"),
-         ("'cons'", "'ring'", "ConsumerRelease")),
+         async_counts(consumers=96), async_counts(),
+         P1=("'cons'", "'ring'", "consumer_group"), X=("'cons'", "'ring'", "ConsumerRelease")),
     case("consumer_group_one_warp_too_many", "consumer_group counts 5 warps (160 threads) for "
          "a 4-warp consumer: the empty barrier never completes", async_counts(consumers=160),
-         async_counts(), ("P1", "C0", "X"), ("'ring'", "'prod'", "ProducerAcquire")),
+         async_counts(), P1=("'cons'", "'ring'", "consumer_group"),
+         X=("'prod'", "'ring'", "ProducerAcquire")),
     case("producer_group_two_warps_for_one", "producer_group counts 64 threads for a 1-warp "
          "producer: the full barrier never completes", async_counts(producers=64),
-         async_counts(), ("P1", "C0", "X"), ("'cons'", "'ring'", "ConsumerWait")),
+         async_counts(), P1=("'prod'", "'ring'", "producer_group"),
+         X=("'cons'", "'ring'", "ConsumerWait")),
     case("consumer_group_in_lanes_off_by_one", "consumer_group counts 3 elected lanes for a "
          "4-warp consumer releasing one lane per warp", async_counts(consumers=3),
-         async_counts(consumers=4), ("P1", "X"), ("'cons'", "'ring'", "ConsumerRelease")),
+         async_counts(consumers=4), P1=("'cons'", "'ring'", "consumer_group"),
+         X=("'cons'", "'ring'", "ConsumerRelease")),
     case("tma_bytes_short_by_one_tile", "num_bytes covers the A tile only; the B tile lands "
-         "after the stage completed", ab_tma(TILE), ab_tma(2 * TILE), ("P2", "X"),
-         ("'prod'", "'ring'", "ProducerWork")),
+         "after the stage completed", ab_tma(TILE), ab_tma(2 * TILE),
+         P2=("'ring'", "num_bytes", "16384"), X=("'prod'", "'ring'", "ProducerWork")),
     case("tma_bytes_one_tile_too_many", "num_bytes expects three tiles, the copies deliver "
-         "two: the stage never completes", ab_tma(3 * TILE), ab_tma(2 * TILE), ("P2", "C0",
-                                                                               "X"),
-         ("'cons'", "'ring'", "ConsumerWait")),
+         "two: the stage never completes", ab_tma(3 * TILE), ab_tma(2 * TILE),
+         P2=("'ring'", "num_bytes", "24576"), X=("'cons'", "'ring'", "ConsumerWait")),
     case("tma_two_warps_without_task_warp_leader", "both warps of a 2-warp TMA producer arm "
          "the stage; producer_group expects one arrival", two_warp_tma(False),
-         two_warp_tma(True), ("P1", "P2", "X"), ("'prod'", "'ring'", "ProducerAcquire")),
+         two_warp_tma(True), P1=("'prod'", "'ring'", "producer_group"),
+         X=("'prod'", "'ring'", "ProducerAcquire")),
     case("two_consumers_counted_as_one", "two consumer warpgroups release every stage but "
          "consumer_group counts one (128 threads)", two_consumers(128), two_consumers(),
-         ("P1", "X"), ("'ring'", "ConsumerRelease")),
+         P1=("'mma0'", "'mma1'", "'ring'", "consumer_group"),
+         X=("'load'", "'ring'", "ProducerAcquire")),
     case("second_consumer_never_releases", "the second consumer warpgroup reads every stage "
          "but never releases it", two_consumers(256, False), two_consumers(),
-         ("B1", "P1", "C0", "X"), ("'ring'", "'load'", "ProducerAcquire")),
+         P1=("'mma0'", "'ring'", "consumer_group"), B1=("'mma1'", "'ring'"),
+         X=("'load'", "'ring'", "ProducerAcquire")),
     case("two_producers_without_lanes", "two producer tasks fill the same stages of one ring "
-         "(no interleave lanes)", two_producers(True), two_producers(False), ("P1", "X"),
-         ("'prod_b'", "'ring'", "ProducerWork")),
+         "(no interleave lanes)", two_producers(True), two_producers(False),
+         P1=("'prod_a'", "'prod_b'", "'ring'", "producer_group"),
+         X=("'prod_b'", "'ring'", "ProducerWork")),
 ]

@@ -22,6 +22,11 @@ for warning findings.
 ``queues``      Q1 (WorkQueue placement and the tile epilogue).
 ``pdl``         PDL1 (wait before dependent work).
 ``capacity``    M1/M2 (shared memory and TMEM capacity).
+``exhaustive``  X: the interleaving checker (deadlocks, races, count mismatches, PDL
+                order), with ``exhaustive_expand`` (schedule expansion),
+                ``exhaustive_model`` (ops and barriers), ``exhaustive_regions`` (aliasing),
+                ``exhaustive_search`` (BFS with partial-order reduction) and
+                ``exhaustive_report`` (messages).
 """
 from tsjit.ts.verify.findings import Finding
 

@@ -30,10 +30,11 @@ opens its segment until the copy's own completion transition (``complete_tx``).
 Accesses: consumer work reads, producer work writes, the current stage of a pipelined
 resource; work on a non-pipelined resource with an SMEM allocation accesses the whole
 allocation; a work on a resource whose fields reference a pipelined resource ``U``
-(``GmemTiles.smem``) also reads (consumer side) or writes (producer side) the stage of
-``U`` the task holds.  Auxiliary work and WorkQueue bookkeeping access nothing.
-Regions conflict when they are the same stage, or when their allocator byte ranges
-overlap (alias groups), see :mod:`tsjit.ts.verify.exhaustive_regions`.
+(``GmemTiles.smem``) also reads the stage of ``U`` the task waited for in the same loop
+iteration (or Head / Tail), or writes the stage it acquired when it produces ``U``.
+Auxiliary work and WorkQueue bookkeeping access nothing.  Regions conflict when they
+are the same stage, or when their allocator byte ranges overlap (alias groups), see
+:mod:`tsjit.ts.verify.exhaustive_regions`.
 """
 from __future__ import annotations
 
@@ -118,7 +119,8 @@ class Op:
             where.append(f"iteration {self.iteration}")
         ctx = f" ({', '.join(where)})" if where else ""
         if self.step is None:
-            return f"{self.resource.name!r} producer tail (wait empty){ctx}"
+            return (f"{self.resource.name!r} ProducerAcquire of the producer tail (the drain "
+                    f"after the schedule waits for every stage to be released){ctx}")
         return f"{self.step.describe()}{ctx}"
 
 
@@ -217,6 +219,11 @@ def _splits_into_warps(task) -> bool:
     return False
 
 
+def _instance(es) -> tuple:
+    """Which tile / loop iteration / section an expanded step belongs to."""
+    return (es.tile, es.iteration, es.step.section)
+
+
 def _referenced_rings(resource) -> list:
     """Pipelined resources a resource's fields point at (``GmemTiles.smem``)."""
     out = []
@@ -298,7 +305,7 @@ class _Compiler:
         segment: list = []
         spawns: list = []
         holder = {"op": None}           # the op whose segment is being filled
-        waited: set = set()
+        waited: dict = {}               # ring -> (tile, iteration, section) of its last wait
 
         def cursor(resource, producer: bool) -> _Cursor:
             key = (id(resource), producer)
@@ -327,7 +334,6 @@ class _Compiler:
             return Op(kind, es.step if es else None, resource, slot,
                       es.iteration if es else None, es.tile if es else None, **kw)
 
-        advanced_tiles = set()
         for es in steps:
             step, resource = es.step, es.step.resource
             cfg = ring_config(resource)
@@ -336,14 +342,12 @@ class _Compiler:
                 flush(self._pipeline_op(es, cfg, resource, stage, cursor, probe_key, modes,
                                         warps, make_op, waited))
                 continue
-            if self.check_pdl and stage.is_work and (_is_pdl(step, "wait_griddep") or
-                                  _is_pdl(step, "launch_griddep")):
+            if self.check_pdl and stage.is_work and (_is_pdl(step, "wait_griddep")
+                                                     or _is_pdl(step, "launch_griddep")):
                 pdl = 1 if _is_pdl(step, "wait_griddep") else 2
                 flush(make_op("pdl_wait" if pdl == 1 else "pdl_launch", es, resource, None,
                               pdl=pdl))
                 continue
-            if resource.is_work_queue and stage.is_work and not step.is_aux:
-                advanced_tiles.add(es.tile)
             if stage.is_work and not step.is_aux:
                 self._work_accesses(es, task, cursor, cursors, waited, warps, segment,
                                     spawns, proc)
@@ -405,7 +409,7 @@ class _Compiler:
                          guard=self.barrier(resource, "full", index), parity=phase,
                          probe_key=probe_key(resource, False))
             cur.stage = index
-            waited.add(id(resource))
+            waited[id(resource)] = _instance(es)
             if cfg.advance_on_wait:
                 _Cursor.advance(cur.open, s_wait, stages)
             return op
@@ -440,7 +444,9 @@ class _Compiler:
             if region is not None:
                 segment.append(Access(mode, region, step, es.iteration, es.tile))
         for ring in _referenced_rings(resource):
-            if id(ring) in waited and (id(ring), False) in cursors:
+            # only inside the loop iteration (or Head / Tail) that waited on the ring: an
+            # epilogue after the loop that keeps a reference to the ring reads registers
+            if waited.get(id(ring)) == _instance(es) and (id(ring), False) in cursors:
                 slot = cursors[(id(ring), False)].work_slot()
                 region = self.regions.stage_region(ring, slot, "consumer")
                 segment.append(Access("read", region, step, es.iteration, es.tile))
@@ -454,8 +460,8 @@ class _Compiler:
     def _spawn_copies(self, es, cfg, resource, slot, access, warps, spawns, proc):
         """Issue the TMA copy of one producer work step (its share of the stage's bytes)."""
         per_warp = cfg.num_bytes_per_warp_per_cta
-        works = [s for s in proc.task.schedule.steps
-                 if s.resource is resource and s.stage is S.ProducerWork and not s.is_aux]
+        works = [s for s in proc.task.schedule.steps if s.resource is resource and
+                 s.stage is S.ProducerWork and not s.is_aux and s.section is es.step.section]
         share = max(1, len(works))
         cluster = 1
         if isinstance(cfg.cta_layout_vmnk, tuple):

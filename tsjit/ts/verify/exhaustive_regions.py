@@ -151,4 +151,4 @@ class RegionTable:
         if self.intervals[a]:
             s, e = self.intervals[a][0]
             return f"smem[{s}:{e}]"
-        return "no byte range (no SmemAllocator layout)"
+        return "no SMEM byte range known: no SmemAllocation for it"

@@ -133,6 +133,8 @@ def _path_block(model, result, state, key=None) -> list:
     if key is not None:
         path = path + [(state, key)]
     lines = format_interleaving(model, path)
+    if not path:
+        return path, ["  shortest interleaving: none, the tasks are stuck from the start."]
     return path, [f"  shortest interleaving ({len(path)} transitions):"] + lines
 
 
