@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
+import statistics
 import tempfile
 import time
 
@@ -24,22 +24,9 @@ import torch
 
 import tsjit
 from tsjit.examples import basic
+from timing import event_time_ms  # benchmarks/timing.py
 
 
-def _event_time_ms(fn, reps: int = 20, inner: int = 10) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / inner)
-    return statistics.median(samples)
 
 
 def copy_bandwidth(rows: list) -> None:
@@ -51,12 +38,12 @@ def copy_bandwidth(rows: list) -> None:
         for blocks_per_sm, threads in ((4, 256), (8, 256), (2, 512)):
             blocks = sms * blocks_per_sm
             launch = basic.copy_grid_stride[(blocks,), (threads,)]
-            ms = _event_time_ms(lambda: launch(src, dst, n, basic.COPY_VECTOR, stream=torch.cuda.current_stream().cuda_stream))
+            ms = event_time_ms(lambda: launch(src, dst, n, basic.COPY_VECTOR, stream=torch.cuda.current_stream().cuda_stream))
             if best is None or ms < best[0]:
                 best = (ms, blocks, threads)
         torch.cuda.synchronize()
         assert torch.equal(src, dst), "tsjit copy mismatch"
-        ref = _event_time_ms(lambda: dst.copy_(src))
+        ref = event_time_ms(lambda: dst.copy_(src))
         gbs = lambda ms: 2 * n * 2 / ms / 1e6  # read + write bytes
         rows.append((f"copy int16 {n * 2 >> 20} MiB", f"{gbs(best[0]):.0f} GB/s", f"{gbs(ref):.0f} GB/s",
                      f"{ref / best[0]:.3f}", f"grid {best[1]}x{best[2]}"))
@@ -76,13 +63,13 @@ def ts_copy_bandwidth(rows: list) -> None:
             best = None
             for warps, blocks_per_sm in ((8, 8), (4, 16), (16, 4)):
                 launch = kern[(sms * blocks_per_sm,), (warps * 32,)]
-                ms = _event_time_ms(lambda: launch(src, dst, n, warps, stream=stream))
+                ms = event_time_ms(lambda: launch(src, dst, n, warps, stream=stream))
                 best = ms if best is None or ms < best else best
             torch.cuda.synchronize()
             assert torch.equal(src, dst), f"{name} copy mismatch"
             dst.zero_()
             results[name] = best
-        ref = _event_time_ms(lambda: dst.copy_(src))
+        ref = event_time_ms(lambda: dst.copy_(src))
         gbs = lambda ms: 2 * n * 2 / ms / 1e6
         rows.append((f"TS copy (tutorial 1) int16 {n * 2 >> 20} MiB", f"{gbs(results['ts']):.0f} GB/s",
                      f"{gbs(results['plain']):.0f} GB/s (plain tsjit)", f"{results['plain'] / results['ts']:.3f}",

@@ -9,31 +9,17 @@ repetitions; the tsjit result is checked against torch (relative Frobenius error
 from __future__ import annotations
 
 import argparse
-import statistics
 
 import torch
 
 import tsjit
 from tsjit.examples import gemm
+from timing import event_time_ms  # benchmarks/timing.py
 
 SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (16384, 16384, 16384),
           (8192, 8192, 1024), (1024, 8192, 8192), (16384, 4096, 4096)]
 
 
-def _time_ms(fn, reps: int = 10, inner: int = 5) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / inner)
-    return statistics.median(samples)
 
 
 def _triton_matmul():
@@ -110,15 +96,15 @@ def main() -> None:
             run_tsjit()
             torch.cuda.synchronize()
             e = (torch.linalg.norm((c.float() - c_ref.float())) / torch.linalg.norm(c_ref.float())).item()
-            t = _time_ms(run_tsjit)
+            t = event_time_ms(run_tsjit)
             if t_ts is None or t < t_ts:
                 t_ts, config, err = t, f"cluster {cluster_m}x1, {stages} stages", e
-        t_cublas = _time_ms(lambda: torch.matmul(a, b.T, out=c_ref))
+        t_cublas = event_time_ms(lambda: torch.matmul(a, b.T, out=c_ref))
         t_triton = None
         if triton_run is not None:
             c_tr = torch.empty_like(c)
             try:
-                t_triton = _time_ms(lambda: triton_run(a, b, c_tr))
+                t_triton = event_time_ms(lambda: triton_run(a, b, c_tr))
             except Exception as exc:  # the baseline, not the subject: report and go on
                 print(f"(triton failed: {type(exc).__name__}: {str(exc)[:200]})")
                 triton_run = None

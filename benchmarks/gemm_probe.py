@@ -1,26 +1,12 @@
 """Where the TS GEMM's time goes: the same launches with and without the epilogue, several stage counts
 and group sizes (CUDA events, medians).  PYTHONPATH=. python benchmarks/gemm_probe.py"""
-import statistics
 
 import torch
 
 from tsjit.examples import gemm
+from timing import event_time_ms  # benchmarks/timing.py
 
 
-def time_ms(fn, reps=10, inner=5):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(inner):
-            fn()
-        e.record()
-        e.synchronize()
-        out.append(s.elapsed_time(e) / inner)
-    return statistics.median(out)
 
 
 stream = torch.cuda.current_stream().cuda_stream
@@ -30,5 +16,5 @@ for M, N, K in ((4096, 4096, 4096), (8192, 8192, 1024), (2048, 2048, 2048)):
     c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
     flops = 2.0 * M * N * K
     for stages, group_m, epi in ((4, 8, "tma"), (4, 8, "direct"), (4, 8, "none"), (3, 8, "tma")):
-        t = time_ms(gemm.gemm_launcher(a, b, c, stages=stages, group_m=group_m, epilogue=epi, stream=stream))
+        t = event_time_ms(gemm.gemm_launcher(a, b, c, stages=stages, group_m=group_m, epilogue=epi, stream=stream))
         print(f"{M}x{N}x{K} stages={stages} group_m={group_m} epilogue={epi}: {t * 1e3:.1f} us, {flops / t / 1e9:.0f} TFLOP/s")

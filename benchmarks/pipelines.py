@@ -6,27 +6,13 @@ CUDA events, warm-up, median of repetitions; the best of a few (box, stages, CTA
 """
 from __future__ import annotations
 
-import statistics
 
 import torch
 
 from tsjit.examples import ts_tma_copy
+from timing import event_time_ms  # benchmarks/timing.py
 
 
-def _time_ms(fn, reps: int = 15, inner: int = 5) -> float:
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / inner)
-    return statistics.median(samples)
 
 
 def main() -> None:
@@ -45,12 +31,12 @@ def main() -> None:
                                                ((16, 256), 8, 1, 4)):
             launch = ts_tma_copy.make_tma_copy_bw(src, dst, box=box, stages=stages, blocks=sms * per_sm,
                                                   stream=stream, in_flight=in_flight)
-            ms = _time_ms(launch)
+            ms = event_time_ms(launch)
             if best is None or ms < best[0]:
                 best = (ms, box, stages, per_sm, in_flight)
         torch.cuda.synchronize()
         assert torch.equal(src, dst), "TMA copy mismatch"
-        ref = _time_ms(lambda: dst.copy_(src))
+        ref = event_time_ms(lambda: dst.copy_(src))
         gbs = lambda ms: 2 * src.numel() * 4 / ms / 1e6
         print(f"| {mib} MiB | {gbs(best[0]):.0f} GB/s | {gbs(ref):.0f} GB/s | {ref / best[0]:.3f} | "
               f"box {best[1]}, {best[2]} stages, {best[3]} CTA/SM, {best[4]} stores in flight |")

@@ -244,12 +244,24 @@ class ControlFlowMixin:
             up = compare("<", iv_value, end_v)
             down = compare(">", iv_value, end_v)
             cond = Value(b.select(compare(">", step_v, 0).ir, up.ir, down.ir), dt.Boolean)
+        def advance(latch):
+            iv.add_incoming(b.add(iv, step_v.ir, name=f"{node.target.id}.next"), latch)
+
+        self._loop_body_and_latch(node, cond, header, records, opaque, {node.target.id: iv_value}, advance,
+                                  rng.unroll, node.target.id)
+
+    def _loop_body_and_latch(self, node, cond, header, records, opaque, bind: dict, advance, unroll,
+                             loop_var) -> None:
+        """Branch on ``cond`` into the body (visited once), merge its fall-through and ``continue``
+        edges into a latch that completes the header phis, and merge the exits after the loop."""
+        frame = self.frame
+        b = self.builder
         header_scope = dict(frame.scope)
         body_block, exit_block = self.new_block("loop.body"), self.new_block("loop.exit")
         b.cbranch(cond.ir, body_block, exit_block)
         cond_block = b.block
         b.position_at_end(body_block)
-        frame.scope[node.target.id] = iv_value
+        frame.scope.update(bind)
         ctx = LoopContext()
         self._run_loop_body(node.body, ctx)
         latch_edges = list(ctx.continues)
@@ -258,16 +270,15 @@ class ControlFlowMixin:
         self._check_opaque(node, opaque, [e.scope for e in latch_edges + ctx.breaks])
         if latch_edges:
             latch = self.new_block("loop.latch")
-            names = {r.name for r in records}
-            latch_scope = ssa.merge_scopes(b, latch_edges, latch, names=names)
-            next_iv = b.add(iv, step_v.ir, name=f"{node.target.id}.next")
+            latch_scope = ssa.merge_scopes(b, latch_edges, latch, names={r.name for r in records})
+            if advance is not None:
+                advance(latch)
             ssa.complete_loop_phis(b, records, latch_scope, latch)
-            iv.add_incoming(next_iv, latch)
-            br = b.branch(header)
-            if rng.unroll:
-                self._attach_unroll(br, rng.unroll)
+            branch = b.branch(header)
+            if unroll:
+                self._attach_unroll(branch, unroll)
         exit_edges = [ssa.Edge(cond_block, header_scope, open=False)] + ctx.breaks
-        self._exit_loop(exit_edges, exit_block, header_scope, node.target.id)
+        self._exit_loop(exit_edges, exit_block, header_scope, loop_var)
 
     def _exit_loop(self, exit_edges, exit_block, header_scope, loop_var=None) -> None:
         frame = self.frame
@@ -309,24 +320,7 @@ class ControlFlowMixin:
                 frame.scope = header_scope
                 return
             test = constant(True)
-        cond = _as_condition(test)
-        header_scope = dict(frame.scope)
-        body_block, exit_block = self.new_block("loop.body"), self.new_block("loop.exit")
-        b.cbranch(cond.ir, body_block, exit_block)
-        cond_block = b.block
-        b.position_at_end(body_block)
-        ctx = LoopContext()
-        self._run_loop_body(node.body, ctx)
-        latch_edges = list(ctx.continues)
-        if not self.dead:
-            latch_edges.append(ssa.Edge(b.block, frame.scope))
-        self._check_opaque(node, opaque, [e.scope for e in latch_edges + ctx.breaks])
-        if latch_edges:
-            latch = self.new_block("loop.latch")
-            latch_scope = ssa.merge_scopes(b, latch_edges, latch, names={r.name for r in records})
-            ssa.complete_loop_phis(b, records, latch_scope, latch)
-            b.branch(header)
-        self._exit_loop([ssa.Edge(cond_block, header_scope, open=False)] + ctx.breaks, exit_block, header_scope)
+        self._loop_body_and_latch(node, _as_condition(test), header, records, opaque, {}, None, None, None)
 
     def stmt_break(self, node) -> None:
         self._loop_exit(node, "break")
