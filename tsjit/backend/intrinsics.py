@@ -7,17 +7,13 @@ table first: :func:`check_supported` raises a :class:`~tsjit.errors.CompilationE
 for a target the intrinsic does not support, and :func:`declare` adds the exact
 declaration LLVM 22 expects to an ``llvmlite.ir.Module``.
 
-Each :class:`Intrinsic` records its LLVM name and signature as ``llvmlite.ir`` types
-(opaque pointers; address spaces 1 global, 3 shared::cta, 6 tensor memory, 7
-shared::cluster, plain ``ptr`` generic), its immediates (LLVM ``immarg``: constants, or
-the verifier rejects the module) with their allowed values, and a :class:`Requirement`
-(set of targets, minimum PTX ISA version).
+Each :class:`Intrinsic` records its LLVM name and ``llvmlite.ir`` signature (opaque pointers; address
+spaces 1 global, 3 shared::cta, 6 tensor memory, 7 shared::cluster), its immediates (``immarg``) with
+their allowed values, and a :class:`Requirement` (set of targets, minimum PTX ISA version).
 
-Requirements were measured with llvmlite 0.50 (LLVM 22.1) and ptxas 13.0 (toolchain.md
-§1-§2); ``tests/backend/test_intrinsics.py`` re-checks them by compiling one kernel per
-intrinsic for every target it claims and assembling the PTX with ptxas.  Generic math
-intrinsics that never select on NVPTX (``llvm.exp.f32``, ``llvm.log.*``, ``llvm.sin.f64``,
-...) are listed with no target and an ``alternative`` the builtin must emit instead.
+Requirements were measured with llvmlite 0.50 / ptxas 13.0 (toolchain.md §1-§2) and are re-checked by
+``tests/backend/test_intrinsics.py``.  Math intrinsics that never select on NVPTX (``llvm.exp.f32``,
+``llvm.log.*``, ...) are listed with no target and the ``alternative`` to emit instead.
 
 :func:`lookup` takes the LLVM name (``llvm.nvvm.elect.sync``) or the *key*, the name
 without ``llvm.nvvm.`` / ``llvm.`` (``elect.sync``, ``sqrt.f32``).
@@ -34,8 +30,7 @@ from llvmlite import ir
 from tsjit.backend.targets import KNOWN_TARGETS, Target, get_target
 from tsjit.errors import CompilationError
 
-__all__ = ["Requirement", "Immediate", "Intrinsic", "INTRINSICS", "lookup",
-           "check_supported", "declare", "supported_on"]
+__all__ = ["Requirement", "Immediate", "Intrinsic", "INTRINSICS", "lookup", "check_supported", "declare", "supported_on"]
 
 
 @dataclass(frozen=True)
@@ -464,17 +459,11 @@ for _num, _ret in ((1, "i32"), (2, "{i32*2}"), (4, "{i32*4}")):
              f"stmatrix.sync.aligned.m8n8.x{_num}{_tr}.shared.b16")))
 # --- cp.async (sm_80 non-bulk asynchronous copies, PTX ISA "cp.async") ------------------------
 _add_all(_NV + "cp.async.", ANY, (
-    *[(f"ca.shared.global.{n}", "void (p3 dst, p1 src)",
-       f"cp.async.ca.shared.global [dst], [src], {n}: copy {n} bytes global -> shared (cache all levels)")
-      for n in (4, 8, 16)],
-    ("cg.shared.global.16", "void (p3 dst, p1 src)", "cp.async.cg.shared.global [dst], [src], 16 (L2 only)"),
-    ("commit.group", "void ()", "cp.async.commit_group"),
-    ("wait.group", "void (immarg i32 n)", "cp.async.wait_group n"),
+    *[(f"ca.shared.global.{n}", "void (p3 dst, p1 src)", f"cp.async.ca.shared.global: {n} bytes") for n in (4, 8, 16)],
+    ("cg.shared.global.16", "void (p3 dst, p1 src)", "cp.async.cg.shared.global: 16 bytes, L2 only"),
+    ("commit.group", "void ()", "cp.async.commit_group"), ("wait.group", "void (immarg i32 n)", "cp.async.wait_group"),
     ("wait.all", "void ()", "cp.async.wait_all"),
-    ("mbarrier.arrive.noinc.shared", "void (p3 bar)",
-     "cp.async.mbarrier.arrive.noinc.shared.b64: arrive on the mbarrier when this thread's prior cp.async "
-     "copies complete (the arrival is counted in the barrier's expected count)"),
-))
+    ("mbarrier.arrive.noinc.shared", "void (p3 bar)", "cp.async.mbarrier.arrive.noinc: arrive when prior copies land")))
 _add_all(_NV, ANY, (
     ("griddepcontrol.wait", "void ()", "griddepcontrol.wait: wait for the primary grid (PDL)"),
     ("griddepcontrol.launch.dependents", "void ()",

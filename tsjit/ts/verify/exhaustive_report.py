@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tsjit.ts.verify.exhaustive_search import _arrive, path_to
+from tsjit.ts.verify.exhaustive_search import arrive_on, path_to
 
 __all__ = ["Report", "build_reports", "format_interleaving"]
 
@@ -96,7 +96,7 @@ def _credits(model, path) -> list:
         if key[0] == "c":
             copy = model.copies[key[1]]
             done = [0]
-            _arrive(bars, copy.barrier, 0, -copy.nbytes, model.counts[copy.barrier], done)
+            arrive_on(bars, copy.barrier, 0, -copy.nbytes, model.counts[copy.barrier], done)
             flips[copy.barrier] += done[0]
             continue
         op = model.ops[key[1]][state[key[1]]]
@@ -106,7 +106,7 @@ def _credits(model, path) -> list:
             per[op.kind] = per.get(op.kind, 0) + 1
         for b, n, tx in op.arrivals:
             done = [0]
-            _arrive(bars, b, n, tx, model.counts[b], done)
+            arrive_on(bars, b, n, tx, model.counts[b], done)
             flips[b] += done[0]
     lines = []
     for resource, per in counts.values():

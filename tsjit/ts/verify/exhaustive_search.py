@@ -192,7 +192,7 @@ class Model:
         return state[2 * self.P + 3 * op.guard] != op.parity
 
 
-def _arrive(bars: list, b: int, n: int, tx: int, count: int, completed: list | None = None):
+def arrive_on(bars: list, b: int, n: int, tx: int, count: int, completed: list | None = None):
     """Apply arrivals / transaction bytes to barrier ``b``; returns a violation or None.
 
     ``completed`` (optional one-element list) accumulates the phases completed.
@@ -251,7 +251,7 @@ class _Searcher:
                 s[P + i] &= ~bit
         bars = s[self.bar0:self.pdl_at]
         for b, n, tx in op.arrivals:
-            bad = _arrive(bars, b, n, tx, m.counts[b])
+            bad = arrive_on(bars, b, n, tx, m.counts[b])
             if bad:
                 events.append(("arrivals", dict(process=i, op=pc, barrier=b, pending=bad[1],
                                                 delivered=bad[2])))
@@ -271,7 +271,7 @@ class _Searcher:
         copy = m.copies[cid]
         s = list(state[:self.copies_at])
         bars = s[self.bar0:self.pdl_at]
-        bad = _arrive(bars, copy.barrier, 0, -copy.nbytes, m.counts[copy.barrier])
+        bad = arrive_on(bars, copy.barrier, 0, -copy.nbytes, m.counts[copy.barrier])
         if bad:
             events.append(("bytes", dict(copy=cid, barrier=copy.barrier, armed=bad[1],
                                          delivered=bad[2])))
