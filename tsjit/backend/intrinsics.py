@@ -15,8 +15,7 @@ Requirements were measured with llvmlite 0.50 / ptxas 13.0 (toolchain.md §1-§2
 ``tests/backend/test_intrinsics.py``.  Math intrinsics that never select on NVPTX (``llvm.exp.f32``,
 ``llvm.log.*``, ...) are listed with no target and the ``alternative`` to emit instead.
 
-:func:`lookup` takes the LLVM name (``llvm.nvvm.elect.sync``) or the *key*, the name
-without ``llvm.nvvm.`` / ``llvm.`` (``elect.sync``, ``sqrt.f32``).
+:func:`lookup` takes the LLVM name (``llvm.nvvm.elect.sync``) or the key without ``llvm.nvvm.``/``llvm.``.
 """
 from __future__ import annotations
 
