@@ -32,12 +32,22 @@ class StagedChunks(ts.MemoryResource):
     lane_threads: int
     first_producer_thread: object
     async_load: bool = False
-    buffers: object = None
+    allocation: object = None
     stage: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
 
     def __post_init__(self):
-        self.buffers = tsjit.shared_array(tsjit.Float32, (self.pipeline_config.num_stages, self.chunk))
+        # placed by the TaskManager's SmemAllocator (its layout report lists it next to the barriers)
+        self.allocation = ts.SmemAllocation(f"{self.name}.buffers", dtype=tsjit.Float32,
+                                            count=self.pipeline_config.num_stages * self.chunk)
         self.stage = ts.TaskLocalVariable(tsjit.Int32, default=0)
+
+    def get_smem_requirements(self):
+        return [self.allocation]
+
+    @property
+    def buffers(self):
+        """The ring's (stages, chunk) Float32 view (valid in work bodies, after setup)."""
+        return self.allocation.tensor((self.pipeline_config.num_stages, self.chunk))
 
     @ts.producer_work()
     def fill(self, stage_info):

@@ -76,9 +76,28 @@ class PipelineStorage:
         return shared_pointer(self.offset + 8 * self.stages, dt.Int64, 8).offset(index)
 
 
-def allocate(manager) -> dict:
-    """Reserve barrier storage for every pipelined resource; returns {resource: PipelineStorage}."""
+def place_allocator(manager):
+    """Reserve the TaskManager's SMEM-allocator layout (data allocations and ring barriers) as one region
+    of the kernel's dynamic shared-memory block; returns its byte offset (None without an allocator).
+    Every :class:`~tsjit.ts.memory.SmemAllocation` then knows its device address."""
+    allocator = getattr(manager, "smem_allocator", None)
+    if allocator is None or not allocator.is_laid_out or allocator.total_bytes == 0:
+        return None
     km = emit.current()
+    base = km.reserve_shared(allocator.total_bytes, max(1024, allocator.max_alignment))
+    for alloc in allocator.allocations:
+        alloc.block_base = base
+    return base
+
+
+def allocate(manager) -> dict:
+    """Place the allocator's layout and each pipelined resource's barriers; returns {resource: PipelineStorage}.
+
+    Barriers go where the allocator put them (``barrier_offset``); a resource the allocator does not
+    know gets its own reservation."""
+    km = emit.current()
+    base = place_allocator(manager)
+    allocator = getattr(manager, "smem_allocator", None)
     storages = {}
     clusters = set()
     for resource in manager.resources:
@@ -89,7 +108,11 @@ def allocate(manager) -> dict:
             raise CompilationError(
                 f"resource '{resource.name}': {cfg.pipeline_type.value} pipelines need tcgen05/CLC hardware "
                 f"(sm_100a); on {km.target.name} use AsyncAsync or TmaAsync")
-        storages[resource] = PipelineStorage(resource, km.reserve_shared(cfg.barrier_bytes, 8))
+        if base is not None and allocator.has_barriers(resource):
+            offset = base + allocator.barrier_offset(resource)
+        else:
+            offset = km.reserve_shared(cfg.barrier_bytes, 8)
+        storages[resource] = PipelineStorage(resource, offset)
         clusters.add(tuple(cfg.cta_layout_vmnk) if cfg.cta_layout_vmnk else None)
     layouts = {c for c in clusters if c is not None}
     if len(layouts) > 1:

@@ -117,6 +117,39 @@ class SmemAllocation:
         where = f" @{self.offset}" if self.offset is not None else ""
         return f"<SmemAllocation {self.name} {self.size_bytes} B align {self.alignment}{where}>"
 
+    #: byte offset of the allocator's region in the kernel's dynamic shared-memory block; set by
+    #: ``TaskManager.setup_resources_and_tasks()`` (the lowering places the whole layout at once)
+    block_base: int | None = None
+
+    def tensor(self, shape=None, dtype=None):
+        """A typed row-major view of this allocation in device code (after ``setup_resources_and_tasks``):
+        ``shape`` defaults to ``(count,)``, ``dtype`` to the allocation's dtype.
+
+        Raises:
+            CompilationError: used before the layout was placed, or the view is larger than the region.
+        """
+        from tsjit.errors import CompilationError
+        from tsjit.lang.memory import shared_pointer, Tensor
+        dtype = dtype or self.dtype
+        if self.block_base is None or self.offset is None or dtype is None:
+            raise CompilationError(f"shared-memory allocation {self.name!r} has no device address yet: call "
+                                   f"manager.setup_resources_and_tasks() first (and give it a dtype)")
+        shape = (self.count if self.count is not None else self.size_bytes // dtype.itemsize,) \
+            if shape is None else ((shape,) if isinstance(shape, int) else tuple(shape))
+        elements = 1
+        for extent in shape:
+            elements *= extent
+        if elements * dtype.itemsize > self.size_bytes:
+            raise CompilationError(f"a {shape} {dtype.name} view needs {elements * dtype.itemsize} B but "
+                                   f"allocation {self.name!r} has {self.size_bytes} B")
+        start = self.block_base + self.offset
+        strides, acc = [], 1
+        for extent in reversed(shape):
+            strides.append(acc)
+            acc *= extent
+        alignment = min(1024, start & -start) if start else 1024
+        return Tensor(shared_pointer(start, dtype, alignment), shape, tuple(reversed(strides)))
+
 
 class _AliasGroup:
     def __init__(self, index: int, phases: list[list[SmemAllocation]]):
