@@ -36,7 +36,7 @@ from tsjit.lang import sync
 from tsjit.lang.memory import shared_pointer
 from tsjit.lang.values import Value, cast_to, compare, constant, select
 from tsjit.ts.enums import ScheduleStage
-from tsjit.ts.pipeline import PipelineOp, PipelineType
+from tsjit.ts.pipeline import PipelineOp, PipelineType, SignalingThreads
 
 _SUPPORTED_SM90 = (PipelineType.AsyncAsync, PipelineType.TmaAsync)
 
@@ -277,7 +277,12 @@ def emit_operation(step, task, storage: PipelineStorage, cursors: Cursors, scope
         index = scope[cursors.open_index]
         _blocking_wait(storage.empty(index), scope[cursors.open_phase], scope, cursors.probe)
         if cfg.pipeline_type.producer_kind == "tma":
-            _elected_expect_tx(storage.full(index), cfg.num_bytes)
+            if cfg.producer_signaling_threads & SignalingThreads.TaskWarpLeader and task.num_warps > 1:
+                # TaskWarpLeader: every warp waited on empty; only the task's first warp arms the full
+                # barrier, with the bytes all of the task's warps' copies deliver (num_bytes).
+                _first_warp_expect_tx(storage.full(index), cfg.num_bytes, task)
+            else:
+                _elected_expect_tx(storage.full(index), cfg.num_bytes)
         scope[cursors.stage] = index
         if cfg.advance_on_acquire:
             _advance(scope, cursors.open_index, cursors.open_phase, s_acq, stages)
@@ -320,6 +325,17 @@ def _elected_expect_tx(bar, nbytes: int) -> None:
     b.cbranch(sync.elect_one().ir, arm, done)
     b.position_at_end(arm)
     sync.mbarrier_arrive_expect_tx(bar, nbytes)
+    b.branch(done)
+    b.position_at_end(done)
+
+
+def _first_warp_expect_tx(bar, nbytes: int, task) -> None:
+    km = emit.current()
+    b = km.builder
+    arm, done = km.function.append_basic_block("tma.leader"), km.function.append_basic_block("tma.leader.done")
+    b.cbranch(compare("==", B.warp_idx(), task.warp_start).ir, arm, done)
+    b.position_at_end(arm)
+    _elected_expect_tx(bar, nbytes)
     b.branch(done)
     b.position_at_end(done)
 
