@@ -14,6 +14,11 @@
 
 No bounds checks are emitted: like CUDA C++, an out-of-range index is undefined
 behaviour (mask with an ``if``).
+
+Stores convert the value to the element type: integers and Booleans convert freely, a wider
+float rounds to a narrower float element (Float32 into Float16/BFloat16 memory rounds to
+nearest, as ``tsjit.Float16(v)`` would), but a float into integer memory is refused (it would
+truncate silently): convert explicitly.
 """
 from __future__ import annotations
 
