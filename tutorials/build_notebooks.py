@@ -111,21 +111,37 @@ NOTEBOOKS = {
     ],
     "05_hopper_gemm.ipynb": [
         ("md", "# Tutorial 5: a Hopper GEMM in Task Scheduling\n\n"
-               "C = A @ B^T in bf16 with fp32 accumulation. One TMA-load warp feeds a 4-stage TmaAsync ring of "
-               "128-byte-swizzled A and B tiles; two consumer warpgroups (`setmaxnreg` 232) issue "
-               "`wgmma.mma_async` m64n256k16, keep one MMA group in flight and release each stage after "
-               "`wgmma.wait_group`; a static persistent WorkQueue walks the tiles in grouped order; the epilogue "
-               "stages bf16 tiles through shared memory with `stmatrix` and stores them with TMA. Optional: 2x1 "
-               "clusters with B multicast, B given as (K, N)."),
+               "C = A @ B^T in bf16 with fp32 accumulation, 128 x 256 output tiles, K in steps of 64.\n\n"
+               "* **Warps.** Warpgroup 0 holds the `load` task (warp 0: TMA loads) and the `idle` task (warps 1-3). "
+               "`setmaxnreg` works per warpgroup, so all four warps of warpgroup 0 must agree on a register count "
+               "(40): the idle warps exist only to complete the warpgroup (check W1 insists). Warpgroups 1 and 2 "
+               "are the `mma` task at 232 registers; each owns 64 rows of the tile.\n"
+               "* **Ring.** `ABStages` is a TmaAsync pipeline of 3-4 stages of 128B-swizzled A and B tiles. The "
+               "load task `acquire`s a stage, issues the two TMA copies (they signal the stage's full barrier with "
+               "`expect_tx` bytes) and `commit`s.\n"
+               "* **MMA.** Per K tile the mma task `wait`s, issues four `wgmma.mma_async` m64n256k16 into the "
+               "register accumulator, `commit_group`s and `wait_group(1)`s: the previous stage's MMAs are then done, "
+               "so `with d.every(1, start=1): s.release()` releases that stage one iteration late "
+               "(`advance_on_wait` keeps the lagging release cursor). After the K loop, `retire` waits for the last "
+               "group and the last stage is released.\n"
+               "* **Persistent tiles.** A static `WorkQueue` walks the tiles in grouped (L2-friendly) order; every "
+               "task ends each tile with the queue epilogue `q.wait()`, `q.get_and_advance_work_tile()`, "
+               "`q.release()` (check Q1), so all tasks stay on the same tile.\n"
+               "* **Epilogue.** `OutputC.store` converts the accumulator to bf16 with `stmatrix` into a swizzled "
+               "staging buffer and issues TMA stores, which drain while the next tile's MMAs run."),
         ("code", SETUP),
-        ("code", "import inspect\nfrom tsjit.examples import gemm\nprint(inspect.getsource(gemm.gemm_ts.fn))"),
-        ("code", "a = tsjit.tensormap_spec(tsjit.BFloat16, (gemm.BM, gemm.BK), swizzle='128B')\n"
+        ("code", "import inspect\nfrom tsjit.examples import gemm\n"
+                 "print('BM, BK =', gemm.BM, gemm.BK, '; consumer warpgroups =', gemm.CONSUMER_WARPGROUPS)\n"
+                 "print(inspect.getsource(gemm.ABStages))\nprint(inspect.getsource(gemm.OutputC.store))"),
+        ("code", "print(inspect.getsource(gemm.gemm_ts.fn))"),
+        ("code", "import re\n"
+                 "a = tsjit.tensormap_spec(tsjit.BFloat16, (gemm.BM, gemm.BK), swizzle='128B')\n"
                  "b = tsjit.tensormap_spec(tsjit.BFloat16, (256, gemm.BK), swizzle='128B')\n"
                  "c_map = tsjit.tensormap_spec(tsjit.BFloat16, (64, 64), swizzle='128B')\n"
                  "k = tsjit.compile(gemm.gemm_ts, a, b, tsjit.spec((4096, 4096), tsjit.BFloat16), c_map, 4096, 4096, "
-                 "4096, 256, 4, 8, 1, 'tma')\n"
+                 "4096, BN=256, STAGES=3, GROUP_M=8, CLUSTER_M=1, EPILOGUE='tma')\n"
                  "print({key: k.metadata[key] for key in ('registers', 'spill_stores_bytes', 'smem_bytes')})\n"
-                 "print(sorted({l.split()[0] for l in k.ptx.splitlines() if 'wgmma' in l or 'setmaxnreg' in l}))"),
+                 "print(sorted(set(re.findall(r'(wgmma\\.[\\w.]+|setmaxnreg\\.\\w+|stmatrix\\.[\\w.]+)', k.ptx))))"),
         ("code", "if GPU:\n"
                  "    for shape in [(128, 128, 128), (1000, 1000, 1000), (257, 511, 136)]:\n"
                  "        got, ref = gemm.run_gemm(*shape)\n"

@@ -293,6 +293,19 @@ class TaskManager:
     #: programs verified in this process (the demo reports it)
     verified_count = 0
 
+    #: checks whose errors point at the cause of a simulated deadlock (a missing commit, release...)
+    _CAUSE_CHECKS = ("B1", "B2", "Q1")
+
+    def _structural_cause(self):
+        """(check id, error messages) of the first structural check that fails, or None."""
+        for check, function in self.checks:
+            if check not in self._CAUSE_CHECKS:
+                continue
+            errors = [f.message for f in function(self) if not f.is_warning]
+            if errors:
+                return check, errors
+        return None
+
     def print_and_verify(self) -> None:
         """Print the schedule table and register report, then run every check in order."""
         TaskManager.verified_count += 1
@@ -313,7 +326,13 @@ class TaskManager:
                      f"{t.describe()}: {e.step.resource.name} {e.step.stage.name} "
                      f"{e.step.call_index} (schedule step #{e.step.id}) is blocked!"
                      for t, e in self.simulation.blocked]
-            lines.append(f"  All {len(lines)} remaining task(s) are blocked: deadlock in the "
+            cause = self._structural_cause()
+            blocked_count = len(lines)
+            if cause is not None:
+                # Where the deadlock shows up is often not where the mistake is: name the likely cause.
+                check, messages = cause
+                lines.append(f"  Likely cause, found by check {check}: " + messages[0].replace("\n", "\n  "))
+            lines.append(f"  All {blocked_count} remaining task(s) are blocked: deadlock in the "
                          f"lock-step walk of Head + Loop x N + Tail.  Note: run-time domains "
                          f"are simulated with {self.options['dynamic_trip_count']} iterations "
                          f"and static ones with at most "
