@@ -14,7 +14,7 @@ import itertools
 import os
 import sys
 
-from tsjit.errors import ScheduleError, SourceLocation, short_path
+from tsjit.errors import ScheduleError, SourceLocation
 
 __all__ = ["ScheduleWarning", "VerificationWarning", "user_location", "schedule_error"]
 
@@ -52,10 +52,13 @@ def schedule_error(message: str, rule: str, location: SourceLocation | None = No
     location = location if location is not None else user_location()
     text = f"{message}  [{rule}]" if rule else message
     if location is not None:
-        text = f"{short_path(location.filename)}:{location.line}: {text}"
+        # the same shape as a CompilationError: absolute file:line:col, the line, a caret
+        text = f"{location}: {text}"
         source = location.source_line()
         if source is not None:
-            text += "\n    " + source.strip()
+            stripped = source.lstrip()
+            text += "\n    " + stripped.rstrip()
+            text += "\n    " + " " * max(0, location.col - (len(source) - len(stripped))) + "^"
     error = error_class(text)
     error.location = location
     error.rule = rule
