@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import tsjit
+from frontend.compiling import blocks, kernel_ir  # noqa: F401  (shared with the frontend tests)
 
 TARGET = "sm_90a"
 
@@ -18,27 +19,6 @@ def build(kernel, *args, target: str = TARGET, **constexprs) -> tsjit.CompiledKe
     assert compiled.cubin, "the assembler produced no cubin"
     assert f".target {target}" in compiled.ptx
     return compiled
-
-
-def kernel_ir(llir: str) -> str:
-    """The text of the kernel's ``define ... { ... }``."""
-    match = re.search(r"^define .*?^}", llir, flags=re.M | re.S)
-    assert match, "no function definition in the IR"
-    return match.group(0)
-
-
-def blocks(llir: str) -> dict[str, list[str]]:
-    """Basic blocks of the kernel: label -> instruction lines."""
-    result: dict[str, list[str]] = {}
-    current = None
-    for line in kernel_ir(llir).splitlines()[1:-1]:
-        label = re.match(r'^"?([\w.]+)"?:', line)
-        if label:
-            current = label.group(1)
-            result[current] = []
-        elif line.strip() and current is not None:
-            result[current].append(" ".join(line.split()))
-    return result
 
 
 def phis(llir: str, block_prefix: str, llvm_type: str) -> list[str]:

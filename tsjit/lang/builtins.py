@@ -216,24 +216,24 @@ def atomic_add(ptr: Pointer, value) -> Value:
     return Value(emit.current().builder.atomic_rmw(op, p.ir, v.ir, "monotonic"), p.dtype)
 
 
+def _atomic_integer_extreme(ptr, value, kind: str) -> Value:
+    name = f"atomic_{kind}"
+    p = _atomic_target(ptr, name)
+    if not p.dtype.is_int or p.dtype.bits < 32:
+        raise CompilationError(f"{name} supports 32- and 64-bit integers, not {p.dtype.name}")
+    v = convert_for_store(value, p.dtype)
+    op = kind if p.dtype.is_signed else "u" + kind
+    return Value(emit.current().builder.atomic_rmw(op, p.ir, v.ir, "monotonic"), p.dtype)
+
+
 def atomic_max(ptr: Pointer, value) -> Value:
     """Atomic maximum at ``ptr`` for 32/64-bit integers (PTX ``atom.max``); returns the old value."""
-    p = _atomic_target(ptr, "atomic_max")
-    if not p.dtype.is_int or p.dtype.bits < 32:
-        raise CompilationError(f"atomic_max supports 32- and 64-bit integers, not {p.dtype.name}")
-    v = convert_for_store(value, p.dtype)
-    op = "max" if p.dtype.is_signed else "umax"
-    return Value(emit.current().builder.atomic_rmw(op, p.ir, v.ir, "monotonic"), p.dtype)
+    return _atomic_integer_extreme(ptr, value, "max")
 
 
 def atomic_min(ptr: Pointer, value) -> Value:
     """Atomic minimum at ``ptr`` for 32/64-bit integers (PTX ``atom.min``); returns the old value."""
-    p = _atomic_target(ptr, "atomic_min")
-    if not p.dtype.is_int or p.dtype.bits < 32:
-        raise CompilationError(f"atomic_min supports 32- and 64-bit integers, not {p.dtype.name}")
-    v = convert_for_store(value, p.dtype)
-    op = "min" if p.dtype.is_signed else "umin"
-    return Value(emit.current().builder.atomic_rmw(op, p.ir, v.ir, "monotonic"), p.dtype)
+    return _atomic_integer_extreme(ptr, value, "min")
 
 
 def atomic_cas(ptr: Pointer, compare, value) -> Value:
