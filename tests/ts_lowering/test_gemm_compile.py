@@ -44,7 +44,7 @@ def test_gemm_cluster_variant_multicasts(monkeypatch):
     a, b, c, c_map = _specs(cluster_m=2)
     k = tsjit.compile(gemm.gemm_ts, a, b, c, c_map, 1024, 1024, 1024, 256, 4, 8, 2, "tma")
     assert ".multicast::cluster" in k.ptx and ".reqnctapercluster 2, 1, 1" in k.ptx
-    assert k.metadata["launch_requirements"]["cluster"] == (2, 1, 1)
+    assert k.metadata["launch_requirements"].cluster == (2, 1, 1)
 
 
 def test_gemm_schedule_verifies_quickly(monkeypatch):

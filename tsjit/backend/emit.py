@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 from llvmlite import ir
 
+from tsjit.abi import LaunchRequirements
 from tsjit.backend import intrinsics as intrinsic_table
 from tsjit.backend import nvptx
 from tsjit.backend.targets import Target
@@ -92,6 +93,8 @@ class KernelModule:
         function: the ``ir.Function`` of the kernel.
         smem_bytes: dynamic shared memory the kernel needs, in bytes (grown by
             :meth:`reserve_shared`).
+        launch_requirements: the launch contract code generators declare while emitting
+            (:class:`~tsjit.abi.LaunchRequirements`; replace it with ``.merged(...)``).
     """
 
     def __init__(self, name: str, target: Target):
@@ -107,6 +110,7 @@ class KernelModule:
         self._strings: dict[bytes, ir.GlobalVariable] = {}
         self._counter = 0
         self.annotations: list = []
+        self.launch_requirements = LaunchRequirements()
 
     # -- names ---------------------------------------------------------------------------------
     def unique(self, base: str) -> str:

@@ -44,6 +44,9 @@ class Target:
         capability: compute capability ``(major, minor)`` of the GPUs it runs on.
         arch_specific: True for ``a`` targets, whose code runs only on that exact
             capability (PTX ISA 8.0+, "Architecture-specific features").
+        smem_bytes_per_cta: the most dynamic shared memory one CTA may use, bytes (227 KiB on
+            sm_90 and sm_100: CUDA Programming Guide, "Compute Capabilities", table of
+            technical specifications).
     """
 
     name: str
@@ -51,6 +54,7 @@ class Target:
     ptx_version: tuple[int, int]
     capability: tuple[int, int]
     arch_specific: bool
+    smem_bytes_per_cta: int = 232448
 
     @property
     def ptx_feature(self) -> str:

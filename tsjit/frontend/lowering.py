@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from llvmlite import ir
 
+from tsjit.abi import LaunchRequirements
 from tsjit.backend import emit
 from tsjit.backend.targets import Target
 from tsjit.errors import CompilationError
@@ -30,6 +31,7 @@ class LoweredKernel:
         smem_bytes: dynamic shared memory the kernel itself laid out (bytes).
         dependencies: qualified name -> source digest of every device function compiled inline.
         param_layout: per argument name, the number of LLVM parameters it expands to.
+        launch_requirements: the kernel's launch contract (threads, cluster, shared memory).
     """
 
     name: str
@@ -37,7 +39,7 @@ class LoweredKernel:
     smem_bytes: int
     dependencies: dict = field(default_factory=dict)
     param_layout: list = field(default_factory=list)
-    launch_requirements: dict = field(default_factory=dict)
+    launch_requirements: LaunchRequirements = field(default_factory=LaunchRequirements)
 
 
 def kernel_symbol(fn) -> str:
@@ -84,10 +86,23 @@ def compile_to_llvm(fn, arg_specs: dict, target: Target, *, max_threads: int | N
             gen.visit_body(parsed.node.body)
         if not gen.dead:
             km.builder.ret_void()
+        _check_shared_memory(km, parsed)
         _finalize(km, max_threads, min_blocks, max_registers)
     return LoweredKernel(name=name, llir=_patch_text(km), smem_bytes=km.smem_bytes,
                          dependencies=dict(gen.dependencies), param_layout=layout,
-                         launch_requirements=dict(getattr(km, "launch_requirements", {})))
+                         launch_requirements=km.launch_requirements.merged(
+                             min_smem_bytes=km.smem_bytes, max_threads=max_threads,
+                             max_smem_bytes=target.smem_bytes_per_cta))
+
+
+def _check_shared_memory(km, parsed) -> None:
+    limit = km.target.smem_bytes_per_cta
+    if km.smem_bytes > limit:
+        crossing = getattr(km, "smem_overflow", None)
+        raise CompilationError(
+            f"kernel {parsed.node.name!r} places {km.smem_bytes} bytes in shared memory, but one CTA on "
+            f"{km.target.name} has at most {limit}" + (f" ({crossing})" if crossing else "") +
+            "; use smaller tiles or fewer stages", parsed.location())
 
 
 def _finalize(km, max_threads, min_blocks, max_registers) -> None:

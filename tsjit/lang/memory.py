@@ -427,6 +427,12 @@ def shared_array(dtype: DType, shape, *, align: int = 128) -> Tensor:
 
     Returns:
         A :class:`Tensor` in address space 3.  The kernel's dynamic shared-memory size includes it.
+
+    Raises:
+        CompilationError: the shape is not compile-time positive ints, the alignment exceeds
+            1024, or the array exceeds what one CTA of the target may use
+            (``Target.smem_bytes_per_cta``, 227 KiB on sm_90a).  Arrays that exceed it only
+            together are reported when the kernel is complete (still at compile time).
     """
     if isinstance(shape, int):
         shape = (shape,)
@@ -438,8 +444,23 @@ def shared_array(dtype: DType, shape, *, align: int = 128) -> Tensor:
     nbytes = dtype.itemsize
     for s in shape:
         nbytes *= s
+    limit = km.target.smem_bytes_per_cta
+    if nbytes > limit:
+        raise CompilationError(
+            f"shared_array({dtype.name}, {_shape_text(shape)}) needs {nbytes} bytes of shared memory, but one CTA "
+            f"on {km.target.name} has at most {limit}: use smaller tiles or fewer stages")
+    before = km.smem_bytes
     offset = km.reserve_shared(nbytes, max(align, dtype.itemsize))
+    if km.smem_bytes > limit and before <= limit:
+        # Together with earlier arrays: reported when the kernel is complete (a TaskManager's M1
+        # check, which names the resources, runs first); see tsjit.frontend.lowering.
+        km.smem_overflow = (f"shared_array({dtype.name}, {_shape_text(shape)}) of {nbytes} bytes brought it "
+                            f"from {before} to {km.smem_bytes} bytes")
     return Tensor(shared_pointer(offset, dtype, align), tuple(shape), _row_major(shape))
+
+
+def _shape_text(shape) -> str:
+    return "x".join(str(extent) for extent in shape)
 
 
 def shared_pointer(byte_offset: int, dtype: DType, alignment: int | None = None) -> Pointer:

@@ -147,11 +147,19 @@ def cluster_sync() -> None:
     cluster_wait()
 
 
+def _declare_pdl() -> None:
+    km = emit.current()
+    km.launch_requirements = km.launch_requirements.merged(pdl=True)
+
+
 def griddepcontrol_wait() -> None:
-    """PDL: wait until the preceding grid's memory operations are visible (``griddepcontrol.wait``)."""
+    """PDL: wait until the preceding grid's memory operations are visible (``griddepcontrol.wait``).
+    The kernel's launch contract records that it has PDL barriers (``LaunchRequirements.pdl``)."""
     _call("llvm.nvvm.griddepcontrol.wait", [])
+    _declare_pdl()
 
 
 def griddepcontrol_launch_dependents() -> None:
     """PDL: allow the dependent grid to launch (``griddepcontrol.launch_dependents``)."""
     _call("llvm.nvvm.griddepcontrol.launch.dependents", [])
+    _declare_pdl()

@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 
 from tsjit import env
+from tsjit.abi import LaunchRequirements
 from tsjit.backend import assemble as assembler
 from tsjit.backend import nvptx
 from tsjit.backend.targets import DEFAULT_TARGET, get_target, target_for_capability
@@ -46,7 +47,9 @@ class CompiledKernel:
         cubin: the device binary for ``metadata["target"]``.
         metadata: ``registers``, ``spill_stores_bytes``, ``spill_loads_bytes``, ``smem_bytes`` (dynamic
             shared memory the kernel lays out itself), ``static_smem_bytes``, ``target``, ``tool``,
-            ``key`` (on-disk cache key), ``compile_ms``, ``dependencies``, ``from_cache``.
+            ``key`` (on-disk cache key), ``compile_ms``, ``dependencies``, ``from_cache``, and
+            ``launch_requirements``: the kernel's launch contract, a
+            :class:`~tsjit.abi.LaunchRequirements` (JSON in the on-disk entry).
     """
 
     name: str
@@ -55,6 +58,11 @@ class CompiledKernel:
     llir: str | None = None
     ptx: str | None = None
     _function: object = field(default=None, repr=False)
+
+    @property
+    def launch_requirements(self) -> LaunchRequirements:
+        """The launch contract the launcher checks (``metadata["launch_requirements"]``)."""
+        return self.metadata.get("launch_requirements") or LaunchRequirements()
 
     def function(self):
         """The loaded driver function (loads the cubin on first use; needs a GPU)."""
@@ -116,9 +124,9 @@ class Kernel:
         grid, block = config[0], config[1]
         smem = config[2] if len(config) > 2 else 0
 
-        def launcher(*args, stream=None, cluster=None, pdl=False, **kwargs):
+        def launcher(*args, stream=None, cluster=None, pdl=False, check_launch=True, **kwargs):
             return self.launch(*args, grid=grid, block=block, smem_bytes=smem, stream=stream, cluster=cluster,
-                               pdl=pdl, **kwargs)
+                               pdl=pdl, check_launch=check_launch, **kwargs)
         try:
             if len(self._launchers) < 1024:
                 self._launchers[config] = launcher
@@ -185,11 +193,13 @@ class Kernel:
             entry = cache.get(key)
             if entry is not None and entry.metadata.get("kernel_name"):
                 meta = dict(entry.metadata, from_cache=True)
+                meta["launch_requirements"] = LaunchRequirements.from_json(meta.get("launch_requirements"))
                 return CompiledKernel(entry.metadata["kernel_name"], entry.cubin, meta, entry.llir, entry.ptx)
         compiled = self._compile(specs, target, key)
         if cache is not None:
-            cache.put(key, CacheEntry(compiled.cubin, {k: v for k, v in compiled.metadata.items()
-                                                      if k != "from_cache"}, compiled.ptx, compiled.llir))
+            meta = {k: v for k, v in compiled.metadata.items() if k != "from_cache"}
+            meta["launch_requirements"] = compiled.launch_requirements.to_json()
+            cache.put(key, CacheEntry(compiled.cubin, meta, compiled.ptx, compiled.llir))
         return compiled
 
     def _compile(self, specs, target, key) -> CompiledKernel:
@@ -217,11 +227,21 @@ class Kernel:
 
     # -- launch -------------------------------------------------------------------------------
     def launch(self, *args, grid, block, smem_bytes: int = 0, stream=None, cluster=None, pdl: bool = False,
-               **kwargs) -> None:
+               check_launch: bool = True, **kwargs) -> None:
         """Launch on the current (or given) stream.
 
+        ``smem_bytes`` below what the kernel lays out is raised to it; ``cluster=None`` takes the
+        program's cluster layout.  The configuration is checked against the kernel's launch contract
+        (:class:`~tsjit.abi.LaunchRequirements`: threads per CTA, cluster, shared memory) before the
+        driver is called, once per distinct ``(grid, block, smem, cluster, pdl)``; the verdict is
+        cached with the prepared driver configuration.  ``check_launch=False`` skips the contract
+        check (the driver's own limits still apply): only for demonstrating what a mismatched
+        launch does, e.g. a TSJIT_DEBUG=1 hang report.
+
         Raises:
-            LaunchError: a bad argument (named, expected vs given) or launch configuration.
+            LaunchError: a bad argument (named, expected vs given), a configuration that does not
+                match the kernel's launch contract (names the kernel, what was given and what the
+                program needs), or the driver refused.
             CompilationError: the kernel does not compile for these arguments.
         """
         values = args if (not kwargs and len(args) == len(self.params)) else self._bind(args, kwargs)
@@ -230,11 +250,15 @@ class Kernel:
         if plan is None:
             plan = self._make_plan(values, sig)
             if plan is None:  # no fast path for these arguments (e.g. TMA descriptors)
-                return self._launch_slow(values, grid, block, smem_bytes, stream, cluster, pdl)
+                return self._launch_slow(values, grid, block, smem_bytes, stream, cluster, pdl, check_launch)
         if callable(grid):
             grid = grid({p.name: v for p, v in zip(self.params, values)})
         smem = smem_bytes if smem_bytes > plan.smem else plan.smem
-        prepared = driver.prepare_launch(plan.function, grid, block, smem, cluster or plan.cluster, pdl)
+        config = (grid, block, smem, cluster, pdl, check_launch)
+        try:
+            prepared = plan.prepared[config]
+        except (KeyError, TypeError):  # a new configuration (or an unhashable one: checked every time)
+            prepared = _prepare(plan, config)
         stream_value = _LEGACY if stream is None else driver.stream_handle(stream)
         packed, descriptors = split_dynamic(dyn) if plan.tensormap_slots else (dyn, ())
         with plan.lock:
@@ -250,30 +274,61 @@ class Kernel:
         if layout is None or sig is None:
             return None
         compiled = self._get_compiled(specs, _launch_target())
-        plan = LaunchPlan(compiled, compiled.function(), specs, layout, None)
+        plan = LaunchPlan(compiled, specs, layout)
         if len(self._plans) > 4096:
             self._plans.clear()
         self._plans[sig] = plan
         return plan
 
-    def _launch_slow(self, values, grid, block, smem_bytes, stream, cluster, pdl) -> None:
+    def _launch_slow(self, values, grid, block, smem_bytes, stream, cluster, pdl, check_launch=True) -> None:
         specs, packed = self._specialize(values)
         compiled = self._get_compiled(specs, _launch_target())
-        fn = compiled.function()
         if callable(grid):
             grid = grid({p.name: v for p, v in zip(self.params, values)})
         smem = max(int(smem_bytes), compiled.metadata.get("smem_bytes", 0))
-        req = compiled.metadata.get("launch_requirements") or {}
-        if cluster is None and req.get("cluster"):
-            cluster = tuple(req["cluster"])
+        cluster = _check_configuration(compiled, grid, block, smem, cluster, check_launch)
         params = (ctypes.c_void_p * len(packed))(*[ctypes.addressof(v) for v in packed]) if packed else None
-        driver.launch(fn, grid, block, params, smem_bytes=smem, stream=stream, cluster=cluster, pdl=pdl)
+        driver.launch(compiled.function(), grid, block, params, smem_bytes=smem, stream=stream, cluster=cluster,
+                      pdl=pdl)
 
     def compile(self, *args, target: str | None = None, **kwargs) -> CompiledKernel:
         """Compile for ``args`` (device arrays, numpy arrays or ``tsjit.spec`` stand-ins) without launching."""
         values = self._bind(args, kwargs)
         specs, _ = self._specialize(values, for_compile=True)
         return self._get_compiled(specs, target or env.target() or DEFAULT_TARGET)
+
+
+def _check_configuration(compiled: CompiledKernel, grid, block, smem, cluster, check_launch: bool):
+    """The cluster to launch with (the program's when ``cluster`` is None), after checking the
+    configuration against the kernel's launch contract (before any driver call, unless
+    ``check_launch`` is False).  Raises ``LaunchError`` as :meth:`LaunchRequirements.check`."""
+    requirements = compiled.launch_requirements
+    if cluster is None and requirements.cluster is not None and requirements.cluster != (1, 1, 1):
+        cluster = requirements.cluster
+    if check_launch:
+        device_limit = None
+        if driver.gpu_available():
+            device_limit = (driver.device_properties().max_dynamic_smem_optin
+                            - int(compiled.metadata.get("static_smem_bytes") or 0))
+        requirements.check(compiled.name, grid, block, cluster, smem, device_limit)
+    return cluster
+
+
+def _prepare(plan: LaunchPlan, config: tuple):
+    """Check one new launch configuration ``(grid, block, smem, cluster, pdl, check_launch)`` of
+    ``plan`` and prepare it for the driver; cached in ``plan.prepared`` under ``config``."""
+    grid, block, smem, cluster, pdl, check_launch = config
+    cluster = _check_configuration(plan.compiled, grid, block, smem, cluster, check_launch)
+    if plan.function is None:
+        plan.function = plan.compiled.function()
+    prepared = driver.prepare_launch(plan.function, grid, block, smem, cluster, pdl)
+    try:
+        if len(plan.prepared) >= 256:
+            plan.prepared.clear()
+        plan.prepared[config] = prepared
+    except TypeError:  # an unhashable configuration (a list) is checked on every launch
+        pass
+    return prepared
 
 
 def _resolve_annotation(annotation, fn):

@@ -13,7 +13,10 @@ tsjit only:
    that buffer; shapes and strides, fixed by the signature, were packed once).
 
 A signature miss takes the full path (:mod:`.specialize`: specs, cache, compile) and
-builds a plan.  Launch configurations are validated once per (plan, grid, block, smem).
+builds a plan.  Each launch configuration is checked against the kernel's launch contract
+(:class:`~tsjit.abi.LaunchRequirements`) once per (plan, grid, block, smem, cluster, pdl),
+before any driver call; the verdict and the driver's prepared configuration are cached in
+``LaunchPlan.prepared``.
 """
 from __future__ import annotations
 
@@ -111,13 +114,13 @@ class LaunchPlan:
     static values; ``pointers`` is the ``void*[]`` the driver reads.
     """
 
-    def __init__(self, compiled, function, specs, values_per_param, dynamic_mask):
+    def __init__(self, compiled, specs, values_per_param):
         self.compiled = compiled
-        self.function = function
-        self.handle = function.handle
         self.smem = compiled.metadata.get("smem_bytes", 0)
-        req = compiled.metadata.get("launch_requirements") or {}
-        self.cluster = tuple(req["cluster"]) if req.get("cluster") else None
+        #: (grid, block, smem, cluster, pdl, check_launch) -> driver.PreparedLaunch: each
+        #: configuration is checked against the launch contract once, before the driver sees it.
+        self.prepared: dict = {}
+        self.function = None  # the driver function, loaded by the first prepared configuration
         # values_per_param: list of (format char list, values list, dynamic flags)
         dyn_slots, static_slots = [], []
         for fmts, vals, flags in values_per_param:
@@ -156,7 +159,6 @@ class LaunchPlan:
         self.pointer_array = (ctypes.c_void_p * max(1, len(pointers)))(*pointers)
         self.params = ctypes.addressof(self.pointer_array) if pointers else 0
         self.lock = threading.Lock()
-
 
 def plan_layout(specs, packed_values):
     """Split the packed ctypes values of a launch into (format, value, dynamic?) per parameter.

@@ -121,7 +121,7 @@ def allocate(manager) -> dict:
         v, m, n, k = (tuple(next(iter(layouts))) + (1, 1, 1, 1))[:4]
         cluster = (v * m, n, k)
         if cluster != (1, 1, 1):
-            km.launch_requirements = dict(getattr(km, "launch_requirements", {}), cluster=cluster)
+            km.launch_requirements = km.launch_requirements.merged(cluster=cluster)
             for axis, extent in zip("xyz", cluster):
                 km.annotate(f"cluster_dim_{axis}", extent)
     return storages

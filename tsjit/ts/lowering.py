@@ -306,11 +306,12 @@ def run(manager) -> None:
         raise CompilationError("TaskManager.run() must be called inside a @tsjit.kernel function")
     km = gen.km
     b = km.builder
+    # The CTA is exactly the tasks' warps: the launcher refuses any other block (issue 9 §2).
+    km.launch_requirements = km.launch_requirements.merged(threads=manager.total_warps * 32)
     if any(task.num_registers for task in manager.tasks):
         # setmaxnreg needs the register count at kernel entry, which ptxas derives from .maxntid
-        # (without it: "C7508 setmaxnreg ignored"): the CTA is exactly the tasks' warps.
+        # (without it: "C7508 setmaxnreg ignored").
         km.annotate("maxntidx", manager.total_warps * 32)
-        km.launch_requirements = dict(getattr(km, "launch_requirements", {}), block=manager.total_warps * 32)
     warp = B.warp_idx()
     join = gen.new_block("tasks.end")
     for task in manager.tasks:
