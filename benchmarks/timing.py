@@ -20,3 +20,24 @@ def event_time_ms(fn, reps: int = 15, inner: int = 5, warmup: int = 3) -> float:
         end.synchronize()
         samples.append(start.elapsed_time(end) / inner)
     return statistics.median(samples)
+
+
+def interleaved_time_ms(fns: dict, reps: int = 10, inner: int = 5, warmup: int = 2) -> dict:
+    """``{name: median ms per call}`` for several callables timed in turns (one repetition of each, then the
+    next round), so clock drift affects all of them alike."""
+    import torch
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    torch.cuda.synchronize()
+    samples = {name: [] for name in fns}
+    for _ in range(reps):
+        for name, fn in fns.items():
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(inner):
+                fn()
+            end.record()
+            end.synchronize()
+            samples[name].append(start.elapsed_time(end) / inner)
+    return {name: statistics.median(values) for name, values in samples.items()}

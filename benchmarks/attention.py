@@ -1,0 +1,86 @@
+"""Attention forward benchmark (issue 16): TFLOP/s of ``tsjit.ops.attention`` (the Task Scheduling kernel of
+tsjit/examples/attention.py) vs torch SDPA's cuDNN, flash (FA2) and memory-efficient backends, bf16,
+FLOPs = 4 * B * H * S^2 * D (halved when causal).
+
+All libraries run on the same inputs in one process, timed in turns (CUDA events, warm-up, medians); the
+tsjit output is compared with cuDNN's (max abs difference) before timing.
+
+    PYTHONPATH=. python benchmarks/attention.py [--quick] [--shapes main|all]
+"""
+from __future__ import annotations
+
+import argparse
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import tsjit.ops
+from timing import interleaved_time_ms  # benchmarks/timing.py
+
+# (batch, heads, kv_heads, seqlen, head_dim, causal)
+MAIN_SHAPES = [(4, 16, 16, 4096, 128, False), (4, 16, 16, 4096, 128, True), (2, 16, 16, 8192, 128, False),
+               (2, 16, 16, 8192, 128, True), (4, 32, 32, 4096, 64, False), (4, 32, 32, 4096, 64, True)]
+EXTRA_SHAPES = [(16, 16, 16, 1024, 128, False), (16, 16, 16, 1024, 128, True), (8, 16, 16, 2048, 128, False),
+                (8, 16, 16, 2048, 128, True), (1, 16, 16, 16384, 128, False), (1, 16, 16, 16384, 128, True),
+                (4, 32, 8, 4096, 128, False), (4, 32, 8, 4096, 128, True)]
+BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
+            "efficient": SDPBackend.EFFICIENT_ATTENTION}
+
+
+def sdpa_call(backend, q, k, v, causal):
+    """An SDPA call on (B, H, S, D) views of FlashAttention-layout tensors, or None if the backend refuses."""
+    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    group = q.shape[2] // k.shape[2]
+    if group > 1:
+        kt, vt = kt.repeat_interleave(group, dim=1), vt.repeat_interleave(group, dim=1)
+
+    def run():
+        with sdpa_kernel(backend):
+            return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+    try:
+        run()
+        torch.cuda.synchronize()
+    except RuntimeError:
+        return None
+    return run
+
+
+def bench_shape(batch, heads, kv_heads, seqlen, head_dim, causal, reps, **tsjit_options):
+    q = torch.randn(batch, seqlen, heads, head_dim, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(batch, seqlen, kv_heads, head_dim, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(batch, seqlen, kv_heads, head_dim, device="cuda", dtype=torch.bfloat16)
+    out = torch.empty_like(q)
+    fns = {"tsjit": lambda: tsjit.ops.attention(q, k, v, causal=causal, out=out, **tsjit_options)}
+    for name, backend in BACKENDS.items():
+        fn = sdpa_call(backend, q, k, v, causal)
+        if fn is not None:
+            fns[name] = fn
+    fns["tsjit"]()
+    diff = None
+    if "cudnn" in fns:
+        diff = (out.float() - fns["cudnn"]().transpose(1, 2).float()).abs().max().item()
+    times = interleaved_time_ms(fns, reps=reps)
+    flops = 4 * batch * heads * seqlen * seqlen * head_dim * (0.5 if causal else 1.0)
+    return {name: flops / (ms * 1e-3) / 1e12 for name, ms in times.items()}, diff
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--shapes", choices=["main", "all"], default="main")
+    args = parser.parse_args()
+    shapes = MAIN_SHAPES + (EXTRA_SHAPES if args.shapes == "all" else [])
+    reps = 5 if args.quick else 10
+    print("| B, H, H_kv, S, D | causal | tsjit | cuDNN | flash | efficient | tsjit / cuDNN | max |tsjit - cuDNN| |")
+    print("|---|---|---|---|---|---|---|---|")
+    for shape in shapes:
+        tflops, diff = bench_shape(*shape, reps=reps)
+        cells = [f"{tflops[n]:.0f}" if n in tflops else "-" for n in ("tsjit", "cudnn", "flash", "efficient")]
+        ratio = f"{tflops['tsjit'] / tflops['cudnn']:.3f}" if "cudnn" in tflops else "-"
+        b, h, hkv, s, d, causal = shape
+        print(f"| {b}, {h}, {hkv}, {s}, {d} | {causal} | " + " | ".join(cells) +
+              f" | {ratio} | {diff if diff is None else f'{diff:.2e}'} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""tsjit.ops.attention on the GPU (issue 16): against a float64 reference (per-row softmax in float64) on
+fresh random inputs with poisoned outputs; the max abs error is compared with torch's flash backend's on
+the same inputs; head_dim 64/128, bf16/fp16, causal/non-causal, GQA/MQA, lengths not a multiple of the
+tile, unequal query/key lengths, strided (packed QKV) inputs, and the LaunchErrors."""
+import math
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+torch = pytest.importorskip("torch")
+
+import tsjit  # noqa: E402
+import tsjit.ops  # noqa: E402
+
+
+def reference(q, k, v, causal, scale):
+    """float64 attention in FlashAttention's layout: (out (B, Sq, H, D), lse (B, H, Sq)); rows that see no
+    key give 0 and -inf."""
+    heads, kv_heads = q.shape[2], k.shape[2]
+    qd = q.double().transpose(1, 2)
+    kd = k.double().transpose(1, 2).repeat_interleave(heads // kv_heads, dim=1)
+    vd = v.double().transpose(1, 2).repeat_interleave(heads // kv_heads, dim=1)
+    s = (qd @ kd.transpose(-1, -2)) * scale
+    sq, sk = q.shape[1], k.shape[1]
+    if causal:
+        rows = torch.arange(sq, device=q.device)[:, None]
+        cols = torch.arange(sk, device=q.device)[None, :]
+        s = s.masked_fill(cols > rows + (sk - sq), float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    p = torch.exp(s - torch.where(torch.isinf(lse), torch.zeros_like(lse), lse)[..., None])
+    out = (p @ vd).transpose(1, 2)
+    return out, lse
+
+
+def flash_error(q, k, v, causal, scale, ref):
+    """Max abs error of torch's SDPA flash backend on the same inputs (None where it cannot run them)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    if causal and q.shape[1] != k.shape[1]:
+        return None                              # SDPA's is_causal is top-left aligned
+    group = q.shape[2] // k.shape[2]
+    qt = q.transpose(1, 2)
+    kt = k.transpose(1, 2).repeat_interleave(group, dim=1)
+    vt = v.transpose(1, 2).repeat_interleave(group, dim=1)
+    try:
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            o = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, scale=scale)
+    except RuntimeError:
+        return None
+    return (o.transpose(1, 2).double() - ref).abs().max().item()
+
+
+def random_inputs(batch, seqlen_q, seqlen_k, heads, kv_heads, head_dim, dtype, seed=None):
+    g = torch.Generator(device="cuda")
+    g.manual_seed(seed if seed is not None else torch.seed() % 2**31)
+    q = torch.randn(batch, seqlen_q, heads, head_dim, device="cuda", dtype=dtype, generator=g)
+    k = torch.randn(batch, seqlen_k, kv_heads, head_dim, device="cuda", dtype=dtype, generator=g)
+    v = torch.randn(batch, seqlen_k, kv_heads, head_dim, device="cuda", dtype=dtype, generator=g)
+    return q, k, v
+
+
+def check(q, k, v, causal, scale=None, **kwargs):
+    """Run tsjit with poisoned outputs; return (our max abs error, flash's, lse error)."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    out = torch.full_like(q, float("nan"))
+    lse = torch.full((q.shape[0], q.shape[2], q.shape[1]), float("nan"), device="cuda", dtype=torch.float32)
+    got, got_lse = tsjit.ops.attention(q, k, v, causal=causal, scale=scale, out=out, lse_out=lse, **kwargs)
+    torch.cuda.synchronize()
+    assert got is out and got_lse is lse
+    ref, ref_lse = reference(q, k, v, causal, scale)
+    assert not torch.isnan(out).any(), "output rows left unwritten (poison survived)"
+    assert not torch.isnan(lse).any(), "LSE rows left unwritten (poison survived)"
+    err = (out.double() - ref).abs().max().item()
+    finite = torch.isfinite(ref_lse)
+    assert torch.equal(torch.isfinite(lse), finite)
+    lse_err = (lse.double()[finite] - ref_lse[finite]).abs().max().item() if finite.any() else 0.0
+    return err, flash_error(q, k, v, causal, scale, ref), lse_err
+
+
+def assert_close_to_flash(err, flash, lse_err):
+    bound = 2.0 ** -7                    # bf16 output rounding of |o| < 1 values is <= 2^-9
+    if flash is not None:
+        bound = max(1.25 * flash, 2.0 ** -10)
+    assert err <= bound, (err, flash)
+    assert lse_err < 2e-3, lse_err
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_attention_matches_float64(head_dim, causal, dtype):
+    q, k, v = random_inputs(2, 1000, 1000, 4, 4, head_dim, getattr(torch, dtype))
+    assert_close_to_flash(*check(q, k, v, causal))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seqlen", [1, 64, 129, 255, 2048])
+def test_attention_lengths_not_a_multiple_of_the_tile(seqlen, causal):
+    q, k, v = random_inputs(1, seqlen, seqlen, 3, 3, 128, torch.bfloat16)
+    assert_close_to_flash(*check(q, k, v, causal))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("heads,kv_heads,head_dim", [(8, 2, 128), (8, 1, 64), (32, 8, 128)])
+def test_attention_gqa_and_mqa(heads, kv_heads, head_dim, causal):
+    q, k, v = random_inputs(2, 700, 700, heads, kv_heads, head_dim, torch.bfloat16)
+    assert_close_to_flash(*check(q, k, v, causal))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seqlen_q,seqlen_k", [(300, 1000), (1000, 300), (128, 4096)])
+def test_attention_unequal_lengths(seqlen_q, seqlen_k, causal):
+    q, k, v = random_inputs(2, seqlen_q, seqlen_k, 4, 2, 128, torch.bfloat16)
+    assert_close_to_flash(*check(q, k, v, causal))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_persistent_many_tiles(causal):
+    """More work tiles (2 * 16 * 16 = 512) than CTAs: every CTA loops over several tiles."""
+    q, k, v = random_inputs(2, 2048, 2048, 16, 16, 128, torch.bfloat16)
+    assert_close_to_flash(*check(q, k, v, causal))
+
+
+def test_attention_small_grid_and_block_n_64():
+    q, k, v = random_inputs(2, 1000, 1000, 4, 4, 128, torch.bfloat16)
+    assert_close_to_flash(*check(q, k, v, True, block_n=64, sms=7))
+
+
+def test_attention_packed_qkv_strides_and_scale():
+    """q, k, v as views of one (B, S, 3, H, D) tensor: last dim contiguous, other strides arbitrary."""
+    qkv = torch.randn(2, 333, 3, 4, 64, device="cuda", dtype=torch.bfloat16)
+    q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+    assert_close_to_flash(*check(q, k, v, False, scale=0.3))
+
+
+def test_attention_default_output_and_no_lse():
+    q, k, v = random_inputs(1, 200, 200, 2, 2, 64, torch.float16)
+    out = tsjit.ops.attention(q, k, v, causal=True)
+    ref, _ = reference(q, k, v, True, 1 / 8)
+    assert out.shape == q.shape and out.dtype == q.dtype
+    assert (out.double() - ref).abs().max().item() < 2 ** -7
+
+
+def test_attention_rows_that_see_no_key_are_zero():
+    q, k, v = random_inputs(1, 300, 100, 2, 2, 64, torch.bfloat16)
+    out, lse = tsjit.ops.attention(q, k, v, causal=True, return_lse=True)
+    assert torch.all(out[:, :200] == 0) and torch.all(torch.isinf(lse[:, :, :200]))
+
+
+@pytest.mark.parametrize("change,word", [
+    (lambda q, k, v: (q[..., :32].contiguous(), k[..., :32].contiguous(), v[..., :32].contiguous()), "head_dim"),
+    (lambda q, k, v: (q.float(), k.float(), v.float()), "dtype"),
+    (lambda q, k, v: (q, k[:, :, :3], v[:, :, :3]), "divide"),
+    (lambda q, k, v: (q, k, v[:, :50]), "same shape"),
+    (lambda q, k, v: (q.cpu(), k, v), "CUDA"),
+    (lambda q, k, v: (torch.randn(1, 64, 4, 128, device="cuda", dtype=torch.bfloat16)[..., ::2], k, v),
+     "contiguous"),
+    (lambda q, k, v: (torch.randn(1, 64, 4, 65, device="cuda", dtype=torch.bfloat16)[..., :64], k, v), "16 bytes"),
+])
+def test_attention_bad_arguments_raise_launch_errors(change, word):
+    q, k, v = random_inputs(1, 64, 64, 4, 4, 64, torch.bfloat16)
+    q, k, v = change(q, k, v)
+    with pytest.raises(tsjit.LaunchError, match=word):
+        tsjit.ops.attention(q, k, v)
+
+
+def test_attention_bad_scale_and_out():
+    q, k, v = random_inputs(1, 64, 64, 4, 4, 64, torch.bfloat16)
+    with pytest.raises(tsjit.LaunchError, match="scale"):
+        tsjit.ops.attention(q, k, v, scale=-1.0)
+    with pytest.raises(tsjit.LaunchError, match="out"):
+        tsjit.ops.attention(q, k, v, out=torch.empty_like(q)[:, :10])
