@@ -3,12 +3,12 @@ configuration (head_dim 64/128, causal or not, bf16/fp16) assembles with 0 spill
 wgmma from shared memory, the PV wgmma with A from registers, 4-D TMA loads/stores and setmaxnreg; the
 TaskManager verifies the program quickly; the ops module imports without torch."""
 import re
-import time
 
 import pytest
 
 import tsjit
 from tsjit.examples import attention
+from .verification_time import verification_seconds
 
 
 def compile_attention(head_dim, causal, dtype=tsjit.BFloat16, block_n=None, stages=None, store_lse=True):
@@ -54,20 +54,7 @@ def test_attention_block_n_64_and_no_lse_compile():
 
 def test_attention_schedule_verifies_quickly(monkeypatch):
     """The whole TaskManager construction (all checks, the exhaustive one included) inside a compile."""
-    from tsjit.ts import task_manager
-    durations = []
-    original = task_manager.TaskManager.print_and_verify
-
-    def timed(self, *args, **kwargs):
-        t0 = time.perf_counter()
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            durations.append(time.perf_counter() - t0)
-
-    monkeypatch.setattr(task_manager.TaskManager, "print_and_verify", timed)
-    monkeypatch.setenv("TSJIT_DISABLE_CACHE", "1")
-    compile_attention(64, True, block_n=64, stages=2)      # a configuration no other test compiles
+    durations = verification_seconds(monkeypatch, lambda: compile_attention(64, True, block_n=64, stages=2))   # a configuration no other test compiles
     assert durations and max(durations) < 2.0, durations
 
 

@@ -2,12 +2,12 @@
 TMA loads/stores and setmaxnreg; ptxas reports no spills; the TaskManager verifies it quickly; and a
 configuration that overflows shared memory is rejected by M1 with the numbers."""
 import re
-import time
 
 import pytest
 
 import tsjit
 from tsjit.examples import gemm
+from .verification_time import verification_seconds
 
 
 def _specs(block_n=256, cluster_m=1):
@@ -49,21 +49,9 @@ def test_gemm_cluster_variant_multicasts(monkeypatch):
 
 def test_gemm_schedule_verifies_quickly(monkeypatch):
     """Time the whole TaskManager construction (all checks, the exhaustive one included) inside a compile."""
-    from tsjit.ts import task_manager
-    durations = []
-    original = task_manager.TaskManager.print_and_verify
-
-    def timed(self, *args, **kwargs):
-        t0 = time.perf_counter()
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            durations.append(time.perf_counter() - t0)
-
-    monkeypatch.setattr(task_manager.TaskManager, "print_and_verify", timed)
-    monkeypatch.setenv("TSJIT_DISABLE_CACHE", "1")
     a, b, c, c_map = _specs()
-    tsjit.compile(gemm.gemm_ts, a, b, c, c_map, 1024, 1024, 1024, 256, 3, 8, 1, "tma")
+    durations = verification_seconds(
+        monkeypatch, lambda: tsjit.compile(gemm.gemm_ts, a, b, c, c_map, 1024, 1024, 1024, 256, 3, 8, 1, "tma"))
     assert durations and max(durations) < 2.0, durations
 
 

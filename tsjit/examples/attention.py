@@ -211,45 +211,50 @@ class QTile(ts.MemoryResource):
                                (batch, m_block * BLOCK_M, head, box * BOX))
 
 
-@tsjit.func
-def _load_kv_tile(tmap, tiles, shape, stage_info):
-    """TMA-load KV tile ``loop_offset`` of the work tile's KV head into ``tiles[stage]`` (one thread)."""
-    _, batch, head = shape.position(stage_info.work_tile)
-    if tsjit.elect_one():
-        for box in tsjit.range_constexpr(shape.head_dim // BOX):
-            tsjit.tma_load(tmap, tiles[stage_info.stage_idx, box], stage_info.barrier,
-                           (batch, stage_info.loop_offset * shape.block_n, head // shape.group, box * BOX))
-
-
 @dataclass(kw_only=True)
-class KTiles(ts.MemoryResource):
-    """The ring of K tiles (BLOCK_N keys x head_dim); its consumer work computes S = Q K^T and the
-    online softmax (see the module docstring).  It reads the Q tile of ``q``."""
+class KVRing(ts.MemoryResource):
+    """A ring of K or V tiles (BLOCK_N keys x head_dim, ``head_dim / 64`` swizzled boxes per stage), TMA-loaded
+    from the work tile's KV head (query head // group)."""
 
-    k_map: object
-    q: QTile
+    tmap: object
     shape: AttentionShape
     tiles: object = None
-    p: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
-    stats: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
 
     def __post_init__(self):
         stages = self.pipeline_config.num_stages
         shape = self.shape
-        self.tiles = tsjit.shared_array(self.k_map.dtype, (stages, shape.head_dim // BOX, shape.block_n, BOX),
+        self.tiles = tsjit.shared_array(self.tmap.dtype, (stages, shape.head_dim // BOX, shape.block_n, BOX),
                                         align=1024)
-        n = shape.block_n
+
+    def tma_bytes_per_stage(self):
+        return self.tmap.box_bytes * (self.shape.head_dim // BOX)
+
+    @ts.producer_work()
+    def tma_load(self, stage_info):
+        shape = self.shape
+        _, batch, head = shape.position(stage_info.work_tile)
+        if tsjit.elect_one():
+            for box in tsjit.range_constexpr(shape.head_dim // BOX):
+                tsjit.tma_load(self.tmap, self.tiles[stage_info.stage_idx, box], stage_info.barrier,
+                               (batch, stage_info.loop_offset * shape.block_n, head // shape.group, box * BOX))
+
+
+@dataclass(kw_only=True)
+class KTiles(KVRing):
+    """The K ring; its consumer work computes S = Q K^T and the online softmax (see the module docstring).
+    It reads the Q tile of ``q``."""
+
+    q: QTile
+    p: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
+    stats: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
+
+    def __post_init__(self):
+        super().__post_init__()
+        n = self.shape.block_n
         self.p = ts.TaskLocalVariable(Fragment, default_factory=lambda: Fragment.zeros(n // 4, tsjit.Int32),
                                       docs="P of the current KV tile, packed 16-bit pairs (wgmma A registers)")
         self.stats = ts.TaskLocalVariable(Fragment, default_factory=initial_stats,
                                           docs="row maxima, thread-partial row sums, rescale factors")
-
-    def tma_bytes_per_stage(self):
-        return self.k_map.box_bytes * (self.shape.head_dim // BOX)
-
-    @ts.producer_work()
-    def tma_load(self, stage_info):
-        _load_kv_tile(self.k_map, self.tiles, self.shape, stage_info)
 
     @ts.consumer_work(returns="stats", work_attrs=ts.WorkAttr.AUXILIARY)
     def reset_statistics(self, stage_info):
@@ -280,33 +285,20 @@ class KTiles(ts.MemoryResource):
             needs_mask = needs_mask | (col0 + shape.block_n - 1 > m_block * BLOCK_M + offset)
         if needs_mask:
             s = mask_scores(s, row0, col0, shape.seqlen_k, offset, shape.causal)
-        return online_softmax(s, stats, shape.scale_log2, self.k_map.dtype)
+        return online_softmax(s, stats, shape.scale_log2, self.tmap.dtype)
 
 
 @dataclass(kw_only=True)
-class VTiles(ts.MemoryResource):
-    """The ring of V tiles (BLOCK_N keys x head_dim); its consumer work computes O = alpha O + P V."""
+class VTiles(KVRing):
+    """The V ring; its consumer work computes O = alpha O + P V."""
 
-    v_map: object
-    shape: AttentionShape
-    tiles: object = None
     o: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
 
     def __post_init__(self):
-        stages = self.pipeline_config.num_stages
-        shape = self.shape
-        self.tiles = tsjit.shared_array(self.v_map.dtype, (stages, shape.head_dim // BOX, shape.block_n, BOX),
-                                        align=1024)
-        d = shape.head_dim
+        super().__post_init__()
+        d = self.shape.head_dim
         self.o = ts.TaskLocalVariable(Fragment, default_factory=lambda: Fragment.zeros(d // 2),
                                       docs="the warpgroup's 64 x head_dim fp32 output accumulator")
-
-    def tma_bytes_per_stage(self):
-        return self.v_map.box_bytes * (self.shape.head_dim // BOX)
-
-    @ts.producer_work()
-    def tma_load(self, stage_info):
-        _load_kv_tile(self.v_map, self.tiles, self.shape, stage_info)
 
     @ts.consumer_work(returns="o", work_attrs=ts.WorkAttr.AUXILIARY)
     def zero_output(self, stage_info):
@@ -320,7 +312,7 @@ class VTiles(ts.MemoryResource):
         wgmma.fence()
         for kk in tsjit.range_constexpr(shape.block_n // 16):
             a = Fragment([p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]], tsjit.Int32)
-            rescaled = wgmma.mma_async(rescaled, a, b_desc.k_step(kk), n=shape.head_dim, a_dtype=self.v_map.dtype)
+            rescaled = wgmma.mma_async(rescaled, a, b_desc.k_step(kk), n=shape.head_dim, a_dtype=self.tmap.dtype)
         wgmma.commit_group()
         wgmma.wait_group(0)
         return wgmma.fence_operand(rescaled)
@@ -378,6 +370,13 @@ class AttentionOutput(ts.MemoryResource):
             tsjit.bulk_wait_group(0)
 
 
+def queue_epilogue(q):
+    """The end of every task's work tile (check Q1): wait for, take and release the next tile."""
+    q.wait()
+    q.get_and_advance_work_tile()
+    q.release()
+
+
 # -- the kernel ---------------------------------------------------------------------------------
 @tsjit.kernel
 def attention_forward(q_map, k_map, v_map, o_map, lse, seqlen_q, seqlen_k, heads, group, scale_log2,
@@ -402,8 +401,8 @@ def attention_forward(q_map, k_map, v_map, o_map, lse, seqlen_q, seqlen_k, heads
                            num_m_blocks=num_m_blocks, scale_log2=scale_log2, head_dim=HEAD_DIM, block_n=BLOCK_N,
                            causal=CAUSAL)
     qs = QTile(name="q", pipeline_config=q_cfg, q_map=q_map, shape=shape)
-    ks = KTiles(name="k", pipeline_config=k_cfg, k_map=k_map, q=qs, shape=shape)
-    vs = VTiles(name="v", pipeline_config=v_cfg, v_map=v_map, shape=shape)
+    ks = KTiles(name="k", pipeline_config=k_cfg, tmap=k_map, q=qs, shape=shape)
+    vs = VTiles(name="v", pipeline_config=v_cfg, tmap=v_map, shape=shape)
     out = AttentionOutput(name="o", o_map=o_map, lse=lse, shape=shape, store_lse=STORE_LSE)
 
     @ts.schedule
@@ -419,18 +418,14 @@ def attention_forward(q_map, k_map, v_map, o_map, lse, seqlen_q, seqlen_k, heads
                 vt.acquire()
                 vt.tma_load()
                 vt.commit()
-            q.wait()
-            q.get_and_advance_work_tile()
-            q.release()
+            queue_epilogue(q)
 
     @ts.schedule
     def idle_schedule(q: WorkQueue):
         with ts.work_tile_loop(q):
             with ts.domain_loop(0, 0, 1):
                 pass
-            q.wait()
-            q.get_and_advance_work_tile()
-            q.release()
+            queue_epilogue(q)
 
     @ts.schedule
     def softmax_schedule(q: WorkQueue, qt: QTile, kt: KTiles, vt: VTiles, o: AttentionOutput):
@@ -447,9 +442,7 @@ def attention_forward(q_map, k_map, v_map, o_map, lse, seqlen_q, seqlen_k, heads
                 vt.release()
             qt.release()
             o.store(acc, stats)
-            q.wait()
-            q.get_and_advance_work_tile()
-            q.release()
+            queue_epilogue(q)
         o.flush()
 
     def attention_task(name, sources, destinations, warp_idx, num_warps, schedule, registers):
