@@ -1,6 +1,6 @@
 """tsjit: a Triton-style JIT for warp-specialized NVIDIA GPU kernels.
 
-Public API (everything a kernel author needs is re-exported here)::
+Write a kernel in a Python subset, launch it with a grid and a block::
 
     @tsjit.kernel
     def add(x, y, out, n):
@@ -10,38 +10,112 @@ Public API (everything a kernel author needs is re-exported here)::
 
     add[(blocks,), (256,)](x, y, out, n)
 
-The Task Scheduling model lives in :mod:`tsjit.ts`.
+The API, by task (every name is ``tsjit.<name>``):
+
+Kernels and compilation (:mod:`tsjit.runtime.kernel`)
+    ``kernel`` (decorator; ``k[grid, block](*args)`` launches), ``compile`` (LLVM IR, PTX and
+    cubin for given argument specs, no GPU needed), ``Kernel``, ``CompiledKernel``; ``func``
+    (a device function, inlined where kernel code calls it), ``DeviceFunction``.
+Host arrays and arguments (:mod:`tsjit.runtime.arrays`, :mod:`tsjit.runtime.tensormap`)
+    ``DeviceArray``, ``empty``, ``zeros``, ``to_device``, ``spec`` (an argument's shape and
+    dtype without data, for ``compile``), ``TensorMap`` (a TMA descriptor), ``tensormap_spec``.
+Types (:mod:`tsjit.lang.dtypes`)
+    ``Int8 Int16 Int32 Int64 Uint8 Uint16 Uint32 Uint64 Float16 BFloat16 Float32 Float64
+    Boolean`` and the storage-only ``Float8E4M3 Float8E5M2``; ``DType``.  ``tsjit.Float32(x)``
+    converts in device code.
+Compile time (:mod:`tsjit.lang.constexpr`)
+    ``Constexpr`` (parameter annotation), ``const_expr``, ``range_constexpr`` (unrolled),
+    ``range`` (a run-time loop with hints), ``static_print``.
+Device values and memory (:mod:`tsjit.lang.values`, :mod:`tsjit.lang.memory`)
+    ``Value``, ``select``, ``Pointer``, ``Tensor``, ``shared_array``, ``dynamic_shared``,
+    ``address_of``; ``math`` (``tsjit.math.exp`` ...).
+Threads, warps, atomics (:mod:`tsjit.lang.builtins`)
+    ``thread_idx block_idx block_dim grid_dim warp_idx lane_idx cluster_ctarank cluster_size``,
+    ``syncthreads syncwarp threadfence named_barrier_sync named_barrier_arrive``,
+    ``shuffle shuffle_up shuffle_down shuffle_xor vote_all vote_any vote_ballot``,
+    ``atomic_add atomic_min atomic_max atomic_cas``, ``clock64``, ``device_print``.
+Barriers, clusters, PDL (:mod:`tsjit.lang.sync`)
+    ``mbarrier_init mbarrier_arrive mbarrier_arrive_cluster mbarrier_expect_tx
+    mbarrier_arrive_expect_tx mbarrier_try_wait mbarrier_wait``, ``fence_mbarrier_init
+    fence_proxy_async``, ``cluster_arrive cluster_wait cluster_sync map_shared_rank``,
+    ``elect_one``, ``setmaxnreg``, ``griddepcontrol_wait griddepcontrol_launch_dependents``.
+Asynchronous copies (:mod:`tsjit.lang.async_copy`, :mod:`tsjit.lang.tma`)
+    ``cp_async cp_async_commit_group cp_async_wait_group cp_async_mbarrier_arrive``,
+    ``tma_load tma_store bulk_commit_group bulk_wait_group prefetch_tensormap``.
+Tensor cores (:mod:`tsjit.lang.wgmma`, :mod:`tsjit.lang.fragment`, :mod:`tsjit.lang.epilogue`)
+    ``wgmma`` (``tsjit.wgmma.mma_async`` ...), ``Fragment``, ``epilogue``.
+Errors (:mod:`tsjit.errors`)
+    ``TsjitError`` and its kinds ``CompilationError``, ``ScheduleError``,
+    ``VerificationError``, ``LaunchError``, ``CacheError``.
+
+The Task Scheduling model (resources, schedules, tasks, ``TaskManager``) is :mod:`tsjit.ts`.
+
+``import tsjit`` is cheap: every name above except the errors is loaded on first use, so
+LLVM (llvmlite) and the CUDA bindings load only when a kernel is compiled or launched.
 """
+from __future__ import annotations
+
+import importlib
+
 from tsjit.errors import (CacheError, CompilationError, LaunchError, ScheduleError, TsjitError,
                           VerificationError)
-from tsjit.lang.dtypes import (BFloat16, Boolean, DType, Float8E4M3, Float8E5M2, Float16, Float32, Float64, Int8,
-                               Int16, Int32, Int64, Uint8, Uint16, Uint32, Uint64)
-from tsjit.lang.constexpr import Constexpr, const_expr, range, range_constexpr
-from tsjit.lang import math
-from tsjit.lang.values import Value, select
-from tsjit.lang.memory import Pointer, Tensor, dynamic_shared, shared_array
-from tsjit.lang.builtins import (address_of, atomic_add, atomic_cas, atomic_max, atomic_min, block_dim,
-                                 block_idx, clock64, cluster_ctarank, cluster_size, device_print, grid_dim,
-                                 lane_idx, named_barrier_arrive, named_barrier_sync, shuffle, shuffle_down,
-                                 shuffle_up, shuffle_xor, syncthreads, syncwarp, thread_idx, threadfence,
-                                 vote_all, vote_any, vote_ballot, warp_idx)
-from tsjit.lang.sync import (cluster_arrive, cluster_sync, cluster_wait, elect_one, fence_mbarrier_init,
-                             fence_proxy_async, griddepcontrol_launch_dependents, griddepcontrol_wait,
-                             map_shared_rank, mbarrier_arrive, mbarrier_arrive_cluster, mbarrier_arrive_expect_tx,
-                             mbarrier_expect_tx, mbarrier_init, mbarrier_try_wait, mbarrier_wait, setmaxnreg)
-from tsjit.lang.async_copy import cp_async, cp_async_commit_group, cp_async_mbarrier_arrive, cp_async_wait_group
-from tsjit.lang.tma import bulk_commit_group, bulk_wait_group, prefetch_tensormap, tma_load, tma_store
-from tsjit.lang.fragment import Fragment
-from tsjit.lang import epilogue, wgmma
-from tsjit.frontend.calls import DeviceFunction, func
-from tsjit.frontend.specs import tensormap_spec
-from tsjit.runtime.kernel import CompiledKernel, Kernel, compile, kernel
-from tsjit.runtime.arrays import DeviceArray, empty, spec, to_device, zeros
-from tsjit.runtime.tensormap import TensorMap
 
 __version__ = "0.1.0"
+
+#: module -> the public names it provides; each loads on first access (PEP 562 ``__getattr__``).
+_PROVIDERS: dict[str, tuple[str, ...]] = {
+    "tsjit.runtime.kernel": ("kernel", "compile", "Kernel", "CompiledKernel"),
+    "tsjit.runtime.arrays": ("DeviceArray", "empty", "zeros", "to_device", "spec"),
+    "tsjit.runtime.tensormap": ("TensorMap",),
+    "tsjit.frontend.calls": ("func", "DeviceFunction"),
+    "tsjit.frontend.specs": ("tensormap_spec",),
+    "tsjit.lang.dtypes": ("DType", "Int8", "Int16", "Int32", "Int64", "Uint8", "Uint16", "Uint32",
+                          "Uint64", "Float16", "BFloat16", "Float32", "Float64", "Boolean",
+                          "Float8E4M3", "Float8E5M2"),
+    "tsjit.lang.constexpr": ("Constexpr", "const_expr", "range", "range_constexpr"),
+    "tsjit.lang.values": ("Value", "select"),
+    "tsjit.lang.memory": ("Pointer", "Tensor", "shared_array", "dynamic_shared"),
+    "tsjit.lang.builtins": ("thread_idx", "block_idx", "block_dim", "grid_dim", "warp_idx", "lane_idx",
+                            "cluster_ctarank", "cluster_size", "syncthreads", "syncwarp", "threadfence",
+                            "named_barrier_sync", "named_barrier_arrive", "shuffle", "shuffle_up",
+                            "shuffle_down", "shuffle_xor", "vote_all", "vote_any", "vote_ballot",
+                            "atomic_add", "atomic_min", "atomic_max", "atomic_cas", "clock64",
+                            "device_print", "address_of"),
+    "tsjit.lang.sync": ("mbarrier_init", "mbarrier_arrive", "mbarrier_arrive_cluster", "mbarrier_expect_tx",
+                        "mbarrier_arrive_expect_tx", "mbarrier_try_wait", "mbarrier_wait",
+                        "fence_mbarrier_init", "fence_proxy_async", "cluster_arrive", "cluster_wait",
+                        "cluster_sync", "map_shared_rank", "elect_one", "setmaxnreg",
+                        "griddepcontrol_wait", "griddepcontrol_launch_dependents"),
+    "tsjit.lang.async_copy": ("cp_async", "cp_async_commit_group", "cp_async_wait_group",
+                              "cp_async_mbarrier_arrive"),
+    "tsjit.lang.tma": ("tma_load", "tma_store", "bulk_commit_group", "bulk_wait_group", "prefetch_tensormap"),
+    "tsjit.lang.fragment": ("Fragment",),
+}
+#: public name -> module, for names that are modules themselves (``tsjit.math.exp``).
+_MODULES = {"math": "tsjit.lang.math", "wgmma": "tsjit.lang.wgmma", "epilogue": "tsjit.lang.epilogue"}
+_LAZY = {name: module for module, names in _PROVIDERS.items() for name in names}
+
+__all__ = ["TsjitError", "CompilationError", "ScheduleError", "VerificationError", "LaunchError",
+           "CacheError", "static_print", *_LAZY, *_MODULES]
 
 
 def static_print(*args) -> None:
     """Print compile-time values while a kernel compiles (Python's ``print`` at trace time)."""
     print(*args)
+
+
+def __getattr__(name: str):
+    """Load the public name ``name`` from the module that provides it, on its first use."""
+    if name in _MODULES:
+        value = importlib.import_module(_MODULES[name])
+    elif name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    else:
+        raise AttributeError(f"module 'tsjit' has no attribute {name!r}")
+    globals()[name] = value  # later accesses are plain attribute lookups
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's names, the not yet loaded public ones included."""
+    return sorted(set(globals()) | set(__all__))

@@ -15,9 +15,9 @@ def main(argv=None) -> int:
     cache.add_argument("action", choices=["info", "clear"])
     args = parser.parse_args(argv)
     if args.command == "demo":
-        from tsjit.demo import run_demo
+        from tsjit.demo import run_demo  # lazily: the demo loads every example kernel
         return run_demo(size=args.size, gemm_size=args.gemm_size)
-    from tsjit.runtime.cache import KernelCache
+    from tsjit.runtime.cache import KernelCache  # lazily: `python -m tsjit demo` does not need it
     kc = KernelCache()
     if args.action == "info":
         info = kc.info()

@@ -12,8 +12,10 @@ import time
 import numpy as np
 
 import tsjit
-from tsjit.examples import basic
+from tsjit.examples import basic, gemm, ts_copy, ts_tma_copy
 from tsjit.runtime import driver
+from tsjit.runtime.events import Event
+from tsjit.ts.task_manager import TaskManager
 
 
 def _compile_targets():
@@ -29,7 +31,6 @@ def _compile_targets():
 
 
 def _ts_compile_targets():
-    from tsjit.examples import gemm, ts_copy, ts_tma_copy
     a = tsjit.tensormap_spec(tsjit.BFloat16, (gemm.BM, gemm.BK), swizzle="128B")
     b = tsjit.tensormap_spec(tsjit.BFloat16, (256, gemm.BK), swizzle="128B")
     c_map = tsjit.tensormap_spec(tsjit.BFloat16, (64, 64), swizzle="128B")
@@ -46,13 +47,11 @@ def _gpu_checks(size: int):
         ("block_reduce_sum", lambda: basic.run_block_reduce(size), 1e-4),
         ("naive_matmul 257x130x70", lambda: basic.run_naive_matmul(), 1e-4),
     ]
-    from tsjit.examples import ts_copy, ts_tma_copy
     return checks + ts_copy.demo_gpu_checks() + ts_tma_copy.demo_gpu_checks()
 
 
 def _gemm_demo(n: int) -> bool:
     """Run the TS GEMM at n x n x n, check it, and print TFLOP/s (next to torch.matmul's when torch is here)."""
-    from tsjit.examples import gemm
     check_n = min(n, 1024)
     got, ref = gemm.run_gemm(check_n, check_n, check_n)
     err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
@@ -61,7 +60,7 @@ def _gemm_demo(n: int) -> bool:
     a = tsjit.to_device(np.random.default_rng().standard_normal((n, n)).astype(np.float32), dtype=tsjit.BFloat16)
     c = tsjit.empty((n, n), tsjit.BFloat16)
     launch = gemm.gemm_launcher(a, a, c)
-    start, end = driver.Event(), driver.Event()
+    start, end = Event(), Event()
     launch()
     times = []
     for _ in range(5):
@@ -74,7 +73,7 @@ def _gemm_demo(n: int) -> bool:
     ms = sorted(times)[len(times) // 2]
     line = f"  TS GEMM {n}^3 bf16: {2 * n ** 3 / ms / 1e9:.0f} TFLOP/s"
     try:
-        import torch
+        import torch  # lazily: torch is optional (only for the comparison)
         ta = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
         tc = torch.empty_like(ta)
         for _ in range(3):
@@ -106,7 +105,6 @@ def run_demo(size: int = 1 << 22, gemm_size: int = 4096) -> int:
         origin = "disk cache" if meta.get("from_cache") else f"compiled in {ms:.0f} ms"
         print(f"  {name:<45} {origin:<22} registers {meta['registers']:>3}  spills {meta['spill_stores_bytes']} B  "
               f"smem {meta['smem_bytes']} B  ({meta['tool']})")
-    from tsjit.ts.task_manager import TaskManager
     if TaskManager.verified_count:
         print(f"Task Scheduling programs verified while compiling: {TaskManager.verified_count} (structure, routing, "
               f"credits, bracketing, counts, bytes, queues, PDL, interleavings)")

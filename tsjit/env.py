@@ -122,7 +122,7 @@ _PARSERS: dict[str, Callable[[EnvVar, str], object]] = {
 
 
 def _default_cache_dir() -> str:
-    import platformdirs
+    import platformdirs  # lazily: only needed when TSJIT_CACHE_DIR is unset
 
     return platformdirs.user_cache_dir("tsjit")
 

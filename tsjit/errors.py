@@ -19,6 +19,7 @@ working.
 """
 from __future__ import annotations
 
+import linecache
 import os
 from dataclasses import dataclass
 
@@ -41,8 +42,6 @@ class SourceLocation:
 
     def source_line(self) -> str | None:
         """The text of this line, or ``None`` when the file cannot be read."""
-        import linecache
-
         text = linecache.getline(self.filename, self.line)
         return text.rstrip("\n") if text else None
 

@@ -7,6 +7,7 @@ import pytest
 from tsjit.errors import LaunchError
 from tsjit.lang import dtypes
 from tsjit.runtime import driver
+from tsjit.runtime.events import Event
 from tsjit.runtime.driver import DeviceProperties, validate_launch_config
 
 H200 = DeviceProperties(name="NVIDIA H200", capability=(9, 0), sm_count=132, max_dynamic_smem_optin=232448,
@@ -30,7 +31,7 @@ def test_without_gpu_every_driver_use_raises_launch_error():
     needs_no_gpu()
     function = driver.Function(handle=None, name="k", module=None)  # stands for a loaded kernel
     for call in (lambda: driver.launch(function, 1, 32, None), lambda: driver.load_module(b"\x7fELF"),
-                 driver.device_properties, driver.synchronize, lambda: driver.Event(),
+                 driver.device_properties, driver.synchronize, lambda: Event(),
                  lambda: driver.Stream.create()):
         with pytest.raises(LaunchError, match="CUDA driver is not available"):
             call()
@@ -270,7 +271,7 @@ def test_events_time_work_on_a_stream(module):
 
     data = arrays.zeros((1 << 20,), dtypes.Float32)
     params, _keep = pack(ctypes.c_uint64(data.data_ptr), ctypes.c_uint32(1 << 20))
-    start, end = driver.Event(), driver.Event()
+    start, end = Event(), Event()
     start.record()
     driver.launch(module.get_function("add_one"), 4096, 256, params)
     end.record()

@@ -3,8 +3,8 @@ from collections import namedtuple
 
 import pytest
 
-import tsjit
 from tsjit.errors import CompilationError, VerificationError
+from tsjit.lang import builtins as lang_builtins
 from tsjit.ts import (BlockCondition, PipelineConfig, ScheduleStage, ScheduleStageType, Task,
                       TileSchedulerConfig, TileSchedulerType, WorkQueue, WorkTileInfo,
                       domain_loop, schedule, work_tile_loop)
@@ -73,8 +73,8 @@ def test_static_queue_has_named_works_and_no_pipeline():
 
 
 def test_static_work_bodies_walk_tiles_of_one_cta(monkeypatch):
-    monkeypatch.setattr(tsjit, "block_idx", lambda: Dim3(3, 0, 0))
-    monkeypatch.setattr(tsjit, "grid_dim", lambda: Dim3(5, 1, 1))
+    monkeypatch.setattr(lang_builtins, "block_idx", lambda: Dim3(3, 0, 0))
+    monkeypatch.setattr(lang_builtins, "grid_dim", lambda: Dim3(5, 1, 1))
     wq = WorkQueue(name="wq", tile_scheduler_config=static(4, 3))
     tile = wq.init_work_tile(None)
     seen = []

@@ -98,16 +98,16 @@ def assembler_setting() -> str:
 def _nvjitlink() -> tuple[tuple[int, int] | None, str]:
     """((major, minor) or None, version text or the reason it is unavailable)."""
     try:
-        from cuda import pathfinder
+        from cuda import pathfinder  # lazily: cuda-bindings load only when a cubin is assembled
         loaded = pathfinder.load_nvidia_dynamic_lib("nvJitLink")
-        from cuda.bindings import nvjitlink
+        from cuda.bindings import nvjitlink  # lazily: as pathfinder above
         major, minor = nvjitlink.version()
     except Exception as err:  # not installed, wrong wheel, broken library: unavailable
         return None, f"{type(err).__name__}: {err}"
     text = f"nvJitLink {major}.{minor}"
     if "site-packages" in str(getattr(loaded, "abs_path", "")):
         try:
-            from importlib.metadata import version
+            from importlib.metadata import version  # lazily: only for a pip-installed nvJitLink
             wheel = version("nvidia-nvjitlink")
             if wheel.startswith(f"{major}.{minor}."):
                 text = f"nvJitLink {wheel}"
@@ -121,7 +121,7 @@ def _ptxas() -> tuple[str | None, str]:
     """(path or None, version text or the reason it is unavailable)."""
     path = None
     try:
-        from cuda import pathfinder
+        from cuda import pathfinder  # lazily: cuda-bindings load only when a cubin is assembled
         path = pathfinder.find_nvidia_binary_utility("ptxas")
     except Exception:
         path = None
@@ -217,7 +217,7 @@ class _AssemblerFailed(Exception):
 
 
 def _run_nvjitlink(ptx: bytes, target: Target) -> tuple[bytes, str]:
-    from cuda.bindings import nvjitlink
+    from cuda.bindings import nvjitlink  # lazily: cuda-bindings load only when a cubin is assembled
 
     options = [f"-arch={target.name}", "-O3", "-verbose"]
     handle = nvjitlink.create(len(options), options)

@@ -11,6 +11,7 @@ kernel annotations.
 """
 from __future__ import annotations
 
+import struct
 import threading
 from contextlib import contextmanager
 
@@ -53,7 +54,6 @@ class BFloatType(ir.Type):
         return hash("bfloat")
 
     def format_constant(self, value):
-        import struct
         bits = struct.unpack("<I", struct.pack("<f", float(value)))[0]
         if (bits & 0x7F800000) == 0x7F800000 and bits & 0x7FFFFF:
             rounded = 0x7FC0

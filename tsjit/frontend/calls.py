@@ -15,8 +15,11 @@ import ast
 import builtins
 import inspect
 
-from tsjit.errors import CompilationError, TsjitError
+import numpy as np
+
+from tsjit.errors import CompilationError, SourceLocation, TsjitError
 from tsjit.frontend import ssa
+from tsjit.frontend.frame import Frame, current_generator
 from tsjit.frontend.source import parse_function
 from tsjit.lang import math as device_math
 from tsjit.lang.constexpr import DynamicRange
@@ -40,7 +43,6 @@ class DeviceFunction:
         self.__wrapped__ = fn
 
     def __call__(self, *args, **kwargs):
-        from tsjit.frontend.codegen import current_generator
         gen = current_generator()
         if gen is None:
             raise CompilationError(f"@tsjit.func {self.__qualname__} can only be called from device code")
@@ -68,10 +70,6 @@ _CONVERSION_HINTS = {int: "tsjit.Int32(x)", float: "tsjit.Float32(x)", bool: "x 
 
 
 def _numpy_ufunc_name(func):
-    try:
-        import numpy as np
-    except ImportError:
-        return None
     return func.__name__ if isinstance(func, np.ufunc) else None
 
 
@@ -83,7 +81,6 @@ def _public_name(func) -> str:
 def _innermost_user_frame(exc: BaseException, parsed):
     """The innermost traceback frame of ``exc`` inside a ``def`` nested in the function being compiled
     (e.g. a ``@schedule`` body), as a SourceLocation, or None (then the call site is reported)."""
-    from tsjit.errors import SourceLocation
     first, last = parsed.node.lineno, getattr(parsed.node, "end_lineno", None) or parsed.node.lineno
     tb, found = exc.__traceback__, None
     while tb is not None:
@@ -146,7 +143,6 @@ class CallMixin:
 
     def inline(self, fn, args: list, kwargs: dict, node):
         """Compile ``fn``'s source inline with ``args``/``kwargs`` bound; returns its result object."""
-        from tsjit.frontend.codegen import Frame
         parsed = parse_function(fn)
         self.dependencies[f"{fn.__module__}.{fn.__qualname__}"] = parsed.digest
         try:

@@ -19,31 +19,16 @@ control flow lives in :mod:`.control`, calls in :mod:`.calls`.
 from __future__ import annotations
 
 import ast
+import builtins
 import operator
-import threading
 
 from tsjit.backend import emit
 from tsjit.errors import CompilationError, TsjitError
 from tsjit.frontend import calls, control
-from tsjit.frontend.source import ParsedFunction
+from tsjit.frontend.frame import Frame
 from tsjit.lang import values as V
+from tsjit.lang.dtypes import DType
 from tsjit.lang.values import Value
-
-_local = threading.local()
-
-
-class Frame:
-    """State of one function being compiled (the kernel, or an inlined ``@tsjit.func``)."""
-
-    def __init__(self, parsed: ParsedFunction, scope: dict, *, is_kernel: bool):
-        self.parsed = parsed
-        self.scope = scope
-        self.is_kernel = is_kernel
-        self.returns: list = []          # ssa.Edge with scope {"<return>": value}
-        self.dropped: set = set()        # names that lost their binding at a join (for error hints)
-        self.loops: list = []            # control.LoopContext / control.StaticLoop
-        self.dynamic_depth = 0           # run-time ifs/loops entered since the frame began
-
 
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
@@ -130,7 +115,6 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin):
             return
         value = self.expr(node.value)
         annotation = self.expr(node.annotation)
-        from tsjit.lang.dtypes import DType
         if isinstance(annotation, DType):
             value = V.cast_to(value, annotation)
         self.assign(node.target, value, node)
@@ -240,7 +224,6 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin):
         g = frame.parsed.globals
         if name in g:
             return g[name]
-        import builtins
         if hasattr(builtins, name):
             return getattr(builtins, name)
         raise self.error(node, f"name `{name}` is not defined here" + self._undefined_hint(name))
@@ -393,25 +376,3 @@ _EXPR_HANDLERS = {
     ast.BoolOp: control.ControlFlowMixin.expr_boolop, ast.IfExp: control.ControlFlowMixin.expr_ifexp,
 }
 
-
-def current_generator() -> CodeGenerator | None:
-    """The code generator compiling on this thread, or ``None``."""
-    stack = getattr(_local, "stack", None)
-    return stack[-1] if stack else None
-
-
-class active_generator:
-    """Context manager making ``gen`` the current generator (for trace-time callbacks)."""
-
-    def __init__(self, gen: CodeGenerator):
-        self.gen = gen
-
-    def __enter__(self):
-        stack = getattr(_local, "stack", None)
-        if stack is None:
-            stack = _local.stack = []
-        stack.append(self.gen)
-        return self.gen
-
-    def __exit__(self, *exc):
-        _local.stack.pop()

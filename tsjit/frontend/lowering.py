@@ -17,7 +17,8 @@ from tsjit.backend import emit
 from tsjit.backend.targets import Target
 from tsjit.errors import CompilationError
 from tsjit.frontend import specs as S
-from tsjit.frontend.codegen import CodeGenerator, Frame, active_generator
+from tsjit.frontend.codegen import CodeGenerator
+from tsjit.frontend.frame import Frame, active_generator
 from tsjit.frontend.source import parse_function
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import inspect
+import os
 import textwrap
 from dataclasses import dataclass, field
 
@@ -89,7 +90,6 @@ def parse_function(fn) -> ParsedFunction:
                 closure[name] = cell.cell_contents
             except ValueError:  # empty cell
                 pass
-    import os
     parsed = ParsedFunction(
         fn=fn, node=node, filename=os.path.abspath(filename), globals=fn.__globals__, closure=closure,
         digest=hashlib.sha256(raw.encode()).hexdigest(), source=source,

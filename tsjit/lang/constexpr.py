@@ -14,6 +14,7 @@ from __future__ import annotations
 import builtins
 
 from tsjit.errors import CompilationError
+from tsjit.lang.values import Value
 
 
 class _ConstexprAnnotation:
@@ -53,7 +54,6 @@ def const_expr(value):
     Raises:
         CompilationError: ``value`` is a run-time device value.
     """
-    from tsjit.lang.values import Value
     if isinstance(value, Value):
         raise CompilationError(
             f"tsjit.const_expr needs a compile-time value, but this expression is a run-time "

@@ -6,8 +6,9 @@ compile-time value: kernels may pass dtypes around, compare them in ``const_expr
 and use them in module-level constants (they are part of the cache key by name).
 
 Calling a dtype converts: ``tsjit.Float32(x)`` inside device code casts a value,
-``tsjit.Int32(3)`` makes a typed constant.  The call is routed through the current
-code generator (see :mod:`tsjit.lang.values`).
+``tsjit.Int32(3)`` makes a typed constant.  The conversion is :func:`tsjit.lang.values.cast_to`,
+which :mod:`tsjit.lang.values` registers here when it loads (:func:`set_value_converter`), so
+that this module imports nothing from the device language.
 
 Promotion rules (binary operators on two device values, :func:`promote`):
 
@@ -25,8 +26,21 @@ with an integer value gives ``Float32``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
+
+from tsjit.errors import CompilationError
+
+#: ``cast_to(value, dtype)`` of :mod:`tsjit.lang.values`, registered by it (see ``DType.__call__``).
+_value_converter: Callable | None = None
+
+
+def set_value_converter(convert: Callable) -> None:
+    """Register ``convert(value, dtype)``, the conversion behind ``DType.__call__``
+    (called once, by :mod:`tsjit.lang.values`)."""
+    global _value_converter
+    _value_converter = convert
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,9 +91,15 @@ class DType:
         return f"tsjit.{self.name}"
 
     def __call__(self, value):
-        # Imported lazily: values.py imports this module.
-        from tsjit.lang.values import cast_to
-        return cast_to(value, self)
+        """Convert ``value`` (a device value or a Python number) to this dtype, in device code.
+
+        Raises:
+            CompilationError: called where no device code is compiling.
+        """
+        if _value_converter is None:
+            raise CompilationError(f"tsjit.{self.name}(...) converts device values: call it in kernel "
+                                   f"code (or in compile-time code a kernel runs)")
+        return _value_converter(value, self)
 
     def __reduce__(self):
         return (by_name, (self.name,))

@@ -43,6 +43,7 @@ from tsjit.lang import dtypes as dt
 from tsjit.lang.dtypes import DType
 from tsjit.lang.fragment import Fragment, accumulator_coords, warpgroup_thread_index
 from tsjit.lang.memory import Pointer, Tensor, convert_for_store
+from tsjit.lang.tma import tma_store
 from tsjit.lang.values import Value, as_value, cast_to
 
 SWIZZLE_SPANS = {"none": 0, "128B": 128, "64B": 64, "32B": 32}
@@ -216,7 +217,6 @@ def tma_store_tile(tmap, tile, coords) -> None:
         tile: the ``(N / W, 64, W)`` shared tile.
         coords: ``(row0, col0)`` of the tile's first element in the output (Int32).
     """
-    from tsjit.lang.tma import tma_store
     if not isinstance(tile, Tensor) or tile.rank != 3 or not isinstance(tile.shape[0], int):
         raise CompilationError("tsjit.epilogue.tma_store_tile needs the (boxes, 64, W) shared tile of "
                                "store_fragment_shared")

@@ -32,6 +32,7 @@ Verified against numpy on the H200 for N = 256 (``shared/reference/wgmma_sw128.m
 from __future__ import annotations
 
 from tsjit.errors import CompilationError
+from tsjit.lang.builtins import thread_idx
 from tsjit.lang import dtypes as dt
 from tsjit.lang.dtypes import DType
 from tsjit.lang.values import Value, as_value, cast_to
@@ -179,7 +180,6 @@ def warpgroup_thread_index(tid=None):
     if isinstance(tid, int) and not isinstance(tid, bool):
         return tid % WARPGROUP_THREADS
     if tid is None:
-        from tsjit.lang.builtins import thread_idx
         tid = thread_idx().x
     tid = cast_to(as_value(tid, dt.Int32), dt.Int32)
     return tid & (WARPGROUP_THREADS - 1)

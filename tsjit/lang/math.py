@@ -17,94 +17,67 @@ import math as _pymath
 from tsjit.backend import emit
 from tsjit.errors import CompilationError
 from tsjit.lang import dtypes as dt
-from tsjit.lang.values import Value, as_value, cast_to, unify, constant
+from tsjit.lang.values import (EXP2_APPROX, LOG2_APPROX, Value, absolute, as_value, cast_to, float_operand,
+                               intrinsic_suffix, float_unary, unify)
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
-
-
-def _suffix(dtype) -> str:
-    return {16: "f16", 32: "f32", 64: "f64"}[dtype.bits] if dtype.is_float else f"i{dtype.bits}"
-
-
-def _float_operand(x, name: str) -> tuple[Value, dt.DType]:
-    if not isinstance(x, Value):
-        x = constant(float(x), dt.Float32)
-    if not x.dtype.is_float:
-        raise CompilationError(f"tsjit.math.{name} needs a floating-point operand, got {x.dtype.name}; "
-                               f"convert it first, e.g. tsjit.Float32(x)")
-    original = x.dtype
-    if original.bits == 16:
-        x = cast_to(x, dt.Float32)
-    return x, original
 
 
 def _call(name: str, *args: Value) -> object:
     return emit.current().intrinsic(name, [a.ir for a in args])
 
 
-def _unary_f32(x, name: str, nvvm: str, f64: str | None = None) -> Value:
-    v, original = _float_operand(x, name)
-    if v.dtype is dt.Float64:
-        if f64 is None:
-            raise CompilationError(f"tsjit.math.{name} is not available for Float64 (no accurate PTX "
-                                   f"instruction); convert to Float32 if its precision is enough")
-        return Value(_call(f64, v), dt.Float64)
-    return cast_to(Value(_call(nvvm, v), dt.Float32), original)
-
-
 def sqrt(x) -> Value:
     """Square root, IEEE round-to-nearest (PTX ``sqrt.rn``). Float16/32/64."""
-    return _unary_f32(x, "sqrt", "llvm.sqrt.f32", "llvm.sqrt.f64")
+    return float_unary(x, "sqrt", "llvm.sqrt.f32", "llvm.sqrt.f64")
 
 
 def rsqrt(x) -> Value:
     """``1/sqrt(x)`` (PTX ``rsqrt.approx.f32``). Float32 and narrower."""
-    return _unary_f32(x, "rsqrt", "llvm.nvvm.rsqrt.approx.f")
+    return float_unary(x, "rsqrt", "llvm.nvvm.rsqrt.approx.f")
 
 
 def exp2(x) -> Value:
     """``2**x`` (PTX ``ex2.approx.f32``)."""
-    return _unary_f32(x, "exp2", "llvm.nvvm.ex2.approx.f")
+    return float_unary(x, "exp2", EXP2_APPROX)
 
 
 def log2(x) -> Value:
     """``log2(x)`` (PTX ``lg2.approx.f32``)."""
-    return _unary_f32(x, "log2", "llvm.nvvm.lg2.approx.f")
+    return float_unary(x, "log2", LOG2_APPROX)
 
 
 def exp(x) -> Value:
     """``e**x`` computed as ``exp2(x * log2(e))``."""
-    v, original = _float_operand(x, "exp")
+    v, original = float_operand(x, "exp")
     return cast_to(exp2(v * LOG2E), original)
 
 
 def log(x) -> Value:
     """Natural logarithm computed as ``log2(x) * ln(2)``."""
-    v, original = _float_operand(x, "log")
+    v, original = float_operand(x, "log")
     return cast_to(log2(v) * LN2, original)
 
 
 def sin(x) -> Value:
     """Sine (PTX ``sin.approx.f32``; absolute error 2**-20.9 in [-pi, pi])."""
-    return _unary_f32(x, "sin", "llvm.nvvm.sin.approx.f")
+    return float_unary(x, "sin", "llvm.nvvm.sin.approx.f")
 
 
 def cos(x) -> Value:
     """Cosine (PTX ``cos.approx.f32``)."""
-    return _unary_f32(x, "cos", "llvm.nvvm.cos.approx.f")
+    return float_unary(x, "cos", "llvm.nvvm.cos.approx.f")
 
 
 def floor(x) -> Value:
     """Largest integer-valued float <= x."""
-    v, original = _float_operand(x, "floor")
-    return cast_to(Value(_call(f"llvm.floor.{_suffix(v.dtype)}", v), v.dtype), original)
+    return float_unary(x, "floor", "llvm.floor.f32", "llvm.floor.f64")
 
 
 def ceil(x) -> Value:
     """Smallest integer-valued float >= x."""
-    v, original = _float_operand(x, "ceil")
-    return cast_to(Value(_call(f"llvm.ceil.{_suffix(v.dtype)}", v), v.dtype), original)
+    return float_unary(x, "ceil", "llvm.ceil.f32", "llvm.ceil.f64")
 
 
 def fma(a, b, c) -> Value:
@@ -118,21 +91,14 @@ def fma(a, b, c) -> Value:
         raise CompilationError(f"tsjit.math.fma needs floating-point operands, got {dtype.name}")
     work = dt.Float32 if dtype.bits == 16 else dtype
     x, y, z = (cast_to(as_value(v, work), work) for v in (a, b, c))
-    return cast_to(Value(_call(f"llvm.fma.{_suffix(work)}", x, y, z), work), dtype)
+    return cast_to(Value(_call(f"llvm.fma.{intrinsic_suffix(work)}", x, y, z), work), dtype)
 
 
 def abs(x):
     """Absolute value (integers wrap for the most negative value, as in C)."""
     if not isinstance(x, Value):
         return builtins.abs(x)
-    if x.dtype.is_float:
-        v, original = _float_operand(x, "abs")
-        return cast_to(Value(_call(f"llvm.fabs.{_suffix(v.dtype)}", v), v.dtype), original)
-    if not x.dtype.is_signed:
-        return x
-    from llvmlite import ir
-    fn_name = f"llvm.abs.{_suffix(x.dtype)}"
-    return Value(emit.current().intrinsic(fn_name, [x.ir, ir.Constant(ir.IntType(1), 0)]), x.dtype)
+    return absolute(x)
 
 
 def _minmax(a, b, is_min: bool):
@@ -144,10 +110,10 @@ def _minmax(a, b, is_min: bool):
     if dtype.is_float:
         work = dt.Float32 if dtype.bits == 16 else dtype
         x, y = cast_to(x, work), cast_to(y, work)
-        name = f"llvm.{'minnum' if is_min else 'maxnum'}.{_suffix(work)}"
+        name = f"llvm.{'minnum' if is_min else 'maxnum'}.{intrinsic_suffix(work)}"
         return cast_to(Value(_call(name, x, y), work), dtype)
     kind = ("s" if dtype.is_signed else "u") + ("min" if is_min else "max")
-    return Value(_call(f"llvm.{kind}.{_suffix(dtype)}", x, y), dtype)
+    return Value(_call(f"llvm.{kind}.{intrinsic_suffix(dtype)}", x, y), dtype)
 
 
 def min(*args):

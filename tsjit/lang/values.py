@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import operator
 
+import numpy as np
 from llvmlite import ir
 
 from tsjit.backend import emit
@@ -118,8 +119,64 @@ class Value:
         return Value(_builder().not_(self.ir), self.dtype)
 
     def __abs__(self):
-        from tsjit.lang import math as device_math
-        return device_math.abs(self)
+        return absolute(self)
+
+
+#: PTX ``ex2.approx.f32`` / ``lg2.approx.f32`` (PTX ISA 8.x §9.7.3: max error 2 ulp on the full range).
+EXP2_APPROX = "llvm.nvvm.ex2.approx.f"
+LOG2_APPROX = "llvm.nvvm.lg2.approx.f"
+
+
+def intrinsic_suffix(dtype: DType) -> str:
+    """The LLVM intrinsic type suffix of ``dtype`` (``"f32"``, ``"i64"``, ...)."""
+    return {16: "f16", 32: "f32", 64: "f64"}[dtype.bits] if dtype.is_float else f"i{dtype.bits}"
+
+
+def float_operand(x, name: str) -> tuple[Value, DType]:
+    """``x`` as a Float32/Float64 value for ``tsjit.math.<name>``, and its original dtype.
+
+    A Python number becomes a Float32 constant; Float16/BFloat16 are widened to Float32.
+
+    Raises:
+        CompilationError: ``x`` is an integer or Boolean value.
+    """
+    if not isinstance(x, Value):
+        x = constant(float(x), dt.Float32)
+    if not x.dtype.is_float:
+        raise CompilationError(f"tsjit.math.{name} needs a floating-point operand, got {x.dtype.name}; "
+                               f"convert it first, e.g. tsjit.Float32(x)")
+    original = x.dtype
+    if original.bits == 16:
+        x = cast_to(x, dt.Float32)
+    return x, original
+
+
+def float_unary(x, name: str, f32: str, f64: str | None = None) -> Value:
+    """Apply the one-operand float intrinsic ``f32`` (``f64`` for Float64 operands) to ``x``.
+
+    Float16/BFloat16 operands are computed in Float32 and converted back.
+
+    Raises:
+        CompilationError: ``x`` is not a float, or it is Float64 and ``f64`` is None (no accurate
+            PTX instruction; the message names ``tsjit.math.<name>``).
+    """
+    v, original = float_operand(x, name)
+    if v.dtype is dt.Float64:
+        if f64 is None:
+            raise CompilationError(f"tsjit.math.{name} is not available for Float64 (no accurate PTX "
+                                   f"instruction); convert to Float32 if its precision is enough")
+        return Value(emit.current().intrinsic(f64, [v.ir]), dt.Float64)
+    return cast_to(Value(emit.current().intrinsic(f32, [v.ir]), dt.Float32), original)
+
+
+def absolute(x: Value) -> Value:
+    """``abs(x)`` of a device value (integers wrap for the most negative value, as in C)."""
+    if x.dtype.is_float:
+        return float_unary(x, "abs", "llvm.fabs.f32", "llvm.fabs.f64")
+    if not x.dtype.is_signed:
+        return x
+    poison_on_min = ir.Constant(ir.IntType(1), 0)
+    return Value(emit.current().intrinsic(f"llvm.abs.{intrinsic_suffix(x.dtype)}", [x.ir, poison_on_min]), x.dtype)
 
 
 def _builder() -> ir.IRBuilder:
@@ -132,7 +189,6 @@ def is_value(x) -> bool:
 
 def is_constant(x) -> bool:
     """True for Python compile-time scalars (bool, int, float, numpy scalars)."""
-    import numpy as np
     return isinstance(x, (bool, int, float, np.generic)) and not isinstance(x, Value)
 
 
@@ -142,7 +198,6 @@ def literal_dtype(x) -> DType:
     ``bool`` -> Boolean; ``int`` -> Int32 (Int64 if it does not fit, Uint64 above 2**63-1);
     ``float`` -> Float32; numpy scalars keep their dtype.
     """
-    import numpy as np
     if isinstance(x, np.generic):
         found = dt.from_numpy(x.dtype)
         if found is None:
@@ -174,7 +229,6 @@ def _check_fits(x: int, dtype: DType) -> None:
 
 def constant(x, dtype: DType | None = None) -> Value:
     """A constant :class:`Value` of ``x`` (a Python/numpy scalar) with ``dtype`` (default: :func:`literal_dtype`)."""
-    import numpy as np
     if isinstance(x, Value):
         return cast_to(x, dtype) if dtype is not None else x
     if dtype is None:
@@ -290,8 +344,7 @@ def binary(op: str, a, b) -> Value:
         return Value(bld.fdiv(x.ir, y.ir), dtype)
     if dtype.is_float:
         if op == "//":
-            from tsjit.lang import math as device_math
-            return device_math.floor(Value(bld.fdiv(x.ir, y.ir), dtype))
+            return float_unary(Value(bld.fdiv(x.ir, y.ir), dtype), "floor", "llvm.floor.f32", "llvm.floor.f64")
         if op not in _FLOAT_OPS:
             raise CompilationError(f"operator `{op}` is not defined for {dtype.name} operands")
         return Value(getattr(bld, _FLOAT_OPS[op])(x.ir, y.ir), dtype)
@@ -342,11 +395,10 @@ def power(a, b) -> Value:
         for _ in range(b):
             result = base if result is None else result * base
         return result if result is not None else as_value(1, a.dtype if isinstance(a, Value) else None)
-    from tsjit.lang import math as device_math
     x, y, dtype = unify(a, b)
     if not dtype.is_float:
         x, y = cast_to(x, dt.Float32), cast_to(y, dt.Float32)
-    return device_math.exp2(y * device_math.log2(x))
+    return float_unary(y * float_unary(x, "log2", LOG2_APPROX), "exp2", EXP2_APPROX)
 
 
 def select(cond, if_true, if_false) -> Value:
@@ -367,3 +419,6 @@ def logical_not(x) -> Value:
     if not isinstance(x, Value):
         return not x
     return Value(_builder().not_(cast_to(x, dt.Boolean).ir), dt.Boolean)
+
+
+dt.set_value_converter(cast_to)

@@ -113,7 +113,7 @@ def _finalize_quietly(owner, function_name: str, handle) -> None:
 
 
 def _import_bindings():  # cuda.bindings.driver imports without libcuda; cuInit needs it
-    from cuda.bindings import driver
+    from cuda.bindings import driver  # lazily: cuda-bindings is heavy and `import tsjit` needs no GPU
     return driver
 
 
@@ -584,5 +584,3 @@ def stream_handle(stream):
         return cached
     return _import_bindings().CUstream(_stream_value(stream))
 
-
-from tsjit.runtime.events import Event  # noqa: E402,F401  (re-exported: tsjit.runtime.driver.Event)

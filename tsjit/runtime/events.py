@@ -1,4 +1,4 @@
-"""CUDA events for timing (``cuEventRecord`` / ``cuEventElapsedTime``); also ``tsjit.runtime.driver.Event``."""
+"""CUDA events for timing (``cuEventRecord`` / ``cuEventElapsedTime``)."""
 from __future__ import annotations
 
 import weakref

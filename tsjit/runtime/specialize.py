@@ -18,12 +18,14 @@ import hashlib
 import inspect
 import os
 import sys
+import textwrap
 import types
 
 import numpy as np
 
 from tsjit.errors import LaunchError
 from tsjit.frontend import specs as S
+from tsjit.frontend.calls import DeviceFunction
 from tsjit.lang import dtypes as dt
 from tsjit.lang.constexpr import is_constexpr_annotation
 from tsjit.lang.memory import TensorAnnotation
@@ -209,7 +211,6 @@ def _source_digest(obj) -> str | None:
 
 
 def _visit_callable(obj, parts: dict, seen: set) -> None:
-    from tsjit.frontend.calls import DeviceFunction
     if isinstance(obj, DeviceFunction) or getattr(obj, "__tsjit_kernel__", False):
         obj = obj.fn
     if id(obj) in seen:
@@ -222,7 +223,6 @@ def _visit_callable(obj, parts: dict, seen: set) -> None:
     parts[name] = digest
     try:
         source = inspect.getsource(obj)
-        import textwrap
         tree = ast.parse(textwrap.dedent(source))
     except (OSError, TypeError, SyntaxError):
         return
@@ -244,7 +244,6 @@ def _visit_callable(obj, parts: dict, seen: set) -> None:
 
 
 def _visit_value(name: str, value, parts: dict, seen: set) -> None:
-    from tsjit.frontend.calls import DeviceFunction
     if isinstance(value, types.ModuleType):
         return
     if isinstance(value, DeviceFunction) or getattr(value, "__tsjit_kernel__", False):

@@ -21,10 +21,12 @@ Pipeline operations (acquire/commit/wait/release) are lowered by :mod:`.lower_pi
 """
 from __future__ import annotations
 
+import warnings
+
 from tsjit.backend import emit
-from tsjit.errors import CompilationError
+from tsjit.errors import CompilationError, VerificationError
 from tsjit.frontend import ssa
-from tsjit.frontend.codegen import current_generator
+from tsjit.frontend.frame import current_generator
 from tsjit.lang import builtins as B
 from tsjit.lang import dtypes as dt
 from tsjit.lang.values import Value, as_value, cast_to, compare, constant
@@ -272,14 +274,12 @@ def _check_shared_memory(manager, gen_km) -> None:
     capacity = manager.smem_capacity_bytes
     used = gen_km.smem_bytes
     if used > capacity:
-        from tsjit.errors import VerificationError
         barrier_bytes = sum(getattr(r.pipeline_config, "barrier_bytes", 0) for r in manager.resources
                             if getattr(r, "pipeline_config", None) is not None)
         message = (f"the kernel's shared memory ({used} B: buffers {used - barrier_bytes} B + barriers "
                    f"{barrier_bytes} B) exceeds the capacity of {capacity} B; use fewer stages, smaller tiles, or "
                    f"alias buffers that are not live at the same time")
         if manager.options.get("skip_validation"):
-            import warnings
             warnings.warn(message)
         else:
             raise VerificationError(message, check="M1")

@@ -34,7 +34,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tsjit.errors import VerificationError
+from tsjit import lang  # the device language; lang.memory loads when a kernel takes a view
+from tsjit.errors import CompilationError, VerificationError
 
 __all__ = ["SmemAllocation", "SmemAllocator", "TmemAllocation", "TmemAllocator",
            "SMEM_CAPACITY_BYTES", "TMEM_CAPACITY_COLUMNS", "BARRIER_BYTES_PER_STAGE"]
@@ -128,8 +129,6 @@ class SmemAllocation:
         Raises:
             CompilationError: used before the layout was placed, or the view is larger than the region.
         """
-        from tsjit.errors import CompilationError
-        from tsjit.lang.memory import shared_pointer, Tensor
         dtype = dtype or self.dtype
         if self.block_base is None or self.offset is None or dtype is None:
             raise CompilationError(f"shared-memory allocation {self.name!r} has no device address yet: call "
@@ -148,7 +147,8 @@ class SmemAllocation:
             strides.append(acc)
             acc *= extent
         alignment = min(1024, start & -start) if start else 1024
-        return Tensor(shared_pointer(start, dtype, alignment), shape, tuple(reversed(strides)))
+        return lang.memory.Tensor(lang.memory.shared_pointer(start, dtype, alignment), shape,
+                                  tuple(reversed(strides)))
 
 
 class _AliasGroup:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import tsjit
+from tsjit import lang  # the device language; its modules load when a work body compiles
 from tsjit.ts.resources import MemoryResource
 from tsjit.ts.work import consumer_work, producer_work
 
@@ -38,7 +38,7 @@ class PdlWaitBarrier(MemoryResource):
     @consumer_work
     def wait_griddep(self, stage_info):
         """Block until the preceding grid's memory operations are visible."""
-        tsjit.griddepcontrol_wait()
+        lang.sync.griddepcontrol_wait()
 
 
 @dataclass(kw_only=True, eq=False, repr=False)
@@ -52,4 +52,4 @@ class PdlLaunchBarrier(MemoryResource):
     @producer_work
     def launch_griddep(self, stage_info):
         """Allow the next kernel of the stream to start."""
-        tsjit.griddepcontrol_launch_dependents()
+        lang.sync.griddepcontrol_launch_dependents()

@@ -47,6 +47,7 @@ import dataclasses
 from tsjit.ts.diagnostics import VerificationWarning
 from tsjit.ts.enums import ScheduleStage
 from tsjit.ts.memory import SMEM_CAPACITY_BYTES, SmemAllocator
+from tsjit.ts.render import render
 from tsjit.ts.printout import format_register_report, format_schedule_table
 from tsjit.ts.resources import MemoryResource
 from tsjit.ts.task import Task
@@ -378,7 +379,6 @@ class TaskManager:
 
     def render(self, path, engine: str = "auto") -> str:
         """Write the dependency graph and schedule table as an SVG (``tsjit.ts.render``)."""
-        from tsjit.ts.render import render
         return render(self, path, engine)
 
     # -- lowering ------------------------------------------------------------------------
@@ -387,7 +387,7 @@ class TaskManager:
         if self._setup_done:
             raise RuntimeError("TaskManager.setup_resources_and_tasks() was already called; "
                                "call it once per kernel, before run().")
-        from tsjit.ts import lowering
+        from tsjit.ts import lowering  # lazily: the lowering needs llvmlite; the model imports without it
         result = lowering.setup(self)
         self._setup_done = True
         return result
@@ -398,7 +398,7 @@ class TaskManager:
             raise RuntimeError("TaskManager.run() before setup_resources_and_tasks(): call "
                                "manager.setup_resources_and_tasks(), fence the mbarrier init "
                                "and synchronise the CTA, then manager.run().")
-        from tsjit.ts import lowering
+        from tsjit.ts import lowering  # lazily: as in setup_resources_and_tasks
         return lowering.run(self)
 
     def __repr__(self) -> str:

@@ -39,7 +39,8 @@ CLC dynamic persistent scheduling (``ClcDynamicPersistent``) needs sm_100a
 epilogue starts with ``[try_acquire,] acquire, fetch_work_tile, commit``.
 
 Work bodies (compiled by the frontend with ``self`` bound to the queue) use only
-``tsjit.block_idx()``, ``tsjit.grid_dim()``, integer arithmetic and ``tsjit.select``; the
+``lang.builtins.block_idx()``, ``lang.builtins.grid_dim()``, integer arithmetic and
+``lang.values.select`` (from ``tsjit.lang``, never the package face ``tsjit``); the
 helpers they call (``tile_info``, ``initial_work_tile``, ``next_work_tile``) run at
 compile time on run-time values and never branch on them, so they also work with plain
 Python ints (host tests).
@@ -60,10 +61,11 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-import tsjit
+from tsjit import lang  # the device language; its modules load when device code compiles
 from tsjit.errors import CompilationError
 from tsjit.lang.dtypes import Boolean
 from tsjit.ts.enums import WorkAttr
+from tsjit.ts.memory import SmemAllocation
 from tsjit.ts.resources import MemoryResource, TaskLocalVariable
 from tsjit.ts.work import consumer_work, producer_work
 
@@ -97,7 +99,7 @@ class WorkTileInfo(NamedTuple):
 
 
 def _select(condition: Any, if_true: Any, if_false: Any) -> Any:
-    return tsjit.select(condition, if_true, if_false)
+    return lang.values.select(condition, if_true, if_false)
 
 
 @dataclass(frozen=True, eq=False)
@@ -241,7 +243,6 @@ class WorkQueue(MemoryResource):
         """CLC: one 16-byte response slot per stage; static: nothing."""
         if self.is_static:
             return []
-        from tsjit.ts.memory import SmemAllocation
         stages = self.pipeline_config.num_stages
         return [SmemAllocation(f"{self.name}.clc_responses", CLC_RESPONSE_BYTES * stages,
                                alignment=16)]
@@ -255,12 +256,12 @@ class WorkQueue(MemoryResource):
     def initial_work_tile(self) -> WorkTileInfo:
         """Static: tile ``blockIdx.x`` (call inside a kernel)."""
         self.require_static("init_work_tile")
-        return self.tile_info(tsjit.block_idx().x)
+        return self.tile_info(lang.builtins.block_idx().x)
 
     def next_work_tile(self, tile: WorkTileInfo) -> WorkTileInfo:
         """Static: the tile ``gridDim.x`` further on."""
         self.require_static("get_and_advance_work_tile")
-        return self.tile_info(tile.tile_idx + tsjit.grid_dim().x)
+        return self.tile_info(tile.tile_idx + lang.builtins.grid_dim().x)
 
     def require_static(self, what: str) -> None:
         if not self.is_static:
