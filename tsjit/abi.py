@@ -154,3 +154,23 @@ class LaunchRequirements:
         if known.get("cluster") is not None:
             known["cluster"] = tuple(known["cluster"])
         return cls(**known)
+
+
+# -- the hang record of TSJIT_DEBUG=1 builds --------------------------------------------------
+#: The ``.global .u64`` a debug build reads the hang-record buffer's address from; the runtime
+#: sets it after loading the module (``cuModuleGetGlobal``).
+HANG_RECORD_SYMBOL = "tsjit_hang_record"
+#: The ``.global .u32`` counter a timed-out warp increments to claim a record slot.
+HANG_CLAIMS_SYMBOL = "tsjit_hang_claims"
+#: Written last into a slot: the slot holds a complete record.
+HANG_MAGIC = 0x5453_4A49_5448_4E47
+#: Slots in one buffer; warps that time out after they are all claimed are not recorded.
+HANG_MAX_RECORDS = 32
+#: The 64-bit fields of one slot, in order (``site`` indexes ``metadata["debug_waits"]``;
+#: ``-1`` marks a field the wait site does not know).
+HANG_FIELDS = ("magic", "site", "cta_x", "cta_y", "cta_z", "warp", "lane", "cluster_rank", "stage", "loop_offset",
+               "iteration", "phase", "waited_ns", "sm", "budget_ns", "reserved")
+HANG_RECORD_BYTES = 8 * len(HANG_FIELDS)
+#: How long a timed-out thread waits after writing before it traps, so that the record reaches
+#: host memory and other warps that time out at about the same moment can record theirs (ns).
+HANG_GRACE_NS = 50_000_000

@@ -3,7 +3,7 @@
 Nothing else in tsjit reads ``os.environ`` for a ``TSJIT_*`` name: each variable is an
 :class:`EnvVar` in :data:`VARIABLES`, read through an accessor (:func:`cache_dir`,
 :func:`dump_dir`, :func:`assembler`, :func:`target`, :func:`always_compile`,
-:func:`disable_cache`).  Accessors read ``os.environ`` at call time (a dict lookup and a
+:func:`disable_cache`, :func:`debug`, :func:`debug_timeout_ms`).  Accessors read ``os.environ`` at call time (a dict lookup and a
 parse, well under a microsecond), so a test may ``monkeypatch.setenv`` and see the
 effect at once, and no value is frozen at import.
 
@@ -20,6 +20,8 @@ variable                 type      default
 ``TSJIT_TARGET``         target    unset: from the device, else ``sm_90a``
 ``TSJIT_ALWAYS_COMPILE`` bool      false
 ``TSJIT_DISABLE_CACHE``  bool      false
+``TSJIT_DEBUG``          bool      false: waits are unbounded (release code)
+``TSJIT_DEBUG_TIMEOUT_MS`` int     ``2000`` (ms a debug-build wait may take)
 =======================  ========  ==============================================
 
 Variables marked ``affects_code`` change the generated cubin; the specialization key
@@ -46,7 +48,8 @@ class EnvVar:
 
     Attributes:
         name: the variable's name (``"TSJIT_CACHE_DIR"``).
-        type: ``"path"``, ``"bool"``, ``"choice"`` or ``"target"``.
+        type: ``"path"``, ``"bool"``, ``"choice"``, ``"target"`` or ``"int"`` (a positive
+            decimal integer).
         default: the value when unset, or a zero-argument callable computing it, or
             ``None`` (meaning "off" / "decided elsewhere").
         doc: one sentence for ``tsjit.env.describe()`` and the docs.
@@ -113,7 +116,15 @@ def _parse_target(var: EnvVar, text: str) -> str:
     return lowered
 
 
+def _parse_int(var: EnvVar, text: str) -> int:
+    if not text.isdigit() or int(text) <= 0:
+        raise TsjitError(f"environment variable {var.name}={text!r} is not a positive integer; "
+                         f"expected e.g. {var.default!r}")
+    return int(text)
+
+
 _PARSERS: dict[str, Callable[[EnvVar, str], object]] = {
+    "int": _parse_int,
     "path": _parse_path,
     "bool": _parse_bool,
     "choice": _parse_choice,
@@ -148,8 +159,18 @@ DISABLE_CACHE = EnvVar(
     "TSJIT_DISABLE_CACHE", "bool", False,
     "Neither read nor write the on-disk kernel cache.")
 
+DEBUG = EnvVar(
+    "TSJIT_DEBUG", "bool", False,
+    "Debug builds: every mbarrier wait is bounded by TSJIT_DEBUG_TIMEOUT_MS; on expiry the kernel records "
+    "where it hung (kernel, CTA, task, warp, resource, stage, iteration, phase) and traps, and the next "
+    "CUDA call raises a LaunchError with that report.", affects_code=True)
+DEBUG_TIMEOUT_MS = EnvVar(
+    "TSJIT_DEBUG_TIMEOUT_MS", "int", 2000,
+    "Milliseconds (of %globaltimer) one wait of a TSJIT_DEBUG=1 build may take before it reports a hang.",
+    affects_code=True)
+
 VARIABLES: dict[str, EnvVar] = {var.name: var for var in (
-    CACHE_DIR, DUMP_DIR, ASSEMBLER, TARGET, ALWAYS_COMPILE, DISABLE_CACHE)}
+    CACHE_DIR, DUMP_DIR, ASSEMBLER, TARGET, ALWAYS_COMPILE, DISABLE_CACHE, DEBUG, DEBUG_TIMEOUT_MS)}
 
 
 def get(name: str):
@@ -203,6 +224,23 @@ def always_compile() -> bool:
 def disable_cache() -> bool:
     """Whether the on-disk cache is off entirely (``TSJIT_DISABLE_CACHE``)."""
     return DISABLE_CACHE.value()
+
+
+def debug() -> bool:
+    """Whether kernels are compiled with bounded waits and hang reports (``TSJIT_DEBUG``).
+
+    Read when a kernel is compiled (and part of its cache key); a kernel already compiled in
+    this process keeps the build it has."""
+    return DEBUG.value()
+
+
+def debug_timeout_ms() -> int:
+    """How long one wait of a debug build may take, in milliseconds (``TSJIT_DEBUG_TIMEOUT_MS``).
+
+    Raises:
+        TsjitError: the value is not a positive integer.
+    """
+    return DEBUG_TIMEOUT_MS.value()
 
 
 def code_affecting_values() -> tuple[tuple[str, str | None], ...]:

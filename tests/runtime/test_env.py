@@ -92,7 +92,8 @@ def test_describe_lists_every_variable_with_its_doc():
     assert [name for name, _, _ in rows] == list(env.VARIABLES)
     assert all(doc for _, _, doc in rows)
     assert set(env.VARIABLES) == {"TSJIT_CACHE_DIR", "TSJIT_DUMP_DIR", "TSJIT_ASSEMBLER", "TSJIT_TARGET",
-                                  "TSJIT_ALWAYS_COMPILE", "TSJIT_DISABLE_CACHE"}
+                                  "TSJIT_ALWAYS_COMPILE", "TSJIT_DISABLE_CACHE", "TSJIT_DEBUG",
+                                  "TSJIT_DEBUG_TIMEOUT_MS"}
 
 
 def test_describe_shows_an_invalid_value_instead_of_raising(monkeypatch):
@@ -104,7 +105,19 @@ def test_describe_shows_an_invalid_value_instead_of_raising(monkeypatch):
 def test_code_affecting_values_name_only_code_relevant_variables(monkeypatch):
     monkeypatch.setenv("TSJIT_TARGET", "sm_100a")
     monkeypatch.setenv("TSJIT_CACHE_DIR", "/somewhere")
-    assert env.code_affecting_values() == (("TSJIT_ASSEMBLER", None), ("TSJIT_TARGET", "sm_100a"))
+    monkeypatch.setenv("TSJIT_DEBUG", "1")
+    assert env.code_affecting_values() == (("TSJIT_ASSEMBLER", None), ("TSJIT_DEBUG", "1"),
+                                           ("TSJIT_DEBUG_TIMEOUT_MS", None), ("TSJIT_TARGET", "sm_100a"))
+
+
+def test_debug_timeout_is_a_positive_integer(monkeypatch):
+    assert env.debug() is False and env.debug_timeout_ms() == 2000
+    monkeypatch.setenv("TSJIT_DEBUG_TIMEOUT_MS", "250")
+    assert env.debug_timeout_ms() == 250
+    for bad in ("0", "-5", "2s", "1.5"):
+        monkeypatch.setenv("TSJIT_DEBUG_TIMEOUT_MS", bad)
+        with pytest.raises(TsjitError, match="TSJIT_DEBUG_TIMEOUT_MS"):
+            env.debug_timeout_ms()
 
 
 def test_get_by_name_and_unknown_name(monkeypatch):

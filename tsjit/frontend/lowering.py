@@ -33,6 +33,8 @@ class LoweredKernel:
         dependencies: qualified name -> source digest of every device function compiled inline.
         param_layout: per argument name, the number of LLVM parameters it expands to.
         launch_requirements: the kernel's launch contract (threads, cluster, shared memory).
+        debug_waits: per bounded wait of a TSJIT_DEBUG=1 build, what it waits for (task, operation,
+            resource, barrier); a hang record's ``site`` indexes it (tsjit.lang.bounded_wait).
     """
 
     name: str
@@ -41,6 +43,7 @@ class LoweredKernel:
     dependencies: dict = field(default_factory=dict)
     param_layout: list = field(default_factory=list)
     launch_requirements: LaunchRequirements = field(default_factory=LaunchRequirements)
+    debug_waits: list = field(default_factory=list)
 
 
 def kernel_symbol(fn) -> str:
@@ -93,7 +96,8 @@ def compile_to_llvm(fn, arg_specs: dict, target: Target, *, max_threads: int | N
                          dependencies=dict(gen.dependencies), param_layout=layout,
                          launch_requirements=km.launch_requirements.merged(
                              min_smem_bytes=km.smem_bytes, max_threads=max_threads,
-                             max_smem_bytes=target.smem_bytes_per_cta))
+                             max_smem_bytes=target.smem_bytes_per_cta),
+                         debug_waits=list(getattr(km, "debug_waits", ())))
 
 
 def _check_shared_memory(km, parsed) -> None:

@@ -12,6 +12,7 @@ from llvmlite import ir
 
 from tsjit.backend import emit
 from tsjit.errors import CompilationError
+from tsjit.lang import bounded_wait
 from tsjit.lang import dtypes as dt
 from tsjit.lang.memory import Pointer
 from tsjit.lang.values import Value, as_value, cast_to
@@ -74,7 +75,14 @@ def mbarrier_try_wait(bar, phase) -> Value:
 
 
 def mbarrier_wait(bar, phase) -> None:
-    """Block until the phase with parity ``phase`` of ``bar`` completes (a ``try_wait.parity`` loop)."""
+    """Block until the phase with parity ``phase`` of ``bar`` completes (a ``try_wait.parity`` loop).
+
+    Under ``TSJIT_DEBUG=1`` the wait is bounded (``TSJIT_DEBUG_TIMEOUT_MS``): on expiry the kernel
+    records where it hung and traps (:mod:`tsjit.lang.bounded_wait`)."""
+    if bounded_wait.enabled():
+        _barrier(bar, "mbarrier_wait")
+        bounded_wait.bounded_wait(lambda: mbarrier_try_wait(bar, phase), phase)
+        return
     km = emit.current()
     b = km.builder
     loop = km.function.append_basic_block("mbar.wait")

@@ -53,9 +53,23 @@ def check(result, what: str = "CUDA driver call"):
             the result (``CUDA_ERROR_OUT_OF_MEMORY (2)``) and the driver's description.
     """
     if result[0]:
-        raise LaunchError(f"{what} failed: {describe_result(result[0])}")
+        raise LaunchError(_with_notes(f"{what} failed: {describe_result(result[0])}"))
     n = len(result)
     return None if n == 1 else result[1] if n == 2 else tuple(result[1:])
+
+
+_error_notes: list = []  # callables giving text that explains a failed call (tsjit.runtime.hang_report)
+
+
+def add_error_note(note) -> None:
+    """Register ``note()`` (returns text or ``None``, never raises): its text leads the message of
+    every ``LaunchError`` for a failed driver call, e.g. the hang report of a trapped debug kernel."""
+    _error_notes.append(note)
+
+
+def _with_notes(message: str) -> str:
+    notes = [text for text in (note() for note in _error_notes) if text]
+    return "\n".join(notes + [f"  (the driver: {message})"]) if notes else message
 
 
 def describe_result(err) -> str:
@@ -482,7 +496,8 @@ def launch_prepared(fn: Function, prepared: PreparedLaunch, params, stream=0) ->
     cfg = prepared.default if stream.__class__ is int and stream == 0 else prepared.for_stream(stream)
     err = _cu.cuLaunchKernelEx(cfg, fn.handle, params, 0)[0]
     if err:
-        raise LaunchError(f"launch of kernel {fn.name!r} ({prepared.config}) failed: {describe_result(err)}")
+        raise LaunchError(_with_notes(f"launch of kernel {fn.name!r} ({prepared.config}) failed: "
+                                      f"{describe_result(err)}"))
 
 
 class Stream:

@@ -30,7 +30,7 @@ from tsjit.backend import nvptx
 from tsjit.backend.targets import DEFAULT_TARGET, get_target, target_for_capability
 from tsjit.errors import CompilationError, LaunchError, TsjitError
 from tsjit.frontend.lowering import compile_to_llvm
-from tsjit.runtime import driver
+from tsjit.runtime import driver, hang_report
 from tsjit.runtime.cache import CacheEntry, KernelCache
 from tsjit.lang.constexpr import is_constexpr_annotation
 from tsjit.runtime.launch import LaunchPlan, argument_signature, constexpr_kind, plan_layout, split_dynamic
@@ -68,6 +68,8 @@ class CompiledKernel:
         """The loaded driver function (loads the cubin on first use; needs a GPU)."""
         if self._function is None:
             module = driver.load_module(self.cubin)
+            if self.metadata.get("debug_waits"):  # a TSJIT_DEBUG=1 build: give it a hang-record buffer
+                hang_report.attach(self.name, self.metadata["debug_waits"], module)
             self._function = driver.get_function(module, self.name)
         return self._function
 
@@ -217,7 +219,7 @@ class Kernel:
             "spill_loads_bytes": asm.spill_loads_bytes, "stack_frame_bytes": asm.stack_frame_bytes,
             "static_smem_bytes": asm.static_smem_bytes, "smem_bytes": lowered.smem_bytes,
             "tool": asm.tool, "tool_version": asm.tool_version, "dependencies": lowered.dependencies,
-            "launch_requirements": lowered.launch_requirements,
+            "launch_requirements": lowered.launch_requirements, "debug_waits": lowered.debug_waits,
             "compile_ms": {"frontend": (t1 - t0) * 1e3, "llvm": (t2 - t1) * 1e3, "assemble": (t3 - t2) * 1e3},
             "from_cache": False,
         }

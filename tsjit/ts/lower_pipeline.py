@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from tsjit.backend import emit
 from tsjit.errors import CompilationError
+from tsjit.lang import bounded_wait
 from tsjit.lang import builtins as B
 from tsjit.lang import dtypes as dt
 from tsjit.lang import sync
@@ -358,5 +359,9 @@ def producer_tail(task, storages: dict, cursors_by_key: dict, scope: dict) -> No
         idx_key, ph_key = ((cursors.open_index, cursors.open_phase) if not storage.config.advance_on_acquire
                            else (cursors.close_index, cursors.close_phase))
         for _ in range(storage.stages // stride):
-            sync.mbarrier_wait(storage.empty(scope[idx_key]), scope[ph_key])
+            with bounded_wait.wait_context(
+                    task=task.describe(), resource=resource.name, barrier=f"{resource.name}.empty",
+                    operation=f"{resource.name!r} ProducerAcquire of the producer tail (the drain after the schedule "
+                              f"waits for every stage to be released)", stage=scope[idx_key]):
+                sync.mbarrier_wait(storage.empty(scope[idx_key]), scope[ph_key])
             _advance(scope, idx_key, ph_key, stride, storage.stages)

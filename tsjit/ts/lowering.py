@@ -27,6 +27,7 @@ from tsjit.backend import emit
 from tsjit.errors import CompilationError, VerificationError
 from tsjit.frontend import ssa
 from tsjit.frontend.frame import current_generator
+from tsjit.lang import bounded_wait
 from tsjit.lang import builtins as B
 from tsjit.lang import dtypes as dt
 from tsjit.lang.values import Value, as_value, cast_to, compare, constant
@@ -106,6 +107,21 @@ class _TaskLowering:
                          stage_idx=stage_idx, label=step.label, barrier=barrier, work_tile=self.work_tile(scope),
                          num_active_stages=0, context=None, task_cache=self.task_cache)
 
+    def wait_context(self, step, side: str, stage) -> dict:
+        """What a TSJIT_DEBUG=1 hang report says about a wait emitted for ``step`` (lang.bounded_wait):
+        the task, the step, the barrier (empty for producers, full for consumers), the stage index, and
+        the domain loop's offset and iteration (computed only on the timeout path)."""
+        loop = self.loop
+
+        def iteration():
+            if loop is None:
+                return None
+            offset, start, _, stride = loop
+            return (offset - start) // stride
+        return dict(task=self.task.describe(), operation=step.describe(), resource=step.resource.name,
+                    barrier=f"{step.resource.name}.{'empty' if side == 'producer' else 'full'}", stage=stage,
+                    loop_offset=loop[0] if loop else None, iteration=iteration)
+
     def work_tile(self, scope):
         queue = self.queue
         return scope.get(self.key(queue.work_tile)) if queue is not None else None
@@ -122,7 +138,9 @@ class _TaskLowering:
                     f"resource has no pipeline storage (call manager.setup_resources_and_tasks() first)",
                     step.location)
             side = "producer" if step.stage.name.startswith("Producer") else "consumer"
-            lower_pipeline.emit_operation(step, self.task, storage, self.cursors[(step.resource, side)], scope)
+            cursors = self.cursors[(step.resource, side)]
+            with bounded_wait.wait_context(**self.wait_context(step, side, scope[cursors.open_index])):
+                lower_pipeline.emit_operation(step, self.task, storage, cursors, scope)
             return
         kwargs = dict(step.constexpr_kwargs)
         for param, token in step.inputs.items():
