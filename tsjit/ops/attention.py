@@ -19,7 +19,7 @@ _TMA_STRIDE_BYTES = 16          # TMA: global strides and the base address are m
 
 
 def _torch():
-    import torch
+    import torch  # lazily: torch is optional (tsjit.ops takes torch tensors)
     return torch
 
 
