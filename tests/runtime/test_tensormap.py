@@ -1,10 +1,12 @@
-"""tsjit.runtime.tensormap: every cuTensorMapEncodeTiled rule, checked before the driver."""
+"""tsjit.runtime.tensormap: every cuTensorMapEncodeTiled rule, checked before the driver, with
+messages that describe the array and say what to change; the driver-call values built without a GPU."""
 import numpy as np
 import pytest
 
 from tsjit.errors import LaunchError
 from tsjit.lang import dtypes
-from tsjit.runtime.tensormap import validate_tensormap
+from tsjit.runtime.tensormap import (L2_PROMOTIONS, OOB_FILLS, SWIZZLES, INTERLEAVES, TENSOR_MAP_DATA_TYPES,
+                                     encode_arguments, validate_tensormap)
 
 BASE = 0x7F0000000000
 
@@ -17,11 +19,25 @@ def layout(**overrides):
     return validate_tensormap(**args)
 
 
-def assert_rejected(field: str, **overrides):
+def refusal(field: str, **overrides) -> str:
+    """The message of the LaunchError ``layout(**overrides)`` raises; asserts it names ``field``."""
     with pytest.raises(LaunchError) as info:
         layout(**overrides)
-    assert f"'{field}" in str(info.value), str(info.value)
+    message = str(info.value)
+    assert f"'{field}'" in message, message
+    return message
 
+
+def contiguous(shape, itemsize):
+    """Byte strides of a C-contiguous array."""
+    strides, step = [], itemsize
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= extent
+    return tuple(strides[::-1])
+
+
+# ------------------------------------------------------------------ accepted layouts
 
 def test_valid_layout_is_converted_innermost_first():
     result = layout(element_strides=(2, 1))
@@ -38,104 +54,235 @@ def test_three_dimensional_strides_are_reversed_without_the_innermost():
     assert result.global_dims == (64, 8, 4) and result.global_strides == (256, 2048)
 
 
-def test_rank_bounds():
-    layout(shape=(512,), strides_bytes=(2,), box_shape=(64,))
-    layout(shape=(2,) * 4 + (64,), strides_bytes=(2048, 1024, 512, 128, 2), box_shape=(1, 1, 1, 1, 64))
-    assert_rejected("rank", shape=(2,) * 5 + (64,), strides_bytes=(4096, 2048, 1024, 512, 128, 2),
-                    box_shape=(1,) * 5 + (64,))
-    assert_rejected("rank", shape=(), strides_bytes=(), box_shape=())
+BOXES = {1: (64,), 2: (8, 16), 3: (2, 4, 8), 4: (2, 2, 3, 4), 5: (2, 2, 2, 3, 4)}
+
+
+@pytest.mark.parametrize("rank", sorted(BOXES))
+def test_every_rank_from_1_to_5_is_accepted_and_encodable(rank):
+    shape = (3, 5, 7, 9, 64)[5 - rank:]
+    strides = contiguous(shape[:-1] + (64,), 4)
+    result = layout(shape=shape, strides_bytes=strides, dtype=dtypes.Float32, box_shape=BOXES[rank])
+    args = encode_arguments(result)
+    assert args.rank == rank and args.global_dims == shape[::-1] and args.box_dims == BOXES[rank][::-1]
+    assert args.global_strides == (strides[-2::-1] if rank > 1 else (256,))
+    assert all(s % 16 == 0 and 0 < s < 2 ** 40 for s in args.global_strides)
+
+
+@pytest.mark.parametrize("shape, dtype, stride", [((100,), dtypes.Float32, 400), ((33,), dtypes.Float16, 80),
+                                                  ((64,), dtypes.Float32, 256), ((7,), dtypes.Uint8, 16)])
+def test_rank_1_passes_one_valid_unused_stride_not_a_null_array(shape, dtype, stride):
+    # cuTensorMapEncodeTiled answers CUDA_ERROR_INVALID_VALUE to a NULL globalStrides even for rank 1
+    # (NVIDIA CCCL #1567, nvbug 4575531); cuda-bindings turns an empty list into NULL.
+    result = layout(shape=shape, strides_bytes=(dtype.itemsize,), dtype=dtype, box_shape=(16,))
+    assert result.global_strides == ()
+    assert encode_arguments(result).global_strides == (stride,)
+
+
+def test_the_issue_9_rank_1_float32_descriptor_validates():
+    args = encode_arguments(layout(shape=(1000,), strides_bytes=(4,), dtype=dtypes.Float32, box_shape=(64,)))
+    assert (args.data_type, args.rank, args.global_dims, args.box_dims, args.element_strides) == \
+        ("FLOAT32", 1, (1000,), (64,), (1,))
+    assert len(args.global_strides) == 1
+
+
+def test_encode_arguments_name_real_driver_enum_members():
+    cu = pytest.importorskip("cuda.bindings.driver")
+    for name in TENSOR_MAP_DATA_TYPES.values():
+        getattr(cu.CUtensorMapDataType, "CU_TENSOR_MAP_DATA_TYPE_" + name)
+    for table, enum, prefix in ((SWIZZLES, cu.CUtensorMapSwizzle, "SWIZZLE_"),
+                                (L2_PROMOTIONS, cu.CUtensorMapL2promotion, "L2_PROMOTION_"),
+                                (OOB_FILLS, cu.CUtensorMapFloatOOBfill, "FLOAT_OOB_FILL_"),
+                                (INTERLEAVES, cu.CUtensorMapInterleave, "INTERLEAVE_")):
+        for member in table.values():
+            getattr(enum, "CU_TENSOR_MAP_" + prefix + member)
+
+
+def test_encode_arguments_carry_the_options():
+    args = encode_arguments(layout(swizzle="128B", l2_promotion="256B", oob_fill="nan"))
+    assert (args.swizzle, args.l2_promotion, args.oob_fill, args.interleave) == \
+        ("128B", "L2_256B", "NAN_REQUEST_ZERO_FMA", "NONE")
+
+
+def test_supported_dtypes_and_their_tma_types():
+    assert encode_arguments(layout(dtype=dtypes.Float16)).data_type == "FLOAT16"
+    assert encode_arguments(layout(dtype=dtypes.Int8, strides_bytes=(512, 1))).data_type == "UINT8"
+    assert encode_arguments(layout(dtype=dtypes.Float8E4M3, strides_bytes=(512, 1))).data_type == "UINT8"
+    assert encode_arguments(layout(dtype=dtypes.Int64, strides_bytes=(4096, 8), box_shape=(64, 16))).data_type \
+        == "INT64"
+
+
+def test_box_bytes_counts_the_traversed_elements():
+    result = layout(box_shape=(8, 16), element_strides=(3, 1))   # ceil(8 / 3) = 3 rows of 16 bf16
+    assert result.box_bytes == 3 * 16 * 2
+
+
+# ------------------------------------------------------------------ refusals, one rule each
+
+def test_every_refusal_describes_the_array():
+    message = refusal("box_shape[0]", box_shape=(300, 64))
+    assert message.startswith(f"TensorMap of the (256, 512) BFloat16 array (byte strides (1024, 2), at 0x{BASE:x})")
+    assert "\n  " in message  # what to change, on its own line
+
+
+def test_rank_0_and_rank_6_are_refused_with_what_to_do():
+    assert "reshape" in refusal("rank", shape=(), strides_bytes=(), box_shape=())
+    message = refusal("rank", shape=(2,) * 5 + (64,), strides_bytes=(4096, 2048, 1024, 512, 128, 2),
+                      box_shape=(1,) * 5 + (64,))
+    assert "is 6" in message and "1 to 5" in message and "Merge" in message
+
+
+def test_interleave_needs_rank_3():
+    message = refusal("rank", interleave="16B")
+    assert "interleave='16B'" in message and "rank >= 3" in message
 
 
 def test_entries_per_dimension_must_match_rank():
-    assert_rejected("strides_bytes", strides_bytes=(2,))
-    assert_rejected("box_shape", box_shape=(64,))
-    assert_rejected("element_strides", element_strides=(1,))
+    assert "Give 2" in refusal("strides_bytes", strides_bytes=(2,))
+    assert "has 1 entries (64,)" in refusal("box_shape", box_shape=(64,))
+    assert "Give 2" in refusal("element_strides", element_strides=(1,))
 
 
-def test_supported_and_unsupported_dtypes():
-    layout(dtype=dtypes.Float16)
-    layout(dtype=dtypes.Int8, strides_bytes=(512, 1))
-    assert_rejected("dtype", dtype="complex64")
+def test_dtype_without_a_tma_type_is_refused():
+    message = refusal("dtype", dtype="complex64")
+    assert "complex64" in message and "Float32" in message
 
 
-def test_base_address_alignment():
+def test_null_base_address_is_refused():
+    assert "no device memory" in refusal("base_ptr", base_ptr=0)
+
+
+def test_base_address_must_be_16_byte_aligned():
     layout(base_ptr=BASE + 16)
-    assert_rejected("base_ptr", base_ptr=BASE + 8)
+    message = refusal("base_ptr", base_ptr=BASE + 6)
+    assert "6 bytes past a 16-byte boundary" in message and "multiple of 8 elements" in message
+    assert f"0x{BASE + 6:x}" in message
 
 
-def test_base_address_needs_32_bytes_with_32b_interleave():
-    interleaved = dict(shape=(4, 8, 16), strides_bytes=(256, 32, 2), box_shape=(1, 8, 16), interleave="32B",
-                       swizzle="32B")
-    layout(**interleaved)
-    assert_rejected("base_ptr", base_ptr=BASE + 16, **interleaved)
+INTERLEAVED = dict(shape=(4, 8, 16), strides_bytes=(256, 32, 2), box_shape=(1, 8, 16), interleave="32B",
+                   swizzle="32B")
 
 
-def test_global_extent_bounds():
-    layout(shape=(2 ** 20, 512))
-    assert_rejected("shape[0]", shape=(0, 512))
+def test_base_address_must_be_32_byte_aligned_with_32b_interleave():
+    layout(**INTERLEAVED)
+    message = refusal("base_ptr", **{**INTERLEAVED, "base_ptr": BASE + 16})
+    assert "16 bytes past a 32-byte boundary" in message and "interleave='32B'" in message
 
 
-def test_outer_strides_are_multiples_of_16_below_2_pow_40():
-    layout(strides_bytes=(1040, 2))
-    assert_rejected("strides_bytes[0]", strides_bytes=(1000, 2))
-    assert_rejected("strides_bytes[0]", strides_bytes=(2 ** 40, 2))
-    assert_rejected("strides_bytes[0]", strides_bytes=(0, 2))
+def test_global_extents_are_1_to_2_pow_32():
+    layout(shape=(2 ** 32, 512), strides_bytes=(1024, 2))
+    assert "at least one element" in refusal("shape[0]", shape=(0, 512))
+    assert "Split dimension 0" in refusal("shape[0]", shape=(2 ** 32 + 1, 512))
 
 
-def test_outer_strides_are_multiples_of_32_with_32b_interleave():
-    interleaved = dict(shape=(4, 8, 16), box_shape=(1, 8, 16), interleave="32B", swizzle="32B")
-    layout(strides_bytes=(256, 32, 2), **interleaved)
-    assert_rejected("strides_bytes[0]", strides_bytes=(272, 32, 2), **interleaved)
+def test_rows_not_a_multiple_of_16_bytes_say_how_to_pad():
+    message = refusal("strides_bytes[0]", shape=(100, 33), strides_bytes=(66, 2), dtype=dtypes.Float16,
+                      box_shape=(16, 16))
+    assert "(100, 33) Float16 array (byte strides (66, 2)" in message
+    assert "rows of 66 bytes" in message and "multiple of 16" in message
+    assert "allocate (100, 40) and pass the (100, 33) view" in message and "x[:, :33]" in message
+    assert "(40, 1)" in message
+
+
+def test_padding_advice_names_the_dimension_to_pad_in_rank_3():
+    message = refusal("strides_bytes[1]", shape=(4, 5, 7), strides_bytes=contiguous((4, 5, 7), 4),
+                      dtype=dtypes.Float32, box_shape=(1, 1, 4))
+    assert "rows of 28 bytes" in message
+    assert "allocate (4, 5, 8) and pass the (4, 5, 7) view" in message and "x[:, :, :7]" in message
+
+
+def test_a_strided_view_gets_the_next_valid_stride():
+    message = refusal("strides_bytes[0]", shape=(10, 8), strides_bytes=(40, 4), dtype=dtypes.Float32,
+                      box_shape=(4, 4))
+    assert "is 40" in message and "e.g. 48" in message
+
+
+def test_outer_strides_are_positive_and_below_2_pow_40():
+    layout(shape=(2, 512), strides_bytes=(2 ** 40 - 16, 2))
+    assert "2**40" in refusal("strides_bytes[0]", strides_bytes=(2 ** 40, 2))
+    assert "positive" in refusal("strides_bytes[0]", strides_bytes=(0, 2))
+    assert "positive" in refusal("strides_bytes[0]", strides_bytes=(-1024, 2))
+
+
+def test_the_innermost_bad_stride_is_reported_first():
+    message = refusal("strides_bytes[1]", shape=(3, 5, 7), strides_bytes=(1000, 28, 4), dtype=dtypes.Float32,
+                      box_shape=(1, 1, 4))
+    assert "is 28" in message
 
 
 def test_innermost_stride_must_be_the_element_size():
-    assert_rejected("strides_bytes[1]", strides_bytes=(1024, 4))
+    message = refusal("strides_bytes[1]", strides_bytes=(2, 512))   # a transposed view
+    assert "innermost" in message and "C-contiguous" in message and "is 512" in message
 
 
-def test_box_extent_bounds():
+def test_outer_strides_are_multiples_of_32_with_32b_interleave():
+    message = refusal("strides_bytes[0]", **{**INTERLEAVED, "strides_bytes": (272, 32, 2)})
+    assert "multiple of 32" in message and "interleave='32B'" in message
+
+
+def test_box_extents_are_1_to_256():
     layout(box_shape=(256, 64))
-    assert_rejected("box_shape[0]", box_shape=(257, 64))
-    assert_rejected("box_shape[0]", box_shape=(0, 64))
+    assert "1 to 256" in refusal("box_shape[0]", box_shape=(257, 64))
+    assert "is 0" in refusal("box_shape[0]", box_shape=(0, 64))
 
 
 def test_innermost_box_row_is_a_multiple_of_16_bytes():
     layout(box_shape=(64, 8))  # 8 x 2 bytes = 16
-    assert_rejected("box_shape[1]", box_shape=(64, 12))  # 24 bytes
+    message = refusal("box_shape[1]", box_shape=(64, 12))
+    assert "12 x 2 = 24 bytes" in message and "multiple of 8 elements" in message and "box_shape[1]=16" in message
 
 
-@pytest.mark.parametrize("swizzle, widest", [("32B", 16), ("64B", 32), ("128B", 64)])
-def test_swizzle_bounds_the_innermost_box_row(swizzle, widest):
+def test_float64_box_rows_need_an_even_count():
+    message = refusal("box_shape[0]", shape=(100,), strides_bytes=(8,), dtype=dtypes.Float64, box_shape=(3,))
+    assert "multiple of 2 elements" in message and "box_shape[0]=4" in message
+
+
+@pytest.mark.parametrize("swizzle, widest, wider", [("32B", 16, "'64B'"), ("64B", 32, "'128B'"),
+                                                    ("128B", 64, "several copies")])
+def test_swizzle_bounds_the_innermost_box_row(swizzle, widest, wider):
     layout(swizzle=swizzle, box_shape=(64, widest))
-    assert_rejected("box_shape[1]", swizzle=swizzle, box_shape=(64, widest * 2))
+    message = refusal("box_shape[1]", swizzle=swizzle, box_shape=(64, widest * 2))
+    assert f"{widest * 4} bytes" in message and f"{widest * 2}-byte span" in message
+    assert f"box_shape[1] <= {widest}" in message and wider in message
 
 
-def test_32b_interleave_needs_32b_swizzle_and_rank_3():
-    interleaved = dict(shape=(4, 8, 16), strides_bytes=(256, 32, 2), box_shape=(1, 8, 16), interleave="32B")
-    assert_rejected("swizzle", swizzle="128B", **interleaved)
-    assert_rejected("rank", interleave="16B")
+def test_32b_interleave_needs_32b_swizzle():
+    message = refusal("swizzle", **{**INTERLEAVED, "swizzle": "128B"})
+    assert "swizzle='32B'" in message
 
 
-def test_element_stride_bounds():
+def test_element_strides_are_1_to_8_and_the_innermost_is_1():
     layout(element_strides=(8, 1))
-    assert_rejected("element_strides[0]", element_strides=(9, 1))
-    assert_rejected("element_strides[1]", element_strides=(1, 0))
+    assert "1 to 8" in refusal("element_strides[0]", element_strides=(9, 1))
+    assert "is 0" in refusal("element_strides[0]", element_strides=(0, 1))
+    assert "innermost" in refusal("element_strides[1]", element_strides=(1, 2))
 
 
-def test_nan_fill_only_for_floats():
-    layout(oob_fill="nan")
-    assert_rejected("oob_fill", oob_fill="nan", dtype=dtypes.Int16)
+@pytest.mark.parametrize("dtype", [dtypes.Float16, dtypes.BFloat16, dtypes.Float32, dtypes.Float64])
+def test_nan_fill_is_accepted_for_float_tma_types(dtype):
+    itemsize = dtype.itemsize
+    layout(oob_fill="nan", dtype=dtype, strides_bytes=(512 * itemsize, itemsize), box_shape=(64, 16))
+
+
+@pytest.mark.parametrize("dtype, tma_type", [(dtypes.Int16, "UINT16"), (dtypes.Int32, "INT32"),
+                                             (dtypes.Float8E4M3, "UINT8"), (dtypes.Boolean, "UINT8")])
+def test_nan_fill_is_refused_for_other_types(dtype, tma_type):
+    itemsize = dtype.itemsize
+    message = refusal("oob_fill", oob_fill="nan", dtype=dtype, strides_bytes=(512 * itemsize, itemsize),
+                      box_shape=(64, 16))
+    assert f"{dtype.name} as {tma_type}" in message and "oob_fill='zero'" in message
 
 
 @pytest.mark.parametrize("field, value", [("swizzle", "256B"), ("l2_promotion", "32B"), ("oob_fill", "one"),
                                           ("interleave", "8B")])
 def test_option_names_are_checked(field, value):
-    assert_rejected(field, **{field: value})
+    message = refusal(field, **{field: value})
+    assert repr(value) in message and "Pass one of" in message
 
 
 def test_tensor_map_of_a_host_array_is_rejected_before_the_driver():
     from tsjit.runtime.tensormap import TensorMap
 
-    with pytest.raises(LaunchError, match="'array'.*to_device"):
+    with pytest.raises(LaunchError, match="(?s)'array'.*to_device"):
         TensorMap(np.zeros((64, 64), dtype=np.float32), (16, 16))
 
 

@@ -72,19 +72,23 @@ class TensorMapSpec:
     box_shape: tuple
     rank: int
     swizzle: str
+    element_strides: tuple | None = None   # outermost first; None when all 1
 
     def key(self) -> tuple:
-        return ("M", self.dtype.name, self.box_shape, self.rank, self.swizzle)
+        base = ("M", self.dtype.name, self.box_shape, self.rank, self.swizzle)
+        return base if self.element_strides is None else base + (self.element_strides,)
 
     def describe(self) -> str:
         return f"TensorMap of {self.dtype.name}, box {self.box_shape}"
 
 
-def tensormap_spec(dtype: DType, box_shape, *, rank: int | None = None, swizzle: str = "none") -> TensorMapSpec:
+def tensormap_spec(dtype: DType, box_shape, *, rank: int | None = None, swizzle: str = "none",
+                   element_strides=None) -> TensorMapSpec:
     """A stand-in for a :class:`tsjit.TensorMap` argument when compiling without a GPU
     (``tsjit.compile(kernel, tsjit.tensormap_spec(tsjit.Float32, (64, 64)), ...)``)."""
     box = tuple(int(b) for b in box_shape)
-    return TensorMapSpec(dtype, box, rank or len(box), swizzle)
+    steps = None if element_strides is None or set(element_strides) == {1} else tuple(int(e) for e in element_strides)
+    return TensorMapSpec(dtype, box, rank or len(box), swizzle, steps)
 
 
 def constant_key(value) -> str:

@@ -1,17 +1,23 @@
-"""TMA (the Tensor Memory Accelerator) in device code.
+"""TMA (the Tensor Memory Accelerator) in device code, for tensor maps of rank 1 to 5.
 
 A :class:`TensorMapHandle` is the device side of a host :class:`tsjit.TensorMap`: a 128-byte
 descriptor passed by value as a ``__grid_constant__`` parameter (``.param .align 128``).
 Coordinates are given outermost first, like numpy indices and ``box_shape`` (the hardware
-wants them innermost first; tsjit reverses them) and count *elements*, not tiles.
+wants them innermost first; tsjit reverses them), count *elements*, not tiles, and are signed
+32-bit: a box may start before the array (negative coordinates) or run past its end.
 
-* :func:`tma_load` — tile global -> shared, completing on an mbarrier
-  (``cp.async.bulk.tensor.Nd.shared::cluster.global.tile.mbarrier::complete_tx::bytes``),
-  optionally multicast to the CTAs of a cluster.  Out-of-bounds elements are filled
-  (zero or NaN, per the descriptor) and still count toward the transaction bytes.
-* :func:`tma_store` — tile shared -> global (``...global.shared::cta.tile.bulk_group``);
-  out-of-bounds elements are not written.  Follow with :func:`bulk_commit_group` and
-  :func:`bulk_wait_group`.
+* :func:`tma_load` — box global -> shared, completing on an mbarrier
+  (``cp.async.bulk.tensor.{1..5}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+  [dst], [tensorMap, {c0, ...}], [mbar]``), optionally ``.multicast::cluster`` to the CTAs
+  of a ``ctaMask``.  Out-of-bounds elements are filled (zero or NaN, per the descriptor)
+  and still count toward the transaction bytes (:attr:`TensorMapHandle.box_bytes`).
+* :func:`tma_store` — box shared -> global
+  (``cp.async.bulk.tensor.{1..5}d.global.shared::cta.tile.bulk_group [tensorMap, {c0, ...}],
+  [src]``); out-of-bounds elements are not written (the box is clipped to the array).
+  Follow with :func:`bulk_commit_group` and :func:`bulk_wait_group`.
+
+The shared-memory tile of a copy is the box packed in C order (innermost dimension
+fastest), ``ceil(box[i] / element_strides[i])`` elements per dimension.
 Sources: PTX ISA 8.6 §9.7.9.25 "cp.async.bulk.tensor", §9.7.9.27 commit/wait_group.
 """
 from __future__ import annotations
@@ -30,8 +36,11 @@ class TensorMapHandle:
 
     Attributes:
         ir: the ``ptr byval([128 x i8])`` parameter (a generic address of the descriptor).
-        dtype: element type; box_shape: tile shape, outermost first; rank: dimensions.
-        box_bytes: bytes one full-box copy delivers (the ``expect_tx`` count).
+        dtype: element type; box_shape: box shape, outermost first; rank: dimensions (1..5).
+        element_strides: traversal steps, outermost first (all 1 unless the TensorMap has others).
+        tile_shape: the packed shared-memory tile one copy fills, ``ceil(box / step)`` per dimension.
+        box_bytes: bytes one full-box copy delivers (the ``expect_tx`` count), out-of-bounds
+            elements included.
     """
 
     def __init__(self, param, spec):
@@ -40,8 +49,11 @@ class TensorMapHandle:
         self.box_shape = tuple(spec.box_shape)
         self.rank = spec.rank
         self.swizzle = spec.swizzle
+        self.element_strides = tuple(getattr(spec, "element_strides", None) or (1,) * self.rank)
+        # The packed shared-memory tile one copy fills: ceil(box / step) elements per dimension.
+        self.tile_shape = tuple(-(-box // step) for box, step in zip(self.box_shape, self.element_strides))
         nbytes = self.dtype.itemsize
-        for extent in self.box_shape:
+        for extent in self.tile_shape:
             nbytes *= extent
         self.box_bytes = nbytes
 
@@ -55,58 +67,111 @@ def _tmap(tmap, name: str) -> TensorMapHandle:
     return tmap
 
 
+INT32_RANGE = range(-2 ** 31, 2 ** 31)
+CTA_MASK_RANGE = range(1, 2 ** 16)   # ctaMask: 16 bits, at least one CTA (else the copy never completes)
+
+
 def _coords(tmap: TensorMapHandle, coords, name: str) -> list:
     coords = tuple(coords) if isinstance(coords, (tuple, list)) else (coords,)
     if len(coords) != tmap.rank:
-        raise CompilationError(f"tsjit.{name}: the tensor map has rank {tmap.rank} but {len(coords)} "
-                               f"coordinates were given")
+        raise CompilationError(f"tsjit.{name}: the tensor map has rank {tmap.rank} (box {tmap.box_shape}) but "
+                               f"{len(coords)} coordinates were given; pass {tmap.rank}, outermost first")
+    for axis, c in enumerate(coords):
+        if isinstance(c, int) and not isinstance(c, bool) and c not in INT32_RANGE:
+            raise CompilationError(f"tsjit.{name}: coordinate {axis} is {c}; TMA coordinates are signed 32-bit "
+                                   f"element indices (-2**31 .. 2**31-1)")
     return [cast_to(as_value(c, dt.Int32), dt.Int32).ir for c in reversed(coords)]
 
 
-def _smem_address(dst, name: str, align: int = 128):
-    if isinstance(dst, Tensor):
-        dst = dst.ptr
-    if not isinstance(dst, Pointer) or dst.address_space != emit.SHARED:
+def _smem_address(tile, tmap: TensorMapHandle, name: str, align: int = 128):
+    """The shared-memory Pointer of ``tile``, checked: shared, aligned, and (for a Tensor of
+    compile-time shape) large enough for the packed box."""
+    nbytes = None
+    if isinstance(tile, Tensor):
+        if all(isinstance(e, int) for e in tile.shape):
+            nbytes = tile.dtype.itemsize
+            for extent in tile.shape:
+                nbytes *= extent
+        tile = tile.ptr
+    if not isinstance(tile, Pointer) or tile.address_space != emit.SHARED:
         raise CompilationError(f"tsjit.{name} needs a shared-memory tile (tsjit.shared_array or a TS allocation)")
-    if dst.alignment < align:
+    if tile.alignment < align:
         raise CompilationError(f"tsjit.{name}: the shared-memory tile must be {align}-byte aligned "
-                               f"(PTX ISA cp.async.bulk.tensor); it is only known to be {dst.alignment}-byte aligned")
-    return dst
+                               f"(PTX ISA cp.async.bulk.tensor); it is only known to be {tile.alignment}-byte aligned")
+    if nbytes is not None and nbytes < tmap.box_bytes:
+        raise CompilationError(f"tsjit.{name}: the shared-memory tile has {nbytes} bytes but one box "
+                               f"{tmap.box_shape} of {tmap.dtype.name} is {tmap.box_bytes} bytes; allocate "
+                               f"a tile of at least the box (e.g. tsjit.shared_array({tmap.dtype.name}, "
+                               f"{tmap.tile_shape}))")
+    return tile
+
+
+def _cta_mask(multicast_mask):
+    """The i16 ctaMask operand and the use-mask flag for ``multicast_mask`` (None = no multicast)."""
+    if multicast_mask is None:
+        return ir.Constant(emit.I16, 0), 0
+    if isinstance(multicast_mask, bool) or (isinstance(multicast_mask, int)
+                                            and multicast_mask not in CTA_MASK_RANGE):
+        raise CompilationError(f"tsjit.tma_load: multicast_mask is {multicast_mask!r}; it is a 16-bit mask of "
+                               f"cluster CTA ranks with at least one bit set (1 .. 0xFFFF)")
+    return cast_to(as_value(multicast_mask, dt.Int16), dt.Int16).ir, 1
 
 
 def tma_load(tmap, dst, barrier, coords, *, multicast_mask=None) -> None:
     """Copy the box at ``coords`` of ``tmap`` into shared memory ``dst``; completion is signalled on
-    ``barrier`` as transaction bytes (arm it with :func:`tsjit.mbarrier_arrive_expect_tx`).
+    ``barrier`` as transaction bytes (arm it with :func:`tsjit.mbarrier_arrive_expect_tx` for
+    ``tmap.box_bytes``).  Elements outside the array are filled per the descriptor's ``oob_fill``.
 
     Args:
-        tmap: a TensorMap kernel argument.
-        dst: shared-memory tile (Tensor or Pointer), 128-byte aligned (1024 for 128B swizzle).
+        tmap: a TensorMap kernel argument of rank 1..5.
+        dst: shared-memory tile (Tensor or Pointer), 128-byte aligned (1024 for 128B swizzle);
+            a Tensor of compile-time shape must hold at least ``tmap.box_bytes``.
         barrier: the mbarrier (shared ``Pointer[Int64]``) of this CTA.
-        coords: element coordinates of the box's first element, outermost first (Int32).
+        coords: element coordinates of the box's first element, outermost first, one per
+            dimension (Int32; may be negative or past the end).
         multicast_mask: a 16-bit mask of cluster CTAs that receive the tile (each at the same
             shared-memory offset, each signalling its own barrier at that offset), or None.
+            A compile-time mask must be in 1..0xFFFF.  Needs sm_90a.
+
+    Raises:
+        CompilationError: ``tmap`` is not a TensorMap argument, the coordinate count differs from
+            its rank, a constant coordinate is outside int32, ``dst`` is not a large enough,
+            aligned shared tile, ``barrier`` is not a shared pointer, or the mask is out of range.
+
+    Source: PTX ISA 8.0+, "cp.async.bulk.tensor" (``.shared::cluster.global.tile``, ``.multicast::cluster``).
     """
     t = _tmap(tmap, "tma_load")
     align = 1024 if t.swizzle == "128B" else 128
-    d = _smem_address(dst, "tma_load", align)
+    d = _smem_address(dst, t, "tma_load", align)
     if not isinstance(barrier, Pointer) or barrier.address_space != emit.SHARED:
         raise CompilationError("tsjit.tma_load: `barrier` must be a shared-memory mbarrier pointer")
+    mask, use_mask = _cta_mask(multicast_mask)
+    cluster_coords = _coords(t, coords, "tma_load")
     km = emit.current()
-    b = km.builder
-    dst_cluster = b.addrspacecast(d.ir, emit.pointer_type(emit.SHARED_CLUSTER))
-    use_mask = multicast_mask is not None
-    mask = cast_to(as_value(multicast_mask if use_mask else 0, dt.Int16), dt.Int16).ir
-    args = [dst_cluster, barrier.ir, t.ir, *_coords(t, coords, "tma_load"), mask, ir.Constant(emit.I64, 0),
-            ir.Constant(emit.I1, int(use_mask)), ir.Constant(emit.I1, 0), ir.Constant(emit.I32, 0)]
+    dst_cluster = km.builder.addrspacecast(d.ir, emit.pointer_type(emit.SHARED_CLUSTER))
+    args = [dst_cluster, barrier.ir, t.ir, *cluster_coords, mask, ir.Constant(emit.I64, 0),
+            ir.Constant(emit.I1, use_mask), ir.Constant(emit.I1, 0), ir.Constant(emit.I32, 0)]
     km.intrinsic(f"llvm.nvvm.cp.async.bulk.tensor.g2s.tile.{t.rank}d", args)
 
 
 def tma_store(tmap, src, coords) -> None:
     """Copy shared-memory tile ``src`` to the box at ``coords`` of ``tmap`` (bulk-group completion).
 
-    Threads that wrote ``src`` must execute :func:`tsjit.fence_proxy_async` and synchronize first."""
+    Elements of the box outside the array are not written.  Threads that wrote ``src`` must execute
+    :func:`tsjit.fence_proxy_async` and synchronize first.
+
+    Args:
+        tmap: a TensorMap kernel argument of rank 1..5.
+        src: 128-byte aligned shared-memory tile (Tensor or Pointer) holding the packed box.
+        coords: element coordinates of the box's first element, outermost first (Int32).
+
+    Raises:
+        CompilationError: as for :func:`tma_load`.
+
+    Source: PTX ISA 8.0+, "cp.async.bulk.tensor" (``.global.shared::cta.tile.bulk_group``).
+    """
     t = _tmap(tmap, "tma_store")
-    s = _smem_address(src, "tma_store")
+    s = _smem_address(src, t, "tma_store")
     args = [s.ir, t.ir, *_coords(t, coords, "tma_store"), ir.Constant(emit.I64, 0), ir.Constant(emit.I1, 0)]
     emit.current().intrinsic(f"llvm.nvvm.cp.async.bulk.tensor.s2g.tile.{t.rank}d", args)
 

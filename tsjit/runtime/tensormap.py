@@ -4,23 +4,50 @@ A :class:`TensorMap` describes a tiled view of a device array for the Tensor Mem
 Accelerator: the array's shape and byte strides, the box (tile) copied per TMA
 instruction, the shared-memory swizzle, L2 promotion and out-of-bounds fill.  The kernel
 receives its 128 opaque bytes by value as a ``__grid_constant__`` parameter
-(``ptr byval([128 x i8]) align 128``; ``shared/reference/toolchain.md`` §4).
+(``ptr byval([128 x i8]) align 128``; ``shared/reference/toolchain.md`` §4).  Ranks 1 to 5
+are supported.
 
 Dimensions are given **outermost first**, like numpy (``box_shape=(64, 128)`` for a
 64-row, 128-column tile of a row-major matrix); ``cuTensorMapEncodeTiled`` wants them
 innermost first, and this module reverses them.
 
-Bad descriptors are a known source of illegal-instruction faults and silently wrong
-results (anchors.md §5 #18), so :func:`validate_tensormap` checks every documented rule
-before the driver sees it and names the field that breaks it.  It is a pure function,
-testable without a GPU.  Source of the rules: CUDA Driver API,
-``cuTensorMapEncodeTiled`` ("The parameters passed are bound to the following
-requirements"), CUDA 12.x/13.x.
+The pipeline has three pure steps and one driver call:
+
+1. :func:`validate_tensormap` checks every rule ``cuTensorMapEncodeTiled`` documents (CUDA
+   Driver API 12.x/13.x, "The parameters passed are bound to the following requirements")
+   before the driver sees anything, and returns a :class:`TensorMapLayout`.  A broken rule
+   is a :class:`~tsjit.errors.LaunchError` that describes the array (shape, dtype, byte
+   strides, address), names the field, and says what to change.  The rules:
+
+   * rank 1..5; interleaved layouts need rank >= 3;
+   * the base address is non-zero and 16-byte aligned (32 with ``interleave="32B"``);
+   * every extent is in 1..2**32;
+   * the innermost dimension is dense (its stride is the element size: TMA has no
+     innermost stride); every other stride is a positive multiple of 16 bytes (32 with
+     ``interleave="32B"``) below 2**40;
+   * every box extent is in 1..256; without interleave the innermost box row is a
+     multiple of 16 bytes and, with a swizzle, at most the swizzle span (32/64/128 B);
+   * ``interleave="32B"`` needs ``swizzle="32B"``;
+   * element strides are in 1..8 (tsjit also requires the innermost one to be 1: the
+     driver ignores it without interleave, so anything else would be silently dropped);
+   * ``oob_fill="nan"`` needs a floating-point TMA data type (not 8-bit floats, which TMA
+     moves as UINT8);
+   * the option names (swizzle, L2 promotion, OOB fill, interleave) are from their
+     enums; the packed 4/6-bit data types and the ``128B_ATOM_*`` swizzles are not offered.
+
+2. :func:`encode_arguments` turns a layout into the exact values of the driver call
+   (:class:`EncodeArguments`).  For rank 1 the driver still dereferences ``globalStrides``
+   and returns ``CUDA_ERROR_INVALID_VALUE`` for a NULL array (NVIDIA CCCL PR #1567/#1568,
+   nvbug 4575531); cuda-bindings passes NULL for an empty list, so rank 1 gets one unused,
+   valid stride.  That was the rank-1 ``CUDA_ERROR_INVALID_VALUE`` of issue 9.
+3. :func:`encode_tensormap` makes the one ``cuTensorMapEncodeTiled`` call.
 """
 from __future__ import annotations
 
 import ctypes
 import math
+import operator
+from collections import namedtuple
 from dataclasses import dataclass
 
 from tsjit.errors import LaunchError
@@ -31,15 +58,18 @@ from tsjit.runtime.arrays import describe_array_argument, resolve_dtype
 DESCRIPTOR_BYTES = 128
 
 # DType -> CUtensorMapDataType member name. TMA moves bytes; the type matters only for
-# NaN out-of-bounds fill, so signed 8/16-bit and Boolean use the unsigned types of their width.
+# NaN out-of-bounds fill, so signed 8/16-bit, Boolean and the 8-bit floats use the unsigned
+# types of their width.
 TENSOR_MAP_DATA_TYPES: dict[str, str] = {
-    "Uint8": "UINT8", "Int8": "UINT8", "Boolean": "UINT8",
+    "Uint8": "UINT8", "Int8": "UINT8", "Boolean": "UINT8", "Float8E4M3": "UINT8", "Float8E5M2": "UINT8",
     "Uint16": "UINT16", "Int16": "UINT16",
     "Uint32": "UINT32", "Int32": "INT32",
     "Uint64": "UINT64", "Int64": "INT64",
     "Float16": "FLOAT16", "BFloat16": "BFLOAT16", "Float32": "FLOAT32", "Float64": "FLOAT64",
 }
+FLOAT_DATA_TYPES = frozenset({"FLOAT16", "BFLOAT16", "FLOAT32", "FLOAT64"})  # may use NaN fill
 SWIZZLE_BYTES = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
+SWIZZLES = {"none": "NONE", "32B": "32B", "64B": "64B", "128B": "128B"}
 L2_PROMOTIONS = {"none": "NONE", "64B": "L2_64B", "128B": "L2_128B", "256B": "L2_256B"}
 OOB_FILLS = {"zero": "NONE", "nan": "NAN_REQUEST_ZERO_FMA"}
 INTERLEAVES = {"none": "NONE", "16B": "16B", "32B": "32B"}
@@ -48,6 +78,8 @@ MAX_BOX_DIM = 256
 MAX_ELEMENT_STRIDE = 8
 MAX_GLOBAL_DIM = 2 ** 32
 MAX_GLOBAL_STRIDE = 2 ** 40
+STRIDE_ALIGN = 16            # bytes, globalStrides and globalAddress
+INTERLEAVE_32B_ALIGN = 32    # bytes, globalStrides and globalAddress with interleave="32B"
 
 
 @dataclass(frozen=True)
@@ -58,7 +90,7 @@ class TensorMapLayout:
         dtype: element type.
         global_address: base address (bytes).
         global_dims: extents, innermost first (``len == rank``).
-        global_strides: byte strides of dimensions 1..rank-1, innermost first.
+        global_strides: byte strides of dimensions 1..rank-1, innermost first (empty for rank 1).
         box_dims: box extents, innermost first.
         element_strides: traversal steps, innermost first.
         interleave, swizzle, l2_promotion, oob_fill: the option names given.
@@ -81,47 +113,134 @@ class TensorMapLayout:
 
     @property
     def box_bytes(self) -> int:
-        """Bytes one TMA copy of a full box moves (the ``expect_tx`` count): the product over
-        dimensions of ``ceil(box / element_stride)`` times the element size; the innermost
-        element stride is ignored without interleave (as TMA does)."""
-        counts = [math.ceil(box / step) for box, step in zip(self.box_dims, self.element_strides)]
-        if self.interleave == "none":
-            counts[0] = self.box_dims[0]
-        return math.prod(counts) * self.dtype.itemsize
+        """Bytes one TMA copy of a full box moves (the ``expect_tx`` count, out-of-bounds
+        elements included): the product over dimensions of ``ceil(box / element_stride)``
+        times the element size (see :func:`traversed_box`)."""
+        return math.prod(traversed_box(self.box_dims, self.element_strides)) * self.dtype.itemsize
 
 
-def _choice(value: str, table: dict, field: str) -> str:
+def traversed_box(box_dims, element_strides) -> tuple[int, ...]:
+    """Elements one TMA copy visits per dimension: ``ceil(box[i] / element_stride[i])``.
+
+    Both sequences in the same order (either order works); the shared-memory tile of a copy
+    is this shape, packed.  Source: CUDA Driver API ``cuTensorMapEncodeTiled``, elementStrides.
+    """
+    return tuple(-(-box // step) for box, step in zip(box_dims, element_strides))
+
+
+EncodeArguments = namedtuple("EncodeArguments", "data_type rank global_address global_dims global_strides box_dims "
+                             "element_strides interleave swizzle l2_promotion oob_fill")
+EncodeArguments.__doc__ = """The plain values of one ``cuTensorMapEncodeTiled`` call, in its order, buildable without a GPU.
+
+Fields:
+    data_type: ``CUtensorMapDataType`` member suffix (``"FLOAT32"``).
+    rank: ``tensorRank``.
+    global_address: ``globalAddress``.
+    global_dims, global_strides, box_dims, element_strides: the arrays, innermost first;
+        ``global_strides`` has ``max(1, rank - 1)`` entries (rank 1: one unused stride).
+    interleave, swizzle, l2_promotion, oob_fill: enum member suffixes (``"NONE"``, ``"128B"``,
+        ``"L2_128B"``, ``"NAN_REQUEST_ZERO_FMA"``).
+"""
+
+
+def encode_arguments(layout: TensorMapLayout) -> EncodeArguments:
+    """The driver-call values for ``layout`` (pure; no GPU needed).
+
+    For rank 1 the driver rejects a NULL ``globalStrides`` (CUDA_ERROR_INVALID_VALUE), so one
+    stride is passed that it never uses: the innermost row rounded up to 16 bytes, which is
+    itself valid.  Other ranks pass the layout's strides unchanged.
+    """
+    strides = layout.global_strides
+    if not strides:
+        row = layout.global_dims[0] * layout.dtype.itemsize
+        strides = (-(-row // STRIDE_ALIGN) * STRIDE_ALIGN,)
+    return EncodeArguments(TENSOR_MAP_DATA_TYPES[layout.dtype.name], layout.rank, layout.global_address,
+                           layout.global_dims, strides, layout.box_dims, layout.element_strides,
+                           INTERLEAVES[layout.interleave], SWIZZLES[layout.swizzle],
+                           L2_PROMOTIONS[layout.l2_promotion], OOB_FILLS[layout.oob_fill])
+
+
+# ------------------------------------------------------------------ validation
+
+def describe_tensor(shape, strides_bytes, dtype, base_ptr) -> str:
+    """``"the (100, 33) Float16 array (byte strides (66, 2), at 0x7f0000000000)"``: how every
+    tensor-map message names the user's array."""
+    name = getattr(dtype, "name", dtype)
+    address = f"0x{base_ptr:x}" if isinstance(base_ptr, int) else repr(base_ptr)
+    return f"the {tuple(shape)} {name} array (byte strides {tuple(strides_bytes)}, at {address})"
+
+
+class _Refusal:
+    """Raises the LaunchError of one broken rule: what is wrong, then what to change."""
+
+    def __init__(self, tensor: str):
+        self.tensor = tensor
+
+    def __call__(self, field: str, problem: str, fix: str):
+        raise LaunchError(f"TensorMap of {self.tensor}: '{field}' {problem}.\n  {fix}")
+
+
+def _choice(value, table: dict, field: str, refuse: _Refusal) -> str:
     if value not in table:
-        raise LaunchError(f"tensor map field '{field}' must be one of {list(table)}; got {value!r}")
+        refuse(field, f"is {value!r}", f"Pass one of {list(table)}.")
     return value
 
 
-def _int_tuple(values, field: str) -> tuple[int, ...]:
+def _int_tuple(values, field: str, refuse: _Refusal) -> tuple[int, ...]:
     try:
         return tuple(int(v) for v in values)
     except (TypeError, ValueError):
-        raise LaunchError(f"tensor map field '{field}' must be a tuple of ints; got {values!r}") from None
+        refuse(field, f"is {values!r}", "Pass a tuple of ints, one per dimension, outermost first.")
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def _padding_fix(dims, strides, axis: int, itemsize: int, multiple: int) -> str:
+    """What to do when ``strides[axis]`` (bytes) is not a multiple of ``multiple``."""
+    inner_stride, inner_extent = strides[axis + 1], dims[axis + 1]
+    if strides[axis] == inner_stride * inner_extent:   # dimension axis+1 is packed: pad it
+        step = multiple // math.gcd(multiple, inner_stride)
+        padded = list(dims)
+        padded[axis + 1] = _round_up(inner_extent, step)
+        view = ", ".join(":" if i != axis + 1 else f":{inner_extent}" for i in range(len(dims)))
+        return (f"Pad to a multiple of {multiple} bytes, e.g. allocate {tuple(padded)} and pass the {tuple(dims)} "
+                f"view of it (x[{view}]; element strides "
+                f"{_packed_strides(padded)}).")
+    return (f"Use a byte stride that is a multiple of {multiple}, e.g. {_round_up(strides[axis], multiple)} "
+            f"(allocate with padding and pass a view).")
+
+
+def _packed_strides(shape) -> tuple[int, ...]:
+    """Element strides of a C-contiguous array of ``shape``."""
+    strides, step = [], 1
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= extent
+    return tuple(strides[::-1])
 
 
 def validate_tensormap(shape, strides_bytes, dtype, base_ptr: int, box_shape, *, element_strides=None,
                        swizzle: str = "none", l2_promotion: str = "none", oob_fill: str = "zero",
                        interleave: str = "none") -> TensorMapLayout:
-    """Check a tiled TMA descriptor against ``cuTensorMapEncodeTiled``'s requirements.
+    """Check a tiled TMA descriptor against every ``cuTensorMapEncodeTiled`` requirement.
 
     Args:
         shape: global extents, outermost first; rank 1..5, each 1..2**32.
         strides_bytes: byte stride of every dimension, outermost first; the innermost must
-            equal the element size (dense rows), the others be multiples of 16 (of 32 with
-            ``interleave="32B"``) and below 2**40.
+            equal the element size (dense rows), the others be positive multiples of 16 (of 32
+            with ``interleave="32B"``) below 2**40.
         dtype: element DType (see :data:`TENSOR_MAP_DATA_TYPES`).
-        base_ptr: device address; 16-byte aligned (32 with ``interleave="32B"``).
+        base_ptr: device address; non-zero, 16-byte aligned (32 with ``interleave="32B"``).
         box_shape: box extents, outermost first; each 1..256; without interleave the
             innermost box row must be a multiple of 16 bytes, and with a swizzle at most
             the swizzle span (32, 64 or 128 bytes).
-        element_strides: traversal steps, outermost first, each 1..8 (default all 1).
+        element_strides: traversal steps, outermost first, each 1..8, the innermost 1
+            (default all 1).  A copy then visits ``ceil(box / step)`` elements per dimension.
         swizzle: ``"none"``, ``"32B"``, ``"64B"``, ``"128B"``.
         l2_promotion: ``"none"``, ``"64B"``, ``"128B"``, ``"256B"``.
-        oob_fill: ``"zero"``, or ``"nan"`` (float dtypes only).
+        oob_fill: ``"zero"``, or ``"nan"`` (Float16/BFloat16/Float32/Float64 only).
         interleave: ``"none"``, ``"16B"``, ``"32B"``; interleaved layouts need rank >= 3,
             and ``"32B"`` needs ``swizzle="32B"``.
 
@@ -129,100 +248,186 @@ def validate_tensormap(shape, strides_bytes, dtype, base_ptr: int, box_shape, *,
         The driver's arguments, innermost first (:class:`TensorMapLayout`).
 
     Raises:
-        LaunchError: naming the field (``rank``, ``dtype``, ``base_ptr``, ``shape[i]``,
+        LaunchError: starting "TensorMap of the <shape> <dtype> array (byte strides ..., at
+            0x...)", naming the field (``rank``, ``dtype``, ``base_ptr``, ``shape[i]``,
             ``strides_bytes[i]``, ``box_shape[i]``, ``element_strides[i]``, ``swizzle``,
-            ``oob_fill``, ``interleave``), the rule, and the value given.  Indices are
-            numpy-ordered (outermost first).
+            ``l2_promotion``, ``oob_fill``, ``interleave``), the value given, and what to
+            change.  Indices are numpy-ordered (outermost first).
+
+    Source: CUDA Driver API, ``cuTensorMapEncodeTiled`` (12.x/13.x).
     """
-    _choice(swizzle, SWIZZLE_BYTES, "swizzle")
-    _choice(l2_promotion, L2_PROMOTIONS, "l2_promotion")
-    _choice(oob_fill, OOB_FILLS, "oob_fill")
-    _choice(interleave, INTERLEAVES, "interleave")
+    base_ptr = _address(base_ptr)
+    refuse = _Refusal(describe_tensor(_loose(shape), _loose(strides_bytes), dtype, base_ptr))
+    _choice(swizzle, SWIZZLE_BYTES, "swizzle", refuse)
+    _choice(l2_promotion, L2_PROMOTIONS, "l2_promotion", refuse)
+    _choice(oob_fill, OOB_FILLS, "oob_fill", refuse)
+    _choice(interleave, INTERLEAVES, "interleave", refuse)
     try:
         kind = resolve_dtype(dtype)
     except Exception:
-        raise LaunchError(f"tensor map field 'dtype' must be a tsjit dtype; got {dtype!r}") from None
-    if kind.name not in TENSOR_MAP_DATA_TYPES:
-        raise LaunchError(f"tensor map field 'dtype' {kind.name} is not supported by TMA; supported: "
-                          f"{sorted(TENSOR_MAP_DATA_TYPES)}")
-    dims = _int_tuple(shape, "shape")
-    strides = _int_tuple(strides_bytes, "strides_bytes")
-    box = _int_tuple(box_shape, "box_shape")
+        kind = None
+    if kind is None or kind.name not in TENSOR_MAP_DATA_TYPES:
+        refuse("dtype", f"{getattr(kind, 'name', dtype)!r} has no TMA data type",
+               f"Use one of {sorted(TENSOR_MAP_DATA_TYPES)}.")
+    dims = _int_tuple(shape, "shape", refuse)
+    strides = _int_tuple(strides_bytes, "strides_bytes", refuse)
+    box = _int_tuple(box_shape, "box_shape", refuse)
+    refuse.tensor = describe_tensor(dims, strides, kind, base_ptr)
     rank = len(dims)
-    if not 1 <= rank <= MAX_RANK:
-        raise LaunchError(f"tensor map field 'rank' must be in 1..{MAX_RANK}; got {rank} (shape={dims})")
-    if interleave != "none" and rank < 3:
-        raise LaunchError(f"tensor map field 'rank' must be >= 3 with interleave={interleave!r}; got {rank}")
-    steps = (1,) * rank if element_strides is None else _int_tuple(element_strides, "element_strides")
+    _check_rank(rank, interleave, refuse)
+    steps = (1,) * rank if element_strides is None else _int_tuple(element_strides, "element_strides", refuse)
     for field, values in (("strides_bytes", strides), ("box_shape", box), ("element_strides", steps)):
         if len(values) != rank:
-            raise LaunchError(f"tensor map field '{field}' must have {rank} entries (one per dimension "
-                              f"of shape {dims}); got {values}")
+            refuse(field, f"has {len(values)} entries {values}", f"Give {rank}, one per dimension of the array.")
     itemsize = kind.itemsize
-    stride_multiple = 32 if interleave == "32B" else 16
-    if base_ptr % stride_multiple:
-        raise LaunchError(f"tensor map field 'base_ptr' must be {stride_multiple}-byte aligned; got "
-                          f"0x{base_ptr:x} (offset {base_ptr % stride_multiple} bytes)")
-    for axis, extent in enumerate(dims):
-        if not 1 <= extent <= MAX_GLOBAL_DIM:
-            raise LaunchError(f"tensor map field 'shape[{axis}]' must be in 1..2**32; got {extent}")
-    if strides[-1] != itemsize:
-        raise LaunchError(f"tensor map field 'strides_bytes[{rank - 1}]' (innermost) must equal the element "
-                          f"size {itemsize} (TMA needs a dense innermost dimension); got {strides[-1]}")
-    for axis in range(rank - 1):
-        stride = strides[axis]
-        if stride <= 0 or stride % stride_multiple or stride >= MAX_GLOBAL_STRIDE:
-            raise LaunchError(f"tensor map field 'strides_bytes[{axis}]' must be a positive multiple of "
-                              f"{stride_multiple} below 2**40; got {stride} (shape={dims}, "
-                              f"strides_bytes={strides})")
-    for axis, extent in enumerate(box):
-        if not 1 <= extent <= MAX_BOX_DIM:
-            raise LaunchError(f"tensor map field 'box_shape[{axis}]' must be in 1..{MAX_BOX_DIM}; got {extent}")
-    inner_bytes = box[-1] * itemsize
-    if interleave == "none":
-        if inner_bytes % 16:
-            raise LaunchError(f"tensor map field 'box_shape[{rank - 1}]' (innermost) times the element size "
-                              f"must be a multiple of 16 bytes; got {box[-1]} x {itemsize} = {inner_bytes}")
-        span = SWIZZLE_BYTES[swizzle]
-        if span and inner_bytes > span:
-            raise LaunchError(f"tensor map field 'box_shape[{rank - 1}]' (innermost) spans {inner_bytes} bytes; "
-                              f"swizzle={swizzle!r} allows at most {span} (got {box[-1]} x {itemsize})")
-    elif interleave == "32B" and swizzle != "32B":
-        raise LaunchError(f"tensor map field 'swizzle' must be '32B' with interleave='32B'; got {swizzle!r}")
-    for axis, step in enumerate(steps):
-        if not 1 <= step <= MAX_ELEMENT_STRIDE:
-            raise LaunchError(f"tensor map field 'element_strides[{axis}]' must be in 1..{MAX_ELEMENT_STRIDE}; "
-                              f"got {step}")
-    if oob_fill == "nan" and not kind.is_float:
-        raise LaunchError(f"tensor map field 'oob_fill' may be 'nan' only for float dtypes; dtype is {kind.name}")
+    align = INTERLEAVE_32B_ALIGN if interleave == "32B" else STRIDE_ALIGN
+    _check_extents(dims, refuse)
+    _check_base(base_ptr, align, itemsize, interleave, refuse)
+    _check_strides(dims, strides, itemsize, align, interleave, refuse)
+    _check_box(box, itemsize, swizzle, interleave, refuse)
+    _check_element_strides(steps, refuse)
+    if oob_fill == "nan" and TENSOR_MAP_DATA_TYPES[kind.name] not in FLOAT_DATA_TYPES:
+        refuse("oob_fill", f"is 'nan' but TMA moves {kind.name} as {TENSOR_MAP_DATA_TYPES[kind.name]}",
+               "NaN fill needs Float16, BFloat16, Float32 or Float64 data; use oob_fill='zero'.")
     return TensorMapLayout(kind, int(base_ptr), dims[::-1], strides[-2::-1], box[::-1], steps[::-1],
                            interleave, swizzle, l2_promotion, oob_fill)
 
 
-def encode_tensormap(layout: TensorMapLayout):
-    """Call ``cuTensorMapEncodeTiled`` for a validated layout; returns the ``CUtensorMap``.
+def _address(value):
+    """``value`` as an int address when it is one (numpy ints included), else unchanged."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        return value
+
+
+def _loose(values):
+    """``values`` as a tuple for a message, whatever it is."""
+    try:
+        return tuple(values)
+    except TypeError:
+        return (values,)
+
+
+def _check_rank(rank: int, interleave: str, refuse: _Refusal) -> None:
+    if rank == 0:
+        refuse("rank", "is 0", "TMA copies boxes of 1 to 5 dimensions: reshape the array to (1,).")
+    if rank > MAX_RANK:
+        refuse("rank", f"is {rank}; TMA supports 1 to {MAX_RANK} dimensions",
+               "Merge dimensions that are contiguous with each other (reshape), or give the outer "
+               "dimensions to separate tensor maps / launches.")
+    if interleave != "none" and rank < 3:
+        refuse("rank", f"is {rank}, but interleave={interleave!r} needs rank >= 3",
+               "Use interleave='none', or describe the interleaved layout with its 3+ dimensions.")
+
+
+def _check_extents(dims, refuse: _Refusal) -> None:
+    for axis, extent in enumerate(dims):
+        if extent < 1:
+            refuse(f"shape[{axis}]", f"is {extent}: TMA needs at least one element per dimension",
+                   "Skip the copy for an empty array.")
+        if extent > MAX_GLOBAL_DIM:
+            refuse(f"shape[{axis}]", f"is {extent} > 2**32", f"Split dimension {axis} in two (reshape).")
+
+
+def _check_base(base_ptr: int, align: int, itemsize: int, interleave: str, refuse: _Refusal) -> None:
+    if not isinstance(base_ptr, int) or isinstance(base_ptr, bool) or base_ptr <= 0:
+        refuse("base_ptr", f"is {base_ptr!r}: the array has no device memory", "Pass an allocated device array.")
+    offset = base_ptr % align
+    if offset:
+        why = f" (interleave={interleave!r})" if interleave == "32B" else ""
+        refuse("base_ptr", f"is {offset} bytes past a {align}-byte boundary; TMA needs {align}-byte aligned "
+               f"data{why}", f"Start the view at a multiple of {max(1, align // itemsize)} elements from a "
+               f"{align}-byte aligned allocation (tsjit.empty is 256-byte aligned), or copy it.")
+
+
+def _check_strides(dims, strides, itemsize: int, align: int, interleave: str, refuse: _Refusal) -> None:
+    rank = len(dims)
+    if strides[-1] != itemsize:
+        refuse(f"strides_bytes[{rank - 1}]", f"(innermost) is {strides[-1]} bytes; TMA reads the innermost "
+               f"dimension densely ({itemsize} bytes apart)",
+               "Pass a C-contiguous copy, or order the dimensions so that the unit-stride one is last.")
+    for axis in range(rank - 2, -1, -1):          # innermost first: the first fix to make
+        stride = strides[axis]
+        if stride <= 0:
+            refuse(f"strides_bytes[{axis}]", f"is {stride}: TMA needs positive strides (no broadcast or "
+                   f"reversed dimensions)", "Materialize the array with a copy.")
+        if stride >= MAX_GLOBAL_STRIDE:
+            refuse(f"strides_bytes[{axis}]", f"is {stride} >= 2**40 bytes", "Use a smaller allocation or "
+                   "split the tensor into several tensor maps.")
+        if stride % align:
+            why = " with interleave='32B'" if align == INTERLEAVE_32B_ALIGN else ""
+            refuse(f"strides_bytes[{axis}]", f"is {stride}: rows of {stride} bytes (the stride of dimension "
+                   f"{axis}) are not a multiple of {align}{why}",
+                   _padding_fix(dims, strides, axis, itemsize, align))
+
+
+def _check_box(box, itemsize: int, swizzle: str, interleave: str, refuse: _Refusal) -> None:
+    rank = len(box)
+    for axis, extent in enumerate(box):
+        if not 1 <= extent <= MAX_BOX_DIM:
+            refuse(f"box_shape[{axis}]", f"is {extent}; TMA boxes have 1 to {MAX_BOX_DIM} elements per "
+                   f"dimension", f"Use box_shape[{axis}] <= {MAX_BOX_DIM} and issue several copies.")
+    if interleave != "none":
+        if interleave == "32B" and swizzle != "32B":
+            refuse("swizzle", f"is {swizzle!r}, but interleave='32B' needs swizzle='32B'", "Pass swizzle='32B'.")
+        return
+    inner = box[-1] * itemsize
+    elements_per_16 = STRIDE_ALIGN // math.gcd(STRIDE_ALIGN, itemsize)
+    if inner % STRIDE_ALIGN:
+        refuse(f"box_shape[{rank - 1}]", f"(innermost) is {box[-1]}: box rows of {box[-1]} x {itemsize} = "
+               f"{inner} bytes, not a multiple of 16", f"Use a multiple of {elements_per_16} elements, e.g. "
+               f"box_shape[{rank - 1}]={_round_up(box[-1], elements_per_16)}.")
+    span = SWIZZLE_BYTES[swizzle]
+    if span and inner > span:
+        wider = [name for name, nbytes in SWIZZLE_BYTES.items() if nbytes >= inner]
+        refuse(f"box_shape[{rank - 1}]", f"(innermost) is {box[-1]}: box rows of {inner} bytes exceed the "
+               f"{span}-byte span of swizzle={swizzle!r}",
+               f"Use box_shape[{rank - 1}] <= {span // itemsize}" + (f", or swizzle={wider[0]!r}." if wider
+                                                                     else " and issue several copies."))
+
+
+def _check_element_strides(steps, refuse: _Refusal) -> None:
+    rank = len(steps)
+    for axis, step in enumerate(steps):
+        if not 1 <= step <= MAX_ELEMENT_STRIDE:
+            refuse(f"element_strides[{axis}]", f"is {step}; TMA steps 1 to {MAX_ELEMENT_STRIDE} elements",
+                   f"Use element_strides[{axis}] in 1..{MAX_ELEMENT_STRIDE}.")
+    if steps[-1] != 1:
+        refuse(f"element_strides[{rank - 1}]", f"(innermost) is {steps[-1]}; tsjit supports only 1 there (without "
+               f"interleave the driver ignores it and copies dense rows)",
+               "Pass 1 and subsample the innermost dimension after the copy.")
+
+
+# ------------------------------------------------------------------ the driver call
+
+def encode_tensormap(layout: TensorMapLayout, what: str = "a tensor map"):
+    """Call ``cuTensorMapEncodeTiled`` with :func:`encode_arguments` of ``layout``; returns the
+    ``CUtensorMap``.  Pass only layouts from :func:`validate_tensormap`; ``what`` names the
+    array in the message.
 
     Raises:
-        LaunchError: no GPU, or the driver rejected the descriptor.
+        LaunchError: no GPU, or the driver rejected the descriptor (a rule tsjit does not know:
+            the message shows every argument of the call).
     """
     cu = driver.bindings()
-    swizzle = "NONE" if layout.swizzle == "none" else layout.swizzle
+    args = encode_arguments(layout)
     return driver.check(cu.cuTensorMapEncodeTiled(
-        getattr(cu.CUtensorMapDataType, "CU_TENSOR_MAP_DATA_TYPE_" + TENSOR_MAP_DATA_TYPES[layout.dtype.name]),
-        layout.rank, layout.global_address,
-        [cu.cuuint64_t(d) for d in layout.global_dims],
-        [cu.cuuint64_t(s) for s in layout.global_strides],
-        [cu.cuuint32_t(b) for b in layout.box_dims],
-        [cu.cuuint32_t(e) for e in layout.element_strides],
-        getattr(cu.CUtensorMapInterleave, "CU_TENSOR_MAP_INTERLEAVE_" + INTERLEAVES[layout.interleave]),
-        getattr(cu.CUtensorMapSwizzle, "CU_TENSOR_MAP_SWIZZLE_" + swizzle),
-        getattr(cu.CUtensorMapL2promotion, "CU_TENSOR_MAP_L2_PROMOTION_" + L2_PROMOTIONS[layout.l2_promotion]),
-        getattr(cu.CUtensorMapFloatOOBfill, "CU_TENSOR_MAP_FLOAT_OOB_FILL_" + OOB_FILLS[layout.oob_fill]),
-    ), "cuTensorMapEncodeTiled")
+        getattr(cu.CUtensorMapDataType, "CU_TENSOR_MAP_DATA_TYPE_" + args.data_type),
+        args.rank, args.global_address,
+        [cu.cuuint64_t(d) for d in args.global_dims],
+        [cu.cuuint64_t(s) for s in args.global_strides],
+        [cu.cuuint32_t(b) for b in args.box_dims],
+        [cu.cuuint32_t(e) for e in args.element_strides],
+        getattr(cu.CUtensorMapInterleave, "CU_TENSOR_MAP_INTERLEAVE_" + args.interleave),
+        getattr(cu.CUtensorMapSwizzle, "CU_TENSOR_MAP_SWIZZLE_" + args.swizzle),
+        getattr(cu.CUtensorMapL2promotion, "CU_TENSOR_MAP_L2_PROMOTION_" + args.l2_promotion),
+        getattr(cu.CUtensorMapFloatOOBfill, "CU_TENSOR_MAP_FLOAT_OOB_FILL_" + args.oob_fill),
+    ), f"cuTensorMapEncodeTiled for {what} ({args})")
 
 
 class TensorMap:
-    """A TMA descriptor for a tiled view of a device array.
+    """A TMA descriptor for a tiled view of a device array (rank 1 to 5).
 
     Args:
         array: a :class:`~tsjit.runtime.arrays.DeviceArray`, a ``__cuda_array_interface__``
@@ -237,6 +442,7 @@ class TensorMap:
         dtype: element type.
 
     The array must outlive every launch that uses this descriptor (it holds a reference).
+    Out-of-bounds parts of a box are filled (zero or NaN) on loads and not written on stores.
 
     Raises:
         LaunchError: ``array`` is not a device array, a rule of :func:`validate_tensormap`
@@ -248,8 +454,7 @@ class TensorMap:
         arg = describe_array_argument(array, "tensor map array")
         if arg is None or arg.device_kind != "cuda":
             kind = "a host array" if arg is not None else type(array).__name__
-            raise LaunchError(f"tensor map field 'array' must be a device array; got {kind} "
-                              f"(pass tsjit.to_device(x))")
+            raise LaunchError(f"TensorMap: 'array' must be a device array; got {kind}.\n  Pass tsjit.to_device(x).")
         itemsize = arg.dtype.itemsize
         self.array = array
         self.layout = validate_tensormap(arg.shape, [s * itemsize for s in arg.strides], arg.dtype, arg.data_ptr,
@@ -257,12 +462,18 @@ class TensorMap:
                                          l2_promotion=l2_promotion, oob_fill=oob_fill, interleave=interleave)
         self.box_shape: tuple[int, ...] = self.layout.box_dims[::-1]
         self.dtype: DType = arg.dtype
-        self._tensor_map = encode_tensormap(self.layout)
+        self._tensor_map = encode_tensormap(self.layout, "TensorMap of " + describe_tensor(
+            arg.shape, [s * itemsize for s in arg.strides], arg.dtype, arg.data_ptr))
 
     @property
     def box_bytes(self) -> int:
         """Bytes one TMA copy of a full box delivers (see :attr:`TensorMapLayout.box_bytes`)."""
         return self.layout.box_bytes
+
+    @property
+    def element_strides(self) -> tuple[int, ...]:
+        """Traversal steps, outermost first."""
+        return self.layout.element_strides[::-1]
 
     @property
     def descriptor_bytes(self) -> bytes:
@@ -280,7 +491,9 @@ class TensorMap:
         """The argument specialization compiled code depends on (``TensorMapSpec``)."""
         from tsjit.frontend.specs import TensorMapSpec  # lazily: the frontend needs llvmlite
 
-        return TensorMapSpec(self.dtype, self.box_shape, self.layout.rank, self.layout.swizzle)
+        steps = self.element_strides
+        return TensorMapSpec(self.dtype, self.box_shape, self.layout.rank, self.layout.swizzle,
+                             None if set(steps) == {1} else steps)
 
     def parameter(self) -> ctypes.Array:
         """A ctypes copy of the 128 descriptor bytes: ``ctypes.addressof`` of it is the
@@ -294,7 +507,7 @@ class TensorMap:
         if cached is not None:
             return cached
         layout = self.layout
-        self._key = (layout.dtype.name, layout.rank, self.box_shape, layout.element_strides[::-1], layout.swizzle,
+        self._key = (layout.dtype.name, layout.rank, self.box_shape, self.element_strides, layout.swizzle,
                      layout.interleave, layout.l2_promotion, layout.oob_fill)
         return self._key
 

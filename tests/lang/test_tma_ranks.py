@@ -1,0 +1,116 @@
+"""TMA builtins for tensor maps of every rank: the PTX forms of loads (unicast and multicast) and stores
+for 1-D to 5-D boxes, assembled by ptxas for sm_90a, and the compile-time checks of tma_load/tma_store."""
+import re
+
+import numpy as np
+import pytest
+
+import tsjit
+from lang.compiling import build
+from lang.tma_box_kernels import CASES, box_roundtrip, expected_load, multicast_box, random_values
+from tsjit.lang.tma import TensorMapHandle
+from tsjit.runtime.tensormap import validate_tensormap
+
+LOAD = "cp.async.bulk.tensor.{}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+STORE = "cp.async.bulk.tensor.{}d.global.shared::cta.tile.bulk_group"
+
+
+def tensor_map(case, box=None, steps=None):
+    return tsjit.tensormap_spec(case.dtype, box or case.box, element_strides=steps)
+
+
+def operands(ptx: str, opcode: str) -> list[str]:
+    """The PTX lines of each ``opcode`` instruction."""
+    return [line for line in ptx.splitlines() if opcode + " " in line or opcode + "\t" in line]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_box_roundtrip_compiles_to_one_load_and_one_store_of_the_rank(case):
+    arrays = [tsjit.spec((case.tile_elements,), case.dtype) for _ in range(3)]
+    compiled = build(box_roundtrip, tensor_map(case, steps=case.element_strides), tensor_map(case, case.tile_shape),
+                     *arrays, *case.padded(case.load_at), *case.padded(case.store_at),
+                     RANK=case.rank, TILE_ELEMENTS=case.tile_elements)
+    loads, stores = operands(compiled.ptx, LOAD.format(case.rank)), operands(compiled.ptx, STORE.format(case.rank))
+    assert len(loads) == 1 and len(stores) == 1, compiled.ptx
+    coordinate_list = r"\{\s*" + r",\s*".join([r"%r\d+"] * case.rank) + r"\s*\}"
+    assert re.search(r"\[%rd\d+, " + coordinate_list + r"\], \[", loads[0]), loads[0]
+    assert re.search(r"\[%rd\d+, " + coordinate_list + r"\], \[", stores[0]), stores[0]
+    tile_bytes = case.tile_elements * case.dtype.itemsize
+    assert re.search(rf"@\"llvm\.nvvm\.mbarrier\.arrive\.expect\.tx[^(]*\(ptr addrspace\(3\) [^,]+, i32 {tile_bytes}\)",
+                     compiled.llir), "the expect_tx count is the packed tile's bytes"
+
+
+@pytest.mark.parametrize("rank", range(1, 6))
+def test_multicast_load_of_every_rank_uses_the_cta_mask(rank):
+    case = next(c for c in CASES if c.rank == rank)
+    compiled = build(multicast_box, tensor_map(case, steps=case.element_strides),
+                     tsjit.spec((case.tile_elements,), case.dtype), tsjit.spec((2 * case.tile_elements,), case.dtype),
+                     *case.padded(case.load_at), RANK=rank, TILE_ELEMENTS=case.tile_elements)
+    multicast = operands(compiled.ptx, LOAD.format(rank) + ".multicast::cluster")
+    assert len(multicast) == 1 and re.search(r"\], %rs\d+;", multicast[0]), multicast
+
+
+# ------------------------------------------------------------------ compile-time checks
+
+@tsjit.kernel
+def load_with(src_map, COORDS: tsjit.Constexpr[tuple], TILE: tsjit.Constexpr[int], MASK: tsjit.Constexpr[object]):
+    tile = tsjit.shared_array(src_map.dtype, TILE, align=1024)
+    bar = tsjit.shared_array(tsjit.Int64, 1, align=8)
+    tsjit.mbarrier_init(bar.ptr, 1)
+    tsjit.tma_load(src_map, tile, bar.ptr, COORDS, multicast_mask=MASK)
+
+
+def compile_load(box=(8, 16), coords=(0, 0), tile=128, mask=None):
+    return tsjit.compile(load_with, tsjit.tensormap_spec(tsjit.Float32, box), COORDS=coords, TILE=tile,
+                         MASK=mask, target="sm_90a")
+
+
+def test_a_valid_load_compiles():
+    assert compile_load().cubin
+
+
+def test_coordinate_count_must_match_the_rank():
+    with pytest.raises(tsjit.CompilationError, match=r"rank 2 \(box \(8, 16\)\) but 3 coordinates"):
+        compile_load(coords=(0, 0, 0))
+
+
+def test_constant_coordinates_must_fit_int32():
+    compile_load(coords=(-2 ** 31, 2 ** 31 - 1))
+    with pytest.raises(tsjit.CompilationError, match=r"coordinate 1 is 2147483648.*signed 32-bit"):
+        compile_load(coords=(0, 2 ** 31))
+
+
+@pytest.mark.parametrize("mask", [0, 2 ** 16, -1])
+def test_constant_multicast_mask_must_select_a_cta_within_16_bits(mask):
+    with pytest.raises(tsjit.CompilationError, match=rf"multicast_mask is {mask}.*1 \.\. 0xFFFF"):
+        compile_load(mask=mask)
+
+
+def test_tile_smaller_than_the_box_is_refused():
+    with pytest.raises(tsjit.CompilationError, match=r"tile has 508 bytes but one box \(8, 16\) of Float32 is "
+                                                     r"512 bytes.*shared_array\(Float32, \(8, 16\)\)"):
+        compile_load(tile=127)
+
+
+def test_expect_tx_bytes_count_the_traversed_box():
+    handle_spec = tsjit.tensormap_spec(tsjit.Float32, (8, 16), element_strides=(3, 1))
+    handle = TensorMapHandle(None, handle_spec)
+    assert handle.tile_shape == (3, 16) and handle.box_bytes == 3 * 16 * 4
+    assert handle_spec.key()[-1] == (3, 1)
+    assert tsjit.tensormap_spec(tsjit.Float32, (8, 16), element_strides=(1, 1)).key() == \
+        ("M", "Float32", (8, 16), 2, "none")
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_every_gpu_case_has_valid_descriptors_that_straddle_the_edge(case):
+    storage = case.storage or case.shape
+    strides = [case.dtype.itemsize]
+    for extent in reversed(storage[1:]):
+        strides.insert(0, strides[0] * extent)
+    base = 0x7F0000000000
+    load = validate_tensormap(case.shape, strides, case.dtype, base, case.box, element_strides=case.element_strides,
+                              oob_fill=case.oob_fill)
+    store = validate_tensormap(case.shape, strides, case.dtype, base, case.tile_shape)
+    assert load.box_bytes == store.box_bytes == case.tile_elements * case.dtype.itemsize
+    _, outside = expected_load(case, random_values(case.dtype, case.shape, np.random.default_rng()))
+    assert outside.any() and (~outside).any()
