@@ -68,6 +68,12 @@ def watch(host: int, kernel_name: str, sites: list) -> None:
         _buffers.append((host, kernel_name, list(sites)))
 
 
+def unwatch(host: int) -> None:
+    """Stop reporting the buffer at ``host`` (its memory stays the caller's)."""
+    with _lock:
+        _buffers[:] = [entry for entry in _buffers if entry[0] != host]
+
+
 def read_records(host: int) -> list[dict]:
     """The complete records in the buffer at host address ``host``, in claim order (field name -> int)."""
     words = (ctypes.c_int64 * (abi.HANG_MAX_RECORDS * _WORDS)).from_address(host)
