@@ -46,7 +46,9 @@ Tensor cores (:mod:`tsjit.lang.wgmma`, :mod:`tsjit.lang.fragment`, :mod:`tsjit.l
     ``wgmma`` (``tsjit.wgmma.mma_async`` ...), ``Fragment``, ``epilogue``.
 Errors (:mod:`tsjit.errors`)
     ``TsjitError`` and its kinds ``CompilationError``, ``ScheduleError``,
-    ``VerificationError``, ``LaunchError``, ``CacheError``.
+    ``VerificationError``, ``LaunchError``, ``UsageError`` (host API misuse: ``UsageTypeError``,
+    ``UsageValueError``, ``UsageKeyError``, ``UsageStateError``, each also the built-in
+    exception it refines), ``CacheError``.
 
 The Task Scheduling model (resources, schedules, tasks, ``TaskManager``) is :mod:`tsjit.ts`.
 
@@ -58,6 +60,7 @@ from __future__ import annotations
 import importlib
 
 from tsjit.errors import (CacheError, CompilationError, LaunchError, ScheduleError, TsjitError,
+                          UsageError, UsageKeyError, UsageStateError, UsageTypeError, UsageValueError,
                           VerificationError)
 
 __version__ = "0.1.0"
@@ -96,6 +99,7 @@ _MODULES = {"math": "tsjit.lang.math", "wgmma": "tsjit.lang.wgmma", "epilogue": 
 _LAZY = {name: module for module, names in _PROVIDERS.items() for name in names}
 
 __all__ = ["TsjitError", "CompilationError", "ScheduleError", "VerificationError", "LaunchError",
+           "UsageError", "UsageTypeError", "UsageValueError", "UsageKeyError", "UsageStateError",
            "CacheError", "static_print", *_LAZY, *_MODULES]
 
 

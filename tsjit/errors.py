@@ -11,11 +11,21 @@ Every mistake a user can make surfaces as one of these classes, never as a bare
   ├── ``VerificationError`` the TaskManager's whole-program checks failed (names the
   │                         task, resource, stage and schedule step, and what to change).
   ├── ``LaunchError``       a launch cannot proceed (names the argument, expected vs given).
+  ├── ``UsageError``        a host API is called wrongly (names the call and the argument,
+  │     │                   and says what to pass instead):
+  │     ├── ``UsageTypeError``   an argument of the wrong type (also a ``TypeError``);
+  │     ├── ``UsageValueError``  an argument out of range (also a ``ValueError``);
+  │     ├── ``UsageKeyError``    an unknown name or object (also a ``KeyError``);
+  │     └── ``UsageStateError``  a call out of order, or a needed tool is missing (also a
+  │                              ``RuntimeError``).
   └── ``CacheError``        internal to the on-disk cache; never escapes it.
 
-``ScheduleError`` and ``VerificationError`` also derive from ``ValueError`` so code
-written against the reference Task Scheduling API (which raises ``ValueError``) keeps
-working.
+``ScheduleError`` and ``VerificationError`` also derive from ``ValueError``, and each
+``UsageError`` from the built-in exception it refines, so code written against the reference
+Task Scheduling API (which raises ``ValueError`` / ``TypeError``) keeps working.
+
+A bare built-in exception (``RuntimeError``, ...) is raised only for a broken internal
+invariant; its message starts with "internal error, please report".
 """
 from __future__ import annotations
 
@@ -117,6 +127,34 @@ class VerificationError(TsjitError, ValueError):
 
 class LaunchError(TsjitError):
     """A kernel launch cannot proceed: bad argument, bad launch configuration, driver error."""
+
+
+class UsageError(TsjitError):
+    """A host API (resources, allocators, tasks, the TaskManager, decorators) is used wrongly.
+
+    The message names the call and the argument and says what to pass instead.  Raised as one
+    of the subclasses below, which also derive from the matching built-in exception.
+    """
+
+
+class UsageTypeError(UsageError, TypeError):
+    """An argument has the wrong type (``except TypeError`` catches it too)."""
+
+
+class UsageValueError(UsageError, ValueError):
+    """An argument has the right type but a wrong value (``except ValueError`` catches it too)."""
+
+
+class UsageKeyError(UsageError, KeyError):
+    """An unknown name or object was looked up (``except KeyError`` catches it too)."""
+
+    def __str__(self) -> str:  # KeyError's own str() would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class UsageStateError(UsageError, RuntimeError):
+    """A call made out of order (twice, too early, too late), or one that needs a tool that is
+    not installed (``except RuntimeError`` catches it too)."""
 
 
 class CacheError(TsjitError):

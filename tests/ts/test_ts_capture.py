@@ -570,8 +570,9 @@ def test_skip_if_arity():
     def three_args(q):
         with work_tile_loop(q, skip_if=lambda a, b, c: False):
             pass
-    with pytest.raises(TypeError, match=r"\(wq, tile\) or \(tile\)"):
+    with pytest.raises(ScheduleError, match=r"\(wq, tile\) or \(tile\)") as err:
         capture(three_args, wq())
+    assert "[S14]" in str(err.value)
 
 
 def test_work_tile_loop_needs_a_work_queue():

@@ -208,7 +208,8 @@ def test_t5_guard_on_head_entry():
     assert err.value.check == "T5" and "entry 0" in str(err.value)
 
 
-def test_t5_raw_list_given_to_task_is_a_type_error():
+def test_t5_raw_list_given_to_task_is_rejected_with_t5():
     src, dst = copy_resources()
-    with pytest.raises(TypeError, match="schedule_from_entries"):
+    with pytest.raises(VerificationError, match="schedule_from_entries") as err:
         Task("raw", [src], [dst], 0, 1, [(src, ScheduleStage.ConsumerWork)])
+    assert err.value.check == "T5"

@@ -66,7 +66,7 @@ def test_static_queue_has_named_works_and_no_pipeline():
     assert variables["work_tile"].dtype is WorkTileInfo
     assert variables["skip_work_tile"].default is False
     assert wq.get_smem_requirements() == []
-    with pytest.raises(ValueError, match="no pipeline"):
+    with pytest.raises(VerificationError, match="no pipeline"):
         WorkQueue(name="wq", tile_scheduler_config=static(8),
                   pipeline_config=PipelineConfig.create_async_async_pipeline_cfg(
                       2, group(32), group(32)))
@@ -95,7 +95,7 @@ def test_clc_queue_is_data_and_needs_sm100_when_lowered():
     for call in (lambda: wq.fetch_work_tile(None), lambda: wq.init_work_tile(None)):
         with pytest.raises(CompilationError, match="sm_100a"):
             call()
-    with pytest.raises(ValueError, match="create_clc_fetch_async_pipeline_cfg"):
+    with pytest.raises(VerificationError, match=r"\[Q1\].*create_clc_fetch_async_pipeline_cfg"):
         WorkQueue(name="wq", tile_scheduler_config=config)
 
 

@@ -214,7 +214,8 @@ def _add(name: str, sig: str, req: Requirement = ANY, doc: str = "",
         immediates.append(Immediate(pos, names[pos], None if values is None else tuple(values),
                                     MappingProxyType(dict(imm_extra.pop(names[pos], {})))))
     if imm or imm_extra or name in _TABLE:
-        raise ValueError(f"{name}: duplicate, or immediates {[*imm, *imm_extra]} not in signature")
+        raise RuntimeError(f"internal error, please report: intrinsic table entry {name}: duplicate, or "
+                           f"immediates {[*imm, *imm_extra]} not in its signature")
     entry = Intrinsic(name, ret, types, names, tuple(immediates), req, doc)
     _TABLE[name] = entry
     _BY_KEY[entry.key] = entry

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from tsjit.backend import emit
+from tsjit.errors import UsageTypeError
 from tsjit.lang import dtypes as dt
 from tsjit.lang.dtypes import DType
 from tsjit.lang.memory import Pointer, Tensor
@@ -108,7 +109,8 @@ def constant_key(value) -> str:
     if isinstance(value, type) or callable(value):
         mod = getattr(value, "__module__", "?")
         return f"obj:{mod}.{getattr(value, '__qualname__', repr(value))}"
-    raise TypeError(f"{type(value).__name__} object cannot be a compile-time kernel argument")
+    raise UsageTypeError(f"a {type(value).__name__} object cannot be a compile-time kernel argument; pass an int, "
+                         f"float, bool, str, dtype, tuple of those, or a function/class")
 
 
 def parameter_types(spec) -> list:
@@ -158,4 +160,4 @@ def build_argument(spec, params: list, name: str):
         params[0].name = name
         from tsjit.lang.tma import TensorMapHandle
         return TensorMapHandle(params[0], spec)
-    raise TypeError(f"unknown argument spec {spec!r}")
+    raise RuntimeError(f"internal error, please report: unknown argument spec {spec!r}")

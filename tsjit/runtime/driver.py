@@ -341,12 +341,14 @@ MAX_PORTABLE_CLUSTER_SIZE = 8  # CUDA C++ Programming Guide, "Thread Block Clust
 
 def _dims(value, field: str, limits=None) -> tuple[int, int, int]:
     items = list(value) if isinstance(value, (tuple, list)) else [value]
-    try:
-        if not 1 <= len(items) <= 3:
-            raise TypeError
-        dims = tuple([_as_int(v) for v in items] + [1] * (3 - len(items)))
-    except TypeError:
-        raise LaunchError(f"launch field '{field}' must be an int or a tuple of 1-3 ints; got {value!r}") from None
+    dims = ()
+    if 1 <= len(items) <= 3:
+        try:
+            dims = tuple([_as_int(v) for v in items] + [1] * (3 - len(items)))
+        except TypeError:
+            dims = ()
+    if not dims:
+        raise LaunchError(f"launch field '{field}' must be an int or a tuple of 1-3 ints; got {value!r}")
     for axis, (extent, limit) in enumerate(zip(dims, limits or ())):
         if not 1 <= extent <= limit:
             raise LaunchError(f"launch field '{field}[{axis}]' must be in 1..{limit}; got {extent} "

@@ -34,7 +34,7 @@ import threading
 import warnings
 from typing import Any, Callable
 
-from tsjit.errors import SourceLocation
+from tsjit.errors import SourceLocation, UsageTypeError
 from tsjit.ts.diagnostics import ScheduleWarning, schedule_error, user_location
 from tsjit.ts.enums import PIPELINE_OPS, BlockCondition, ScheduleStageType
 from tsjit.ts.proxy import ResourceProxy, UnrecordedMethod, bind_work_call, unwrap_resource
@@ -376,7 +376,7 @@ class ScheduleFunction:
 
     def __init__(self, fn: Callable):
         if not callable(fn):
-            raise TypeError(f"@schedule decorates a function, got {type(fn).__name__}")
+            raise UsageTypeError(f"@schedule decorates a function, got {type(fn).__name__}")
         self.fn = fn
         functools.update_wrapper(self, fn)
 
@@ -508,8 +508,8 @@ def when_false(token: DataFlowToken, key: str | None = None) -> _GuardScope:
 def _when(condition: BlockCondition, token: Any, key: Any) -> _GuardScope:
     capture = _require_capture(f"{condition.value}()")
     if key is not None and not isinstance(key, str):
-        raise TypeError(f"{condition.value}(key=...) must be a str or None, got "
-                        f"{type(key).__name__}")
+        raise UsageTypeError(f"{condition.value}(key=...) must be a str or None, got "
+                             f"{type(key).__name__}")
     token = capture.use_token(token, f"{condition.value}()")
     return _GuardScope(capture, Guard(condition, token=token, key=key))
 
@@ -543,8 +543,8 @@ def _normalise_skip_if(queue: MemoryResource, skip_if: Any) -> SkipPredicate | N
     if expected is None and len(params) in (1, 2):
         takes_queue = len(params) == 2
     elif len(params) != (expected or 0):
-        raise TypeError(f"skip_if {getattr(skip_if, '__qualname__', skip_if)} must accept "
-                        f"(wq, tile) or (tile); it takes {len(params)} argument(s).  [T4]")
+        raise schedule_error(f"skip_if {getattr(skip_if, '__qualname__', skip_if)} must accept "
+                             f"(wq, tile) or (tile); it takes {len(params)} argument(s).", "S14")
     return SkipPredicate(skip_if, takes_queue)
 
 

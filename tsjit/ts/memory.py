@@ -35,7 +35,8 @@ from __future__ import annotations
 from typing import Any
 
 from tsjit import lang  # the device language; lang.memory loads when a kernel takes a view
-from tsjit.errors import CompilationError, VerificationError
+from tsjit.errors import (CompilationError, UsageKeyError, UsageStateError, UsageTypeError, UsageValueError,
+                          VerificationError)
 
 __all__ = ["SmemAllocation", "SmemAllocator", "TmemAllocation", "TmemAllocator",
            "SMEM_CAPACITY_BYTES", "TMEM_CAPACITY_COLUMNS", "BARRIER_BYTES_PER_STAGE"]
@@ -53,7 +54,8 @@ def _itemsize(dtype: Any) -> int:
     size = getattr(dtype, "itemsize", None)
     if isinstance(size, int) and size > 0:
         return size
-    raise TypeError(f"SmemAllocation dtype {dtype!r} has no positive int itemsize")
+    raise UsageTypeError(f"SmemAllocation dtype {dtype!r} has no positive int itemsize; pass a tsjit dtype "
+                         f"(e.g. tsjit.Float16) with count, or give size_bytes")
 
 
 def _align_up(value: int, alignment: int) -> int:
@@ -78,19 +80,19 @@ class SmemAllocation:
     def __init__(self, name: str, size_bytes: int | None = None, alignment: int = 128,
                  dtype: Any = None, count: int | None = None):
         if not isinstance(name, str) or not name:
-            raise TypeError(f"SmemAllocation name must be a non-empty str, got {name!r}")
+            raise UsageTypeError(f"SmemAllocation name must be a non-empty str, got {name!r}")
         if size_bytes is None:
             if dtype is None or count is None:
-                raise TypeError(f"SmemAllocation {name!r}: give size_bytes, or dtype and count")
+                raise UsageTypeError(f"SmemAllocation {name!r}: give size_bytes, or dtype and count")
             if not isinstance(count, int) or count < 0:
-                raise TypeError(f"SmemAllocation {name!r}: count must be an int >= 0, got {count!r}")
+                raise UsageTypeError(f"SmemAllocation {name!r}: count must be an int >= 0, got {count!r}")
             size_bytes = count * _itemsize(dtype)
         if not isinstance(size_bytes, int) or isinstance(size_bytes, bool) or size_bytes < 0:
-            raise TypeError(f"SmemAllocation {name!r}: size_bytes must be an int >= 0, got "
-                            f"{size_bytes!r}")
+            raise UsageTypeError(f"SmemAllocation {name!r}: size_bytes must be an int >= 0, got "
+                                 f"{size_bytes!r}")
         if (not isinstance(alignment, int) or alignment < 1 or alignment & (alignment - 1)):
-            raise ValueError(f"SmemAllocation {name!r}: alignment must be a power of two, got "
-                             f"{alignment!r}")
+            raise UsageValueError(f"SmemAllocation {name!r}: alignment must be a power of two, got "
+                                  f"{alignment!r}")
         self.name = name
         self.size_bytes = size_bytes
         self.alignment = alignment
@@ -193,8 +195,8 @@ class SmemAllocator:
 
     def __init__(self, capacity_bytes: int = SMEM_CAPACITY_BYTES):
         if not isinstance(capacity_bytes, int) or capacity_bytes <= 0:
-            raise ValueError(f"SmemAllocator capacity_bytes must be a positive int, got "
-                             f"{capacity_bytes!r}")
+            raise UsageValueError(f"SmemAllocator capacity_bytes must be a positive int, got "
+                                  f"{capacity_bytes!r}")
         self.capacity_bytes = capacity_bytes
         self._blocks: list = []                 # SmemAllocation | _AliasGroup, in add order
         self._barriers: list = []               # [resource, bytes, offset]
@@ -205,14 +207,16 @@ class SmemAllocator:
     # -- building ----------------------------------------------------------------------
     def _check_open(self, what: str) -> None:
         if self._laid_out:
-            raise RuntimeError(f"SmemAllocator.{what}() after compute_layout(); add every "
-                               f"allocation before the layout is computed.")
+            raise UsageStateError(f"SmemAllocator.{what}() after compute_layout(); add every "
+                                  f"allocation before the layout is computed.")
 
     def _check_new(self, alloc: Any) -> None:
         if not isinstance(alloc, SmemAllocation):
-            raise TypeError(f"expected an SmemAllocation, got {type(alloc).__name__}")
+            raise UsageTypeError(f"SmemAllocator takes SmemAllocation(name, size_bytes, ...) objects, got "
+                                 f"{type(alloc).__name__}")
         if any(alloc is a for a in self.allocations):
-            raise ValueError(f"SmemAllocation {alloc.name!r} was already added to this allocator")
+            raise UsageValueError(f"SmemAllocation {alloc.name!r} was already added to this allocator; add "
+                                  f"each allocation once (in one alias-group phase at most)")
 
     def add(self, alloc: SmemAllocation) -> SmemAllocation:
         """Add one allocation; returns it (its ``offset`` is set by ``compute_layout``)."""
@@ -228,8 +232,8 @@ class SmemAllocator:
         """
         self._check_open("add_resource")
         if any(r is resource for r in self._resources):
-            raise ValueError(f"resource {getattr(resource, 'name', resource)!r} was already "
-                             f"added to this allocator")
+            raise UsageValueError(f"resource {getattr(resource, 'name', resource)!r} was already "
+                                  f"added to this allocator; call add_resource() once per resource")
         requirements = resource.get_smem_requirements() if hasattr(
             resource, "get_smem_requirements") else []
         allocs = list(requirements or [])
@@ -271,15 +275,17 @@ class SmemAllocator:
         self._check_open("add_alias_group")
         phases = [list(p) for p in phases]
         if len(phases) < 2:
-            raise ValueError(f"add_alias_group needs >= 2 phases (lists of allocations live "
-                             f"at different times), got {len(phases)}")
+            raise UsageValueError(f"add_alias_group needs >= 2 phases (lists of allocations live "
+                                  f"at different times), got {len(phases)}")
         for i, phase in enumerate(phases):
             if not phase:
-                raise ValueError(f"add_alias_group: phase {i} is empty")
+                raise UsageValueError(f"add_alias_group: phase {i} is empty; give every phase at least one "
+                                      f"allocation")
             for alloc in phase:
                 self._check_new(alloc)
                 if sum(a is alloc for p in phases for a in p) > 1:
-                    raise ValueError(f"add_alias_group: {alloc.name!r} appears twice")
+                    raise UsageValueError(f"add_alias_group: {alloc.name!r} appears twice; an allocation belongs "
+                                          f"to one phase")
         for phase in phases:
             for alloc in phase:
                 alloc.aliased = True
@@ -294,8 +300,8 @@ class SmemAllocator:
             RuntimeError: called a second time.
         """
         if self._laid_out:
-            raise RuntimeError("SmemAllocator.compute_layout() was already called; the layout "
-                               "is fixed once computed.")
+            raise UsageStateError("SmemAllocator.compute_layout() was already called; the layout "
+                                  "is fixed once computed.")
         order = sorted(self._blocks, key=lambda b: -b.alignment)   # stable sort
         end = 0
         for block in order:
@@ -319,7 +325,8 @@ class SmemAllocator:
 
     def _require_layout(self, what: str) -> None:
         if not self._laid_out:
-            raise RuntimeError(f"SmemAllocator.{what} needs compute_layout() first")
+            raise UsageStateError(f"SmemAllocator.{what} needs the layout: call compute_layout() first "
+                                  f"(TaskManager(smem_allocator=...) calls it for you)")
 
     @property
     def allocations(self) -> list[SmemAllocation]:
@@ -385,8 +392,8 @@ class SmemAllocator:
         for res, _, offset in self._barriers:
             if res is resource:
                 return offset
-        raise KeyError(f"resource {getattr(resource, 'name', resource)!r} has no barriers in "
-                       f"this SmemAllocator; add it with add_resource() or add_barriers()")
+        raise UsageKeyError(f"resource {getattr(resource, 'name', resource)!r} has no barriers in "
+                            f"this SmemAllocator; add it with add_resource() or add_barriers()")
 
     def alias_pairs(self) -> list[tuple[SmemAllocation, SmemAllocation]]:
         """Pairs of allocations whose byte ranges overlap (the race checker watches them)."""
@@ -448,10 +455,10 @@ class TmemAllocation:
 
     def __init__(self, name: str, num_columns: int):
         if not isinstance(name, str) or not name:
-            raise TypeError(f"TmemAllocation name must be a non-empty str, got {name!r}")
+            raise UsageTypeError(f"TmemAllocation name must be a non-empty str, got {name!r}")
         if not isinstance(num_columns, int) or num_columns < 1:
-            raise ValueError(f"TmemAllocation {name!r}: num_columns must be an int >= 1, got "
-                             f"{num_columns!r}")
+            raise UsageValueError(f"TmemAllocation {name!r}: num_columns must be an int >= 1, got "
+                                  f"{num_columns!r}")
         self.name = name
         self.num_columns = num_columns
         self.column: int | None = None
@@ -478,9 +485,11 @@ class TmemAllocator:
 
     def add(self, alloc: TmemAllocation) -> TmemAllocation:
         if self._laid_out:
-            raise RuntimeError("TmemAllocator.add() after compute_layout()")
+            raise UsageStateError("TmemAllocator.add() after compute_layout(); add every allocation before "
+                                  "the layout is computed")
         if not isinstance(alloc, TmemAllocation):
-            raise TypeError(f"expected a TmemAllocation, got {type(alloc).__name__}")
+            raise UsageTypeError(f"TmemAllocator.add() takes a TmemAllocation(name, num_columns), got "
+                                 f"{type(alloc).__name__}")
         self._allocs.append(alloc)
         return alloc
 
@@ -494,7 +503,8 @@ class TmemAllocator:
 
     def compute_layout(self) -> int:
         if self._laid_out:
-            raise RuntimeError("TmemAllocator.compute_layout() was already called")
+            raise UsageStateError("TmemAllocator.compute_layout() was already called; the layout is fixed "
+                                  "once computed")
         column = 0
         for alloc in self._allocs:
             alloc.column = column

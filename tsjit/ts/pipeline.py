@@ -44,7 +44,7 @@ class PipelineType(enum.Enum):
             if name.startswith(prefix):
                 rest = name[len(prefix):]
                 return ("Clc" if prefix == "ClcFetch" else prefix), rest
-        raise AssertionError(name)
+        raise RuntimeError(f"internal error, please report: PipelineType {name!r} has no known producer kind")
 
     @property
     def needs_sm100(self) -> bool:

@@ -24,6 +24,8 @@ import shutil
 import subprocess
 from xml.sax.saxutils import escape
 
+from tsjit.errors import UsageStateError
+
 __all__ = ["render", "svg_document", "dot_source"]
 
 BOX_W, BOX_H, COL_GAP, ROW_GAP, MARGIN = 190, 44, 90, 22, 20
@@ -248,15 +250,16 @@ def render(manager, path, engine: str = "auto") -> str:
     path = os.fspath(path)
     dot = shutil.which("dot") if engine in ("auto", "dot") else None
     if engine == "dot" and dot is None:
-        raise RuntimeError("TaskManager.render(engine='dot'): Graphviz 'dot' is not on PATH; "
-                           "use engine='svg' (the built-in writer) or install graphviz")
+        raise UsageStateError("TaskManager.render(engine='dot'): Graphviz 'dot' is not on PATH; "
+                              "use engine='svg' (the built-in writer) or install graphviz")
     if dot is not None:
         done = subprocess.run([dot, "-Tsvg", "-o", path], input=dot_source(manager),
                               text=True, capture_output=True, timeout=60)
         if done.returncode == 0:
             return path
         if engine == "dot":
-            raise RuntimeError(f"dot failed: {done.stderr.strip()}")
+            raise UsageStateError(f"TaskManager.render(engine='dot'): dot failed: {done.stderr.strip()}; use "
+                                  f"engine='svg' (the built-in writer)")
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(svg_document(manager))
     return path

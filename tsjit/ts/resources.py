@@ -26,7 +26,7 @@ import dataclasses
 from dataclasses import MISSING, dataclass
 from typing import Any, Callable, ClassVar
 
-from tsjit.errors import ScheduleError
+from tsjit.errors import ScheduleError, UsageTypeError, UsageValueError
 
 __all__ = ["MemoryResource", "TaskLocalVariable", "StageInfo"]
 
@@ -59,15 +59,15 @@ class TaskLocalVariable:
                  runtime_slot_name: str | None = None, *, _uninitialized: bool = False):
         if not _uninitialized:
             if dtype is None:
-                raise ValueError("TaskLocalVariable needs a dtype, e.g. "
-                                 "TaskLocalVariable(tsjit.Int32, default=0)")
+                raise UsageValueError("TaskLocalVariable needs a dtype, e.g. "
+                                      "TaskLocalVariable(tsjit.Int32, default=0)")
             if default is not MISSING and default_factory is not MISSING:
-                raise ValueError("TaskLocalVariable takes default or default_factory, not both")
+                raise UsageValueError("TaskLocalVariable takes default or default_factory, not both")
             if default_factory is not MISSING and not callable(default_factory):
-                raise TypeError("TaskLocalVariable default_factory must be callable, "
-                                f"got {type(default_factory).__name__}")
+                raise UsageTypeError("TaskLocalVariable default_factory must be callable, "
+                                     f"got {type(default_factory).__name__}")
             if runtime_slot_name is not None and not isinstance(runtime_slot_name, str):
-                raise TypeError("TaskLocalVariable runtime_slot_name must be a str")
+                raise UsageTypeError("TaskLocalVariable runtime_slot_name must be a str")
         self.dtype = dtype
         self.default = default
         self.default_factory = default_factory

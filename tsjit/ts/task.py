@@ -9,7 +9,8 @@ Subclasses may override ``get_domain(self, tile_coord)`` (a per-tile domain-loop
 passed to ``domain_loop`` as ``MyTask.get_domain``) and ``make_task_cache(self)`` (a
 payload the lowering exposes as ``StageInfo.task_cache``).
 
-Construction checks (``VerificationError`` with the rule id, or ``TypeError``):
+Construction checks (``VerificationError`` with the rule id, or ``UsageTypeError`` for an
+argument of the wrong type):
 
 T1  a schedule is required (a captured :class:`Schedule`), and it has a domain loop with
     an end (int, run-time value or ``get_domain`` provider).
@@ -31,7 +32,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from tsjit.errors import VerificationError
+from tsjit.errors import UsageTypeError, VerificationError
 from tsjit.ts.resources import MemoryResource
 from tsjit.ts.schedule import Schedule, format_location
 
@@ -42,17 +43,17 @@ MAX_WARPS_PER_CTA = 32
 
 def _resource_list(task_name: str, which: str, value: Any) -> tuple:
     if isinstance(value, MemoryResource):
-        raise TypeError(f"task {task_name!r}: {which} must be a list of resources; wrap the "
-                        f"single resource: {which}=[{value.name}]")
+        raise UsageTypeError(f"task {task_name!r}: {which} must be a list of resources; wrap the "
+                             f"single resource: {which}=[{value.name}]")
     try:
         items = tuple(value)
     except TypeError:
-        raise TypeError(f"task {task_name!r}: {which} must be a list of resources, got "
-                        f"{type(value).__name__}") from None
+        raise UsageTypeError(f"task {task_name!r}: {which} must be a list of resources, got "
+                             f"{type(value).__name__}") from None
     for i, item in enumerate(items):
         if not isinstance(item, MemoryResource):
-            raise TypeError(f"task {task_name!r}: {which}[{i}] is a {type(item).__name__}, not "
-                            f"a MemoryResource")
+            raise UsageTypeError(f"task {task_name!r}: {which}[{i}] is a {type(item).__name__}, not "
+                                 f"a MemoryResource")
     for i, item in enumerate(items):
         if any(other is item for other in items[:i]):
             raise VerificationError(f"task {task_name!r}: resource {item.name!r} is listed "
@@ -63,7 +64,7 @@ def _resource_list(task_name: str, which: str, value: Any) -> tuple:
 def _check_int(task_name: str, what: str, value: Any, low: int, high: int | None = None,
                check: str = "T3") -> None:
     if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"task {task_name!r}: {what} must be an int, got {value!r}")
+        raise UsageTypeError(f"task {task_name!r}: {what} must be an int, got {value!r}")
     if value < low or (high is not None and value > high):
         bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
         raise VerificationError(f"task {task_name!r}: {what} must be {bound}, got {value}.",
@@ -80,7 +81,7 @@ class Task:
                  schedule: Schedule, num_registers: int | None = None,
                  run_only_on_cta_id: int | None = None, debug_print: bool = False):
         if not isinstance(name, str) or not name:
-            raise TypeError(f"Task name must be a non-empty str, got {name!r}")
+            raise UsageTypeError(f"Task name must be a non-empty str, got {name!r}")
         self.name = name
         self.src_resources = _resource_list(name, "src_resources", src_resources)
         self.dst_resources = _resource_list(name, "dst_resources", dst_resources)
@@ -104,7 +105,7 @@ class Task:
             _check_int(name, "run_only_on_cta_id", run_only_on_cta_id, 0)
         self.run_only_on_cta_id = run_only_on_cta_id
         if not isinstance(debug_print, bool):
-            raise TypeError(f"task {name!r}: debug_print must be a bool")
+            raise UsageTypeError(f"task {name!r}: debug_print must be True or False, got {debug_print!r}")
         self.debug_print = debug_print
         self.schedule = self._check_schedule(schedule)
 
@@ -116,13 +117,13 @@ class Task:
                                     f"my_schedule(resources...) (a @schedule function called "
                                     f"with its resources).", check="T1")
         if isinstance(schedule, (list, tuple)):
-            raise TypeError(f"task {name!r}: a raw schedule list must be normalised first: "
-                            f"schedule=schedule_from_entries(entries, end=...)")
+            raise VerificationError(f"task {name!r}: a raw schedule list must be normalised first: "
+                                    f"schedule=schedule_from_entries(entries, end=...).", check="T5")
         if not isinstance(schedule, Schedule):
             hint = (" (call the @schedule function with its resources: "
                     "schedule=my_schedule(src, dst))" if callable(schedule) else "")
-            raise TypeError(f"task {name!r}: schedule must be a captured Schedule, got "
-                            f"{type(schedule).__name__}{hint}")
+            raise UsageTypeError(f"task {name!r}: schedule must be a captured Schedule, got "
+                                 f"{type(schedule).__name__}{hint}")
         loop = schedule.domain_loop
         where = format_location(schedule.location)
         if loop is None:
@@ -180,8 +181,8 @@ class Task:
     # -- overridable hooks -------------------------------------------------------------
     def get_domain(self, tile_coord):
         """Per-tile domain-loop end; override in a subclass and pass ``MyTask.get_domain``."""
-        raise NotImplementedError(f"task {self.name!r}: override get_domain(self, tile_coord) "
-                                  f"in a Task subclass to use a per-tile domain end")
+        raise VerificationError(f"task {self.name!r}: override get_domain(self, tile_coord) in a Task "
+                                f"subclass to use a per-tile domain end.", check="T2")
 
     def make_task_cache(self) -> Any:
         """Payload exposed to work bodies as ``stage_info.task_cache`` (default None)."""

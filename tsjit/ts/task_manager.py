@@ -41,7 +41,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable
 
-from tsjit.errors import VerificationError
+from tsjit.errors import UsageStateError, UsageTypeError, VerificationError
 import dataclasses
 
 from tsjit.ts.diagnostics import VerificationWarning
@@ -95,20 +95,20 @@ CHECKS: tuple[tuple[str, Callable], ...] = (
 
 def _normalise_graph(graph: Any) -> dict:
     if not isinstance(graph, dict):
-        raise TypeError(f"resource_dependency_graph must be a dict {{downstream: [upstream, "
-                        f"...]}}, got {type(graph).__name__}")
+        raise UsageTypeError(f"resource_dependency_graph must be a dict {{downstream: [upstream, "
+                             f"...]}}, got {type(graph).__name__}")
     out: dict = {}
     for down, ups in graph.items():
         if not isinstance(down, MemoryResource):
-            raise TypeError(f"resource_dependency_graph key {down!r} is not a MemoryResource")
+            raise UsageTypeError(f"resource_dependency_graph key {down!r} is not a MemoryResource")
         if isinstance(ups, MemoryResource):
-            raise TypeError(f"resource_dependency_graph[{down.name}] must be a list; write "
-                            f"{{{down.name}: [{ups.name}]}}")
+            raise UsageTypeError(f"resource_dependency_graph[{down.name}] must be a list; write "
+                                 f"{{{down.name}: [{ups.name}]}}")
         ups = tuple(ups)
         for up in ups:
             if not isinstance(up, MemoryResource):
-                raise TypeError(f"resource_dependency_graph[{down.name}] contains {up!r}, not a "
-                                f"MemoryResource")
+                raise UsageTypeError(f"resource_dependency_graph[{down.name}] contains {up!r}, not a "
+                                     f"MemoryResource")
         out[down] = ups
     return out
 
@@ -154,11 +154,14 @@ class TaskManager:
                  assume_pdl_wait_completed: bool = False,
                  max_simulated_iterations: int | None = 4, dynamic_trip_count: int = 2):
         if isinstance(tasks, Task):
-            raise TypeError("tasks must be a list of Task; wrap the single task: tasks=[task]")
-        self.tasks: tuple[Task, ...] = tuple(tasks)
+            raise UsageTypeError("tasks must be a list of Task; wrap the single task: tasks=[task]")
+        try:
+            self.tasks: tuple[Task, ...] = tuple(tasks)
+        except TypeError:
+            raise UsageTypeError(f"tasks must be a list of Task, got {type(tasks).__name__}") from None
         for i, task in enumerate(self.tasks):
             if not isinstance(task, Task):
-                raise TypeError(f"tasks[{i}] is a {type(task).__name__}, not a Task")
+                raise UsageTypeError(f"tasks[{i}] is a {type(task).__name__}, not a Task")
         self.resource_dependency_graph = _normalise_graph(resource_dependency_graph)
         self.skip_validation = bool(skip_validation)
         self.verbose = bool(verbose)
@@ -252,8 +255,8 @@ class TaskManager:
             for resource in self.resources:
                 allocator.add_resource(resource)
         elif not isinstance(allocator, SmemAllocator):
-            raise TypeError(f"smem_allocator must be a tsjit.ts.SmemAllocator, got "
-                            f"{type(allocator).__name__}")
+            raise UsageTypeError(f"smem_allocator must be a tsjit.ts.SmemAllocator, got "
+                                 f"{type(allocator).__name__}")
         self.smem_allocator = allocator
         pipelined = [r for r in self.resources if is_pipelined(r)]
         if not allocator.is_laid_out:
@@ -385,8 +388,8 @@ class TaskManager:
     def setup_resources_and_tasks(self) -> Any:
         """Emit resource storage and barrier init (``tsjit.ts.lowering.setup``); call once."""
         if self._setup_done:
-            raise RuntimeError("TaskManager.setup_resources_and_tasks() was already called; "
-                               "call it once per kernel, before run().")
+            raise UsageStateError("TaskManager.setup_resources_and_tasks() was already called; "
+                                  "call it once per kernel, before run().")
         from tsjit.ts import lowering  # lazily: the lowering needs llvmlite; the model imports without it
         result = lowering.setup(self)
         self._setup_done = True
@@ -395,9 +398,9 @@ class TaskManager:
     def run(self) -> Any:
         """Emit every task's warp branch (``tsjit.ts.lowering.run``)."""
         if not self._setup_done:
-            raise RuntimeError("TaskManager.run() before setup_resources_and_tasks(): call "
-                               "manager.setup_resources_and_tasks(), fence the mbarrier init "
-                               "and synchronise the CTA, then manager.run().")
+            raise UsageStateError("TaskManager.run() before setup_resources_and_tasks(): call "
+                                  "manager.setup_resources_and_tasks(), fence the mbarrier init "
+                                  "and synchronise the CTA, then manager.run().")
         from tsjit.ts import lowering  # lazily: as in setup_resources_and_tasks
         return lowering.run(self)
 

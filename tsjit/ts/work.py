@@ -32,7 +32,7 @@ import inspect
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
 
-from tsjit.errors import ScheduleError
+from tsjit.errors import ScheduleError, UsageTypeError, UsageValueError
 from tsjit.ts.enums import PIPELINE_OPS, ScheduleStage, WorkAttr, WorkRole
 
 __all__ = ["consumer_work", "producer_work", "WorkSpec", "ConstexprParam", "WorkLabelError",
@@ -136,19 +136,19 @@ def _normalise_returns(returns: Any, fn_name: str) -> tuple[str, ...]:
     elif isinstance(returns, (tuple, list)) and all(isinstance(r, str) for r in returns):
         names = tuple(returns)
     else:
-        raise TypeError(f"@consumer_work on {fn_name!r}: returns= must be None, a variable "
-                        f"name or a tuple of names, got {returns!r}")
+        raise UsageTypeError(f"@consumer_work on {fn_name!r}: returns= must be None, a variable "
+                             f"name or a tuple of names, got {returns!r}")
     if not names or len(set(names)) != len(names):
-        raise TypeError(f"@consumer_work on {fn_name!r}: returns={returns!r} must name "
-                        f"distinct task-local variables")
+        raise UsageTypeError(f"@consumer_work on {fn_name!r}: returns={returns!r} must name "
+                             f"distinct task-local variables")
     return names
 
 
 def _build_spec(fn: Any, role: WorkRole, returns: Any, work_attrs: Any) -> WorkSpec:
     decorator = f"@{role.value}_work"
     if not inspect.isfunction(fn):
-        raise TypeError(f"{decorator} decorates a function defined in a resource class, "
-                        f"got {type(fn).__name__}")
+        raise UsageTypeError(f"{decorator} decorates a function defined in a resource class, "
+                             f"got {type(fn).__name__}")
     name = fn.__name__
     if name in RESERVED_WORK_NAMES:
         raise ScheduleError(
@@ -163,27 +163,27 @@ def _build_spec(fn: Any, role: WorkRole, returns: Any, work_attrs: Any) -> WorkS
             f"{role.value} work); a label names one method of one role. Split it into "
             f"two methods with different names.  [S11]")
     if not isinstance(work_attrs, WorkAttr):
-        raise TypeError(f"{decorator} on {name!r}: work_attrs must be a WorkAttr "
-                        f"(WorkAttr.NONE or WorkAttr.AUXILIARY), got {work_attrs!r}")
+        raise UsageTypeError(f"{decorator} on {name!r}: work_attrs must be a WorkAttr "
+                             f"(WorkAttr.NONE or WorkAttr.AUXILIARY), got {work_attrs!r}")
     if int(work_attrs) & ~int(WorkAttr.AUXILIARY):
-        raise ValueError(f"{decorator} on {name!r}: only WorkAttr.NONE and "
-                         f"WorkAttr.AUXILIARY are legal, got {work_attrs!r}")
+        raise UsageValueError(f"{decorator} on {name!r}: only WorkAttr.NONE and "
+                              f"WorkAttr.AUXILIARY are legal, got {work_attrs!r}")
     params = list(inspect.signature(fn).parameters.values())
     head = [p for p in params[:2] if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(head) < 2:
-        raise TypeError(f"{decorator} method {name!r} must take (self, stage_info, ...); "
-                        f"got ({', '.join(p.name for p in params)})")
+        raise UsageTypeError(f"{decorator} method {name!r} must take (self, stage_info, ...); "
+                             f"got ({', '.join(p.name for p in params)})")
     inputs: list[str] = []
     positional: list[str] = []
     optional: set[str] = set()
     constexprs: dict[str, ConstexprParam] = {}
     for p in params[2:]:
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            raise TypeError(f"{decorator} method {name!r}: *{p.name} / **{p.name} are not "
-                            f"supported; name every routed input and Constexpr parameter")
+            raise UsageTypeError(f"{decorator} method {name!r}: *{p.name} / **{p.name} are not "
+                                 f"supported; name every routed input and Constexpr parameter")
         if is_constexpr_annotation(p.annotation):
             if p.kind is not p.KEYWORD_ONLY:
-                raise TypeError(
+                raise UsageTypeError(
                     f"{decorator} method {name!r}: Constexpr parameter {p.name!r} must be "
                     f"keyword-only: def {name}(self, stage_info, ..., *, {p.name}: "
                     f"Constexpr[...])")
@@ -274,7 +274,8 @@ def resolve_work(resource: Any, stage: ScheduleStage, label: str | None) -> tupl
             method of that stage, or several methods and no label.
     """
     if not isinstance(stage, ScheduleStage) or not stage.is_work:
-        raise ValueError(f"resolve_work needs a work stage, got {stage!r}")
+        raise UsageValueError(f"resolve_work needs a work stage (ScheduleStage.ConsumerWork or "
+                              f"ScheduleStage.ProducerWork), got {stage!r}")
     klass = resource if isinstance(resource, type) else type(resource)
     rname = getattr(resource, "name", None) or klass.__name__
     methods = work_methods(klass)

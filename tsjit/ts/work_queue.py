@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from tsjit import lang  # the device language; its modules load when device code compiles
-from tsjit.errors import CompilationError
+from tsjit.errors import CompilationError, UsageTypeError, UsageValueError, VerificationError
 from tsjit.lang.dtypes import Boolean
 from tsjit.ts.enums import WorkAttr
 from tsjit.ts.memory import SmemAllocation
@@ -125,21 +125,21 @@ class TileSchedulerConfig:
 
     def __post_init__(self):
         if not isinstance(self.scheduler_type, TileSchedulerType):
-            raise TypeError(f"scheduler_type must be a TileSchedulerType, got "
-                            f"{self.scheduler_type!r}")
+            raise UsageTypeError(f"scheduler_type must be a TileSchedulerType, got "
+                                 f"{self.scheduler_type!r}")
         if self.order not in ("row", "grouped"):
-            raise ValueError(f"TileSchedulerConfig order must be 'row' or 'grouped', got "
-                             f"{self.order!r}")
+            raise UsageValueError(f"TileSchedulerConfig order must be 'row' or 'grouped', got "
+                                  f"{self.order!r}")
         if not isinstance(self.group_size_m, int) or isinstance(self.group_size_m, bool) \
                 or self.group_size_m < 1:
-            raise ValueError(f"TileSchedulerConfig group_size_m must be an int >= 1, got "
-                             f"{self.group_size_m!r}")
+            raise UsageValueError(f"TileSchedulerConfig group_size_m must be an int >= 1, got "
+                                  f"{self.group_size_m!r}")
         for name in ("num_tiles_m", "num_tiles_n", "num_tiles_l"):
             value = getattr(self, name)
             if isinstance(value, bool) or value is None or (
                     isinstance(value, (int, float)) and (not isinstance(value, int) or value < 1)):
-                raise ValueError(f"TileSchedulerConfig {name} must be an int >= 1 or a run-time "
-                                 f"integer, got {value!r}")
+                raise UsageValueError(f"TileSchedulerConfig {name} must be an int >= 1 or a run-time "
+                                      f"integer, got {value!r}")
 
     @classmethod
     def create_static_persistent_tile_scheduler_params(
@@ -160,8 +160,8 @@ class TileSchedulerConfig:
                        group_size_m=params.group_size_m, response_ptr=response_ptr)
         grid = tuple(params) if isinstance(params, (tuple, list)) else (params,)
         if not 1 <= len(grid) <= 3:
-            raise ValueError(f"CLC tile scheduler params must be a TileSchedulerConfig or 1-3 "
-                             f"tile counts, got {params!r}")
+            raise UsageValueError(f"CLC tile scheduler params must be a TileSchedulerConfig or 1-3 "
+                                  f"tile counts, got {params!r}")
         return cls(TileSchedulerType.ClcDynamicPersistent, *grid, response_ptr=response_ptr)
 
     @property
@@ -198,7 +198,8 @@ class WorkQueue(MemoryResource):
         pipeline_config: None for static scheduling; a ``ClcFetchAsync`` config for CLC.
 
     Raises:
-        TypeError / ValueError: a missing or mismatched config.
+        UsageTypeError: ``tile_scheduler_config`` is not a TileSchedulerConfig.
+        VerificationError: (Q1) the pipeline config does not match the scheduler type.
     """
 
     is_work_queue = True
@@ -210,21 +211,21 @@ class WorkQueue(MemoryResource):
     def __post_init__(self):
         config = self.tile_scheduler_config
         if not isinstance(config, TileSchedulerConfig):
-            raise TypeError(
+            raise UsageTypeError(
                 f"WorkQueue {self.name!r} needs tile_scheduler_config=TileSchedulerConfig."
                 f"create_static_persistent_tile_scheduler_params(num_tiles_m, ...), got "
                 f"{type(config).__name__}")
         pipeline = self.pipeline_config
         if config.is_static and pipeline is not None:
-            raise ValueError(f"WorkQueue {self.name!r}: a static persistent queue has no "
-                             f"pipeline; drop pipeline_config")
+            raise VerificationError(f"WorkQueue {self.name!r}: a static persistent queue has no "
+                                    f"pipeline; drop pipeline_config.", check="Q1")
         if not config.is_static:
             kind = getattr(getattr(pipeline, "pipeline_type", None), "value", None)
             if kind != "ClcFetchAsync":
-                raise ValueError(
+                raise VerificationError(
                     f"WorkQueue {self.name!r}: CLC scheduling needs pipeline_config="
                     f"PipelineConfig.create_clc_fetch_async_pipeline_cfg(...), got "
-                    f"{kind or type(pipeline).__name__}")
+                    f"{kind or type(pipeline).__name__}.", check="Q1")
         self.work_tile = TaskLocalVariable(WorkTileInfo, default_factory=self.initial_work_tile,
                                            docs="the current work tile")
         self.skip_work_tile = TaskLocalVariable(Boolean, default=False,
