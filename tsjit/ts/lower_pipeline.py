@@ -36,21 +36,10 @@ from tsjit.lang import dtypes as dt
 from tsjit.lang import sync
 from tsjit.lang.memory import shared_pointer
 from tsjit.lang.values import Value, cast_to, compare, constant, select
+from tsjit.ts import protocol
 from tsjit.ts.enums import ScheduleStage
-from tsjit.ts.pipeline import PipelineOp, PipelineType, SignalingThreads
-
-_SUPPORTED_SM90 = (PipelineType.AsyncAsync, PipelineType.TmaAsync)
-
-
-def cluster_size(cfg) -> int:
-    """CTAs in the cluster of ``cfg.cta_layout_vmnk`` (V x M x N x K), 1 without a layout."""
-    layout = getattr(cfg, "cta_layout_vmnk", None)
-    if not layout:
-        return 1
-    size = 1
-    for extent in layout:
-        size *= int(extent)
-    return size
+from tsjit.ts.protocol import (Advance, Arrive, ArmTx, BarrierKind, CommitUmma, Ctas, Cursor, Probe, SetStage,
+                               WaitParity, Who)
 
 
 class PipelineStorage:
@@ -66,9 +55,14 @@ class PipelineStorage:
         cfg = resource.pipeline_config
         self.resource = resource
         self.config = cfg
-        self.stages = cfg.num_stages
+        self.ring = protocol.ring(cfg, resource)
+        self.stages = self.ring.stages
         self.offset = offset
-        self.cluster = cluster_size(cfg)
+        self.cluster = self.ring.cluster
+
+    def barrier(self, kind: BarrierKind, index) -> object:
+        """full[index] or empty[index]."""
+        return self.full(index) if kind is BarrierKind.Full else self.empty(index)
 
     def full(self, index) -> object:
         return shared_pointer(self.offset, dt.Int64, 8).offset(index)
@@ -105,7 +99,7 @@ def allocate(manager) -> dict:
         cfg = getattr(resource, "pipeline_config", None)
         if cfg is None:
             continue
-        if cfg.pipeline_type not in _SUPPORTED_SM90:
+        if not cfg.protocol.lowered:
             raise CompilationError(
                 f"resource '{resource.name}': {cfg.pipeline_type.value} pipelines need tcgen05/CLC hardware "
                 f"(sm_100a); on {km.target.name} use AsyncAsync or TmaAsync")
@@ -139,10 +133,9 @@ def initialize(storages: dict, clustered: bool = False) -> None:
     b.cbranch(leader.ir, init, done)
     b.position_at_end(init)
     for storage in storages.values():
-        cfg = storage.config
         for s in range(storage.stages):
-            sync.mbarrier_init(storage.full(s), cfg.producer_group.size)
-            sync.mbarrier_init(storage.empty(s), cfg.consumer_group.size * storage.cluster)
+            sync.mbarrier_init(storage.full(s), storage.ring.full_count)
+            sync.mbarrier_init(storage.empty(s), storage.ring.empty_count)
     sync.fence_mbarrier_init()
     b.branch(done)
     b.position_at_end(done)
@@ -209,9 +202,21 @@ def _advance(scope, idx_key, ph_key, stride: int, stages: int) -> None:
     scope[ph_key] = scope[ph_key] ^ cast_to(wrapped, dt.Int32)
 
 
+def _guarded(condition, label: str, body) -> None:
+    """Run ``body()`` only where ``condition`` (a Boolean Value) holds."""
+    km = emit.current()
+    b = km.builder
+    then, done = km.function.append_basic_block(label), km.function.append_basic_block(label + ".done")
+    b.cbranch(condition.ir, then, done)
+    b.position_at_end(then)
+    body()
+    b.branch(done)
+    b.position_at_end(done)
+
+
 def _blocking_wait(bar, phase, scope, probe_key) -> None:
     km = emit.current()
-    probe = scope.pop(probe_key, None)
+    probe = scope.pop(probe_key, None) if probe_key is not None else None
     if probe is None:
         sync.mbarrier_wait(bar, phase)
         return
@@ -240,85 +245,6 @@ def _arrive_everywhere(bar, cluster: int) -> None:
         sync.mbarrier_arrive_cluster(bar, (rank + peer) % cluster)
 
 
-def _all_or_lane_arrive(bar, group_size: int, task, resource_name: str, side: str, stride: int = 1,
-                        cluster: int = 1) -> None:
-    warps = task.num_warps // stride if task.num_warps % stride == 0 and task.num_warps >= stride else task.num_warps
-    threads = warps * 32
-    if group_size == threads:
-        _arrive_everywhere(bar, cluster)
-        return
-    if group_size == warps:
-        km = emit.current()
-        B.syncwarp()
-        b = km.builder
-        lane0, after = km.function.append_basic_block("arrive.lane0"), km.function.append_basic_block("arrive.done")
-        b.cbranch(compare("==", B.lane_idx(), 0).ir, lane0, after)
-        b.position_at_end(lane0)
-        _arrive_everywhere(bar, cluster)
-        b.branch(after)
-        b.position_at_end(after)
-        return
-    raise CompilationError(
-        f"resource '{resource_name}': the {side} group has {group_size} arrivals but task '{task.name}' signals "
-        f"each stage from {warps} warp(s) ({threads} threads); set the CooperativeGroup size to {threads} (every "
-        f"thread arrives) or {warps} (one lane per warp)")
-
-
-def emit_operation(step, task, storage: PipelineStorage, cursors: Cursors, scope: dict) -> None:
-    """Emit pipeline operation ``step`` (acquire, try_acquire, commit, wait, try_wait, release)."""
-    cfg = storage.config
-    stages = storage.stages
-    s_acq, s_commit, s_wait, s_release = cfg.interleave_strides
-    stage = step.stage
-    if stage in (ScheduleStage.ProducerTryAcquire, ScheduleStage.ConsumerTryWait):
-        producer = stage is ScheduleStage.ProducerTryAcquire
-        bar = (storage.empty if producer else storage.full)(scope[cursors.open_index])
-        scope[cursors.probe] = cast_to(sync.mbarrier_try_wait(bar, scope[cursors.open_phase]), dt.Int32)
-    elif stage is ScheduleStage.ProducerAcquire:
-        index = scope[cursors.open_index]
-        _blocking_wait(storage.empty(index), scope[cursors.open_phase], scope, cursors.probe)
-        if cfg.pipeline_type.producer_kind == "tma":
-            if cfg.producer_signaling_threads & SignalingThreads.TaskWarpLeader and task.num_warps > 1:
-                # TaskWarpLeader: every warp waited on empty; only the task's first warp arms the full
-                # barrier, with the bytes all of the task's warps' copies deliver (num_bytes).
-                _first_warp_expect_tx(storage.full(index), cfg.num_bytes, task)
-            else:
-                _elected_expect_tx(storage.full(index), cfg.num_bytes)
-        scope[cursors.stage] = index
-        if cfg.advance_on_acquire:
-            _advance(scope, cursors.open_index, cursors.open_phase, s_acq, stages)
-    elif stage is ScheduleStage.ProducerCommit:
-        index = scope[cursors.close_index]
-        if cfg.producer_op is PipelineOp.AsyncLoad:
-            warps = task.num_warps // s_commit if task.num_warps >= s_commit else task.num_warps
-            if cfg.producer_group.size != warps * 32:
-                raise CompilationError(
-                    f"resource '{storage.resource.name}': an AsyncLoad producer arrives from every thread (its own "
-                    f"cp.async copies); set producer_group size to {warps * 32}, got {cfg.producer_group.size}")
-            _async_load_arrive(storage.full(index))
-        elif cfg.pipeline_type.producer_kind == "async":
-            _all_or_lane_arrive(storage.full(index), cfg.producer_group.size, task, storage.resource.name,
-                                "producer", s_commit)
-        _advance(scope, cursors.close_index, cursors.close_phase, s_commit, stages)
-        if not cfg.advance_on_acquire:
-            scope[cursors.open_index], scope[cursors.open_phase] = scope[cursors.close_index], scope[cursors.close_phase]
-    elif stage is ScheduleStage.ConsumerWait:
-        index = scope[cursors.open_index]
-        _blocking_wait(storage.full(index), scope[cursors.open_phase], scope, cursors.probe)
-        scope[cursors.stage] = index
-        if cfg.advance_on_wait:
-            _advance(scope, cursors.open_index, cursors.open_phase, s_wait, stages)
-    elif stage is ScheduleStage.ConsumerRelease:
-        index = scope[cursors.close_index]
-        _all_or_lane_arrive(storage.empty(index), cfg.consumer_group.size, task, storage.resource.name, "consumer",
-                            s_release, storage.cluster)
-        _advance(scope, cursors.close_index, cursors.close_phase, s_release, stages)
-        if not cfg.advance_on_wait:
-            scope[cursors.open_index], scope[cursors.open_phase] = scope[cursors.close_index], scope[cursors.close_phase]
-    else:
-        raise CompilationError(f"internal: {stage} is not a pipeline operation")
-
-
 def _elected_expect_tx(bar, nbytes: int) -> None:
     km = emit.current()
     b = km.builder
@@ -341,6 +267,111 @@ def _first_warp_expect_tx(bar, nbytes: int, task) -> None:
     b.position_at_end(done)
 
 
+class _Emission:
+    """What the action emitters of one operation need: the ring, the cursors, the task."""
+
+    def __init__(self, step, task, storage: PipelineStorage, cursors: Cursors, scope: dict):
+        self.step, self.task, self.storage, self.cursors, self.scope = step, task, storage, cursors, scope
+        self.side = "producer" if step is None or step.stage.is_producer else "consumer"
+
+    def keys(self, cursor: Cursor) -> tuple[str, str]:
+        c = self.cursors
+        return (c.open_index, c.open_phase) if cursor is Cursor.Open else (c.close_index, c.close_phase)
+
+    def barrier(self, action):
+        return self.storage.barrier(action.barrier, self.scope[self.keys(action.cursor)[0]])
+
+    def phase(self, action):
+        return self.scope[self.keys(action.cursor)[1]]
+
+    def signal_warps(self, stride: int) -> int:
+        return protocol.warps_per_stage(self.task.num_warps, stride)
+
+
+def _emit_probe(action: Probe, em: _Emission) -> None:
+    em.scope[em.cursors.probe] = cast_to(sync.mbarrier_try_wait(em.barrier(action), em.phase(action)), dt.Int32)
+
+
+def _emit_wait(action: WaitParity, em: _Emission) -> None:
+    if action.after_probe:
+        _blocking_wait(em.barrier(action), em.phase(action), em.scope, em.cursors.probe)
+    else:
+        sync.mbarrier_wait(em.barrier(action), em.phase(action))
+
+
+def _emit_arm_tx(action: ArmTx, em: _Emission) -> None:
+    bar = em.barrier(action)
+    if action.who is Who.ElectedInFirstWarp and em.task.num_warps > 1:
+        # TaskWarpLeader: every warp waited on empty; only the task's first warp arms the full
+        # barrier, with the bytes all of the task's warps' copies deliver (num_bytes).
+        _first_warp_expect_tx(bar, action.nbytes, em.task)
+    elif action.who in (Who.ElectedPerWarp, Who.ElectedInFirstWarp):
+        _elected_expect_tx(bar, action.nbytes)
+    else:
+        raise CompilationError(f"resource '{em.storage.resource.name}': arming expect_tx by {action.who.value} "
+                               f"is not lowered for this target")
+
+
+def _emit_arrive(action: Arrive, em: _Emission) -> None:
+    cfg, name = em.storage.config, em.storage.resource.name
+    group = (cfg.producer_group if em.side == "producer" else cfg.consumer_group).size
+    stride = cfg.interleave_strides[1 if em.side == "producer" else 3]
+    warps = em.signal_warps(stride)
+    bar = em.barrier(action)
+    if action.on_copy_completion:
+        if group != warps * 32:
+            raise CompilationError(
+                f"resource '{name}': an AsyncLoad producer arrives from every thread (its own "
+                f"cp.async copies); set producer_group size to {warps * 32}, got {group}")
+        _async_load_arrive(bar)
+        return
+    if action.ctas not in (Ctas.Local, Ctas.AllInCluster):
+        raise CompilationError(f"resource '{name}': arrivals on {action.ctas.value} are not lowered for this target")
+    if not protocol.thread_arrival_who(group, warps)[1]:
+        raise CompilationError(
+            f"resource '{name}': the {em.side} group has {group} arrivals but task '{em.task.name}' signals "
+            f"each stage from {warps} warp(s) ({warps * 32} threads); set the CooperativeGroup size to "
+            f"{warps * 32} (every thread arrives) or {warps} (one lane per warp)")
+    cluster = em.storage.cluster if action.ctas is Ctas.AllInCluster else 1
+    if action.who is Who.AllThreads:
+        _arrive_everywhere(bar, cluster)
+        return
+    B.syncwarp()
+    _guarded(compare("==", B.lane_idx(), 0), "arrive.lane0", lambda: _arrive_everywhere(bar, cluster))
+
+
+def _emit_commit_umma(action: CommitUmma, em: _Emission) -> None:
+    raise CompilationError(f"resource '{em.storage.resource.name}': tcgen05.commit needs sm_100a")
+
+
+def _emit_set_stage(action: SetStage, em: _Emission) -> None:
+    em.scope[em.cursors.stage] = em.scope[em.keys(action.cursor)[0]]
+
+
+def _emit_advance(action: Advance, em: _Emission) -> None:
+    idx_key, ph_key = em.keys(action.cursor)
+    _advance(em.scope, idx_key, ph_key, action.stride, em.storage.stages)
+    if action.open_follows:
+        c = em.cursors
+        em.scope[c.open_index], em.scope[c.open_phase] = em.scope[c.close_index], em.scope[c.close_phase]
+
+
+_EMITTERS = {Probe: _emit_probe, WaitParity: _emit_wait, ArmTx: _emit_arm_tx, Arrive: _emit_arrive,
+             CommitUmma: _emit_commit_umma, SetStage: _emit_set_stage, Advance: _emit_advance}
+
+
+def emit_operation(step, task, storage: PipelineStorage, cursors: Cursors, scope: dict) -> None:
+    """Emit pipeline operation ``step`` (acquire, try_acquire, commit, wait, try_wait, release): one code
+    fragment per action of the protocol table (:func:`tsjit.ts.protocol.actions`)."""
+    if step.stage not in protocol.OPERATIONS:
+        raise CompilationError(f"internal: {step.stage} is not a pipeline operation")
+    em = _Emission(step, task, storage, cursors, scope)
+    cfg = storage.config
+    stride = cfg.interleave_strides[1 if step.stage.is_producer else 3]
+    for action in protocol.actions(cfg, step.stage, em.signal_warps(stride)):
+        _EMITTERS[type(action)](action, em)
+
+
 def stage_barrier(step, storage: PipelineStorage, cursors: Cursors, scope: dict):
     """(stage index, barrier) a work step sees: full[i] for producer work, empty[i] for consumer work."""
     index = scope[cursors.stage]
@@ -349,19 +380,18 @@ def stage_barrier(step, storage: PipelineStorage, cursors: Cursors, scope: dict)
 
 
 def producer_tail(task, storages: dict, cursors_by_key: dict, scope: dict) -> None:
-    """Drain: wait on the empty barrier of each stage still in flight (S / stride waits)."""
+    """Drain: wait on the empty barrier of each stage still in flight (:func:`tsjit.ts.protocol.tail_actions`)."""
     for (resource, side), cursors in cursors_by_key.items():
         if side != "producer" or not any(s.stage is ScheduleStage.ProducerAcquire and s.resource is resource
                                          for s in task.schedule.steps):
             continue
-        storage = storages[resource]
-        stride = storage.config.interleave_strides[0]
-        idx_key, ph_key = ((cursors.open_index, cursors.open_phase) if not storage.config.advance_on_acquire
-                           else (cursors.close_index, cursors.close_phase))
-        for _ in range(storage.stages // stride):
+        em = _Emission(None, task, storages[resource], cursors, scope)
+        for action in protocol.tail_actions(storages[resource].config):
+            if not isinstance(action, WaitParity):
+                _EMITTERS[type(action)](action, em)
+                continue
             with bounded_wait.wait_context(
-                    task=task.describe(), resource=resource.name, barrier=f"{resource.name}.empty",
+                    task=task.describe(), resource=resource.name, barrier=f"{resource.name}.{action.barrier.value}",
                     operation=f"{resource.name!r} ProducerAcquire of the producer tail (the drain after the schedule "
-                              f"waits for every stage to be released)", stage=scope[idx_key]):
-                sync.mbarrier_wait(storage.empty(scope[idx_key]), scope[ph_key])
-            _advance(scope, idx_key, ph_key, stride, storage.stages)
+                              f"waits for every stage to be released)", stage=scope[em.keys(action.cursor)[0]]):
+                _EMITTERS[type(action)](action, em)

@@ -17,52 +17,9 @@ import enum
 from dataclasses import dataclass, field
 
 from tsjit.errors import VerificationError
+from tsjit.ts.protocol import PipelineOp, PipelineType, SignalingThreads, TypeRow, row
 
-
-class PipelineType(enum.Enum):
-    """``<producer kind><consumer kind>`` of the barrier protocol."""
-
-    AsyncAsync = "AsyncAsync"
-    TmaAsync = "TmaAsync"
-    TmaUmma = "TmaUmma"
-    UmmaAsync = "UmmaAsync"
-    AsyncUmma = "AsyncUmma"
-    UmmaUmma = "UmmaUmma"
-    ClcFetchAsync = "ClcFetchAsync"
-
-    @property
-    def producer_kind(self) -> str:
-        return {"Async": "async", "Tma": "tma", "Umma": "umma", "Clc": "clc"}[self._split()[0]]
-
-    @property
-    def consumer_kind(self) -> str:
-        return {"Async": "async", "Umma": "umma"}[self._split()[1]]
-
-    def _split(self) -> tuple[str, str]:
-        name = self.value
-        for prefix in ("ClcFetch", "Async", "Tma", "Umma"):
-            if name.startswith(prefix):
-                rest = name[len(prefix):]
-                return ("Clc" if prefix == "ClcFetch" else prefix), rest
-        raise RuntimeError(f"internal error, please report: PipelineType {name!r} has no known producer kind")
-
-    @property
-    def needs_sm100(self) -> bool:
-        return "Umma" in self.value or self is PipelineType.ClcFetchAsync
-
-
-class SignalingThreads(enum.IntFlag):
-    """Who executes a side's barrier operations: every thread, the cluster's leader CTA, or the
-    first warp of a multi-warp TMA producer task.  Legal: All, CtaLeader, TaskWarpLeader,
-    CtaLeader | TaskWarpLeader."""
-
-    All = 1
-    CtaLeader = 2
-    TaskWarpLeader = 4
-
-    @staticmethod
-    def is_valid_combination(value: "SignalingThreads") -> bool:
-        return int(value) in (1, 2, 4, 6)
+__all__ = ["PipelineType", "SignalingThreads", "PipelineOp", "Agent", "CooperativeGroup", "PipelineConfig"]
 
 
 class Agent(enum.Enum):
@@ -88,17 +45,6 @@ class CooperativeGroup:
     @property
     def arrivals(self) -> int:
         return self.size
-
-
-class PipelineOp(enum.Enum):
-    """How the producer's data arrives: thread stores (AsyncThread), ``cp.async`` with
-    ``cp.async.mbarrier.arrive.noinc`` (AsyncLoad), TMA, tcgen05 MMA, CLC."""
-
-    AsyncThread = "AsyncThread"
-    AsyncLoad = "AsyncLoad"
-    TmaLoad = "TmaLoad"
-    TCGen05Mma = "TCGen05Mma"
-    ClcLoad = "ClcLoad"
 
 
 def _stride_tuple(stride) -> tuple[int, int, int, int]:
@@ -165,13 +111,14 @@ class PipelineConfig:
         if self.consumer_signaling_threads & SignalingThreads.TaskWarpLeader:
             raise VerificationError("consumer_signaling_threads cannot contain TaskWarpLeader; it only applies to "
                                     "multi-warp TMA producers", "P3")
-        if self.producer_signaling_threads & SignalingThreads.TaskWarpLeader and t.producer_kind != "tma":
+        protocol = row(t)
+        if self.producer_signaling_threads & SignalingThreads.TaskWarpLeader and not protocol.allows_task_warp_leader:
             raise VerificationError(f"producer_signaling_threads=TaskWarpLeader needs a TMA producer; "
-                                    f"{t.value} has a {t.producer_kind} producer", "P3")
-        if self.producer_op is PipelineOp.AsyncLoad and t not in (PipelineType.AsyncAsync, PipelineType.AsyncUmma):
+                                    f"{t.value} has a {protocol.producer.value} producer", "P3")
+        if self.producer_op is PipelineOp.AsyncLoad and not protocol.allows_async_load:
             raise VerificationError(f"producer_op=AsyncLoad is only valid for AsyncAsync and AsyncUmma, not "
                                     f"{t.value}", "P3")
-        needs_bytes = t.producer_kind in ("tma", "clc")
+        needs_bytes = protocol.producer_arms_tx
         if needs_bytes and (not isinstance(self.num_bytes, int) or self.num_bytes <= 0):
             raise VerificationError(f"{t.value} needs num_bytes > 0 (the bytes one stage's copies deliver), "
                                     f"got {self.num_bytes!r}", "P3")
@@ -195,6 +142,11 @@ class PipelineConfig:
                                     "P3")
 
     # -- derived -----------------------------------------------------------------------------
+    @property
+    def protocol(self) -> TypeRow:
+        """This config's row of the protocol table (:mod:`tsjit.ts.protocol`)."""
+        return row(self.pipeline_type)
+
     @property
     def interleave_strides(self) -> tuple[int, int, int, int]:
         return _stride_tuple(self.interleave_stride)

@@ -33,10 +33,7 @@ from tsjit.ts.verify.pipelines import contains, downstream_closure, is_pipelined
     pipeline_config
 from tsjit.ts.work import work_methods
 
-__all__ = ["executed_steps", "check_bracketing", "check_try_ops", "check_dma_ordering",
-           "HARDWARE_ASYNC_PRODUCERS"]
-
-HARDWARE_ASYNC_PRODUCERS = ("TmaAsync", "TmaUmma", "UmmaAsync", "UmmaUmma", "ClcFetchAsync")
+__all__ = ["executed_steps", "check_bracketing", "check_try_ops", "check_dma_ordering"]
 
 _SIDES = {
     "consumer": dict(open=ScheduleStage.ConsumerWait, close=ScheduleStage.ConsumerRelease,
@@ -195,7 +192,7 @@ def check_dma_ordering(manager) -> list[Finding]:
     out: list[Finding] = []
     for down, ups in manager.resource_dependency_graph.items():
         config = pipeline_config(down)
-        if config is None or config.pipeline_type.value not in HARDWARE_ASYNC_PRODUCERS:
+        if config is None or not config.protocol.producer_hardware_async:
             continue
         for up in ups:
             if up is down or not is_pipelined(up):

@@ -35,9 +35,9 @@ P2  A TMA producer's ``num_bytes`` must match what its copies deliver.  When the
 """
 from __future__ import annotations
 
-from tsjit.ts.pipeline import PipelineOp, PipelineType, SignalingThreads
+from tsjit.ts.protocol import SideKind, Signal, SignalingThreads, Who, signals, tx_cta_factor
 from tsjit.ts.verify.findings import Finding, error, warning
-from tsjit.ts.verify.pipelines import cluster_size, pipeline_config, role_tasks, task_lanes
+from tsjit.ts.verify.pipelines import pipeline_config, role_tasks, task_lanes
 
 __all__ = ["check_arrival_counts", "check_tma_bytes", "signalling_units"]
 
@@ -59,16 +59,6 @@ def signalling_units(manager, resource, role: str, per_warp: int = 1,
 
 def _tasks_text(tasks) -> str:
     return "; ".join(t.describe() for t in tasks)
-
-
-def _mcast_lanes(config) -> tuple[int, str]:
-    layout = config.cta_layout_vmnk
-    mode = tuple(config.mcast_mode_mn) if config.mcast_mode_mn is not None else None
-    if not isinstance(layout, tuple) or cluster_size(config) == 1 or mode is None:
-        return 1, "1 lane (single CTA, no multicast)"
-    _, m, n, _ = layout
-    lanes = {(1, 0): m, (0, 1): n, (1, 1): m + n - 1}[mode]
-    return lanes, f"{lanes} lanes (multicast {mode} over cluster M={m}, N={n})"
 
 
 def _side_message(resource, config, side, given, options, tasks, fix) -> str:
@@ -117,88 +107,53 @@ def check_arrival_counts(manager) -> list[Finding]:
                 f"cta_layout_vmnk ({type(layout).__name__}); its arrival counts are not "
                 f"checked. Pass a (V, M, N, K) tuple to check them.")))
             continue
-        out += _producer_counts(manager, resource, config)
-        out += _consumer_counts(manager, resource, config)
+        out += _side_counts(manager, resource, config, "producer")
+        out += _side_counts(manager, resource, config, "consumer")
     return out
 
 
-def _producer_counts(manager, resource, config) -> list[Finding]:
-    kind = config.pipeline_type.producer_kind
-    given = config.producer_group.size
-    v = config.cta_layout_vmnk[0] if isinstance(config.cta_layout_vmnk, tuple) else 1
-    if kind == "async":
-        threads, tasks = signalling_units(manager, resource, "commit", 32)
-        warps, _ = signalling_units(manager, resource, "commit", 1)
-        scale = v if config.pipeline_type is PipelineType.AsyncUmma else 1
-        threads, warps = [t * scale for t in threads], [w * scale for w in warps]
-        suffix = f" x V={v}" if scale > 1 else ""
-        options = [(threads, f"every thread: warps x 32{suffix}")]
-        if config.producer_op is not PipelineOp.AsyncLoad:
-            options.append((warps, f"one lane per warp: warps x 1{suffix}"))
-        return _check_side(resource, config, "producer", given, options, tasks)
-    if kind == "tma":
-        leader = bool(config.producer_signaling_threads & SignalingThreads.TaskWarpLeader)
-        per_task, tasks = signalling_units(manager, resource, "acquire", per_task=True)
-        warps, _ = signalling_units(manager, resource, "acquire", 1)
-        if leader:
-            found = _check_side(resource, config, "producer", given,
-                                [(per_task, "TaskWarpLeader: 1 arming warp per task")], tasks)
-            if found and warps and warps[0] == given:
-                found = [error("P1", found[0].message.split("\n")[0] + (
-                    f"\n  {given} matches one arming lane per producer warp: drop "
-                    f"TaskWarpLeader from producer_signaling_threads, or set "
-                    f"producer_group size {per_task[0]}."))]
-            return found
-        found = _check_side(resource, config, "producer", given,
-                            [(warps, "one elected lane per producer warp arms expect_tx")], tasks)
-        if found and per_task and per_task[0] == given and given != (warps or [0])[0]:
-            found = [error("P1", found[0].message.split("\n")[0] + (
-                f"\n  {given} matches one arming warp per task: set producer_signaling_"
-                f"threads=SignalingThreads.TaskWarpLeader (and num_bytes to the task's "
-                f"aggregate bytes), or producer_group size {warps[0]}."))]
-        return found
-    if kind == "umma":
-        _, tasks = signalling_units(manager, resource, "commit")
-        return _check_side(resource, config, "producer", given,
-                           [([1] * config.num_stages, "one tcgen05.commit")], tasks)
-    _, tasks = signalling_units(manager, resource, "acquire")   # clc
-    return _check_side(resource, config, "producer", given,
-                       [([1] * config.num_stages, "one CLC query (CTA 0)")], tasks)
+def _per_stage(manager, resource, config, signal: Signal) -> tuple[list[int], list]:
+    """Arrivals per stage one :class:`~tsjit.ts.protocol.Signal` option delivers, and its tasks."""
+    if signal.who is None:
+        _, tasks = signalling_units(manager, resource, signal.role)
+        return [signal.count] * config.num_stages, tasks
+    if signal.who is Who.ElectedInFirstWarp or signal.who is Who.CtaLeader:
+        per_stage, tasks = signalling_units(manager, resource, signal.role, per_task=True)
+    else:
+        per_warp = signal.who.arrivals(1)
+        per_stage, tasks = signalling_units(manager, resource, signal.role, per_warp)
+    return [n * signal.factor for n in per_stage], tasks
 
 
-def _consumer_counts(manager, resource, config) -> list[Finding]:
-    ptype = config.pipeline_type
-    given = config.consumer_group.size
-    cluster = cluster_size(config)
-    v = config.cta_layout_vmnk[0] if isinstance(config.cta_layout_vmnk, tuple) else 1
-    leader = bool(config.consumer_signaling_threads & SignalingThreads.CtaLeader)
-    threads, tasks = signalling_units(manager, resource, "release", 32)
-    warps, _ = signalling_units(manager, resource, "release", 1)
-    if ptype.consumer_kind == "umma":
-        count = (cluster // v if leader else cluster)
-        formula = (f"one tcgen05.commit per CTA: cluster {cluster} / V {v} (CtaLeader)" if leader
-                   else f"one tcgen05.commit per CTA of the cluster ({cluster})")
-        if ptype is not PipelineType.TmaUmma:
-            count, formula = 1, "one tcgen05.commit"
-        return _check_side(resource, config, "consumer", given,
-                           [([count] * config.num_stages, formula)], tasks)
-    if ptype is PipelineType.ClcFetchAsync:
-        return _check_side(resource, config, "consumer", given,
-                           [([t * cluster for t in threads],
-                             f"every thread of every CTA: warps x 32 x cluster {cluster}")],
-                           tasks)
-    if ptype is PipelineType.TmaAsync:
-        lanes, lanes_text = _mcast_lanes(config)
-        options = [([w * lanes for w in warps], f"warps x {lanes_text}")]
-        if lanes == 1 or leader:
-            options.insert(0, (threads, "all-thread mode: every consumer thread, warps x 32"))
-        return _check_side(resource, config, "consumer", given, options, tasks)
-    scale = v if ptype is PipelineType.UmmaAsync else 1
-    suffix = f" x V={v}" if scale > 1 else ""
-    return _check_side(resource, config, "consumer", given,
-                       [([t * scale for t in threads], f"every thread: warps x 32{suffix}"),
-                        ([w * scale for w in warps], f"one lane per warp: warps x 1{suffix}")],
-                       tasks)
+def _side_counts(manager, resource, config, side: str) -> list[Finding]:
+    options, tasks = [], []
+    for signal in signals(config, side):
+        per_stage, tasks = _per_stage(manager, resource, config, signal)
+        options.append((per_stage, signal.formula))
+    given = (config.producer_group if side == "producer" else config.consumer_group).size
+    found = _check_side(resource, config, side, given, options, tasks)
+    if found and side == "producer" and config.protocol.producer is SideKind.Tma:
+        found = _arming_hint(manager, resource, config, given, found)
+    return found
+
+
+def _arming_hint(manager, resource, config, given, found) -> list[Finding]:
+    """A TMA producer count that matches the *other* arming mode names the flag to change."""
+    per_task, _ = signalling_units(manager, resource, "acquire", per_task=True)
+    warps, _ = signalling_units(manager, resource, "acquire", 1)
+    first = found[0].message.split("\n")[0]
+    if config.producer_signaling_threads & SignalingThreads.TaskWarpLeader:
+        if warps and warps[0] == given:
+            return [error("P1", first + (
+                f"\n  {given} matches one arming lane per producer warp: drop "
+                f"TaskWarpLeader from producer_signaling_threads, or set "
+                f"producer_group size {per_task[0]}."))]
+    elif per_task and per_task[0] == given and given != (warps or [0])[0]:
+        return [error("P1", first + (
+            f"\n  {given} matches one arming warp per task: set producer_signaling_"
+            f"threads=SignalingThreads.TaskWarpLeader (and num_bytes to the task's "
+            f"aggregate bytes), or producer_group size {warps[0]}."))]
+    return found
 
 
 def check_tma_bytes(manager) -> list[Finding]:
@@ -206,7 +161,7 @@ def check_tma_bytes(manager) -> list[Finding]:
     out: list[Finding] = []
     for resource in manager.resources:
         config = pipeline_config(resource)
-        if config is None or config.pipeline_type.producer_kind != "tma":
+        if config is None or config.protocol.producer is not SideKind.Tma:
             continue
         tasks = role_tasks(manager, resource, "acquire")
         if not tasks:
@@ -229,11 +184,7 @@ def check_tma_bytes(manager) -> list[Finding]:
                     f" (or override tma_bytes_per_stage() if a stage loads several boxes); a "
                     f"short count completes the stage early, a long one hangs.")))
             continue
-        cluster = cluster_size(config)
-        v = config.cta_layout_vmnk[0] if isinstance(config.cta_layout_vmnk, tuple) else 1
-        leader_consumer = bool(config.consumer_signaling_threads & SignalingThreads.CtaLeader)
-        cta_factor = (v if config.pipeline_type is PipelineType.TmaUmma else cluster) \
-            if leader_consumer else 1
+        cta_factor = tx_cta_factor(config)
         warp_factor = max(t.num_warps for t in tasks) if leader else 1
         per_warp = config.num_bytes_per_warp_per_cta
         if per_warp is None:

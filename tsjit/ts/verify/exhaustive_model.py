@@ -5,14 +5,18 @@ compiled here into a :class:`Process` per task (one per warp for warp-lane inter
 tasks) -- a list of :class:`Op`, each one *synchronising*
 transition exactly as ``tsjit/ts/lower_pipeline.py`` emits it:
 
-* acquire: parity wait on ``empty[i]`` (skipped when a try_acquire succeeded); a TMA
-  producer then arms ``full[i]`` with ``arrive.expect_tx`` (one arrival per warp, one per
-  task with ``TaskWarpLeader``);
-* commit: thread producers arrive on ``full[i]``; TMA producers do nothing;
-* wait: parity wait on ``full[i]``; release: consumers arrive on ``empty[i]``;
-* try_acquire / try_wait: a probe of the barrier whose success skips the next wait;
-* the producer tail: ``S / stride`` waits on ``empty`` after the schedule;
-* PDL ``wait_griddep`` / ``launch_griddep``.
+each pipeline operation is the list of barrier actions of the protocol table
+(:func:`tsjit.ts.protocol.actions`, the same list the lowering emits), folded into one op:
+
+* ``WaitParity`` becomes the op's guard (skipped after a successful probe), ``Probe`` its
+  probe of a barrier;
+* ``ArmTx`` / ``Arrive`` / ``CommitUmma`` become its arrivals ``(barrier, n, bytes)``, with
+  ``n`` the :class:`~tsjit.ts.protocol.Who`'s arrivals for the process's warps, times the
+  CTAs whose arrivals land on one barrier (a symmetric reduction of the cluster: every CTA
+  runs the same processes, so one CTA's barriers stand for all);
+* ``SetStage`` / ``Advance`` move the statically known cursors;
+* the producer tail (:func:`tsjit.ts.protocol.tail_actions`) and PDL ``wait_griddep`` /
+  ``launch_griddep`` are ops of their own.
 
 Cursor arithmetic (index, phase, advance-on-acquire/-wait, interleave lanes and strides)
 is done here, statically, because it only depends on the position in the sequence.  Each
@@ -40,8 +44,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tsjit.ts import protocol
 from tsjit.ts.enums import ScheduleStage
 from tsjit.ts.pipeline import PipelineConfig
+from tsjit.ts.protocol import (Advance, Arrive, ArmTx, BarrierKind, CommitUmma, Cursor, Probe, SetStage,
+                               WaitParity)
 from tsjit.ts.verify.exhaustive_expand import Variant, expand_task
 from tsjit.ts.verify.exhaustive_regions import RegionTable
 
@@ -250,11 +257,12 @@ class _Compiler:
         self.barrier_ids: dict = {}
         self.copies: list[Copy] = []
 
-    def barrier(self, resource, kind: str, slot: int) -> int:
+    def barrier(self, resource, kind, slot: int) -> int:
+        kind = kind.value if isinstance(kind, BarrierKind) else kind
         key = (id(resource), kind, slot)
         if key not in self.barrier_ids:
-            cfg = resource.pipeline_config
-            count = cfg.producer_group.size if kind == "full" else cfg.consumer_group.size
+            ring = protocol.ring(resource.pipeline_config, resource)
+            count = ring.count(BarrierKind(kind))
             self.barrier_ids[key] = len(self.barriers)
             self.barriers.append(Barrier(len(self.barriers), resource, kind, slot, count))
         return self.barrier_ids[key]
@@ -272,7 +280,7 @@ class _Compiler:
             processes.append(self._compile_process(index, task, lane, steps, modes))
         return processes
 
-    # arrivals per process: "lane" (one per warp) or "thread" (every thread), per (res, side)
+    # warps signalling one stage of each (resource, side), over every process doing it
     def _arrival_modes(self, shells) -> dict:
         warps: dict = {}
         for task, lane in shells:
@@ -289,12 +297,8 @@ class _Compiler:
         modes = {}
         for (rid, producer), total in warps.items():
             resource = next(r for t, _ in shells for r in t.resources if id(r) == rid)
-            cfg = resource.pipeline_config
-            size = (cfg.producer_group if producer else cfg.consumer_group).size
-            lanes = cfg.interleave_strides[1 if producer else 3]
-            total = max(1, total // lanes)       # warps arriving in one phase of one stage
-            modes[(rid, producer)] = "lane" if abs(size - total) < abs(size - 32 * total) \
-                else "thread"
+            lanes = resource.pipeline_config.interleave_strides[1 if producer else 3]
+            modes[(rid, producer)] = max(1, total // lanes)
         return modes
 
     def _compile_process(self, index, task, lane, steps, modes) -> Process:
@@ -365,66 +369,45 @@ class _Compiler:
 
     def _pipeline_op(self, es, cfg, resource, stage, cursor, probe_key, modes, warps,
                      make_op, waited):
-        stages = cfg.num_stages
-        s_acq, s_commit, s_wait, s_release = cfg.interleave_strides
+        """One op from the protocol table's actions of ``stage`` (see the module docstring)."""
         producer = stage.is_producer
         cur = cursor(resource, producer)
-        kind_p, kind_c = cfg.pipeline_type.producer_kind, cfg.pipeline_type.consumer_kind
-        if stage in (S.ProducerTryAcquire, S.ConsumerTryWait):
-            index, phase = cur.open
-            bar = self.barrier(resource, "empty" if producer else "full", index)
-            return make_op("try_acquire" if producer else "try_wait", es, resource, index,
-                           probe_barrier=bar, parity=phase,
-                           probe_key=probe_key(resource, producer))
-        if stage is S.ProducerAcquire:
-            index, phase = cur.open
-            arrivals = ()
-            if kind_p in ("tma", "clc"):
-                twl = bool(cfg.producer_signaling_threads & 4)
-                n = 1 if twl else warps
-                arrivals = ((self.barrier(resource, "full", index), n, n * cfg.num_bytes),)
-            op = make_op("acquire", es, resource, index,
-                         guard=self.barrier(resource, "empty", index), parity=phase,
-                         probe_key=probe_key(resource, True), arrivals=arrivals)
-            cur.stage = index
-            if cfg.advance_on_acquire:
-                _Cursor.advance(cur.open, s_acq, stages)
-            return op
-        if stage is S.ProducerCommit:
-            index = cur.close[0]
-            arrivals = ()
-            if kind_p == "async":
-                n = warps if modes.get((id(resource), True)) == "lane" else 32 * warps
-                arrivals = ((self.barrier(resource, "full", index), n, 0),)
-            elif kind_p == "umma":
-                arrivals = ((self.barrier(resource, "full", index), 1, 0),)
-            op = make_op("commit", es, resource, index, arrivals=arrivals)
-            _Cursor.advance(cur.close, s_commit, stages)
-            if not cfg.advance_on_acquire:
-                cur.open = list(cur.close)
-            return op
-        if stage is S.ConsumerWait:
-            index, phase = cur.open
-            op = make_op("wait", es, resource, index,
-                         guard=self.barrier(resource, "full", index), parity=phase,
-                         probe_key=probe_key(resource, False))
-            cur.stage = index
-            waited[id(resource)] = _instance(es)
-            if cfg.advance_on_wait:
-                _Cursor.advance(cur.open, s_wait, stages)
-            return op
-        # ConsumerRelease
-        index = cur.close[0]
-        if kind_c == "umma":
-            n = 1
-        else:
-            n = warps if modes.get((id(resource), False)) == "lane" else 32 * warps
-        op = make_op("release", es, resource, index,
-                     arrivals=((self.barrier(resource, "empty", index), n, 0),))
-        _Cursor.advance(cur.close, s_release, stages)
-        if not cfg.advance_on_wait:
-            cur.open = list(cur.close)
-        return op
+        per_stage = modes.get((id(resource), producer), warps)
+        fields: dict = {}
+        arrivals: list = []
+        slot = None
+        for action in protocol.actions(cfg, stage, per_stage):
+            pair = cur.open if action.cursor is Cursor.Open else cur.close
+            if slot is None:             # the op's stage: where its first action's cursor is
+                slot = pair[0]
+            if isinstance(action, Probe):
+                fields.update(probe_barrier=self.barrier(resource, action.barrier, pair[0]),
+                              parity=pair[1], probe_key=probe_key(resource, producer))
+            elif isinstance(action, WaitParity):
+                fields.update(guard=self.barrier(resource, action.barrier, pair[0]), parity=pair[1])
+                if action.after_probe:
+                    fields["probe_key"] = probe_key(resource, producer)
+            elif isinstance(action, ArmTx):
+                n = action.who.arrivals(warps)
+                arrivals.append((self.barrier(resource, action.barrier, pair[0]), n, n * action.nbytes))
+            elif isinstance(action, Arrive):
+                n = action.who.arrivals(warps) * action.ctas.factor(cfg)
+                arrivals.append((self.barrier(resource, action.barrier, pair[0]), n, 0))
+            elif isinstance(action, CommitUmma):
+                n = action.ctas.factor(cfg)
+                arrivals.append((self.barrier(resource, action.barrier, pair[0]), n, 0))
+            elif isinstance(action, SetStage):
+                cur.stage = pair[0]
+                if not producer:
+                    waited[id(resource)] = _instance(es)
+            elif isinstance(action, Advance):
+                _Cursor.advance(pair, action.stride, cfg.num_stages)
+                if action.open_follows:
+                    cur.open = list(cur.close)
+        kind = {S.ProducerTryAcquire: "try_acquire", S.ConsumerTryWait: "try_wait",
+                S.ProducerAcquire: "acquire", S.ProducerCommit: "commit", S.ConsumerWait: "wait",
+                S.ConsumerRelease: "release"}[stage]
+        return make_op(kind, es, resource, slot, arrivals=tuple(arrivals), **fields)
 
     def _work_accesses(self, es, task, cursor, cursors, waited, warps, segment, spawns, proc):
         step, resource = es.step, es.step.resource
@@ -435,7 +418,7 @@ class _Compiler:
             slot = cursor(resource, producer).work_slot()
             region = self.regions.stage_region(resource, slot, role)
             access = Access(mode, region, step, es.iteration, es.tile)
-            if producer and cfg.pipeline_type.producer_kind in ("tma", "clc"):
+            if producer and cfg.protocol.producer_arms_tx:
                 self._spawn_copies(es, cfg, resource, slot, access, warps, spawns, proc)
             else:
                 segment.append(access)
@@ -459,19 +442,10 @@ class _Compiler:
 
     def _spawn_copies(self, es, cfg, resource, slot, access, warps, spawns, proc):
         """Issue the TMA copy of one producer work step (its share of the stage's bytes)."""
-        per_warp = cfg.num_bytes_per_warp_per_cta
         works = [s for s in proc.task.schedule.steps if s.resource is resource and
                  s.stage is S.ProducerWork and not s.is_aux and s.section is es.step.section]
         share = max(1, len(works))
-        cluster = 1
-        if isinstance(cfg.cta_layout_vmnk, tuple):
-            for dim in cfg.cta_layout_vmnk:
-                cluster *= dim
-        if per_warp is not None:
-            total, units = per_warp * cluster * warps, warps
-        else:
-            twl = bool(cfg.producer_signaling_threads & 4)
-            total, units = cfg.num_bytes * (1 if twl else warps), 1
+        total, units = protocol.stage_copy_bytes(cfg, warps)
         position = sum(1 for c in spawns if c.access.region == access.region) // units
         for unit in range(units):
             nbytes = total // units // share
@@ -494,13 +468,15 @@ class _Compiler:
             if ring_config(resource) is None or (id(resource), True) not in cursors:
                 continue
             cur = cursors[(id(resource), True)]
-            pair = list(cur.close if cfg.advance_on_acquire else cur.open)
-            stride = cfg.interleave_strides[0]
-            for _ in range(cfg.num_stages // stride):
-                proc.ops.append(make_op("tail_wait", None, resource, pair[0],
-                                        guard=self.barrier(resource, "empty", pair[0]),
-                                        parity=pair[1]))
-                _Cursor.advance(pair, stride, cfg.num_stages)
+            pairs = {Cursor.Open: list(cur.open), Cursor.Close: list(cur.close)}
+            for action in protocol.tail_actions(cfg):
+                pair = pairs[action.cursor]
+                if isinstance(action, WaitParity):
+                    proc.ops.append(make_op("tail_wait", None, resource, pair[0],
+                                            guard=self.barrier(resource, action.barrier, pair[0]),
+                                            parity=pair[1]))
+                elif isinstance(action, Advance):
+                    _Cursor.advance(pair, action.stride, cfg.num_stages)
 
 
 def compile_program(tasks, graph, variant: Variant, counts: dict, regions: RegionTable,

@@ -18,20 +18,12 @@ PP  A ping-pong self-edge ``{r: [r]}`` needs ``r`` pipelined, a thread-based con
 from __future__ import annotations
 
 from tsjit.ts.enums import ScheduleStage
-from tsjit.ts.pipeline import PipelineType
 from tsjit.ts.verify.findings import Finding, error
 from tsjit.ts.verify.pipelines import (ROLE_INDEX, ROLE_STAGES, cluster_size, is_pipelined,
                                        pipeline_config, role_tasks, task_lanes)
 
 __all__ = ["check_interleave", "check_cta_layouts", "check_split_signaling", "check_ping_pong"]
 
-_ALLOWED_ROLES = {
-    PipelineType.AsyncAsync: ("acquire", "commit", "wait", "release"),
-    PipelineType.AsyncUmma: ("acquire", "commit"),
-    PipelineType.TmaAsync: ("acquire", "commit", "wait", "release"),
-    PipelineType.TmaUmma: ("acquire", "commit", "wait", "release"),
-    PipelineType.UmmaAsync: ("wait", "release"),
-}
 _PARTNER = {"acquire": "commit", "commit": "acquire", "wait": "release", "release": "wait"}
 
 
@@ -44,7 +36,7 @@ def check_interleave(manager) -> list[Finding]:
             continue
         name, ptype = resource.name, config.pipeline_type
         strides = config.interleave_strides
-        allowed = _ALLOWED_ROLES.get(ptype, ())
+        allowed = config.protocol.interleave_roles
         bad_roles = [r for r, i in ROLE_INDEX.items() if strides[i] > 1 and r not in allowed]
         if bad_roles:
             out.append(error("P6", (
@@ -53,10 +45,10 @@ def check_interleave(manager) -> list[Finding]:
                 f"{ptype.value} allows interleave only for "
                 f"{', '.join(allowed) or 'no role'}.\n  Use interleave_stride=1 for those roles.")))
             continue
-        if ptype is PipelineType.TmaAsync and cluster_size(config) > 1:
+        if config.protocol.interleave_single_cta and cluster_size(config) > 1:
             out.append(error("P6", (
-                f"resource {name!r} (TmaAsync) is interleaved (strides {strides}) in a cluster "
-                f"of {cluster_size(config)} CTAs; TmaAsync interleave is single-CTA only.\n  "
+                f"resource {name!r} ({ptype.value}) is interleaved (strides {strides}) in a cluster "
+                f"of {cluster_size(config)} CTAs; {ptype.value} interleave is single-CTA only.\n  "
                 f"Drop interleave_stride or the cluster layout.")))
             continue
         for role, index in ROLE_INDEX.items():
@@ -183,7 +175,7 @@ def check_ping_pong(manager) -> list[Finding]:
                             "the buffer back and forth)")
         else:
             config = pipeline_config(down)
-            if config is not None and config.pipeline_type.consumer_kind != "async":
+            if config is not None and not config.protocol.consumer_synchronous:
                 problems.append(f"its consumer side is {config.pipeline_type.value} "
                                 f"(tcgen05), which releases asynchronously; a ping-pong buffer "
                                 f"needs a thread-based (synchronous) release")

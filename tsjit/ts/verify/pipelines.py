@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from tsjit.ts.enums import ScheduleStage
 from tsjit.ts.pipeline import PipelineConfig
+from tsjit.ts.protocol import cluster_size
 
 __all__ = ["ROLE_STAGES", "ROLE_INDEX", "Lanes", "pipeline_config", "is_pipelined",
            "num_stages", "role_stride", "task_lanes", "role_tasks", "contains",
@@ -117,14 +118,3 @@ def downstream_closure(manager, resource) -> list:
                 found.append(down)
                 frontier.append(down)
     return found
-
-
-def cluster_size(config: PipelineConfig) -> int:
-    """CTAs per cluster: the product of a tuple ``cta_layout_vmnk`` (1 when None or opaque)."""
-    layout = config.cta_layout_vmnk
-    if isinstance(layout, tuple) and all(isinstance(x, int) for x in layout):
-        size = 1
-        for extent in layout:
-            size *= extent
-        return size
-    return 1

@@ -1,0 +1,544 @@
+"""The pipeline protocol table: what every PipelineType x SignalingThreads does on each operation.
+
+This module is the one home of the mbarrier protocol (inventory §3, "Lowering per PipelineType").
+It is pure data plus small pure functions and imports nothing from the device language, the
+back end or the runtime.  Its readers:
+
+* the lowering (:mod:`tsjit.ts.lower_pipeline`) emits one code fragment per :data:`Action`;
+* the interleaving model (:mod:`tsjit.ts.verify.exhaustive_model`) turns the same actions into
+  the transitions it explores;
+* the count checks (:mod:`tsjit.ts.verify.counts`, P1/P2) sum the arrivals of :func:`signals`;
+* the config checks (:class:`tsjit.ts.pipeline.PipelineConfig`) and the structural checks read
+  the per-type facts of :class:`TypeRow`.
+
+A pipeline type is a row (:data:`ROWS`): the kind of each side (:class:`SideKind`) and the facts
+that follow from it.  :func:`actions` gives, for a config and one schedule operation, the
+barrier actions in program order:
+
+``Probe``       ``mbarrier.try_wait.parity`` once, result kept (try_acquire / try_wait)
+``WaitParity``  block until the phase with the cursor's parity completes (skipped when the
+                preceding probe of the same side succeeded)
+``ArmTx``       ``mbarrier.arrive.expect_tx(nbytes)``: one arrival plus the bytes the copies bring
+``Arrive``      ``mbarrier.arrive`` (or ``cp.async.mbarrier.arrive.noinc`` for AsyncLoad)
+``CommitUmma``  ``tcgen05.commit`` to the barrier (the hardware arrives when the MMAs finish)
+``SetStage``    the following work steps see this cursor's stage
+``Advance``     cursor += stride, wrap at S flipping the phase
+
+Who acts (:class:`Who`): all threads, one lane per warp, an elected thread of the first warp, an
+elected thread per warp, or the CTA leader only.  Which CTAs an arrival lands on (:class:`Ctas`):
+the local one, every CTA of the cluster, the pair leader, or the cluster's leader CTA.
+
+Cursors (:class:`Cursor`): each side of a ring has an opening cursor (acquire / wait) and a
+closing one (commit / release).  Without ``advance_on_acquire`` / ``advance_on_wait`` the closing
+operation advances and the opening cursor follows it (``Advance.open_follows``); with it, each
+advances on its own.  The producer starts at phase 1, the consumer at phase 0.
+
+Hopper status: AsyncAsync and TmaAsync are lowered for sm_90a.  On these rows ``CtaLeader``
+signalling and ``consumer_wait_signaling_threads`` do not change the actions yet (issue 12 §2).
+The Blackwell rows (TmaUmma, UmmaAsync, AsyncUmma, UmmaUmma, ClcFetchAsync) follow the
+inventory's table and are read by the model and the checks only.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from tsjit.ts.enums import ScheduleStage
+
+__all__ = ["PipelineType", "SignalingThreads", "PipelineOp", "SideKind", "TypeRow", "ROWS", "row",
+           "Who", "BarrierKind", "Cursor", "Ctas", "Probe", "WaitParity", "ArmTx", "Arrive",
+           "CommitUmma", "SetStage", "Advance", "Ring", "ring", "actions", "tail_actions",
+           "thread_arrival_who", "warps_per_stage", "cluster_size", "pair_size", "Signal",
+           "signals", "stage_copy_bytes", "tx_cta_factor", "OPERATIONS"]
+
+
+class PipelineType(enum.Enum):
+    """``<producer kind><consumer kind>`` of the barrier protocol; :data:`ROWS` holds each row."""
+
+    AsyncAsync = "AsyncAsync"
+    TmaAsync = "TmaAsync"
+    TmaUmma = "TmaUmma"
+    UmmaAsync = "UmmaAsync"
+    AsyncUmma = "AsyncUmma"
+    UmmaUmma = "UmmaUmma"
+    ClcFetchAsync = "ClcFetchAsync"
+
+    @property
+    def row(self) -> "TypeRow":
+        """This type's row of the protocol table."""
+        return ROWS[self]
+
+
+class SignalingThreads(enum.IntFlag):
+    """Who executes a side's barrier operations: every thread, the cluster's leader CTA, or the
+    first warp of a multi-warp TMA producer task.  Legal: All, CtaLeader, TaskWarpLeader,
+    CtaLeader | TaskWarpLeader."""
+
+    All = 1
+    CtaLeader = 2
+    TaskWarpLeader = 4
+
+    @staticmethod
+    def is_valid_combination(value: "SignalingThreads") -> bool:
+        return int(value) in (1, 2, 4, 6)
+
+
+class PipelineOp(enum.Enum):
+    """How the producer's data arrives: thread stores (AsyncThread), ``cp.async`` with
+    ``cp.async.mbarrier.arrive.noinc`` (AsyncLoad), TMA, tcgen05 MMA, CLC."""
+
+    AsyncThread = "AsyncThread"
+    AsyncLoad = "AsyncLoad"
+    TmaLoad = "TmaLoad"
+    TCGen05Mma = "TCGen05Mma"
+    ClcLoad = "ClcLoad"
+
+
+class SideKind(enum.Enum):
+    """What signals one side of a ring."""
+
+    Threads = "threads"      # mbarrier.arrive by threads (or cp.async ...arrive.noinc)
+    Tma = "tma"              # arrive.expect_tx, then the TMA copies' complete_tx
+    Umma = "umma"            # tcgen05.commit: the hardware arrives when the MMAs finish
+    Clc = "clc"              # the CLC try_cancel response (16 bytes per CTA)
+
+
+@dataclass(frozen=True)
+class TypeRow:
+    """The per-type facts of one :class:`PipelineType`.
+
+    Attributes:
+        producer, consumer: :class:`SideKind` of each side.
+        lowered: the lowering emits this type (today the Hopper rows, for sm_90a and later).
+        interleave_roles: roles that may have ``interleave_stride > 1`` (check P6).
+        interleave_single_cta: interleave only without a cluster (TmaAsync).
+        paired_side: the thread side whose arrivals go to the pair leader (x V), or None.
+    """
+
+    pipeline_type: PipelineType
+    producer: SideKind
+    consumer: SideKind
+    lowered: bool = False
+    interleave_roles: tuple = ()
+    interleave_single_cta: bool = False
+    paired_side: str | None = None
+
+    @property
+    def producer_arms_tx(self) -> bool:
+        """The producer arms the full barrier with transaction bytes (needs ``num_bytes > 0``)."""
+        return self.producer in (SideKind.Tma, SideKind.Clc)
+
+    @property
+    def producer_hardware_async(self) -> bool:
+        """The producer's data lands asynchronously (TMA, MMA, CLC): check D1 applies."""
+        return self.producer is not SideKind.Threads
+
+    @property
+    def consumer_synchronous(self) -> bool:
+        """Consumer threads read and release the stage themselves (ping-pong capable)."""
+        return self.consumer is SideKind.Threads
+
+    @property
+    def allows_async_load(self) -> bool:
+        """``producer_op=AsyncLoad`` is meaningful (thread producers only)."""
+        return self.producer is SideKind.Threads
+
+    @property
+    def allows_task_warp_leader(self) -> bool:
+        """``producer_signaling_threads`` may contain TaskWarpLeader (TMA producers only)."""
+        return self.producer is SideKind.Tma
+
+    @property
+    def needs_sm100(self) -> bool:
+        """A tcgen05 (UMMA) or CLC side: Blackwell hardware only."""
+        return SideKind.Umma in (self.producer, self.consumer) or self.producer is SideKind.Clc
+
+
+_ALL_ROLES = ("acquire", "commit", "wait", "release")
+ROWS: dict = {row_.pipeline_type: row_ for row_ in (
+    TypeRow(PipelineType.AsyncAsync, SideKind.Threads, SideKind.Threads, True, _ALL_ROLES),
+    TypeRow(PipelineType.TmaAsync, SideKind.Tma, SideKind.Threads, True, _ALL_ROLES,
+            interleave_single_cta=True),
+    TypeRow(PipelineType.TmaUmma, SideKind.Tma, SideKind.Umma, False, _ALL_ROLES),
+    TypeRow(PipelineType.UmmaAsync, SideKind.Umma, SideKind.Threads, False, ("wait", "release"),
+            paired_side="consumer"),
+    TypeRow(PipelineType.AsyncUmma, SideKind.Threads, SideKind.Umma, False, ("acquire", "commit"),
+            paired_side="producer"),
+    TypeRow(PipelineType.UmmaUmma, SideKind.Umma, SideKind.Umma),
+    TypeRow(PipelineType.ClcFetchAsync, SideKind.Clc, SideKind.Threads),
+)}
+
+
+def row(config) -> TypeRow:
+    """The :class:`TypeRow` of a PipelineConfig (or of a PipelineType)."""
+    ptype = config if isinstance(config, PipelineType) else config.pipeline_type
+    return ROWS[ptype]
+
+
+# -- the action vocabulary ------------------------------------------------------------------------
+class Who(enum.Enum):
+    """The threads that execute one action."""
+
+    AllThreads = "all threads"
+    LanePerWarp = "one lane per warp"
+    ElectedInFirstWarp = "an elected thread of the first warp"
+    ElectedPerWarp = "an elected thread per warp"
+    CtaLeader = "the CTA leader only"
+
+    def arrivals(self, warps: int) -> int:
+        """Arrivals one signalling unit (a task, or one lane of an interleaved task) with
+        ``warps`` warps makes on one barrier."""
+        if self is Who.AllThreads:
+            return 32 * warps
+        if self in (Who.LanePerWarp, Who.ElectedPerWarp):
+            return warps
+        return 1
+
+
+class BarrierKind(enum.Enum):
+    Full = "full"
+    Empty = "empty"
+
+
+class Cursor(enum.Enum):
+    Open = "open"            # acquire / wait
+    Close = "close"          # commit / release
+
+
+class Ctas(enum.Enum):
+    """Which CTAs' copy of the barrier an arrival lands on."""
+
+    Local = "local"
+    AllInCluster = "every CTA of the cluster"
+    PairLeader = "the leader CTA of the pair"
+    ClusterLeader = "CTA 0 of the cluster"
+
+    def factor(self, config) -> int:
+        """For an action every CTA performs (Arrive, CommitUmma): how many CTAs' actions land on
+        one CTA's barrier; the symmetric one-CTA model multiplies the arrivals by it."""
+        if self is Ctas.Local:
+            return 1
+        if self is Ctas.PairLeader:
+            return pair_size(config)
+        return cluster_size(config)
+
+
+@dataclass(frozen=True)
+class Probe:
+    barrier: BarrierKind
+    cursor: Cursor
+
+
+@dataclass(frozen=True)
+class WaitParity:
+    barrier: BarrierKind
+    cursor: Cursor
+    who: Who = Who.AllThreads
+    after_probe: bool = True         # skipped when the side's preceding probe succeeded
+
+
+@dataclass(frozen=True)
+class ArmTx:
+    barrier: BarrierKind
+    cursor: Cursor
+    nbytes: int
+    who: Who
+    ctas: Ctas = Ctas.Local
+
+
+@dataclass(frozen=True)
+class Arrive:
+    barrier: BarrierKind
+    cursor: Cursor
+    who: Who
+    ctas: Ctas = Ctas.Local
+    on_copy_completion: bool = False  # cp.async.mbarrier.arrive.noinc (AsyncLoad)
+
+
+@dataclass(frozen=True)
+class CommitUmma:
+    """``tcgen05.commit`` to the barrier; ``ctas``: whose commits land on one barrier (Local: one
+    commit, possibly multicast by the pair leader; AllInCluster: every CTA's)."""
+
+    barrier: BarrierKind
+    cursor: Cursor
+    ctas: Ctas = Ctas.Local
+
+
+@dataclass(frozen=True)
+class SetStage:
+    cursor: Cursor
+
+
+@dataclass(frozen=True)
+class Advance:
+    cursor: Cursor
+    stride: int
+    open_follows: bool = False       # the opening cursor is set to the advanced closing one
+
+
+#: the schedule operations the table answers for.
+OPERATIONS = (ScheduleStage.ProducerTryAcquire, ScheduleStage.ProducerAcquire,
+              ScheduleStage.ProducerCommit, ScheduleStage.ConsumerTryWait,
+              ScheduleStage.ConsumerWait, ScheduleStage.ConsumerRelease)
+
+
+# -- cluster shape ----------------------------------------------------------------------------------
+def cluster_size(config) -> int:
+    """CTAs per cluster: the product of a tuple ``cta_layout_vmnk`` (1 when None or opaque)."""
+    layout = getattr(config, "cta_layout_vmnk", None)
+    if isinstance(layout, tuple) and all(isinstance(x, int) for x in layout):
+        size = 1
+        for extent in layout:
+            size *= extent
+        return size
+    return 1
+
+
+def pair_size(config) -> int:
+    """V of ``cta_layout_vmnk`` (V, M, N, K): the CTAs of one UMMA pair (1 without a layout)."""
+    layout = getattr(config, "cta_layout_vmnk", None)
+    return layout[0] if isinstance(layout, tuple) and layout and isinstance(layout[0], int) else 1
+
+
+# -- the ring ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Ring:
+    """The barrier set of one pipeline: ``2 x stages`` mbarriers, full[0..S) then empty[0..S).
+
+    ``full_count`` / ``empty_count`` are the arrivals that complete one phase of one CTA's
+    barrier, as initialised on the device; ``cluster`` the CTAs the ring spans; ``owner`` the
+    resource (a pipeline group later).
+    """
+
+    owner: object
+    stages: int
+    full_count: int
+    empty_count: int
+    cluster: int
+
+    def count(self, kind: BarrierKind) -> int:
+        return self.full_count if kind is BarrierKind.Full else self.empty_count
+
+
+def _thread_release_ctas(config) -> Ctas:
+    """Where a thread consumer's release lands (see :func:`actions`)."""
+    r = row(config)
+    if r.pipeline_type is PipelineType.ClcFetchAsync:
+        return Ctas.ClusterLeader
+    if r.paired_side == "consumer":
+        return Ctas.PairLeader if pair_size(config) > 1 else Ctas.Local
+    return Ctas.AllInCluster if cluster_size(config) > 1 else Ctas.Local
+
+
+def ring(config, owner=None) -> Ring:
+    """The :class:`Ring` of ``config``.
+
+    On the Hopper rows the consumer group counts one CTA's threads; a release lands on every
+    CTA of the cluster, so the empty barriers expect ``cluster x consumer_group.size``.  The
+    Blackwell rows count their groups cluster-wide already (inventory §2.3 P1).
+    """
+    empty = config.consumer_group.size
+    r = row(config)
+    if not r.needs_sm100 and _thread_release_ctas(config) is Ctas.AllInCluster:
+        empty *= cluster_size(config)
+    return Ring(owner, config.num_stages, config.producer_group.size, empty, cluster_size(config))
+
+
+# -- who arrives ------------------------------------------------------------------------------------
+def warps_per_stage(num_warps: int, stride: int) -> int:
+    """Warps of one task that signal one stage: ``num_warps / stride`` for a warp-lane task of an
+    interleaved ring (each warp its own lane), else all of them."""
+    if stride > 1 and num_warps >= stride and num_warps % stride == 0:
+        return num_warps // stride
+    return num_warps
+
+
+def thread_arrival_who(group_size: int, warps: int) -> tuple[Who, bool]:
+    """How a thread side arrives when ``warps`` warps signal one stage whose barrier expects
+    ``group_size`` arrivals: every thread (``group_size == 32 x warps``) or one lane per warp
+    (``group_size == warps``).  Returns ``(who, exact)``; without an exact match the closer
+    one, with ``exact`` False (the lowering refuses it, the model shows its consequence)."""
+    if group_size == 32 * warps:
+        return Who.AllThreads, True
+    if group_size == warps:
+        return Who.LanePerWarp, True
+    lane = abs(group_size - warps) < abs(group_size - 32 * warps)
+    return (Who.LanePerWarp if lane else Who.AllThreads), False
+
+
+def _producer_arm_who(config) -> Who:
+    if row(config).producer is SideKind.Clc:
+        return Who.CtaLeader
+    if config.producer_signaling_threads & SignalingThreads.TaskWarpLeader:
+        return Who.ElectedInFirstWarp
+    return Who.ElectedPerWarp
+
+
+# -- the operations ---------------------------------------------------------------------------------
+def actions(config, stage: ScheduleStage, warps: int = 1) -> tuple:
+    """The barrier actions of one operation, in program order.
+
+    Args:
+        config: the ring's PipelineConfig.
+        stage: one of :data:`OPERATIONS`.
+        warps: warps of the acting task (or lane) that signal one stage; it decides whether a
+            thread side arrives from every thread or from one lane per warp.
+
+    Raises:
+        ValueError: ``stage`` is not a pipeline operation (an internal error).
+    """
+    S = ScheduleStage
+    r = row(config)
+    s_acq, s_commit, s_wait, s_release = config.interleave_strides
+    full, empty, open_, close = BarrierKind.Full, BarrierKind.Empty, Cursor.Open, Cursor.Close
+    if stage is S.ProducerTryAcquire:
+        return (Probe(empty, open_),)
+    if stage is S.ConsumerTryWait:
+        return (Probe(full, open_),)
+    if stage is S.ProducerAcquire:
+        who = Who.CtaLeader if r.producer is SideKind.Clc else Who.AllThreads
+        out = [WaitParity(empty, open_, who)]
+        if r.producer_arms_tx:
+            ctas = Ctas.AllInCluster if r.producer is SideKind.Clc else Ctas.Local
+            out.append(ArmTx(full, open_, config.num_bytes, _producer_arm_who(config), ctas))
+        out.append(SetStage(open_))
+        if config.advance_on_acquire:
+            out.append(Advance(open_, s_acq))
+        return tuple(out)
+    if stage is S.ProducerCommit:
+        out = []
+        if r.producer is SideKind.Threads:
+            ctas = Ctas.PairLeader if r.paired_side == "producer" and pair_size(config) > 1 \
+                else Ctas.Local
+            if config.producer_op is PipelineOp.AsyncLoad:
+                out.append(Arrive(full, close, Who.AllThreads, ctas, on_copy_completion=True))
+            else:
+                who, _ = thread_arrival_who(config.producer_group.size, warps)
+                out.append(Arrive(full, close, who, ctas))
+        elif r.producer is SideKind.Umma:
+            # the (pair leader's) MMA warp commits once, multicast to the pair: one per barrier
+            out.append(CommitUmma(full, close, Ctas.Local))
+        out.append(Advance(close, s_commit, open_follows=not config.advance_on_acquire))
+        return tuple(out)
+    if stage is S.ConsumerWait:
+        out = [WaitParity(full, open_), SetStage(open_)]
+        if config.advance_on_wait:
+            out.append(Advance(open_, s_wait))
+        return tuple(out)
+    if stage is S.ConsumerRelease:
+        if r.consumer is SideKind.Umma:
+            ctas = Ctas.AllInCluster if cluster_size(config) > 1 else Ctas.Local
+            signal = CommitUmma(empty, close, ctas)
+        else:
+            who, _ = thread_arrival_who(config.consumer_group.size, warps)
+            signal = Arrive(empty, close, who, _thread_release_ctas(config))
+        return (signal, Advance(close, s_release, open_follows=not config.advance_on_wait))
+    raise ValueError(f"internal: {stage} is not a pipeline operation")
+
+
+def tail_actions(config) -> tuple:
+    """The producer tail after a producing task's schedule: wait on the empty barrier of every
+    stage it may still have in flight (``S / stride`` waits), so no arrival lands after exit."""
+    cursor = Cursor.Close if config.advance_on_acquire else Cursor.Open
+    stride = config.interleave_strides[0]
+    step = (WaitParity(BarrierKind.Empty, cursor, after_probe=False), Advance(cursor, stride))
+    return step * (config.num_stages // stride)
+
+
+# -- what the count checks sum ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Signal:
+    """One way a side's barrier may receive its arrivals per stage (check P1).
+
+    ``role``: the operation whose tasks signal (acquire / commit / release); ``who``: the
+    signalling threads (their :meth:`Who.arrivals` per task or lane), or None for a fixed
+    ``count``; ``factor``: CTAs whose arrivals land on one barrier; ``formula``: how the
+    expected count is formed, for messages.
+    """
+
+    role: str
+    who: Who | None
+    factor: int
+    formula: str
+    count: int = 0
+
+
+def _mcast_lanes(config) -> tuple[int, str]:
+    """Lanes per consumer warp of a CUTLASS TmaAsync release: CTAs it reaches under multicast."""
+    layout = config.cta_layout_vmnk
+    mode = tuple(config.mcast_mode_mn) if config.mcast_mode_mn is not None else None
+    if not isinstance(layout, tuple) or cluster_size(config) == 1 or mode is None:
+        return 1, "1 lane (single CTA, no multicast)"
+    _, m, n, _ = layout
+    lanes = {(1, 0): m, (0, 1): n, (1, 1): m + n - 1}[mode]
+    return lanes, f"{lanes} lanes (multicast {mode} over cluster M={m}, N={n})"
+
+
+def signals(config, side: str) -> tuple:
+    """The arrival options of ``side`` (``"producer"``: full barrier, ``"consumer"``: empty
+    barrier) that check P1 accepts; the first is the preferred one."""
+    r = row(config)
+    v, cluster = pair_size(config), cluster_size(config)
+    if side == "producer":
+        if r.producer is SideKind.Threads:
+            scale = v if r.paired_side == "producer" else 1
+            suffix = f" x V={v}" if scale > 1 else ""
+            out = [Signal("commit", Who.AllThreads, scale, f"every thread: warps x 32{suffix}")]
+            if config.producer_op is not PipelineOp.AsyncLoad:
+                out.append(Signal("commit", Who.LanePerWarp, scale,
+                                  f"one lane per warp: warps x 1{suffix}"))
+            return tuple(out)
+        if r.producer is SideKind.Tma:
+            if _producer_arm_who(config) is Who.ElectedInFirstWarp:
+                return (Signal("acquire", Who.ElectedInFirstWarp, 1,
+                               "TaskWarpLeader: 1 arming warp per task"),)
+            return (Signal("acquire", Who.ElectedPerWarp, 1,
+                           "one elected lane per producer warp arms expect_tx"),)
+        if r.producer is SideKind.Umma:
+            return (Signal("commit", None, 1, "one tcgen05.commit", 1),)
+        return (Signal("acquire", None, 1, "one CLC query (CTA 0)", 1),)
+    leader = bool(config.consumer_signaling_threads & SignalingThreads.CtaLeader)
+    if r.consumer is SideKind.Umma:
+        if r.pipeline_type is PipelineType.TmaUmma:
+            count = cluster // v if leader else cluster
+            formula = (f"one tcgen05.commit per CTA: cluster {cluster} / V {v} (CtaLeader)" if leader
+                       else f"one tcgen05.commit per CTA of the cluster ({cluster})")
+            return (Signal("release", None, 1, formula, count),)
+        return (Signal("release", None, 1, "one tcgen05.commit", 1),)
+    if r.producer is SideKind.Clc:
+        return (Signal("release", Who.AllThreads, cluster,
+                       f"every thread of every CTA: warps x 32 x cluster {cluster}"),)
+    if r.pipeline_type is PipelineType.TmaAsync:
+        lanes, lanes_text = _mcast_lanes(config)
+        out = [Signal("release", Who.LanePerWarp, lanes, f"warps x {lanes_text}")]
+        if lanes == 1 or leader:
+            out.insert(0, Signal("release", Who.AllThreads, 1,
+                                 "all-thread mode: every consumer thread, warps x 32"))
+        return tuple(out)
+    scale = v if r.paired_side == "consumer" else 1
+    suffix = f" x V={v}" if scale > 1 else ""
+    return (Signal("release", Who.AllThreads, scale, f"every thread: warps x 32{suffix}"),
+            Signal("release", Who.LanePerWarp, scale, f"one lane per warp: warps x 1{suffix}"))
+
+
+# -- transaction bytes -----------------------------------------------------------------------------
+def tx_cta_factor(config) -> int:
+    """CTAs whose bytes one armed barrier receives (check P2): with a ``CtaLeader``-only consumer
+    the leader's barrier gets V (TmaUmma) or the cluster's (otherwise) CTAs' bytes; else 1."""
+    if not config.consumer_signaling_threads & SignalingThreads.CtaLeader:
+        return 1
+    return pair_size(config) if row(config).pipeline_type is PipelineType.TmaUmma \
+        else cluster_size(config)
+
+
+def stage_copy_bytes(config, warps: int) -> tuple[int, int]:
+    """``(total bytes, units)`` the asynchronous copies of one stage deliver to one CTA's full
+    barrier when ``warps`` producer warps issue them: with ``num_bytes_per_warp_per_cta`` each
+    warp's copy brings that much from every CTA (``units = warps``); otherwise the bytes the
+    arming actions announced, as one unit."""
+    per_warp = config.num_bytes_per_warp_per_cta
+    if per_warp is not None:
+        return per_warp * cluster_size(config) * warps, warps
+    arm = _producer_arm_who(config)
+    return config.num_bytes * arm.arrivals(warps), 1
