@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from tsjit.ts.enums import ScheduleStage
-from tsjit.ts.simulate import ScheduleSimulator, SimulatedStep, expand_schedule, \
+from tsjit.ts.simulate import ScheduleSimulator, SimulatedStep, SimulationResult, expand_schedule, \
     simulated_trip_count
 from tsjit.ts.verify.pipelines import ROLE_STAGES, is_pipelined, pipeline_config, role_tasks, \
     task_lanes
@@ -137,9 +137,14 @@ class PipelineSimulator(ScheduleSimulator):
     """The lock-step walk with pipeline credits (see the module docstring)."""
 
     persistent_tiles = 2
+    #: the exact re-run of a capped walk that deadlocked is made when it has at most this many steps
+    exact_rerun_steps = 20_000
+    #: an exact re-run that passes replaces the capped rows of the schedule table up to this length
+    table_rows = 64
 
     def __init__(self, manager, max_iterations: int | None = 4, dynamic_trip_count: int = 2):
         super().__init__(manager, max_iterations, dynamic_trip_count)
+        self.max_iterations, self.dynamic_trip_count = max_iterations, dynamic_trip_count
         for task in manager.tasks:
             if task.schedule.work_tile_loop is not None:
                 trips = simulated_trip_count(task.schedule, max_iterations, dynamic_trip_count)
@@ -147,6 +152,23 @@ class PipelineSimulator(ScheduleSimulator):
                                                            tiles=self.persistent_tiles)
         self.rings = {id(r): Ring(manager, r) for r in manager.resources if is_pipelined(r)}
         self.exact = {id(t): _exact(t.schedule, max_iterations) for t in manager.tasks}
+
+    def run(self) -> SimulationResult:
+        """The lock-step walk.  Capping static trip counts at ``max_iterations`` makes tasks with
+        different trip counts (8 single commits against 4 double waits) look deadlocked: a walk
+        that blocks while some static domain was capped is run again with the exact trip
+        counts (when that is at most :attr:`exact_rerun_steps` steps), and its verdict stands."""
+        result = super().run()
+        if not result.blocked or all(self.exact.values()) or self.max_iterations is None:
+            return result
+        exact = type(self)(self.manager, None, self.dynamic_trip_count)
+        if sum(len(seq) for seq in exact.sequences.values()) > self.exact_rerun_steps:
+            return result
+        full = exact.run()
+        self.sequences, self.rings, self.exact = exact.sequences, exact.rings, exact.exact
+        if full.blocked or len(full.rows) <= self.table_rows:
+            return full
+        return SimulationResult(result.rows, [])     # the table shows the capped walk
 
     def _ring_role(self, entry: SimulatedStep):
         role = _ROLE_BY_STAGE.get(entry.step.stage)
