@@ -27,7 +27,7 @@ ALLOWED = {
     ("tsjit/ts/proxy.py", "ResourceProxy.__getattr__", "AttributeError"): "attribute protocol (dunder lookups)",
     ("tsjit/backend/intrinsics.py", "_add", "RuntimeError"): "internal: the intrinsic table is malformed",
     ("tsjit/frontend/specs.py", "build_argument", "RuntimeError"): "internal: a spec kind without a builder",
-    ("tsjit/ts/pipeline.py", "PipelineType._split", "RuntimeError"): "internal: a pipeline type without a kind",
+    ("tsjit/ts/protocol.py", "actions", "RuntimeError"): "internal: the protocol table asked for a non-operation",
 }
 _PROTOCOL = "AttributeError"
 
@@ -74,7 +74,7 @@ def test_no_bare_builtin_raises():
 
 def test_the_scanner_sees_raises():
     names = {(f, q) for f, q, _, _ in _bare_raises()}
-    assert ("tsjit/ts/pipeline.py", "PipelineType._split") in names
+    assert ("tsjit/ts/protocol.py", "actions") in names
 
 
 @pytest.mark.parametrize("usage, builtin", [(UsageTypeError, TypeError), (UsageValueError, ValueError),

@@ -386,7 +386,7 @@ def actions(config, stage: ScheduleStage, warps: int = 1) -> tuple:
             thread side arrives from every thread or from one lane per warp.
 
     Raises:
-        ValueError: ``stage`` is not a pipeline operation (an internal error).
+        RuntimeError: ``stage`` is not a pipeline operation (an internal error).
     """
     S = ScheduleStage
     r = row(config)
@@ -434,7 +434,7 @@ def actions(config, stage: ScheduleStage, warps: int = 1) -> tuple:
             who, _ = thread_arrival_who(config.consumer_group.size, warps)
             signal = Arrive(empty, close, who, _thread_release_ctas(config))
         return (signal, Advance(close, s_release, open_follows=not config.advance_on_wait))
-    raise ValueError(f"internal: {stage} is not a pipeline operation")
+    raise RuntimeError(f"internal error, please report: {stage} is not a pipeline operation")
 
 
 def tail_actions(config) -> tuple:
