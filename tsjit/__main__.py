@@ -1,4 +1,7 @@
-"""Command line: ``python -m tsjit demo [--size N]`` and ``python -m tsjit cache info|clear``."""
+"""Command line: ``python -m tsjit demo [--size N]`` and ``python -m tsjit cache info|clear``.
+
+``cache info`` counts and ``cache clear`` deletes only the files tsjit wrote (its entries and its
+stale temporary files); anything else in the cache directory is left alone."""
 from __future__ import annotations
 
 import argparse
@@ -11,7 +14,7 @@ def main(argv=None) -> int:
     demo = sub.add_parser("demo", help="compile the example kernels; run and check them when a GPU is present")
     demo.add_argument("--size", type=int, default=1 << 22, help="elements for the element-wise kernels")
     demo.add_argument("--gemm-size", type=int, default=4096, help="M = N = K of the GEMM run (0: skip)")
-    cache = sub.add_parser("cache", help="inspect or clear the on-disk kernel cache")
+    cache = sub.add_parser("cache", help="inspect or clear the on-disk kernel cache (tsjit's own files only)")
     cache.add_argument("action", choices=["info", "clear"])
     args = parser.parse_args(argv)
     if args.command == "demo":
@@ -24,7 +27,7 @@ def main(argv=None) -> int:
         for key, value in info.items():
             print(f"{key}: {value}")
     else:
-        print(f"removed {kc.clear()} entries from {kc.directory}")
+        print(f"removed {kc.clear()} tsjit cache files from {kc.directory}")
     return 0
 
 

@@ -153,10 +153,10 @@ def test_module_level_constants_and_dtypes_are_compile_time_values():
     assert any(line.endswith(", 4") for line in instructions(compiled.llir, "mul"))
 
 
-def test_module_level_constants_are_part_of_the_cache_key():
-    _, parts = use_module_constants.dependencies()
-    assert parts[f"const:BLOCK"] == "int:4"
-    assert parts[f"const:ACCUMULATOR"] == "dtype:Float64"
+def test_module_level_constants_are_recorded_for_the_cache_key():
+    recorded = build(use_module_constants, tsjit.spec(16, Float32), tsjit.spec(16, Float64)).metadata["dependencies"]
+    assert recorded[f"global:{__name__}:BLOCK"] == "int:4"
+    assert recorded[f"global:{__name__}:ACCUMULATOR"] == "dtype:Float64"
 
 
 # -- compile-time Python calls and closures ----------------------------------------------------

@@ -160,7 +160,10 @@ def test_info_and_clear(tmp_path):
     keys = [hashlib.sha256(bytes([i])).hexdigest() for i in range(3)]
     for key in keys:
         cache.put(key, make_entry())
-    (tmp_path / ".leftover.tmp").write_bytes(b"x")
+    leftover = tmp_path / f".{keys[0]}.abc123_x.tmp"  # a temporary file of a writer that died
+    leftover.write_bytes(cache_module.MAGIC + b"partial")
+    old = os.stat(leftover).st_mtime - cache_module.STALE_TEMP_SECONDS - 5
+    os.utime(leftover, (old, old))
     info = cache.info()
     assert info["directory"] == str(tmp_path)
     assert info["entries"] == 3

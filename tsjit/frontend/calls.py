@@ -35,6 +35,8 @@ class DeviceFunction:
     that reaches it.
     """
 
+    __tsjit_device_function__ = True
+
     def __init__(self, fn):
         self.fn = fn
         self.__name__ = getattr(fn, "__name__", "func")
@@ -144,7 +146,6 @@ class CallMixin:
     def inline(self, fn, args: list, kwargs: dict, node):
         """Compile ``fn``'s source inline with ``args``/``kwargs`` bound; returns its result object."""
         parsed = parse_function(fn)
-        self.dependencies[f"{fn.__module__}.{fn.__qualname__}"] = parsed.digest
         try:
             bound = parsed.signature.bind(*args, **kwargs)
         except TypeError as exc:
@@ -189,6 +190,7 @@ class CallMixin:
         The function's decorators run as ordinary Python (e.g. ``@schedule`` captures a schedule).
         """
         frame = self.frame
+        self.record_references(node)  # its body runs as Python: record the globals it mentions
         names = sorted(set(frame.scope) | set(frame.parsed.closure))
         if isinstance(node, ast.Lambda):
             inner = ast.Return(value=node)

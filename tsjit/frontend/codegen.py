@@ -25,6 +25,7 @@ import operator
 from tsjit.backend import emit
 from tsjit.errors import CompilationError, TsjitError
 from tsjit.frontend import calls, control
+from tsjit.frontend.dependencies import DependencyRecorder, RecordingMixin, attribute_chain
 from tsjit.frontend.frame import Frame
 from tsjit.lang import values as V
 from tsjit.lang.dtypes import DType
@@ -47,20 +48,21 @@ if hasattr(ast, "Match"):
     _UNSUPPORTED_STMTS[ast.Match] = "`match`"
 
 
-class CodeGenerator(control.ControlFlowMixin, calls.CallMixin):
+class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
     """Compiles Python function bodies into the active :class:`~tsjit.backend.emit.KernelModule`.
 
     Attributes:
         km: the module under construction.
         frames: the stack of functions being compiled (kernel first).
-        dependencies: digests of every function whose source was compiled (name -> digest).
+        recorder: every global, closure cell and attribute chain the compile resolved, with the
+            digest of what it found (:mod:`.dependencies`; stored in the cache entry).
     """
 
     def __init__(self, km: emit.KernelModule):
         self.km = km
         self.frames: list[Frame] = []
         self.dead = False
-        self.dependencies: dict[str, str] = {}
+        self.recorder = DependencyRecorder()
 
     # -- plumbing -----------------------------------------------------------------------------
     @property
@@ -215,18 +217,23 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin):
         except CompilationError as exc:
             raise exc.with_location(self.location(node)) from None
 
-    def lookup(self, name: str, node):
+    def lookup(self, name: str, node, record: bool = True):
+        """The object ``name`` is bound to: local, closure cell, module global, then builtin.  A
+        non-local is recorded as a dependency (``record=False``: the caller records a longer chain)."""
         frame = self.frame
         if name in frame.scope:
             return frame.scope[name]
         if name in frame.parsed.closure:
-            return frame.parsed.closure[name]
-        g = frame.parsed.globals
-        if name in g:
-            return g[name]
-        if hasattr(builtins, name):
-            return getattr(builtins, name)
-        raise self.error(node, f"name `{name}` is not defined here" + self._undefined_hint(name))
+            value = frame.parsed.closure[name]
+        elif name in frame.parsed.globals:
+            value = frame.parsed.globals[name]
+        elif hasattr(builtins, name):
+            value = getattr(builtins, name)
+        else:
+            raise self.error(node, f"name `{name}` is not defined here" + self._undefined_hint(name))
+        if record:
+            self.record_name(name, (), value, node)
+        return value
 
     def _undefined_hint(self, name: str) -> str:
         if name in self.frame.dropped:
@@ -250,7 +257,20 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin):
         return tuple(items)
 
     def expr_attribute(self, node: ast.Attribute):
-        obj = self.expr(node.value)
+        chain = attribute_chain(node)
+        if chain is not None and chain[0] not in self.frame.scope:  # `pkg.helpers.scale`: one record
+            links, root = [], node
+            while isinstance(root, ast.Attribute):
+                links.append(root)
+                root = root.value
+            obj = self.lookup(root.id, root, record=False)
+            for link in reversed(links):
+                obj = self._get_attribute(obj, link)
+            self.record_name(chain[0], chain[1], obj, node)
+            return obj
+        return self._get_attribute(self.expr(node.value), node)
+
+    def _get_attribute(self, obj, node: ast.Attribute):
         try:
             return getattr(obj, node.attr)
         except AttributeError:
@@ -343,6 +363,7 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin):
         """Evaluate an expression this visitor has no handler for (comprehensions, f-strings, dict/list
         displays) as Python over the current bindings; device values inside still build IR."""
         frame = self.frame
+        self.record_references(node)
         code = compile(ast.fix_missing_locations(ast.Expression(body=node)), frame.parsed.filename, "eval")
         # One dict for globals and locals: a comprehension is a nested scope that sees only the
         # globals of ``eval`` (before Python 3.12), and it must see the kernel's bindings too.

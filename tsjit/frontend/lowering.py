@@ -30,7 +30,8 @@ class LoweredKernel:
         name: the kernel's symbol.
         llir: LLVM IR text.
         smem_bytes: dynamic shared memory the kernel itself laid out (bytes).
-        dependencies: qualified name -> source digest of every device function compiled inline.
+        dependencies: every global, closure cell and attribute chain the compile resolved
+            (:func:`~tsjit.frontend.dependencies.record_key` -> digest of the value found).
         param_layout: per argument name, the number of LLVM parameters it expands to.
         launch_requirements: the kernel's launch contract (threads, cluster, shared memory).
         debug_waits: per bounded wait of a TSJIT_DEBUG=1 build, what it waits for (task, operation,
@@ -83,7 +84,6 @@ def compile_to_llvm(fn, arg_specs: dict, target: Target, *, max_threads: int | N
                 km.grid_constant_params = getattr(km, "grid_constant_params", []) + [pos]
             scope[pname] = S.build_argument(spec, list(params), pname)
         gen = CodeGenerator(km)
-        gen.dependencies[f"{fn.__module__}.{fn.__qualname__}"] = parsed.digest
         frame = Frame(parsed, scope, is_kernel=True)
         gen.frames.append(frame)
         with active_generator(gen):
@@ -93,7 +93,7 @@ def compile_to_llvm(fn, arg_specs: dict, target: Target, *, max_threads: int | N
         _check_shared_memory(km, parsed)
         _finalize(km, max_threads, min_blocks, max_registers)
     return LoweredKernel(name=name, llir=_patch_text(km), smem_bytes=km.smem_bytes,
-                         dependencies=dict(gen.dependencies), param_layout=layout,
+                         dependencies=dict(gen.recorder.records), param_layout=layout,
                          launch_requirements=km.launch_requirements.merged(
                              min_smem_bytes=km.smem_bytes, max_threads=max_threads,
                              max_smem_bytes=target.smem_bytes_per_cta),

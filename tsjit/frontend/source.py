@@ -3,13 +3,19 @@
 :class:`ParsedFunction` holds the function's ``ast.FunctionDef`` (line numbers are the
 file's own, columns are the file's own), its globals, its closure variables and a
 SHA-256 digest of its source.  Parsing is cached per function object.
+
+:func:`source_text` returns the exact source text of a function or class (for dependency
+digests); a class is found in its file's ``ast`` (parsed once per file version), not by
+``inspect.getsource``, which re-parses the whole file on every call.
 """
 from __future__ import annotations
 
 import ast
 import hashlib
 import inspect
+import linecache
 import os
+import sys
 import textwrap
 from dataclasses import dataclass, field
 
@@ -96,6 +102,67 @@ def parse_function(fn) -> ParsedFunction:
         signature=inspect.signature(fn))
     _CACHE[fn] = parsed
     return parsed
+
+
+_MODULE_TREES: dict[str, tuple[list, dict]] = {}
+
+
+def source_text(obj) -> str | None:
+    """The source text of a function (``def`` or ``lambda`` line block) or class, decorators
+    included, read through ``linecache``; ``None`` when it has none (builtins, ``exec``, REPL).
+
+    A class's text is located by its ``__qualname__`` in its module file's ``ast``; the parsed
+    tree is cached per file and reused while ``linecache`` holds the same lines.
+    """
+    if inspect.isclass(obj):
+        return _class_source(obj)
+    code = getattr(obj, "__code__", None)
+    if code is None:
+        return None
+    try:
+        lines, _ = inspect.getsourcelines(obj)
+    except (OSError, TypeError, IndexError):
+        return None
+    return "".join(lines)
+
+
+def _class_source(cls) -> str | None:
+    module = sys.modules.get(getattr(cls, "__module__", None) or "")
+    filename = getattr(module, "__file__", None)
+    if not filename or "<locals>" in cls.__qualname__:
+        return _class_source_by_methods(cls)
+    lines = linecache.getlines(filename)
+    if not lines:
+        return None
+    cached = _MODULE_TREES.get(filename)
+    if cached is None or cached[0] is not lines:
+        try:
+            tree = ast.parse("".join(lines))
+        except (SyntaxError, ValueError):
+            return None
+        spans: dict = {}
+
+        def walk(body, prefix):
+            for node in body:
+                if isinstance(node, ast.ClassDef):
+                    qualname = prefix + node.name
+                    first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                    spans.setdefault(qualname, (first, node.end_lineno))
+                    walk(node.body, qualname + ".")
+        walk(tree.body, "")
+        cached = _MODULE_TREES[filename] = (lines, spans)
+    span = cached[1].get(cls.__qualname__)
+    if span is None:
+        return None
+    return "".join(lines[span[0] - 1:span[1]])
+
+
+def _class_source_by_methods(cls) -> str | None:
+    """A class defined inside a function: ``inspect.getsource`` (rare, so its cost does not matter)."""
+    try:
+        return inspect.getsource(cls)
+    except (OSError, TypeError, IndexError):
+        return None
 
 
 def assigned_names(statements) -> set[str]:

@@ -21,6 +21,14 @@ network filesystem) is a miss: :meth:`KernelCache.get` returns ``None`` and neve
 Corrupt files are deleted.  If the directory cannot be created or written, the cache
 warns once and stops writing (reads still work when possible).
 
+An entry stores its own key (metadata ``cache_key``) and :meth:`KernelCache.get` compares it, so
+an entry copied or renamed under another key's file name is a miss.  A cache path that is not
+a regular file (a directory, FIFO, socket or device someone put there) is skipped: it is opened
+with ``O_NONBLOCK`` and checked with ``fstat`` before a byte is read, and never replaced or deleted.
+``clear``/``info`` touch only files tsjit wrote: ``<hex key>.tsjitc`` regular files that start
+with the magic, and this module's own temporary files (``.<hex key>.<random>.tmp``) once they are
+older than :data:`STALE_TEMP_SECONDS` (a younger one may belong to a writer still at work).
+
 The in-memory layer (key -> loaded kernel) belongs to the Kernel, not to this module.
 """
 from __future__ import annotations
@@ -29,6 +37,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import struct
 import tempfile
 import time
@@ -44,6 +53,9 @@ SUFFIX = ".tsjitc"
 HEADER = struct.Struct("<8sIQ")
 _DIGEST_BYTES = 32
 _KEY_PATTERN = re.compile(r"^[0-9a-f]{16,128}$")
+_ENTRY_NAME = re.compile(r"^[0-9a-f]{16,128}" + re.escape(SUFFIX) + "$")
+_TEMP_NAME = re.compile(r"^\.[0-9a-f]{16,128}\.[A-Za-z0-9_]+\.tmp$")
+STALE_TEMP_SECONDS = 600
 _warned_directories: set[str] = set()
 
 
@@ -55,8 +67,9 @@ class CacheEntry:
         cubin: the device binary.
         metadata: JSON-serializable facts, by convention ``kernel_name``, ``target``
             (``"sm_90a"``), ``registers``, ``spill_bytes``, ``smem_bytes``, ``tool``
-            (``"nvjitlink 13.5"``), ``dependencies`` (name -> source digest); the cache
-            adds ``created`` (Unix time) on :meth:`KernelCache.put` when absent.
+            (``"nvjitlink 13.5"``), ``dependencies`` (record -> digest, see
+            :mod:`tsjit.frontend.dependencies`); the cache adds ``cache_key`` (the key it was
+            stored under) and ``created`` (Unix time, when absent) on :meth:`KernelCache.put`.
         ptx: PTX text, when kept.
         llir: LLVM IR text, when kept.
     """
@@ -153,22 +166,27 @@ class KernelCache:
 
     def get(self, key: str) -> CacheEntry | None:
         """The entry for ``key``, or ``None`` on a miss or any read problem (never raises
-        for I/O or corruption; a malformed ``key`` raises :class:`TsjitError`)."""
+        for I/O or corruption; a malformed ``key`` raises :class:`TsjitError`).  An entry whose
+        stored key differs (a file copied under another name) or a path that is not a regular
+        file is a miss."""
         path = self.path_for(key)
         if env.disable_cache() or env.always_compile():
             return None
+        identity = None
         try:
-            with open(path, "rb") as handle:
-                identity = os.fstat(handle.fileno())
-                data = handle.read()
-            return decode_entry(data)
+            data, identity = _read_regular_file(path)
+            if data is None:
+                return None
+            entry = decode_entry(data)
         except FileNotFoundError:
             return None
         except CacheError:
-            self._remove_if_unchanged(path, identity)
+            if identity is not None:
+                self._remove_if_unchanged(path, identity)
             return None
         except (OSError, ValueError, MemoryError):
             return None
+        return entry if entry.metadata.get("cache_key") == key else None
 
     def put(self, key: str, entry: CacheEntry) -> bool:
         """Store ``entry`` under ``key`` atomically; returns whether it was written.
@@ -184,9 +202,10 @@ class KernelCache:
         path = self.path_for(key)
         if env.disable_cache() or self._write_disabled:
             return False
-        if "created" not in entry.metadata:
-            entry = CacheEntry(entry.cubin, {**entry.metadata, "created": time.time()}, entry.ptx, entry.llir)
-        data = encode_entry(entry)
+        if not _absent_or_regular(path):
+            return False  # a directory or FIFO sits at the entry's path: leave it alone
+        metadata = {"created": time.time(), **entry.metadata, "cache_key": key}
+        data = encode_entry(CacheEntry(entry.cubin, metadata, entry.ptx, entry.llir))
         directory = os.path.dirname(path)
         temp_path = None
         try:
@@ -212,21 +231,20 @@ class KernelCache:
                     pass
 
     def info(self) -> dict:
-        """``{"directory", "entries", "total_bytes", "enabled"}``; a missing directory has 0 entries."""
+        """``{"directory", "entries", "total_bytes", "enabled"}`` over tsjit's entries only (see the
+        module docstring); a missing directory has 0 entries."""
         entries = total = 0
-        for path in self._files(lambda name: name.endswith(SUFFIX)):
-            try:
-                total += os.path.getsize(path)
-                entries += 1
-            except OSError:
-                pass
+        for path, size in self._own_files(entries_only=True):
+            entries += 1
+            total += size
         return {"directory": self.directory, "entries": entries, "total_bytes": total,
                 "enabled": not (env.disable_cache() or self._write_disabled)}
 
     def clear(self) -> int:
-        """Delete every entry and leftover temporary file; returns the number of files removed."""
+        """Delete tsjit's entries and its stale temporary files (nothing else in the directory);
+        returns the number of files removed."""
         removed = 0
-        for path in self._files(lambda name: name.endswith(SUFFIX) or name.endswith(".tmp")):
+        for path, _ in self._own_files(entries_only=False):
             try:
                 os.unlink(path)
                 removed += 1
@@ -234,13 +252,32 @@ class KernelCache:
                 pass
         return removed
 
-    def _files(self, wanted):
+    def _own_files(self, entries_only: bool):
+        """``(path, size)`` of each regular file in the directory that tsjit wrote."""
         directory = self.directory
         try:
             names = os.listdir(directory)
         except OSError:
             return []
-        return [os.path.join(directory, name) for name in names if wanted(name)]
+        found = []
+        now = time.time()
+        for name in names:
+            is_entry = bool(_ENTRY_NAME.match(name))
+            if not is_entry and (entries_only or not _TEMP_NAME.match(name)):
+                continue
+            path = os.path.join(directory, name)
+            try:
+                info = os.lstat(path)
+                if not stat.S_ISREG(info.st_mode):
+                    continue
+                if not is_entry and now - info.st_mtime < STALE_TEMP_SECONDS:
+                    continue
+                if not _starts_with_magic(path, allow_empty=not is_entry):
+                    continue
+            except OSError:
+                continue
+            found.append((path, info.st_size))
+        return found
 
     @staticmethod
     def _remove_if_unchanged(path: str, identity: os.stat_result) -> None:
@@ -252,3 +289,46 @@ class KernelCache:
                 os.unlink(path)
         except OSError:
             pass
+
+
+def _read_regular_file(path: str):
+    """``(bytes, stat)`` of ``path``, or ``(None, None)`` when it is not a regular file.  The open
+    never blocks (``O_NONBLOCK``: a FIFO does not wait for a writer) and nothing is read from a
+    directory, FIFO, socket or device.
+
+    Raises:
+        OSError: the file cannot be opened or read (``FileNotFoundError`` when it is absent).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        identity = os.fstat(fd)
+        if not stat.S_ISREG(identity.st_mode):
+            return None, None
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks), identity
+    finally:
+        os.close(fd)
+
+
+def _absent_or_regular(path: str) -> bool:
+    """False only when something other than a regular file exists at ``path``."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:  # absent, or the directory itself is unusable (the write reports that)
+        return True
+
+
+def _starts_with_magic(path: str, allow_empty: bool) -> bool:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        head = os.read(fd, len(MAGIC))
+    finally:
+        os.close(fd)
+    return head == MAGIC or (allow_empty and MAGIC.startswith(head))

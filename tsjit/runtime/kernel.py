@@ -4,10 +4,12 @@ Launch path (``kernel[grid, block](*args)``):
 
 1. :func:`~tsjit.runtime.specialize.specialize_one` per argument -> spec tuple (no hashing).
 2. In-memory dict lookup ``(spec tuple, target)`` -> loaded function.  A hit launches at once.
-3. Miss: the on-disk key = SHA-256 of (tsjit source digest, the kernel's dependency digest,
-   spec tuple, target, compile options, assembler version, code-affecting env vars).
-   :class:`~tsjit.runtime.cache.KernelCache` hit -> load the cubin; miss -> compile
-   (frontend -> LLVM -> PTX -> cubin) and store.  A corrupt entry is a miss.
+3. Miss: the on-disk key = SHA-256 of (tsjit source digest, the kernel's identity -- module, name,
+   file, source digest --, the specs with constexpr values by digest, target, compile options,
+   assembler version, code-affecting env vars).  :class:`~tsjit.runtime.cache.KernelCache` hit
+   whose recorded dependencies (every global, closure cell and attribute chain the compile
+   resolved, with digests: :mod:`tsjit.frontend.dependencies`) all still match -> load the cubin;
+   otherwise compile (frontend -> LLVM -> PTX -> cubin) and store.  A corrupt entry is a miss.
 
 :func:`compile` does steps 1-3 without a GPU and returns a :class:`CompiledKernel` with
 ``.llir``, ``.ptx``, ``.cubin`` and ``.metadata``.
@@ -29,12 +31,14 @@ from tsjit.backend import assemble as assembler
 from tsjit.backend import nvptx
 from tsjit.backend.targets import DEFAULT_TARGET, get_target, target_for_capability
 from tsjit.errors import CompilationError, LaunchError, TsjitError
+from tsjit.frontend.dependencies import unchanged as dependencies_unchanged
 from tsjit.frontend.lowering import compile_to_llvm
 from tsjit.runtime import driver, hang_report
 from tsjit.runtime.cache import CacheEntry, KernelCache
 from tsjit.lang.constexpr import is_constexpr_annotation
 from tsjit.runtime.launch import LaunchPlan, argument_signature, constexpr_kind, plan_layout, split_dynamic
-from tsjit.runtime.specialize import dependency_digest, specialize_one, tsjit_version_digest
+from tsjit.runtime.specialize import (disk_spec_key, kernel_identity, memory_spec_key, specialize_one,
+                                      tsjit_version_digest)
 
 
 @dataclass
@@ -106,7 +110,7 @@ class Kernel:
         self._plans: dict = {}
         self._launchers: dict = {}
         self._loaded: dict = {}
-        self._deps: tuple | None = None
+        self._identity: str | None = None
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -156,24 +160,19 @@ class Kernel:
         return specs, packed
 
     # -- compile ------------------------------------------------------------------------------
-    def dependencies(self) -> tuple[str, dict]:
-        """(digest, parts) of the kernel's source and everything it reaches (computed once)."""
-        if self._deps is None:
-            self._deps = dependency_digest(self.fn)
-        return self._deps
-
-    def _disk_key(self, spec_key, target) -> str:
+    def _disk_key(self, specs, target) -> str:
+        if self._identity is None:
+            self._identity = kernel_identity(self.fn)
         h = hashlib.sha256()
-        for part in (tsjit_version_digest(), self.dependencies()[0], repr(spec_key), target.name,
-                     repr(sorted(self.options.items())), assembler.assembler_version(),
+        for part in (tsjit_version_digest(), self._identity, disk_spec_key([p.name for p in self.params], specs),
+                     target.name, repr(sorted(self.options.items())), assembler.assembler_version(),
                      repr(env.code_affecting_values())):
             h.update(part.encode())
             h.update(b"\0")
         return h.hexdigest()
 
     def _get_compiled(self, specs, target_name: str) -> CompiledKernel:
-        spec_key = tuple(s.key() for s in specs)
-        memo_key = (spec_key, target_name)
+        memo_key = (memory_spec_key(specs), target_name)
         compiled = self._loaded.get(memo_key)
         if compiled is not None:
             return compiled
@@ -181,19 +180,20 @@ class Kernel:
             compiled = self._loaded.get(memo_key)
             if compiled is None:
                 try:
-                    compiled = self._compile_or_load(specs, spec_key, get_target(target_name))
+                    compiled = self._compile_or_load(specs, get_target(target_name))
                 except TsjitError as exc:
                     # Report at the user's call site: drop the compiler's own frames.
                     raise exc.with_traceback(None) from None
                 self._loaded[memo_key] = compiled
         return compiled
 
-    def _compile_or_load(self, specs, spec_key, target) -> CompiledKernel:
-        key = self._disk_key(spec_key, target)
+    def _compile_or_load(self, specs, target) -> CompiledKernel:
+        key = self._disk_key(specs, target)
         cache = None if env.disable_cache() else KernelCache()
         if cache is not None and not env.always_compile():
             entry = cache.get(key)
-            if entry is not None and entry.metadata.get("kernel_name"):
+            if entry is not None and entry.metadata.get("kernel_name") and \
+                    dependencies_unchanged(entry.metadata.get("dependencies"), self.fn):
                 meta = dict(entry.metadata, from_cache=True)
                 meta["launch_requirements"] = LaunchRequirements.from_json(meta.get("launch_requirements"))
                 return CompiledKernel(entry.metadata["kernel_name"], entry.cubin, meta, entry.llir, entry.ptx)

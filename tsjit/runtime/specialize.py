@@ -4,28 +4,25 @@
 (:mod:`tsjit.frontend.specs`) and the ctypes values the driver copies.  It does no
 hashing of source and no IR work; the spec tuple is the in-memory cache key.
 
-:func:`dependency_digest` is computed once per kernel object: the SHA-256 of the
-kernel's source and of everything its source reaches by name — ``@tsjit.func`` device
-functions (recursively), module-level constants and dtypes, user classes (resources)
-and plain user functions (schedules, helpers) — so editing any of them, in any module,
-changes the on-disk cache key.
+The disk key's parts that depend on the kernel are computed here too: :func:`kernel_identity`
+(module, name, file and source digest of the kernel) and :func:`disk_spec_key` (constexpr values
+by digest).  Everything else the kernel reaches is recorded by the frontend while it compiles
+(:mod:`tsjit.frontend.dependencies`), stored in the cache entry and re-checked on a disk hit.
 """
 from __future__ import annotations
 
-import ast
 import ctypes
 import hashlib
 import inspect
 import os
-import sys
-import textwrap
 import types
 
 import numpy as np
 
 from tsjit.errors import LaunchError
 from tsjit.frontend import specs as S
-from tsjit.frontend.calls import DeviceFunction
+from tsjit.frontend.dependencies import UndigestableValue, value_digest
+from tsjit.frontend.source import source_text
 from tsjit.lang import dtypes as dt
 from tsjit.lang.constexpr import is_constexpr_annotation
 from tsjit.lang.memory import TensorAnnotation
@@ -119,11 +116,7 @@ def _specialize_one(name: str, value, annotation, for_compile: bool):
         LaunchError: the argument cannot be passed (names it, says what was expected).
     """
     if is_constexpr_annotation(annotation):
-        try:
-            S.constant_key(value)
-        except TypeError as exc:
-            raise LaunchError(f"argument '{name}' is tsjit.Constexpr but {exc}") from None
-        return S.ConstSpec(value), []
+        return S.ConstSpec(value), []  # its digest is checked with the disk key (disk_spec_key)
     if type(value) is DeviceArray:
         spec = _tensor_spec(value.dtype, value.shape, value.strides, _alignment(value.data_ptr))
         return spec, ([] if for_compile else _array_values(spec, value.data_ptr, value.shape, value.strides))
@@ -162,7 +155,7 @@ def _specialize_one(name: str, value, annotation, for_compile: bool):
     return spec, ([] if for_compile else _array_values(spec, arg.data_ptr, arg.shape, arg.strides))
 
 
-# -- dependency digest ---------------------------------------------------------------------------
+# -- disk key parts ------------------------------------------------------------------------------
 _TSJIT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _version_digest: str | None = None
 
@@ -184,76 +177,73 @@ def tsjit_version_digest() -> str:
     return _version_digest
 
 
-def _is_user_object(obj) -> bool:
-    module = getattr(obj, "__module__", None) or ""
-    if module.startswith("tsjit") or module in sys.builtin_module_names:
-        return False
-    mod = sys.modules.get(module)
-    path = getattr(mod, "__file__", None) or ""
-    return not any(part in path for part in ("site-packages", "dist-packages", os.sep + "lib" + os.sep + "python"))
+def kernel_identity(fn) -> str:
+    """What names a kernel in the disk key: module, qualified name, absolute source file and the
+    SHA-256 of its source text.  Two ``__main__`` scripts differ in their file, so their kernels
+    never share an entry."""
+    filename = inspect.getsourcefile(fn) or inspect.getfile(fn)
+    text = source_text(fn)
+    digest = hashlib.sha256(text.encode()).hexdigest() if text is not None else "<no source>"
+    return f"{fn.__module__}|{fn.__qualname__}|{os.path.abspath(filename)}|{digest}"
 
 
-def dependency_digest(fn) -> tuple[str, dict]:
-    """(digest, {qualified name: part digest}) of ``fn`` and what it reaches by name (see module doc)."""
-    parts: dict[str, str] = {}
-    _visit_callable(fn, parts, set())
-    h = hashlib.sha256()
-    for name in sorted(parts):
-        h.update(f"{name}={parts[name]};".encode())
-    return h.hexdigest(), parts
+def disk_spec_key(names, specs) -> str:
+    """The specializations as stable text for the disk key: constexpr values by their digest
+    (:func:`~tsjit.frontend.dependencies.value_digest`: a callable by its source and what it reaches,
+    not by its name).
 
-
-def _source_digest(obj) -> str | None:
-    try:
-        return hashlib.sha256(inspect.getsource(obj).encode()).hexdigest()
-    except (OSError, TypeError):
-        return None
-
-
-def _visit_callable(obj, parts: dict, seen: set) -> None:
-    if isinstance(obj, DeviceFunction) or getattr(obj, "__tsjit_kernel__", False):
-        obj = obj.fn
-    if id(obj) in seen:
-        return
-    seen.add(id(obj))
-    digest = _source_digest(obj)
-    name = f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
-    if digest is None:
-        return
-    parts[name] = digest
-    try:
-        source = inspect.getsource(obj)
-        tree = ast.parse(textwrap.dedent(source))
-    except (OSError, TypeError, SyntaxError):
-        return
-    namespace = dict(getattr(obj, "__globals__", None) or vars(sys.modules.get(obj.__module__, types.ModuleType("x"))))
-    closure = getattr(obj, "__closure__", None)
-    if closure:
-        for cname, cell in zip(obj.__code__.co_freevars, closure):
+    Raises:
+        LaunchError: a constexpr value has no stable digest (names the argument, says what to pass).
+    """
+    parts = []
+    for name, spec in zip(names, specs):
+        if isinstance(spec, S.ConstSpec):
             try:
-                namespace[cname] = cell.cell_contents
-            except ValueError:
-                pass
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in namespace:
-            _visit_value(node.id, namespace[node.id], parts, seen)
-        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            base = namespace.get(node.value.id)
-            if isinstance(base, types.ModuleType) and hasattr(base, node.attr):
-                _visit_value(f"{base.__name__}.{node.attr}", getattr(base, node.attr), parts, seen)
+                parts.append(f"C:{value_digest(spec.value)}")
+            except UndigestableValue as exc:
+                raise LaunchError(f"argument '{name}' is tsjit.Constexpr but {exc}: tsjit cannot key the kernel "
+                                  f"cache by it; pass an int, float, str, tuple, numpy scalar, dtype, a function "
+                                  f"or an object whose attributes are such values, or give its class a "
+                                  f"__tsjit_key__() method") from None
+        else:
+            parts.append(repr(spec.key()))
+    return "|".join(parts)
 
 
-def _visit_value(name: str, value, parts: dict, seen: set) -> None:
-    if isinstance(value, types.ModuleType):
-        return
-    if isinstance(value, DeviceFunction) or getattr(value, "__tsjit_kernel__", False):
-        _visit_callable(value, parts, seen)
-        return
-    if isinstance(value, (bool, int, float, str, tuple, dt.DType, type(None))):
-        try:
-            parts[f"const:{name}"] = S.constant_key(value)
-        except TypeError:
-            pass
-        return
-    if (inspect.isfunction(value) or inspect.isclass(value)) and _is_user_object(value):
-        _visit_callable(value, parts, seen)
+class _Identity:
+    """A hashable stand-in for an object, equal only to itself (it keeps the object alive)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Identity) and other.obj is self.obj
+
+
+_PLAIN_CONSTANTS = (bool, int, float, complex, str, bytes, type(None))
+
+
+def _memory_token(value):
+    kind = type(value)
+    if kind in _PLAIN_CONSTANTS:
+        return kind, value
+    if kind is tuple or kind is list:
+        return kind, tuple(_memory_token(v) for v in value)
+    if isinstance(value, dt.DType):
+        return dt.DType, value.name
+    if isinstance(value, np.generic):
+        return kind, value.tobytes()
+    if isinstance(value, types.MethodType):  # a new bound-method object on every attribute access
+        return types.MethodType, _Identity(value.__self__), _Identity(value.__func__)
+    return _Identity(value)
+
+
+def memory_spec_key(specs) -> tuple:
+    """The in-memory cache key of ``specs``: cheap (no source hashing); a constexpr object other than a
+    plain constant is keyed by identity, so two different callables never share a compiled kernel."""
+    return tuple(("C", _memory_token(s.value)) if isinstance(s, S.ConstSpec) else s.key() for s in specs)
