@@ -13,6 +13,7 @@ in fresh processes, so the whole generator costs four subprocesses:
 """
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -21,6 +22,8 @@ import textwrap
 from dataclasses import dataclass, field
 
 import pytest
+
+from tsjit.examples import ts_copy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -78,66 +81,64 @@ class Case:
                 fh.write(textwrap.dedent(text).replace("@V@", value))
 
 
+def dep_case(name: str, before: str, after: str, module_text: str, more=None, **fields) -> Case:
+    """A case whose kernel imports the module ``dep_<name>`` (``{m}`` in ``expr``/``body``/``extra``);
+    ``more`` holds further files."""
+    module = f"dep_{name}"
+    for key in ("expr", "body", "extra"):
+        if key in fields:
+            fields[key] = fields[key].replace("{m}", module)
+    return Case(name, before, after, imports=f"import {module}", files={f"{module}.py": module_text, **(more or {})},
+                **fields)
+
+
 def device(name: str, body: str, header: str = "import tsjit\n") -> str:
     return header + f"\n\n@tsjit.func\ndef {name}(v):\n    return {body}\n"
 
 
-RESOURCE_MODULE = """
-from dataclasses import dataclass
-import tsjit
-from tsjit import ts
-
-
-@dataclass(kw_only=True)
-class Source(ts.MemoryResource):
-    src: object
-    item: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
-
-    def __post_init__(self):
-        self.item = ts.TaskLocalVariable(self.src.dtype, default=0, docs="the element in flight")
-
-    @ts.consumer_work(returns="item")
-    def load(self, stage_info):
-        return self.src[stage_info.loop_offset] * @V@
-
-
-@dataclass(kw_only=True)
-class Dest(ts.MemoryResource):
-    dst: object
-
-    @ts.producer_work()
-    def store(self, stage_info, item):
-        self.dst[stage_info.loop_offset] = item
-"""
-
-RESOURCE_KERNEL = """
+FACTORY_KERNEL = """
 import numpy as np
 import tsjit
-from tsjit import ts
-from dep_resource import Dest, Source
+import {module}
 
 
-@tsjit.kernel
-def k(src, dst, n, WARPS: tsjit.Constexpr[int]):
-    tx = tsjit.thread_idx().x
-    source = Source(name="source", src=src)
-    dest = Dest(name="dest", dst=dst)
+def make(made):
+    @tsjit.kernel
+    def k(x, out, n):
+        i = tsjit.thread_idx().x
+        if i < n:
+            out[i] = {expr}
+    return k
 
-    @ts.schedule
-    def copy_schedule(s: Source, d: Dest):
-        with ts.domain_loop(tx, n, WARPS * 32):
-            item = s.load()
-            d.store(item)
 
-    task = ts.Task("copy", [source], [dest], warp_idx=0, num_warps=WARPS, schedule=copy_schedule(source, dest))
-    manager = ts.TaskManager([task], {dest: [source]}, verbose=False)
-    manager.setup_resources_and_tasks()
-    manager.run()
+k = make({module}.{attribute})
 
 
 def args():
-    return (np.zeros(64, np.float32), np.zeros(64, np.float32), 64, 1)
+    return (np.zeros(32, np.float32), np.zeros(32, np.float32), 32)
 """
+
+
+def factory_kernel(module: str, expr: str, attribute: str) -> str:
+    """A kernel made by a factory: it closes over ``made`` = ``module.attribute``."""
+    return FACTORY_KERNEL.format(module=module, expr=expr, attribute=attribute)
+
+
+def resource_files() -> tuple[str, str]:
+    """Tutorial 1's TS copy program moved into user modules: (kernel module, resource module), the
+    resource's consumer work body scaled by ``@V@``."""
+    header = "from dataclasses import dataclass\nimport numpy as np\nimport tsjit\nfrom tsjit import ts\n\n\n"
+    resources = header + inspect.getsource(ts_copy.GmemSource) + "\n\n" + inspect.getsource(ts_copy.GmemDest)
+    load = "return self.src[stage_info.loop_offset]"
+    assert load in resources
+    resources = resources.replace(load, load + " * @V@")
+    kernel = (header + "from dep_resource import GmemDest, GmemSource\n\n\n" + inspect.getsource(ts_copy.copy_ts.fn) +
+              "\n\nk = copy_ts\n\n\ndef args():\n"
+              "    return (np.zeros(64, np.float32), np.zeros(64, np.float32), 64, 1)\n")
+    return kernel, resources
+
+
+RESOURCE_KERNEL, RESOURCE_MODULE = resource_files()
 
 CASES = [
     Case("kernel_source", "3.0", "5.0", expr="x[i] * @V@"),
@@ -147,122 +148,64 @@ CASES = [
          expr="pkg_two.helpers.scale(x[i])",
          files={"pkg_two/__init__.py": "from . import helpers\n",
                 "pkg_two/helpers.py": device("scale", "v * @V@")}),
-    Case("device_function_calls_device_function", "3.0", "5.0", imports="import dep_outer",
-         expr="dep_outer.outer(x[i])",
-         files={"dep_outer.py": device("outer", "inner(v) + 1.0", "import tsjit\nfrom dep_inner import inner\n"),
-                "dep_inner.py": device("inner", "v * @V@")}),
-    Case("constexpr_device_function_argument", "3.0", "5.0", imports="import dep_fn_arg",
-         params=", FN: tsjit.Constexpr", extra=", dep_fn_arg.g", expr="FN(x[i])",
-         files={"dep_fn_arg.py": device("g", "v * @V@")}),
-    Case("constexpr_function_reaching_another_module", "3.0", "5.0", imports="import dep_fn_outer",
-         params=", FN: tsjit.Constexpr", extra=", dep_fn_outer.g", expr="FN(x[i])",
-         files={"dep_fn_outer.py": device("g", "dep_fn_inner.h(v)", "import tsjit\nimport dep_fn_inner\n"),
-                "dep_fn_inner.py": device("h", "v * @V@")}),
-    Case("constexpr_lambda_argument", "3.0", "5.0", imports="import dep_lambda",
-         params=", FN: tsjit.Constexpr", extra=", dep_lambda.F", expr="FN(x[i])",
-         files={"dep_lambda.py": "F = lambda v: v * @V@\n"}),
-    Case("device_function_default_argument", "3.0", "5.0", imports="import dep_default",
-         expr="dep_default.scale(x[i])",
-         files={"dep_default.py": "import tsjit\nK = @V@\n\n@tsjit.func\ndef scale(v, k=K):\n    return v * k\n"}),
-    Case("module_int", "3", "5", imports="import dep_int", expr="x[i] * dep_int.K",
-         files={"dep_int.py": "K = @V@\n"}),
-    Case("module_float", "3.0", "5.0", imports="import dep_float", expr="x[i] * dep_float.K",
-         files={"dep_float.py": "K = @V@\n"}),
-    Case("module_numpy_scalar", "3.0", "5.0", imports="import dep_np_scalar", expr="x[i] * float(dep_np_scalar.K)",
-         files={"dep_np_scalar.py": "import numpy as np\nK = np.float32(@V@)\n"}),
-    Case("module_numpy_array", "3.0", "5.0", imports="import dep_np_array",
-         expr="x[i] * float(dep_np_array.TABLE[1])",
-         files={"dep_np_array.py": "import numpy as np\nTABLE = np.array([1.0, @V@, 2.0])\n"}),
-    Case("module_list", "3.0", "5.0", imports="import dep_list", expr="x[i] * dep_list.L[1]",
-         files={"dep_list.py": "L = [1.0, @V@, 2.0]\n"}),
-    Case("module_nested_tuple", "3.0", "5.0", imports="import dep_tuple", expr="x[i] * dep_tuple.T[1][1]",
-         files={"dep_tuple.py": "T = (1.0, (2.0, @V@))\n"}),
-    Case("module_dict", "3.0", "5.0", imports="import dep_dict", expr='x[i] * dep_dict.D["scale"]',
-         files={"dep_dict.py": 'D = {"scale": @V@}\n'}),
-    Case("module_str", "mul", "add", imports="import dep_str",
-         body='if dep_str.MODE == "mul":\n    out[i] = x[i] * 2.0\nelse:\n    out[i] = x[i] + 2.0',
-         files={"dep_str.py": 'MODE = "@V@"\n'}),
-    Case("module_dtype", "Float32", "Float64", imports="import dep_dtype", expr="dep_dtype.ACC(x[i]) * 0.1",
-         files={"dep_dtype.py": "import tsjit\nACC = tsjit.@V@\n"}),
-    Case("enum_member", "MUL", "ADD", imports="import dep_enum",
-         body="if dep_enum.CHOICE == dep_enum.Mode.MUL:\n    out[i] = x[i] * 2.0\nelse:\n    out[i] = x[i] + 2.0",
-         files={"dep_enum.py": "import enum\n\nclass Mode(enum.Enum):\n    ADD = 1\n    MUL = 2\n\n"
-                               "CHOICE = Mode.@V@\n"}),
-    Case("kernel_closure_cell", "3.0", "5.0",
-         kernel_text=textwrap.dedent("""
-             import numpy as np
-             import tsjit
-             import dep_closure
-
-
-             def make(scale):
-                 @tsjit.kernel
-                 def k(x, out, n):
-                     i = tsjit.thread_idx().x
-                     if i < n:
-                         out[i] = x[i] * scale
-                 return k
-
-
-             k = make(dep_closure.SCALE)
-
-
-             def args():
-                 return (np.zeros(32, np.float32), np.zeros(32, np.float32), 32)
-             """), files={"dep_closure.py": "SCALE = @V@\n"}),
+    dep_case("device_function_calls_device_function", "3.0", "5.0",
+             device("outer", "inner(v) + 1.0", "import tsjit\nfrom dep_inner import inner\n"),
+             more={"dep_inner.py": device("inner", "v * @V@")}, expr="{m}.outer(x[i])"),
+    dep_case("constexpr_device_function_argument", "3.0", "5.0", device("g", "v * @V@"),
+             params=", FN: tsjit.Constexpr", extra=", {m}.g", expr="FN(x[i])"),
+    dep_case("constexpr_function_reaching_another_module", "3.0", "5.0",
+             device("g", "dep_fn_inner.h(v)", "import tsjit\nimport dep_fn_inner\n"),
+             more={"dep_fn_inner.py": device("h", "v * @V@")}, params=", FN: tsjit.Constexpr", extra=", {m}.g",
+             expr="FN(x[i])"),
+    dep_case("constexpr_lambda_argument", "3.0", "5.0", "F = lambda v: v * @V@\n",
+             params=", FN: tsjit.Constexpr", extra=", {m}.F", expr="FN(x[i])"),
+    dep_case("device_function_default_argument", "3.0", "5.0",
+             "import tsjit\nK = @V@\n\n@tsjit.func\ndef scale(v, k=K):\n    return v * k\n",
+             expr="{m}.scale(x[i])"),
+    dep_case("module_int", "3", "5", "K = @V@\n", expr="x[i] * {m}.K"),
+    dep_case("module_float", "3.0", "5.0", "K = @V@\n", expr="x[i] * {m}.K"),
+    dep_case("module_numpy_scalar", "3.0", "5.0", "import numpy as np\nK = np.float32(@V@)\n",
+             expr="x[i] * float({m}.K)"),
+    dep_case("module_numpy_array", "3.0", "5.0", "import numpy as np\nTABLE = np.array([1.0, @V@, 2.0])\n",
+             expr="x[i] * float({m}.TABLE[1])"),
+    dep_case("module_list", "3.0", "5.0", "L = [1.0, @V@, 2.0]\n", expr="x[i] * {m}.L[1]"),
+    dep_case("module_nested_tuple", "3.0", "5.0", "T = (1.0, (2.0, @V@))\n", expr="x[i] * {m}.T[1][1]"),
+    dep_case("module_dict", "3.0", "5.0", 'D = {"scale": @V@}\n', expr='x[i] * {m}.D["scale"]'),
+    dep_case("module_str", "mul", "add", 'MODE = "@V@"\n',
+             body='if {m}.MODE == "mul":\n    out[i] = x[i] * 2.0\nelse:\n    out[i] = x[i] + 2.0'),
+    dep_case("module_dtype", "Float32", "Float64", "import tsjit\nACC = tsjit.@V@\n", expr="{m}.ACC(x[i]) * 0.1"),
+    dep_case("enum_member", "MUL", "ADD", "import enum\n\nclass Mode(enum.Enum):\n    ADD = 1\n    MUL = 2\n\n"
+                               "CHOICE = Mode.@V@\n",
+             body="if {m}.CHOICE == {m}.Mode.MUL:\n    out[i] = x[i] * 2.0\nelse:\n    out[i] = x[i] + 2.0"),
+    Case("kernel_closure_cell", "3.0", "5.0", kernel_text=factory_kernel("dep_closure", "x[i] * made", "SCALE"),
+         files={"dep_closure.py": "SCALE = @V@\n"}),
     Case("kernel_closure_device_function", "3.0", "5.0",
-         kernel_text=textwrap.dedent("""
-             import numpy as np
-             import tsjit
-             import dep_closure_fn
-
-
-             def make(fn):
-                 @tsjit.kernel
-                 def k(x, out, n):
-                     i = tsjit.thread_idx().x
-                     if i < n:
-                         out[i] = fn(x[i])
-                 return k
-
-
-             k = make(dep_closure_fn.scale)
-
-
-             def args():
-                 return (np.zeros(32, np.float32), np.zeros(32, np.float32), 32)
-             """), files={"dep_closure_fn.py": device("scale", "v * @V@")}),
-    Case("python_function", "3.0", "5.0", imports="import dep_py", expr="dep_py.affine(x[i])",
-         files={"dep_py.py": "def affine(v):\n    return v * @V@ + 1.0\n"}),
-    Case("python_function_global", "3.0", "5.0", imports="import dep_py_global", expr="dep_py_global.affine(x[i])",
-         files={"dep_py_global.py": "FACTOR = @V@\n\ndef affine(v):\n    return v * FACTOR\n"}),
-    Case("python_function_module_attribute", "3.0", "5.0", imports="import dep_py_chain",
-         expr="dep_py_chain.affine(x[i])",
-         files={"dep_py_chain.py": "import dep_py_chain_cfg\n\ndef affine(v):\n    return v * dep_py_chain_cfg.FACTOR\n",
-                "dep_py_chain_cfg.py": "FACTOR = @V@\n"}),
-    Case("functools_partial", "3.0", "5.0", imports="import dep_partial", expr="dep_partial.P(x[i])",
-         files={"dep_partial.py": "import functools\n\ndef mul(a, v):\n    return v * a\n\n"
-                                  "P = functools.partial(mul, @V@)\n"}),
-    Case("bound_method", "3.0", "5.0", imports="import dep_bound", expr="dep_bound.APPLY(x[i])",
-         files={"dep_bound.py": "class Scaler:\n    def __init__(self, s):\n        self.s = s\n\n"
-                                "    def apply(self, v):\n        return v * self.s\n\nAPPLY = Scaler(@V@).apply\n"}),
-    Case("callable_instance", "3.0", "5.0", imports="import dep_callable", expr="dep_callable.C(x[i])",
-         files={"dep_callable.py": "class Scaler:\n    def __init__(self, s):\n        self.s = s\n\n"
-                                   "    def __call__(self, v):\n        return v * self.s\n\nC = Scaler(@V@)\n"}),
-    Case("staticmethod_source", "3.0", "5.0", imports="import dep_static", expr="dep_static.Ops.twice(x[i])",
-         files={"dep_static.py": "class Ops:\n    @staticmethod\n    def twice(v):\n        return v * @V@\n"}),
-    Case("class_attribute", "3.0", "5.0", imports="import dep_class_attr", expr="x[i] * dep_class_attr.Ops.K",
-         files={"dep_class_attr.py": "class Ops:\n    K = @V@\n"}),
-    Case("dataclass_instance", "3.0", "5.0", imports="import dep_dataclass",
-         expr="dep_dataclass.apply(dep_dataclass.CFG, x[i])",
-         files={"dep_dataclass.py": "from dataclasses import dataclass\n\n@dataclass\nclass Config:\n"
+         kernel_text=factory_kernel("dep_closure_fn", "made(x[i])", "scale"),
+         files={"dep_closure_fn.py": device("scale", "v * @V@")}),
+    dep_case("python_function", "3.0", "5.0", "def affine(v):\n    return v * @V@ + 1.0\n", expr="{m}.affine(x[i])"),
+    dep_case("python_function_global", "3.0", "5.0", "FACTOR = @V@\n\ndef affine(v):\n    return v * FACTOR\n",
+             expr="{m}.affine(x[i])"),
+    dep_case("python_function_module_attribute", "3.0", "5.0",
+             "import dep_py_chain_cfg\n\ndef affine(v):\n    return v * dep_py_chain_cfg.FACTOR\n",
+             more={"dep_py_chain_cfg.py": "FACTOR = @V@\n"}, expr="{m}.affine(x[i])"),
+    dep_case("functools_partial", "3.0", "5.0", "import functools\n\ndef mul(a, v):\n    return v * a\n\n"
+                                  "P = functools.partial(mul, @V@)\n", expr="{m}.P(x[i])"),
+    dep_case("bound_method", "3.0", "5.0", "class Scaler:\n    def __init__(self, s):\n        self.s = s\n\n"
+                                "    def apply(self, v):\n        return v * self.s\n\nAPPLY = Scaler(@V@).apply\n",
+             expr="{m}.APPLY(x[i])"),
+    dep_case("callable_instance", "3.0", "5.0", "class Scaler:\n    def __init__(self, s):\n        self.s = s\n\n"
+                                   "    def __call__(self, v):\n        return v * self.s\n\nC = Scaler(@V@)\n",
+             expr="{m}.C(x[i])"),
+    dep_case("staticmethod_source", "3.0", "5.0",
+             "class Ops:\n    @staticmethod\n    def twice(v):\n        return v * @V@\n",
+             expr="{m}.Ops.twice(x[i])"),
+    dep_case("class_attribute", "3.0", "5.0", "class Ops:\n    K = @V@\n", expr="x[i] * {m}.Ops.K"),
+    dep_case("dataclass_instance", "3.0", "5.0", "from dataclasses import dataclass\n\n@dataclass\nclass Config:\n"
                                     "    scale: float\n\nCFG = Config(@V@)\n\n"
-                                    "def apply(cfg, v):\n    return v * cfg.scale\n"}),
-    Case("nested_def_global", "3.0", "5.0", imports="import dep_nested",
-         body="def f(v):\n    return v * dep_nested.K\nout[i] = f(x[i])", files={"dep_nested.py": "K = @V@\n"}),
-    Case("comprehension_global", "3.0", "5.0", imports="import dep_comprehension",
-         expr="x[i] * sum([dep_comprehension.W[j] for j in range(3)])",
-         files={"dep_comprehension.py": "W = (1.0, 2.0, @V@)\n"}),
+                                    "def apply(cfg, v):\n    return v * cfg.scale\n", expr="{m}.apply({m}.CFG, x[i])"),
+    dep_case("nested_def_global", "3.0", "5.0", "K = @V@\n", body="def f(v):\n    return v * {m}.K\nout[i] = f(x[i])"),
+    dep_case("comprehension_global", "3.0", "5.0", "W = (1.0, 2.0, @V@)\n",
+             expr="x[i] * sum([{m}.W[j] for j in range(3)])"),
     Case("global_shadowing_a_builtin", "pass", "def abs(v):\n    return v * 7.0", expr="abs(x[i])",
          pre="@V@"),
     Case("ts_resource_work_body", "3.0", "5.0", kernel_text=RESOURCE_KERNEL,
@@ -278,8 +221,7 @@ CASES = [
          files={"site-packages/fakepkg2/__init__.py": device("scale", "v * @V@"),
                 "site-packages/fakepkg2-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: fakepkg2\n"
                                                                   "Version: 1.0\n"}),
-    Case("control_not_edited", "", "", imports="import dep_control", expr="x[i] * dep_control.K",
-         expect_miss=False, files={"dep_control.py": "K = 3.0\n"}),
+    dep_case("control_not_edited", "", "", "K = 3.0\n", expr="x[i] * {m}.K", expect_miss=False),
 ]
 
 DRIVER = """

@@ -130,7 +130,8 @@ def test_command_line_clear_keeps_other_files(tmp_path):
     assert cache.put(KEY, entry())
     (tmp_path / "keep.tmp").write_bytes(b"x")
     env = dict(os.environ, TSJIT_CACHE_DIR=str(tmp_path), PYTHONPATH=ROOT)
-    script = "from tsjit.__main__ import main; main(['cache', 'info']); main(['cache', 'clear']); main(['cache', 'info'])"
+    script = ("from tsjit.__main__ import main; main(['cache', 'info']); main(['cache', 'clear']); "
+              "main(['cache', 'info'])")
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("entries: 1") == 1 and "entries: 0" in out.stdout
