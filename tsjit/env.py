@@ -3,7 +3,7 @@
 Nothing else in tsjit reads ``os.environ`` for a ``TSJIT_*`` name: each variable is an
 :class:`EnvVar` in :data:`VARIABLES`, read through an accessor (:func:`cache_dir`,
 :func:`dump_dir`, :func:`assembler`, :func:`target`, :func:`always_compile`,
-:func:`disable_cache`, :func:`debug`, :func:`debug_timeout_ms`).  Accessors read ``os.environ`` at call time (a dict lookup and a
+:func:`disable_cache`, :func:`debug`, :func:`debug_timeout_ms`, :func:`unroll_limit`).  Accessors read ``os.environ`` at call time (a dict lookup and a
 parse, well under a microsecond), so a test may ``monkeypatch.setenv`` and see the
 effect at once, and no value is frozen at import.
 
@@ -22,6 +22,7 @@ variable                 type      default
 ``TSJIT_DISABLE_CACHE``  bool      false
 ``TSJIT_DEBUG``          bool      false: waits are unbounded (release code)
 ``TSJIT_DEBUG_TIMEOUT_MS`` int     ``2000`` (ms a debug-build wait may take)
+``TSJIT_UNROLL_LIMIT``   int       ``4096`` (iterations of one compile-time loop)
 =======================  ========  ==============================================
 
 Variables marked ``affects_code`` change the generated cubin; the specialization key
@@ -169,8 +170,14 @@ DEBUG_TIMEOUT_MS = EnvVar(
     "Milliseconds (of %globaltimer) one wait of a TSJIT_DEBUG=1 build may take before it reports a hang.",
     affects_code=True)
 
+UNROLL_LIMIT = EnvVar(
+    "TSJIT_UNROLL_LIMIT", "int", 4096,
+    "The most iterations one compile-time loop (range_constexpr, a loop over a tuple or iterator, "
+    "unpacking) may take before the compile stops with an error; @tsjit.kernel(unroll_limit=N) wins.")
+
 VARIABLES: dict[str, EnvVar] = {var.name: var for var in (
-    CACHE_DIR, DUMP_DIR, ASSEMBLER, TARGET, ALWAYS_COMPILE, DISABLE_CACHE, DEBUG, DEBUG_TIMEOUT_MS)}
+    CACHE_DIR, DUMP_DIR, ASSEMBLER, TARGET, ALWAYS_COMPILE, DISABLE_CACHE, DEBUG, DEBUG_TIMEOUT_MS,
+    UNROLL_LIMIT)}
 
 
 def get(name: str):
@@ -211,7 +218,8 @@ def target() -> str | None:
     ``None`` means the caller picks the current device's target, or ``sm_90a``.
 
     Raises:
-        TsjitError: the value is not of the form ``sm_<digits>[a|f]``.
+        TsjitError: the value is not of the form ``sm_<digits>[a|f]``
+            (:func:`tsjit.backend.targets.environment_target` also checks tsjit builds for it).
     """
     return TARGET.value()
 
@@ -241,6 +249,16 @@ def debug_timeout_ms() -> int:
         TsjitError: the value is not a positive integer.
     """
     return DEBUG_TIMEOUT_MS.value()
+
+
+def unroll_limit() -> int:
+    """The most iterations of one compile-time loop (``TSJIT_UNROLL_LIMIT``, default 4096); a
+    kernel's ``unroll_limit`` option wins over it.
+
+    Raises:
+        TsjitError: the value is not a positive integer.
+    """
+    return UNROLL_LIMIT.value()
 
 
 def code_affecting_values() -> tuple[tuple[str, str | None], ...]:

@@ -86,7 +86,13 @@ class CompilationError(TsjitError):
             indent = len(line) - len(stripped)
             parts.append("    " + stripped)
             parts.append("    " + " " * max(0, self.location.col - indent) + "^")
-        for site in reversed(self.call_chain):  # innermost caller first, the kernel last
+        sites = list(reversed(self.call_chain))  # innermost caller first, the kernel last
+        if len(sites) > 8:  # a deep (recursive) chain: its two ends tell the story
+            sites = sites[:4] + [f"... {len(sites) - 7} more calls ..."] + sites[-3:]
+        for site in sites:
+            if isinstance(site, str):
+                parts.append("  " + site)
+                continue
             where = f" (in {site.function})" if site.function else ""
             parts.append(f"  called from {site}{where}")
             text = site.source_line()

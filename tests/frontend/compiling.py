@@ -6,7 +6,11 @@ assembles.  The other helpers pick pieces out of ``.llir`` / ``.ptx`` text.
 """
 from __future__ import annotations
 
+import inspect
+import os
 import re
+
+import pytest
 
 import tsjit
 
@@ -70,3 +74,33 @@ def calls(llir: str) -> list[str]:
 def ptx_ops(ptx: str, prefix: str) -> list[str]:
     """PTX instructions (opcode with modifiers) starting with ``prefix``, e.g. ``"shfl.sync"``."""
     return re.findall(rf"^\s*(?:@!?%p\d+\s+)?({re.escape(prefix)}[\w.:]*)", ptx, flags=re.M)
+
+
+def compile_error(kernel, *args, target: str = TARGET, **constexprs) -> tsjit.CompilationError:
+    """The :class:`tsjit.CompilationError` that compiling ``kernel`` for ``args`` raises."""
+    with pytest.raises(tsjit.CompilationError) as info:
+        tsjit.compile(kernel, *args, target=target, **constexprs)
+    return info.value
+
+
+def position(function, snippet: str, occurrence: int = 0) -> tuple[str, int, int]:
+    """(absolute file, line, 0-based character column) of ``snippet`` in ``function``'s source."""
+    fn = getattr(function, "fn", function)
+    lines, first = inspect.getsourcelines(fn)
+    hits = [(first + n, line.index(snippet)) for n, line in enumerate(lines) if snippet in line]
+    return (os.path.abspath(inspect.getsourcefile(fn)),) + hits[occurrence]
+
+
+def assert_points_at(err: tsjit.CompilationError, function, snippet: str, occurrence: int = 0) -> None:
+    """``err`` is located at ``snippet`` in ``function`` and renders the absolute ``file:line:col``,
+    the source line and a caret under the snippet's first character."""
+    filename, line, col = position(function, snippet, occurrence)
+    assert err.location is not None, f"unlocated error: {err}"
+    assert (err.location.filename, err.location.line, err.location.col) == (filename, line, col), str(err)
+    rendered = str(err).splitlines()
+    assert rendered[0].startswith(f"{filename}:{line}:{col + 1}: ")
+    source = rendered[1].strip()
+    assert snippet in source
+    caret = rendered[2]
+    assert caret.strip() == "^"
+    assert caret.index("^") - 4 == source.index(snippet)  # both are indented by four spaces

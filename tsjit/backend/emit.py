@@ -125,7 +125,9 @@ class KernelModule:
             CompilationError: the intrinsic is not available on this target.
         """
         intrinsic_table.check_supported(name, self.target)
-        intrinsic_table.lookup(name).check_immediates(list(args), self.target)
+        entry = intrinsic_table.lookup(name)
+        entry.check_immediates(list(args), self.target)
+        entry.check_constant_widths(list(args))
         fn = intrinsic_table.declare(self.module, name)
         return self.builder.call(fn, list(args), name=name_hint)
 

@@ -160,6 +160,23 @@ class Intrinsic:
                     f"allowed on {target.name}: {', '.join(map(str, shown))}")
 
 
+    def check_constant_widths(self, args: Iterable[ir.Value]) -> None:
+        """Check that every integer constant argument fits its parameter's width (llvmlite would
+        print ``i32 1099511627776`` and LLVM truncate or reject it).
+
+        Raises:
+            CompilationError: naming the parameter, the value and the width.
+        """
+        for index, value in enumerate(args):
+            if isinstance(value, ir.Constant) and isinstance(value.type, ir.IntType) \
+                    and isinstance(value.constant, int):
+                width = value.type.width
+                if not -(1 << (width - 1)) <= value.constant < (1 << width):
+                    pname = self.param_names[index] if index < len(self.param_names) else str(index)
+                    raise CompilationError(f"argument '{pname}' of `{self.key}` is {value.constant}, which does "
+                                           f"not fit in {width} bits")
+
+
 # ---------------------------------------------------------------------------------
 # Signature shorthand: "i64 (p3 bar, immarg i32 count)"; types: void i1..i128 f32 f64,
 # ptr (generic), p1/p3/p6/p7 (address spaces), v4i32 (vector), {i32, i1} / {i32*4}.

@@ -25,9 +25,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tsjit.errors import CompilationError
+from tsjit import env
+from tsjit.errors import CompilationError, TsjitError
 
-__all__ = ["Target", "DEFAULT_TARGET", "KNOWN_TARGETS", "get_target", "target_for_capability"]
+__all__ = ["Target", "DEFAULT_TARGET", "KNOWN_TARGETS", "environment_target", "get_target",
+           "target_for_capability"]
 
 #: The target used when neither the caller nor the device says otherwise (an H200).
 DEFAULT_TARGET = "sm_90a"
@@ -113,4 +115,18 @@ def target_for_capability(major: int, minor: int) -> str:
         raise CompilationError(
             f"no tsjit target for compute capability {major}.{minor}; "
             f"supported: {supported}")
+    return name
+
+
+def environment_target() -> str | None:
+    """The target named by ``TSJIT_TARGET``, or ``None`` when it is unset.
+
+    Raises:
+        TsjitError: the variable holds something that is not a target tsjit builds for (the
+            message names ``TSJIT_TARGET``, its value and the known targets).
+    """
+    name = env.target()
+    if name is not None and name not in KNOWN_TARGETS:
+        raise TsjitError(f"environment variable TSJIT_TARGET={env.TARGET.raw()!r} is not a target tsjit builds "
+                         f"for; expected one of {list(KNOWN_TARGETS)}, or unset it to use the current device's")
     return name

@@ -18,7 +18,7 @@ import inspect
 import numpy as np
 
 from tsjit.errors import CompilationError, SourceLocation, TsjitError
-from tsjit.frontend import ssa
+from tsjit.frontend import guards, ssa
 from tsjit.frontend.frame import Frame, current_generator
 from tsjit.frontend.source import parse_function
 from tsjit.lang import math as device_math
@@ -68,7 +68,12 @@ def _has_value(args, kwargs) -> bool:
     return any(isinstance(a, (Value, Pointer)) for a in items)
 
 
-_CONVERSION_HINTS = {int: "tsjit.Int32(x)", float: "tsjit.Float32(x)", bool: "x != 0"}
+_CONVERSION_HINTS = {int: "tsjit.Int32(x)", float: "tsjit.Float32(x)", bool: "x != 0",
+                     str: 'tsjit.device_print("{}", x) to print it', repr: 'tsjit.device_print("{}", x) to print it'}
+
+#: How deep ``@tsjit.func`` calls may nest.  Each call is inlined, so a recursion must end at
+#: compile time (on compile-time arguments); one that does not would exhaust Python's stack.
+MAX_CALL_DEPTH = 32
 
 
 def _numpy_ufunc_name(func):
@@ -129,10 +134,13 @@ class CallMixin:
         if ufunc is not None and _has_value(args, kwargs):
             hint = f"tsjit.math.{ufunc}" if hasattr(device_math, ufunc) else "the tsjit.math functions"
             raise self.error(node, f"numpy.{ufunc} runs on the host and cannot take a device value; use {hint}")
+        guards.check_method_call(self.regions, func)
         try:
             return func(*args, **kwargs)
         except CompilationError:
             raise
+        except RecursionError:
+            raise self.error(node, f"calling `{_public_name(func)}` at compile time recursed too deeply") from None
         except TsjitError as exc:
             raise _with_call_site(exc, self.location(node)).with_traceback(None) from None
         except Exception as exc:
@@ -145,6 +153,15 @@ class CallMixin:
 
     def inline(self, fn, args: list, kwargs: dict, node):
         """Compile ``fn``'s source inline with ``args``/``kwargs`` bound; returns its result object."""
+        if len(self.frames) > MAX_CALL_DEPTH:
+            names = [f.parsed.node.name for f in self.frames[1:]]
+            recursive = fn.__name__ in names
+            raise CompilationError(
+                f"device function calls nest more than {MAX_CALL_DEPTH} deep"
+                + (f" (`{fn.__name__}` calls itself)" if recursive else "")
+                + "; a @tsjit.func is inlined at every call, so a recursion must end at compile time (on "
+                  "compile-time arguments, e.g. `if tsjit.const_expr(n == 0): return ...`); otherwise rewrite "
+                  "it as a loop", self.location(node) if node is not None else None)
         parsed = parse_function(fn)
         try:
             bound = parsed.signature.bind(*args, **kwargs)

@@ -24,10 +24,11 @@ import operator
 
 from tsjit.backend import emit
 from tsjit.errors import CompilationError, TsjitError
-from tsjit.frontend import calls, control
+from tsjit.frontend import calls, control, guards
 from tsjit.frontend.dependencies import DependencyRecorder, RecordingMixin, attribute_chain
 from tsjit.frontend.frame import Frame
 from tsjit.lang import values as V
+from tsjit.lang.builtins import DeviceField, DeviceText
 from tsjit.lang.dtypes import DType
 from tsjit.lang.values import Value
 
@@ -37,7 +38,8 @@ _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.MatMult: operator.matmul}
 _CMPOPS = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
            ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Is: operator.is_, ast.IsNot: operator.is_not,
-           ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+           ast.In: lambda a, b: guards.membership(a, b, negate=False),
+           ast.NotIn: lambda a, b: guards.membership(a, b, negate=True)}
 _UNSUPPORTED_STMTS = {ast.With: "`with`", ast.AsyncWith: "`async with`", ast.Try: "`try`",
                       ast.Global: "`global`", ast.Nonlocal: "`nonlocal`", ast.ClassDef: "a class definition",
                       ast.Delete: "`del`", ast.Import: "`import`", ast.ImportFrom: "`import`",
@@ -56,13 +58,18 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
         frames: the stack of functions being compiled (kernel first).
         recorder: every global, closure cell and attribute chain the compile resolved, with the
             digest of what it found (:mod:`.dependencies`; stored in the cache entry).
+        unroll_limit: the most iterations of one compile-time loop or unpacking (:mod:`.guards`).
+        regions: snapshots of the compile-time containers alive when each enclosing run-time
+            ``if``/loop began (:class:`~.guards.RegionSnapshot`), innermost last.
     """
 
-    def __init__(self, km: emit.KernelModule):
+    def __init__(self, km: emit.KernelModule, *, unroll_limit: int | None = None):
         self.km = km
         self.frames: list[Frame] = []
         self.dead = False
         self.recorder = DependencyRecorder()
+        self.unroll_limit = guards.resolve_unroll_limit(unroll_limit)
+        self.regions: list = []
 
     # -- plumbing -----------------------------------------------------------------------------
     @property
@@ -98,6 +105,9 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
             handler(self, node)
         except CompilationError as exc:
             raise exc.with_location(self.location(node)) from None
+        except RecursionError:
+            raise self.error(node, "this code nests too deeply to compile (a recursion that does not end at "
+                                   "compile time, or expressions nested hundreds deep); simplify it") from None
 
     def stmt_expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
@@ -142,12 +152,7 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
         if isinstance(target, ast.Name):
             self.frame.scope[target.id] = value
         elif isinstance(target, (ast.Tuple, ast.List)):
-            try:
-                items = tuple(value)
-            except CompilationError:
-                raise
-            except TypeError:
-                raise self.error(target, f"cannot unpack {type(value).__name__} object") from None
+            items = self.unpack(value, target)
             starred = [i for i, t in enumerate(target.elts) if isinstance(t, ast.Starred)]
             if starred:
                 k = starred[0]
@@ -182,6 +187,7 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
         if getattr(type(container), "__tsjit_value_semantics__", False):
             self.assign(target.value, container.with_item(key, value), node)
             return
+        guards.check_mutation(self.regions, container, "item assignment")
         try:
             container[key] = value
         except CompilationError:
@@ -251,10 +257,14 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
         items = []
         for elt in node.elts:
             if isinstance(elt, ast.Starred):
-                items.extend(self.expr(elt.value))
+                items.extend(self.unpack(self.expr(elt.value), elt))
             else:
                 items.append(self.expr(elt))
         return tuple(items)
+
+    def unpack(self, value, node) -> tuple:
+        """``tuple(value)`` for ``a, b = value`` / ``f(*value)``, bounded by the unroll limit."""
+        return tuple(guards.bounded_iteration(value, self.unroll_limit, "unpacking"))
 
     def expr_attribute(self, node: ast.Attribute):
         chain = attribute_chain(node)
@@ -302,11 +312,13 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
 
     def apply(self, op, left, right, node):
         try:
+            guards.check_compile_time_size(op, left, right)
             return op(left, right)
         except CompilationError:
             raise
-        except (TypeError, ZeroDivisionError, ValueError, OverflowError) as exc:
-            raise self.error(node, f"{exc}") from None
+        except (TypeError, ZeroDivisionError, ValueError, OverflowError, MemoryError) as exc:
+            raise self.error(node, f"{type(exc).__name__}: {exc}" if isinstance(exc, MemoryError) else f"{exc}") \
+                from None
 
     def expr_binop(self, node: ast.BinOp):
         return self.apply(_BINOPS[type(node.op)], self.expr(node.left), self.expr(node.right), node)
@@ -340,7 +352,7 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
         args = []
         for a in node.args:
             if isinstance(a, ast.Starred):
-                args.extend(self.expr(a.value))
+                args.extend(self.unpack(self.expr(a.value), a))
             else:
                 args.append(self.expr(a))
         kwargs = {}
@@ -359,12 +371,47 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
     def expr_lambda(self, node: ast.Lambda):
         return self.make_closure(node)
 
+    def expr_joinedstr(self, node: ast.JoinedStr):
+        """An f-string: text when every field is a compile-time value, else a
+        :class:`~tsjit.lang.builtins.DeviceText` that ``tsjit.device_print`` prints at run time."""
+        pieces = []
+        for part in node.values:
+            if isinstance(part, ast.Constant):
+                pieces.append(part.value)
+                continue
+            value = self.expr(part.value)
+            spec = self.expr(part.format_spec) if part.format_spec is not None else ""
+            if not isinstance(spec, str):
+                raise self.error(part, "the format spec of an f-string field must be compile-time text")
+            if isinstance(value, Value):
+                pieces.append(DeviceField(value, spec))
+                continue
+            converter = {ord("r"): repr, ord("s"): str, ord("a"): ascii}.get(part.conversion)
+            try:
+                pieces.append(format(converter(value) if converter else value, spec))
+            except CompilationError:
+                raise
+            except (TypeError, ValueError) as exc:
+                raise self.error(part, f"cannot format {self._type_name(value)}: {exc}") from None
+        if all(isinstance(p, str) for p in pieces):
+            return "".join(pieces)
+        return DeviceText(tuple(pieces))
+
+    def expr_unsupported(self, node):
+        what = {ast.Yield: "`yield`", ast.YieldFrom: "`yield from`", ast.Await: "`await`"}[type(node)]
+        raise self.error(node, f"{what} is not supported in device code: a kernel or @tsjit.func runs once per "
+                               f"thread and cannot be a generator or coroutine; write results to an array, or "
+                               f"return a tuple")
+
     def eval_python(self, node):
         """Evaluate an expression this visitor has no handler for (comprehensions, f-strings, dict/list
         displays) as Python over the current bindings; device values inside still build IR."""
         frame = self.frame
         self.record_references(node)
-        code = compile(ast.fix_missing_locations(ast.Expression(body=node)), frame.parsed.filename, "eval")
+        try:
+            code = compile(ast.fix_missing_locations(ast.Expression(body=node)), frame.parsed.filename, "eval")
+        except SyntaxError as exc:
+            raise self.error(node, f"this expression is not supported in device code ({exc.msg})") from None
         # One dict for globals and locals: a comprehension is a nested scope that sees only the
         # globals of ``eval`` (before Python 3.12), and it must see the kernel's bindings too.
         namespace = dict(frame.parsed.globals)
@@ -393,7 +440,9 @@ _EXPR_HANDLERS = {
     ast.Subscript: CodeGenerator.expr_subscript, ast.BinOp: CodeGenerator.expr_binop,
     ast.UnaryOp: CodeGenerator.expr_unaryop, ast.Compare: CodeGenerator.expr_compare,
     ast.Call: CodeGenerator.expr_call, ast.Lambda: CodeGenerator.expr_lambda,
-    ast.NamedExpr: CodeGenerator.expr_namedexpr,
+    ast.NamedExpr: CodeGenerator.expr_namedexpr, ast.JoinedStr: CodeGenerator.expr_joinedstr,
+    ast.Yield: CodeGenerator.expr_unsupported, ast.YieldFrom: CodeGenerator.expr_unsupported,
+    ast.Await: CodeGenerator.expr_unsupported,
     ast.BoolOp: control.ControlFlowMixin.expr_boolop, ast.IfExp: control.ControlFlowMixin.expr_ifexp,
 }
 

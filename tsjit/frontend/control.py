@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 from tsjit.errors import CompilationError
-from tsjit.frontend import ssa
+from tsjit.frontend import guards, ssa
 from tsjit.frontend.source import assigned_names
 from tsjit.lang import dtypes as dt
 from tsjit.lang.constexpr import DynamicRange
@@ -24,6 +24,38 @@ class _StaticBreak(Exception):
 
 class _StaticContinue(Exception):
     pass
+
+
+_END = object()
+
+
+def _next_item(iterator, gen, node):
+    try:
+        return next(iterator, _END)
+    except CompilationError as exc:
+        raise exc.with_location(gen.location(node.iter)) from None
+
+
+class _RuntimeRegion:
+    def __init__(self, gen, kind: str, node):
+        self.gen, self.kind, self.node = gen, kind, node
+
+    def __enter__(self):
+        frame = self.gen.frame
+        bindings = dict(frame.parsed.closure)
+        bindings.update(frame.scope)
+        self.snapshot = guards.RegionSnapshot.take(self.kind, bindings)
+        self.gen.regions.append(self.snapshot)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.gen.regions.pop()
+        if exc_type is None:
+            try:
+                guards.check_region_end(self.snapshot)
+            except CompilationError as err:
+                raise (err.with_location(self.gen.location(self.node)) if self.node is not None else err) from None
+        return False
 
 
 class LoopContext:
@@ -86,12 +118,18 @@ class ControlFlowMixin:
             self.dead = False
             frame.dynamic_depth += 1
             try:
-                self.visit_body(body)
+                with self.runtime_region("`if`", node):
+                    self.visit_body(body)
             finally:
                 frame.dynamic_depth -= 1
             if not self.dead:
                 edges.append(ssa.Edge(b.block, frame.scope))
         self._join(edges, "if.end", before)
+
+    def runtime_region(self, kind: str, node):
+        """Context manager around code under a run-time condition or in a run-time loop body: compile-time
+        lists/dicts/sets that exist before it must not change inside it (:mod:`.guards`)."""
+        return _RuntimeRegion(self, kind, node)
 
     def _join(self, edges, name: str, before: dict) -> None:
         frame = self.frame
@@ -116,7 +154,8 @@ class ControlFlowMixin:
         edges = []
         for block, sub in ((then_block, node.body), (else_block, node.orelse)):
             b.position_at_end(block)
-            value = self.expr(sub)
+            with self.runtime_region("conditional expression", node):
+                value = self.expr(sub)
             edges.append(ssa.Edge(b.block, {"<ifexp>": value}))
         join = self.new_block("sel.end")
         return ssa.merge_scopes(b, edges, join)["<ifexp>"]
@@ -161,21 +200,23 @@ class ControlFlowMixin:
     def _static_for(self, node: ast.For, iterable) -> None:
         frame = self.frame
         try:
-            iterator = iter(iterable)
-        except TypeError:
-            raise self.error(node.iter, f"`{type(iterable).__name__}` object is not iterable") from None
+            iterator = guards.bounded_iteration(iterable, self.unroll_limit, "this loop")
+            first = next(iterator, _END)
+        except CompilationError as exc:
+            raise exc.with_location(self.location(node.iter)) from None
         frame.loops.append(StaticLoop(frame.dynamic_depth))
         try:
-            for item in iterator:
+            item = first
+            while item is not _END:
                 self.assign(node.target, item, node)
                 try:
                     self.visit_body(node.body)
                 except _StaticContinue:
                     self.dead = False
-                    continue
                 except _StaticBreak:
                     self.dead = False
                     break
+                item = _next_item(iterator, self, node)
         finally:
             frame.loops.pop()
 
@@ -203,7 +244,8 @@ class ControlFlowMixin:
         frame.dynamic_depth += 1
         ctx.depth = frame.dynamic_depth
         try:
-            self.visit_body(body)
+            with self.runtime_region("loop", None):
+                self.visit_body(body)
         finally:
             frame.dynamic_depth -= 1
             frame.loops.pop()

@@ -7,7 +7,9 @@ metadata).  It needs no GPU.
 """
 from __future__ import annotations
 
+import hashlib
 import re
+import unicodedata
 from dataclasses import dataclass, field
 
 from llvmlite import ir
@@ -48,12 +50,27 @@ class LoweredKernel:
 
 
 def kernel_symbol(fn) -> str:
-    return re.sub(r"[^A-Za-z0-9_]", "_", fn.__name__)
+    """The PTX symbol of kernel ``fn``: its name when that is an ASCII identifier, else a legal PTX
+    identifier (PTX ISA "Identifiers": ``[a-zA-Z][a-zA-Z0-9_$]*`` or ``[_$%][a-zA-Z0-9_$]+``) made of
+    the name's ASCII transliteration and a digest of the full name, so distinct names stay distinct
+    (``k_é`` -> ``k_e_u1f0c2a9b``)."""
+    name = fn.__name__
+    if name.isascii() and name.isidentifier():
+        return name
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    ascii_name = re.sub(r"[^A-Za-z0-9_]", "_", ascii_name) or "k"
+    if ascii_name[0].isdigit():
+        ascii_name = "_" + ascii_name
+    return f"{ascii_name}_u{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
 def compile_to_llvm(fn, arg_specs: dict, target: Target, *, max_threads: int | None = None,
-                    min_blocks: int | None = None, max_registers: int | None = None) -> LoweredKernel:
+                    min_blocks: int | None = None, max_registers: int | None = None,
+                    unroll_limit: int | None = None) -> LoweredKernel:
     """Lower kernel ``fn`` specialized by ``arg_specs`` (parameter name -> spec) for ``target``.
+
+    ``unroll_limit`` bounds every compile-time loop (:mod:`.guards`; default ``TSJIT_UNROLL_LIMIT``
+    or 4096).
 
     Raises:
         CompilationError: the kernel source is not valid device code (with location).
@@ -83,7 +100,7 @@ def compile_to_llvm(fn, arg_specs: dict, target: Target, *, max_threads: int | N
                 params[0].attributes.align = 128
                 km.grid_constant_params = getattr(km, "grid_constant_params", []) + [pos]
             scope[pname] = S.build_argument(spec, list(params), pname)
-        gen = CodeGenerator(km)
+        gen = CodeGenerator(km, unroll_limit=unroll_limit)
         frame = Frame(parsed, scope, is_kernel=True)
         gen.frames.append(frame)
         with active_generator(gen):

@@ -46,9 +46,21 @@ class ParsedFunction:
     signature: inspect.Signature = field(default=None)
 
     def location(self, node: ast.AST | None = None) -> SourceLocation:
+        """Where ``node`` (default: the ``def``) is; the column counts characters (``ast`` counts
+        UTF-8 bytes)."""
         node = node or self.node
-        return SourceLocation(self.filename, getattr(node, "lineno", self.node.lineno),
-                              getattr(node, "col_offset", 0), self.node.name)
+        line = getattr(node, "lineno", self.node.lineno)
+        return SourceLocation(self.filename, line, character_column(self.filename, line,
+                                                                    getattr(node, "col_offset", 0)),
+                              self.node.name)
+
+
+def character_column(filename: str, line: int, byte_offset: int) -> int:
+    """The 0-based character column of UTF-8 ``byte_offset`` in line ``line`` of ``filename``."""
+    text = linecache.getline(filename, line)
+    if not text or text.isascii():
+        return byte_offset
+    return len(text.encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore"))
 
 
 _CACHE: dict[object, ParsedFunction] = {}
@@ -74,13 +86,19 @@ def parse_function(fn) -> ParsedFunction:
     raw = "".join(lines)
     source = textwrap.dedent(raw)
     indent = len(lines[0]) - len(lines[0].lstrip()) if lines else 0
+    where = SourceLocation(os.path.abspath(filename), first_line, indent, fn.__name__)
     try:
         module = ast.parse(source)
     except SyntaxError as exc:
-        raise CompilationError(f"cannot parse the source of {fn.__qualname__}: {exc}") from None
+        at = SourceLocation(where.filename, first_line + (exc.lineno or 1) - 1, indent, fn.__name__)
+        raise CompilationError(f"cannot parse the source of {fn.__qualname__}: {exc.msg}", at) from None
     fdefs = [n for n in module.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    if len(fdefs) != 1 or isinstance(fdefs[0], ast.AsyncFunctionDef):
-        raise CompilationError(f"{fn.__qualname__} must be a plain `def` function")
+    if len(fdefs) == 1 and isinstance(fdefs[0], ast.AsyncFunctionDef):
+        at = SourceLocation(where.filename, first_line + fdefs[0].lineno - 1, indent, fn.__name__)
+        raise CompilationError(f"{fn.__qualname__} is an `async def`; a kernel or device function must be a "
+                               f"plain `def` (device code has no coroutines): remove `async`", at)
+    if len(fdefs) != 1:
+        raise CompilationError(f"{fn.__qualname__} must be a plain `def` function", where)
     node = fdefs[0]
     ast.increment_lineno(node, first_line - 1)
     if indent:

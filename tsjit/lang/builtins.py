@@ -6,6 +6,8 @@ process).  PTX references are to the PTX ISA 8.6 manual.
 """
 from __future__ import annotations
 
+import re
+import string
 from collections import namedtuple
 
 from llvmlite import ir
@@ -14,7 +16,7 @@ from tsjit.backend import emit
 from tsjit.errors import CompilationError
 from tsjit.lang import dtypes as dt
 from tsjit.lang.memory import Pointer, convert_for_store
-from tsjit.lang.values import Value, as_value, cast_to, constant
+from tsjit.lang.values import Value, as_value, cast_to, constant, immediate
 
 Dim3 = namedtuple("Dim3", "x y z")
 Dim3.__doc__ = "A (x, y, z) triple of Int32 values; unpacks as ``x, y, z = tsjit.thread_idx()``."
@@ -107,9 +109,23 @@ def named_barrier_arrive(barrier_id, num_threads) -> None:
     emit.current().intrinsic("llvm.nvvm.barrier.cta.arrive.aligned.count", [bid.ir, cnt.ir])
 
 
+def lane_mask_operand(mask, builtin: str) -> ir.Value:
+    """The 32-bit lane mask operand of warp-synchronous ``builtin``: a compile-time int in
+    ``0 .. 2**32-1`` or a run-time 32-bit integer (PTX ``membermask``, a ``.b32``).
+
+    Raises:
+        CompilationError: a compile-time mask outside 32 bits, or another type.
+    """
+    if isinstance(mask, Value):
+        if not mask.dtype.is_int or mask.dtype.bits != 32:
+            raise CompilationError(f"tsjit.{builtin}: the lane mask must be a 32-bit integer, got {mask.dtype.name}")
+        return mask.ir
+    return ir.Constant(emit.I32, immediate(mask, f"tsjit.{builtin}: the lane mask", 0, FULL_MASK))
+
+
 def syncwarp(mask: int = FULL_MASK) -> None:
-    """Warp-level barrier over the lanes in ``mask`` (PTX ``bar.warp.sync``)."""
-    emit.current().intrinsic("llvm.nvvm.bar.warp.sync", [ir.Constant(emit.I32, mask & FULL_MASK)])
+    """Warp-level barrier over the lanes in ``mask`` (PTX ``bar.warp.sync``); ``mask`` is 32 bits."""
+    emit.current().intrinsic("llvm.nvvm.bar.warp.sync", [lane_mask_operand(mask, "syncwarp")])
 
 
 def threadfence() -> None:
@@ -122,7 +138,7 @@ _SHUFFLE_CLAMP = {"idx": 0x1F, "up": 0x0, "down": 0x1F, "bfly": 0x1F}
 
 
 def _shuffle(kind: str, value, operand, width: int, mask: int) -> Value:
-    if width not in (1, 2, 4, 8, 16, 32):
+    if isinstance(width, bool) or width not in (1, 2, 4, 8, 16, 32):
         raise CompilationError(f"shuffle width must be a power of two <= 32, got {width}")
     v = as_value(value)
     original = v.dtype
@@ -143,7 +159,7 @@ def _shuffle(kind: str, value, operand, width: int, mask: int) -> Value:
     op = cast_to(as_value(operand, dt.Int32), dt.Int32)
     res = emit.current().intrinsic(
         f"llvm.nvvm.shfl.sync.{kind}.{suffix}",
-        [ir.Constant(emit.I32, mask & FULL_MASK), work.ir, op.ir, ir.Constant(emit.I32, c)])
+        [lane_mask_operand(mask, "shuffle"), work.ir, op.ir, ir.Constant(emit.I32, c)])
     out = Value(res, work.dtype)
     if original.is_float and original.bits == 16:
         return _bitcast(cast_to(out, dt.Int16), original)
@@ -176,7 +192,7 @@ def shuffle_xor(value, lane_mask, *, width: int = 32, mask: int = FULL_MASK) -> 
 
 def _vote(kind: str, predicate, mask: int):
     p = cast_to(as_value(predicate), dt.Boolean)
-    return emit.current().intrinsic(f"llvm.nvvm.vote.{kind}.sync", [ir.Constant(emit.I32, mask & FULL_MASK), p.ir])
+    return emit.current().intrinsic(f"llvm.nvvm.vote.{kind}.sync", [lane_mask_operand(mask, f"vote_{kind}"), p.ir])
 
 
 def vote_all(predicate, *, mask: int = FULL_MASK) -> Value:
@@ -254,34 +270,119 @@ def address_of(tensor, *index) -> Pointer:
 
 
 # -- printing ----------------------------------------------------------------------------------
-def device_print(fmt: str, *args) -> None:
-    """``printf`` from device code (CUDA ``vprintf``); ``{}`` in ``fmt`` is replaced by each argument.
+class DeviceField:
+    """One run-time field of a :class:`DeviceText`: a device value and its Python format spec."""
 
-    Every thread that reaches the call prints; guard it with an ``if``.  Output appears when the
-    host synchronizes.  Floats print with ``%f`` (promoted to double, as C varargs do).
+    __slots__ = ("value", "spec")
+
+    def __init__(self, value, spec: str = ""):
+        self.value = value
+        self.spec = spec
+
+
+class DeviceText:
+    """Text with run-time fields: what an f-string with device values (``f"x = {x[i]:.3f}"``)
+    evaluates to in kernel code.  Only :func:`device_print` can use it (it prints at run time);
+    turning it into a Python ``str`` at compile time raises :class:`CompilationError`.
+
+    Attributes:
+        pieces: the literal text (``str``) and :class:`DeviceField` items, in order.
     """
+
+    def __init__(self, pieces: tuple):
+        self.pieces = tuple(pieces)
+
+    def __str__(self):
+        raise CompilationError("an f-string with run-time values is text only at run time: pass it to "
+                               "tsjit.device_print (or write tsjit.device_print(\"x = {}\", x))")
+
+    __format__ = lambda self, spec: self.__str__()  # noqa: E731
+    __repr__ = object.__repr__
+
+
+_SPEC = re.compile(r"^(?P<align>[<>])?(?P<sign>[-+ ])?(?P<alt>#)?(?P<zero>0)?(?P<width>\d+)?"
+                   r"(?:\.(?P<precision>\d+))?(?P<type>[dxXoeEfFgG])?$")
+
+
+def _printf_field(value, spec: str, b) -> tuple[str, object]:
+    """The ``printf`` directive and the vararg of one field formatted with Python spec ``spec``."""
+    v = as_value(value)
+    match = _SPEC.match(spec)
+    if match is None:
+        raise CompilationError(f"device_print cannot format {spec!r}: supported specs are [<>][+- ][#][0][width]"
+                               f"[.precision][d x X o e E f F g G] (printf's)")
+    kind = match["type"] or ("f" if v.dtype.is_float else "d")
+    if kind in "dxXo" and v.dtype.is_float:
+        raise CompilationError(f"device_print: format {spec!r} needs an integer, got a {v.dtype.name}")
+    flags = ("-" if match["align"] == "<" else "") + (match["sign"] if match["sign"] in ("+", " ") else "") \
+        + (match["alt"] or "") + (match["zero"] or "")
+    body = flags + (match["width"] or "") + (f".{match['precision']}" if match["precision"] else "")
+    if kind in "eEfFgG":
+        if not v.dtype.is_float:
+            v = cast_to(v, dt.Float64)
+        return "%" + body + kind, (b.fpext(v.ir, ir.DoubleType()) if v.dtype.bits < 64 else v.ir)
+    if kind == "d" and not v.dtype.is_signed:
+        kind = "u"
+    if v.dtype.bits == 64:
+        return "%" + body + "ll" + kind, v.ir
+    return "%" + body + kind, cast_to(v, dt.Int32 if v.dtype.is_signed else dt.Uint32).ir
+
+
+def _format_pieces(fmt, args) -> tuple:
+    """``fmt`` (a str with ``{}`` / ``{:spec}`` placeholders, or a :class:`DeviceText`) and ``args``
+    as literal text and :class:`DeviceField` pieces."""
+    if isinstance(fmt, DeviceText):
+        if args:
+            raise CompilationError("device_print with an f-string takes no further arguments (the f-string's "
+                                   "fields are the values)")
+        return fmt.pieces
     if not isinstance(fmt, str):
         raise CompilationError("device_print needs a compile-time format string as first argument")
-    if fmt.count("{}") != len(args):
-        raise CompilationError(f"device_print format has {fmt.count('{}')} '{{}}' placeholders but "
+    pieces, fields = [], 0
+    try:
+        parsed = list(string.Formatter().parse(fmt))
+    except ValueError as exc:
+        raise CompilationError(f"device_print format {fmt!r} is malformed: {exc}") from None
+    for literal, name, spec, conversion in parsed:
+        pieces.append(literal)
+        if name is None:
+            continue
+        if name != "" or conversion:
+            raise CompilationError(f"device_print placeholders are `{{}}` or `{{:spec}}`, got `{{{name}"
+                                   f"{'!' + conversion if conversion else ''}}}` in {fmt!r}")
+        if fields < len(args):
+            pieces.append(DeviceField(args[fields], spec or ""))
+        fields += 1
+    if fields != len(args):
+        raise CompilationError(f"device_print format has {fields} '{{}}' placeholders but "
                                f"{len(args)} arguments were given")
+    return tuple(pieces)
+
+
+def device_print(fmt, *args) -> None:
+    """``printf`` from device code (CUDA ``vprintf``).
+
+    ``fmt`` is a compile-time string whose ``{}`` (or ``{:spec}``, e.g. ``{:.3f}``, ``{:08x}``)
+    placeholders take ``args`` in order, or an f-string with device values
+    (``tsjit.device_print(f"x[{i}] = {x[i]:.3f}")``).  Every thread that reaches the call prints;
+    guard it with an ``if``.  Output appears when the host synchronizes.  Floats print with
+    ``%f`` (promoted to double, as C varargs do).
+
+    Raises:
+        CompilationError: the placeholders and arguments do not match, or a spec printf lacks.
+    """
+    pieces = _format_pieces(fmt, args)
     km = emit.current()
     b = km.builder
-    pieces = fmt.replace("%", "%%").split("{}")
-    spec, values = [], []
-    for arg in args:
-        v = as_value(arg)
-        if v.dtype.is_float:
-            values.append(b.fpext(v.ir, ir.DoubleType()) if v.dtype.bits < 64 else v.ir)
-            spec.append("%f")
-        elif v.dtype.bits == 64:
-            values.append(v.ir)
-            spec.append("%lld" if v.dtype.is_signed else "%llu")
-        else:
-            values.append(cast_to(v, dt.Int32 if v.dtype.is_signed else dt.Uint32).ir)
-            spec.append("%d" if v.dtype.is_signed else "%u")
-    text = pieces[0] + "".join(s + p for s, p in zip(spec, pieces[1:])) + "\n"
-    gv = km.global_string(text.encode() + b"\0")
+    text, values = [], []
+    for piece in pieces:
+        if isinstance(piece, str) or isinstance(piece.value, str):  # compile-time text
+            text.append((piece if isinstance(piece, str) else format(piece.value, piece.spec)).replace("%", "%%"))
+            continue
+        directive, operand = _printf_field(piece.value, piece.spec, b)
+        text.append(directive)
+        values.append(operand)
+    gv = km.global_string(("".join(text) + "\n").encode() + b"\0")
     fmt_ptr = b.addrspacecast(gv, emit.pointer_type(0)) if gv.type.addrspace != 0 else gv
     vprintf = km.module.globals.get("vprintf")
     if vprintf is None:

@@ -120,6 +120,9 @@ class Pointer:
     def __getitem__(self, index) -> Value:
         return self.offset(index).load()
 
+    def __iter__(self):  # without it Python would iterate through __getitem__ forever
+        raise CompilationError("a pointer cannot be iterated at compile time; index it in a loop over range(n)")
+
     def __setitem__(self, index, value) -> None:
         self.offset(index).store(value)
 
@@ -297,6 +300,10 @@ class Tensor:
 
     def __setitem__(self, index, value) -> None:
         self.element_pointer(index).store(value)
+
+    def __iter__(self):  # without it Python would iterate through __getitem__ forever
+        raise CompilationError("a device array cannot be iterated at compile time (its extent is known only at "
+                               "run time); loop over its indices: `for i in range(x.shape[0])`")
 
     def view(self, leading) -> "Tensor":
         """The sub-tensor at leading indices ``leading`` (a tuple shorter than the rank).

@@ -14,6 +14,7 @@ from tsjit.backend import emit
 from tsjit.errors import CompilationError
 from tsjit.lang import bounded_wait
 from tsjit.lang import dtypes as dt
+from tsjit.lang.builtins import lane_mask_operand
 from tsjit.lang.memory import Pointer
 from tsjit.lang.values import Value, as_value, cast_to
 
@@ -114,7 +115,7 @@ def fence_proxy_async() -> None:
 
 def elect_one(mask: int = 0xFFFFFFFF) -> Value:
     """True on exactly one active lane of the warp (``elect.sync``); Boolean."""
-    pair = _call("llvm.nvvm.elect.sync", [ir.Constant(emit.I32, mask & 0xFFFFFFFF)])
+    pair = _call("llvm.nvvm.elect.sync", [lane_mask_operand(mask, "elect_one")])
     return Value(emit.current().builder.extract_value(pair, 1), dt.Boolean)
 
 

@@ -13,8 +13,20 @@ Operator semantics (documented here once; promotion in :mod:`tsjit.lang.dtypes`)
   if the other operand is ``Float64``).
 * ``//`` and ``%`` on integers round toward zero and take the dividend's sign (C
   semantics, as in Triton and CUDA C++), not Python's floor semantics; on floats
-  ``//`` is ``floor(a / b)``.
-* ``>>`` is arithmetic for signed and logical for unsigned integers.
+  ``//`` is ``floor(a / b)``.  Integer division never has undefined behaviour (LLVM's
+  ``sdiv``/``udiv`` by zero, and ``INT_MIN // -1``, are UB that lets LLVM delete code): a
+  compile-time divisor of 0 is a :class:`CompilationError`; a run-time divisor of 0 gives an
+  unspecified value, as PTX ``div``/``rem`` do (PTX ISA "Integer Arithmetic Instructions: div":
+  "division by zero yields an unspecified, machine-specific value"); today the dividend for
+  ``//`` and 0 for ``%``.  ``INT_MIN // -1`` wraps to ``INT_MIN`` (``% -1`` is 0).
+* ``>>`` is arithmetic for signed and logical for unsigned integers.  A compile-time shift
+  amount outside ``0 .. bits-1`` is a :class:`CompilationError`; a run-time amount is
+  clamped as PTX ``shl``/``shr`` do (PTX ISA: "shift amounts greater than the register width
+  N are clamped to N"): ``<<`` and logical ``>>`` give 0, arithmetic ``>>`` gives the sign.
+  (LLVM's ``shl``/``ashr``/``lshr`` by the width or more would be poison.)
+* A compile-time number converted to a float dtype rounds to nearest even, and a value
+  beyond the dtype's range becomes ``±inf`` (``tsjit.Float16(70000.0)`` is ``inf``), exactly
+  what the same conversion gives at run time (PTX ``cvt.rn``) and what numpy gives.
 * ``& | ^ ~`` on ``Boolean`` are logical; comparisons return ``Boolean``.
 * Using a value where Python needs a ``bool`` (``if`` in trace-time Python, ``and``
   outside kernel code) raises :class:`CompilationError`: device values are only known
@@ -64,7 +76,17 @@ class Value:
     def __iter__(self):
         raise CompilationError(f"a device {self.dtype.name} value is not iterable")
 
-    __hash__ = object.__hash__
+    def __hash__(self):
+        # A set or dict would compare run-time values by object identity (two loads of the same
+        # element are two objects): refuse instead of deduplicating or looking up wrongly.
+        raise CompilationError(
+            f"a device {self.dtype.name} value cannot be a set element or a dict key: its value is only "
+            f"known at run time; use a tuple, and `==` / `in (a, b)` for comparisons")
+
+    def __format__(self, spec):
+        raise CompilationError(
+            f"a device {self.dtype.name} value has no text at compile time; print it with "
+            f"tsjit.device_print(\"x = {{}}\", x) (an f-string works only as device_print's format)")
 
     def to(self, dtype: DType) -> "Value":
         """This value converted to ``dtype`` (same as ``dtype(value)``)."""
@@ -237,7 +259,7 @@ def constant(x, dtype: DType | None = None) -> Value:
         x = x.item()
     ty = emit.llvm_type(dtype)
     if dtype.is_float:
-        return Value(ir.Constant(ty, float(x)), dtype)
+        return Value(ir.Constant(ty, round_to_float(x, dtype)), dtype)
     if dtype.is_bool:
         return Value(ir.Constant(ty, 1 if x else 0), dtype)
     if isinstance(x, float):
@@ -247,6 +269,43 @@ def constant(x, dtype: DType | None = None) -> Value:
     x = int(x)
     _check_fits(x, dtype)
     return Value(ir.Constant(ty, x & ((1 << dtype.bits) - 1)), dtype)
+
+
+def immediate(value, what: str, low: int, high: int) -> int:
+    """``value`` checked to be a compile-time int in ``low .. high`` (an operand a builtin encodes
+    in the instruction: a mask, a count, an id).  ``what`` names it in the message.
+
+    Raises:
+        CompilationError: a run-time value, a non-int (``bool`` included) or an int out of range;
+            never silently truncated.
+    """
+    if isinstance(value, Value):
+        raise CompilationError(f"{what} must be a compile-time integer, got a run-time {value.dtype.name}")
+    if isinstance(value, np.integer):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CompilationError(f"{what} must be a compile-time integer, got {type(value).__name__} {value!r}")
+    if not low <= value <= high:
+        raise CompilationError(f"{what} is {value:#x}, outside {low:#x}..{high:#x}" if high > 0xFFFF else
+                               f"{what} is {value}, outside {low}..{high}")
+    return value
+
+
+def round_to_float(x, dtype: DType) -> float:
+    """The Python number ``x`` rounded to float dtype ``dtype`` (IEEE round-to-nearest-even).
+
+    A value beyond the dtype's range becomes ``±inf``, as a run-time conversion (PTX ``cvt.rn``)
+    and numpy give; NaN stays NaN.  BFloat16 rounds through Float32.
+    """
+    try:
+        value = float(x)
+    except OverflowError:  # an int beyond the double range
+        value = float("inf") if x > 0 else float("-inf")
+    if dtype.bits == 64:
+        return value
+    with np.errstate(over="ignore"):
+        narrow = np.float16(value) if dtype.name == "Float16" else np.float32(value)
+    return float(narrow)
 
 
 def as_value(x, like: DType | None = None) -> Value:
@@ -327,7 +386,7 @@ def unify(a, b) -> tuple[Value, Value, DType]:
     raise CompilationError("internal: operator on two compile-time constants reached IR emission")
 
 
-_INT_OPS = {"+": "add", "-": "sub", "*": "mul", "&": "and_", "|": "or_", "^": "xor", "<<": "shl"}
+_INT_OPS = {"+": "add", "-": "sub", "*": "mul", "&": "and_", "|": "or_", "^": "xor"}
 _FLOAT_OPS = {"+": "fadd", "-": "fsub", "*": "fmul", "/": "fdiv", "%": "frem"}
 
 
@@ -350,15 +409,67 @@ def binary(op: str, a, b) -> Value:
         return Value(getattr(bld, _FLOAT_OPS[op])(x.ir, y.ir), dtype)
     if dtype.is_bool and op in ("+", "-", "*", "//", "%", "<<", ">>"):
         x, y, dtype = cast_to(x, dt.Int32), cast_to(y, dt.Int32), dt.Int32
+    if op in ("<<", ">>"):
+        return _shift(op, x, y, dtype)
     if op in _INT_OPS:
         return Value(getattr(bld, _INT_OPS[op])(x.ir, y.ir), dtype)
+    if op in ("//", "%"):
+        return _integer_division(op, x, y, dtype)
+    raise CompilationError(f"unsupported operator `{op}`")
+
+
+def _constant_int(v: Value, dtype: DType) -> int | None:
+    """The integer a constant Value holds (signed per ``dtype``), or ``None`` for a run-time value."""
+    if not isinstance(v.ir, ir.Constant) or not isinstance(v.ir.constant, int):
+        return None
+    raw = v.ir.constant & ((1 << dtype.bits) - 1)
+    return raw - (1 << dtype.bits) if dtype.is_signed and raw >> (dtype.bits - 1) else raw
+
+
+def _integer_division(op: str, x: Value, y: Value, dtype: DType) -> Value:
+    """``x // y`` or ``x % y`` on integers (toward zero) without LLVM's undefined behaviour (module doc)."""
+    bld = _builder()
+    ty = x.ir.type
+    divisor = _constant_int(y, dtype)
+    what = "division" if op == "//" else "modulo"
+    if divisor == 0:
+        raise CompilationError(f"integer {what} by zero: the divisor is the constant 0 (the result would be "
+                               f"undefined); divide by a non-zero value or guard the division with an `if`")
+    if divisor == -1 and dtype.is_signed:  # INT_MIN // -1 overflows: wrap as PTX does
+        return Value(bld.neg(x.ir), dtype) if op == "//" else constant(0, dtype)
+    if divisor is None:
+        one = ir.Constant(ty, 1)
+        unsafe = bld.icmp_unsigned("==", y.ir, ir.Constant(ty, 0))
+        if dtype.is_signed:
+            overflow = bld.and_(bld.icmp_signed("==", x.ir, ir.Constant(ty, 1 << (dtype.bits - 1))),
+                                bld.icmp_signed("==", y.ir, ir.Constant(ty, (1 << dtype.bits) - 1)))
+            unsafe = bld.or_(unsafe, overflow)
+        y = Value(bld.select(unsafe, one, y.ir), dtype)
     if op == "//":
         return Value((bld.sdiv if dtype.is_signed else bld.udiv)(x.ir, y.ir), dtype)
-    if op == "%":
-        return Value((bld.srem if dtype.is_signed else bld.urem)(x.ir, y.ir), dtype)
-    if op == ">>":
-        return Value((bld.ashr if dtype.is_signed else bld.lshr)(x.ir, y.ir), dtype)
-    raise CompilationError(f"unsupported operator `{op}`")
+    return Value((bld.srem if dtype.is_signed else bld.urem)(x.ir, y.ir), dtype)
+
+
+def _shift(op: str, x: Value, y: Value, dtype: DType) -> Value:
+    """``x << y`` / ``x >> y`` with PTX's clamped shift amounts instead of LLVM poison (module doc)."""
+    bld = _builder()
+    ty = x.ir.type
+    bits = dtype.bits
+    amount = _constant_int(y, dtype)
+    if amount is not None and not 0 <= amount < bits:
+        raise CompilationError(f"shift amount {amount} is out of range for {dtype.name} (0..{bits - 1}); "
+                               f"convert the shifted value to a wider type first, e.g. tsjit.Int64(x)")
+    arithmetic = op == ">>" and dtype.is_signed
+    if amount is None:
+        too_far = bld.icmp_unsigned(">=", y.ir, ir.Constant(ty, bits))
+        if arithmetic:  # shifting by bits-1 or more fills with the sign
+            clamped = bld.select(too_far, ir.Constant(ty, bits - 1), y.ir)
+            return Value(bld.ashr(x.ir, clamped), dtype)
+        shifted = (bld.shl if op == "<<" else bld.lshr)(x.ir, y.ir)
+        return Value(bld.select(too_far, ir.Constant(ty, 0), shifted), dtype)
+    if op == "<<":
+        return Value(bld.shl(x.ir, y.ir), dtype)
+    return Value((bld.ashr if arithmetic else bld.lshr)(x.ir, y.ir), dtype)
 
 
 _PY_BINOPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
@@ -387,13 +498,18 @@ def compare(op: str, a, b) -> Value:
 
 
 def power(a, b) -> Value:
-    """``a ** b``: a compile-time non-negative integer exponent unrolls to multiplications;
-    otherwise both are converted to float and ``exp2(b * log2(a))`` is used."""
+    """``a ** b``: a compile-time non-negative integer exponent becomes multiplications (square
+    and multiply: about ``2 * log2(b)`` of them); otherwise both are converted to float and
+    ``exp2(b * log2(a))`` is used."""
     if isinstance(b, int) and not isinstance(b, bool) and b >= 0:
         result = None
         base = a
-        for _ in range(b):
-            result = base if result is None else result * base
+        while b:
+            if b & 1:
+                result = base if result is None else result * base
+            b >>= 1
+            if b:
+                base = base * base
         return result if result is not None else as_value(1, a.dtype if isinstance(a, Value) else None)
     x, y, dtype = unify(a, b)
     if not dtype.is_float:

@@ -23,13 +23,14 @@ import inspect
 import os
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 
 from tsjit import env
 from tsjit.abi import LaunchRequirements
 from tsjit.backend import assemble as assembler
 from tsjit.backend import nvptx
-from tsjit.backend.targets import DEFAULT_TARGET, get_target, target_for_capability
+from tsjit.backend.targets import DEFAULT_TARGET, environment_target, get_target, target_for_capability
 from tsjit.errors import CompilationError, LaunchError, TsjitError
 from tsjit.frontend.dependencies import unchanged as dependencies_unchanged
 from tsjit.frontend.lowering import compile_to_llvm
@@ -78,7 +79,7 @@ class CompiledKernel:
         return self._function
 
 
-_OPTION_NAMES = ("max_threads", "min_blocks", "max_registers")
+_OPTION_NAMES = ("max_threads", "min_blocks", "max_registers", "unroll_limit")
 
 
 class Kernel:
@@ -297,7 +298,7 @@ class Kernel:
         """Compile for ``args`` (device arrays, numpy arrays or ``tsjit.spec`` stand-ins) without launching."""
         values = self._bind(args, kwargs)
         specs, _ = self._specialize(values, for_compile=True)
-        return self._get_compiled(specs, target or env.target() or DEFAULT_TARGET)
+        return self._get_compiled(specs, target or environment_target() or DEFAULT_TARGET)
 
 
 def _check_configuration(compiled: CompiledKernel, grid, block, smem, cluster, check_launch: bool):
@@ -349,7 +350,7 @@ _LEGACY = 0  # CUstream handle of the legacy default stream
 def _launch_target() -> str:
     global _device_target
     if _device_target is None:
-        override = env.target()
+        override = environment_target()
         if override:
             _device_target = override
         else:
@@ -362,20 +363,30 @@ def _dump(compiled: CompiledKernel) -> None:
     directory = env.dump_dir()
     if not directory:
         return
-    os.makedirs(directory, exist_ok=True)
-    stem = os.path.join(directory, f"{compiled.name}-{compiled.metadata['key'][:12]}")
-    for suffix, data in ((".ll", compiled.llir), (".ptx", compiled.ptx)):
-        with open(stem + suffix, "w") as fh:
-            fh.write(data)
-    with open(stem + ".cubin", "wb") as fh:
-        fh.write(compiled.cubin)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        stem = os.path.join(directory, f"{compiled.name}-{compiled.metadata['key'][:12]}")
+        for suffix, data in ((".ll", compiled.llir), (".ptx", compiled.ptx)):
+            with open(stem + suffix, "w") as fh:
+                fh.write(data)
+        with open(stem + ".cubin", "wb") as fh:
+            fh.write(compiled.cubin)
+    except OSError as exc:  # dumping is a debugging aid: it never fails a compile
+        if directory not in _dump_warned:
+            _dump_warned.add(directory)
+            warnings.warn(f"TSJIT_DUMP_DIR={directory!r} cannot be written ({exc.strerror or exc}); kernels "
+                          f"compile without dumps. Point it at a writable directory.", RuntimeWarning, stacklevel=2)
+
+
+_dump_warned: set = set()
 
 
 def kernel(fn=None, **options):
     """Decorator making ``fn`` a GPU kernel (``__global__``).
 
     Options: ``max_threads`` (``.maxntid``), ``min_blocks`` (``.minnctapersm``), ``max_registers``
-    (``.maxnreg``): PTX ISA §11.4 performance-tuning directives.
+    (``.maxnreg``): PTX ISA §11.4 performance-tuning directives; ``unroll_limit``: the most iterations
+    of one compile-time loop (default ``TSJIT_UNROLL_LIMIT`` or 4096, see :mod:`tsjit.frontend.guards`).
     """
     if fn is None:
         return lambda f: Kernel(f, **options)
