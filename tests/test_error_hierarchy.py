@@ -116,3 +116,25 @@ def test_task_without_get_domain_override_is_t2():
     with pytest.raises(VerificationError) as err:
         task.get_domain((0, 0))
     assert err.value.check == "T2"
+
+
+def test_task_manager_options_are_typed_with_one_set_of_defaults():
+    import dataclasses
+    import inspect
+
+    from tsjit.errors import UsageTypeError, UsageValueError
+    from tsjit.ts import TaskManager, TaskManagerOptions
+    defaults = TaskManagerOptions()
+    signature = inspect.signature(TaskManager)
+    for field in dataclasses.fields(TaskManagerOptions):
+        assert signature.parameters[field.name].default == getattr(defaults, field.name)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        defaults.max_states = 1
+    with pytest.raises(UsageTypeError, match="did you mean skip_validation"):
+        TaskManager([], {}, skip_validaton=True)
+    with pytest.raises(UsageValueError, match="max_states must be an int >= 1, got 0"):
+        TaskManager([], {}, max_states=0)
+    with pytest.warns(UserWarning, match="G0"):  # no tasks: demoted by skip_validation
+        manager = TaskManager([], {}, options=TaskManagerOptions(verbose=False, skip_validation=True),
+                              max_states=7)
+    assert manager.options.max_states == 7 and not manager.verbose and manager.skip_validation

@@ -11,7 +11,7 @@ it (``tsjit/ts/lowering.py``).  The data model the lowering walks is documented 
 Modules: ``enums``, ``resources``, ``work`` (work decorators, ``WorkSpec``,
 ``resolve_work``), ``schedule`` (captured tree), ``capture`` (``@schedule``,
 ``domain_loop``, guards, ``work_tile_loop``), ``proxy``, ``raw_schedule``, ``task``,
-``task_manager``, ``simulate``, ``printout``, ``diagnostics``, ``pipeline``
+``task_manager``, ``options`` (``TaskManagerOptions``), ``simulate``, ``printout``, ``diagnostics``, ``pipeline``
 (``PipelineConfig``), ``memory`` (SMEM/TMEM allocators), ``work_queue`` (persistent
 scheduling), ``pdl`` (programmatic dependent launch), ``verify/``.
 """
@@ -25,6 +25,7 @@ from tsjit.ts.resources import MemoryResource, StageInfo, TaskLocalVariable
 from tsjit.ts.schedule import (DataFlowToken, DomainLoop, Guard, GuardBlock, Route, Schedule,
                                SkipPredicate, Step, WorkTileLoop)
 from tsjit.ts.task import Task
+from tsjit.ts.options import TaskManagerOptions
 from tsjit.ts.task_manager import TaskManager
 from tsjit.ts.work import (WorkLabelError, WorkSpec, consumer_work, producer_work,
                            resolve_work, work_methods)
@@ -35,7 +36,7 @@ __all__ = [
     "schedule", "ScheduleFunction", "domain_loop", "when_true", "when_false",
     "work_tile_loop", "DomainLoopHandle", "WorkTileLoopHandle", "schedule_from_entries",
     "Schedule", "Step", "DomainLoop", "GuardBlock", "WorkTileLoop", "Guard", "SkipPredicate",
-    "DataFlowToken", "Route", "Task", "TaskManager", "ScheduleStage", "ScheduleStageType",
+    "DataFlowToken", "Route", "Task", "TaskManager", "TaskManagerOptions", "ScheduleStage", "ScheduleStageType",
     "LoopGuard", "BlockCondition", "WorkRole", "ScheduleWarning", "VerificationWarning",
     "PipelineConfig", "PipelineType", "SignalingThreads", "CooperativeGroup", "Agent", "PipelineOp",
     "SmemAllocation", "SmemAllocator", "TmemAllocation", "TmemAllocator",

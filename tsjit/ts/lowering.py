@@ -33,6 +33,7 @@ from tsjit.lang import dtypes as dt
 from tsjit.lang.values import Value, as_value, cast_to, compare, constant
 from tsjit.lang import sync
 from tsjit.ts import lower_pipeline
+from tsjit.ts.diagnostics import VerificationWarning
 from tsjit.ts.enums import BlockCondition, ScheduleStage
 from tsjit.ts.resources import StageInfo
 from tsjit.ts.schedule import DomainLoop, GuardBlock, Step, WorkTileLoop
@@ -297,8 +298,8 @@ def _check_shared_memory(manager, gen_km) -> None:
         message = (f"the kernel's shared memory ({used} B: buffers {used - barrier_bytes} B + barriers "
                    f"{barrier_bytes} B) exceeds the capacity of {capacity} B; use fewer stages, smaller tiles, or "
                    f"alias buffers that are not live at the same time")
-        if manager.options.get("skip_validation"):
-            warnings.warn(message)
+        if manager.options.skip_validation:  # demoted like every other check (TaskManager._fail)
+            warnings.warn(f"[M1] {message}", VerificationWarning, stacklevel=2)
         else:
             raise VerificationError(message, check="M1")
 

@@ -12,7 +12,7 @@ Data model (what ``tsjit/ts/lowering.py`` walks)
     ``.variables`` (every TaskLocalVariable any task touches), ``.total_warps`` (CTA warp
     count = max task ``warp_end``), ``.default_registers_per_thread``,
     ``.register_request(task)`` -> ``(kind, n)`` with kind ``"inc"``/``"dec"``/None for
-    ``setmaxnreg``, ``.options`` (the keyword options), ``.smem_allocator`` (the laid-out
+    ``setmaxnreg``, ``.options`` (a :class:`~tsjit.ts.options.TaskManagerOptions`), ``.smem_allocator`` (the laid-out
     :class:`~tsjit.ts.memory.SmemAllocator`: ``total_bytes`` of the dynamic block,
     ``barrier_offset(resource)`` of each pipelined resource's full[0], empty[0] at
     ``+ 8 * num_stages``; data allocations carry ``.offset``).

@@ -38,6 +38,7 @@ non-empty graph.
 """
 from __future__ import annotations
 
+import inspect
 import warnings
 from typing import Any, Callable
 
@@ -47,6 +48,7 @@ import dataclasses
 from tsjit.ts.diagnostics import VerificationWarning
 from tsjit.ts.enums import ScheduleStage
 from tsjit.ts.memory import SMEM_CAPACITY_BYTES, SmemAllocator
+from tsjit.ts.options import TaskManagerOptions
 from tsjit.ts.render import render
 from tsjit.ts.printout import format_register_report, format_schedule_table
 from tsjit.ts.resources import MemoryResource
@@ -119,25 +121,14 @@ class TaskManager:
     Args:
         tasks: the Tasks, in the order their warp branches are emitted.
         resource_dependency_graph: ``{downstream: [upstream, ...]}``.
-        skip_validation: demote every verification error to a ``VerificationWarning``.
-        verbose: print the schedule table, register report and warnings.
-        exhaustive_deadlock_race_check, max_states: run the exhaustive interleaving
-            checker (check X, :mod:`tsjit.ts.verify.exhaustive`) last, exploring at most
-            ``max_states`` states (reaching the cap warns that nothing is proven); its
-            result is ``manager.exhaustive_result``.
-        max_simulated_iterations: cap of the simulated trip count of static domains
-            (None: the full count); ``dynamic_trip_count``: trips simulated for run-time
-            domains.
-        smem_allocator: an :class:`~tsjit.ts.memory.SmemAllocator` (None: the manager
-            builds one from every resource); exposed as ``manager.smem_allocator``.
-        smem_capacity_bytes: the M1 limit (None: the allocator's ``capacity_bytes``,
-            232448 B by default).
-        tmem_allocator, tmem_capacity_columns: the TMEM allocator and the M2 limit.
-        dma_consumer_release_labels: ``{(upstream, downstream): {labels}}``: which
-            downstream producer-work labels count for D1 (resources or their names).
-        assume_pdl_wait_completed: turn the PDL checks off (the kernel waits for the
-            previous grid outside the schedules).
-        ``tmem_ptr_i32`` is stored in ``options`` for the lowering.
+        options: a :class:`~tsjit.ts.options.TaskManagerOptions` (default: all defaults).
+        **keywords: any field of TaskManagerOptions (``skip_validation``, ``verbose``,
+            ``max_states``, ``smem_allocator``, ...), overriding ``options``; the result is
+            ``manager.options``.
+
+    Raises:
+        UsageTypeError / UsageValueError: an argument or option of the wrong type or value.
+        VerificationError: a check failed (unless ``skip_validation``).
     """
 
     #: the checks run by print_and_verify, in order; later issues extend this tuple.
@@ -145,14 +136,8 @@ class TaskManager:
     #: the lock-step walker with pipeline credits (check C0).
     simulator_class: type = PipelineSimulator
 
-    def __init__(self, tasks, resource_dependency_graph, *, skip_validation: bool = False,
-                 verbose: bool = True, exhaustive_deadlock_race_check: bool = True,
-                 max_states: int = 100_000, smem_allocator: Any = None,
-                 tmem_allocator: Any = None, tmem_ptr_i32: Any = None,
-                 smem_capacity_bytes: int | None = None, tmem_capacity_columns: int = 512,
-                 dma_consumer_release_labels: Any = None,
-                 assume_pdl_wait_completed: bool = False,
-                 max_simulated_iterations: int | None = 4, dynamic_trip_count: int = 2):
+    def __init__(self, tasks, resource_dependency_graph, *, options: TaskManagerOptions | None = None,
+                 **keywords):
         if isinstance(tasks, Task):
             raise UsageTypeError("tasks must be a list of Task; wrap the single task: tasks=[task]")
         try:
@@ -163,18 +148,7 @@ class TaskManager:
             if not isinstance(task, Task):
                 raise UsageTypeError(f"tasks[{i}] is a {type(task).__name__}, not a Task")
         self.resource_dependency_graph = _normalise_graph(resource_dependency_graph)
-        self.skip_validation = bool(skip_validation)
-        self.verbose = bool(verbose)
-        self.options = dict(
-            exhaustive_deadlock_race_check=exhaustive_deadlock_race_check,
-            max_states=max_states, smem_allocator=smem_allocator,
-            tmem_allocator=tmem_allocator, tmem_ptr_i32=tmem_ptr_i32,
-            smem_capacity_bytes=smem_capacity_bytes,
-            tmem_capacity_columns=tmem_capacity_columns,
-            dma_consumer_release_labels=dma_consumer_release_labels,
-            assume_pdl_wait_completed=assume_pdl_wait_completed,
-            max_simulated_iterations=max_simulated_iterations,
-            dynamic_trip_count=dynamic_trip_count)
+        self.options: TaskManagerOptions = TaskManagerOptions.from_keywords(options, **keywords)
         self.findings: list[Finding] = []
         self.notes: list[str] = []
         self.simulation = None
@@ -182,8 +156,18 @@ class TaskManager:
         self._check_inputs()
         self._derive_pipeline_metadata()
         self.smem_allocator: SmemAllocator | None = None
-        self._layout_smem(smem_allocator)
+        self._layout_smem(self.options.smem_allocator)
         self.print_and_verify()
+
+    @property
+    def skip_validation(self) -> bool:
+        """``options.skip_validation``: verification errors are warnings."""
+        return self.options.skip_validation
+
+    @property
+    def verbose(self) -> bool:
+        """``options.verbose``: print the tables and reports."""
+        return self.options.verbose
 
     # -- derived data ------------------------------------------------------------------
     @property
@@ -222,7 +206,7 @@ class TaskManager:
     @property
     def smem_capacity_bytes(self) -> int:
         """The M1 limit: the ``smem_capacity_bytes`` option, else the allocator's capacity."""
-        given = self.options["smem_capacity_bytes"]
+        given = self.options.smem_capacity_bytes
         if given is not None:
             return given
         return self.smem_allocator.capacity_bytes if self.smem_allocator is not None \
@@ -250,7 +234,7 @@ class TaskManager:
     def _layout_smem(self, allocator: Any) -> None:
         """Build or complete the shared-memory allocator and compute its layout."""
         if allocator is None:
-            capacity = self.options["smem_capacity_bytes"] or SMEM_CAPACITY_BYTES
+            capacity = self.options.smem_capacity_bytes or SMEM_CAPACITY_BYTES
             allocator = SmemAllocator(capacity)
             for resource in self.resources:
                 allocator.add_resource(resource)
@@ -316,7 +300,7 @@ class TaskManager:
         if not self.tasks:
             return
         simulator = self.simulator_class(
-            self, self.options["max_simulated_iterations"], self.options["dynamic_trip_count"])
+            self, self.options.max_simulated_iterations, self.options.dynamic_trip_count)
         self.simulation = simulator.run()
         self.simulator = simulator
         if self.verbose:
@@ -338,9 +322,9 @@ class TaskManager:
                 lines.append(f"  Likely cause, found by check {check}: " + messages[0].replace("\n", "\n  "))
             lines.append(f"  All {blocked_count} remaining task(s) are blocked: deadlock in the "
                          f"lock-step walk of Head + Loop x N + Tail.  Note: run-time domains "
-                         f"are simulated with {self.options['dynamic_trip_count']} iterations "
+                         f"are simulated with {self.options.dynamic_trip_count} iterations "
                          f"and static ones with at most "
-                         f"{self.options['max_simulated_iterations']}; the deadlock may be a "
+                         f"{self.options.max_simulated_iterations}; the deadlock may be a "
                          f"false positive there.\n  Reorder the blocked operations (a task must "
                          f"not wait for a commit that depends on its own later steps), add "
                          f"stages, or add the missing commit/release.")
@@ -372,8 +356,8 @@ class TaskManager:
         """The schedule table (inventory §4 item 1) as a string."""
         if self.simulation is None:
             self.simulation = self.simulator_class(
-                self, self.options["max_simulated_iterations"],
-                self.options["dynamic_trip_count"]).run()
+                self, self.options.max_simulated_iterations,
+                self.options.dynamic_trip_count).run()
         return format_schedule_table(self.tasks, self.simulation.rows, self.simulation.blocked)
 
     def register_report(self) -> str:
@@ -406,3 +390,9 @@ class TaskManager:
 
     def __repr__(self) -> str:
         return f"<TaskManager {', '.join(t.label for t in self.tasks)}>"
+
+
+# help(TaskManager) and IDEs show every option with its default, taken from TaskManagerOptions.
+TaskManager.__init__.__signature__ = inspect.signature(TaskManager.__init__).replace(
+    parameters=[p for p in inspect.signature(TaskManager.__init__).parameters.values()
+                if p.kind is not inspect.Parameter.VAR_KEYWORD] + TaskManagerOptions.keyword_parameters())

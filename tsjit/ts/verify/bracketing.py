@@ -76,7 +76,7 @@ def check_bracketing(manager) -> list[Finding]:
     """B1: works inside their open/close brackets (see the module docstring)."""
     out: list[Finding] = []
     for task in manager.tasks:
-        entries = executed_steps(task, dynamic_trip_count=manager.options.get("dynamic_trip_count", 2))
+        entries = executed_steps(task, dynamic_trip_count=manager.options.dynamic_trip_count)
         resources = [r for r in task.resources if is_pipelined(r)]
         for resource in resources:
             config = pipeline_config(resource)
@@ -178,7 +178,7 @@ def check_try_ops(manager) -> list[Finding]:
 
 
 def _label_filter(manager, up, down) -> set | None:
-    table = manager.options.get("dma_consumer_release_labels") or {}
+    table = manager.options.dma_consumer_release_labels or {}
     for key, labels in table.items():
         if isinstance(key, tuple) and len(key) == 2:
             a, b = key

@@ -26,11 +26,11 @@ def check_smem_capacity(manager) -> list[Finding]:
 
 
 def check_tmem_capacity(manager) -> list[Finding]:
-    allocator = manager.options.get("tmem_allocator")
+    allocator = manager.options.tmem_allocator
     if allocator is None or not hasattr(allocator, "check_capacity"):
         return []
     try:
-        allocator.check_capacity(manager.options.get("tmem_capacity_columns"))
+        allocator.check_capacity(manager.options.tmem_capacity_columns)
     except VerificationError as exc:
         return [error("M2", str(exc).removeprefix("[M2] "))]
     return []

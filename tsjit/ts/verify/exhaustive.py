@@ -200,14 +200,13 @@ def check_all_interleavings(tasks, resource_dependency_graph=None, *, smem_alloc
 def check_interleavings(manager) -> list[Finding]:
     """Check X for :class:`~tsjit.ts.task_manager.TaskManager` (see the module docstring)."""
     options = manager.options
-    if not options.get("exhaustive_deadlock_race_check", True):
+    if not options.exhaustive_deadlock_race_check:
         return []
-    allocator = getattr(manager, "smem_allocator", None) or options.get("smem_allocator")
+    allocator = getattr(manager, "smem_allocator", None) or options.smem_allocator
     result = check_all_interleavings(
         manager.tasks, manager.resource_dependency_graph, smem_allocator=allocator,
-        max_states=options.get("max_states", 100_000),
-        dynamic_trip_count=options.get("dynamic_trip_count", 2),
-        assume_pdl_wait_completed=options.get("assume_pdl_wait_completed", False))
+        max_states=options.max_states, dynamic_trip_count=options.dynamic_trip_count,
+        assume_pdl_wait_completed=options.assume_pdl_wait_completed)
     manager.exhaustive_result = result
     if manager.verbose:
         print(result.format())

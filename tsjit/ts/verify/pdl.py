@@ -19,7 +19,7 @@ WAIT_LABEL = "wait_griddep"
 
 def check_pdl_wait_order(manager) -> list[Finding]:
     """PDL1 (see the module docstring)."""
-    if manager.options.get("assume_pdl_wait_completed"):
+    if manager.options.assume_pdl_wait_completed:
         return []
     out: list[Finding] = []
     for dep, ups in manager.resource_dependency_graph.items():
