@@ -92,6 +92,35 @@ def test_tile_smaller_than_the_box_is_refused():
         compile_load(tile=127)
 
 
+@tsjit.kernel
+def store_with(dst_map, COORDS: tsjit.Constexpr[tuple], TILE: tsjit.Constexpr[int]):
+    tile = tsjit.shared_array(dst_map.dtype, TILE, align=1024)
+    tsjit.tma_store(dst_map, tile, COORDS)
+
+
+def compile_store(coords, dtype=tsjit.Float32, box=(8, 16)):
+    return tsjit.compile(store_with, tsjit.tensormap_spec(dtype, box), COORDS=coords, TILE=128, target="sm_90a")
+
+
+def test_a_store_may_start_anywhere_inside_the_array_on_a_16_byte_boundary():
+    assert compile_store((0, 0)).cubin and compile_store((7, 4)).cubin and compile_store((3, 8), tsjit.Float16).cubin
+
+
+@pytest.mark.parametrize("coords,axis", [((-1, 0), 0), ((0, -4), 1)])
+def test_a_store_box_that_starts_before_the_array_is_refused(coords, axis):
+    # H200: a negative store coordinate is CUDA_ERROR_ILLEGAL_INSTRUCTION (UTMASTG), see tma_store
+    with pytest.raises(tsjit.CompilationError, match=rf"coordinate {axis} is -\d+; a TMA store's box must start inside"):
+        compile_store(coords)
+
+
+def test_a_store_whose_innermost_start_is_not_16_byte_aligned_is_refused():
+    with pytest.raises(tsjit.CompilationError, match=r"innermost coordinate 6 starts 24 bytes.*multiple of 16 bytes "
+                                                     r"\(4 elements\): use 4 or 8"):
+        compile_store((0, 6))
+    with pytest.raises(tsjit.CompilationError, match=r"\(8 elements\): use 0 or 8"):
+        compile_store((0, 3), tsjit.Float16)
+
+
 def test_expect_tx_bytes_count_the_traversed_box():
     handle_spec = tsjit.tensormap_spec(tsjit.Float32, (8, 16), element_strides=(3, 1))
     handle = TensorMapHandle(None, handle_spec)

@@ -22,6 +22,8 @@ Sources: PTX ISA 8.6 §9.7.9.25 "cp.async.bulk.tensor", §9.7.9.27 commit/wait_g
 """
 from __future__ import annotations
 
+import math
+
 from llvmlite import ir
 
 from tsjit.backend import emit
@@ -154,24 +156,56 @@ def tma_load(tmap, dst, barrier, coords, *, multicast_mask=None) -> None:
     km.intrinsic(f"llvm.nvvm.cp.async.bulk.tensor.g2s.tile.{t.rank}d", args)
 
 
+STORE_START_ALIGN = 16   # bytes: the innermost start of a TMA store (measured, see tma_store)
+
+
+def _check_store_start(tmap: TensorMapHandle, coords) -> None:
+    """Refuse compile-time store coordinates that the hardware faults on (see :func:`tma_store`)."""
+    coords = tuple(coords) if isinstance(coords, (tuple, list)) else (coords,)
+    for axis, c in enumerate(coords):
+        if not isinstance(c, int) or isinstance(c, bool):
+            continue
+        if c < 0:
+            raise CompilationError(f"tsjit.tma_store: coordinate {axis} is {c}; a TMA store's box must start inside "
+                                   f"the array (coordinates >= 0; only its end may run past the array). Store "
+                                   f"the part of the tile that lies inside, or shift the box")
+        inner_bytes = c * tmap.dtype.itemsize
+        if axis == len(coords) - 1 and inner_bytes % STORE_START_ALIGN:
+            step = STORE_START_ALIGN // math.gcd(STORE_START_ALIGN, tmap.dtype.itemsize)
+            raise CompilationError(f"tsjit.tma_store: the innermost coordinate {c} starts {inner_bytes} bytes into a "
+                                   f"row of {tmap.dtype.name}; a TMA store's innermost start must be a multiple of "
+                                   f"{STORE_START_ALIGN} bytes ({step} elements): use {c - c % step} or {c - c % step + step}")
+
+
 def tma_store(tmap, src, coords) -> None:
     """Copy shared-memory tile ``src`` to the box at ``coords`` of ``tmap`` (bulk-group completion).
 
-    Elements of the box outside the array are not written.  Threads that wrote ``src`` must execute
-    :func:`tsjit.fence_proxy_async` and synchronize first.
+    Elements of the box past the array's end are not written.  Threads that wrote ``src`` must
+    execute :func:`tsjit.fence_proxy_async` and synchronize first.
+
+    Unlike a load, a store's box must start inside the array: every coordinate >= 0, and the
+    innermost coordinate times the element size a multiple of 16 bytes.  Measured on the H200
+    (driver 580, 2026-12-01): a negative coordinate or a misaligned innermost start raises
+    ``CUDA_ERROR_ILLEGAL_INSTRUCTION`` (``UTMASTG``), also when the box is otherwise in bounds;
+    a box that runs past the end is clipped.  Compile-time coordinates are checked here;
+    run-time ones are the caller's responsibility.
 
     Args:
         tmap: a TensorMap kernel argument of rank 1..5.
         src: 128-byte aligned shared-memory tile (Tensor or Pointer) holding the packed box.
-        coords: element coordinates of the box's first element, outermost first (Int32).
+        coords: element coordinates of the box's first element, outermost first (Int32), each
+            >= 0; the innermost one a multiple of ``16 // itemsize`` elements.
 
     Raises:
-        CompilationError: as for :func:`tma_load`.
+        CompilationError: as for :func:`tma_load`; or a compile-time coordinate is negative, or
+            the innermost one is not 16-byte aligned.
 
-    Source: PTX ISA 8.0+, "cp.async.bulk.tensor" (``.global.shared::cta.tile.bulk_group``).
+    Source: PTX ISA 8.0+, "cp.async.bulk.tensor" (``.global.shared::cta.tile.bulk_group``);
+    the start rule from the H200 measurement above.
     """
     t = _tmap(tmap, "tma_store")
     s = _smem_address(src, t, "tma_store")
+    _check_store_start(t, coords)
     args = [s.ir, t.ir, *_coords(t, coords, "tma_store"), ir.Constant(emit.I64, 0), ir.Constant(emit.I1, 0)]
     emit.current().intrinsic(f"llvm.nvvm.cp.async.bulk.tensor.s2g.tile.{t.rank}d", args)
 
