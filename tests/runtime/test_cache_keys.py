@@ -220,3 +220,32 @@ def test_digest_of_a_function_follows_what_it_reaches(tmp_path, monkeypatch):
     monkeypatch.setattr(helper_b, "g", lambda v: v + 1)
     after_callee = dependencies.value_digest(helper_a.f)
     assert len({before, after_constant, after_callee}) == 3
+
+
+def test_tsjit_source_digest_is_memoized_by_file_signature(tmp_path, monkeypatch):
+    from tsjit.runtime import specialize
+    from tsjit.runtime.cache import KernelCache
+    monkeypatch.setenv("TSJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(specialize, "_version_digest", None)
+    real = specialize.tsjit_version_digest()
+    memo = KernelCache().read_memo("source")
+    assert memo["digest"] == real
+    KernelCache().write_memo("source", {"signature": memo["signature"], "digest": "f" * 64})
+    monkeypatch.setattr(specialize, "_version_digest", None)
+    assert specialize.tsjit_version_digest() == "f" * 64  # same files, same stat: the memo is used
+    KernelCache().write_memo("source", {"signature": "0" * 64, "digest": "f" * 64})
+    monkeypatch.setattr(specialize, "_version_digest", None)
+    assert specialize.tsjit_version_digest() == real  # another signature: recomputed from the sources
+    assert KernelCache().clear() == 1 and os.listdir(tmp_path) == []
+
+
+def test_assembler_version_from_wheel_metadata_matches_the_loaded_library(monkeypatch):
+    from tsjit.backend import assemble
+    monkeypatch.delenv("TSJIT_ASSEMBLER", raising=False)
+    wheel = assemble._wheel_nvjitlink()
+    if wheel is None:
+        pytest.skip("no nvidia-nvjitlink wheel installed")
+    version, text = assemble._nvjitlink()  # loads the library
+    if version is None or version < assemble._NVJITLINK_FIXED:
+        pytest.skip(f"nvJitLink unusable here: {text}")
+    assert assemble.assembler_version() == text == wheel[1]

@@ -110,6 +110,6 @@ def test_four_processes_compiling_at_once_leave_one_valid_entry(dirs):
         assert p.returncode == 0, err
         results.append(json.loads(out.strip().splitlines()[-1]))
     assert len({r["key"] for r in results}) == 1
-    files = [f for _, _, fs in os.walk(cache) for f in fs]
+    files = [f for _, _, fs in os.walk(cache) for f in fs if not f.startswith("tsjit-memo-")]
     assert len([f for f in files if not f.endswith(".tmp")]) == 1 and not [f for f in files if f.endswith(".tmp")]
     assert _compile_in_new_process(src, cache)["from_cache"] is True

@@ -30,6 +30,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -114,6 +115,31 @@ def _nvjitlink() -> tuple[tuple[int, int] | None, str]:
         except Exception:
             pass
     return (int(major), int(minor)), text
+
+
+@functools.cache
+def _wheel_nvjitlink() -> tuple[tuple[int, int], str] | None:
+    """((major, minor), ``"nvJitLink 13.5.37"``) of the ``nvidia-nvjitlink`` wheel on ``sys.path``,
+    read from its ``*.dist-info`` directory name and ``RECORD`` (the library file it installed must
+    exist: that is the file cuda.pathfinder loads first); ``None`` without such a wheel."""
+    for site in sys.path:
+        try:
+            names = os.listdir(site or ".")
+        except OSError:
+            continue
+        for name in names:
+            match = re.match(r"^nvidia_nvjitlink(?:_cu\d+)?-(\d+)\.(\d+)\.([\w.]+)\.dist-info$", name)
+            if not match:
+                continue
+            try:
+                with open(os.path.join(site, name, "RECORD")) as fh:
+                    files = [line.split(",", 1)[0] for line in fh]
+            except OSError:
+                continue
+            if any("nvJitLink" in f and os.path.isfile(os.path.join(site, f)) for f in files):
+                major, minor, rest = match.groups()
+                return (int(major), int(minor)), f"nvJitLink {major}.{minor}.{rest}"
+    return None
 
 
 @functools.cache
@@ -203,8 +229,15 @@ def assembler_version(tool: str | None = None) -> str:
     """Version text of the assembler :func:`select_tool` picks (for cache keys).
 
     Cheap: tool discovery runs once per process (``"nvJitLink 13.5.37"``,
-    ``"ptxas 13.0.88"``).
+    ``"ptxas 13.0.88"``).  When the nvJitLink pip wheel is installed (and ``auto`` would pick it),
+    its version comes from the wheel's metadata without loading the library, so a disk-cache hit
+    never pays for the dlopen (:func:`_wheel_nvjitlink`).
     """
+    setting = tool.strip().lower() if tool else assembler_setting()
+    if setting in ("auto", "nvjitlink"):
+        wheel = _wheel_nvjitlink()
+        if wheel is not None and (setting == "nvjitlink" or wheel[0] >= _NVJITLINK_FIXED):
+            return wheel[1]
     chosen = select_tool(tool)
     return _nvjitlink()[1] if chosen == "nvjitlink" else _ptxas()[1]
 

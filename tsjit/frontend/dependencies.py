@@ -503,6 +503,12 @@ class RecordingMixin:
             CompilationError: ``value`` cannot be digested (says why and what to pass instead).
         """
         frame = self.frame
+        if path:
+            root = frame.parsed.closure.get(name, frame.parsed.globals.get(name, getattr(builtins, name, None)))
+            if isinstance(root, types.ModuleType) and _is_tsjit_module(root.__name__):
+                # `tsjit.thread_idx`: the chain stays inside tsjit, which its version digest covers; record
+                # the root's binding only, which a re-check resolves without importing tsjit submodules.
+                value, path = root, ()
         if name in frame.parsed.closure:
             if not frame.is_kernel:
                 return  # covered by the digest of the function that owns the closure

@@ -17,6 +17,7 @@ import linecache
 import os
 import sys
 import textwrap
+import types
 from dataclasses import dataclass, field
 
 from tsjit.errors import CompilationError, SourceLocation
@@ -135,13 +136,33 @@ def source_text(obj) -> str | None:
     if inspect.isclass(obj):
         return _class_source(obj)
     code = getattr(obj, "__code__", None)
-    if code is None:
+    if not isinstance(code, types.CodeType):
         return None
-    try:
-        lines, _ = inspect.getsourcelines(obj)
-    except (OSError, TypeError, IndexError):
+    lines = linecache.getlines(code.co_filename)
+    if not lines:
         return None
-    return "".join(lines)
+    # From the first line (the first decorator's) to the last line any instruction of it, or of the
+    # code nested in it, spans: the text that defines what it does, read without tokenizing.
+    last = _last_line(code)
+    first = code.co_firstlineno
+    if first < 1 or last > len(lines):
+        return None
+    return "".join(lines[first - 1:last])
+
+
+def _last_line(code: types.CodeType) -> int:
+    last = code.co_firstlineno
+    if hasattr(code, "co_positions"):  # Python >= 3.11: (line, end line, column, end column)
+        ends = (end for _, end, _, _ in code.co_positions())
+    else:
+        ends = (line for _, _, line in code.co_lines())
+    for end_line in ends:
+        if end_line is not None and end_line > last:
+            last = end_line
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            last = max(last, _last_line(const))
+    return last
 
 
 def _class_source(cls) -> str | None:

@@ -27,7 +27,8 @@ a regular file (a directory, FIFO, socket or device someone put there) is skippe
 with ``O_NONBLOCK`` and checked with ``fstat`` before a byte is read, and never replaced or deleted.
 ``clear``/``info`` touch only files tsjit wrote: ``<hex key>.tsjitc`` regular files that start
 with the magic, and this module's own temporary files (``.<hex key>.<random>.tmp``) once they are
-older than :data:`STALE_TEMP_SECONDS` (a younger one may belong to a writer still at work).
+older than :data:`STALE_TEMP_SECONDS` (a younger one may belong to a writer still at work);
+``clear`` also deletes the small memo files (``tsjit-memo-<name>.json``, :meth:`KernelCache.read_memo`).
 
 The in-memory layer (key -> loaded kernel) belongs to the Kernel, not to this module.
 """
@@ -55,6 +56,7 @@ _DIGEST_BYTES = 32
 _KEY_PATTERN = re.compile(r"^[0-9a-f]{16,128}$")
 _ENTRY_NAME = re.compile(r"^[0-9a-f]{16,128}" + re.escape(SUFFIX) + "$")
 _TEMP_NAME = re.compile(r"^\.[0-9a-f]{16,128}\.[A-Za-z0-9_]+\.tmp$")
+_MEMO_NAME = re.compile(r"^tsjit-memo-[a-z0-9-]+\.json$")
 STALE_TEMP_SECONDS = 600
 _warned_directories: set[str] = set()
 
@@ -230,6 +232,34 @@ class KernelCache:
                 except OSError:
                     pass
 
+    def read_memo(self, name: str) -> dict | None:
+        """The JSON object last stored by :meth:`write_memo` under ``name``, or ``None`` (absent,
+        unreadable, not a regular file, not JSON, caching disabled)."""
+        if env.disable_cache():
+            return None
+        try:
+            data, _ = _read_regular_file(os.path.join(self.directory, f"tsjit-memo-{name}.json"))
+            document = json.loads(data.decode()) if data is not None else None
+        except (OSError, ValueError):
+            return None
+        return document if isinstance(document, dict) else None
+
+    def write_memo(self, name: str, document: dict) -> None:
+        """Store a small JSON object under ``name`` (``[a-z0-9-]+``) atomically; failures are ignored
+        (a memo only saves work)."""
+        path = os.path.join(self.directory, f"tsjit-memo-{name}.json")
+        if env.disable_cache() or self._write_disabled or not _MEMO_NAME.match(os.path.basename(path)) \
+                or not _absent_or_regular(path):
+            return
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            fd, temp_path = tempfile.mkstemp(dir=self.directory, prefix=".tsjit-memo-", suffix=".part")
+            with os.fdopen(fd, "w") as handle:
+                json.dump(document, handle)
+            os.replace(temp_path, path)
+        except (OSError, TypeError, ValueError):
+            pass
+
     def info(self) -> dict:
         """``{"directory", "entries", "total_bytes", "enabled"}`` over tsjit's entries only (see the
         module docstring); a missing directory has 0 entries."""
@@ -263,12 +293,16 @@ class KernelCache:
         now = time.time()
         for name in names:
             is_entry = bool(_ENTRY_NAME.match(name))
-            if not is_entry and (entries_only or not _TEMP_NAME.match(name)):
+            is_memo = not is_entry and bool(_MEMO_NAME.match(name))
+            if not is_entry and (entries_only or not (is_memo or _TEMP_NAME.match(name))):
                 continue
             path = os.path.join(directory, name)
             try:
                 info = os.lstat(path)
                 if not stat.S_ISREG(info.st_mode):
+                    continue
+                if is_memo:
+                    found.append((path, info.st_size))
                     continue
                 if not is_entry and now - info.st_mtime < STALE_TEMP_SECONDS:
                     continue

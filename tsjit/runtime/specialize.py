@@ -27,6 +27,7 @@ from tsjit.lang import dtypes as dt
 from tsjit.lang.constexpr import is_constexpr_annotation
 from tsjit.lang.memory import TensorAnnotation
 from tsjit.runtime.arrays import ArraySpec, DeviceArray, describe_array_argument
+from tsjit.runtime.cache import KernelCache
 
 _INDEX_LIMIT = 2 ** 31
 
@@ -161,19 +162,34 @@ _version_digest: str | None = None
 
 
 def tsjit_version_digest() -> str:
-    """SHA-256 over tsjit's own source files (any change to the compiler invalidates the cache)."""
+    """SHA-256 over tsjit's own source files (any change to the compiler invalidates the cache).
+
+    A fresh process stats the files instead of reading them: the digest is memoized in the cache
+    directory under the files' (path, size, mtime) signature and recomputed when that changes.
+    """
     global _version_digest
     if _version_digest is None:
-        h = hashlib.sha256()
-        for root, dirs, files in sorted(os.walk(_TSJIT_ROOT)):
-            dirs.sort()
-            for f in sorted(files):
-                if f.endswith(".py"):
-                    path = os.path.join(root, f)
-                    h.update(os.path.relpath(path, _TSJIT_ROOT).encode())
-                    with open(path, "rb") as fh:
-                        h.update(fh.read())
-        _version_digest = h.hexdigest()
+        files = []
+        for root, dirs, names in os.walk(_TSJIT_ROOT):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            files.extend(os.path.join(root, f) for f in sorted(names) if f.endswith(".py"))
+        signature = hashlib.sha256()
+        for path in files:
+            info = os.stat(path)
+            signature.update(f"{os.path.relpath(path, _TSJIT_ROOT)}|{info.st_size}|{info.st_mtime_ns}\0".encode())
+        cache = KernelCache()
+        memo = cache.read_memo("source")
+        if memo is not None and memo.get("signature") == signature.hexdigest() and \
+                isinstance(memo.get("digest"), str):
+            _version_digest = memo["digest"]
+        else:
+            h = hashlib.sha256()
+            for path in files:
+                h.update(os.path.relpath(path, _TSJIT_ROOT).encode())
+                with open(path, "rb") as fh:
+                    h.update(fh.read())
+            _version_digest = h.hexdigest()
+            cache.write_memo("source", {"signature": signature.hexdigest(), "digest": _version_digest})
     return _version_digest
 
 
