@@ -17,6 +17,7 @@ threads instead of its 160 waits forever for warps that do not exist.
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import asdict, dataclass, replace
 
 from tsjit.errors import CompilationError, LaunchError
@@ -24,16 +25,20 @@ from tsjit.errors import CompilationError, LaunchError
 __all__ = ["LaunchRequirements", "dims3"]
 
 
-def dims3(value) -> tuple[int, int, int]:
+def dims3(value, field: str = "dimension") -> tuple[int, int, int]:
     """``value`` (an int or a tuple of 1-3 ints) as an ``(x, y, z)`` triple, padded with 1.
 
     Raises:
-        LaunchError: ``value`` is not an int or a tuple/list of 1-3 ints.
+        LaunchError: ``value`` is not an int or a tuple/list of 1-3 ints (names ``field``).
     """
     items = list(value) if isinstance(value, (tuple, list)) else [value]
-    if not 1 <= len(items) <= 3 or not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
-        raise LaunchError(f"a launch dimension must be an int or a tuple of 1-3 ints; got {value!r}")
-    return tuple(items + [1] * (3 - len(items)))
+    try:
+        if not 1 <= len(items) <= 3 or any(isinstance(v, bool) for v in items):
+            raise TypeError
+        dims = [operator.index(v) for v in items]  # ints and integer scalars (numpy.int64)
+    except TypeError:
+        raise LaunchError(f"launch field '{field}' must be an int or a tuple of 1-3 ints; got {value!r}") from None
+    return tuple(dims + [1] * (3 - len(dims)))
 
 
 def _text(dims) -> str:
@@ -105,7 +110,7 @@ class LaunchRequirements:
                 clusters; ``smem_bytes`` below ``min_smem_bytes`` or above the device's or
                 the target's limit.
         """
-        g, b = dims3(grid), dims3(block)
+        g, b = dims3(grid, "grid"), dims3(block, "block")
         count = b[0] * b[1] * b[2]
         who = f"kernel {kernel_name!r}"
         if self.threads is not None and count != self.threads:
@@ -116,7 +121,7 @@ class LaunchRequirements:
         if self.max_threads is not None and count > self.max_threads:
             raise LaunchError(f"{who} was launched with block={_text(b)} ({count} threads per CTA), but it was "
                               f"compiled for at most {self.max_threads} (launch bound max_threads)")
-        c = dims3(cluster) if cluster is not None else None
+        c = dims3(cluster, "cluster") if cluster is not None else None
         if self.cluster is not None and self.cluster != (1, 1, 1) and c != self.cluster:
             given = "no cluster" if c is None else f"cluster={_text(c)}"
             raise LaunchError(f"{who} was launched with {given}, but its program needs cluster="
@@ -151,9 +156,12 @@ class LaunchRequirements:
         if not isinstance(data, dict):
             return cls()
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        if known.get("cluster") is not None:
-            known["cluster"] = tuple(known["cluster"])
-        return cls(**known)
+        try:
+            if known.get("cluster") is not None:
+                known["cluster"] = dims3(known["cluster"])
+            return cls(**known)
+        except (TypeError, LaunchError):  # a malformed record: the entry's checksum makes this unlikely
+            return cls()
 
 
 # -- the hang record of TSJIT_DEBUG=1 builds --------------------------------------------------

@@ -8,6 +8,8 @@
   copy delivers one: the transaction count of ``smem.full[0]`` never reaches zero.
 * ``wrong_block``: the TS TMA copy tutorial (160 threads) launched with 32 threads and
   ``check_launch=False``: the store warps do not exist, so nobody releases a stage.
+* ``named_barrier_short``: a plain kernel of 2 warps where only warp 0 reaches
+  ``named_barrier_sync(1, 64)``.
 
 Run one in its own process (a trap leaves the CUDA context unusable)::
 
@@ -102,10 +104,20 @@ def short_tma_bytes(src_map, dst, num_tiles, tiles_n, BOX_M: tsjit.Constexpr[int
     manager.run()
 
 
+@tsjit.kernel
+def named_barrier_short(out):
+    """Warp 0 waits at named barrier 1 for 64 threads; warp 1 never arrives (64 threads)."""
+    tid = tsjit.thread_idx().x
+    out[tid] = 1.0
+    if tid < 32:
+        tsjit.named_barrier_sync(1, 64)
+    out[tid] = 2.0
+
+
 def kernel_of(case: str):
     """The ``@tsjit.kernel`` that ``case`` launches."""
     kernels = {"missing_commit": missing_commit, "short_tma_bytes": short_tma_bytes,
-               "wrong_block": ts_tma_copy.tma_copy_ts}
+               "wrong_block": ts_tma_copy.tma_copy_ts, "named_barrier_short": named_barrier_short}
     if case not in kernels:
         raise ValueError(f"unknown case {case!r}; known: {sorted(kernels)}")
     return kernels[case]
@@ -117,6 +129,8 @@ def compile_case(case: str, kernel=None, target: str | None = None):
     kernel = kernel or kernel_of(case)
     if case == "missing_commit":
         args = (np.zeros(4096, np.float32), np.zeros(4096, np.float32), 4096, CHUNK)
+    elif case == "named_barrier_short":
+        args = (np.zeros(64, np.float32),)
     else:
         spec = tsjit.tensormap_spec(tsjit.Float32, BOX)
         args = (spec, np.zeros((256, 256), np.float32), 16, 4, *BOX) + ((STAGES,) if case == "wrong_block" else ())
@@ -132,6 +146,9 @@ def _prepare(case: str):
         y = tsjit.empty((n,), tsjit.Float32)
         args = (x, y, n, CHUNK)
         return missing_commit, args, lambda: missing_commit[(1,), (64,)](*args)
+    if case == "named_barrier_short":
+        out = tsjit.empty((64,), tsjit.Float32)
+        return named_barrier_short, (out,), lambda: named_barrier_short[(2,), (64,)](out)
     src = tsjit.to_device(rng.standard_normal((256, 256)).astype(np.float32))
     dst = tsjit.empty((256, 256), tsjit.Float32)
     src_map = tsjit.TensorMap(src, BOX)

@@ -65,6 +65,13 @@ def test_block_too_small_with_the_check_disabled_is_reported():
     assert "task 'store'" not in text  # those warps do not exist in a 32-thread CTA
 
 
+def test_named_barrier_missing_a_warp_is_reported():
+    text = _common(_run("named_barrier_short"), "named_barrier_short")
+    assert "blocked: warp 0 of CTAs (0, 0, 0), (1, 0, 0) at tsjit.named_barrier_sync (stage 1): waits for named " \
+           "barrier[1] to complete the phase of parity 0" in text or \
+           "blocked: warp 0 of CTAs (1, 0, 0), (0, 0, 0) at tsjit.named_barrier_sync (stage 1)" in text
+
+
 def test_budget_follows_the_timeout_variable():
     result = _run("missing_commit", TSJIT_DEBUG_TIMEOUT_MS="300")
     assert result["error"] == "LaunchError" and "300 ms budget" in result["message"]
@@ -85,7 +92,11 @@ def test_debug_build_of_a_correct_program_is_exact():
     code = ("import numpy as np; from tsjit.examples import ts_tma_copy, ts_async;"
             "got, ref = ts_tma_copy.run_tma_copy_ts(1000, 780); np.testing.assert_array_equal(got, ref);"
             "got, ref = ts_async.run_async('pingpong', 1 << 20, 132);"
-            "np.testing.assert_array_equal(got, ref.astype(np.float32)); print('exact')")
+            "np.testing.assert_array_equal(got, ref.astype(np.float32));"
+            "from tsjit.examples import gemm;"  # named barriers in the epilogue, cluster sync with cluster_m=2
+            "errs = [np.linalg.norm(g - r) / np.linalg.norm(r) for g, r in"
+            " (gemm.run_gemm(1000, 1000, 1000, cluster_m=m) for m in (1, 2))];"
+            "assert max(errs) < 1e-2, errs; print('exact')")
     env = dict(os.environ, TSJIT_DEBUG="1", TSJIT_CACHE_DIR=tempfile.mkdtemp(), PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "exact" in done.stdout, done.stderr[-4000:]

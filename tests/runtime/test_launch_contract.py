@@ -49,6 +49,11 @@ def test_block_of_32_threads_for_a_160_thread_program_is_refused(tma_copy):
 def test_block_with_the_right_thread_count_in_two_dimensions_passes(tma_copy):
     tma_copy.launch_requirements.check("tma_copy_ts", 16, (32, 5), None, tma_copy.metadata["smem_bytes"],
                                        H200_LIMIT)
+    # integer scalars (numpy) are dimensions too, as for the driver
+    tma_copy.launch_requirements.check("tma_copy_ts", (np.int64(16),), (np.int32(160),), None,
+                                       tma_copy.metadata["smem_bytes"], H200_LIMIT)
+    with pytest.raises(tsjit.LaunchError, match="launch field .block. must be an int or a tuple of 1-3 ints"):
+        tma_copy.launch_requirements.check("tma_copy_ts", 16, (160, 1, 1, 1), None, 0, H200_LIMIT)
 
 
 def test_cluster_program_declares_its_cluster(cluster_gemm):

@@ -14,7 +14,8 @@ import tsjit
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "gpu"))
 import hang_programs  # noqa: E402
 
-CASES = ("missing_commit", "short_tma_bytes", "wrong_block")
+MBARRIER_CASES = ("missing_commit", "short_tma_bytes", "wrong_block")
+CASES = MBARRIER_CASES + ("named_barrier_short",)
 pytestmark = pytest.mark.filterwarnings("ignore::tsjit.ts.diagnostics.VerificationWarning")  # skip_validation=True on purpose
 
 
@@ -49,7 +50,7 @@ def test_release_build_is_unchanged_with_the_debug_flag_off(case, monkeypatch):
     assert unset.metadata["debug_waits"] == []
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", MBARRIER_CASES)
 def test_debug_build_bounds_every_mbarrier_wait(case, monkeypatch):
     release = _compile(case, monkeypatch)
     debug = _compile(case, monkeypatch, TSJIT_DEBUG="1")
@@ -111,3 +112,17 @@ def test_plain_mbarrier_wait_is_bounded_and_named(monkeypatch):
     assert compiled.metadata["debug_waits"] == [{"task": "", "operation": "tsjit.mbarrier_wait", "resource": "",
                                                  "barrier": "mbarrier"}]
     assert compiled.ptx.count("trap;") == 1
+
+
+def test_named_barrier_becomes_a_bounded_software_barrier(monkeypatch):
+    release = _compile("named_barrier_short", monkeypatch)
+    debug = _compile("named_barrier_short", monkeypatch, TSJIT_DEBUG="1")
+    assert re.search(r"bar\.sync\s+1, 64;", release.ptx) and "fence.acq_rel.cta" not in release.ptx
+    assert not re.search(r"bar\.sync\s+1", debug.ptx)
+    # every thread zeroes the counters at entry, then one hardware bar.sync 0 (cannot hang there)
+    assert re.search(r"bar\.sync\s+0;", debug.ptx) and debug.ptx.count("fence.acq_rel.cta") == 2
+    assert "ld.acquire" in debug.ptx and "bar.warp.sync" in debug.ptx
+    assert debug.metadata["smem_bytes"] == release.metadata["smem_bytes"] + 128
+    assert debug.launch_requirements.min_smem_bytes == debug.metadata["smem_bytes"]
+    assert debug.metadata["debug_waits"] == [{"task": "", "operation": "tsjit.named_barrier_sync", "resource": "",
+                                              "barrier": "named barrier"}]

@@ -26,13 +26,23 @@ buffer is page-locked host memory whose address the runtime writes into the modu
 ``tsjit_hang_record`` global, so the host can read it after the trap, when the CUDA context
 no longer answers (:mod:`tsjit.runtime.hang_report`).
 
-What is bounded: every mbarrier wait (TS pipeline acquire / wait / producer-tail drain and
-``tsjit.mbarrier_wait``).  ``bar.sync`` (``syncthreads``, named barriers) and
-``barrier.cluster.wait`` have no test-or-timeout form in PTX and stay unbounded; in a TS
-program they run at setup (every thread, at kernel entry) and after all tasks (cluster
-sync), and a warp missing there is either stuck in a bounded mbarrier wait (whose timeout
-traps the grid and reports) or absent because the block is too small, which the launch
-contract check refuses (:mod:`tsjit.abi`).
+What is bounded:
+
+* every mbarrier wait (TS pipeline acquire / wait / producer-tail drain, ``tsjit.mbarrier_wait``);
+* named barriers with a thread count (``tsjit.named_barrier_sync(id, n)`` / ``named_barrier_arrive``,
+  PTX ``bar.sync id, n`` / ``bar.arrive id, n``).  ``bar.sync`` has no test-or-timeout form, so a
+  debug build replaces them with a software barrier in shared memory (an arrival counter and a
+  generation word per id, zeroed by every thread at kernel entry followed by one hardware
+  ``bar.sync 0`` there, which cannot hang: every thread of the CTA starts at the entry) whose
+  wait polls the generation with the same budget and report (:func:`named_barrier`).
+
+What is not: ``tsjit.syncthreads()`` (``bar.sync 0`` over the whole CTA: the hardware counts only
+the threads that have not exited, which a software counter cannot know) and
+``barrier.cluster.wait`` (no timed form, and a cluster-wide software barrier would need
+DSMEM atomics into every peer).  In a TS program both run only at setup (every thread, at kernel
+entry) and after all tasks (cluster sync); a warp missing there is either stuck in a bounded wait
+(whose timeout traps the grid and reports) or absent because the block is too small, which the
+launch contract check refuses (:mod:`tsjit.abi`).
 
 The TS lowering describes each wait with :func:`wait_context` (task, operation, resource,
 barrier, stage, loop offset, iteration); a wait outside any context is reported as a
@@ -52,6 +62,7 @@ from llvmlite import ir
 from tsjit import abi, env
 from tsjit.backend import emit
 from tsjit.lang import dtypes as dt
+from tsjit.lang.memory import shared_pointer
 from tsjit.lang.values import Value, as_value, cast_to
 
 __all__ = ["enabled", "wait_context", "bounded_wait"]
@@ -125,17 +136,24 @@ def _i64(km, value):
     return cast_to(as_value(value, dt.Int64), dt.Int64).ir
 
 
-def bounded_wait(try_wait: Callable[[], Value], phase) -> None:
+def current_context() -> dict | None:
+    """The innermost :func:`wait_context` of the kernel being compiled (a dict), or ``None``."""
+    stack = getattr(emit.current(), "wait_contexts", None)
+    return stack[-1] if stack else None
+
+
+def bounded_wait(try_wait: Callable[[], Value], phase, context: dict | None = None) -> None:
     """Emit ``while not try_wait(): ...`` bounded by the debug budget (see the module docstring).
 
     Args:
-        try_wait: emits one ``mbarrier.try_wait`` and returns its Boolean ``Value``.
+        try_wait: emits one test of the awaited condition (e.g. ``mbarrier.try_wait``) and returns
+            its Boolean ``Value``.
         phase: the phase parity waited for (int or Int32 ``Value``), recorded on timeout.
+        context: what the wait is (as :func:`wait_context`'s fields); default the innermost one.
     """
     km = emit.current()
     b, fn = km.builder, km.function
-    stack = getattr(km, "wait_contexts", None)
-    context = stack[-1] if stack else None
+    context = context if context is not None else current_context()
     site = _site(km, context)
     budget_ns = env.debug_timeout_ms() * 1_000_000
     slow, loop, check = (fn.append_basic_block(f"wait.{n}") for n in ("slow", "loop", "check"))
@@ -220,3 +238,80 @@ def _report_and_trap(km, site: int, context, phase, waited, budget_ns) -> None:
     b.cbranch(b.icmp_unsigned("<", elapsed, ir.Constant(emit.I64, abi.HANG_GRACE_NS)), spin, trap)
     b.position_at_end(trap)
     km.inline_asm(emit.VOID, "trap;", "~{memory}", [])
+
+
+# -- named barriers (bar.sync id, count) ------------------------------------------------------
+_NAMED_BARRIERS = 16
+
+
+def _named_barrier_words(km):
+    """Byte offset of the debug build's 16 (arrival counter, generation) u32 pairs in the dynamic
+    shared-memory block.  Reserved on first use; zeroed by every thread at kernel entry, followed by
+    a ``bar.sync 0`` there (every thread of the CTA is at the entry, so that barrier cannot hang)."""
+    offset = getattr(km, "named_barrier_words", None)
+    if offset is not None:
+        return offset
+    offset = km.named_barrier_words = km.reserve_shared(8 * _NAMED_BARRIERS, 8)
+    b = km.builder
+    here = b.block
+    b.position_at_start(km.function.entry_basic_block)
+    words = shared_pointer(offset, dt.Int32, 8)
+    for index in range(2 * _NAMED_BARRIERS):
+        b.store(ir.Constant(emit.I32, 0), words.offset(index).ir)
+    km.intrinsic("llvm.nvvm.barrier.cta.sync.aligned.all", [ir.Constant(emit.I32, 0)])
+    b.position_at_end(here)
+    return offset
+
+
+def _fence_cta(km) -> None:
+    km.inline_asm(emit.VOID, "fence.acq_rel.cta;", "~{memory}", [])
+
+
+def named_barrier(barrier_id: Value, num_threads: Value, *, wait: bool) -> None:
+    """``bar.sync id, count`` (``wait``) or ``bar.arrive id, count`` of a debug build, as a software
+    barrier in shared memory whose wait is bounded like an mbarrier wait.
+
+    Each arriving thread reads the barrier's generation (``ld.acquire``), then (``fence.acq_rel.cta``
+    + relaxed ``atom.add``: a release) adds 1 to its arrival counter; the thread that completes
+    ``num_threads`` arrivals fences (acquiring every arrival, releasing to the waiters), resets the
+    counter and increments the generation; waiting threads poll the generation (``ld.acquire``)
+    with the debug budget.
+    Acquire/release at CTA scope gives the ordering ``bar.sync`` gives its participants (PTX ISA
+    §9.7.13.1 "bar, barrier"; memory consistency model §8).  The hang record's ``stage`` is the
+    barrier id and ``phase`` the generation waited on.
+    """
+    km = emit.current()
+    b, fn = km.builder, km.function
+    base = _named_barrier_words(km)
+    words = shared_pointer(base, dt.Int32, 8)
+    counter = words.offset(barrier_id * 2).ir
+    generation = words.offset(barrier_id * 2 + 1).ir
+    mine = b.load_atomic(generation, "acquire", 4, typ=emit.I32)
+    # LLVM's NVPTX backend emits atomicrmw as a relaxed atom whatever its ordering: the release and
+    # acquire patterns are written out as fence.acq_rel.cta next to relaxed atomics (PTX ISA §8.7).
+    _fence_cta(km)
+    arrived = b.atomic_rmw("add", counter, ir.Constant(emit.I32, 1), "monotonic")
+    last = b.icmp_unsigned("==", b.add(arrived, ir.Constant(emit.I32, 1)), num_threads.ir)
+    release, done = fn.append_basic_block("namedbar.release"), fn.append_basic_block("namedbar.done")
+    waiting = fn.append_basic_block("namedbar.wait") if wait else done
+    b.cbranch(last, release, waiting)
+    b.position_at_end(release)
+    _fence_cta(km)  # acquire the other arrivals, then release them all with the new generation
+    b.atomic_rmw("xchg", counter, ir.Constant(emit.I32, 0), "monotonic")
+    b.atomic_rmw("add", generation, ir.Constant(emit.I32, 1), "monotonic")
+    b.branch(done)
+    if wait:
+        b.position_at_end(waiting)
+        context = dict(current_context() or dict(task="", operation="tsjit.named_barrier_sync", resource="",
+                                                 loop_offset=None, iteration=None))
+        context.update(barrier="named barrier", stage=barrier_id)
+
+        def passed() -> Value:
+            now = b.load_atomic(generation, "acquire", 4, typ=emit.I32)
+            return Value(b.icmp_unsigned("!=", now, mine), dt.Boolean)
+        bounded_wait(passed, Value(mine, dt.Int32), context)
+        b.branch(done)
+    b.position_at_end(done)
+    # bar.sync/bar.arrive .aligned are executed by whole warps; the polling above may leave the
+    # lanes diverged, and what follows (wgmma, stmatrix: .sync.aligned) needs them converged.
+    km.intrinsic("llvm.nvvm.bar.warp.sync", [ir.Constant(emit.I32, -1)])

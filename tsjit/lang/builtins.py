@@ -14,6 +14,7 @@ from llvmlite import ir
 
 from tsjit.backend import emit
 from tsjit.errors import CompilationError
+from tsjit.lang import bounded_wait
 from tsjit.lang import dtypes as dt
 from tsjit.lang.memory import Pointer, convert_for_store
 from tsjit.lang.values import Value, as_value, cast_to, constant, immediate
@@ -100,12 +101,16 @@ def named_barrier_sync(barrier_id, num_threads) -> None:
     """Wait at named barrier ``barrier_id`` (0..15) until ``num_threads`` threads (multiple of 32)
     have arrived (PTX ``bar.sync id, count``)."""
     bid, cnt = _barrier_operands(barrier_id, num_threads)
+    if bounded_wait.enabled():  # TSJIT_DEBUG=1: a software barrier whose wait is bounded
+        return bounded_wait.named_barrier(bid, cnt, wait=True)
     emit.current().intrinsic("llvm.nvvm.barrier.cta.sync.aligned.count", [bid.ir, cnt.ir])
 
 
 def named_barrier_arrive(barrier_id, num_threads) -> None:
     """Arrive at named barrier ``barrier_id`` without waiting (PTX ``bar.arrive id, count``)."""
     bid, cnt = _barrier_operands(barrier_id, num_threads)
+    if bounded_wait.enabled():
+        return bounded_wait.named_barrier(bid, cnt, wait=False)
     emit.current().intrinsic("llvm.nvvm.barrier.cta.arrive.aligned.count", [bid.ir, cnt.ir])
 
 
