@@ -32,12 +32,14 @@ def dims3(value, field: str = "dimension") -> tuple[int, int, int]:
         LaunchError: ``value`` is not an int or a tuple/list of 1-3 ints (names ``field``).
     """
     items = list(value) if isinstance(value, (tuple, list)) else [value]
-    try:
-        if not 1 <= len(items) <= 3 or any(isinstance(v, bool) for v in items):
-            raise TypeError
-        dims = [operator.index(v) for v in items]  # ints and integer scalars (numpy.int64)
-    except TypeError:
-        raise LaunchError(f"launch field '{field}' must be an int or a tuple of 1-3 ints; got {value!r}") from None
+    dims = []
+    for item in items:
+        try:
+            dims.append(None if isinstance(item, bool) else operator.index(item))  # numpy.int64 is one too
+        except TypeError:
+            dims.append(None)
+    if not 1 <= len(dims) <= 3 or None in dims:
+        raise LaunchError(f"launch field '{field}' must be an int or a tuple of 1-3 ints; got {value!r}")
     return tuple(dims + [1] * (3 - len(dims)))
 
 
