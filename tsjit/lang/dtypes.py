@@ -25,10 +25,9 @@ with an integer value gives ``Float32``.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable
-
-import numpy as np
 
 from tsjit.errors import CompilationError
 
@@ -83,9 +82,10 @@ class DType:
         return max(1, self.bits // 8)
 
     @property
-    def numpy(self) -> np.dtype:
+    def numpy(self) -> "numpy.dtype":
         """The numpy dtype of host arrays of this type."""
-        return np.dtype(self.numpy_name)
+        import numpy  # lazily: numpy costs ~70 ms to import; the TS model and `import tsjit` need none
+        return numpy.dtype(self.numpy_name)
 
     def __repr__(self) -> str:
         return f"tsjit.{self.name}"
@@ -130,7 +130,6 @@ Float8E5M2 = DType("Float8E5M2", "float", 8, "uint8")
 STORAGE_ONLY_DTYPES: tuple[DType, ...] = (Float8E4M3, Float8E5M2)
 
 _BY_NAME = {d.name: d for d in ALL_DTYPES + STORAGE_ONLY_DTYPES}
-_BY_NUMPY = {np.dtype(d.numpy_name): d for d in ALL_DTYPES if d is not BFloat16}
 
 
 def by_name(name: str) -> DType:
@@ -138,13 +137,20 @@ def by_name(name: str) -> DType:
     return _BY_NAME[name]
 
 
+@functools.cache
+def _by_numpy() -> dict:
+    import numpy as np  # lazily: as in DType.numpy
+    return {np.dtype(d.numpy_name): d for d in ALL_DTYPES if d is not BFloat16}
+
+
 def from_numpy(dtype) -> DType | None:
     """The dtype matching a numpy dtype (or anything ``np.dtype`` accepts), or ``None``.
 
     ``uint16`` maps to ``Uint16``; a bfloat16 array must be declared explicitly.
     """
+    import numpy as np  # lazily: as in DType.numpy
     try:
-        return _BY_NUMPY.get(np.dtype(dtype))
+        return _by_numpy().get(np.dtype(dtype))
     except TypeError:
         return None
 

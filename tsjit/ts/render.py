@@ -19,14 +19,19 @@ dependency depth and draws the table as a grid.  Either way the file is plain SV
 """
 from __future__ import annotations
 
+import html
 import os
 import shutil
 import subprocess
-from xml.sax.saxutils import escape
 
 from tsjit.errors import UsageStateError
 
 __all__ = ["render", "svg_document", "dot_source"]
+
+
+def escape(text: str) -> str:
+    """``&``, ``<`` and ``>`` as XML entities (``xml.sax.saxutils.escape`` without loading urllib)."""
+    return html.escape(text, quote=False)
 
 BOX_W, BOX_H, COL_GAP, ROW_GAP, MARGIN = 190, 44, 90, 22, 20
 CELL_W, CELL_H, INDEX_W = 190, 20, 44
