@@ -188,6 +188,8 @@ CASES = [
     dep_case("python_function_module_attribute", "3.0", "5.0",
              "import dep_py_chain_cfg\n\ndef affine(v):\n    return v * dep_py_chain_cfg.FACTOR\n",
              more={"dep_py_chain_cfg.py": "FACTOR = @V@\n"}, expr="{m}.affine(x[i])"),
+    dep_case("functools_cache_wrapped_function", "3.0", "5.0",
+             "import functools\n\n@functools.cache\ndef factor():\n    return @V@\n", expr="x[i] * {m}.factor()"),
     dep_case("functools_partial", "3.0", "5.0", "import functools\n\ndef mul(a, v):\n    return v * a\n\n"
                                   "P = functools.partial(mul, @V@)\n", expr="{m}.P(x[i])"),
     dep_case("bound_method", "3.0", "5.0", "class Scaler:\n    def __init__(self, s):\n        self.s = s\n\n"

@@ -272,6 +272,9 @@ class Digester:
             return "property:" + _sha("|".join(self.digest(f, path) for f in (value.fget, value.fset, value.fdel)))
         if isinstance(value, (types.BuiltinFunctionType, np.ufunc)) or kind in _DESCRIPTOR_TYPES:
             return self._builtin(value, path)
+        inner = getattr(value, "__wrapped__", None)
+        if isinstance(inner, types.FunctionType):  # functools.cache / lru_cache and other C-level wrappers
+            return "wrapper:" + _sha(self.digest(kind, path) + "|" + self.digest(inner, path))
         return self._instance(value, path)
 
     def _numpy(self, value, path: str) -> str:
@@ -348,20 +351,31 @@ class Digester:
 
     def _instance(self, value, path: str) -> str:
         kind = type(value)
-        what = f"a {kind.__module__}.{kind.__qualname__} object"
         if _is_device_value(value):
             raise UndigestableValue(path, "a run-time device value, which has no compile-time value")
         origin = module_origin(kind.__module__)
-        if origin is not None and origin != "tsjit":
+        try:
+            return self._attributes(value, path)
+        except UndigestableValue:
+            if origin is None or origin == "tsjit":
+                raise
+            # An object of the standard library or an installed package (a logger, a C type): its
+            # pickle, which such classes define by value; functions inside are attributes, seen above.
             try:
                 return f"pickle:{origin}:" + hashlib.sha256(pickle.dumps(value, protocol=4)).hexdigest()
-            except Exception:  # noqa: BLE001 - not picklable: fall back to its attributes
+            except Exception:  # noqa: BLE001 - not picklable either: report why the attributes failed
                 pass
+            raise
+
+    def _attributes(self, value, path: str) -> str:
+        """An object by its class and, recursively, its ``__dict__`` and ``__slots__`` attributes."""
+        kind = type(value)
         state = getattr(value, "__dict__", None)
         slots = [name for klass in kind.__mro__ for name in getattr(klass, "__slots__", ())
                  if isinstance(name, str) and name not in ("__dict__", "__weakref__")]
         if not isinstance(state, dict) and not slots:
-            raise UndigestableValue(path, f"{what}, which has no attributes or value tsjit can digest")
+            raise UndigestableValue(path, f"a {kind.__module__}.{kind.__qualname__} object, which has no "
+                                          f"attributes or value tsjit can digest")
         parts = ["obj", self.digest(kind, path)]
         for name, item in sorted((state or {}).items()):
             parts.append(f"{name}=" + self.digest(item, f"{path}.{name}" if path else name))
