@@ -163,8 +163,8 @@ def convert(x, out, T: tsjit.Constexpr):
 
 
 @pytest.mark.parametrize("source, target, instruction", [
-    (Int32, Float32, "sitofp i32"), (Uint32, Float32, "uitofp i32"), (Float32, Int32, "fptosi float"),
-    (Float32, Uint8, "fptoui float"), (Int8, Int32, "sext i8"), (Uint8, Int32, "zext i8"),
+    (Int32, Float32, "sitofp i32"), (Uint32, Float32, "uitofp i32"), (Float32, Int32, "@\"llvm.fptosi.sat.i32.f32\"(float"),
+    (Float32, Uint8, "@\"llvm.fptoui.sat.i8.f32\"(float"), (Int8, Int32, "sext i8"), (Uint8, Int32, "zext i8"),
     (Int64, Int16, "trunc i64"), (Float32, Float64, "fpext float"), (Float64, Float16, "fptrunc double"),
     (Float16, Float32, "fpext half"), (BFloat16, Float32, "fpext bfloat"), (Int32, Boolean, "icmp ne i32"),
     (Float32, Boolean, "fcmp une float"), (Boolean, Float32, "uitofp i1"), (Boolean, Int64, "zext i1"),

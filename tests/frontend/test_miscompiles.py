@@ -608,3 +608,18 @@ def test_unknown_target_in_the_environment_names_the_variable(monkeypatch):
     with pytest.raises(TsjitError, match="TSJIT_TARGET='sm_12'") as info:
         tsjit.compile(plain, F32)
     assert "sm_90a" in str(info.value)
+
+
+# -- float -> int conversions saturate instead of being LLVM poison ----------------------------
+@tsjit.kernel
+def converts_out_of_range(x, y):
+    y[0] = tsjit.Int32(tsjit.Float32(1e30))
+    y[1] = tsjit.Int32(x[0])
+    y[2] = tsjit.Uint8(tsjit.Float32(-3.0))
+
+
+def test_float_to_int_conversion_saturates_like_ptx_cvt():
+    compiled = build(converts_out_of_range, F32, I32)
+    assert re.search(r"st\.global\.b32\s+\[%rd\d+\], 2147483647;", compiled.ptx), compiled.ptx
+    assert re.search(r"st\.global\.b32\s+\[%rd\d+\+8\], 0;", compiled.ptx)
+    assert "cvt.rzi.s32.f32" in compiled.ptx  # the run-time conversion

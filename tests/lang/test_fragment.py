@@ -71,7 +71,7 @@ def fragment_helpers(out):
 def test_fill_map_iteration_len_and_conversion_compile():
     compiled = build(fragment_helpers, F32)
     body = kernel_ir(compiled.llir)
-    assert "fptosi float" in body
+    assert "llvm.fptosi.sat.i32.f32" in body
     assert "alloca" not in body
 
 

@@ -343,6 +343,9 @@ _add_all(_NV, ANY, (
         ("i", "i32", "s32"), ("ui", "i32", "u32"), ("ll", "i64", "s64"), ("ull", "i64", "u64"))]))
 
 # --- generic LLVM intrinsics, each checked to select on NVPTX (LLVM 22) -----------------
+for _f in ("f32", "f64"):  # float -> int that saturates (NaN -> 0) where fptosi/fptoui would be poison
+    _add_all("llvm.", ANY, [(f"fpto{s}i.sat.i{b}.{_f}", f"i{b} ({_f} x)", f"cvt.rzi.{s}{b}.{_f} with clamps")
+                            for s in "su" for b in (8, 16, 32, 64)])
 _NO_LIBCALL = "LLVM 22 NVPTX exits the process with 'no libcall available'"
 _NO_SELECT = "LLVM 22 NVPTX aborts the process with 'Cannot select'"
 for _t in ("f16", "f32", "f64"):

@@ -330,7 +330,8 @@ def cast_to(x, dtype: DType) -> Value:
     """Convert ``x`` (Value or Python scalar) to ``dtype``.
 
     int->int truncates or extends by the source's signedness; float->int rounds toward
-    zero (PTX ``cvt.rzi``); int->float rounds to nearest; ->Boolean is ``x != 0``.
+    zero and saturates, NaN giving 0 (PTX ``cvt.rzi``; ``llvm.fptosi.sat``, never LLVM poison);
+    int->float rounds to nearest; ->Boolean is ``x != 0``.
     """
     if not isinstance(dtype, DType):
         raise CompilationError(f"cannot convert to {dtype!r}: not a tsjit dtype")
@@ -362,7 +363,11 @@ def cast_to(x, dtype: DType) -> Value:
     if src.is_int and dtype.is_float:
         return Value((b.sitofp if src.is_signed else b.uitofp)(x.ir, to_ty), dtype)
     if src.is_float and dtype.is_int:
-        return Value((b.fptosi if dtype.is_signed else b.fptoui)(x.ir, to_ty), dtype)
+        # LLVM's fptosi/fptoui of NaN or an out-of-range value is poison; the saturating forms are
+        # defined: the result clamps to the integer range and NaN gives 0 (what PTX cvt.rzi does).
+        work = cast_to(x, dt.Float32) if src.bits < 32 else x
+        name = f"llvm.fpto{'s' if dtype.is_signed else 'u'}i.sat.i{dtype.bits}.f{work.dtype.bits}"
+        return Value(emit.current().intrinsic(name, [work.ir]), dtype)
     # float -> float
     if dtype.bits > src.bits or (dtype.bits == src.bits and dtype.name == "Float32"):
         return Value(b.fpext(x.ir, to_ty), dtype)
