@@ -80,3 +80,9 @@ def test_wait_outside_a_ts_program_names_the_mbarrier(buffer):
     text = hang_report.pending_report()
     assert "blocked: warp 5 of CTA (0, 1, 0) at tsjit.mbarrier_wait: waits for mbarrier to complete the phase " \
            "of parity 1" in text
+
+
+def test_full_record_says_more_waits_may_have_timed_out(buffer):
+    for slot in range(abi.HANG_MAX_RECORDS):
+        _write(buffer, slot, _record(site=1, cta_x=slot, warp=1, stage=0, iteration=0, phase=0))
+    assert f"at least {abi.HANG_MAX_RECORDS} (the first recorded) wait(s)" in hang_report.pending_report()

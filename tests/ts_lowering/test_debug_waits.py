@@ -16,7 +16,8 @@ import hang_programs  # noqa: E402
 
 MBARRIER_CASES = ("missing_commit", "short_tma_bytes", "wrong_block")
 CASES = MBARRIER_CASES + ("named_barrier_short",)
-pytestmark = pytest.mark.filterwarnings("ignore::tsjit.ts.diagnostics.VerificationWarning")  # skip_validation=True on purpose
+# the hang programs are compiled with skip_validation=True on purpose: their findings are warnings
+pytestmark = pytest.mark.filterwarnings("ignore::tsjit.ts.diagnostics.VerificationWarning")
 
 
 def _compile(case: str, monkeypatch, target=None, **environment):

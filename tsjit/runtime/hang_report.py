@@ -95,7 +95,10 @@ def format_report(kernel_name: str, sites: list, records: list[dict]) -> str:
         key = tuple(record[f] for f in ("site", "warp", "stage", "iteration", "loop_offset", "phase"))
         groups.setdefault(key, []).append(record)
     budget_ms = records[0]["budget_ns"] / 1e6 if records else 0
-    lines = [f"kernel {kernel_name!r} hung (TSJIT_DEBUG=1): {len(records)} wait(s) outlived the "
+    count = str(len(records))
+    if len(records) >= abi.HANG_MAX_RECORDS:
+        count = f"at least {len(records)} (the first recorded)"
+    lines = [f"kernel {kernel_name!r} hung (TSJIT_DEBUG=1): {count} wait(s) outlived the "
              f"{budget_ms:g} ms budget and trapped; none could proceed."]
     for key, group in groups.items():
         first = group[0]

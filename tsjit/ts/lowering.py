@@ -140,7 +140,8 @@ class _TaskLowering:
                     step.location)
             side = "producer" if step.stage.name.startswith("Producer") else "consumer"
             cursors = self.cursors[(step.resource, side)]
-            with bounded_wait.wait_context(**self.wait_context(step, side, scope[cursors.open_index])):
+            described = self.wait_context(step, side, scope[cursors.open_index]) if bounded_wait.enabled() else {}
+            with bounded_wait.wait_context(**described):
                 lower_pipeline.emit_operation(step, self.task, storage, cursors, scope)
             return
         kwargs = dict(step.constexpr_kwargs)
