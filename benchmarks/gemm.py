@@ -1,119 +1,127 @@
-"""GEMM benchmark (issue 5): TFLOP/s of the TS GEMM (tsjit.examples.gemm) vs torch.matmul (cuBLAS) vs a
-triton persistent TMA matmul written here, bf16 inputs, fp32 accumulation, bf16 output, C = A @ B^T.
+"""GEMM benchmark (issue 15): ``tsjit.ops.matmul`` vs ``torch.matmul`` (cuBLAS) over a sweep of
+LLM-inference and odd shapes, bf16 in, fp32 accumulation, bf16 out, ``C = A @ B`` with B given as
+(N, K) transposed (the nn.Linear weight layout) or as (K, N) (``--layout KN``).
 
-Each row: same inputs for all three, CUDA events around repeated launches after warm-up, the median of
-repetitions; the tsjit result is checked against torch (relative Frobenius error) first.
+Method: for each shape, both results are checked first (relative Frobenius error of tsjit against
+cuBLAS, < 1e-2); then ``--reps`` repetitions, each timing one cuBLAS call and one tsjit call with
+CUDA events, the two interleaved and the L2 flushed (a 256 MiB write) before every timed call;
+the median of each library's samples.  The table ends with the geomean, min and max of the
+speed ratio (cuBLAS time / tsjit time; > 1 means tsjit is faster), and the host overhead per call
+of both libraries.
 
-    PYTHONPATH=. python benchmarks/gemm.py [--quick]
+    PYTHONPATH=. python benchmarks/gemm.py [--quick] [--reps 20] [--layout NK|KN]
 """
 from __future__ import annotations
 
 import argparse
+import math
+import statistics
+import time
 
 import torch
 
 import tsjit
-from tsjit.examples import gemm
-from timing import event_time_ms  # benchmarks/timing.py
+import tsjit.ops
 
-SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (16384, 16384, 16384),
-          (8192, 8192, 1024), (1024, 8192, 8192), (16384, 4096, 4096)]
+LLAMA_NK = [(4096, 4096), (14336, 4096), (4096, 14336), (28672, 4096)]
+M_VALUES = [1, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
+EXTRA = [(256, 256, 16384), (512, 512, 32768), (384, 384, 16384), (512, 512, 8192),      # K-heavy
+         (4096, 4096, 256), (4096, 4096, 512),                                           # short K
+         (1000, 3000, 777), (3000, 5000, 1000), (127, 255, 64),                          # odd sizes
+         (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (2048, 8192, 8192)]
+QUICK = [(16, 4096, 4096), (128, 4096, 4096), (4096, 4096, 4096), (512, 512, 8192), (3000, 5000, 1000)]
 
 
+def sweep(quick: bool):
+    if quick:
+        return QUICK
+    return [(m, n, k) for n, k in LLAMA_NK for m in M_VALUES] + EXTRA
 
 
-def _triton_matmul():
-    """A persistent TMA matmul in triton (device-side tensor descriptors), or None if unavailable."""
-    try:
-        import triton
-        import triton.language as tl
-    except ImportError:
-        return None
-    if not hasattr(tl, "make_tensor_descriptor"):
-        return None
+def _timed(fn, flush) -> float:
+    flush.zero_()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
 
-    @triton.jit
-    def kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-               GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr):
-        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
-        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BLOCK_N, BLOCK_K])
-        c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
-        pid = tl.program_id(0)
-        tiles_m = tl.cdiv(M, BLOCK_M)
-        tiles_n = tl.cdiv(N, BLOCK_N)
-        k_tiles = tl.cdiv(K, BLOCK_K)
-        num_tiles = tiles_m * tiles_n
-        for tile in tl.range(pid, num_tiles, NUM_SMS, flatten=True):
-            group = tile // (GROUP_M * tiles_n)
-            first_m = group * GROUP_M
-            rows = min(tiles_m - first_m, GROUP_M)
-            pid_m = first_m + (tile % (GROUP_M * tiles_n)) % rows
-            pid_n = (tile % (GROUP_M * tiles_n)) // rows
-            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            for k in range(k_tiles):
-                a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
-                b = b_desc.load([pid_n * BLOCK_N, k * BLOCK_K])
-                acc = tl.dot(a, b.T, acc)
-            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.bfloat16))
 
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-
-    def alloc(size, alignment, stream):
-        return torch.empty(size, device="cuda", dtype=torch.int8)
-
-    triton.set_allocator(alloc)
-
-    def run(a, b, c):
-        M, K = a.shape
-        N = b.shape[0]
-        grid = (min(sms, triton.cdiv(M, 128) * triton.cdiv(N, 256)),)
-        kernel[grid](a, b, c, M, N, K, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, NUM_SMS=sms,
-                     num_stages=3, num_warps=8)
-    return run
+def host_overhead_us(fn, calls: int = 2000) -> float:
+    """Median host time per call (us) over batches of back-to-back calls on a tiny problem."""
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(10):
+        t0 = time.perf_counter()
+        for _ in range(calls // 10):
+            fn()
+        samples.append((time.perf_counter() - t0) / (calls // 10) * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(samples)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="only the first three shapes")
+    parser.add_argument("--quick", action="store_true", help="five representative shapes only")
+    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--layout", choices=("NK", "KN"), default="NK")
+    parser.add_argument("--max-seconds", type=float, default=1e9, help="stop the sweep after this long")
     args = parser.parse_args()
-    triton_run = _triton_matmul()
-    stream = torch.cuda.current_stream().cuda_stream
-    print("| M x N x K | tsjit TFLOP/s | cuBLAS TFLOP/s | triton TFLOP/s | tsjit / cuBLAS | tsjit / triton | rel. error "
-          "vs cuBLAS | tsjit config |")
-    print("|---|---|---|---|---|---|---|---|")
-    for M, N, K in SHAPES[:3] if args.quick else SHAPES:
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    rows, ratios = [], []
+    began = time.perf_counter()
+    print("| M x N x K | tsjit TFLOP/s | cuBLAS TFLOP/s | cuBLAS time / tsjit time | rel. error | tsjit config |")
+    print("|---|---|---|---|---|---|")
+    for M, N, K in sweep(args.quick):
+        if time.perf_counter() - began > args.max_seconds:
+            print(f"(stopped after {args.max_seconds:.0f} s)")
+            break
         a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
-        b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
-        c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
-        c_ref = torch.empty_like(c)
-        torch.matmul(a, b.T, out=c_ref)
+        b = (torch.randn(N, K, device="cuda", dtype=torch.bfloat16).t() if args.layout == "NK"
+             else torch.randn(K, N, device="cuda", dtype=torch.bfloat16))
+        c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+        ref = torch.empty_like(c)
+        torch.matmul(a, b, out=ref)
+        tsjit.ops.matmul(a, b, out=c)
+        torch.cuda.synchronize()
+        err = (torch.linalg.norm(c.float() - ref.float()) / torch.linalg.norm(ref.float())).item()
+        config = next(line for line in tsjit.ops.matmul.explain(a, b, verbose=False).splitlines()
+                      if line.startswith("config:"))[8:].split(" (estimate")[0]
+        if not err < 1e-2:
+            print(f"| {M} x {N} x {K} | CHECK FAILED: rel. error {err:.2e} | | | | {config} |")
+            continue
+        ours, theirs = [], []
+        for _ in range(3):
+            tsjit.ops.matmul(a, b, out=c)
+            torch.matmul(a, b, out=ref)
+        for _ in range(args.reps):
+            theirs.append(_timed(lambda: torch.matmul(a, b, out=ref), flush))
+            ours.append(_timed(lambda: tsjit.ops.matmul(a, b, out=c), flush))
+        t_ours, t_theirs = statistics.median(ours), statistics.median(theirs)
         flops = 2.0 * M * N * K
-        tf = lambda ms: flops / ms / 1e9
-        t_ts, config, err = None, None, None
-        for cluster_m, stages in ((1, 4), (2, 4), (1, 3)):
-            c.fill_(float("nan"))
-            run_tsjit = gemm.gemm_launcher(a, b, c, cluster_m=cluster_m, stages=stages, stream=stream)
-            run_tsjit()
-            torch.cuda.synchronize()
-            e = (torch.linalg.norm((c.float() - c_ref.float())) / torch.linalg.norm(c_ref.float())).item()
-            t = event_time_ms(run_tsjit)
-            if t_ts is None or t < t_ts:
-                t_ts, config, err = t, f"cluster {cluster_m}x1, {stages} stages", e
-        t_cublas = event_time_ms(lambda: torch.matmul(a, b.T, out=c_ref))
-        t_triton = None
-        if triton_run is not None:
-            c_tr = torch.empty_like(c)
-            try:
-                t_triton = event_time_ms(lambda: triton_run(a, b, c_tr))
-            except Exception as exc:  # the baseline, not the subject: report and go on
-                print(f"(triton failed: {type(exc).__name__}: {str(exc)[:200]})")
-                triton_run = None
-        tri = f"{tf(t_triton):.0f}" if t_triton else "n/a"
-        ratio_tri = f"{t_triton / t_ts:.2f}" if t_triton else "n/a"
-        print(f"| {M} x {N} x {K} | {tf(t_ts):.0f} | {tf(t_cublas):.0f} | {tri} | {t_cublas / t_ts:.3f} | "
-              f"{ratio_tri} | {err:.1e} | {config} |")
-        del a, b, c, c_ref
-        torch.cuda.empty_cache()
+        ratio = t_theirs / t_ours
+        ratios.append(ratio)
+        rows.append((M, N, K, ratio))
+        print(f"| {M} x {N} x {K} | {flops / t_ours / 1e9:.0f} | {flops / t_theirs / 1e9:.0f} | {ratio:.3f} | "
+              f"{err:.1e} | {config} |", flush=True)
+        del a, b, c, ref
+    if ratios:
+        geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        worst = min(rows, key=lambda r: r[3])
+        best = max(rows, key=lambda r: r[3])
+        print(f"\n{len(ratios)} shapes: geomean {geomean:.3f}, min {worst[3]:.3f} ({worst[0]}x{worst[1]}x{worst[2]}), "
+              f"max {best[3]:.3f} ({best[0]}x{best[1]}x{best[2]})")
+    a = torch.randn(64, 256, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty(64, 256, device="cuda", dtype=torch.bfloat16)
+    ours = host_overhead_us(lambda: tsjit.ops.matmul(a, b, out=c))
+    ours_alloc = host_overhead_us(lambda: tsjit.ops.matmul(a, b))
+    theirs = host_overhead_us(lambda: torch.matmul(a, b, out=c))
+    print(f"host overhead per call: tsjit.ops.matmul {ours:.2f} us (out=), {ours_alloc:.2f} us (allocating); "
+          f"torch.matmul {theirs:.2f} us")
     print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}, tsjit {tsjit.__version__}")
 
 

@@ -35,6 +35,8 @@ straight-line code.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from llvmlite import ir
 
 from tsjit.backend import emit
@@ -278,11 +280,157 @@ def store_fragment_global(acc: Fragment, out: Tensor, row0, col0, M=None, N=None
                     with otherwise:
                         pointer.store(first)
                         with b.if_then((gcol + 1 < cols).ir):
-                            (pointer + 1).store(second)
+                            (pointer + 1).store(second)            # unit inner stride on this path
             else:
                 pointer.store(first)
                 with b.if_then(both.ir):
-                    (pointer + 1).store(second)
+                    out.element_pointer((grow, gcol + 1)).store(second)   # any inner stride
 
 
-__all__ = ["store_fragment_shared", "store_fragment_global", "tma_store_tile", "pack_pair", "stmatrix_row_offset"]
+# -- the fused GEMM epilogue ---------------------------------------------------------------------
+ACTIVATIONS = ("none", "relu", "gelu_tanh", "silu")
+BIAS_AXES = ("none", "row", "col")
+_GELU_C = 0.7978845608028654          # sqrt(2 / pi)
+
+
+def _source_digest(function) -> str:
+    """A digest of a user epilogue function's source (it is part of the kernel cache key)."""
+    import hashlib
+    import inspect
+    target = getattr(function, "fn", function)
+    try:
+        text = inspect.getsource(target)
+    except (OSError, TypeError):
+        text = getattr(target, "__qualname__", repr(target))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class FusedEpilogue:
+    """The elementwise epilogue of a GEMM, applied to each Float32 accumulator before it is
+    converted and stored: the documented hook of ``tsjit.ops.matmul``.
+
+    ``y = alpha * acc`` (``alpha``), ``+ beta * c_old`` (``beta``: the output's previous value),
+    ``+ bias[row]`` / ``+ bias[col]`` (``bias="row"`` / ``"col"``), then the ``activation``
+    (``"relu"``, ``"gelu_tanh"``: ``0.5 y (1 + tanh(sqrt(2/pi) (y + 0.044715 y^3)))``, ``"silu"``:
+    ``y / (1 + exp(-y))``), ``+ residual[row, col]`` (``residual``), and last ``function(y, row, col)``:
+    a ``@tsjit.func`` (or any callable on Values) of the Float32 value and the Int32 *global*
+    coordinates of the element in the output.
+
+    An instance is hashable and goes into a kernel's cache key (a user ``function`` by the digest
+    of its source).  :meth:`bind` builds the per-tile ``fn(value, row, col)`` that
+    :func:`store_fragment_shared` / :func:`store_fragment_global` take; loads of bias and residual
+    use clamped indices, so the ragged edge of a tile never reads out of bounds (those elements are
+    masked at the store).
+
+    Raises:
+        CompilationError: an unknown activation or bias axis.
+    """
+
+    alpha: bool = False
+    beta: bool = False
+    bias: str = "none"
+    activation: str = "none"
+    residual: bool = False
+    function: object = field(default=None, compare=False, hash=False)
+    function_digest: str = ""
+
+    def __post_init__(self):
+        if self.activation not in ACTIVATIONS:
+            raise CompilationError(f"FusedEpilogue activation must be one of {list(ACTIVATIONS)}, got "
+                                   f"{self.activation!r}")
+        if self.bias not in BIAS_AXES:
+            raise CompilationError(f"FusedEpilogue bias must be one of {list(BIAS_AXES)}, got {self.bias!r}")
+        if self.function is not None and not self.function_digest:
+            object.__setattr__(self, "function_digest", _source_digest(self.function))
+
+    @property
+    def is_identity(self) -> bool:
+        """True when the epilogue leaves the accumulator unchanged."""
+        return (not self.alpha and not self.beta and self.bias == "none" and self.activation == "none"
+                and not self.residual and self.function is None)
+
+    @property
+    def loads_per_element(self) -> int:
+        """Global loads per output element (bias, residual, previous output)."""
+        return int(self.bias != "none") + int(self.residual) + int(self.beta)
+
+    def __repr__(self) -> str:
+        parts = [f"{k}={getattr(self, k)!r}" for k in ("alpha", "beta", "bias", "activation", "residual")]
+        if self.function is not None:
+            parts.append(f"function={getattr(self.function, '__qualname__', '?')}@{self.function_digest}")
+        return "FusedEpilogue(" + ", ".join(parts) + ")"
+
+    def __tsjit_key__(self) -> str:
+        """Its part of a kernel's cache key (the user function by the digest of its source)."""
+        return repr(self)
+
+    def describe(self) -> str:
+        """A short human-readable formula of the epilogue (for ``explain``)."""
+        y = "alpha*acc" if self.alpha else "acc"
+        if self.beta:
+            y += " + beta*out"
+        if self.bias != "none":
+            y += f" + bias[{self.bias}]"
+        if self.activation != "none":
+            y = f"{self.activation}({y})"
+        if self.residual:
+            y += " + residual"
+        if self.function is not None:
+            y = f"{getattr(self.function, '__qualname__', 'fn')}({y}, row, col)"
+        return y
+
+    def bind(self, operands, batch, row0, col0, rows, cols):
+        """The ``fn(value, row, col)`` of one warpgroup tile whose origin is ``(row0, col0)``
+        (``operands`` = ``(bias, residual, out, alpha, beta)``; ``out``/``residual`` rank 3 with a
+        leading batch when the launch is batched), or ``None`` for the identity."""
+        if self.is_identity:
+            return None
+        bias, residual, out, alpha, beta = operands
+        if self.residual and residual.rank == 3:
+            residual = residual.view((batch,))
+        if self.beta and out.rank == 3:
+            out = out.view((batch,))
+        from tsjit.lang import math as tm
+
+        def fn(value, row, col):
+            r = row0 + row
+            c = col0 + col
+            rr = tm.min(r, rows - 1)
+            cc = tm.min(c, cols - 1)
+            y = cast_to(as_value(value, dt.Float32), dt.Float32)
+            if self.alpha:
+                y = y * alpha
+            if self.beta:
+                y = y + beta * cast_to(out.element_pointer((rr, cc)).load(), dt.Float32)
+            if self.bias == "row":
+                y = y + cast_to(bias.element_pointer((rr,)).load(), dt.Float32)
+            elif self.bias == "col":
+                y = y + cast_to(bias.element_pointer((cc,)).load(), dt.Float32)
+            y = apply_activation(y, self.activation)
+            if self.residual:
+                y = y + cast_to(residual.element_pointer((rr, cc)).load(), dt.Float32)
+            if self.function is not None:
+                y = self.function(y, r, c)
+            return y
+        return fn
+
+
+def apply_activation(y: Value, activation: str) -> Value:
+    """``activation`` (one of :data:`ACTIVATIONS`) of a Float32 value."""
+    from tsjit.lang import math as tm
+    if activation == "relu":
+        return tm.max(y, 0.0)
+    if activation == "silu":
+        return y / (tm.exp(y * -1.0) + 1.0)
+    if activation == "gelu_tanh":
+        inner = (y + y * y * y * 0.044715) * _GELU_C
+        tanh = 1.0 - 2.0 / (tm.exp(inner * 2.0) + 1.0)
+        return y * 0.5 * (tanh + 1.0)
+    if activation != "none":
+        raise CompilationError(f"unknown activation {activation!r}; one of {list(ACTIVATIONS)}")
+    return y
+
+
+__all__ = ["store_fragment_shared", "store_fragment_global", "tma_store_tile", "pack_pair", "stmatrix_row_offset",
+           "FusedEpilogue", "apply_activation", "ACTIVATIONS", "BIAS_AXES"]

@@ -37,7 +37,8 @@ from tsjit.frontend.lowering import compile_to_llvm
 from tsjit.runtime import driver, hang_report
 from tsjit.runtime.cache import CacheEntry, KernelCache
 from tsjit.lang.constexpr import is_constexpr_annotation
-from tsjit.runtime.launch import LaunchPlan, argument_signature, constexpr_kind, plan_layout, split_dynamic
+from tsjit.runtime.launch import (BoundLaunch, LaunchPlan, argument_signature, constexpr_kind, plan_layout,
+                                  split_dynamic)
 from tsjit.runtime.specialize import (disk_spec_key, kernel_identity, memory_spec_key, specialize_one,
                                       tsjit_version_digest)
 
@@ -270,6 +271,27 @@ class Kernel:
             for slot, address in zip(plan.tensormap_slots, descriptors):
                 plan.pointer_array[slot] = address
             driver.launch_prepared(plan.function, prepared, plan.params, stream_value)
+
+    def bind(self, *args, grid, block, smem_bytes: int = 0, cluster=None, pdl: bool = False) -> BoundLaunch:
+        """Pack a launch once (arguments, grid, block) and return it as a :class:`BoundLaunch`:
+        ``bound(stream_handle)`` then costs one driver call.  For libraries that launch the same
+        arguments many times (``tsjit.ops.matmul`` caches one per data-pointer tuple).
+
+        Raises:
+            LaunchError / CompilationError: as :meth:`launch`; also for arguments the fast path
+                cannot pack (e.g. an unhashable compile-time value).
+        """
+        values = list(args) if len(args) == len(self.params) else self._bind(args, {})
+        sig, dyn = argument_signature(values, self.kinds)
+        plan = self._plans.get(sig) if sig is not None else None
+        if plan is None:
+            plan = self._make_plan(values, sig)
+            if plan is None:
+                raise LaunchError(f"kernel {self.__qualname__}: these arguments cannot be bound in advance; "
+                                  f"launch it with {self.__name__}[grid, block](...)")
+        smem = smem_bytes if smem_bytes > plan.smem else plan.smem
+        prepared = driver.prepare_launch(plan.function, grid, block, smem, cluster or plan.cluster, pdl)
+        return BoundLaunch(plan, prepared, dyn, values)
 
     def _make_plan(self, values, sig):
         specs, packed = self._specialize(values)

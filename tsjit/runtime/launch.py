@@ -188,3 +188,33 @@ def plan_layout(specs, packed_values):
     return per_param
 
 
+
+
+class BoundLaunch:
+    """One kernel launch with every argument packed in advance (``Kernel.bind``): calling it costs
+    one ``cuLaunchKernelEx``.  It owns a copy of its plan's parameter block, keeps the arguments
+    (arrays, TensorMaps) alive, and may be called from several threads.
+
+    ``bound(stream)``: ``stream`` is a raw CUDA stream handle (int; 0 = the legacy stream).
+    """
+
+    __slots__ = ("function", "prepared", "buffer", "pointer_array", "params", "arguments")
+
+    def __init__(self, plan: LaunchPlan, prepared, dyn, arguments):
+        self.function = plan.function
+        self.prepared = prepared
+        self.arguments = arguments
+        self.buffer = ctypes.create_string_buffer(plan.buffer.raw, len(plan.buffer))
+        packed, descriptors = split_dynamic(dyn)
+        if packed:
+            struct.pack_into(plan.dyn_format, self.buffer, 0, *packed)
+        old, new = ctypes.addressof(plan.buffer), ctypes.addressof(self.buffer)
+        pointers = [0 if p is None else p - old + new for p in plan.pointer_array]
+        for slot, address in zip(plan.tensormap_slots, descriptors):
+            pointers[slot] = address
+        self.pointer_array = (ctypes.c_void_p * len(pointers))(*pointers)
+        self.params = ctypes.addressof(self.pointer_array) if plan.params else 0
+
+    def __call__(self, stream: int = 0) -> None:
+        from tsjit.runtime.driver import launch_prepared
+        launch_prepared(self.function, self.prepared, self.params, stream)

@@ -1,0 +1,203 @@
+"""tsjit.ops.matmul / bmm on the GPU (issue 15): against float64 references on fresh random inputs
+with poisoned outputs, for every configuration family the heuristic picks (swap-AB narrow tiles,
+64- and 128-row tiles, split-K, TMA and direct epilogues), every operand layout (K-major, MN-major,
+sliced, misaligned -> staging copy), every fused epilogue option, bmm, split-K determinism,
+streams, tsjit arrays, and the argument errors."""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tsjit  # noqa: E402
+import tsjit.ops  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+DT = torch.bfloat16
+
+
+def _rand(*shape, dtype=DT):
+    return torch.randn(*shape, device="cuda", dtype=torch.float32).to(dtype)
+
+
+def _poisoned(*shape, dtype=DT):
+    return torch.full(shape, float("nan"), device="cuda", dtype=dtype)
+
+
+def _rel(got, ref):
+    assert torch.isfinite(got).all(), "unwritten (NaN) or non-finite outputs"
+    return (torch.linalg.norm(got.double() - ref) / torch.linalg.norm(ref)).item()
+
+
+SHAPES = [(1, 4096, 4096), (16, 4096, 4096), (64, 8192, 1024), (128, 4096, 4096), (256, 4096, 14336 // 2),
+          (512, 512, 8192), (384, 384, 16384), (2048, 2048, 2048), (1000, 3000, 777), (3000, 5000, 1000),
+          (127, 255, 64), (4096, 4096, 256), (1, 1, 1), (7, 9, 5), (65, 130, 200), (300, 17, 4096)]
+
+
+@pytest.mark.parametrize("M,N,K", SHAPES)
+@pytest.mark.parametrize("layout", ["NK", "KN"])
+def test_matmul_matches_float64(M, N, K, layout):
+    a = _rand(M, K)
+    b = _rand(N, K).t() if layout == "NK" else _rand(K, N)
+    out = _poisoned(M, N)
+    tsjit.ops.matmul(a, b, out=out)
+    assert _rel(out, a.double() @ b.double()) < 1e-2
+
+
+def test_the_heuristic_covers_every_config_family():
+    families = set()
+    for M, N, K in SHAPES:
+        a, b = _rand(M, K), _rand(K, N)
+        text = tsjit.ops.matmul.explain(a, b)
+        line = next(s for s in text.splitlines() if s.startswith("config:"))
+        families.add(("swapped" in text, line.split(" tile")[0].split("config: ")[1], "split-K" in line,
+                      "tma epilogue" in line))
+    assert any(f[0] for f in families) and any(f[2] for f in families)
+    assert any(f[1].startswith("64x") for f in families) and any(f[1].startswith("128x") for f in families)
+    assert any(f[3] for f in families) and any(not f[3] for f in families)
+
+
+@pytest.mark.parametrize("M,N,K", [(512, 512, 8192), (384, 384, 16384), (16, 4096, 4096), (256, 1024, 14336)])
+def test_split_k_is_bit_identical_run_to_run(M, N, K):
+    a, b = _rand(M, K), _rand(K, N)
+    assert "split-K" in tsjit.ops.matmul.explain(a, b)
+    first = tsjit.ops.matmul(a, b)
+    for _ in range(5):
+        again = _poisoned(M, N)
+        tsjit.ops.matmul(a, b, out=again)
+        assert torch.equal(first, again)
+    assert _rel(first, a.double() @ b.double()) < 1e-2
+
+
+@pytest.mark.parametrize("view", ["a_transposed", "both_transposed", "row_sliced", "odd_k", "misaligned_base",
+                                  "col_strided"])
+def test_non_contiguous_inputs(view):
+    M, N, K = 300, 500, 384
+    if view == "a_transposed":
+        a, b = _rand(K, M).t(), _rand(K, N)
+    elif view == "both_transposed":
+        a, b = _rand(K, M).t(), _rand(N, K).t()
+    elif view == "row_sliced":
+        a, b = _rand(M, 2 * K)[:, :K], _rand(K, 3 * N)[:, N:2 * N]
+    elif view == "odd_k":
+        K = 777
+        a, b = _rand(M, K), _rand(K, N)
+    elif view == "misaligned_base":
+        a, b = _rand(M, K + 1)[:, 1:], _rand(K, N)
+    else:
+        a, b = _rand(M, 2 * K)[:, ::2], _rand(K, N)
+    out = _poisoned(M, N)
+    tsjit.ops.matmul(a, b, out=out)
+    assert _rel(out, a.double() @ b.double()) < 1e-2
+
+
+def _gelu_tanh(y):
+    return 0.5 * y * (1 + torch.tanh(0.7978845608028654 * (y + 0.044715 * y ** 3)))
+
+
+ACTS = {None: lambda y: y, "relu": torch.relu, "gelu_tanh": _gelu_tanh, "silu": lambda y: y * torch.sigmoid(y)}
+
+
+@pytest.mark.parametrize("M,N,K", [(1000, 768, 512), (16, 2048, 1024), (256, 512, 8192)])
+@pytest.mark.parametrize("activation", list(ACTS))
+def test_bias_and_activation(M, N, K, activation):
+    a, b, bias = _rand(M, K), _rand(K, N), _rand(N)
+    out = _poisoned(M, N)
+    tsjit.ops.matmul(a, b, bias=bias, activation=activation, out=out)
+    ref = ACTS[activation](a.double() @ b.double() + bias.double())
+    assert _rel(out, ref) < 1e-2
+
+
+@pytest.mark.parametrize("M,N,K", [(1000, 768, 512), (16, 2048, 1024), (256, 512, 8192)])
+def test_row_bias_residual_alpha_beta(M, N, K):
+    a, b = _rand(M, K), _rand(K, N)
+    bias, residual = _rand(M, 1, dtype=torch.float32), _rand(M, N)
+    out = _rand(M, N)
+    old = out.double().clone()
+    tsjit.ops.matmul(a, b, bias=bias, residual=residual, alpha=0.5, beta=-2.0, activation="relu", out=out)
+    ref = torch.relu(0.5 * (a.double() @ b.double()) - 2.0 * old + bias.double()) + residual.double()
+    assert _rel(out, ref) < 1e-2
+
+
+@pytest.mark.parametrize("out_dtype", [torch.float16, torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("M,N,K", [(1000, 768, 512), (16, 2048, 1024), (384, 384, 16384)])
+def test_output_dtypes(M, N, K, out_dtype):
+    a, b = _rand(M, K), _rand(K, N)
+    out = _poisoned(M, N, dtype=out_dtype)
+    tsjit.ops.matmul(a, b, out=out)
+    assert _rel(out, a.double() @ b.double()) < (1e-4 if out_dtype == torch.float32 else 1e-2)
+    assert tsjit.ops.matmul(a, b, out_dtype=out_dtype).dtype == out_dtype
+
+
+def test_fp16_inputs():
+    a, b = _rand(500, 300, dtype=torch.float16), _rand(300, 700, dtype=torch.float16)
+    out = _poisoned(500, 700, dtype=torch.float16)
+    tsjit.ops.matmul(a, b, out=out)
+    assert _rel(out, a.double() @ b.double()) < 1e-2
+
+
+@tsjit.func
+def clipped_plus_row(y, row, col):
+    return tsjit.math.min(y, 1.0) + row * 0.001 - col * 0.0005
+
+
+@pytest.mark.parametrize("M,N,K", [(600, 700, 256), (16, 1024, 512)])
+def test_user_epilogue_function_gets_global_coordinates(M, N, K):
+    a, b = _rand(M, K), _rand(K, N)
+    out = _poisoned(M, N, dtype=torch.float32)
+    tsjit.ops.matmul(a, b, out=out, epilogue_fn=clipped_plus_row)
+    rows = torch.arange(M, device="cuda", dtype=torch.float64)[:, None]
+    cols = torch.arange(N, device="cuda", dtype=torch.float64)[None, :]
+    ref = torch.clamp(a.double() @ b.double(), max=1.0) + rows * 0.001 - cols * 0.0005
+    assert _rel(out, ref) < 1e-4
+
+
+@pytest.mark.parametrize("L,M,N,K", [(4, 256, 384, 512), (3, 100, 200, 64), (8, 16, 1024, 2048)])
+def test_bmm_matches_float64(L, M, N, K):
+    a, b = _rand(L, M, K), _rand(L, K, N)
+    out = _poisoned(L, M, N)
+    tsjit.ops.bmm(a, b, out=out)
+    assert _rel(out, a.double() @ b.double()) < 1e-2
+
+
+def test_runs_on_torchs_current_stream():
+    a, b = _rand(2048, 2048), _rand(2048, 2048)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        out = tsjit.ops.matmul(a, b)
+        ref = (a.double() @ b.double())
+    s.synchronize()
+    assert _rel(out, ref) < 1e-2
+
+
+def test_tsjit_device_arrays():
+    import numpy as np
+    from tsjit.runtime.arrays import bfloat16_bits_to_float32, float_to_bfloat16_bits
+    rng = np.random.default_rng()
+    a_bits = float_to_bfloat16_bits(rng.standard_normal((200, 128)))
+    b_bits = float_to_bfloat16_bits(rng.standard_normal((128, 320)))
+    a = tsjit.to_device(a_bits, dtype=tsjit.BFloat16)
+    b = tsjit.to_device(b_bits, dtype=tsjit.BFloat16)
+    out = tsjit.ops.matmul(a, b)
+    got = bfloat16_bits_to_float32(out.numpy()).astype(np.float64)
+    ref = bfloat16_bits_to_float32(a_bits).astype(np.float64) @ bfloat16_bits_to_float32(b_bits).astype(np.float64)
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-2
+
+
+def test_shape_mismatch_names_b():
+    with pytest.raises(tsjit.LaunchError, match="'b'"):
+        tsjit.ops.matmul(_rand(4, 8), _rand(9, 4))
+
+
+def test_dtype_mismatch_names_b():
+    with pytest.raises(tsjit.LaunchError, match="'b'"):
+        tsjit.ops.matmul(_rand(4, 8), _rand(8, 4, dtype=torch.float16))
+
+
+def test_bad_bias_and_out_are_named():
+    a, b = _rand(4, 8), _rand(8, 6)
+    with pytest.raises(tsjit.LaunchError, match="'bias'"):
+        tsjit.ops.matmul(a, b, bias=_rand(5))
+    with pytest.raises(tsjit.LaunchError, match="'out'"):
+        tsjit.ops.matmul(a, b, out=_rand(4, 7))
+    with pytest.raises(tsjit.LaunchError, match="'a'"):
+        tsjit.ops.matmul(a.cpu(), b)

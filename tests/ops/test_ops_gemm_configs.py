@@ -1,0 +1,125 @@
+"""tsjit.ops.matmul without a GPU (issue 15, CPU evidence): the configuration heuristic is
+deterministic and picks the small-M / split-K configurations where they pay; every configuration
+family it can produce compiles for sm_90a with 0 spills and its Task Scheduling program is proven
+SAFE by the exhaustive checker; the fused epilogue is part of the cache key."""
+import pytest
+
+import tsjit
+from tsjit.lang.epilogue import FusedEpilogue
+from tsjit.ops import configs
+from tsjit.ops.gemm_program import compile_program
+
+
+def _choose(M, N, K, **kw):
+    swapped = configs.choose_roles(M, N)
+    P, Q = (N, M) if swapped else (M, N)
+    return swapped, configs.choose(configs.Problem(P, Q, K, tma_output=not swapped, **kw))[0]
+
+
+def test_choice_is_deterministic():
+    assert _choose(512, 512, 8192) == _choose(512, 512, 8192)
+
+
+def test_large_square_uses_the_full_tile_without_split():
+    swapped, cfg = _choose(8192, 8192, 8192)
+    assert not swapped and (cfg.block_m, cfg.block_n, cfg.splits, cfg.epilogue) == (128, 256, 1, "tma")
+
+
+def test_small_m_swaps_operands_and_uses_a_narrow_tile():
+    swapped, cfg = _choose(16, 4096, 4096)
+    assert swapped and cfg.block_n <= 32
+
+
+def test_k_heavy_few_tile_shape_splits_k():
+    _, cfg = _choose(384, 384, 16384)
+    assert cfg.splits >= 4 and cfg.epilogue == "direct"
+
+
+def test_every_split_has_at_least_the_minimum_k_tiles():
+    for K in (64, 300, 1000, 4096, 16384):
+        _, cfg = _choose(256, 256, K)
+        assert configs.ceil_div(K, 64) >= cfg.splits * (configs.MIN_K_TILES_PER_SPLIT if cfg.splits > 1 else 1)
+
+
+def test_shared_memory_budget_holds_for_all_candidates():
+    for bm in configs.BLOCK_MS:
+        for bn in configs.BLOCK_NS:
+            for epi, staged in (("tma", min(bn, 128)), ("direct", 0)):
+                stages = configs.stages_for(bm, bn, epi, staged, 2)
+                assert (bm + bn) * 64 * 2 * stages + bm * staged * 2 <= configs.SMEM_BUDGET
+
+
+def test_explain_names_roles_config_and_runners_up():
+    problem = configs.Problem(4096, 16, 4096, tma_output=False)
+    cfg, ranked = configs.choose(problem)
+    text = configs.explain_choice(problem, True, cfg, ranked)
+    assert "swapped" in text and f"{cfg.block_m}x{cfg.block_n}" in text and "runners-up" in text
+
+
+def _verdicts(monkeypatch):
+    from tsjit.ts import task_manager
+    seen = []
+    original = task_manager.TaskManager.print_and_verify
+
+    def recording(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        seen.append(self.exhaustive_result.verdict)
+        return out
+
+    monkeypatch.setattr(task_manager.TaskManager, "print_and_verify", recording)
+    monkeypatch.setenv("TSJIT_DISABLE_CACHE", "1")
+    return seen
+
+
+CONFIGS = [
+    # (BM, BN, splits, epilogue, staged, x_major, y_major, batched, fused)
+    (128, 256, 1, "tma", 256, "K", "K", False, FusedEpilogue()),
+    (128, 256, 1, "tma", 128, "K", "MN", False, FusedEpilogue(bias="col", activation="relu")),
+    (128, 128, 1, "tma", 128, "MN", "K", False, FusedEpilogue(alpha=True, beta=True, bias="row",
+                                                              activation="gelu_tanh", residual=True)),
+    (64, 256, 1, "tma", 256, "MN", "MN", False, FusedEpilogue(activation="silu")),
+    (64, 128, 4, "direct", 64, "K", "K", False, FusedEpilogue(bias="col", residual=True)),
+    (128, 16, 2, "direct", 64, "K", "K", False, FusedEpilogue()),
+    (64, 32, 1, "direct", 64, "MN", "K", False, FusedEpilogue(bias="row", activation="gelu_tanh")),
+    (128, 128, 8, "direct", 64, "K", "MN", True, FusedEpilogue(alpha=True)),
+    (128, 256, 1, "tma", 256, "K", "K", True, FusedEpilogue()),
+]
+
+
+@pytest.mark.parametrize("bm,bn,splits,epilogue,staged,x_major,y_major,batched,fused", CONFIGS)
+def test_config_compiles_without_spills_and_verifies_safe(monkeypatch, bm, bn, splits, epilogue, staged, x_major,
+                                                          y_major, batched, fused):
+    verdicts = _verdicts(monkeypatch)
+    stages = configs.stages_for(bm, bn, epilogue, staged if epilogue == "tma" else 0, 2)
+    cfg = configs.GemmConfig(bm, bn, stages, epilogue, staged, splits)
+    k = compile_program(cfg, x_major=x_major, y_major=y_major, batched=batched, fused=fused)
+    meta = k.metadata
+    assert meta["spill_stores_bytes"] == 0 and meta["spill_loads_bytes"] == 0 and meta["stack_frame_bytes"] == 0
+    assert f"m64n{bn}k16.f32.bf16.bf16" in k.ptx
+    assert verdicts == ["SAFE"]
+
+
+def test_fp32_output_direct_epilogue_compiles_without_spills():
+    cfg = configs.GemmConfig(128, 128, 6, "direct", 64, 1)
+    k = compile_program(cfg, out_dtype=tsjit.Float32, fused=FusedEpilogue(bias="col", activation="silu"))
+    assert k.metadata["spill_stores_bytes"] == 0 and k.metadata["spill_loads_bytes"] == 0
+
+
+def test_user_epilogue_function_is_in_the_cache_key():
+    @tsjit.func
+    def double(y, row, col):
+        return y * 2.0
+
+    @tsjit.func
+    def triple(y, row, col):
+        return y * 3.0
+
+    a, b = FusedEpilogue(function=double), FusedEpilogue(function=triple)
+    assert a.__tsjit_key__() != b.__tsjit_key__()
+    cfg = configs.GemmConfig(128, 128, 6, "tma", 128, 1)
+    assert "0f40400000" in compile_program(cfg, fused=b).ptx        # the 3.0 of triple
+
+
+def test_unknown_activation_is_a_compilation_error():
+    with pytest.raises(tsjit.CompilationError, match="activation"):
+        FusedEpilogue(activation="tanh")

@@ -1,0 +1,193 @@
+"""How ``tsjit.ops.matmul`` chooses a configuration of :func:`tsjit.ops.gemm_program.gemm_program`
+for a problem: a deterministic cost model over a small candidate set, no measurement.
+
+The problem arrives in D's coordinates (``D (P, Q) = X (P, K) @ Y (K, Q)``, batch ``L``); the
+caller has already decided whether to swap A and B (:func:`choose_roles`: for ``M <= 64`` the
+tile's wide side runs along N, ``D = C^T = B^T A^T``, so a 16-row activation block becomes the
+narrow wgmma N instead of wasting 48 of 64 rows).
+
+Candidates: ``BM`` in {128, 64} (2 or 1 consumer warpgroups), ``BN`` in {256, 128, 64, 32, 16}
+(MN-major Y needs ``BN >= 64``: its TMA boxes are 64 wide), split-K ``S`` in {1, 2, 3, 4, 6, 8,
+12, 16} with at least 4 K tiles per split.  The estimated time of each is
+
+* MMA time: ``waves * per-CTA MMA work / (per-SM peak * efficiency(BM, BN))``, ``waves =
+  ceil(CTAs / SMs)``; the efficiency table reflects that narrow wgmma (small N) and 64-row tiles
+  issue more instructions per FLOP and re-read more operand bytes;
+* memory time: HBM bytes (every operand read once, D written once) over the HBM bandwidth, and
+  the bytes all CTAs load (re-reads hit L2) over the L2 bandwidth; the larger of MMA and memory;
+* split-K: the fp32 partials written and read again over the L2 bandwidth, plus a fixed cost;
+* per wave: a tile prologue / epilogue cost.
+
+The lowest estimate wins (ties: the earlier candidate, so the choice is deterministic).
+:func:`explain` prints the winner and the runners-up with their estimates.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SMEM_BUDGET = 232448 - 2048        # the opt-in shared memory of an H100/H200 CTA, less barriers and slack
+PEAK_FLOPS_PER_SM = 989e12 / 132   # dense bf16 wgmma rate per SM (H100/H200 SXM datasheet)
+HBM_BYTES_PER_S = 4.0e12           # measured copy bandwidth of the H200 is ~4.1-4.3 TB/s
+L2_BYTES_PER_S = 9.0e12
+TILE_OVERHEAD_S = 1.2e-6           # accumulator zeroing, pipeline fill and epilogue of one tile
+SPLIT_FIXED_S = 1.5e-6
+BLOCK_MS = (128, 64)
+BLOCK_NS = (256, 128, 64, 32, 16)
+SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
+MIN_K_TILES_PER_SPLIT = 4
+BK = 64
+#: fraction of the wgmma peak a (BM, BN) tile sustains in the main loop
+EFFICIENCY = {(128, 256): 0.85, (128, 128): 0.78, (128, 64): 0.55, (128, 32): 0.32, (128, 16): 0.17,
+              (64, 256): 0.72, (64, 128): 0.62, (64, 64): 0.45, (64, 32): 0.27, (64, 16): 0.14}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A GEMM in D's coordinates.
+
+    Attributes:
+        P, Q, K: D is P x Q, the reduction is K long (all >= 1).
+        batch: independent products (bmm), >= 1.
+        x_major, y_major: ``"K"`` or ``"MN"`` (which dimension of X / Y is contiguous).
+        tma_output: D can be stored with TMA (row-major, 16-byte rows, 16-bit dtype).
+        epilogue_loads: global loads per element of the fused epilogue (bias, residual, beta).
+        in_bytes, out_bytes: element sizes of the inputs and of D.
+        sms: streaming multiprocessors of the device.
+    """
+
+    P: int
+    Q: int
+    K: int
+    batch: int = 1
+    x_major: str = "K"
+    y_major: str = "K"
+    tma_output: bool = True
+    epilogue_loads: int = 0
+    in_bytes: int = 2
+    out_bytes: int = 2
+    sms: int = 132
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """One configuration of :func:`~tsjit.ops.gemm_program.gemm_program`.
+
+    Attributes:
+        block_m, block_n: the CTA tile (BM rows of D, BN columns).
+        stages: TMA ring depth.
+        epilogue: ``"tma"`` or ``"direct"``.
+        staged_columns: columns of the tile staged in shared memory per TMA-store pass.
+        splits: split-K factor (1: none).
+        group_m: rows of tiles per group of the grouped (L2-friendly) tile order.
+        estimate_us: the cost model's estimate (microseconds).
+    """
+
+    block_m: int
+    block_n: int
+    stages: int
+    epilogue: str
+    staged_columns: int
+    splits: int
+    group_m: int = 8
+    estimate_us: float = field(default=0.0, compare=False)
+
+    def describe(self) -> str:
+        split = f", split-K {self.splits}" if self.splits > 1 else ""
+        return (f"{self.block_m}x{self.block_n}x{BK} tile, {self.block_m // 64} consumer warpgroup(s), "
+                f"{self.stages} stages, {self.epilogue} epilogue{split}")
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def choose_roles(M: int, N: int) -> bool:
+    """True when the product should be computed swapped, ``C^T = B^T A^T`` (few rows of A: the
+    narrow side of C becomes the wgmma N dimension)."""
+    return M <= 64 and N >= 2 * M
+
+
+def stages_for(block_m: int, block_n: int, epilogue: str, staged: int, in_bytes: int) -> int:
+    """The deepest ring (3..8 stages) that fits next to the epilogue's staging tile."""
+    stage = (block_m + block_n) * BK * in_bytes
+    staging = block_m * staged * 2 if epilogue == "tma" else 0
+    return max(2, min(8, (SMEM_BUDGET - staging) // stage))
+
+
+def _efficiency(block_m: int, block_n: int) -> float:
+    return EFFICIENCY[(block_m, block_n)]
+
+
+def estimate(problem: Problem, block_m: int, block_n: int, splits: int) -> float:
+    """Estimated seconds of one configuration (see the module docstring)."""
+    p = problem
+    k_tiles = ceil_div(p.K, BK)
+    tiles = ceil_div(p.P, block_m) * ceil_div(p.Q, block_n) * p.batch
+    ctas = tiles * splits
+    waves = ceil_div(ctas, p.sms)
+    k_per_cta = ceil_div(k_tiles, splits) * BK
+    mma = waves * 2.0 * block_m * block_n * k_per_cta / (PEAK_FLOPS_PER_SM * _efficiency(block_m, block_n))
+    hbm = ((p.P + p.Q) * p.K * p.in_bytes + p.P * p.Q * p.out_bytes * (1 + p.epilogue_loads)) * p.batch
+    l2 = tiles * (block_m + block_n) * k_tiles * BK * p.in_bytes
+    # how much of the machine streams memory: few CTAs cannot pull full bandwidth
+    active = min(ctas, p.sms) / p.sms
+    memory = max(hbm / HBM_BYTES_PER_S, l2 / L2_BYTES_PER_S) / max(active, 0.05) ** 0.7
+    split = 0.0
+    if splits > 1:
+        split = SPLIT_FIXED_S + 2.0 * tiles * splits * block_m * block_n * 4 / L2_BYTES_PER_S
+    return max(mma, memory) + split + waves * TILE_OVERHEAD_S
+
+
+def candidates(problem: Problem):
+    """The (block_m, block_n, splits) the cost model compares, in tie-break order."""
+    k_tiles = ceil_div(problem.K, BK)
+    widest = max(16, ceil_div(problem.Q, 16) * 16)
+    for block_m in BLOCK_MS:
+        for block_n in BLOCK_NS:
+            if problem.y_major == "MN" and block_n < 64:
+                continue
+            if block_n > 2 * widest and block_n > 64:
+                continue                        # a tile more than twice as wide as D
+            for splits in SPLITS:
+                if splits > 1 and k_tiles < MIN_K_TILES_PER_SPLIT * splits:
+                    break
+                yield block_m, block_n, splits
+
+
+def choose(problem: Problem) -> tuple[GemmConfig, list[tuple[float, int, int, int]]]:
+    """The configuration for ``problem`` and the ranked (seconds, BM, BN, S) of all candidates."""
+    ranked = sorted(((estimate(problem, bm, bn, s), i, bm, bn, s)
+                     for i, (bm, bn, s) in enumerate(candidates(problem))))
+    _, _, block_m, block_n, splits = ranked[0]
+    tma = problem.tma_output and splits == 1 and block_n % 64 == 0 and problem.out_bytes == 2
+    epilogue = "tma" if tma else "direct"
+    if epilogue == "direct" and problem.epilogue_loads and block_n > 128 and splits == 1:
+        block_n = 128                           # a 256-wide direct epilogue with loads spills
+    staged = block_n if (tma and block_m * block_n * 2 <= 64 * 1024 and block_n <= 256) else min(block_n, 128)
+    if tma and block_m == 128 and block_n == 256:
+        staged = 256 if ceil_div(problem.K, BK) < 64 else 128
+    stages = stages_for(block_m, block_n, epilogue, staged if tma else 0, problem.in_bytes)
+    config = GemmConfig(block_m, block_n, stages, epilogue, staged if tma else 64, splits,
+                        estimate_us=ranked[0][0] * 1e6)
+    return config, [(t, bm, bn, s) for t, _, bm, bn, s in ranked]
+
+
+def explain_choice(problem: Problem, swapped: bool, config: GemmConfig, ranked) -> str:
+    """The text ``tsjit.ops.matmul.explain`` prints."""
+    lines = [f"problem: D ({problem.P} x {problem.Q}) = X ({problem.P} x {problem.K}) @ Y ({problem.K} x "
+             f"{problem.Q}), batch {problem.batch}; X {problem.x_major}-major, Y {problem.y_major}-major"]
+    if swapped:
+        lines.append("roles: swapped (M <= 64 and N >= 2M): computes C^T = B^T A^T so that M is the narrow "
+                     "wgmma N dimension")
+    else:
+        lines.append("roles: X = A, Y = B")
+    lines.append(f"config: {config.describe()} (estimate {config.estimate_us:.1f} us, "
+                 f"{ceil_div(problem.P, config.block_m) * ceil_div(problem.Q, config.block_n) * problem.batch * config.splits} CTAs' work on {problem.sms} SMs)")
+    if config.epilogue == "direct":
+        why = ("split-K reduces in registers" if config.splits > 1 else
+               "D is not a row-major 16-byte-aligned 16-bit matrix" if not problem.tma_output else
+               "the tile width is not a multiple of 64")
+        lines.append(f"epilogue: direct stores ({why})")
+    lines.append("runners-up (us, BM x BN, split-K): " + ", ".join(
+        f"{t * 1e6:.1f} {bm}x{bn} S{s}" for t, bm, bn, s in ranked[1:6]))
+    return "\n".join(lines)

@@ -1,0 +1,425 @@
+"""The library GEMM as a Task Scheduling program: ``D (P, Q) = X (P, K) @ Y (K, Q)`` with every
+operand layout, 64- or 128-row tiles, any legal tile width, optional batching, a deterministic
+split-K and a fused epilogue.  ``tsjit.ops.matmul`` (:mod:`tsjit.ops.matmul`) picks the
+configuration and the operand roles (``X = A, Y = B`` or, swapped, ``X = B^T, Y = A^T``).
+
+Program (one CTA = ``1 + BM / 64`` warpgroups):
+
+* ``load`` (warp 0; warps 1-3 ``idle``; both at 40 registers): for each work tile of a static
+  persistent WorkQueue over ``tiles_m x tiles_n x (batch * SPLITS)``, walk the tile's K tiles:
+  ``acquire`` a ring stage, TMA-load the X tile (BM x BK) and the Y tile (BN x BK), both
+  128-byte swizzled, ``commit`` (``expect_tx`` = the stage's bytes).
+  ``X_MAJOR`` / ``Y_MAJOR`` "K": the operand's K is contiguous; "MN": its rows (X) / columns (Y)
+  are, and the TMA boxes are 64-wide along M / N, read by wgmma with the transpose bit (bf16/fp16).
+* ``mma`` (warpgroups 1..BM/64, 232 registers): each warpgroup owns 64 rows; per K tile
+  ``wait``, BK / 16 ``wgmma.mma_async`` m64nBNk16, ``commit_group``, ``wait_group(1)``, release
+  the previous stage.  After the loop ``wait_group(0)``, release the last stage, then the
+  ``out.store`` epilogue:
+
+  - ``EPILOGUE="tma"``: the fused epilogue applied per element, converted with ``stmatrix`` into a
+    128B-swizzled staging tile, stored by TMA (clipped at the edges);
+  - ``"direct"``: bounds-masked stores from registers (any strides, any output dtype);
+  - ``SPLITS > 1`` (split-K, deterministic): split ``s`` of a tile covers K tiles
+    ``[s * kt // S, (s + 1) * kt // S)``.  Every warp writes its raw fp32 partial to the workspace
+    in the accumulator's own register order (``ws[tile][split][register / 4][thread]`` as float4:
+    fully coalesced), fences (``fence.sc.gpu``) and increments its per-warp counter; the warp
+    that arrives last fences again, sums the S partials *in split order 0..S-1* (the same order
+    whichever CTA is last, so the result is bit-identical run to run), resets the counter to 0
+    for the next launch, applies the epilogue and stores (direct).  No CTA ever waits for
+    another, so there is no deadlock whatever the residency.
+
+The epilogue is a :class:`tsjit.lang.epilogue.FusedEpilogue` given as the ``FUSED`` constexpr: bias
+per row or column, activation, residual, alpha / beta, a user ``@tsjit.func``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tsjit
+from tsjit import ts
+from tsjit import wgmma
+from tsjit.lang.epilogue import store_fragment_global, store_fragment_shared
+from tsjit.lang.fragment import Fragment
+from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
+
+BK = 64                 # K elements per stage: one 128-byte swizzle row of a 16-bit type
+BOX = 64                # TMA box edge along M / N for MN-major operands and the C staging tile
+WARPGROUP = 128
+LOAD_REGISTERS = 40
+MMA_REGISTERS = 232
+
+
+def split_bounds(split, k_tiles, splits):
+    """K tiles ``[begin, end)`` of split ``split`` out of ``splits`` (every split gets
+    ``>= k_tiles // splits >= 1`` tiles when ``splits <= k_tiles``)."""
+    return split * k_tiles // splits, (split + 1) * k_tiles // splits
+
+
+EPILOGUE_COLUMNS = 64    # columns a direct / split-K epilogue converts and stores per pass (register pressure)
+
+
+def reduction_columns(block_n: int, splits: int) -> int:
+    """Columns the split-K reducer sums and stores per pass: the loads of every split of a pass are
+    in flight together, so a pass holds ``columns / 2 * splits`` loaded floats per thread (<= 64)."""
+    width = EPILOGUE_COLUMNS
+    while width > 8 and width * splits > 128:
+        width //= 2
+    return min(width, block_n)
+
+
+@tsjit.func
+def store_direct(values, out, fused, operands, batch, row0, col0, rows, cols, tid, BN: tsjit.Constexpr[int]):
+    """Bounds-masked stores of a 64 x BN accumulator tile (``values``: its BN / 2 registers), through the
+    fused epilogue, ``EPILOGUE_COLUMNS`` columns at a time."""
+    width = min(BN, EPILOGUE_COLUMNS)
+    for part in tsjit.range_constexpr(BN // width):
+        fn = fused.bind(operands, batch, row0, col0 + part * width, rows, cols)
+        store_fragment_global(Fragment(values[part * width // 2:(part + 1) * width // 2]), out, row0,
+                              col0 + part * width, rows, cols, fn=fn, tid=tid)
+
+
+@tsjit.func
+def reduce_split_k(acc, out, workspace, counters, tile, split, splits, fused, operands, batch, row0, col0, rows,
+                   cols, BM: tsjit.Constexpr[int], BN: tsjit.Constexpr[int]):
+    """Split-K: publish this split's partial; the warp that arrives last for its tile sums all
+    partials in split order 0..splits-1 and stores them through the fused epilogue (module docstring)."""
+    threads = WARPGROUP * (BM // 64)
+    thread = tsjit.thread_idx().x - WARPGROUP                  # 0 .. threads - 1 over the MMA warpgroups
+    chunks = BN // 8                                           # float4 chunks per thread
+    own = ((tile * splits + split) * chunks) * threads + thread
+    for c in tsjit.range_constexpr(chunks):
+        workspace.store_vector((own + c * threads) * 4, (acc[4 * c], acc[4 * c + 1], acc[4 * c + 2], acc[4 * c + 3]))
+    tsjit.threadfence()
+    tsjit.syncwarp()
+    counter = tile * (threads // 32) + thread // 32
+    arrived = 0
+    if tsjit.lane_idx() == 0:
+        arrived = tsjit.atomic_add(counters.ptr + counter, 1)
+    arrived = tsjit.shuffle(arrived, 0)
+    if arrived == splits - 1:
+        tsjit.threadfence()
+        if tsjit.lane_idx() == 0:
+            counters[counter] = 0                              # ready for the next launch
+        first = (tile * splits * chunks) * threads + thread
+        width = reduction_columns(BN, splits)
+        for part in tsjit.range_constexpr(BN // width):
+            total = []
+            for c in tsjit.range_constexpr(part * width // 8, (part + 1) * width // 8):
+                s0, s1, s2, s3 = workspace.load_vector((first + c * threads) * 4, 4)
+                for s in tsjit.range_constexpr(1, splits):     # unrolled: the loads of all splits in flight
+                    v0, v1, v2, v3 = workspace.load_vector((first + (s * chunks + c) * threads) * 4, 4)
+                    s0 = s0 + v0
+                    s1 = s1 + v1
+                    s2 = s2 + v2
+                    s3 = s3 + v3
+                total.extend([s0, s1, s2, s3])
+            fn = fused.bind(operands, batch, row0, col0 + part * width, rows, cols)
+            store_fragment_global(Fragment(total), out, row0, col0 + part * width, rows, cols, fn=fn,
+                                  tid=thread % WARPGROUP)
+
+
+@dataclass(kw_only=True)
+class OperandRing(ts.MemoryResource):
+    """The TMA ring of X and Y tiles; its consumer works run the warpgroup MMAs."""
+
+    x_map: object
+    y_map: object
+    block_m: int
+    block_n: int
+    x_major: str = "K"
+    y_major: str = "K"
+    batched: bool = False
+    split_k: bool = False
+    splits: object = 1
+    k_tiles: object = 1
+    x_tiles: object = None
+    y_tiles: object = None
+    acc: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
+
+    def __post_init__(self):
+        stages = self.pipeline_config.num_stages
+        dtype = self.x_map.dtype
+        groups = self.block_m // 64
+        if self.x_major == "K":
+            self.x_tiles = tsjit.shared_array(dtype, (stages, groups, 64, BK), align=1024)     # [wg][m][k]
+        else:
+            self.x_tiles = tsjit.shared_array(dtype, (stages, groups, BK, BOX), align=1024)    # [wg][k][m]
+        if self.y_major == "K":
+            self.y_tiles = tsjit.shared_array(dtype, (stages, self.block_n, BK), align=1024)   # [n][k]
+        else:
+            self.y_tiles = tsjit.shared_array(dtype, (stages, self.block_n // BOX, BK, BOX), align=1024)
+        n = self.block_n
+        self.acc = ts.TaskLocalVariable(Fragment, default_factory=lambda: Fragment.zeros(n // 2),
+                                        docs="the warpgroup's 64 x BN fp32 accumulator")
+
+    @ts.producer_work()
+    def tma_load(self, stage_info):
+        m, n, l = stage_info.work_tile.coords
+        kt = stage_info.loop_offset
+        batch = l
+        if tsjit.const_expr(self.split_k):
+            batch = l // self.splits
+            kt = kt + (l % self.splits) * self.k_tiles // self.splits
+        k = kt * BK
+        if tsjit.elect_one():
+            stage = stage_info.stage_idx
+            bar = stage_info.barrier
+            row0 = m * self.block_m
+            col0 = n * self.block_n
+            if tsjit.const_expr(self.x_major == "K"):
+                if tsjit.const_expr(self.batched):
+                    tsjit.tma_load(self.x_map, self.x_tiles[stage], bar, (batch, row0, k))
+                else:
+                    tsjit.tma_load(self.x_map, self.x_tiles[stage], bar, (row0, k))
+            else:
+                for g in tsjit.range_constexpr(self.block_m // 64):
+                    if tsjit.const_expr(self.batched):
+                        tsjit.tma_load(self.x_map, self.x_tiles[stage, g], bar, (batch, k, row0 + g * BOX))
+                    else:
+                        tsjit.tma_load(self.x_map, self.x_tiles[stage, g], bar, (k, row0 + g * BOX))
+            if tsjit.const_expr(self.y_major == "K"):
+                if tsjit.const_expr(self.batched):
+                    tsjit.tma_load(self.y_map, self.y_tiles[stage], bar, (batch, col0, k))
+                else:
+                    tsjit.tma_load(self.y_map, self.y_tiles[stage], bar, (col0, k))
+            else:
+                for j in tsjit.range_constexpr(self.block_n // BOX):
+                    if tsjit.const_expr(self.batched):
+                        tsjit.tma_load(self.y_map, self.y_tiles[stage, j], bar, (batch, k, col0 + j * BOX))
+                    else:
+                        tsjit.tma_load(self.y_map, self.y_tiles[stage, j], bar, (k, col0 + j * BOX))
+
+    @ts.consumer_work(returns="acc", work_attrs=ts.WorkAttr.AUXILIARY)
+    def zero_accumulator(self, stage_info):
+        return Fragment.zeros(self.block_n // 2)
+
+    @ts.consumer_work(returns="acc")
+    def mma(self, stage_info, acc):
+        warpgroup = tsjit.warp_idx() // 4 - 1
+        stage = stage_info.stage_idx
+        x_desc = wgmma.make_descriptor(self.x_tiles[stage, warpgroup], major=self.x_major, swizzle="128B")
+        y_desc = wgmma.make_descriptor(self.y_tiles[stage], major=self.y_major, swizzle="128B")
+        wgmma.fence()
+        for k in tsjit.range_constexpr(BK // 16):
+            acc = wgmma.mma_async(acc, x_desc.k_step(k), y_desc.k_step(k), n=self.block_n)
+        wgmma.commit_group()
+        wgmma.wait_group(1)
+        return acc
+
+    @ts.consumer_work(returns="acc")
+    def retire(self, stage_info, acc):
+        wgmma.wait_group(0)
+        return wgmma.fence_operand(acc)   # keep accumulator reads below the wait
+
+
+@dataclass(kw_only=True)
+class OutputTile(ts.MemoryResource):
+    """D in global memory, written by the MMA warpgroups (see the module docstring for the modes).
+
+    ``c`` is the output viewed in D's coordinates (rank 2, or rank 3 with a leading batch);
+    ``fused`` the :class:`~tsjit.lang.epilogue.FusedEpilogue`, ``operands`` its run-time tensors
+    and scalars."""
+
+    c: object
+    c_map: object
+    block_m: int
+    block_n: int
+    rows: object
+    cols: object
+    fused: object
+    operands: object
+    mode: str = "tma"
+    batched: bool = False
+    staged_columns: int = 128
+    split_k: bool = False
+    splits: object = 1
+    tiles_m: object = 1
+    tiles_n: object = 1
+    workspace: object = None
+    counters: object = None
+    staging: object = None
+
+    def __post_init__(self):
+        if self.mode == "tma":
+            self.staging = tsjit.shared_array(self.c_map.dtype, (self.block_m // 64, self.staged_columns // BOX,
+                                                                 64, BOX), align=1024)
+
+    @ts.producer_work()
+    def store(self, stage_info, acc):
+        m, n, l = stage_info.work_tile.coords
+        warpgroup = tsjit.warp_idx() // 4 - 1
+        tid = tsjit.thread_idx().x % WARPGROUP
+        row0 = m * self.block_m + warpgroup * 64
+        col0 = n * self.block_n
+        batch = l
+        if tsjit.const_expr(self.split_k):
+            batch = l // self.splits
+            out = self.c
+            if tsjit.const_expr(self.batched):
+                out = self.c[batch]
+            tile = (batch * self.tiles_m + m) * self.tiles_n + n
+            reduce_split_k(acc, out, self.workspace, self.counters, tile, l % self.splits, self.splits, self.fused,
+                           self.operands, batch, row0, col0, self.rows, self.cols, self.block_m, self.block_n)
+            return
+        if tsjit.const_expr(self.mode == "direct"):
+            out = self.c
+            if tsjit.const_expr(self.batched):
+                out = self.c[batch]
+            store_direct(list(acc), out, self.fused, self.operands, batch, row0, col0, self.rows, self.cols, tid,
+                         self.block_n)
+            return
+        buffer = self.staging[warpgroup]
+        columns = self.staged_columns
+        per_pass = columns // 2                         # accumulator registers per staged pass
+        for part in tsjit.range_constexpr(self.block_n // columns):
+            if tid == 0:
+                tsjit.bulk_wait_group(0, read=True)     # the previous pass has left the staging buffer
+            tsjit.named_barrier_sync(1 + warpgroup, WARPGROUP)
+            fn = self.fused.bind(self.operands, batch, row0, col0 + part * columns, self.rows, self.cols)
+            store_fragment_shared(Fragment(acc[part * per_pass:(part + 1) * per_pass]), buffer, swizzle="128B",
+                                  tid=tid, fn=fn)
+            tsjit.fence_proxy_async()
+            tsjit.named_barrier_sync(1 + warpgroup, WARPGROUP)
+            if tid == 0:
+                for box in tsjit.range_constexpr(columns // BOX):
+                    if tsjit.const_expr(self.batched):
+                        tsjit.tma_store(self.c_map, buffer[box], (batch, row0, col0 + part * columns + box * BOX))
+                    else:
+                        tsjit.tma_store(self.c_map, buffer[box], (row0, col0 + part * columns + box * BOX))
+                tsjit.bulk_commit_group()
+
+    @ts.producer_work(work_attrs=ts.WorkAttr.AUXILIARY)
+    def flush(self, stage_info):
+        """Before the CTA exits: TMA stores still reading the staging buffer must finish."""
+        if tsjit.const_expr(self.mode == "tma"):
+            if tsjit.thread_idx().x % WARPGROUP == 0:
+                tsjit.bulk_wait_group(0)
+
+
+class SplitTask(ts.Task):
+    """A task whose K domain is the K tiles of its work tile's split (``l % splits``)."""
+
+    splits = 1
+    k_tiles = 1
+
+    def get_domain(self, tile_coord):
+        split = tile_coord[2] % self.splits
+        return (split + 1) * self.k_tiles // self.splits - split * self.k_tiles // self.splits
+
+
+@tsjit.kernel
+def gemm_program(x_map, y_map, c, c_map, bias, residual, workspace, counters, M, N, K, batch,
+                 alpha: tsjit.Float32, beta: tsjit.Float32,
+                 BM: tsjit.Constexpr[int], BN: tsjit.Constexpr[int], STAGES: tsjit.Constexpr[int],
+                 X_MAJOR: tsjit.Constexpr[str], Y_MAJOR: tsjit.Constexpr[str], EPILOGUE: tsjit.Constexpr[str],
+                 STAGED: tsjit.Constexpr[int], SPLITS: tsjit.Constexpr[int], BATCHED: tsjit.Constexpr[bool],
+                 GROUP_M: tsjit.Constexpr[int], FUSED: tsjit.Constexpr[object]):
+    """D (M, N) = X (M, K) @ Y (K, N) (per batch when BATCHED), with the fused epilogue FUSED.
+
+    Launch with ``block = 128 * (1 + BM // 64)`` threads and a persistent grid of at most
+    ``ceil(M / BM) * ceil(N / BN) * batch * SPLITS`` CTAs.  ``SPLITS`` (split-K) must be in
+    ``1..ceil(K / 64)``; when it is > 1, ``workspace`` holds ``tiles * SPLITS * BM * BN`` Float32
+    and ``counters`` ``tiles * BM / 32`` zeroed Int32.
+    """
+    groups = BM // 64
+    tiles_m = (M + BM - 1) // BM
+    tiles_n = (N + BN - 1) // BN
+    k_tiles = (K + BK - 1) // BK
+    split_count = SPLITS
+    SPLIT = SPLITS > 1
+    queue_config = TileSchedulerConfig.create_static_persistent_tile_scheduler_params(
+        tiles_m, tiles_n, batch * split_count, order="grouped", group_size_m=GROUP_M)
+    wq = WorkQueue(name="tiles", tile_scheduler_config=queue_config)
+    stage_bytes = (BM + BN) * BK * x_map.dtype.itemsize
+    cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(
+        STAGES, stage_bytes, ts.CooperativeGroup(ts.Agent.Thread, 1),
+        ts.CooperativeGroup(ts.Agent.Thread, groups * 4), advance_on_wait=True)
+    ring = OperandRing(name="xy", pipeline_config=cfg, x_map=x_map, y_map=y_map, block_m=BM, block_n=BN,
+                       x_major=X_MAJOR, y_major=Y_MAJOR, batched=BATCHED, split_k=SPLIT, splits=split_count,
+                       k_tiles=k_tiles)
+    out = OutputTile(name="d", c=c, c_map=c_map, block_m=BM, block_n=BN, rows=M, cols=N, fused=FUSED,
+                     operands=(bias, residual, c, alpha, beta), mode=EPILOGUE, batched=BATCHED,
+                     staged_columns=STAGED, split_k=SPLIT, splits=split_count, tiles_m=tiles_m, tiles_n=tiles_n,
+                     workspace=workspace, counters=counters)
+
+    @ts.schedule
+    def load_schedule(q: WorkQueue, s: OperandRing):
+        with ts.work_tile_loop(q):
+            with ts.domain_loop(0, SplitTask.get_domain, 1):
+                s.acquire()
+                s.tma_load()
+                s.commit()
+            q.wait()
+            q.get_and_advance_work_tile()
+            q.release()
+
+    @ts.schedule
+    def idle_schedule(q: WorkQueue):
+        with ts.work_tile_loop(q):
+            with ts.domain_loop(0, 0, 1):
+                pass
+            q.wait()
+            q.get_and_advance_work_tile()
+            q.release()
+
+    @ts.schedule
+    def mma_schedule(q: WorkQueue, s: OperandRing, o: OutputTile):
+        with ts.work_tile_loop(q):
+            acc = s.zero_accumulator()
+            with ts.domain_loop(0, SplitTask.get_domain, 1) as d:
+                s.wait()
+                acc = s.mma(acc)
+                with d.every(1, start=1):
+                    s.release()          # the previous stage: its MMAs retired in wait_group(1)
+            acc = s.retire(acc)
+            s.release()                  # the last stage
+            o.store(acc)
+            q.wait()
+            q.get_and_advance_work_tile()
+            q.release()
+        o.flush()
+
+    load = SplitTask("load", [wq], [ring], warp_idx=0, num_warps=1, schedule=load_schedule(wq, ring),
+                     num_registers=LOAD_REGISTERS)
+    idle = ts.Task("idle", [wq], [], warp_idx=1, num_warps=3, schedule=idle_schedule(wq),
+                   num_registers=LOAD_REGISTERS)
+    mma = SplitTask("mma", [wq, ring], [out], warp_idx=4, num_warps=4 * groups, schedule=mma_schedule(wq, ring, out),
+                    num_registers=MMA_REGISTERS)
+    load.splits = split_count
+    load.k_tiles = k_tiles
+    mma.splits = split_count
+    mma.k_tiles = k_tiles
+    manager = ts.TaskManager([load, idle, mma], {ring: [wq], out: [ring]}, verbose=False)
+    manager.setup_resources_and_tasks()
+    manager.run()
+
+
+def threads_per_cta(block_m: int) -> int:
+    """Threads per CTA of :func:`gemm_program` for a ``block_m``-row tile."""
+    return WARPGROUP * (1 + block_m // 64)
+
+
+def compile_program(config, *, x_major: str = "K", y_major: str = "K", batched: bool = False, fused=None,
+                    in_dtype=tsjit.BFloat16, out_dtype=tsjit.BFloat16, target: str = "sm_90a"):
+    """Compile :func:`gemm_program` for a :class:`~tsjit.ops.configs.GemmConfig` without a GPU (spec
+    stand-ins for every array), as ``tsjit.ops.matmul`` would launch it; returns the
+    :class:`~tsjit.CompiledKernel` (``metadata`` has registers and spill bytes)."""
+    from tsjit.lang.epilogue import FusedEpilogue
+    lead = (1,) if batched else ()
+    x_box = lead + ((config.block_m, BK) if x_major == "K" else (BK, BOX))
+    y_box = lead + ((config.block_n, BK) if y_major == "K" else (BK, BOX))
+    x = tsjit.tensormap_spec(in_dtype, x_box, swizzle="128B")
+    y = tsjit.tensormap_spec(in_dtype, y_box, swizzle="128B")
+    c_map = tsjit.tensormap_spec(out_dtype, lead + (BOX, BOX), swizzle="128B") if config.epilogue == "tma" else x
+    c = tsjit.spec(lead + (1024, 1024), out_dtype)
+    vector = tsjit.spec((1024,), tsjit.Float32)
+    fused = fused if fused is not None else FusedEpilogue()
+    residual = tsjit.spec(lead + (1024, 1024), tsjit.BFloat16) if fused.residual else tsjit.spec((1,) * len(c.shape),
+                                                                                                 tsjit.Float32)
+    bias = tsjit.spec((1024,), tsjit.BFloat16) if fused.bias != "none" else tsjit.spec((1,), tsjit.Float32)
+    workspace = vector if config.splits > 1 else tsjit.spec((1,), tsjit.Float32)
+    counters = tsjit.spec((1024,), tsjit.Int32) if config.splits > 1 else tsjit.spec((1,), tsjit.Float32)
+    return tsjit.compile(gemm_program, x, y, c, c_map, bias, residual, workspace, counters, 1, 1, 1, 1,
+                         1.0, 0.0, config.block_m, config.block_n, config.stages, x_major, y_major,
+                         config.epilogue, config.staged_columns, config.splits, batched, config.group_m, fused,
+                         target=target)

@@ -1,0 +1,451 @@
+"""``tsjit.ops.matmul`` / ``tsjit.ops.bmm``: the library GEMM behind one call.
+
+``matmul(a, b)`` computes ``C = a @ b`` for ``a`` (M, K) and ``b`` (K, N) in BFloat16 or Float16
+(fp32 accumulation) with the Task Scheduling program of :mod:`tsjit.ops.gemm_program`:
+
+* **Inputs**: torch tensors, tsjit ``DeviceArray`` s, any ``__cuda_array_interface__`` or DLPack
+  object on the GPU.  **Any strides**: an operand whose K (or M / N) dimension is contiguous is
+  read in place through a K-major (or MN-major, transposed wgmma) TMA descriptor; only operands
+  TMA cannot address (rows not 16-byte aligned, no unit stride) are first copied into a padded
+  K-major buffer (:mod:`tsjit.ops.staging`).  Every ``M, N, K >= 1`` works.
+* **Roles**: for ``M <= 64`` the program computes ``C^T = B^T A^T`` (swap-AB), so the few rows of
+  A become the narrow wgmma N dimension; the output is then written through its transposed view.
+* **Configuration**: :mod:`tsjit.ops.configs` (tile, ring depth, split-K, epilogue) per shape;
+  ``matmul.explain(a, b, ...)`` prints it and why.
+* **Fused epilogue** (:class:`tsjit.lang.epilogue.FusedEpilogue`): ``out = activation(alpha * a @ b
+  + beta * out_old + bias) + residual``, then ``epilogue_fn(y, row, col)`` (a ``@tsjit.func``).
+  ``bias`` of shape (N,) or (1, N) is per column, (M, 1) per row; ``residual`` is (M, N).
+* **Streams**: it runs on ``stream`` (a handle or stream object), by default on torch's current
+  stream when torch is loaded, else tsjit's current stream.
+* **Host cost**: a call whose shapes, strides, dtypes, alignment and options were seen before is
+  a dict lookup; a call whose data pointers were seen before reuses its packed launch (TMA
+  descriptors included): one ``cuLaunchKernelEx``.
+
+Errors: a bad argument raises :class:`~tsjit.errors.LaunchError` naming it (shape, dtype, device).
+"""
+from __future__ import annotations
+
+import sys
+import threading
+
+import tsjit
+from tsjit.errors import LaunchError
+from tsjit.lang import dtypes as dt
+from tsjit.lang.epilogue import ACTIVATIONS, FusedEpilogue
+from tsjit.ops import configs
+from tsjit.ops.gemm_program import gemm_program, threads_per_cta
+from tsjit.ops.staging import k_major_copy
+from tsjit.runtime import driver
+from tsjit.runtime.arrays import DeviceArray, describe_array_argument
+
+INPUT_DTYPES = ("BFloat16", "Float16")
+OUTPUT_DTYPES = ("BFloat16", "Float16", "Float32")
+BINDINGS_PER_PLAN = 64
+_TORCH_DTYPES = {"torch.bfloat16": dt.BFloat16, "torch.float16": dt.Float16, "torch.float32": dt.Float32}
+
+
+class _Operand:
+    """One array argument as the planner sees it: rank-3 ``(batch, rows, cols)`` shape and element
+    strides, dtype, data pointer, and the original object (kept alive)."""
+
+    __slots__ = ("shape", "strides", "dtype", "ptr", "obj", "torch")
+
+    def __init__(self, shape, strides, dtype, ptr, obj, is_torch):
+        self.shape, self.strides, self.dtype, self.ptr, self.obj, self.torch = shape, strides, dtype, ptr, obj, is_torch
+
+    def view(self, shape=None, strides=None) -> DeviceArray:
+        """A DeviceArray over the same memory (optionally re-shaped / re-strided)."""
+        return DeviceArray(shape or self.shape, self.dtype, strides=strides or self.strides, data_ptr=self.ptr,
+                           owner=self.obj)
+
+
+def _operand(x, name: str, ranks) -> _Operand:
+    if hasattr(x, "data_ptr") and hasattr(x, "is_cuda") and hasattr(x, "stride"):
+        if not x.is_cuda:
+            raise LaunchError(f"tsjit.ops.matmul: argument '{name}' is a CPU tensor; pass it on the GPU (x.cuda())")
+        dtype = _TORCH_DTYPES.get(str(x.dtype))
+        if dtype is None:
+            raise LaunchError(f"tsjit.ops.matmul: argument '{name}' has dtype {x.dtype}; expected torch.bfloat16, "
+                              f"torch.float16 (or torch.float32 for bias / residual / out)")
+        shape, strides, ptr, is_torch = tuple(x.shape), tuple(x.stride()), x.data_ptr(), True
+    else:
+        arg = describe_array_argument(x, name)
+        if arg is None or arg.device_kind != "cuda":
+            what = "a host array" if arg is not None else type(x).__name__
+            raise LaunchError(f"tsjit.ops.matmul: argument '{name}' must be a GPU array (torch CUDA tensor, "
+                              f"tsjit.DeviceArray, __cuda_array_interface__ or DLPack); got {what}")
+        dtype, shape, strides, ptr, is_torch = arg.dtype, tuple(arg.shape), tuple(arg.strides), arg.data_ptr, False
+    if len(shape) not in ranks:
+        raise LaunchError(f"tsjit.ops.matmul: argument '{name}' must have rank {' or '.join(map(str, ranks))}; got "
+                          f"shape {shape}")
+    while len(shape) < 3:
+        shape, strides = (1,) + shape, (0,) + strides
+    return _Operand(shape, strides, dtype, ptr, x, is_torch)
+
+
+def _tma_matrix(op: _Operand, contiguous_axis: int):
+    """(batch, rows, cols) shape and strides of ``op`` stored with ``contiguous_axis`` (1 or 2 of the
+    rank-3 shape) innermost, or None when TMA cannot read it in place."""
+    shape, strides, size = op.shape, op.strides, op.dtype.itemsize
+    other = 3 - contiguous_axis
+    if shape[contiguous_axis] > 1 and strides[contiguous_axis] != 1:
+        return None
+    row_stride = strides[other] if shape[other] > 1 else configs.ceil_div(shape[contiguous_axis] * size, 16) * 16 // size
+    batch_stride = strides[0] if shape[0] > 1 else row_stride * shape[other]
+    if op.ptr % 16 or (row_stride * size) % 16 or (batch_stride * size) % 16 or row_stride <= 0 or batch_stride <= 0:
+        return None
+    return (shape[0], shape[other], shape[contiguous_axis]), (batch_stride, row_stride, 1)
+
+
+def _operand_layout(op: _Operand, k_axis: int):
+    """(major, storage shape, storage strides) of an operand: K-major when its K axis (1 or 2) is
+    contiguous, else MN-major when the other one is, else None (needs the staging copy)."""
+    for major, axis in (("K", k_axis), ("MN", 3 - k_axis)):
+        layout = _tma_matrix(op, axis)
+        if layout is not None:
+            return major, layout[0], layout[1]
+    return None
+
+
+def _stream_handle(stream, use_torch: bool) -> int:
+    if stream is None:
+        torch = sys.modules.get("torch") if use_torch else None
+        if torch is not None:
+            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+            if raw is not None:
+                return raw(torch.cuda.current_device())
+            return torch.cuda.current_stream().cuda_stream
+        return driver.current_stream().value
+    if type(stream) is int:
+        return stream
+    for attribute in ("cuda_stream", "ptr", "value"):
+        value = getattr(stream, attribute, None)
+        if isinstance(value, int):
+            return value
+    return int(stream)
+
+
+class _Workspace:
+    """The split-K fp32 workspace and its zeroed per-warp counters, one pair per stream."""
+
+    def __init__(self):
+        self.by_stream: dict = {}
+        self.lock = threading.Lock()
+
+    def get(self, stream: int, floats: int, counters: int):
+        with self.lock:
+            ws, cnt = self.by_stream.get(stream, (None, None))
+            if ws is None or ws.shape[0] < floats:
+                ws = tsjit.empty((max(floats, 1 << 20),), dt.Float32)
+            if cnt is None or cnt.shape[0] < counters:
+                cnt = tsjit.zeros((max(counters, 1 << 14),), dt.Int32)
+                driver.check(driver.bindings().cuCtxSynchronize(), "cuCtxSynchronize")   # the memset is done
+            self.by_stream[stream] = (ws, cnt)
+            return ws, cnt
+
+
+_WORKSPACE = _Workspace()
+_DUMMY: dict = {}
+
+
+def _dummy(rank: int) -> DeviceArray:
+    d = _DUMMY.get(rank)
+    if d is None:
+        d = _DUMMY[rank] = tsjit.zeros((1,) * rank, dt.Float32)
+    return d
+
+
+def _bias_axis(bias: _Operand | None, M: int, N: int) -> str:
+    if bias is None:
+        return "none"
+    shape = bias.shape[1:]
+    if shape in ((1, N),):
+        return "col"
+    if shape == (M, 1) and M > 1:
+        return "row"
+    if shape == (1, 1) and N == 1:
+        return "col"
+    raise LaunchError(f"tsjit.ops.matmul: argument 'bias' has shape {tuple(s for s in bias.shape if s != 1) or (1,)}; "
+                      f"expected (N,) = ({N},) or (1, N) for a per-column bias, or (M, 1) = ({M}, 1) per row")
+
+
+def _check_matrix(op: _Operand | None, name: str, batch: int, M: int, N: int, dtypes) -> None:
+    if op is None:
+        return
+    if op.shape[1:] != (M, N) or op.shape[0] not in (batch,):
+        want = (batch, M, N) if batch > 1 else (M, N)
+        raise LaunchError(f"tsjit.ops.matmul: argument '{name}' has shape {op.shape if batch > 1 else op.shape[1:]}; "
+                          f"expected {want}")
+    if op.dtype is None or op.dtype.name not in dtypes:
+        raise LaunchError(f"tsjit.ops.matmul: argument '{name}' has dtype {getattr(op.dtype, 'name', op.dtype)}; "
+                          f"expected one of {list(dtypes)}")
+
+
+class _Plan:
+    """Everything a call's shapes, strides, dtypes, alignment and options fix: the problem, the
+    roles, the configuration, the fused epilogue and the launch geometry; plus the packed launches
+    of the data-pointer tuples seen so far."""
+
+    def __init__(self, A: _Operand, B: _Operand, out: _Operand | None, bias, residual, activation, alpha, beta,
+                 out_dtype, epilogue_fn, batched: bool):
+        name = "bmm" if batched else "matmul"
+        batch, M, K = A.shape
+        if B.shape[0] != batch or B.shape[1] != K:
+            want = f"({batch}, {K}, N)" if batched else f"({K}, N)"
+            got = B.shape if batched else B.shape[1:]
+            raise LaunchError(f"tsjit.ops.{name}: argument 'b' has shape {got}; expected {want} (a is "
+                              f"{A.shape if batched else A.shape[1:]})")
+        N = B.shape[2]
+        for op, arg in ((A, "a"), (B, "b")):
+            if op.dtype is None or op.dtype.name not in INPUT_DTYPES:
+                raise LaunchError(f"tsjit.ops.{name}: argument '{arg}' has dtype {getattr(op.dtype, 'name', None)}; "
+                                  f"expected BFloat16 or Float16 (fp8 is not supported yet)")
+        if A.dtype is not B.dtype:
+            raise LaunchError(f"tsjit.ops.{name}: argument 'b' has dtype {B.dtype.name} but 'a' has {A.dtype.name}; "
+                              f"both must be BFloat16 or both Float16")
+        if min(M, N, K) < 1:
+            raise LaunchError(f"tsjit.ops.{name}: every dimension must be >= 1; got M={M}, N={N}, K={K}")
+        if activation not in (None,) + ACTIVATIONS:
+            raise LaunchError(f"tsjit.ops.{name}: argument 'activation' must be one of {list(ACTIVATIONS)} or None; "
+                              f"got {activation!r}")
+        if out is not None:
+            dtype = out.dtype
+            if out_dtype is not None and dtype is not out_dtype:
+                raise LaunchError(f"tsjit.ops.{name}: argument 'out' has dtype {dtype.name} but out_dtype is "
+                                  f"{out_dtype.name}")
+        else:
+            dtype = out_dtype or A.dtype
+        if dtype.name not in OUTPUT_DTYPES:
+            raise LaunchError(f"tsjit.ops.{name}: argument 'out_dtype' must be BFloat16, Float16 or Float32; "
+                              f"got {dtype.name}")
+        _check_matrix(out, "out", batch, M, N, OUTPUT_DTYPES)
+        _check_matrix(residual, "residual", batch, M, N, OUTPUT_DTYPES)
+        if beta != 0.0 and out is None:
+            raise LaunchError(f"tsjit.ops.{name}: argument 'beta' is {beta} but no 'out' was given; beta scales "
+                              f"out's previous contents")
+        if bias is not None and (bias.shape[0] != 1 or bias.dtype is None or bias.dtype.name not in OUTPUT_DTYPES):
+            raise LaunchError(f"tsjit.ops.{name}: argument 'bias' must be a BFloat16/Float16/Float32 vector; got "
+                              f"shape {bias.shape}, dtype {getattr(bias.dtype, 'name', None)}")
+        axis = _bias_axis(bias, M, N)
+        self.batch, self.M, self.N, self.K, self.batched = batch, M, N, K, batched
+        self.out_dtype, self.torch = dtype, A.torch
+        self.swapped = configs.choose_roles(M, N)
+        # X, Y: the operands in D's coordinates, with their K axes (2 for A (., M, K), 1 for B (., K, N))
+        x, y = ((B, 1), (A, 2)) if self.swapped else ((A, 2), (B, 1))
+        self.x_from_a = not self.swapped
+        self.x_layout = _operand_layout(*x)
+        self.y_layout = _operand_layout(*y)
+        self.x_staged = self.x_layout is None
+        self.y_staged = self.y_layout is None
+        x_major = "K" if self.x_staged else self.x_layout[0]
+        y_major = "K" if self.y_staged else self.y_layout[0]
+        self.P, self.Q = (N, M) if self.swapped else (M, N)
+        c_strides = self._d_strides(out.strides) if out is not None else self._d_strides(self._dense(batch, M, N))
+        out_ptr_ok = out is None or out.ptr % 16 == 0
+        tma_output = (dtype.itemsize == 2 and c_strides[2] == 1 and (c_strides[1] * 2) % 16 == 0 and out_ptr_ok
+                      and (batch == 1 or (c_strides[0] * 2) % 16 == 0))
+        if axis != "none" and self.swapped:
+            axis = "row" if axis == "col" else "col"
+        self.fused = FusedEpilogue(alpha=alpha != 1.0, beta=beta != 0.0, bias=axis, activation=activation or "none",
+                                   residual=residual is not None, function=epilogue_fn)
+        sms = driver.device_properties().sm_count
+        self.problem = configs.Problem(self.P, self.Q, K, batch, x_major, y_major, tma_output,
+                                       self.fused.loads_per_element, A.dtype.itemsize, dtype.itemsize, sms)
+        self.config, self.ranked = configs.choose(self.problem)
+        cfg = self.config
+        tiles = configs.ceil_div(self.P, cfg.block_m) * configs.ceil_div(self.Q, cfg.block_n) * batch
+        self.grid = (min(tiles * cfg.splits, sms),)
+        self.block = (threads_per_cta(cfg.block_m),)
+        self.workspace_floats = tiles * cfg.splits * cfg.block_m * cfg.block_n
+        self.counters = tiles * cfg.block_m // 32
+        self.bindings: dict = {}
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def _dense(batch, M, N):
+        return (M * N, N, 1)
+
+    def _d_strides(self, strides):
+        """Strides of an (M, N)-shaped array seen in D's coordinates (transposed when swapped)."""
+        return (strides[0], strides[2], strides[1]) if self.swapped else tuple(strides)
+
+    def _d_view(self, op: _Operand) -> DeviceArray:
+        shape = (self.batch, self.P, self.Q)
+        strides = self._d_strides(op.strides)
+        if not self.batched:
+            return op.view(shape[1:], strides[1:])
+        return op.view(shape, strides)
+
+    def explain(self) -> str:
+        text = configs.explain_choice(self.problem, self.swapped, self.config, self.ranked)
+        staged = [n for n, s in (("X", self.x_staged), ("Y", self.y_staged)) if s]
+        if staged:
+            text += (f"\nstaging: {' and '.join(staged)} cannot be read by TMA in place (no unit stride, or rows / "
+                     f"base not 16-byte aligned): copied into a padded K-major buffer first")
+        if not self.fused.is_identity:
+            text += f"\nepilogue: {self.fused.describe()}"
+        return text
+
+    def _tensormap(self, op: _Operand, k_axis: int, layout, rows_box: int, stream: int):
+        """The TMA descriptor of operand ``op`` (its K on axis ``k_axis``) in its layout, after the
+        staging copy into a K-major buffer when ``layout`` is None."""
+        if layout is None:
+            other = 3 - k_axis
+            source = op.view((op.shape[0], op.shape[other], op.shape[k_axis]),
+                             (op.strides[0], op.strides[other], op.strides[k_axis]))
+            storage = k_major_copy(source, op.shape[0], op.shape[other], op.shape[k_axis], stream)
+            major, shape, strides, ptr, owner = "K", storage.shape, storage.strides, storage.data_ptr, storage
+        else:
+            (major, shape, strides), ptr, owner = layout, op.ptr, op.obj
+        box = (rows_box, 64) if major == "K" else (64, 64)
+        if self.batched:
+            array = DeviceArray(shape, op.dtype, strides=strides, data_ptr=ptr, owner=owner)
+            box = (1,) + box
+        else:
+            array = DeviceArray(shape[1:], op.dtype, strides=strides[1:], data_ptr=ptr, owner=owner)
+        return tsjit.TensorMap(array, box, swizzle="128B"), layout is None
+
+    def bind(self, A, B, out, bias, residual, alpha, beta, stream: int):
+        """The packed launch for these operands (and the staging copies it made, if any)."""
+        cfg = self.config
+        x, y = ((B, 1), (A, 2)) if self.swapped else ((A, 2), (B, 1))
+        x_map, x_copied = self._tensormap(x[0], x[1], self.x_layout, cfg.block_m, stream)
+        y_map, y_copied = self._tensormap(y[0], y[1], self.y_layout, cfg.block_n, stream)
+        c_view = self._d_view(out)
+        if cfg.epilogue == "tma":
+            c_map = tsjit.TensorMap(c_view, ((1,) if self.batched else ()) + (64, 64), swizzle="128B")
+        else:
+            c_map = x_map
+        rank = 3 if self.batched else 2
+        bias_view = _dummy(1) if bias is None else bias.view((bias.shape[1] * bias.shape[2],),
+                                                            (bias.strides[2] if bias.shape[2] > 1 else bias.strides[1],))
+        residual_view = _dummy(rank) if residual is None else self._d_view(residual)
+        if cfg.splits > 1:
+            workspace, counters = _WORKSPACE.get(stream, self.workspace_floats, self.counters)
+        else:
+            workspace, counters = _dummy(1), _dummy(1)
+        bound = gemm_program.bind(
+            x_map, y_map, c_view, c_map, bias_view, residual_view, workspace, counters, self.P, self.Q, self.K,
+            self.batch, float(alpha), float(beta), cfg.block_m, cfg.block_n, cfg.stages,
+            self.problem.x_major, self.problem.y_major, cfg.epilogue, cfg.staged_columns, cfg.splits,
+            self.batched, cfg.group_m, self.fused, grid=self.grid, block=self.block)
+        return bound, x_copied or y_copied
+
+    def run(self, A, B, out, bias, residual, alpha, beta, stream: int):
+        key = (A.ptr, B.ptr, out.ptr, bias.ptr if bias is not None else 0,
+               residual.ptr if residual is not None else 0, alpha, beta, stream)
+        bound = self.bindings.get(key)
+        if bound is None:
+            bound, copied = self.bind(A, B, out, bias, residual, alpha, beta, stream)
+            if not copied:                            # a staged copy is fresh memory every call
+                with self.lock:
+                    if len(self.bindings) >= BINDINGS_PER_PLAN:
+                        self.bindings.pop(next(iter(self.bindings)))
+                    self.bindings[key] = bound
+        bound(stream)
+
+
+_PLANS: dict = {}
+_PLANS_LOCK = threading.Lock()
+
+
+def _signature(op: _Operand | None):
+    if op is None:
+        return None
+    return (op.shape, op.strides, op.dtype, not op.ptr & 15)
+
+
+def _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a, scale_b, stream, epilogue_fn,
+          batched: bool, plan_only: bool = False):
+    name = "bmm" if batched else "matmul"
+    if scale_a is not None or scale_b is not None:
+        raise LaunchError(f"tsjit.ops.{name}: arguments 'scale_a' / 'scale_b' (fp8 per-tensor scales) are not "
+                          f"supported yet; pass BFloat16 or Float16 inputs without scales")
+    ranks = (3,) if batched else (2,)
+    A = _operand(a, "a", ranks)
+    B = _operand(b, "b", ranks)
+    O = None if out is None else _operand(out, "out", ranks)
+    R = None if residual is None else _operand(residual, "residual", ranks)
+    V = None if bias is None else _operand(bias, "bias", (1, 2))
+    if out_dtype is not None and not isinstance(out_dtype, dt.DType):
+        out_dtype = _TORCH_DTYPES.get(str(out_dtype))
+        if out_dtype is None:
+            raise LaunchError(f"tsjit.ops.{name}: argument 'out_dtype' must be bfloat16, float16 or float32")
+    key = (_signature(A), _signature(B), _signature(O), _signature(V), _signature(R), activation, alpha != 1.0,
+           beta != 0.0, out_dtype, epilogue_fn, batched)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _Plan(A, B, O, V, R, activation, alpha, beta, out_dtype, epilogue_fn, batched)
+        with _PLANS_LOCK:
+            if len(_PLANS) > 4096:
+                _PLANS.clear()
+            _PLANS[key] = plan
+    if plan_only:
+        return plan
+    if O is None:
+        shape = (plan.batch, plan.M, plan.N) if batched else (plan.M, plan.N)
+        out = _allocate(shape, plan.out_dtype, a if A.torch else None)
+        O = _operand(out, "out", ranks)
+    plan.run(A, B, O, V, R, alpha, beta, _stream_handle(stream, A.torch))
+    return out
+
+
+def _allocate(shape, dtype, like):
+    if like is not None:
+        torch = sys.modules["torch"]
+        return torch.empty(shape, dtype={"BFloat16": torch.bfloat16, "Float16": torch.float16,
+                                         "Float32": torch.float32}[dtype.name], device=like.device)
+    return tsjit.empty(shape, dtype)
+
+
+def matmul(a, b, *, bias=None, activation=None, residual=None, alpha=1.0, beta=0.0, out=None, out_dtype=None,
+           scale_a=None, scale_b=None, stream=None, epilogue_fn=None):
+    """``activation(alpha * (a @ b) + beta * out + bias) + residual``, then ``epilogue_fn``, on the GPU.
+
+    Args:
+        a: (M, K) BFloat16 or Float16; b: (K, N), same dtype.  Any strides (transposed views are read in
+            place); torch tensors, tsjit DeviceArrays, ``__cuda_array_interface__`` / DLPack objects.
+        bias: (N,) or (1, N) per column, (M, 1) per row; BFloat16/Float16/Float32.
+        activation: None, ``"relu"``, ``"gelu_tanh"`` or ``"silu"``.
+        residual: (M, N), added after the activation.
+        alpha, beta: floats; ``beta != 0`` needs ``out`` (its previous contents are scaled and added).
+        out: (M, N) output to write (any strides); else a new array (torch if ``a`` is torch).
+        out_dtype: BFloat16 / Float16 / Float32 (tsjit dtypes or torch dtypes); default: a's dtype.
+        scale_a, scale_b: fp8 per-tensor scales (not supported yet: must be None).
+        stream: a stream handle or object; default torch's current stream (torch inputs) or tsjit's.
+        epilogue_fn: a ``@tsjit.func`` ``(y, row, col) -> y`` applied last (global Int32 coordinates).
+
+    Returns:
+        ``out`` (M, N).
+
+    Raises:
+        LaunchError: a bad argument, naming it (shape, dtype, device), or a launch failure.
+        CompilationError: ``epilogue_fn`` does not compile.
+    """
+    return _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a, scale_b, stream,
+                 epilogue_fn, False)
+
+
+def bmm(a, b, *, bias=None, activation=None, residual=None, alpha=1.0, beta=0.0, out=None, out_dtype=None,
+        stream=None, epilogue_fn=None):
+    """Batched :func:`matmul`: ``a`` (L, M, K), ``b`` (L, K, N) -> (L, M, N); one launch for all L
+    products (the batch is the work tiles' third coordinate).  ``bias`` is shared by the batch;
+    ``residual`` / ``out`` are (L, M, N).  Arguments and errors as :func:`matmul`."""
+    return _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, None, None, stream, epilogue_fn,
+                 True)
+
+
+def explain(a, b, *, verbose: bool = True, **kwargs) -> str:
+    """Print (with ``verbose``) and return the configuration :func:`matmul` uses for these
+    arguments and why (same keyword arguments as :func:`matmul`, plus ``batched=True`` for
+    :func:`bmm`; nothing is launched)."""
+    text = _call(a, b, kwargs.get("bias"), kwargs.get("activation"), kwargs.get("residual"),
+                 kwargs.get("alpha", 1.0), kwargs.get("beta", 0.0), kwargs.get("out"), kwargs.get("out_dtype"),
+                 kwargs.get("scale_a"), kwargs.get("scale_b"), None, kwargs.get("epilogue_fn"),
+                 kwargs.get("batched", False), plan_only=True).explain()
+    if verbose:
+        print(text)
+    return text
+
+
+matmul.explain = explain
