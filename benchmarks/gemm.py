@@ -120,8 +120,10 @@ def main() -> None:
     ours = host_overhead_us(lambda: tsjit.ops.matmul(a, b, out=c))
     ours_alloc = host_overhead_us(lambda: tsjit.ops.matmul(a, b))
     theirs = host_overhead_us(lambda: torch.matmul(a, b, out=c))
+    import sys
+    stats = sys.modules["tsjit.ops.matmul"].cache_statistics()
     print(f"host overhead per call: tsjit.ops.matmul {ours:.2f} us (out=), {ours_alloc:.2f} us (allocating); "
-          f"torch.matmul {theirs:.2f} us")
+          f"torch.matmul {theirs:.2f} us; {stats}")
     print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}, tsjit {tsjit.__version__}")
 
 

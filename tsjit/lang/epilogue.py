@@ -35,6 +35,8 @@ straight-line code.
 """
 from __future__ import annotations
 
+import hashlib
+import inspect
 from dataclasses import dataclass, field
 
 from llvmlite import ir
@@ -42,6 +44,7 @@ from llvmlite import ir
 from tsjit.backend import emit
 from tsjit.errors import CompilationError
 from tsjit.lang import dtypes as dt
+from tsjit.lang import math as tm
 from tsjit.lang.dtypes import DType
 from tsjit.lang.fragment import Fragment, accumulator_coords, warpgroup_thread_index
 from tsjit.lang.memory import Pointer, Tensor, convert_for_store
@@ -295,8 +298,6 @@ _GELU_C = 0.7978845608028654          # sqrt(2 / pi)
 
 def _source_digest(function) -> str:
     """A digest of a user epilogue function's source (it is part of the kernel cache key)."""
-    import hashlib
-    import inspect
     target = getattr(function, "fn", function)
     try:
         text = inspect.getsource(target)
@@ -391,8 +392,6 @@ class FusedEpilogue:
             residual = residual.view((batch,))
         if self.beta and out.rank == 3:
             out = out.view((batch,))
-        from tsjit.lang import math as tm
-
         def fn(value, row, col):
             r = row0 + row
             c = col0 + col
@@ -418,7 +417,6 @@ class FusedEpilogue:
 
 def apply_activation(y: Value, activation: str) -> Value:
     """``activation`` (one of :data:`ACTIVATIONS`) of a Float32 value."""
-    from tsjit.lang import math as tm
     if activation == "relu":
         return tm.max(y, 0.0)
     if activation == "silu":

@@ -15,7 +15,8 @@ Candidates: ``BM`` in {128, 64} (2 or 1 consumer warpgroups), ``BN`` in {256, 12
   issue more instructions per FLOP and re-read more operand bytes;
 * memory time: HBM bytes (every operand read once, D written once) over the HBM bandwidth, and
   the bytes all CTAs load (re-reads hit L2) over the L2 bandwidth; the larger of MMA and memory;
-* split-K: the fp32 partials written and read again over the L2 bandwidth, plus a fixed cost;
+* split-K: each CTA writes its fp32 partial, and the last one of a tile reads all of them back
+  (one CTA's L2 bandwidth) in passes of one L2 round trip each, plus a fixed cost;
 * per wave: a tile prologue / epilogue cost.
 
 The lowest estimate wins (ties: the earlier candidate, so the choice is deterministic).
@@ -31,6 +32,8 @@ HBM_BYTES_PER_S = 4.0e12           # measured copy bandwidth of the H200 is ~4.1
 L2_BYTES_PER_S = 9.0e12
 TILE_OVERHEAD_S = 1.2e-6           # accumulator zeroing, pipeline fill and epilogue of one tile
 SPLIT_FIXED_S = 1.5e-6
+SM_L2_BYTES_PER_S = 120e9          # what one SM streams to / from L2 (the split-K reducer is one CTA per tile)
+REDUCTION_PASS_S = 0.4e-6          # one pass of the reducer: an L2 round trip for every split's partial
 BLOCK_MS = (128, 64)
 BLOCK_NS = (256, 128, 64, 32, 16)
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
@@ -97,6 +100,14 @@ class GemmConfig:
                 f"{self.stages} stages, {self.epilogue} epilogue{split}")
 
 
+def reduction_columns(block_n: int, splits: int) -> int:
+    """Columns the split-K reducer sums per pass (mirrors :func:`tsjit.ops.gemm_program.reduction_columns`)."""
+    width = 64
+    while width > 8 and width * splits > 128:
+        width //= 2
+    return min(width, block_n)
+
+
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -133,8 +144,10 @@ def estimate(problem: Problem, block_m: int, block_n: int, splits: int) -> float
     active = min(ctas, p.sms) / p.sms
     memory = max(hbm / HBM_BYTES_PER_S, l2 / L2_BYTES_PER_S) / max(active, 0.05) ** 0.7
     split = 0.0
-    if splits > 1:
-        split = SPLIT_FIXED_S + 2.0 * tiles * splits * block_m * block_n * 4 / L2_BYTES_PER_S
+    if splits > 1:   # every split writes its fp32 partial; the last one reads them all back, pass by pass
+        passes = ceil_div(block_n, reduction_columns(block_n, splits))
+        split = (SPLIT_FIXED_S + block_m * block_n * 4 * (1 + splits) / SM_L2_BYTES_PER_S
+                 + passes * REDUCTION_PASS_S)
     return max(mma, memory) + split + waves * TILE_OVERHEAD_S
 
 

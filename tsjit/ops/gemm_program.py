@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import tsjit
 from tsjit import ts
 from tsjit import wgmma
-from tsjit.lang.epilogue import store_fragment_global, store_fragment_shared
+from tsjit.lang.epilogue import FusedEpilogue, store_fragment_global, store_fragment_shared
 from tsjit.lang.fragment import Fragment
 from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
 
@@ -404,7 +404,6 @@ def compile_program(config, *, x_major: str = "K", y_major: str = "K", batched: 
     """Compile :func:`gemm_program` for a :class:`~tsjit.ops.configs.GemmConfig` without a GPU (spec
     stand-ins for every array), as ``tsjit.ops.matmul`` would launch it; returns the
     :class:`~tsjit.CompiledKernel` (``metadata`` has registers and spill bytes)."""
-    from tsjit.lang.epilogue import FusedEpilogue
     lead = (1,) if batched else ()
     x_box = lead + ((config.block_m, BK) if x_major == "K" else (BK, BOX))
     y_box = lead + ((config.block_n, BK) if y_major == "K" else (BK, BOX))

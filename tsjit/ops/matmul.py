@@ -59,11 +59,18 @@ class _Operand:
                            owner=self.obj)
 
 
+_TORCH_DTYPE_OBJECTS: dict = {}       # torch dtype object -> tsjit dtype, filled on first sight
+
+
 def _operand(x, name: str, ranks) -> _Operand:
     if hasattr(x, "data_ptr") and hasattr(x, "is_cuda") and hasattr(x, "stride"):
         if not x.is_cuda:
             raise LaunchError(f"tsjit.ops.matmul: argument '{name}' is a CPU tensor; pass it on the GPU (x.cuda())")
-        dtype = _TORCH_DTYPES.get(str(x.dtype))
+        dtype = _TORCH_DTYPE_OBJECTS.get(x.dtype)
+        if dtype is None:
+            dtype = _TORCH_DTYPES.get(str(x.dtype))
+            if dtype is not None:
+                _TORCH_DTYPE_OBJECTS[x.dtype] = dtype
         if dtype is None:
             raise LaunchError(f"tsjit.ops.matmul: argument '{name}' has dtype {x.dtype}; expected torch.bfloat16, "
                               f"torch.float16 (or torch.float32 for bias / residual / out)")
@@ -107,13 +114,15 @@ def _operand_layout(op: _Operand, k_axis: int):
     return None
 
 
-def _stream_handle(stream, use_torch: bool) -> int:
+def _stream_handle(stream, like) -> int:
+    """The raw handle of ``stream``; by default torch's current stream on ``like``'s device (a torch
+    tensor) or tsjit's current stream."""
     if stream is None:
-        torch = sys.modules.get("torch") if use_torch else None
+        torch = sys.modules.get("torch") if like is not None else None
         if torch is not None:
             raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
             if raw is not None:
-                return raw(torch.cuda.current_device())
+                return raw(like.get_device())
             return torch.cuda.current_stream().cuda_stream
         return driver.current_stream().value
     if type(stream) is int:
@@ -259,6 +268,7 @@ class _Plan:
         self.workspace_floats = tiles * cfg.splits * cfg.block_m * cfg.block_n
         self.counters = tiles * cfg.block_m // 32
         self.bindings: dict = {}
+        self.bindings_built = 0
         self.lock = threading.Lock()
 
     @staticmethod
@@ -336,6 +346,7 @@ class _Plan:
                residual.ptr if residual is not None else 0, alpha, beta, stream)
         bound = self.bindings.get(key)
         if bound is None:
+            self.bindings_built += 1
             bound, copied = self.bind(A, B, out, bias, residual, alpha, beta, stream)
             if not copied:                            # a staged copy is fresh memory every call
                 with self.lock:
@@ -347,6 +358,13 @@ class _Plan:
 
 _PLANS: dict = {}
 _PLANS_LOCK = threading.Lock()
+
+
+def cache_statistics() -> dict:
+    """``{"plans": ..., "launches_packed": ...}``: how many call signatures were planned and how many
+    packed launches (TMA descriptors + parameter blocks) were built for new data pointers."""
+    plans = list(_PLANS.values())
+    return {"plans": len(plans), "launches_packed": sum(p.bindings_built for p in plans)}
 
 
 def _signature(op: _Operand | None):
@@ -386,7 +404,7 @@ def _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a
         shape = (plan.batch, plan.M, plan.N) if batched else (plan.M, plan.N)
         out = _allocate(shape, plan.out_dtype, a if A.torch else None)
         O = _operand(out, "out", ranks)
-    plan.run(A, B, O, V, R, alpha, beta, _stream_handle(stream, A.torch))
+    plan.run(A, B, O, V, R, alpha, beta, _stream_handle(stream, a if A.torch else None))
     return out
 
 

@@ -24,6 +24,7 @@ import ctypes
 import struct
 import threading
 
+from tsjit.runtime import driver
 from tsjit.runtime.arrays import DeviceArray
 
 _CONSTEXPR = object()
@@ -216,5 +217,4 @@ class BoundLaunch:
         self.params = ctypes.addressof(self.pointer_array) if plan.params else 0
 
     def __call__(self, stream: int = 0) -> None:
-        from tsjit.runtime.driver import launch_prepared
-        launch_prepared(self.function, self.prepared, self.params, stream)
+        driver.launch_prepared(self.function, self.prepared, self.params, stream)
