@@ -31,13 +31,21 @@ def padded_row_length(cols: int, itemsize: int) -> int:
     return -(-cols // per) * per
 
 
-def k_major_copy(source: DeviceArray, batch: int, rows: int, cols: int, stream: int) -> DeviceArray:
+def k_major_copy(source: DeviceArray, batch: int, rows: int, cols: int, stream: int, allocate=None) -> DeviceArray:
     """A ``(batch, rows, cols)`` copy of ``source`` (a rank-3 DeviceArray view of any strides) with
-    16-byte aligned rows, as a rank-3 view of a padded allocation; launched on ``stream``."""
+    16-byte aligned rows, as a rank-3 view of a padded allocation; launched on ``stream``.
+
+    ``allocate(nbytes)`` returns ``(address, owner)`` of stream-ordered memory (torch's caching
+    allocator, so the buffer is not reused before the launch that reads it ran); default a tsjit
+    allocation (``cuMemFree`` waits for the device)."""
     dtype = source.dtype
     width = padded_row_length(cols, dtype.itemsize)
-    storage = tsjit.empty((batch, rows, width), dtype)
-    view = DeviceArray((batch, rows, cols), dtype, strides=(rows * width, width, 1), data_ptr=storage.data_ptr,
+    if allocate is None:
+        storage = tsjit.empty((batch, rows, width), dtype)
+        address = storage.data_ptr
+    else:
+        address, storage = allocate(batch * rows * width * dtype.itemsize)
+    view = DeviceArray((batch, rows, cols), dtype, strides=(rows * width, width, 1), data_ptr=address,
                        owner=storage)
     total = batch * rows * cols
     ctas = max(1, min(MAX_CTAS, -(-total // THREADS)))

@@ -290,7 +290,11 @@ class Kernel:
                 raise LaunchError(f"kernel {self.__qualname__}: these arguments cannot be bound in advance; "
                                   f"launch it with {self.__name__}[grid, block](...)")
         smem = smem_bytes if smem_bytes > plan.smem else plan.smem
-        prepared = driver.prepare_launch(plan.function, grid, block, smem, cluster or plan.cluster, pdl)
+        config = (grid, block, smem, cluster, pdl, True)
+        try:
+            prepared = plan.prepared[config]
+        except (KeyError, TypeError):
+            prepared = _prepare(plan, config)
         return BoundLaunch(plan, prepared, dyn, values)
 
     def _make_plan(self, values, sig):

@@ -1,0 +1,237 @@
+"""The host side of tsjit.ops.matmul / bmm without a GPU: the driver's few entry points are
+replaced by recorders (memory addresses are fake, TMA descriptors are validated but not encoded,
+kernels compile for sm_90a for real), so every path from the arguments to the packed launch runs:
+layouts, swap-AB, staging copies, split-K workspaces, epilogue options, bmm, the plan and launch
+caches, the stream default and the argument errors.  The numbers are checked on the GPU
+(tests/gpu/test_ops_matmul_gpu.py)."""
+import ctypes
+import itertools
+import sys
+import types
+
+import pytest
+
+import tsjit
+import tsjit.ops
+from tsjit.runtime import arrays, driver, kernel, tensormap
+
+mm = sys.modules["tsjit.ops.matmul"]
+
+
+class FakeCai:
+    """A device array by ``__cuda_array_interface__`` (a fake address, no memory)."""
+
+    _next = itertools.count(1)
+
+    def __init__(self, shape, strides=None, typestr="<f2", offset=0):
+        if strides is None:
+            strides, step = [], 1
+            for extent in reversed(shape):
+                strides.append(step)
+                step *= extent
+            strides = tuple(reversed(strides))
+        self.shape = tuple(shape)
+        self.__cuda_array_interface__ = {"shape": tuple(shape), "strides": tuple(s * int(typestr[2:]) for s in strides),
+                                         "typestr": typestr, "data": ((next(self._next) << 32) + offset, False),
+                                         "version": 3}
+
+    def t(self):
+        other = FakeCai.__new__(FakeCai)
+        cai = dict(self.__cuda_array_interface__)
+        cai["shape"], cai["strides"] = cai["shape"][::-1], cai["strides"][::-1]
+        other.__cuda_array_interface__, other.shape = cai, cai["shape"]
+        return other
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    launches = []
+    addresses = itertools.count(1 << 40, 1 << 24)
+    monkeypatch.setattr(driver, "device_properties", lambda: types.SimpleNamespace(
+        sm_count=132, max_dynamic_smem_optin=232448, capability=(9, 0)))
+    monkeypatch.setattr(driver, "gpu_available", lambda: False)
+    monkeypatch.setattr(arrays, "_alloc", lambda nbytes: next(addresses))
+    monkeypatch.setattr(arrays.DeviceArray, "fill_bytes", lambda self, byte: self)
+    monkeypatch.setattr(kernel, "_launch_target", lambda: "sm_90a")
+    descriptors = []
+
+    class Encoded:
+        def __init__(self):
+            self.storage = ctypes.create_string_buffer(128)
+            descriptors.append(self)
+
+        def getPtr(self):
+            return ctypes.addressof(self.storage)
+
+    monkeypatch.setattr(tensormap, "encode_tensormap", lambda layout: Encoded())
+    monkeypatch.setattr(kernel.CompiledKernel, "function",
+                        lambda self: types.SimpleNamespace(name=self.name, handle=self.name, _prepared={}))
+    monkeypatch.setattr(driver, "prepare_launch", lambda fn, grid, block, smem, cluster=None, pdl=False:
+                        types.SimpleNamespace(grid=grid, block=block, smem=smem))
+    monkeypatch.setattr(driver, "launch_prepared", lambda fn, prepared, params, stream=0:
+                        launches.append((fn.name, prepared.grid, prepared.block, params, stream)))
+    monkeypatch.setattr(driver, "check", lambda result, what: None)
+    monkeypatch.setattr(driver, "bindings", lambda: types.SimpleNamespace(cuCtxSynchronize=lambda: 0))
+    monkeypatch.setattr(mm, "_PLANS", {})
+    return launches
+
+
+def _plan(a, b, **kw):
+    return mm._call(a, b, kw.get("bias"), kw.get("activation"), kw.get("residual"), kw.get("alpha", 1.0),
+                    kw.get("beta", 0.0), kw.get("out"), kw.get("out_dtype"), None, None, None, None,
+                    kw.get("batched", False), plan_only=True)
+
+
+def test_large_product_launches_the_full_tile_once(fake_gpu):
+    a, b = FakeCai((4096, 4096)), FakeCai((4096, 4096))
+    out = tsjit.ops.matmul(a, b)
+    assert out.shape == (4096, 4096)
+    (name, grid, block, params, stream), = fake_gpu
+    assert name.startswith("gemm_program") and grid == (132,) and block == (384,) and params and stream == 0
+
+
+def test_repeated_calls_reuse_the_packed_launch(fake_gpu):
+    a, b, out = FakeCai((512, 256)), FakeCai((256, 384)), FakeCai((512, 384))
+    for _ in range(3):
+        tsjit.ops.matmul(a, b, out=out)
+    assert len(fake_gpu) == 3 and len({launch[3] for launch in fake_gpu}) == 1
+    assert mm.cache_statistics() == {"plans": 1, "launches_packed": 1}
+    tsjit.ops.matmul(a, b, out=out, alpha=2.0)       # a new scalar is a new packed launch
+    assert mm.cache_statistics()["launches_packed"] == 2
+
+
+@pytest.mark.parametrize("view", ["nk", "kn", "a_t", "both_t", "sliced"])
+def test_layouts_are_read_in_place(fake_gpu, view):
+    M, N, K = 320, 512, 384
+    a = {"a_t": FakeCai((K, M)).t(), "both_t": FakeCai((K, M)).t()}.get(view, FakeCai((M, K)))
+    b = {"nk": FakeCai((N, K)).t(), "both_t": FakeCai((N, K)).t(),
+         "sliced": FakeCai((K, 2 * N), strides=(2 * N, 1))}.get(view, FakeCai((K, N)))
+    plan = _plan(a, b)
+    assert not plan.x_staged and not plan.y_staged
+    tsjit.ops.matmul(a, b)
+    assert len(fake_gpu) == 1
+
+
+def test_unaligned_rows_take_the_staging_copy(fake_gpu):
+    a, b = FakeCai((300, 777)), FakeCai((777, 500))
+    plan = _plan(a, b)
+    assert plan.x_staged and plan.y_staged and "staging" in plan.explain()
+    tsjit.ops.matmul(a, b)
+    names = [launch[0] for launch in fake_gpu]
+    assert names[:2] == ["copy_matrix", "copy_matrix"] and names[2].startswith("gemm_program")
+
+
+def test_small_m_swaps_and_writes_the_transposed_view(fake_gpu):
+    a, b = FakeCai((16, 4096)), FakeCai((4096, 4096))
+    plan = _plan(a, b)
+    assert plan.swapped and plan.config.block_n <= 32 and plan.config.epilogue == "direct"
+    tsjit.ops.matmul(a, b)
+    assert fake_gpu[-1][2] == (128 * (1 + plan.config.block_m // 64),)
+
+
+def test_split_k_gets_a_workspace_per_stream(fake_gpu):
+    a, b = FakeCai((512, 8192)), FakeCai((8192, 512))
+    plan = _plan(a, b)
+    assert plan.config.splits > 1
+    tsjit.ops.matmul(a, b, stream=7)
+    tsjit.ops.matmul(a, b, stream=9)
+    assert [launch[4] for launch in fake_gpu] == [7, 9]
+    assert {7, 9} <= set(mm._WORKSPACE.by_stream)
+    ws, counters = mm._WORKSPACE.by_stream[7]
+    assert ws.shape[0] >= plan.workspace_floats and counters.shape[0] >= plan.counters
+
+
+def test_epilogue_options_reach_the_fused_epilogue(fake_gpu):
+    M, N, K = 256, 512, 128
+    a, b = FakeCai((M, K)), FakeCai((K, N))
+    plan = _plan(a, b, bias=FakeCai((N,), typestr="<f4"), activation="gelu_tanh", residual=FakeCai((M, N)),
+                 alpha=0.5, beta=2.0, out=FakeCai((M, N), typestr="<f4"))
+    fused = plan.fused
+    assert (fused.alpha, fused.beta, fused.bias, fused.activation, fused.residual) == (True, True, "col", "gelu_tanh",
+                                                                                      True)
+    assert plan.config.epilogue == "direct"                      # fp32 output
+    tsjit.ops.matmul(a, b, bias=FakeCai((M, 1)), activation="silu", out=FakeCai((M, N)))
+    assert len(fake_gpu) == 1
+
+
+def test_row_bias_becomes_a_column_bias_when_swapped(fake_gpu):
+    a, b = FakeCai((16, 1024)), FakeCai((1024, 2048))
+    plan = _plan(a, b, bias=FakeCai((2048,)))
+    assert plan.swapped and plan.fused.bias == "row"
+
+
+def test_bmm_uses_batched_descriptors(fake_gpu):
+    a, b = FakeCai((4, 256, 128)), FakeCai((4, 128, 384))
+    out = tsjit.ops.bmm(a, b)
+    assert out.shape == (4, 256, 384) and len(fake_gpu) == 1
+    assert _plan(a, b, batched=True).batched
+
+
+@pytest.mark.parametrize("args,name", [
+    (((4, 8), (9, 4)), "'b'"),
+    (((4, 8, 2), (8, 4)), "'a'"),
+])
+def test_shape_errors_name_the_argument(fake_gpu, args, name):
+    with pytest.raises(tsjit.LaunchError, match=name):
+        tsjit.ops.matmul(FakeCai(args[0]), FakeCai(args[1]))
+
+
+def test_dtype_and_option_errors_name_the_argument(fake_gpu):
+    a, b = FakeCai((4, 8)), FakeCai((8, 6))
+    with pytest.raises(tsjit.LaunchError, match="'b'"):
+        tsjit.ops.matmul(a, FakeCai((8, 6), typestr="<f4"))
+    with pytest.raises(tsjit.LaunchError, match="'bias'"):
+        tsjit.ops.matmul(a, b, bias=FakeCai((5,)))
+    with pytest.raises(tsjit.LaunchError, match="'out'"):
+        tsjit.ops.matmul(a, b, out=FakeCai((4, 7)))
+    with pytest.raises(tsjit.LaunchError, match="'activation'"):
+        tsjit.ops.matmul(a, b, activation="tanh")
+    with pytest.raises(tsjit.LaunchError, match="'beta'"):
+        tsjit.ops.matmul(a, b, beta=1.0)
+    with pytest.raises(tsjit.LaunchError, match="'scale_a'"):
+        tsjit.ops.matmul(a, b, scale_a=1.0)
+    with pytest.raises(tsjit.LaunchError, match="'a'"):
+        tsjit.ops.matmul(object(), b)
+
+
+def test_explain_prints_the_choice(fake_gpu, capsys):
+    text = tsjit.ops.matmul.explain(FakeCai((384, 16384)), FakeCai((16384, 384)))
+    assert "split-K" in text and "config:" in capsys.readouterr().out
+
+
+class FakeTorchTensor:
+    """Enough of a CUDA torch tensor for tsjit's argument adapter (duck-typed)."""
+
+    is_cuda = True
+    dtype = "torch.bfloat16"
+    _next = itertools.count(1)
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+        self._strides = (shape[1], 1)
+        self._ptr = next(self._next) << 32
+
+    def stride(self):
+        return self._strides
+
+    def data_ptr(self):
+        return self._ptr
+
+    def get_device(self):
+        return 0
+
+
+def test_torch_calls_take_the_one_lookup_fast_path(fake_gpu):
+    a, b, out = FakeTorchTensor((64, 256)), FakeTorchTensor((256, 512)), FakeTorchTensor((64, 512))
+    tsjit.ops.matmul(a, b, out=out, stream=3)         # learns the tensor type
+    tsjit.ops.matmul(a, b, out=out, stream=3)         # fills the fast-path entry
+    before = dict(mm.cache_statistics())
+    plans = mm._PLANS.copy()
+    mm._PLANS.clear()                                  # a fast-path hit never looks at the plans
+    for _ in range(3):
+        assert tsjit.ops.matmul(a, b, out=out, stream=3) is out
+    assert len(fake_gpu) == 5 and len({launch[3] for launch in fake_gpu}) == 1
+    mm._PLANS.update(plans)
+    assert mm.cache_statistics() == before
+    tsjit.ops.matmul(a, b, out=FakeTorchTensor((64, 512)), stream=3)   # a new address: the full path
+    assert mm.cache_statistics()["launches_packed"] == before["launches_packed"] + 1
