@@ -63,7 +63,7 @@ def fake_gpu(monkeypatch):
         def getPtr(self):
             return ctypes.addressof(self.storage)
 
-    monkeypatch.setattr(tensormap, "encode_tensormap", lambda layout: Encoded())
+    monkeypatch.setattr(tensormap, "encode_tensormap", lambda *args, **kwargs: Encoded())
     monkeypatch.setattr(kernel.CompiledKernel, "function",
                         lambda self: types.SimpleNamespace(name=self.name, handle=self.name, _prepared={}))
     monkeypatch.setattr(driver, "prepare_launch", lambda fn, grid, block, smem, cluster=None, pdl=False:
