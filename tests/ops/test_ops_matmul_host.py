@@ -67,7 +67,9 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(kernel.CompiledKernel, "function",
                         lambda self: types.SimpleNamespace(name=self.name, handle=self.name, _prepared={}))
     monkeypatch.setattr(driver, "prepare_launch", lambda fn, grid, block, smem, cluster=None, pdl=False:
-                        types.SimpleNamespace(grid=grid, block=block, smem=smem))
+                        types.SimpleNamespace(grid=grid, block=block, smem=smem, config=types.SimpleNamespace(
+                            grid=tuple(grid) + (1,) * (3 - len(grid)), block=tuple(block) + (1,) * (3 - len(block)),
+                            smem_bytes=smem, cluster=cluster, pdl=pdl)))
     monkeypatch.setattr(driver, "launch_prepared", lambda fn, prepared, params, stream=0:
                         launches.append((fn.name, prepared.grid, prepared.block, params, stream)))
     monkeypatch.setattr(driver, "check", lambda result, what: None)
@@ -116,9 +118,13 @@ def test_unaligned_rows_take_the_staging_copy(fake_gpu):
     a, b = FakeCai((300, 777)), FakeCai((777, 500))
     plan = _plan(a, b)
     assert plan.x_staged and plan.y_staged and "staging" in plan.explain()
-    tsjit.ops.matmul(a, b)
+    out = FakeCai((300, 500))
+    tsjit.ops.matmul(a, b, out=out)
     names = [launch[0] for launch in fake_gpu]
     assert names[:2] == ["copy_matrix", "copy_matrix"] and names[2].startswith("gemm_program")
+    packed = mm.cache_statistics()["launches_packed"]
+    tsjit.ops.matmul(a, b, out=out)          # the staging buffers and packed launches are reused
+    assert mm.cache_statistics()["launches_packed"] == packed and len(fake_gpu) == 6
 
 
 def test_small_m_swaps_and_writes_the_transposed_view(fake_gpu):
@@ -235,3 +241,23 @@ def test_torch_calls_take_the_one_lookup_fast_path(fake_gpu):
     assert mm.cache_statistics() == before
     tsjit.ops.matmul(a, b, out=FakeTorchTensor((64, 512)), stream=3)   # a new address: the full path
     assert mm.cache_statistics()["launches_packed"] == before["launches_packed"] + 1
+
+
+def test_packed_launches_call_cu_launch_kernel_directly(fake_gpu, monkeypatch):
+    from tsjit.runtime import launch
+    calls = []
+
+    def fake_cu_launch_kernel(*args):
+        calls.append(args)
+        return 0
+
+    monkeypatch.setattr(launch, "_RAW_LAUNCH", [fake_cu_launch_kernel])
+    monkeypatch.setattr(kernel.CompiledKernel, "function",
+                        lambda self: types.SimpleNamespace(name=self.name, handle=0x1234, _prepared={}))
+    a, b, out = FakeCai((256, 512)), FakeCai((512, 1024)), FakeCai((256, 1024))
+    tsjit.ops.matmul(a, b, out=out, stream=11)
+    tsjit.ops.matmul(a, b, out=out, stream=11)
+    assert not fake_gpu and len(calls) == 2
+    handle, gx, gy, gz, bx, by, bz, smem, stream, params, extra = calls[0]
+    assert handle == 0x1234 and (gy, gz, by, bz) == (1, 1, 1, 1) and bx in (256, 384) and smem > 0
+    assert stream == 11 and params and extra is None and calls[0] == calls[1]

@@ -31,6 +31,7 @@ from tsjit import ts
 from tsjit import wgmma
 from tsjit.lang.epilogue import store_fragment_global, store_fragment_shared
 from tsjit.lang.fragment import Fragment
+from tsjit.ops.gemm_program import WarpgroupMmaRing, mainloop_schedules
 from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
 
 BM, BK = 128, 64
@@ -39,12 +40,11 @@ THREADS = 128 * (1 + CONSUMER_WARPGROUPS)
 
 
 @dataclass(kw_only=True)
-class ABStages(ts.MemoryResource):
+class ABStages(WarpgroupMmaRing):
     """The TMA ring of A and B tiles; its consumer works run the warpgroup MMAs."""
 
     a_map: object
     b_map: object
-    block_n: int
     cluster_m: int = 1
     b_major: str = "K"
     a_tiles: object = None
@@ -97,27 +97,10 @@ class ABStages(ts.MemoryResource):
                 tsjit.tma_load(self.b_map, self.b_parts[stage, rank], stage_info.barrier,
                                (n * self.block_n + rank * part, k), multicast_mask=(1 << c) - 1)
 
-    @ts.consumer_work(returns="acc", work_attrs=ts.WorkAttr.AUXILIARY)
-    def zero_accumulator(self, stage_info):
-        return Fragment.zeros(self.block_n // 2)
-
-    @ts.consumer_work(returns="acc")
-    def mma(self, stage_info, acc):
-        warpgroup = tsjit.warp_idx() // 4 - 1
-        stage = stage_info.stage_idx
-        a_desc = wgmma.make_descriptor(self.a_tiles[stage, warpgroup], major="K", swizzle="128B")
-        b_desc = wgmma.make_descriptor(self.b_tiles[stage], major=self.b_major, swizzle="128B")
-        wgmma.fence()
-        for k in tsjit.range_constexpr(BK // 16):
-            acc = wgmma.mma_async(acc, a_desc.k_step(k), b_desc.k_step(k), n=self.block_n)
-        wgmma.commit_group()
-        wgmma.wait_group(1)
-        return acc
-
-    @ts.consumer_work(returns="acc")
-    def retire(self, stage_info, acc):
-        wgmma.wait_group(0)
-        return wgmma.fence_operand(acc)   # keep accumulator reads below the wait (no wgmma serialization)
+    def operand_tiles(self, stage, warpgroup):
+        """The consumer works (zero_accumulator, mma, retire) come from WarpgroupMmaRing: this
+        warpgroup's 64 rows of the A tile (K-major) and the B tile of ``stage``."""
+        return self.a_tiles[stage, warpgroup], "K", self.b_tiles[stage], self.b_major
 
 
 EPILOGUE_COLUMNS = 128   # default columns of C staged in shared memory at a time, per warpgroup
@@ -225,42 +208,8 @@ def gemm_ts(a_map, b_map, c, c_map, M, N, K, BN: tsjit.Constexpr[int], STAGES: t
     staged = BN if STAGES <= 3 else min(BN, EPILOGUE_COLUMNS)
     out = OutputC(name="c", c=c, c_map=c_map, block_n=BN, cluster_m=CLUSTER_M, mode=EPILOGUE, staged_columns=staged)
 
-    @ts.schedule
-    def load_schedule(q: WorkQueue, s: ABStages):
-        with ts.work_tile_loop(q):
-            with ts.domain_loop(0, k_tiles, 1):
-                s.acquire()
-                s.tma_load()
-                s.commit()
-            q.wait()
-            q.get_and_advance_work_tile()
-            q.release()
-
-    @ts.schedule
-    def idle_schedule(q: WorkQueue):
-        with ts.work_tile_loop(q):
-            with ts.domain_loop(0, 0, 1):
-                pass
-            q.wait()
-            q.get_and_advance_work_tile()
-            q.release()
-
-    @ts.schedule
-    def mma_schedule(q: WorkQueue, s: ABStages, o: OutputC):
-        with ts.work_tile_loop(q):
-            acc = s.zero_accumulator()
-            with ts.domain_loop(0, k_tiles, 1) as d:
-                s.wait()
-                acc = s.mma(acc)
-                with d.every(1, start=1):
-                    s.release()          # the previous stage: its MMAs retired in wait_group(1)
-            acc = s.retire(acc)
-            s.release()                  # the last stage
-            o.store(acc)
-            q.wait()
-            q.get_and_advance_work_tile()
-            q.release()
-        o.flush()
+    # the same three schedules as the library GEMM (tsjit.ops.gemm_program), over k_tiles K tiles
+    load_schedule, idle_schedule, mma_schedule = mainloop_schedules(k_tiles)
 
     load = ts.Task("load", [wq], [ab], warp_idx=0, num_warps=1, schedule=load_schedule(wq, ab), num_registers=40)
     idle = ts.Task("idle", [wq], [], warp_idx=1, num_warps=3, schedule=idle_schedule(wq), num_registers=40)

@@ -316,7 +316,9 @@ class FusedEpilogue:
     (``"relu"``, ``"gelu_tanh"``: ``0.5 y (1 + tanh(sqrt(2/pi) (y + 0.044715 y^3)))``, ``"silu"``:
     ``y / (1 + exp(-y))``), ``+ residual[row, col]`` (``residual``), and last ``function(y, row, col)``:
     a ``@tsjit.func`` (or any callable on Values) of the Float32 value and the Int32 *global*
-    coordinates of the element in the output.
+    coordinates of the element in the output (``transposed``: the tile being stored is of the
+    output's transpose, so the function is called with ``(y, col, row)`` of the tile, i.e. the
+    output's own ``(row, col)``).
 
     An instance is hashable and goes into a kernel's cache key (a user ``function`` by the digest
     of its source).  :meth:`bind` builds the per-tile ``fn(value, row, col)`` that
@@ -335,6 +337,7 @@ class FusedEpilogue:
     residual: bool = False
     function: object = field(default=None, compare=False, hash=False)
     function_digest: str = ""
+    transposed: bool = False
 
     def __post_init__(self):
         if self.activation not in ACTIVATIONS:
@@ -357,7 +360,8 @@ class FusedEpilogue:
         return int(self.bias != "none") + int(self.residual) + int(self.beta)
 
     def __repr__(self) -> str:
-        parts = [f"{k}={getattr(self, k)!r}" for k in ("alpha", "beta", "bias", "activation", "residual")]
+        parts = [f"{k}={getattr(self, k)!r}" for k in ("alpha", "beta", "bias", "activation", "residual",
+                                                           "transposed")]
         if self.function is not None:
             parts.append(f"function={getattr(self.function, '__qualname__', '?')}@{self.function_digest}")
         return "FusedEpilogue(" + ", ".join(parts) + ")"
@@ -409,8 +413,8 @@ class FusedEpilogue:
             y = apply_activation(y, self.activation)
             if self.residual:
                 y = y + cast_to(residual.element_pointer((rr, cc)).load(), dt.Float32)
-            if self.function is not None:
-                y = self.function(y, r, c)
+            if self.function is not None:       # transposed: the tile is of C^T, the function sees C's coordinates
+                y = self.function(y, c, r) if self.transposed else self.function(y, r, c)
             return y
         return fn
 

@@ -14,10 +14,11 @@ Candidates: ``BM`` in {128, 64} (2 or 1 consumer warpgroups), ``BN`` in {256, 12
   ceil(CTAs / SMs)``; the efficiency table reflects that narrow wgmma (small N) and 64-row tiles
   issue more instructions per FLOP and re-read more operand bytes;
 * memory time: HBM bytes (every operand read once, D written once) over the HBM bandwidth, and
-  the bytes all CTAs load (re-reads hit L2) over the L2 bandwidth; the larger of MMA and memory;
-* split-K: each CTA writes its fp32 partial, and the last one of a tile reads all of them back
+  the bytes all CTAs load (re-reads hit L2) over the L2 bandwidth, stretched by the idle SMs of a
+  partial last wave and by too few CTAs to pull full bandwidth; the larger of MMA and memory;
+* split-K, per wave: each CTA writes its fp32 partial, and the last one of a tile reads all of them back
   (one CTA's L2 bandwidth) in passes of one L2 round trip each, plus a fixed cost;
-* per wave: a tile prologue / epilogue cost.
+* per wave: a tile prologue / epilogue cost; per launch a fixed cost.
 
 The lowest estimate wins (ties: the earlier candidate, so the choice is deterministic).
 :func:`explain` prints the winner and the runners-up with their estimates.
@@ -28,12 +29,13 @@ from dataclasses import dataclass, field
 
 SMEM_BUDGET = 232448 - 2048        # the opt-in shared memory of an H100/H200 CTA, less barriers and slack
 PEAK_FLOPS_PER_SM = 989e12 / 132   # dense bf16 wgmma rate per SM (H100/H200 SXM datasheet)
-HBM_BYTES_PER_S = 4.0e12           # measured copy bandwidth of the H200 is ~4.1-4.3 TB/s
+HBM_BYTES_PER_S = 3.0e12           # what a GEMM's TMA loads sustain (the H200's copy bandwidth is ~4.2 TB/s)
 L2_BYTES_PER_S = 9.0e12
 TILE_OVERHEAD_S = 1.2e-6           # accumulator zeroing, pipeline fill and epilogue of one tile
-SPLIT_FIXED_S = 1.5e-6
+SPLIT_FIXED_S = 3.0e-6
+LAUNCH_S = 3.0e-6                  # launch, ramp-up and tail of one kernel
 SM_L2_BYTES_PER_S = 120e9          # what one SM streams to / from L2 (the split-K reducer is one CTA per tile)
-REDUCTION_PASS_S = 0.4e-6          # one pass of the reducer: an L2 round trip for every split's partial
+REDUCTION_PASS_S = 0.8e-6          # one pass of the reducer: an L2 round trip for every split's partial
 BLOCK_MS = (128, 64)
 BLOCK_NS = (256, 128, 64, 32, 16)
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
@@ -142,13 +144,14 @@ def estimate(problem: Problem, block_m: int, block_n: int, splits: int) -> float
     l2 = tiles * (block_m + block_n) * k_tiles * BK * p.in_bytes
     # how much of the machine streams memory: few CTAs cannot pull full bandwidth
     active = min(ctas, p.sms) / p.sms
-    memory = max(hbm / HBM_BYTES_PER_S, l2 / L2_BYTES_PER_S) / max(active, 0.05) ** 0.7
+    quantization = waves * min(ctas, p.sms) / ctas          # the idle SMs of a partial last wave
+    memory = max(hbm / HBM_BYTES_PER_S, l2 / L2_BYTES_PER_S) * quantization / max(active, 0.05) ** 0.7
     split = 0.0
     if splits > 1:   # every split writes its fp32 partial; the last one reads them all back, pass by pass
         passes = ceil_div(block_n, reduction_columns(block_n, splits))
-        split = (SPLIT_FIXED_S + block_m * block_n * 4 * (1 + splits) / SM_L2_BYTES_PER_S
-                 + passes * REDUCTION_PASS_S)
-    return max(mma, memory) + split + waves * TILE_OVERHEAD_S
+        split = waves * (SPLIT_FIXED_S + block_m * block_n * 4 * (1 + splits) / SM_L2_BYTES_PER_S
+                         + passes * REDUCTION_PASS_S)
+    return LAUNCH_S + max(mma, memory) + split + waves * TILE_OVERHEAD_S
 
 
 def candidates(problem: Problem):

@@ -119,13 +119,45 @@ def reduce_split_k(acc, out, workspace, counters, tile, split, splits, fused, op
 
 
 @dataclass(kw_only=True)
-class OperandRing(ts.MemoryResource):
+class WarpgroupMmaRing(ts.MemoryResource):
+    """The consumer works of a TMA ring whose stages feed warpgroup MMAs into a 64 x ``block_n``
+    fp32 accumulator per warpgroup (the MMA warpgroups start at warp 4).  A subclass stores the
+    tiles and says where a stage's operands are: ``operand_tiles(stage, warpgroup)`` returns
+    ``(x_tile, x_major, y_tile, y_major)`` (the 64 x BK tile of this warpgroup's rows, and the
+    BN x BK tile), both 128-byte swizzled."""
+
+    block_n: int
+
+    @ts.consumer_work(returns="acc", work_attrs=ts.WorkAttr.AUXILIARY)
+    def zero_accumulator(self, stage_info):
+        return Fragment.zeros(self.block_n // 2)
+
+    @ts.consumer_work(returns="acc")
+    def mma(self, stage_info, acc):
+        warpgroup = tsjit.warp_idx() // 4 - 1
+        x_tile, x_major, y_tile, y_major = self.operand_tiles(stage_info.stage_idx, warpgroup)
+        x_desc = wgmma.make_descriptor(x_tile, major=x_major, swizzle="128B")
+        y_desc = wgmma.make_descriptor(y_tile, major=y_major, swizzle="128B")
+        wgmma.fence()
+        for k in tsjit.range_constexpr(BK // 16):
+            acc = wgmma.mma_async(acc, x_desc.k_step(k), y_desc.k_step(k), n=self.block_n)
+        wgmma.commit_group()
+        wgmma.wait_group(1)
+        return acc
+
+    @ts.consumer_work(returns="acc")
+    def retire(self, stage_info, acc):
+        wgmma.wait_group(0)
+        return wgmma.fence_operand(acc)   # keep accumulator reads below the wait (no wgmma serialization)
+
+
+@dataclass(kw_only=True)
+class OperandRing(WarpgroupMmaRing):
     """The TMA ring of X and Y tiles; its consumer works run the warpgroup MMAs."""
 
     x_map: object
     y_map: object
     block_m: int
-    block_n: int
     x_major: str = "K"
     y_major: str = "K"
     batched: bool = False
@@ -189,27 +221,9 @@ class OperandRing(ts.MemoryResource):
                     else:
                         tsjit.tma_load(self.y_map, self.y_tiles[stage, j], bar, (k, col0 + j * BOX))
 
-    @ts.consumer_work(returns="acc", work_attrs=ts.WorkAttr.AUXILIARY)
-    def zero_accumulator(self, stage_info):
-        return Fragment.zeros(self.block_n // 2)
-
-    @ts.consumer_work(returns="acc")
-    def mma(self, stage_info, acc):
-        warpgroup = tsjit.warp_idx() // 4 - 1
-        stage = stage_info.stage_idx
-        x_desc = wgmma.make_descriptor(self.x_tiles[stage, warpgroup], major=self.x_major, swizzle="128B")
-        y_desc = wgmma.make_descriptor(self.y_tiles[stage], major=self.y_major, swizzle="128B")
-        wgmma.fence()
-        for k in tsjit.range_constexpr(BK // 16):
-            acc = wgmma.mma_async(acc, x_desc.k_step(k), y_desc.k_step(k), n=self.block_n)
-        wgmma.commit_group()
-        wgmma.wait_group(1)
-        return acc
-
-    @ts.consumer_work(returns="acc")
-    def retire(self, stage_info, acc):
-        wgmma.wait_group(0)
-        return wgmma.fence_operand(acc)   # keep accumulator reads below the wait
+    def operand_tiles(self, stage, warpgroup):
+        """This warpgroup's X tile and the Y tile of ``stage``, with their majors."""
+        return self.x_tiles[stage, warpgroup], self.x_major, self.y_tiles[stage], self.y_major
 
 
 @dataclass(kw_only=True)
@@ -307,6 +321,53 @@ class SplitTask(ts.Task):
         return (split + 1) * self.k_tiles // self.splits - split * self.k_tiles // self.splits
 
 
+def mainloop_schedules(k_domain):
+    """The three schedules of the TMA -> wgmma GEMM, for a K domain ending at ``k_domain`` (a
+    count, or a Task subclass's ``get_domain`` for a per-tile end): ``load`` (acquire, TMA, commit
+    per K tile), ``idle`` (padding warps: only the queue epilogue) and ``mma`` (wait, MMAs, release
+    the previous stage, then retire, release the last stage and store the tile).  Shared by
+    :func:`gemm_program` and the tutorial GEMM (``tsjit/examples/gemm.py``)."""
+
+    @ts.schedule
+    def load_schedule(q: WorkQueue, s: ts.MemoryResource):
+        with ts.work_tile_loop(q):
+            with ts.domain_loop(0, k_domain, 1):
+                s.acquire()
+                s.tma_load()
+                s.commit()
+            q.wait()
+            q.get_and_advance_work_tile()
+            q.release()
+
+    @ts.schedule
+    def idle_schedule(q: WorkQueue):
+        with ts.work_tile_loop(q):
+            with ts.domain_loop(0, 0, 1):
+                pass
+            q.wait()
+            q.get_and_advance_work_tile()
+            q.release()
+
+    @ts.schedule
+    def mma_schedule(q: WorkQueue, s: ts.MemoryResource, o: ts.MemoryResource):
+        with ts.work_tile_loop(q):
+            acc = s.zero_accumulator()
+            with ts.domain_loop(0, k_domain, 1) as d:
+                s.wait()
+                acc = s.mma(acc)
+                with d.every(1, start=1):
+                    s.release()          # the previous stage: its MMAs retired in wait_group(1)
+            acc = s.retire(acc)
+            s.release()                  # the last stage
+            o.store(acc)
+            q.wait()
+            q.get_and_advance_work_tile()
+            q.release()
+        o.flush()
+
+    return load_schedule, idle_schedule, mma_schedule
+
+
 @tsjit.kernel
 def gemm_program(x_map, y_map, c, c_map, bias, residual, workspace, counters, M, N, K, batch,
                  alpha: tsjit.Float32, beta: tsjit.Float32,
@@ -342,43 +403,7 @@ def gemm_program(x_map, y_map, c, c_map, bias, residual, workspace, counters, M,
                      staged_columns=STAGED, split_k=SPLIT, splits=split_count, tiles_m=tiles_m, tiles_n=tiles_n,
                      workspace=workspace, counters=counters)
 
-    @ts.schedule
-    def load_schedule(q: WorkQueue, s: OperandRing):
-        with ts.work_tile_loop(q):
-            with ts.domain_loop(0, SplitTask.get_domain, 1):
-                s.acquire()
-                s.tma_load()
-                s.commit()
-            q.wait()
-            q.get_and_advance_work_tile()
-            q.release()
-
-    @ts.schedule
-    def idle_schedule(q: WorkQueue):
-        with ts.work_tile_loop(q):
-            with ts.domain_loop(0, 0, 1):
-                pass
-            q.wait()
-            q.get_and_advance_work_tile()
-            q.release()
-
-    @ts.schedule
-    def mma_schedule(q: WorkQueue, s: OperandRing, o: OutputTile):
-        with ts.work_tile_loop(q):
-            acc = s.zero_accumulator()
-            with ts.domain_loop(0, SplitTask.get_domain, 1) as d:
-                s.wait()
-                acc = s.mma(acc)
-                with d.every(1, start=1):
-                    s.release()          # the previous stage: its MMAs retired in wait_group(1)
-            acc = s.retire(acc)
-            s.release()                  # the last stage
-            o.store(acc)
-            q.wait()
-            q.get_and_advance_work_tile()
-            q.release()
-        o.flush()
-
+    load_schedule, idle_schedule, mma_schedule = mainloop_schedules(SplitTask.get_domain)
     load = SplitTask("load", [wq], [ring], warp_idx=0, num_warps=1, schedule=load_schedule(wq, ring),
                      num_registers=LOAD_REGISTERS)
     idle = ts.Task("idle", [wq], [], warp_idx=1, num_warps=3, schedule=idle_schedule(wq),

@@ -34,7 +34,7 @@ from tsjit.lang import dtypes as dt
 from tsjit.lang.epilogue import ACTIVATIONS, FusedEpilogue
 from tsjit.ops import configs
 from tsjit.ops.gemm_program import gemm_program, threads_per_cta
-from tsjit.ops.staging import k_major_copy
+from tsjit.ops.staging import copy_launch, staging_buffer
 from tsjit.runtime import driver
 from tsjit.runtime.arrays import DeviceArray, describe_array_argument
 
@@ -134,6 +134,19 @@ def _stream_handle(stream, like) -> int:
         if isinstance(value, int):
             return value
     return int(stream)
+
+
+class _Sequence:
+    """Packed launches run one after the other on one stream (staging copies, then the GEMM)."""
+
+    __slots__ = ("launches",)
+
+    def __init__(self, launches):
+        self.launches = tuple(launches)
+
+    def __call__(self, stream: int) -> None:
+        for launch in self.launches:
+            launch(stream)
 
 
 class _Workspace:
@@ -258,7 +271,8 @@ class _Plan:
         if axis != "none" and self.swapped:
             axis = "row" if axis == "col" else "col"
         self.fused = FusedEpilogue(alpha=alpha != 1.0, beta=beta != 0.0, bias=axis, activation=activation or "none",
-                                   residual=residual is not None, function=epilogue_fn)
+                                   residual=residual is not None, function=epilogue_fn,
+                                   transposed=self.swapped and epilogue_fn is not None)
         sms = driver.device_properties().sm_count
         self.problem = configs.Problem(self.P, self.Q, K, batch, x_major, y_major, tma_output,
                                        self.fused.loads_per_element, A.dtype.itemsize, dtype.itemsize, sms)
@@ -271,6 +285,7 @@ class _Plan:
         self.counters = tiles * cfg.block_m // 32
         self.bindings: dict = {}
         self.bindings_built = 0
+        self.staging: dict = {}                  # (operand, stream) -> padded K-major staging buffer
         self.lock = threading.Lock()
 
     @staticmethod
@@ -298,32 +313,37 @@ class _Plan:
             text += f"\nepilogue: {self.fused.describe()}"
         return text
 
-    def _tensormap(self, op: _Operand, k_axis: int, layout, rows_box: int, stream: int):
-        """The TMA descriptor of operand ``op`` (its K on axis ``k_axis``) in its layout, after the
-        staging copy into a K-major buffer when ``layout`` is None."""
+    def _tensormap(self, op: _Operand, k_axis: int, layout, rows_box: int, stream: int, which: str, copies: list):
+        """The TMA descriptor of operand ``op`` (its K on axis ``k_axis``) in its layout; when
+        ``layout`` is None, of this plan's staging buffer for (``which``, ``stream``), and the packed
+        copy into it is appended to ``copies``."""
         if layout is None:
             other = 3 - k_axis
-            source = op.view((op.shape[0], op.shape[other], op.shape[k_axis]),
-                             (op.strides[0], op.strides[other], op.strides[k_axis]))
-            storage = k_major_copy(source, op.shape[0], op.shape[other], op.shape[k_axis], stream,
-                                   _torch_allocator(op.obj) if op.torch else None)
-            major, shape, strides, ptr, owner = "K", storage.shape, storage.strides, storage.data_ptr, storage
+            batch, rows, cols = op.shape[0], op.shape[other], op.shape[k_axis]
+            storage = self.staging.get((which, stream))
+            if storage is None:
+                storage = staging_buffer(op.dtype, batch, rows, cols, _torch_allocator(op.obj) if op.torch else None)
+                self.staging[(which, stream)] = storage
+            source = op.view((batch, rows, cols), (op.strides[0], op.strides[other], op.strides[k_axis]))
+            copies.append(copy_launch(source, storage))
+            major, shape, strides, ptr = "K", storage.shape, storage.strides, storage.data_ptr
         else:
-            (major, shape, strides), ptr, owner = layout, op.ptr, None
+            (major, shape, strides), ptr = layout, op.ptr
         box = (rows_box, 64) if major == "K" else (64, 64)
         if self.batched:
-            array = DeviceArray(shape, op.dtype, strides=strides, data_ptr=ptr, owner=owner)
+            array = DeviceArray(shape, op.dtype, strides=strides, data_ptr=ptr)
             box = (1,) + box
         else:
-            array = DeviceArray(shape[1:], op.dtype, strides=strides[1:], data_ptr=ptr, owner=owner)
-        return tsjit.TensorMap(array, box, swizzle="128B"), layout is None
+            array = DeviceArray(shape[1:], op.dtype, strides=strides[1:], data_ptr=ptr)
+        return tsjit.TensorMap(array, box, swizzle="128B")
 
     def bind(self, A, B, out, bias, residual, alpha, beta, stream: int):
-        """The packed launch for these operands (and the staging copies it made, if any)."""
+        """The packed launches for these operands: the staging copies (if any), then the GEMM."""
         cfg = self.config
         x, y = ((B, 1), (A, 2)) if self.swapped else ((A, 2), (B, 1))
-        x_map, x_copied = self._tensormap(x[0], x[1], self.x_layout, cfg.block_m, stream)
-        y_map, y_copied = self._tensormap(y[0], y[1], self.y_layout, cfg.block_n, stream)
+        copies = []
+        x_map = self._tensormap(x[0], x[1], self.x_layout, cfg.block_m, stream, "x", copies)
+        y_map = self._tensormap(y[0], y[1], self.y_layout, cfg.block_n, stream, "y", copies)
         c_view = self._d_view(out)
         if cfg.epilogue == "tma":
             c_map = tsjit.TensorMap(c_view, ((1,) if self.batched else ()) + (64, 64), swizzle="128B")
@@ -337,25 +357,21 @@ class _Plan:
             workspace, counters = _WORKSPACE.get(stream, self.workspace_floats, self.counters)
         else:
             workspace, counters = _dummy(1), _dummy(1)
-        bound = gemm_program.bind(
+        gemm = gemm_program.bind(
             x_map, y_map, c_view, c_map, bias_view, residual_view, workspace, counters, self.P, self.Q, self.K,
             self.batch, float(alpha), float(beta), cfg.block_m, cfg.block_n, cfg.stages,
             self.problem.x_major, self.problem.y_major, cfg.epilogue, cfg.staged_columns, cfg.splits,
             self.batched, cfg.group_m, self.fused, grid=self.grid, block=self.block)
-        return bound, x_copied or y_copied
+        return _Sequence(copies + [gemm]) if copies else gemm
 
     def run(self, A, B, out, bias, residual, alpha, beta, stream: int):
-        """Launch on ``stream``; returns the packed launch if it may be reused for the same
-        addresses (None after a staging copy: that is fresh memory every call)."""
+        """Launch on ``stream``; returns the packed launch(es), reusable for the same addresses."""
         key = (A.ptr, B.ptr, out.ptr, bias.ptr if bias is not None else 0,
                residual.ptr if residual is not None else 0, alpha, beta, stream)
         bound = self.bindings.get(key)
         if bound is None:
             self.bindings_built += 1
-            bound, copied = self.bind(A, B, out, bias, residual, alpha, beta, stream)
-            if copied:
-                bound(stream)
-                return None
+            bound = self.bind(A, B, out, bias, residual, alpha, beta, stream)
             with self.lock:
                 if len(self.bindings) >= BINDINGS_PER_PLAN:
                     self.bindings.pop(next(iter(self.bindings)))

@@ -1,6 +1,7 @@
 """The slow but always-correct path of ``tsjit.ops.matmul`` for operands TMA cannot read in place
-(rows that are not 16-byte aligned, a base address off 16 bytes, no unit stride at all): the
-operand is copied into a fresh K-major buffer whose rows are padded to 16 bytes, and the fast
+(rows that are not 16-byte aligned, a base address off 16 bytes, no unit stride at all): each
+call first copies the operand into a K-major buffer whose rows are padded to 16 bytes (one per
+plan and stream, so the GEMM's packed launch and TMA descriptors are reused), and the fast
 program reads that.  One elementwise kernel, any strides, rank 3 ``(batch, rows, cols)``.
 """
 from __future__ import annotations
@@ -31,23 +32,25 @@ def padded_row_length(cols: int, itemsize: int) -> int:
     return -(-cols // per) * per
 
 
-def k_major_copy(source: DeviceArray, batch: int, rows: int, cols: int, stream: int, allocate=None) -> DeviceArray:
-    """A ``(batch, rows, cols)`` copy of ``source`` (a rank-3 DeviceArray view of any strides) with
-    16-byte aligned rows, as a rank-3 view of a padded allocation; launched on ``stream``.
+def staging_buffer(dtype, batch: int, rows: int, cols: int, allocate=None) -> DeviceArray:
+    """A ``(batch, rows, cols)`` K-major buffer whose rows are padded to 16 bytes (a rank-3 view).
 
-    ``allocate(nbytes)`` returns ``(address, owner)`` of stream-ordered memory (torch's caching
-    allocator, so the buffer is not reused before the launch that reads it ran); default a tsjit
-    allocation (``cuMemFree`` waits for the device)."""
-    dtype = source.dtype
+    ``allocate(nbytes)`` returns ``(address, owner)`` (e.g. torch's caching allocator); default a
+    tsjit allocation."""
     width = padded_row_length(cols, dtype.itemsize)
     if allocate is None:
         storage = tsjit.empty((batch, rows, width), dtype)
         address = storage.data_ptr
     else:
         address, storage = allocate(batch * rows * width * dtype.itemsize)
-    view = DeviceArray((batch, rows, cols), dtype, strides=(rows * width, width, 1), data_ptr=address,
+    return DeviceArray((batch, rows, cols), dtype, strides=(rows * width, width, 1), data_ptr=address,
                        owner=storage)
+
+
+def copy_launch(source: DeviceArray, destination: DeviceArray):
+    """The packed launch (:meth:`tsjit.Kernel.bind`) copying ``source`` into ``destination`` (both
+    rank 3, same shape, any strides); call it with the stream handle."""
+    batch, rows, cols = destination.shape
     total = batch * rows * cols
     ctas = max(1, min(MAX_CTAS, -(-total // THREADS)))
-    copy_matrix[(ctas,), (THREADS,)](source, view, total, rows, cols, stream=stream)
-    return view
+    return copy_matrix.bind(source, destination, total, rows, cols, grid=(ctas,), block=(THREADS,))

@@ -24,6 +24,7 @@ import ctypes
 import struct
 import threading
 
+from tsjit.errors import LaunchError
 from tsjit.runtime import driver
 from tsjit.runtime.arrays import DeviceArray
 
@@ -191,15 +192,34 @@ def plan_layout(specs, packed_values):
 
 
 
+_RAW_LAUNCH = []      # [libcuda's cuLaunchKernel as a ctypes function, or None], loaded on first use
+
+
+def _raw_cu_launch_kernel():
+    """``cuLaunchKernel`` called through ctypes (about a microsecond less host time per launch than
+    the cuda-python wrapper), or None where libcuda cannot be loaded this way."""
+    if not _RAW_LAUNCH:
+        try:
+            fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+            fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+            fn.restype = ctypes.c_int
+        except (OSError, AttributeError):
+            fn = None
+        _RAW_LAUNCH.append(fn)
+    return _RAW_LAUNCH[0]
+
+
 class BoundLaunch:
     """One kernel launch with every argument packed in advance (``Kernel.bind``): calling it costs
-    one ``cuLaunchKernelEx``.  It owns a copy of its plan's parameter block, keeps the arguments
-    (arrays, TensorMaps) alive, and may be called from several threads.
+    one driver call (``cuLaunchKernel`` through ctypes on the thread that bound it, for launches
+    without clusters or PDL; ``cuLaunchKernelEx`` through cuda-python otherwise).  It owns a copy
+    of its plan's parameter block, keeps the arguments (arrays, TensorMaps) alive, and may be
+    called from several threads.
 
     ``bound(stream)``: ``stream`` is a raw CUDA stream handle (int; 0 = the legacy stream).
     """
 
-    __slots__ = ("function", "prepared", "buffer", "pointer_array", "params", "arguments")
+    __slots__ = ("function", "prepared", "buffer", "pointer_array", "params", "arguments", "raw", "thread")
 
     def __init__(self, plan: LaunchPlan, prepared, dyn, arguments):
         self.function = plan.function
@@ -215,6 +235,19 @@ class BoundLaunch:
             pointers[slot] = address
         self.pointer_array = (ctypes.c_void_p * len(pointers))(*pointers)
         self.params = ctypes.addressof(self.pointer_array) if plan.params else 0
+        config = prepared.config
+        raw = _raw_cu_launch_kernel() if config.cluster in (None, (1, 1, 1)) and not config.pdl else None
+        self.raw = None if raw is None else (raw, int(self.function.handle), *config.grid, *config.block,
+                                             config.smem_bytes)
+        self.thread = threading.get_ident()
 
     def __call__(self, stream: int = 0) -> None:
+        raw = self.raw
+        if raw is not None and threading.get_ident() == self.thread:
+            launch, handle, gx, gy, gz, bx, by, bz, smem = raw
+            err = launch(handle, gx, gy, gz, bx, by, bz, smem, stream, self.params, None)
+            if err:
+                raise LaunchError(f"launch of kernel {self.function.name!r} ({self.prepared.config}) failed: "
+                                  f"{driver.describe_result(err)}")
+            return
         driver.launch_prepared(self.function, self.prepared, self.params, stream)
