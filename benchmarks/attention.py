@@ -5,7 +5,10 @@ FLOPs = 4 * B * H * S^2 * D (halved when causal).
 All libraries run on the same inputs in one process, timed in turns (CUDA events, warm-up, medians); the
 tsjit output is compared with cuDNN's (max abs difference) before timing.
 
-    PYTHONPATH=. python benchmarks/attention.py [--quick] [--shapes main|all]
+    PYTHONPATH=. python benchmarks/attention.py [--quick] [--shapes main|all] [--variants] [--sass]
+
+``--variants`` also times tsjit's consumer schedules (one tile at a time, software-pipelined,
+software-pipelined with warpgroup ping-pong, the latter with a 1-stage Q ring); ``--sass`` prints the SASS instruction counts of the kernels.
 """
 from __future__ import annotations
 
@@ -45,12 +48,21 @@ def sdpa_call(backend, q, k, v, causal):
     return run
 
 
-def bench_shape(batch, heads, kv_heads, seqlen, head_dim, causal, reps, **tsjit_options):
+TSJIT_VARIANTS = {"one-tile": dict(overlap=False), "overlap": dict(overlap=True, pingpong=False),
+                  "pingpong": dict(overlap=True, pingpong=True), "pingpong-q1": dict(overlap=True, pingpong=True,
+                                                                                    q_stages=1)}
+
+
+def bench_shape(batch, heads, kv_heads, seqlen, head_dim, causal, reps, variants=False):
     q = torch.randn(batch, seqlen, heads, head_dim, device="cuda", dtype=torch.bfloat16)
     k = torch.randn(batch, seqlen, kv_heads, head_dim, device="cuda", dtype=torch.bfloat16)
     v = torch.randn(batch, seqlen, kv_heads, head_dim, device="cuda", dtype=torch.bfloat16)
     out = torch.empty_like(q)
-    fns = {"tsjit": lambda: tsjit.ops.attention(q, k, v, causal=causal, out=out, **tsjit_options)}
+    fns = {"tsjit": lambda: tsjit.ops.attention(q, k, v, causal=causal, out=out)}
+    if variants:
+        for name, options in TSJIT_VARIANTS.items():
+            fns[name] = (lambda options: lambda: tsjit.ops.attention(q, k, v, causal=causal, out=out, **options))(
+                options)
     for name, backend in BACKENDS.items():
         fn = sdpa_call(backend, q, k, v, causal)
         if fn is not None:
@@ -64,18 +76,44 @@ def bench_shape(batch, heads, kv_heads, seqlen, head_dim, causal, reps, **tsjit_
     return {name: flops / (ms * 1e-3) / 1e12 for name, ms in times.items()}, diff
 
 
+def print_sass():
+    """ptxas statistics and SASS counts of the default kernels (head_dim 64/128, causal or not)."""
+    from sass_check import sass_report  # benchmarks/sass_check.py
+    from tsjit.examples import attention as program
+    for head_dim in program.HEAD_DIMS:
+        block_n, stages = program.DEFAULT_CONFIG[head_dim]
+        for causal in (False, True):
+            q = tsjit.tensormap_spec(tsjit.BFloat16, (1, program.BLOCK_M, 1, program.BOX), swizzle="128B")
+            kv = tsjit.tensormap_spec(tsjit.BFloat16, (1, block_n, 1, program.BOX), swizzle="128B")
+            o = tsjit.tensormap_spec(tsjit.BFloat16, (1, 64, 1, program.BOX), swizzle="128B")
+            kernel = tsjit.compile(program.attention_forward, q, kv, kv, o, tsjit.spec((2, 16, 1000), tsjit.Float32),
+                                   1000, 1000, 16, 1, 0.1, head_dim, block_n, stages, causal, True,
+                                   program.DEFAULT_OVERLAP[head_dim], program.DEFAULT_PINGPONG[head_dim],
+                                   program.DEFAULT_Q_STAGES[head_dim])
+            meta = kernel.metadata
+            print(f"head_dim {head_dim} causal {causal}: {meta['tool_version']}, spill stores "
+                  f"{meta['spill_stores_bytes']} B, loads {meta['spill_loads_bytes']} B, stack "
+                  f"{meta['stack_frame_bytes']} B")
+            sass_report(kernel.cubin)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--shapes", choices=["main", "all"], default="main")
+    parser.add_argument("--variants", action="store_true")
+    parser.add_argument("--sass", action="store_true")
     args = parser.parse_args()
+    if args.sass:
+        print_sass()
     shapes = MAIN_SHAPES + (EXTRA_SHAPES if args.shapes == "all" else [])
     reps = 5 if args.quick else 10
-    print("| B, H, H_kv, S, D | causal | tsjit | cuDNN | flash | efficient | tsjit / cuDNN | max |tsjit - cuDNN| |")
-    print("|---|---|---|---|---|---|---|---|")
+    columns = ["tsjit", "cudnn", "flash", "efficient"] + (list(TSJIT_VARIANTS) if args.variants else [])
+    print("| B, H, H_kv, S, D | causal | " + " | ".join(columns) + " | tsjit / cuDNN | max |tsjit - cuDNN| |")
+    print("|---|---|" + "---|" * (len(columns) + 2))
     for shape in shapes:
-        tflops, diff = bench_shape(*shape, reps=reps)
-        cells = [f"{tflops[n]:.0f}" if n in tflops else "-" for n in ("tsjit", "cudnn", "flash", "efficient")]
+        tflops, diff = bench_shape(*shape, reps=reps, variants=args.variants)
+        cells = [f"{tflops[n]:.0f}" if n in tflops else "-" for n in columns]
         ratio = f"{tflops['tsjit'] / tflops['cudnn']:.3f}" if "cudnn" in tflops else "-"
         b, h, hkv, s, d, causal = shape
         print(f"| {b}, {h}, {hkv}, {s}, {d} | {causal} | " + " | ".join(cells) +

@@ -32,14 +32,19 @@ def main() -> None:
     meta = k.metadata
     print(f"ptxas: {meta['registers']} registers, spill stores {meta['spill_stores_bytes']} B, spill loads "
           f"{meta['spill_loads_bytes']} B, stack {meta['stack_frame_bytes']} B, tool {meta['tool_version']}")
+    sass_report(k.cubin)
+
+
+def sass_report(cubin: bytes) -> dict | None:
+    """Disassemble ``cubin`` and print (and return) the counts of the instructions that matter."""
     tool = cuobjdump()
     if tool is None:
         print("cuobjdump not found: SASS not inspected")
-        return
+        return None
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "gemm.cubin")
+        path = os.path.join(tmp, "kernel.cubin")
         with open(path, "wb") as fh:
-            fh.write(k.cubin)
+            fh.write(cubin)
         sass = subprocess.run([tool, "--dump-sass", path], capture_output=True, text=True, check=True).stdout
     counts = {name: len(re.findall(pattern, sass)) for name, pattern in (
         ("HGMMA", r"\bHGMMA\."), ("UTMALDG (TMA load)", r"\bUTMALDG"), ("UTMASTG (TMA store)", r"\bUTMASTG"),
@@ -49,6 +54,7 @@ def main() -> None:
         print(f"  {name:<26} {count}")
     print("HGMMA lines:", *sorted(set(re.findall(r"HGMMA\.[\w.]+", sass)))[:4])
     print("USETMAXREG lines:", *sorted(set(re.findall(r"USETMAXREG[^;]*", sass)))[:4])
+    return counts
 
 
 if __name__ == "__main__":

@@ -1,7 +1,11 @@
 """The TS attention kernel compiles and verifies for sm_90a without a GPU (issue 16, CPU evidence): every
-configuration (head_dim 64/128, causal or not, bf16/fp16) assembles with 0 spills; the PTX has the QK^T
-wgmma from shared memory, the PV wgmma with A from registers, 4-D TMA loads/stores and setmaxnreg; the
-TaskManager verifies the program quickly; the ops module imports without torch."""
+configuration (head_dim 64/128, causal or not, bf16/fp16, each consumer schedule) assembles with 0 spills;
+the PTX has the QK^T wgmma from shared memory, the PV wgmma with A from registers, 4-D TMA loads/stores,
+setmaxnreg and (ping-pong) the named-barrier turns; the TaskManager verifies the program quickly; the ops
+module imports without torch.
+
+Cubins are assembled with ptxas (``TSJIT_ASSEMBLER=ptxas``), the assembler tsjit uses on the H200's image:
+nvJitLink 13.5 allocates fewer registers to the software-pipelined head_dim-128 loop and spills there."""
 import re
 
 import pytest
@@ -11,7 +15,16 @@ from tsjit.examples import attention
 from .verification_time import verification_seconds
 
 
-def compile_attention(head_dim, causal, dtype=tsjit.BFloat16, block_n=None, stages=None, store_lse=True):
+@pytest.fixture(autouse=True)
+def _assemble_with_ptxas(monkeypatch):
+    monkeypatch.setenv("TSJIT_ASSEMBLER", "ptxas")
+
+
+SCHEDULES = {"one-tile": (False, False), "overlapped": (True, False), "pingpong": (True, True)}
+
+
+def compile_attention(head_dim, causal, dtype=tsjit.BFloat16, block_n=None, stages=None, store_lse=True,
+                      schedule="pingpong", q_stages=None):
     default_n, default_stages = attention.DEFAULT_CONFIG[head_dim]
     block_n = block_n or default_n
     stages = stages or default_stages
@@ -19,15 +32,24 @@ def compile_attention(head_dim, causal, dtype=tsjit.BFloat16, block_n=None, stag
     kv = tsjit.tensormap_spec(dtype, (1, block_n, 1, attention.BOX), swizzle="128B")
     o = tsjit.tensormap_spec(dtype, (1, 64, 1, attention.BOX), swizzle="128B")
     lse = tsjit.spec((2, 16, 1000), tsjit.Float32)
+    overlap, pingpong = SCHEDULES[schedule]
     return tsjit.compile(attention.attention_forward, q, kv, kv, o, lse, 1000, 1000, 16, 2, 0.18, head_dim,
-                         block_n, stages, causal, store_lse)
+                         block_n, stages, causal, store_lse, overlap, pingpong,
+                         q_stages or attention.DEFAULT_Q_STAGES[head_dim])
 
 
-@pytest.mark.parametrize("dtype", [tsjit.BFloat16, tsjit.Float16], ids=["bf16", "fp16"])
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("head_dim", [64, 128])
-def test_attention_compiles_without_spills(head_dim, causal, dtype):
-    kernel = compile_attention(head_dim, causal, dtype)
+# the default schedule for every head_dim and mask in bf16; the other schedules and fp16 on a subset (the
+# schedules depend neither on the dtype nor on the mask)
+CONFIGS = [(d, causal, tsjit.BFloat16, "pingpong") for d in (64, 128) for causal in (False, True)]
+CONFIGS += [(d, causal, tsjit.BFloat16, schedule) for d, causal in ((128, True), (64, False))
+            for schedule in ("one-tile", "overlapped")]
+CONFIGS += [(64, True, tsjit.Float16, "pingpong"), (128, False, tsjit.Float16, "pingpong")]
+
+
+@pytest.mark.parametrize("head_dim,causal,dtype,schedule", CONFIGS,
+                         ids=[f"d{d}-{'causal' if c else 'full'}-{t.name}-{s}" for d, c, t, s in CONFIGS])
+def test_attention_compiles_without_spills(head_dim, causal, dtype, schedule):
+    kernel = compile_attention(head_dim, causal, dtype, schedule=schedule)
     meta = kernel.metadata
     assert kernel.cubin[:4] == b"\x7fELF"
     assert meta["spill_stores_bytes"] == 0 and meta["spill_loads_bytes"] == 0 and meta["stack_frame_bytes"] == 0
@@ -37,7 +59,11 @@ def test_attention_compiles_without_spills(head_dim, causal, dtype):
     pv = re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n{head_dim}k16\.f32\.{kind}\.{kind} \{{[^}}]*\}}, "
                     rf"\{{%r", ptx)
     assert len(qk) == head_dim // 16, "QK^T: one m64n128k16 per 16 columns of head_dim, A from shared memory"
-    assert len(pv) == 128 // 16, "PV: one wgmma per 16 keys, A (P) from registers"
+    overlap, pingpong = SCHEDULES[schedule]
+    # one PV wgmma per 16 keys, A (P) from registers; the overlapped loop has a second copy after the loop
+    assert len(pv) == (2 if overlap else 1) * 128 // 16
+    turns = re.findall(r"bar\.(sync|arrive)\s+(\d+|%r\d+), 256;", ptx)
+    assert bool(turns) == pingpong
     assert "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" in ptx
     assert "cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group" in ptx
     assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24;", ptx)
@@ -45,8 +71,8 @@ def test_attention_compiles_without_spills(head_dim, causal, dtype):
     assert "ex2.approx" in ptx
 
 
-def test_attention_block_n_64_and_no_lse_compile():
-    kernel = compile_attention(128, True, block_n=64, stages=3, store_lse=False)
+def test_attention_block_n_64_one_q_stage_and_no_lse_compile():
+    kernel = compile_attention(128, True, block_n=64, stages=3, store_lse=False, q_stages=1)
     assert kernel.metadata["spill_stores_bytes"] == 0
     assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" in kernel.ptx
     assert "st.global.f32" not in kernel.ptx          # no LSE stores

@@ -8,24 +8,35 @@ Q (GQA / MQA: query head ``h`` reads KV head ``h // (heads // kv_heads)``).
 
 Program (one CTA = 3 warpgroups, 384 threads, one 128-row Q tile per work tile):
 
-* ``load`` (warp 0, ``setmaxnreg`` down to 24 with the ``idle`` padding warps 1-3): per work tile
-  it TMA-loads the Q tile once (``q`` resource, a 1-stage TmaAsync pipeline), then walks the KV tiles
-  of the tile's domain, loading K tile ``j`` into the ``k`` ring and V tile ``j`` into the ``v`` ring
-  (separate rings, so the QK^T of a tile can start before its V has arrived).  All tiles are
+* ``load_kv`` (warp 0) and ``load_q`` (warp 1), ``setmaxnreg`` down to 24 with the ``idle`` padding
+  warps 2-3: per work tile ``load_q`` TMA-loads the Q tile once (``q`` resource, a TmaAsync ring of 2
+  stages, so the next tile's Q arrives while the current one is still in use) and ``load_kv`` walks the KV
+  tiles of the tile's domain, loading K tile ``j`` into the ``k`` ring and V tile ``j`` into the ``v``
+  ring (separate rings, so the QK^T of a tile can start before its V has arrived).  All tiles are
   128-byte swizzled, ``head_dim / 64`` boxes of 64 columns each; TMA zero-fills rows past the end.
 * ``softmax`` (warpgroups 1 and 2, ``setmaxnreg`` up to 240): each warpgroup owns 64 rows of the Q
-  tile.  Per KV tile ``j``:
+  tile.  Its works, per KV tile ``j``:
 
-  - ``k.scores``: ``S = Q K_j^T`` with ``wgmma`` (A = Q and B = K from shared memory, N = BLOCK_N),
-    masks the columns past ``seqlen_k`` and, causal, above the diagonal (only on tiles that need
-    it), and runs the online softmax in fp32: the running row max ``m``, the rescale factor
-    ``alpha = exp2((m_old - m_new) * scale * log2 e)`` and ``P = exp2(S * scale * log2 e - m *
-    scale * log2 e)`` (one FMA per element, the scale folded in), the running row sums ``l``
-    (thread-partial; the 4 threads of a row are summed once, in the epilogue).  P is rounded to
-    the input dtype and packed in pairs: the wgmma Float32 accumulator layout of a 16-column slice
-    of S is exactly the register A-fragment layout of an m64k16 wgmma, so pair ``t`` of S is
-    register ``t`` of the A operand (PTX ISA §9.7.15.5.1.1, Figures 148/149).
-  - ``v.accumulate``: ``O = alpha * O + P V_j`` with register-A wgmma (B = V, MN-major).
+  - ``k.issue_scores``: ``S = Q K_j^T`` with ``wgmma`` (A = Q and B = K from shared memory,
+    N = BLOCK_N), committed as one wgmma group;
+  - ``k.softmax``: waits for S, masks the columns past ``seqlen_k`` and, causal, above the diagonal
+    (only on tiles that need it), and runs the online softmax in fp32: the running row max ``m``, the
+    rescale factor ``alpha = exp2((m_old - m_new) * scale * log2 e)`` and ``P = exp2(S * scale * log2 e
+    - m * scale * log2 e)`` (one FMA per element, the scale folded in), the running row sums ``l``
+    (thread-partial; the 4 threads of a row are summed once, in the epilogue);
+  - ``k.convert``: P rounded to the input dtype and packed in pairs: the wgmma Float32 accumulator
+    layout of a 16-column slice of S is exactly the register A-fragment layout of an m64k16 wgmma, so
+    pair ``t`` of S is register ``t`` of the A operand (PTX ISA §9.7.15.5.1.1, Figures 148/149);
+  - ``v.rescale`` (``O *= alpha``) and ``v.issue_accumulate``: ``O += P V_j`` with register-A wgmma
+    (B = V, MN-major); ``v.retire`` waits for it.
+
+  ``consumer_schedule`` with ``OVERLAP=True`` software-pipelines these: iteration ``j`` issues
+  ``S_j``, then ``P_{j-1} V_{j-1}``, and runs the softmax of ``S_j`` while that PV is on the tensor
+  cores (intra-warpgroup overlap; the V waits lag one tile behind the K waits, and the last PV follows
+  the loop).  With ``PINGPONG`` the two warpgroups also take turns issuing their wgmmas through named
+  barriers 3 and 4 (``bar.sync`` before a warpgroup's first wgmma of an iteration, ``bar.arrive`` for the
+  other after its last), so one warpgroup's softmax runs while the other's GEMMs occupy the tensor cores.
+  With ``OVERLAP=False`` (the default for now: see ``DEFAULT_OVERLAP``) it does one tile at a time.
 
   After the last tile ``out.store`` normalizes O by ``l``, writes it through a 128B-swizzled
   shared-memory staging buffer (``stmatrix``) with TMA stores (clipped at ``seqlen_q``), and stores
@@ -48,7 +59,9 @@ from dataclasses import dataclass
 import tsjit
 from tsjit import ts
 from tsjit import wgmma
-from tsjit.lang.epilogue import pack_pair, store_fragment_shared
+from tsjit.examples.attention_softmax import (NEG_INF, initial_stats, mask_scores, online_softmax,
+                                              pack_probabilities, plus, quad_reduce, row_half)
+from tsjit.lang.epilogue import store_fragment_shared
 from tsjit.lang.fragment import Fragment
 from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
 
@@ -58,10 +71,20 @@ THREADS = 128 * (1 + CONSUMER_WARPGROUPS)
 BOX = 64                      # head_dim columns per 128-byte swizzled TMA box (16-bit elements)
 HEAD_DIMS = (64, 128)
 LOG2_E = 1.4426950408889634
-NEG_INF = float("-inf")
+PINGPONG_BARRIER = 3          # named barriers 3 and 4: the tensor-core turn of warpgroup 0 / 1 (1, 2: epilogue)
 
 #: default KV tile rows and ring stages per head_dim (shared memory: Q + 2 rings + O staging < 227 KiB)
 DEFAULT_CONFIG = {64: (128, 3), 128: (128, 2)}
+#: default stages of the Q ring per head_dim: with 2 the producer loads the next work tile's Q (and its first
+#: K/V tiles) while the consumers finish the current one
+DEFAULT_Q_STAGES = {64: 2, 128: 2}
+#: the consumer schedule per head_dim: software-pipelined (``OVERLAP=True``) or one tile at a time
+#: (``OVERLAP=False``), and whether the two warpgroups take turns at the tensor cores.  The one-tile
+#: schedule is the default: it is the one whose numerics were checked on the H200; the pipelined schedules
+#: measured faster there (BENCHMARKS.md) and become the default once tests/gpu/test_attention_gpu.py passes
+#: for them after the tail-offset lowering fix (they ran with that bug: the V tile after the loop was tile 0).
+DEFAULT_OVERLAP = {64: False, 128: False}
+DEFAULT_PINGPONG = {64: False, 128: False}
 
 
 def tile_position(coords, num_m_blocks, causal):
@@ -74,12 +97,13 @@ def tile_position(coords, num_m_blocks, causal):
 
 def kv_tiles(m_block, seqlen_q, seqlen_k, block_n, causal):
     """KV tiles a Q tile visits: all ``ceil(seqlen_k / block_n)``, or with causal masking those up to
-    the last key the tile's last row sees (``row + seqlen_k - seqlen_q``), at least 0."""
+    the last key the tile's last row sees (``row + seqlen_k - seqlen_q``), at least 1 (the software-pipelined
+    schedule's PV after the loop needs one; a tile whose rows see no key is masked whole)."""
     total = (seqlen_k + block_n - 1) // block_n
     if not causal:
         return total
     last_key = (m_block + 1) * BLOCK_M + (seqlen_k - seqlen_q)   # one past the last visible key
-    visible = tsjit.math.max((last_key + block_n - 1) // block_n, 0)
+    visible = tsjit.math.max((last_key + block_n - 1) // block_n, 1)
     return tsjit.math.min(visible, total)
 
 
@@ -97,73 +121,6 @@ class AttentionTask(ts.Task):
         return kv_tiles(m_block, self.seqlen_q, self.seqlen_k, self.block_n, self.causal)
 
 
-# -- softmax helpers (compile-time Python over the registers of one thread) -----------------------
-def _row_half(i):
-    """Which of its two rows (``r`` or ``r + 8``) accumulator register ``i`` of a thread holds."""
-    return (i % 4) // 2
-
-
-def _quad_reduce(value, combine):
-    """Combine ``value`` over the 4 threads that hold one accumulator row (lanes 4q .. 4q + 3)."""
-    value = combine(value, tsjit.shuffle_xor(value, 1))
-    return combine(value, tsjit.shuffle_xor(value, 2))
-
-
-def _add(a, b):
-    return a + b
-
-
-def mask_scores(s, row0, col0, seqlen_k, causal_offset, causal):
-    """S with ``-inf`` where the key column is past ``seqlen_k`` or (causal) above the diagonal
-    ``col > row + causal_offset``; ``row0`` / ``col0`` are the tile origins in rows / keys."""
-    tid = tsjit.thread_idx().x
-    out = []
-    for i in range(len(s)):
-        row, col = s.accumulator_coords(i, tid)
-        key = col0 + col
-        visible = key < seqlen_k
-        if causal:
-            visible = visible & (key <= row0 + row + causal_offset)
-        out.append(tsjit.select(visible, s[i], NEG_INF))
-    return Fragment(out, tsjit.Float32)
-
-
-def online_softmax(s, stats, scale_log2, dtype):
-    """One step of the online softmax on the thread's slice of S (raw scores, ``-inf`` masked).
-
-    ``stats`` = (m_r, m_r8, l_r, l_r8, alpha_r, alpha_r8): running row maxima (raw units), the
-    thread-partial row sums and the factor the previous O must be scaled by.  Returns (P packed
-    in ``dtype`` pairs as Int32 registers, new stats)."""
-    maxima = []
-    for h in range(2):
-        best = stats[h]
-        for i in range(len(s)):
-            if _row_half(i) == h:
-                best = tsjit.math.max(best, s[i])
-        maxima.append(_quad_reduce(best, tsjit.math.max))
-    scaled, alphas = [], []
-    for h in range(2):
-        # a row that has seen only -inf keeps max -inf; subtract 0 then so exp2 gives 0, not NaN
-        m_scaled = tsjit.select(maxima[h] == NEG_INF, 0.0, maxima[h] * scale_log2)
-        scaled.append(m_scaled)
-        alphas.append(tsjit.math.exp2(stats[h] * scale_log2 - m_scaled))
-    p = [tsjit.math.exp2(tsjit.math.fma(s[i], scale_log2, -scaled[_row_half(i)])) for i in range(len(s))]
-    sums = []
-    for h in range(2):
-        total = stats[2 + h] * alphas[h]
-        for i in range(len(s)):
-            if _row_half(i) == h:
-                total = total + p[i]
-        sums.append(total)
-    packed = Fragment([pack_pair(p[2 * t], p[2 * t + 1], dtype) for t in range(len(s) // 2)], tsjit.Int32)
-    return packed, Fragment([maxima[0], maxima[1], sums[0], sums[1], alphas[0], alphas[1]], tsjit.Float32)
-
-
-def initial_stats():
-    """(m, m, l, l, alpha, alpha) before the first KV tile."""
-    return Fragment([NEG_INF, NEG_INF, 0.0, 0.0, 1.0, 1.0], tsjit.Float32)
-
-
 # -- resources ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class AttentionShape:
@@ -179,6 +136,7 @@ class AttentionShape:
     head_dim: int
     block_n: int
     causal: bool
+    pingpong: bool = False
 
     def position(self, work_tile):
         """(m_block, batch, head) of a work tile."""
@@ -193,11 +151,18 @@ class QTile(ts.MemoryResource):
     q_map: object
     shape: AttentionShape
     tiles: object = None
+    stage: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
 
     def __post_init__(self):
         stages = self.pipeline_config.num_stages
         boxes = self.shape.head_dim // BOX
         self.tiles = tsjit.shared_array(self.q_map.dtype, (stages, boxes, CONSUMER_WARPGROUPS, 64, BOX), align=1024)
+        self.stage = ts.TaskLocalVariable(tsjit.Int32, default=0, docs="the ring stage holding this tile's Q")
+
+    @ts.consumer_work(returns="stage")
+    def current_stage(self, stage_info):
+        """Which stage of the Q ring the work tile's Q is in (the QK^T works read it)."""
+        return stage_info.stage_idx
 
     def tma_bytes_per_stage(self):
         return self.q_map.box_bytes * (self.shape.head_dim // BOX)
@@ -230,13 +195,18 @@ class KVRing(ts.MemoryResource):
         return self.tmap.box_bytes * (self.shape.head_dim // BOX)
 
     @ts.producer_work()
-    def tma_load(self, stage_info):
+    def tma_load(self, stage_info, *, lagging: tsjit.Constexpr[bool] = False):
+        """Load KV tile ``loop_offset`` (``lagging``: tile ``loop_offset - 1``, and tile 0 again in the first
+        iteration, the operand of the software-pipelined loop's first, all-zero-P, PV)."""
         shape = self.shape
         _, batch, head = shape.position(stage_info.work_tile)
+        tile = stage_info.loop_offset
+        if tsjit.const_expr(lagging):
+            tile = tsjit.math.max(tile - 1, 0)
         if tsjit.elect_one():
             for box in tsjit.range_constexpr(shape.head_dim // BOX):
                 tsjit.tma_load(self.tmap, self.tiles[stage_info.stage_idx, box], stage_info.barrier,
-                               (batch, stage_info.loop_offset * shape.block_n, head // shape.group, box * BOX))
+                               (batch, tile * shape.block_n, head // shape.group, box * BOX))
 
 
 @dataclass(kw_only=True)
@@ -245,12 +215,15 @@ class KTiles(KVRing):
     It reads the Q tile of ``q``."""
 
     q: QTile
+    s: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
     p: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
     stats: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
 
     def __post_init__(self):
         super().__post_init__()
         n = self.shape.block_n
+        self.s = ts.TaskLocalVariable(Fragment, default_factory=lambda: Fragment.zeros(n // 2),
+                                      docs="S = Q K^T of the current KV tile (fp32 wgmma accumulator)")
         self.p = ts.TaskLocalVariable(Fragment, default_factory=lambda: Fragment.zeros(n // 4, tsjit.Int32),
                                       docs="P of the current KV tile, packed 16-bit pairs (wgmma A registers)")
         self.stats = ts.TaskLocalVariable(Fragment, default_factory=initial_stats,
@@ -258,24 +231,42 @@ class KTiles(KVRing):
 
     @ts.consumer_work(returns="stats", work_attrs=ts.WorkAttr.AUXILIARY)
     def reset_statistics(self, stage_info):
+        """Before a work tile's first KV tile: the statistics of :func:`initial_stats`."""
         return initial_stats()
 
-    @ts.consumer_work(returns=("p", "stats"))
-    def scores(self, stage_info, stats):
+    @ts.consumer_work(returns="p", work_attrs=ts.WorkAttr.AUXILIARY)
+    def reset_probabilities(self, stage_info):
+        """Before a work tile's first KV tile: no P yet (the overlapped loop carries P into the next tile)."""
+        return Fragment.zeros(self.shape.block_n // 4, tsjit.Int32)
+
+    @ts.consumer_work(returns="s")
+    def issue_scores(self, stage_info, q_stage):
+        """Issue S = Q K_j^T (head_dim / 16 wgmma into a fresh accumulator) and commit it as one group;
+        with ping-pong, first wait for this warpgroup's turn at the tensor cores."""
         shape = self.shape
         warpgroup = tsjit.warp_idx() // 4 - 1
+        if tsjit.const_expr(shape.pingpong):
+            tsjit.named_barrier_sync(PINGPONG_BARRIER + warpgroup, 256)
         stage = stage_info.stage_idx
-        s = Fragment.zeros(shape.block_n // 2)
+        s = wgmma.fence_operand(Fragment.zeros(shape.block_n // 2))   # defined before the wgmma fence
         wgmma.fence()
         for kk in tsjit.range_constexpr(shape.head_dim // 16):
             box = kk // 4
-            a_desc = wgmma.make_descriptor(self.q.tiles[0, box, warpgroup], major="K", swizzle="128B")
+            a_desc = wgmma.make_descriptor(self.q.tiles[q_stage, box, warpgroup], major="K", swizzle="128B")
             b_desc = wgmma.make_descriptor(self.tiles[stage, box], major="K", swizzle="128B")
             s = wgmma.mma_async(s, a_desc.k_step(kk % 4), b_desc.k_step(kk % 4), n=shape.block_n,
                                 scale_d=0 if kk == 0 else 1)
         wgmma.commit_group()
-        wgmma.wait_group(0)
+        return s
+
+    @ts.consumer_work(returns=("s", "stats"))
+    def softmax(self, stage_info, s, stats, *, overlapped: tsjit.Constexpr[bool] = False):
+        """Wait for S (``overlapped``: the PV of the previous tile, committed after it, may stay in flight),
+        mask it where needed and run the online softmax: (P in fp32, in S's registers; new statistics)."""
+        shape = self.shape
+        wgmma.wait_group(1 if overlapped else 0)
         s = wgmma.fence_operand(s)
+        warpgroup = tsjit.warp_idx() // 4 - 1
         m_block, _, _ = shape.position(stage_info.work_tile)
         col0 = stage_info.loop_offset * shape.block_n
         row0 = m_block * BLOCK_M + warpgroup * 64
@@ -285,7 +276,13 @@ class KTiles(KVRing):
             needs_mask = needs_mask | (col0 + shape.block_n - 1 > m_block * BLOCK_M + offset)
         if needs_mask:
             s = mask_scores(s, row0, col0, shape.seqlen_k, offset, shape.causal)
-        return online_softmax(s, stats, shape.scale_log2, self.tmap.dtype)
+        return online_softmax(s, stats, shape.scale_log2)
+
+    @ts.consumer_work(returns="p", work_attrs=ts.WorkAttr.AUXILIARY)
+    def convert(self, stage_info, s):
+        """P (fp32) -> the packed 16-bit A registers of the PV wgmma (after the previous PV has retired, so the
+        new P can take the old one's registers)."""
+        return pack_probabilities(s, self.tmap.dtype)
 
 
 @dataclass(kw_only=True)
@@ -304,18 +301,44 @@ class VTiles(KVRing):
     def zero_output(self, stage_info):
         return Fragment.zeros(self.shape.head_dim // 2)
 
+    @ts.consumer_work(work_attrs=ts.WorkAttr.AUXILIARY)
+    def start_turns(self, stage_info):
+        """Ping-pong: warpgroup 1 gives warpgroup 0 the first turn at the tensor cores (once per CTA)."""
+        if tsjit.const_expr(self.shape.pingpong):
+            if tsjit.warp_idx() // 4 == 2:
+                tsjit.named_barrier_arrive(PINGPONG_BARRIER, 256)
+
     @ts.consumer_work(returns="o")
-    def accumulate(self, stage_info, p, stats, o):
+    def issue_accumulate(self, stage_info, p, o, *, last: tsjit.Constexpr[bool] = False):
+        """Issue O += P V (register-A wgmma, one per 16 keys) and commit it as one group.  With ping-pong,
+        the PV after the loop (``last``) first waits for the turn; every PV then passes the turn on (in the
+        loop the turn began at the QK^T issue)."""
         shape = self.shape
-        rescaled = Fragment([o[i] * stats[4 + _row_half(i)] for i in range(len(o))], tsjit.Float32)
+        warpgroup = tsjit.warp_idx() // 4 - 1
+        if tsjit.const_expr(shape.pingpong and last):
+            tsjit.named_barrier_sync(PINGPONG_BARRIER + warpgroup, 256)
         b_desc = wgmma.make_descriptor(self.tiles[stage_info.stage_idx], major="MN", swizzle="128B")
+        o = wgmma.fence_operand(o)           # the rescale and the P conversion stay above the wgmma fence
+        p = wgmma.fence_operand(p)
         wgmma.fence()
         for kk in tsjit.range_constexpr(shape.block_n // 16):
             a = Fragment([p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]], tsjit.Int32)
-            rescaled = wgmma.mma_async(rescaled, a, b_desc.k_step(kk), n=shape.head_dim, a_dtype=self.tmap.dtype)
+            o = wgmma.mma_async(o, a, b_desc.k_step(kk), n=shape.head_dim, a_dtype=self.tmap.dtype)
         wgmma.commit_group()
+        if tsjit.const_expr(shape.pingpong):
+            tsjit.named_barrier_arrive(PINGPONG_BARRIER + 1 - warpgroup, 256)
+        return o
+
+    @ts.consumer_work(returns="o", work_attrs=ts.WorkAttr.AUXILIARY)
+    def rescale(self, stage_info, o, stats):
+        """O *= alpha (the rows' rescale factors of the last softmax); every PV into O has retired."""
+        return Fragment([o[i] * stats[4 + row_half(i)] for i in range(len(o))], tsjit.Float32)
+
+    @ts.consumer_work(returns="o")
+    def retire(self, stage_info, o):
+        """Wait for every wgmma of this warpgroup (the last PV)."""
         wgmma.wait_group(0)
-        return wgmma.fence_operand(rescaled)
+        return wgmma.fence_operand(o)
 
 
 @dataclass(kw_only=True)
@@ -339,9 +362,9 @@ class AttentionOutput(ts.MemoryResource):
         warpgroup = tsjit.warp_idx() // 4 - 1
         tid = tsjit.thread_idx().x % 128
         row0 = m_block * BLOCK_M + warpgroup * 64
-        sums = [_quad_reduce(stats[2 + h], _add) for h in range(2)]
+        sums = [quad_reduce(stats[2 + h], plus) for h in range(2)]
         inverse = [tsjit.select(sums[h] > 0.0, 1.0 / sums[h], 0.0) for h in range(2)]
-        normalized = Fragment([o[i] * inverse[_row_half(i)] for i in range(len(o))], tsjit.Float32)
+        normalized = Fragment([o[i] * inverse[row_half(i)] for i in range(len(o))], tsjit.Float32)
         buffer = self.staging[warpgroup]
         if tid == 0:
             tsjit.bulk_wait_group(0, read=True)        # the previous tile's stores have left the buffer
@@ -381,7 +404,9 @@ def queue_epilogue(q):
 @tsjit.kernel
 def attention_forward(q_map, k_map, v_map, o_map, lse, seqlen_q, seqlen_k, heads, group, scale_log2,
                       HEAD_DIM: tsjit.Constexpr[int], BLOCK_N: tsjit.Constexpr[int], STAGES: tsjit.Constexpr[int],
-                      CAUSAL: tsjit.Constexpr[bool], STORE_LSE: tsjit.Constexpr[bool] = True):
+                      CAUSAL: tsjit.Constexpr[bool], STORE_LSE: tsjit.Constexpr[bool] = True,
+                      OVERLAP: tsjit.Constexpr[bool] = False, PINGPONG: tsjit.Constexpr[bool] = False,
+                      Q_STAGES: tsjit.Constexpr[int] = 1):
     """Forward attention (module docstring).  ``q_map`` / ``o_map``: TensorMaps of Q and O (B, S_q, H, D)
     with boxes (1, 128, 1, 64) and (1, 64, 1, 64); ``k_map`` / ``v_map``: of K and V (B, S_k, H_kv, D) with
     box (1, BLOCK_N, 1, 64), all 128B-swizzled; ``lse``: Float32 (B, H, S_q); ``group = H // H_kv``;
@@ -393,30 +418,42 @@ def attention_forward(q_map, k_map, v_map, o_map, lse, seqlen_q, seqlen_k, heads
     itemsize = q_map.dtype.itemsize
     producer = ts.CooperativeGroup(ts.Agent.Thread, 1)
     consumers = ts.CooperativeGroup(ts.Agent.Thread, CONSUMER_WARPGROUPS * 4)
-    q_cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(1, BLOCK_M * HEAD_DIM * itemsize, producer, consumers)
+    q_cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(Q_STAGES, BLOCK_M * HEAD_DIM * itemsize, producer,
+                                                            consumers)
     kv_bytes = BLOCK_N * HEAD_DIM * itemsize
     k_cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(STAGES, kv_bytes, producer, consumers)
     v_cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(STAGES, kv_bytes, producer, consumers)
     shape = AttentionShape(seqlen_q=seqlen_q, seqlen_k=seqlen_k, heads=heads, group=group,
                            num_m_blocks=num_m_blocks, scale_log2=scale_log2, head_dim=HEAD_DIM, block_n=BLOCK_N,
-                           causal=CAUSAL)
+                           causal=CAUSAL, pingpong=PINGPONG and OVERLAP)
     qs = QTile(name="q", pipeline_config=q_cfg, q_map=q_map, shape=shape)
     ks = KTiles(name="k", pipeline_config=k_cfg, tmap=k_map, q=qs, shape=shape)
     vs = VTiles(name="v", pipeline_config=v_cfg, tmap=v_map, shape=shape)
     out = AttentionOutput(name="o", o_map=o_map, lse=lse, shape=shape, store_lse=STORE_LSE)
 
     @ts.schedule
-    def load_schedule(q: WorkQueue, qt: QTile, kt: KTiles, vt: VTiles):
+    def load_q_schedule(q: WorkQueue, qt: QTile):
         with ts.work_tile_loop(q):
             qt.acquire()
             qt.tma_load()
             qt.commit()
+            with ts.domain_loop(0, 0, 1):
+                pass
+            queue_epilogue(q)
+
+    @ts.schedule
+    def load_kv_schedule(q: WorkQueue, kt: KTiles, vt: VTiles):
+        with ts.work_tile_loop(q):
             with ts.domain_loop(0, AttentionTask.get_domain, 1):
                 kt.acquire()
                 kt.tma_load()
                 kt.commit()
                 vt.acquire()
-                vt.tma_load()
+                vt.tma_load(lagging=OVERLAP)      # the pipelined loop's PV uses the previous V tile
+                vt.commit()
+            if OVERLAP:
+                vt.acquire()
+                vt.tma_load()                     # the last V tile, for the PV after the loop
                 vt.commit()
             queue_epilogue(q)
 
@@ -428,17 +465,47 @@ def attention_forward(q_map, k_map, v_map, o_map, lse, seqlen_q, seqlen_k, heads
             queue_epilogue(q)
 
     @ts.schedule
-    def softmax_schedule(q: WorkQueue, qt: QTile, kt: KTiles, vt: VTiles, o: AttentionOutput):
+    def consumer_schedule(q: WorkQueue, qt: QTile, kt: KTiles, vt: VTiles, o: AttentionOutput):
+        """``OVERLAP=False``: one KV tile at a time (S, softmax, then O = alpha O + P V, each waited for).
+
+        ``OVERLAP=True``, software-pipelined (intra-warpgroup overlap): iteration j issues S_j = Q K_j^T and
+        then O += P_{j-1} V_{j-1}, and runs the softmax of S_j while that PV is on the tensor cores; once the
+        PV has retired, P_j is packed (into the old P's registers) and O is rescaled by alpha_j.  The loop
+        body has no branch around a wgmma and touches no wgmma operand while one is in flight (ptxas keeps
+        the wgmma pipeline only then, else it serializes or injects waits: C7513 / C7517): in iteration 0
+        the PV runs with P = 0 on a V tile the producer loads for it, and the PV of the last tile follows
+        the loop."""
+        if OVERLAP:
+            vt.start_turns()
         with ts.work_tile_loop(q):
             stats = kt.reset_statistics()
+            if OVERLAP:
+                p = kt.reset_probabilities()
             acc = vt.zero_output()
             qt.wait()
+            q_stage = qt.current_stage()
             with ts.domain_loop(0, AttentionTask.get_domain, 1):
                 kt.wait()
-                p, stats = kt.scores(stats)
+                s = kt.issue_scores(q_stage)
+                if OVERLAP:
+                    vt.wait()
+                    acc = vt.issue_accumulate(p, acc)          # P_{j-1} V_{j-1}
+                s, stats = kt.softmax(s, stats, overlapped=OVERLAP)
                 kt.release()
+                if OVERLAP:
+                    acc = vt.retire(acc)
+                    vt.release()
+                p = kt.convert(s)
+                acc = vt.rescale(acc, stats)                   # alpha_j, with no wgmma in flight
+                if not OVERLAP:
+                    vt.wait()
+                    acc = vt.issue_accumulate(p, acc)          # P_j V_j
+                    acc = vt.retire(acc)
+                    vt.release()
+            if OVERLAP:
                 vt.wait()
-                acc = vt.accumulate(p, stats, acc)
+                acc = vt.issue_accumulate(p, acc, last=True)
+                acc = vt.retire(acc)
                 vt.release()
             qt.release()
             o.store(acc, stats)
@@ -452,11 +519,14 @@ def attention_forward(q_map, k_map, v_map, o_map, lse, seqlen_q, seqlen_k, heads
         task.num_m_blocks = num_m_blocks
         return task
 
-    load = attention_task("load", [wq], [qs, ks, vs], 0, 1, load_schedule(wq, qs, ks, vs), 24)
-    idle = ts.Task("idle", [wq], [], warp_idx=1, num_warps=3, schedule=idle_schedule(wq), num_registers=24)
+    load_kv = attention_task("load_kv", [wq], [ks, vs], 0, 1, load_kv_schedule(wq, ks, vs), 24)
+    load_q = ts.Task("load_q", [wq], [qs], warp_idx=1, num_warps=1, schedule=load_q_schedule(wq, qs),
+                     num_registers=24)
+    idle = ts.Task("idle", [wq], [], warp_idx=2, num_warps=2, schedule=idle_schedule(wq), num_registers=24)
     softmax = attention_task("softmax", [wq, qs, ks, vs], [out], 4, 4 * CONSUMER_WARPGROUPS,
-                             softmax_schedule(wq, qs, ks, vs, out), 240)
-    manager = ts.TaskManager([load, idle, softmax], {ks: [wq], vs: [wq], qs: [wq], out: [ks, vs]}, verbose=False)
+                             consumer_schedule(wq, qs, ks, vs, out), 240)
+    manager = ts.TaskManager([load_kv, load_q, idle, softmax], {ks: [wq], vs: [wq], qs: [wq], out: [ks, vs]},
+                             verbose=False)
     manager.setup_resources_and_tasks()
     manager.run()
 

@@ -86,7 +86,8 @@ def _check_arguments(q, k, v, out, causal, scale, torch):
 
 
 def attention(q, k, v, *, causal: bool = False, scale: float | None = None, return_lse: bool = False, out=None,
-              lse_out=None, block_n: int | None = None, stages: int | None = None, sms: int | None = None):
+              lse_out=None, block_n: int | None = None, stages: int | None = None, sms: int | None = None,
+              overlap: bool | None = None, pingpong: bool | None = None, q_stages: int | None = None):
     """Scaled dot-product attention forward: ``softmax(scale * q k^T [+ causal mask]) v``.
 
     Args:
@@ -105,6 +106,12 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, retu
         block_n, stages: KV tile rows (64 or 128) and ring depth; defaults per head_dim
             (``tsjit.examples.attention.DEFAULT_CONFIG``).
         sms: CTAs of the persistent grid (default: the device's multiprocessor count).
+        overlap: software-pipeline each warpgroup's loop (the softmax of a KV tile runs while the previous
+            tile's PV wgmma is in flight); False: one tile at a time (default per head_dim:
+            ``tsjit.examples.attention.DEFAULT_OVERLAP``).
+        pingpong: the two warpgroups take turns at the tensor cores through named barriers (default per
+            head_dim: ``tsjit.examples.attention.DEFAULT_PINGPONG``); only with ``overlap``.
+        q_stages: stages of the Q ring (1 or 2; default ``DEFAULT_Q_STAGES`` per head_dim).
 
     Returns:
         ``out`` (batch, seqlen_q, heads, head_dim), or ``(out, lse)`` with ``return_lse``.
@@ -120,6 +127,13 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, retu
     default_n, default_stages = program.DEFAULT_CONFIG[head_dim]
     block_n = default_n if block_n is None else block_n
     stages = default_stages if stages is None else stages
+    if overlap is None:
+        overlap = program.DEFAULT_OVERLAP[head_dim]
+    if pingpong is None:
+        pingpong = program.DEFAULT_PINGPONG[head_dim]
+    q_stages = program.DEFAULT_Q_STAGES[head_dim] if q_stages is None else q_stages
+    if q_stages not in (1, 2):
+        raise LaunchError(f"argument 'q_stages' must be 1 or 2, got {q_stages!r}")
     if block_n not in (64, 128):
         raise LaunchError(f"argument 'block_n' must be 64 or 128, got {block_n!r}")
     if out is None:
@@ -152,5 +166,6 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, retu
     stream = torch.cuda.current_stream(q.device).cuda_stream
     program.attention_forward[(grid,), (program.THREADS,)](
         q_map, k_map, v_map, o_map, lse_arg, seqlen_q, seqlen_k, heads, heads // kv_heads,
-        program.log2_scale(scale), head_dim, block_n, stages, causal, return_lse, stream=stream)
+        program.log2_scale(scale), head_dim, block_n, stages, causal, return_lse, bool(overlap),
+        bool(pingpong) and bool(overlap), q_stages, stream=stream)
     return (out, lse) if return_lse else out

@@ -229,7 +229,7 @@ class _TaskLowering:
         if node.skip_if is not None:
             skip = node.skip_if(queue, inner[tile_key])
             inner[self.key(queue.skip_work_tile)] = _typed(skip, queue.skip_work_tile)
-        self.emit_nodes(node.body, inner, constant(0))
+        _emit_sections(self, node.body, inner, self.head_offset)    # Head / Loop / Tail of each tile
         ssa.complete_loop_phis(b, records, inner, b.block)
         b.branch(header)
         b.position_at_end(exit_block)
@@ -349,6 +349,7 @@ def run(manager) -> None:
         start = task.schedule.domain_loop.start if task.schedule.domain_loop is not None else 0
         lowering.tail_offset = None
         head_offset = start if isinstance(start, (int, Value)) else constant(0)
+        lowering.head_offset = head_offset
         _emit_sections(lowering, task.schedule.body, scope, head_offset)
         if not gen.dead:
             lower_pipeline.producer_tail(task, lowering.storages, lowering.cursors, scope)

@@ -1,0 +1,97 @@
+"""The online softmax of FlashAttention on the registers of one thread of a wgmma warpgroup (issue 16).
+
+Compile-time Python over :class:`~tsjit.lang.fragment.Fragment` values: the functions run while a work
+body compiles and build straight-line code.  A thread holds, of a 64 x N Float32 wgmma accumulator, the
+registers ``i`` with ``row = 16 * warp + lane // 4 + 8 * ((i % 4) // 2)`` (two rows per thread, ``r`` and
+``r + 8``) and ``col = 8 * (i // 4) + 2 * (lane % 4) + i % 2`` (PTX ISA §9.7.15.5.1.1.1, Figure 149); the
+four threads ``4q .. 4q + 3`` of a warp share each row, so a row reduction is a thread-local reduction and
+two ``shfl.xor`` steps.
+
+The statistics of a thread are one Float32 Fragment ``(m_r, m_r8, l_r, l_r8, alpha_r, alpha_r8)``: the
+running row maxima of the raw scores, the thread-partial row sums of P and the factor the running output
+must be scaled by after the last step.
+"""
+from __future__ import annotations
+
+import tsjit
+from tsjit.lang.epilogue import pack_pair
+from tsjit.lang.fragment import Fragment
+
+NEG_INF = float("-inf")
+
+
+def row_half(i):
+    """Which of its two rows (``r`` or ``r + 8``) accumulator register ``i`` of a thread holds."""
+    return (i % 4) // 2
+
+
+def quad_reduce(value, combine):
+    """Combine ``value`` over the 4 threads that hold one accumulator row (lanes 4q .. 4q + 3)."""
+    value = combine(value, tsjit.shuffle_xor(value, 1))
+    return combine(value, tsjit.shuffle_xor(value, 2))
+
+
+def plus(a, b):
+    """``a + b``: the combine step of a row sum (see :func:`quad_reduce`)."""
+    return a + b
+
+
+def mask_scores(s, row0, col0, seqlen_k, causal_offset, causal):
+    """S with ``-inf`` where the key column is past ``seqlen_k`` or (causal) above the diagonal
+    ``col > row + causal_offset``; ``row0`` / ``col0`` are the tile origins in rows / keys."""
+    tid = tsjit.thread_idx().x
+    out = []
+    for i in range(len(s)):
+        row, col = s.accumulator_coords(i, tid)
+        key = col0 + col
+        visible = key < seqlen_k
+        if causal:
+            visible = visible & (key <= row0 + row + causal_offset)
+        out.append(tsjit.select(visible, s[i], NEG_INF))
+    return Fragment(out, tsjit.Float32)
+
+
+def online_softmax(s, stats, scale_log2):
+    """One step of the online softmax on the thread's slice of S (raw scores, ``-inf`` masked).
+
+    ``stats`` = (m_r, m_r8, l_r, l_r8, alpha_r, alpha_r8): running row maxima (raw units), the
+    thread-partial row sums and the factor the previous O must be scaled by.  Returns (P as Float32 in
+    S's registers, new stats); :func:`pack_probabilities` turns P into the PV wgmma's A registers."""
+    maxima = []
+    for h in range(2):
+        best = stats[h]
+        for i in range(len(s)):
+            if row_half(i) == h:
+                best = tsjit.math.max(best, s[i])
+        maxima.append(quad_reduce(best, tsjit.math.max))
+    scaled, alphas = [], []
+    for h in range(2):
+        # a row that has seen only -inf keeps max -inf; subtract 0 then so exp2 gives 0, not NaN
+        m_scaled = tsjit.select(maxima[h] == NEG_INF, 0.0, maxima[h] * scale_log2)
+        scaled.append(m_scaled)
+        alphas.append(tsjit.math.exp2(stats[h] * scale_log2 - m_scaled))
+    p = [tsjit.math.exp2(tsjit.math.fma(s[i], scale_log2, -scaled[row_half(i)])) for i in range(len(s))]
+    sums = []
+    for h in range(2):
+        total = stats[2 + h] * alphas[h]
+        for i in range(len(s)):
+            if row_half(i) == h:
+                total = total + p[i]
+        sums.append(total)
+    return Fragment(p, tsjit.Float32), Fragment([maxima[0], maxima[1], sums[0], sums[1], alphas[0], alphas[1]],
+                                                tsjit.Float32)
+
+
+def pack_probabilities(p, dtype):
+    """P (Float32 accumulator layout) rounded to ``dtype`` and packed in pairs: register ``t`` of the result
+    holds columns ``2t, 2t + 1`` of the thread's slice, which is the m64k16 wgmma A-fragment order."""
+    return Fragment([pack_pair(p[2 * t], p[2 * t + 1], dtype) for t in range(len(p) // 2)], tsjit.Int32)
+
+
+def initial_stats():
+    """(m, m, l, l, alpha, alpha) before the first KV tile."""
+    return Fragment([NEG_INF, NEG_INF, 0.0, 0.0, 1.0, 1.0], tsjit.Float32)
+
+
+__all__ = ["row_half", "quad_reduce", "plus", "mask_scores", "online_softmax", "pack_probabilities",
+           "initial_stats", "NEG_INF"]
