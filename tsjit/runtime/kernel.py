@@ -186,6 +186,8 @@ class Kernel:
                 except TsjitError as exc:
                     # Report at the user's call site: drop the compiler's own frames.
                     raise exc.with_traceback(None) from None
+                if len(self._loaded) > 4096:  # constexpr objects are keyed by identity: bound the memo
+                    self._loaded.clear()
                 self._loaded[memo_key] = compiled
         return compiled
 
