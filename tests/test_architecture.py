@@ -46,8 +46,6 @@ ALLOWED = {
 KNOWN_FUNCTION_IMPORTS = {
     ("tsjit/runtime/launch.py", "tsjit.frontend.specs"): "issue 11 §1 moves the specs to tsjit.abi",
     ("tsjit/runtime/tensormap.py", "tsjit.frontend.specs"): "issue 11 §1 moves the specs to tsjit.abi",
-    ("tsjit/frontend/specs.py", "tsjit.lang.tma"): "issue 11 §1 rewrites specs.py around tsjit.abi",
-    ("tsjit/ts/lower_pipeline.py", "tsjit.lang.async_copy"): "moves with the protocol-table rewrite",
 }
 
 

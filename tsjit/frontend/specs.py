@@ -25,6 +25,7 @@ from tsjit.errors import UsageTypeError
 from tsjit.lang import dtypes as dt
 from tsjit.lang.dtypes import DType
 from tsjit.lang.memory import Pointer, Tensor
+from tsjit.lang.tma import TensorMapHandle
 from tsjit.lang.values import Value
 
 
@@ -158,6 +159,5 @@ def build_argument(spec, params: list, name: str):
         return spec.value
     if isinstance(spec, TensorMapSpec):
         params[0].name = name
-        from tsjit.lang.tma import TensorMapHandle
         return TensorMapHandle(params[0], spec)
     raise RuntimeError(f"internal error, please report: unknown argument spec {spec!r}")

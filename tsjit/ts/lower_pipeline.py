@@ -31,6 +31,7 @@ from __future__ import annotations
 from tsjit.backend import emit
 from tsjit.errors import CompilationError
 from tsjit.lang import bounded_wait
+from tsjit.lang.async_copy import cp_async_mbarrier_arrive
 from tsjit.lang import builtins as B
 from tsjit.lang import dtypes as dt
 from tsjit.lang import sync
@@ -231,7 +232,6 @@ def _blocking_wait(bar, phase, scope, probe_key) -> None:
 
 def _async_load_arrive(bar) -> None:
     """AsyncLoad producers: each thread's arrival lands when its cp.async copies have completed."""
-    from tsjit.lang.async_copy import cp_async_mbarrier_arrive
     cp_async_mbarrier_arrive(bar)
 
 

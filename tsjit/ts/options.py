@@ -18,7 +18,7 @@ from typing import Any
 from tsjit.errors import UsageTypeError, UsageValueError
 from tsjit.ts.memory import TMEM_CAPACITY_COLUMNS
 
-__all__ = ["TaskManagerOptions"]
+__all__ = ["TaskManagerOptions", "DEFAULTS"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,3 +110,7 @@ def _check_count(name: str, value: Any, optional: bool) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         allowed = "an int >= 1" + (" or None" if optional else "")
         raise UsageValueError(f"TaskManager option {name} must be {allowed}, got {value!r}")
+
+
+#: the default options; functions usable without a TaskManager take their defaults from here.
+DEFAULTS = TaskManagerOptions()

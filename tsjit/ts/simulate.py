@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tsjit.ts.enums import BlockCondition, ScheduleStageType
+from tsjit.ts.options import DEFAULTS
 from tsjit.ts.schedule import Schedule, Step
 
 __all__ = ["SimulatedStep", "expand_schedule", "simulated_trip_count", "ScheduleSimulator",
@@ -40,8 +41,8 @@ class SimulatedStep:
     phase: str
 
 
-def simulated_trip_count(schedule: Schedule, max_iterations: int | None = 4,
-                         dynamic_trip_count: int = 2) -> int:
+def simulated_trip_count(schedule: Schedule, max_iterations: int | None = DEFAULTS.max_simulated_iterations,
+                         dynamic_trip_count: int = DEFAULTS.dynamic_trip_count) -> int:
     loop = schedule.domain_loop
     if loop is None:
         return 0
@@ -99,7 +100,8 @@ class SimulationResult:
 class ScheduleSimulator:
     """Lock-step round-robin walk over all tasks (hook points for the credit simulation)."""
 
-    def __init__(self, manager, max_iterations: int | None = 4, dynamic_trip_count: int = 2):
+    def __init__(self, manager, max_iterations: int | None = DEFAULTS.max_simulated_iterations,
+                 dynamic_trip_count: int = DEFAULTS.dynamic_trip_count):
         self.manager = manager
         self.sequences = {
             id(task): expand_schedule(task.schedule, simulated_trip_count(

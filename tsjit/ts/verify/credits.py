@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from tsjit.ts.enums import ScheduleStage
+from tsjit.ts.options import DEFAULTS
 from tsjit.ts.simulate import ScheduleSimulator, SimulatedStep, SimulationResult, expand_schedule, \
     simulated_trip_count
 from tsjit.ts.verify.pipelines import ROLE_STAGES, is_pipelined, pipeline_config, role_tasks, \
@@ -142,7 +143,8 @@ class PipelineSimulator(ScheduleSimulator):
     #: an exact re-run that passes replaces the capped rows of the schedule table up to this length
     table_rows = 64
 
-    def __init__(self, manager, max_iterations: int | None = 4, dynamic_trip_count: int = 2):
+    def __init__(self, manager, max_iterations: int | None = DEFAULTS.max_simulated_iterations,
+                 dynamic_trip_count: int = DEFAULTS.dynamic_trip_count):
         super().__init__(manager, max_iterations, dynamic_trip_count)
         self.max_iterations, self.dynamic_trip_count = max_iterations, dynamic_trip_count
         for task in manager.tasks:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from tsjit.ts.options import DEFAULTS
 from tsjit.ts.verify.exhaustive_expand import program_variants, trip_counts
 from tsjit.ts.verify.exhaustive_model import compile_program
 from tsjit.ts.verify.exhaustive_regions import RegionTable
@@ -152,8 +153,9 @@ def _alias_pairs(allocator) -> list:
 
 
 def check_all_interleavings(tasks, resource_dependency_graph=None, *, smem_allocator=None,
-                            max_states: int = 100_000, dynamic_trip_count: int = 2,
-                            assume_pdl_wait_completed: bool = False,
+                            max_states: int = DEFAULTS.max_states,
+                            dynamic_trip_count: int = DEFAULTS.dynamic_trip_count,
+                            assume_pdl_wait_completed: bool = DEFAULTS.assume_pdl_wait_completed,
                             reduce: bool = True) -> ExhaustiveResult:
     """Explore every interleaving of ``tasks`` (see the module docstring).
 

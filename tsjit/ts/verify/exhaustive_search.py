@@ -45,6 +45,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tsjit.ts.options import DEFAULTS
+
 __all__ = ["SearchResult", "Event", "search"]
 
 
@@ -469,7 +471,7 @@ class _Searcher:
                         process=i, op=-1, other=j, copies=())))
 
 
-def search(program, max_states: int = 100_000, reduce: bool = True):
+def search(program, max_states: int = DEFAULTS.max_states, reduce: bool = True):
     """Explore ``program``; returns ``(Model, SearchResult)``."""
     model = Model(program)
     return model, _Searcher(model, max_states).run(reduce)
