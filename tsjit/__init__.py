@@ -50,7 +50,8 @@ Errors (:mod:`tsjit.errors`)
     ``UsageValueError``, ``UsageKeyError``, ``UsageStateError``, each also the built-in
     exception it refines), ``CacheError``.
 
-The Task Scheduling model (resources, schedules, tasks, ``TaskManager``) is :mod:`tsjit.ts`.
+The Task Scheduling model (resources, schedules, tasks, ``TaskManager``) is :mod:`tsjit.ts`;
+library kernels written with tsjit (``matmul``, ``bmm``, ``attention``) are :mod:`tsjit.ops`.
 
 ``import tsjit`` is cheap: every name above except the errors is loaded on first use, so
 LLVM (llvmlite) and the CUDA bindings load only when a kernel is compiled or launched.
