@@ -253,6 +253,19 @@ class _Writer:
                 self.emit(indent, f'tsjit.device_print(f"{name} = {{{name}{spec}}}")')
             else:
                 self.emit(indent, f'tsjit.device_print("i = {{}}, v = {{}}", i, {self.expr("float", 1)})')
+        elif r < 0.97:
+            pair = [name for name, k in self.names.items() if k in ("int", "float")]
+            if len(pair) >= 2:
+                a, b = rng.sample(pair, 2)
+                self.emit(indent, f"{a}, {b} = {b}, {a}")
+                self.names[a], self.names[b] = self.names[b], self.names[a]
+            else:
+                self.emit(indent, f"y[i] = helper({self.expr('float', 1)}, {self.expr('int', 1)})")
+        elif r < 0.98:
+            self.emit(indent, f"y[i] = helper({self.expr('float', 1)}, {self.expr('int', 1)})")
+        elif r < 0.99 and loop is None:
+            self.emit(indent, f"if {self.expr('bool', 1)}:")
+            self.emit(indent + 1, "return")
         else:
             self.emit(indent, f"y[i] = {self.expr(self._kind_of_array(self.y_dtype), 1)}")
 
@@ -317,6 +330,7 @@ def kernel_source(seed: int, index: int, *, unsupported_rate: float = 0.12) -> s
     body = "\n".join(writer.lines)
     return (f'"""fuzz kernel {index} of seed {seed}."""\nimport tsjit\n\nX_DTYPE = "{x_dtype}"\n'
             f'Y_DTYPE = "{y_dtype}"\nC_VALUE = {rng.randrange(0, 5)}\nGLOBAL_NAME = 1\n\n\n'
+            f"@tsjit.func\ndef helper(a, b):\n    if b > 2:\n        return a * 2.0\n    return a - b\n\n\n"
             f"@tsjit.kernel\ndef kernel(x, y, n: tsjit.Int32, C: tsjit.Constexpr[int]):\n{body}\n")
 
 

@@ -623,3 +623,26 @@ def test_float_to_int_conversion_saturates_like_ptx_cvt():
     assert re.search(r"st\.global\.b32\s+\[%rd\d+\], 2147483647;", compiled.ptx), compiled.ptx
     assert re.search(r"st\.global\.b32\s+\[%rd\d+\+8\], 0;", compiled.ptx)
     assert "cvt.rzi.s32.f32" in compiled.ptx  # the run-time conversion
+
+
+@tsjit.kernel
+def concatenates_device_text(x):
+    i = tsjit.thread_idx().x
+    tsjit.static_print(f"{x[i]}" + "!")
+
+
+def test_text_operations_on_an_fstring_of_device_values_point_to_device_print():
+    err = compile_error(concatenates_device_text, F32)
+    assert_points_at(err, concatenates_device_text, 'f"{x[i]}" + "!"')
+    assert "device_print" in err.message
+
+
+@tsjit.kernel
+def compile_time_float_modulo_by_zero(x):
+    x[0] = 1.5 % 0.0
+
+
+def test_compile_time_division_by_zero_says_so():
+    err = compile_error(compile_time_float_modulo_by_zero, F32)
+    assert_points_at(err, compile_time_float_modulo_by_zero, "1.5 % 0.0")
+    assert "division by zero" in err.message

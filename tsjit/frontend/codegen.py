@@ -316,7 +316,9 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
             return op(left, right)
         except CompilationError:
             raise
-        except (TypeError, ZeroDivisionError, ValueError, OverflowError, MemoryError) as exc:
+        except ZeroDivisionError as exc:
+            raise self.error(node, f"division by zero in compile-time arithmetic ({exc})") from None
+        except (TypeError, ValueError, OverflowError, MemoryError) as exc:
             raise self.error(node, f"{type(exc).__name__}: {exc}" if isinstance(exc, MemoryError) else f"{exc}") \
                 from None
 

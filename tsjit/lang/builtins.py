@@ -301,7 +301,13 @@ class DeviceText:
         raise CompilationError("an f-string with run-time values is text only at run time: pass it to "
                                "tsjit.device_print (or write tsjit.device_print(\"x = {}\", x))")
 
-    __format__ = lambda self, spec: self.__str__()  # noqa: E731
+    def __format__(self, spec):
+        return self.__str__()
+
+    def __add__(self, other):
+        return self.__str__()
+
+    __radd__ = __mul__ = __rmul__ = __mod__ = __add__
     __repr__ = object.__repr__
 
 
