@@ -126,7 +126,8 @@ def test_blackwell_row_model_follows_the_inventory(ptype, op, signaling):
     tasks, graph = _program(_config(ptype, **{key: signaling}), op)
     notes: list = []
     (variant,) = program_variants(tasks)
-    program = compile_program(tasks, graph, variant, trip_counts(tasks, 2, notes), RegionTable(None), notes)
+    program = compile_program(tasks, graph, variant, trip_counts(tasks, 2, notes), RegionTable(None), notes,
+                              collapse_probes=False)
     producer, consumer = program.processes
     for probe_result in (False, True):
         want_producer, want_consumer = _expected(ptype, op is S.ProducerTryAcquire, op is S.ConsumerTryWait)

@@ -246,8 +246,9 @@ class _Compiler:
     """Builds one Program from expanded step lists."""
 
     def __init__(self, manager_tasks, graph, counts, variant, regions: RegionTable,
-                 check_pdl: bool = True):
+                 check_pdl: bool = True, collapse_probes: bool = True):
         self.check_pdl = check_pdl
+        self.collapse_probes = collapse_probes
         self.tasks = manager_tasks
         self.graph = graph
         self.counts = counts
@@ -357,6 +358,8 @@ class _Compiler:
                                     spawns, proc)
         flush(None)
         proc.ops.pop()                   # the sentinel None appended by the last flush
+        if self.collapse_probes:
+            _collapse_probes(proc)
         self._producer_tail(task, proc, cursors, make_op)
         proc.probe_keys = len(probe_keys)
         queue = task.work_queue
@@ -479,14 +482,48 @@ class _Compiler:
                     _Cursor.advance(pair, action.stride, cfg.num_stages)
 
 
+def _collapse_probes(proc) -> None:
+    """Fold each try_acquire / try_wait into the blocking operation it guards.
+
+    A probe only decides whether that blocking wait runs; nothing else reads its result (a
+    schedule has no control flow on it).  Probing is invisible to every other process, and when
+    it succeeds the phase it saw stays complete until this process itself touches the ring
+    again, so a skipped wait and an executed one pass at the same states.  The probe op can
+    therefore be dropped -- exploring its outcomes only multiplies the states -- as long as the
+    process makes no other operation on the same ring before the blocking one (then the barrier
+    could move on, and the skipped wait would matter: the probe is kept).  The accesses and
+    copies that begin at the probe begin at the op before it instead (the probe never blocks).
+    """
+    ops = proc.ops
+    out: list = []
+    for index, op in enumerate(ops):
+        if op.probe_barrier >= 0:
+            blocking = next((j for j in range(index + 1, len(ops))
+                             if ops[j].resource is op.resource), None)
+            target = ops[blocking] if blocking is not None else None
+            if target is not None and target.guard == op.probe_barrier \
+                    and target.probe_key == op.probe_key and target.parity == op.parity:
+                target.probe_key = -1
+                if out:
+                    out[-1].segment += op.segment
+                    out[-1].spawns += op.spawns
+                else:
+                    proc.initial_segment += op.segment
+                    proc.initial_spawns += op.spawns
+                continue
+        out.append(op)
+    proc.ops[:] = out
+
+
 def compile_program(tasks, graph, variant: Variant, counts: dict, regions: RegionTable,
-                    notes: list, check_pdl: bool = True) -> Program:
-    """Compile every task for ``variant`` (see the module docstring)."""
+                    notes: list, check_pdl: bool = True, collapse_probes: bool = True) -> Program:
+    """Compile every task for ``variant`` (see the module docstring); ``collapse_probes=False``
+    keeps every try_acquire / try_wait as its own op (the exact protocol, for comparisons)."""
     # a kernel with no wait_griddep at all does not read its predecessor's output through
     # PDL, so its launches have nothing to wait for
     check_pdl = check_pdl and any(s.stage.is_work and _is_pdl(s, "wait_griddep")
                                   for t in tasks for s in t.schedule.steps)
-    compiler = _Compiler(tasks, graph, counts, variant, regions, check_pdl)
+    compiler = _Compiler(tasks, graph, counts, variant, regions, check_pdl, collapse_probes)
     processes = compiler.compile()
     return Program(variant, processes, compiler.barriers, regions, compiler.copies,
                    list(notes), check_pdl)
