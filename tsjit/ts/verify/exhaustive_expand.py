@@ -10,10 +10,15 @@ tile ``(0, 0, 0)``; anything else runs as many trips as the longest static domai
 program (a mismatch with a run-time count cannot be judged), or, when every domain is
 run-time, ``2 * max_stages + 1`` trips, so that every ring wraps twice.  Persistent tasks run two work tiles; the skip variants
 run ``(full, skipped)`` and ``(skipped, skipped)`` tiles where a task has ``skip_if``.
+Data guards (``when_true`` / ``when_false``): guards with one ``key=`` take one value in
+every task, different keys are independent, unkeyed guards share one value; every
+combination of those values is a variant (for the first :data:`MAX_GUARD_KEYS` keys; any
+further keys follow the unkeyed value).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import product
 
 from tsjit.ts.enums import BlockCondition, ScheduleStageType
 from tsjit.ts.pipeline import PipelineConfig
@@ -23,6 +28,8 @@ __all__ = ["ExpandedStep", "Variant", "trip_counts", "expand_task", "program_var
 
 #: static trip counts above this shrink (keeping the differences between tasks).
 STATIC_UNROLL_CAP = 16
+#: distinct when_true/when_false keys whose value combinations are checked (2**n variants).
+MAX_GUARD_KEYS = 4
 
 
 @dataclass(frozen=True)
@@ -36,11 +43,20 @@ class ExpandedStep:
 
 @dataclass
 class Variant:
-    """Which program variant to compile: tile skip pattern and data-guard value."""
+    """Which program variant to compile: tile skip pattern and data-guard values.
+
+    ``guard_values`` maps a ``when_true``/``when_false`` correlation key to the value its
+    guards see in this variant (guards with one key agree across tasks; different keys are
+    independent); unkeyed guards share ``guard_value``.
+    """
 
     name: str
     skips: tuple = (False, False)
     guard_value: bool = True
+    guard_values: dict = field(default_factory=dict)
+
+    def guard_holds(self, key) -> bool:
+        return self.guard_values.get(key, self.guard_value) if key is not None else self.guard_value
 
 
 def _max_stages(tasks) -> int:
@@ -97,14 +113,14 @@ def trip_counts(tasks, dynamic_trip_count: int, notes: list) -> dict:
     return counts
 
 
-def _guard_runs(guard, iteration, trip_count, skipped, guard_value) -> bool:
+def _guard_runs(guard, iteration, trip_count, skipped, variant: Variant) -> bool:
     c = guard.condition
     if c is BlockCondition.Skippable:
         return not skipped
     if c is BlockCondition.WhenTrue:
-        return guard_value
+        return variant.guard_holds(guard.key)
     if c is BlockCondition.WhenFalse:
-        return not guard_value
+        return not variant.guard_holds(guard.key)
     if iteration is None:
         return True
     return guard.holds(iteration, trip_count) is not False
@@ -126,8 +142,7 @@ def expand_task(task, trip_count: int, variant: Variant) -> list:
     out = [ExpandedStep(s, None, None) for s in pre]
     for tile, skipped in tiles:
         def runs(step, i):
-            return all(_guard_runs(g, i, trip_count, skipped, variant.guard_value)
-                       for g in step.guards)
+            return all(_guard_runs(g, i, trip_count, skipped, variant) for g in step.guards)
         out += [ExpandedStep(s, None, tile) for s in inner
                 if s.section is ScheduleStageType.Head and runs(s, None)]
         loop = [s for s in inner if s.section is ScheduleStageType.Loop]
@@ -146,7 +161,18 @@ def program_variants(tasks) -> list:
            is not None for t in tasks):
         variants.append(Variant("second tile skipped", skips=(False, True)))
         variants.append(Variant("both tiles skipped", skips=(True, True)))
-    if any(g.condition.is_data_dependent for t in tasks for s in t.schedule.steps
-           for g in s.guards):
-        variants.append(Variant("when_true blocks not taken", guard_value=False))
+    data_guards = [g for t in tasks for s in t.schedule.steps for g in s.guards
+                   if g.condition.is_data_dependent]
+    keys = sorted({g.key for g in data_guards if g.key is not None})[:MAX_GUARD_KEYS]
+    unkeyed = any(g.key is None for g in data_guards)
+    groups = ([None] if unkeyed else []) + keys
+    for values in product((True, False), repeat=len(groups)):
+        if all(values):
+            continue                       # the first variant: every block taken
+        by_group = dict(zip(groups, values))
+        name = ("when_true blocks not taken" if len(groups) == 1 else
+                "when_true " + ", ".join(f"{'unkeyed' if k is None else 'key ' + repr(k)} "
+                                         f"{'taken' if v else 'not taken'}" for k, v in by_group.items()))
+        variants.append(Variant(name, guard_value=by_group.get(None, True),
+                                guard_values={k: v for k, v in by_group.items() if k is not None}))
     return variants
