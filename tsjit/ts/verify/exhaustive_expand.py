@@ -6,7 +6,9 @@ tile Head, the Loop body repeated for the trip count (FirstIter / LastIter / eve
 guards applied per trip), Tail, then post-work-loop steps.  Trip counts: a static
 domain unrolls exactly (counts above :data:`STATIC_UNROLL_CAP` shrink by a common amount
 so that differences between tasks survive); a ``get_domain`` provider is probed with
-tile ``(0, 0, 0)``; anything else runs as many trips as the longest static domain of the
+tile ``(0, 0, 0)``; a run-time domain of a task sharing a ring with a static partner runs
+the trips that open as many ring positions as the partner (a warp-lane task of stride k
+against a non-interleaved partner: 1/k of its trips); anything else runs as many trips as the longest static domain of the
 program (a mismatch with a run-time count cannot be judged), or, when every domain is
 run-time, ``2 * max_stages + 1`` trips, so that every ring wraps twice.  Persistent tasks run two work tiles; the skip variants
 run ``(full, skipped)`` and ``(skipped, skipped)`` tiles where a task has ``skip_if``.
@@ -20,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import product
 
-from tsjit.ts.enums import BlockCondition, ScheduleStageType
+from tsjit.ts.enums import BlockCondition, ScheduleStage, ScheduleStageType
 from tsjit.ts.pipeline import PipelineConfig
 
 __all__ = ["ExpandedStep", "Variant", "trip_counts", "expand_task", "program_variants",
@@ -107,10 +109,64 @@ def trip_counts(tasks, dynamic_trip_count: int, notes: list) -> dict:
             and any(s.section.value == "Loop" for s in t.schedule.steps)]
     representative = max(busy) if busy else max(dynamic_trip_count, 2 * _max_stages(tasks) + 1)
     for task in dynamic:
-        counts[id(task)] = representative
+        balanced = _balancing_trips(task, tasks, counts)
+        counts[id(task)] = representative if balanced is None else balanced
         notes.append(f"{task.describe()}: run-time domain end, checked with "
-                     f"{representative} iterations")
+                     f"{counts[id(task)]} iterations"
+                     + (" (the count that matches its static partner on a ring)" if balanced is not None else ""))
     return counts
+
+
+_OPENS = {True: ScheduleStage.ProducerAcquire, False: ScheduleStage.ConsumerWait}
+
+
+def _ring_positions(task, resource, producer: bool):
+    """``(positions per trip, positions outside the loop)`` ``task`` opens on one side of a ring:
+    a warp-lane task (``num_warps == stride``) opens one position per warp and op; None when a
+    guarded open, or a domain lane (which covers only part of the ring), makes it unclear."""
+    config = resource.pipeline_config
+    stride = config.interleave_strides[0 if producer else 2]
+    lanes = 1
+    if stride > 1:
+        if task.num_warps != stride:
+            return None
+        lanes = stride
+    per_trip = outside = 0
+    for step in task.schedule.steps:
+        if step.resource is not resource or step.stage is not _OPENS[producer]:
+            continue
+        if step.guards:
+            return None
+        if step.section is ScheduleStageType.Loop:
+            per_trip += lanes
+        else:
+            outside += lanes
+    return per_trip, outside
+
+
+def _balancing_trips(task, tasks, counts) -> int | None:
+    """The run-time task's trip count that opens as many positions of a shared ring as its
+    partner with a static count (another task opening the ring's other side) opens: a warp-lane
+    task with a run-time domain against a non-interleaved partner runs ``1 / stride`` of the
+    partner's trips per warp.  None when no ring decides it."""
+    for resource in task.resources:
+        if not isinstance(getattr(resource, "pipeline_config", None), PipelineConfig):
+            continue
+        for producer in (True, False):
+            mine = _ring_positions(task, resource, producer)
+            if not mine or mine[0] == 0:
+                continue
+            for partner in tasks:
+                if partner is task or id(partner) not in counts:
+                    continue
+                theirs = _ring_positions(partner, resource, not producer)
+                if not theirs or theirs[0] + theirs[1] == 0:
+                    continue
+                total = counts[id(partner)] * theirs[0] + theirs[1]
+                trips, rest = divmod(total - mine[1], mine[0])
+                if rest == 0 and trips >= 0:
+                    return trips
+    return None
 
 
 def _guard_runs(guard, iteration, trip_count, skipped, variant: Variant) -> bool:
