@@ -57,6 +57,7 @@ class Case:
     cluster: int = 1
     async_load: bool = False
     advance: bool = False          # advance_on_acquire / advance_on_wait on the op's side
+    mcast: bool = False            # 2 x 2 cluster with TMA multicast (1, 1): 3 arrivals per consumer warp
 
     @property
     def id(self) -> str:
@@ -77,9 +78,11 @@ class Case:
                 advance_on_acquire=self.advance and producer_side,
                 advance_on_wait=self.advance and not producer_side, **sig, **layout)
         arming = 1 if self.signaling & Sig.TaskWarpLeader else self.producer_warps
+        if self.mcast:
+            layout = dict(cta_layout_vmnk=(1, 2, 2, 1), mcast_mode_mn=(1, 1))
         return ts.PipelineConfig.create_tma_async_pipeline_cfg(
             STAGES, 1024 * (self.producer_warps if arming == 1 else 1), ts.CooperativeGroup(ts.Agent.Thread, arming),
-            ts.CooperativeGroup(ts.Agent.Thread, self.consumer_warps),
+            ts.CooperativeGroup(ts.Agent.Thread, self.consumer_warps * (3 if self.mcast else 1)),
             num_bytes_per_warp_per_cta=1024 if arming == 1 else None,
             advance_on_wait=self.advance and not producer_side, **sig, **layout)
 
@@ -229,3 +232,11 @@ def test_the_readback_sees_a_wrong_lowering(monkeypatch):
     names = barrier_names(events, STAGES)
     consumer = program.processes[1]
     assert canonical(events, range(64, 128), names) != model_events(consumer, program.barriers)
+
+
+def test_multicast_release_is_refused_with_a_clear_message(monkeypatch):
+    """P1 and the model accept a multicast consumer count (one arrival per multicast peer); the sm_90a
+    lowering does not emit multicast-filtered releases yet and says so (issue 12 §2)."""
+    with pytest.raises(tsjit.CompilationError) as err:
+        _compile(Case(T.TmaAsync, S.ConsumerRelease, Sig.All, mcast=True), monkeypatch)
+    assert "multicast" in str(err.value) and "ring" in str(err.value)

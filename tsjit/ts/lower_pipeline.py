@@ -127,19 +127,14 @@ def initialize(storages: dict, clustered: bool = False) -> None:
     """One elected thread of warp 0 initializes every barrier; fence; CTA (or cluster) barrier."""
     if not storages:
         return
-    km = emit.current()
-    b = km.builder
-    leader = compare("==", B.thread_idx().x, 0)
-    init, done = km.function.append_basic_block("pipeline.init"), km.function.append_basic_block("pipeline.ready")
-    b.cbranch(leader.ir, init, done)
-    b.position_at_end(init)
-    for storage in storages.values():
-        for s in range(storage.stages):
-            sync.mbarrier_init(storage.full(s), storage.ring.full_count)
-            sync.mbarrier_init(storage.empty(s), storage.ring.empty_count)
-    sync.fence_mbarrier_init()
-    b.branch(done)
-    b.position_at_end(done)
+
+    def init_all():
+        for storage in storages.values():
+            for s in range(storage.stages):
+                sync.mbarrier_init(storage.full(s), storage.ring.full_count)
+                sync.mbarrier_init(storage.empty(s), storage.ring.empty_count)
+        sync.fence_mbarrier_init()
+    _guarded(compare("==", B.thread_idx().x, 0), init_all, "pipeline.init", "pipeline.ready")
     if clustered:
         sync.cluster_sync()
     else:
@@ -203,11 +198,12 @@ def _advance(scope, idx_key, ph_key, stride: int, stages: int) -> None:
     scope[ph_key] = scope[ph_key] ^ cast_to(wrapped, dt.Int32)
 
 
-def _guarded(condition, label: str, body) -> None:
-    """Run ``body()`` only where ``condition`` (a Boolean Value) holds."""
+def _guarded(condition, body, label: str, done_label: str) -> None:
+    """Emit ``body()`` so that it runs only where ``condition`` (a Boolean Value) holds: the one
+    place this module builds control flow (blocks ``label`` and ``done_label``)."""
     km = emit.current()
     b = km.builder
-    then, done = km.function.append_basic_block(label), km.function.append_basic_block(label + ".done")
+    then, done = km.function.append_basic_block(label), km.function.append_basic_block(done_label)
     b.cbranch(condition.ir, then, done)
     b.position_at_end(then)
     body()
@@ -216,18 +212,12 @@ def _guarded(condition, label: str, body) -> None:
 
 
 def _blocking_wait(bar, phase, scope, probe_key) -> None:
-    km = emit.current()
+    """Parity-wait ``bar``, skipped when the side's preceding probe (``scope[probe_key]``) succeeded."""
     probe = scope.pop(probe_key, None) if probe_key is not None else None
     if probe is None:
         sync.mbarrier_wait(bar, phase)
         return
-    b = km.builder
-    wait_block, done = km.function.append_basic_block("pipe.wait"), km.function.append_basic_block("pipe.waited")
-    b.cbranch(compare("==", probe, 0).ir, wait_block, done)
-    b.position_at_end(wait_block)
-    sync.mbarrier_wait(bar, phase)
-    b.branch(done)
-    b.position_at_end(done)
+    _guarded(compare("==", probe, 0), lambda: sync.mbarrier_wait(bar, phase), "pipe.wait", "pipe.waited")
 
 
 def _async_load_arrive(bar) -> None:
@@ -246,25 +236,12 @@ def _arrive_everywhere(bar, cluster: int) -> None:
 
 
 def _elected_expect_tx(bar, nbytes: int) -> None:
-    km = emit.current()
-    b = km.builder
-    arm, done = km.function.append_basic_block("tma.arm"), km.function.append_basic_block("tma.armed")
-    b.cbranch(sync.elect_one().ir, arm, done)
-    b.position_at_end(arm)
-    sync.mbarrier_arrive_expect_tx(bar, nbytes)
-    b.branch(done)
-    b.position_at_end(done)
+    _guarded(sync.elect_one(), lambda: sync.mbarrier_arrive_expect_tx(bar, nbytes), "tma.arm", "tma.armed")
 
 
 def _first_warp_expect_tx(bar, nbytes: int, task) -> None:
-    km = emit.current()
-    b = km.builder
-    arm, done = km.function.append_basic_block("tma.leader"), km.function.append_basic_block("tma.leader.done")
-    b.cbranch(compare("==", B.warp_idx(), task.warp_start).ir, arm, done)
-    b.position_at_end(arm)
-    _elected_expect_tx(bar, nbytes)
-    b.branch(done)
-    b.position_at_end(done)
+    _guarded(compare("==", B.warp_idx(), task.warp_start), lambda: _elected_expect_tx(bar, nbytes),
+             "tma.leader", "tma.leader.done")
 
 
 class _Emission:
@@ -326,7 +303,8 @@ def _emit_arrive(action: Arrive, em: _Emission) -> None:
         _async_load_arrive(bar)
         return
     if action.ctas not in (Ctas.Local, Ctas.AllInCluster):
-        raise CompilationError(f"resource '{name}': arrivals on {action.ctas.value} are not lowered for this target")
+        raise CompilationError(f"resource '{name}': {em.side} arrivals on {action.ctas.value} are not lowered yet "
+                               f"(issue 12 §2); drop mcast_mode_mn, or use a non-multicast cluster layout")
     if not protocol.thread_arrival_who(group, warps)[1]:
         raise CompilationError(
             f"resource '{name}': the {em.side} group has {group} arrivals but task '{em.task.name}' signals "
@@ -337,7 +315,7 @@ def _emit_arrive(action: Arrive, em: _Emission) -> None:
         _arrive_everywhere(bar, cluster)
         return
     B.syncwarp()
-    _guarded(compare("==", B.lane_idx(), 0), "arrive.lane0", lambda: _arrive_everywhere(bar, cluster))
+    _guarded(compare("==", B.lane_idx(), 0), lambda: _arrive_everywhere(bar, cluster), "arrive.lane0", "arrive.done")
 
 
 def _emit_commit_umma(action: CommitUmma, em: _Emission) -> None:

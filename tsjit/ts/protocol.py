@@ -210,6 +210,7 @@ class Ctas(enum.Enum):
 
     Local = "local"
     AllInCluster = "every CTA of the cluster"
+    MulticastPeers = "the CTAs of its TMA multicast row and column"
     PairLeader = "the leader CTA of the pair"
     ClusterLeader = "CTA 0 of the cluster"
 
@@ -220,6 +221,8 @@ class Ctas(enum.Enum):
             return 1
         if self is Ctas.PairLeader:
             return pair_size(config)
+        if self is Ctas.MulticastPeers:
+            return _mcast_lanes(config)[0]
         return cluster_size(config)
 
 
@@ -322,10 +325,14 @@ class Ring:
 
 
 def _thread_release_ctas(config) -> Ctas:
-    """Where a thread consumer's release lands (see :func:`actions`)."""
+    """Where a thread consumer's release lands (see :func:`actions`): under TMA multicast, the CTAs
+    whose copies filled this CTA's stage (CUTLASS: lane j < cluster size of each warp arrives on
+    CTA j, filtered to the multicast row and column)."""
     r = row(config)
     if r.pipeline_type is PipelineType.ClcFetchAsync:
         return Ctas.ClusterLeader
+    if r.pipeline_type is PipelineType.TmaAsync and _mcast_lanes(config)[0] > 1:
+        return Ctas.MulticastPeers
     if r.paired_side == "consumer":
         return Ctas.PairLeader if pair_size(config) > 1 else Ctas.Local
     return Ctas.AllInCluster if cluster_size(config) > 1 else Ctas.Local
@@ -335,8 +342,9 @@ def ring(config, owner=None) -> Ring:
     """The :class:`Ring` of ``config``.
 
     On the Hopper rows the consumer group counts one CTA's threads; a release lands on every
-    CTA of the cluster, so the empty barriers expect ``cluster x consumer_group.size``.  The
-    Blackwell rows count their groups cluster-wide already (inventory §2.3 P1).
+    CTA of the cluster, so the empty barriers expect ``cluster x consumer_group.size``.  Under
+    TMA multicast (a lane per multicast peer) and on the Blackwell rows the groups count their
+    CTAs already (inventory §2.3 P1).
     """
     empty = config.consumer_group.size
     r = row(config)
@@ -431,8 +439,10 @@ def actions(config, stage: ScheduleStage, warps: int = 1) -> tuple:
             ctas = Ctas.AllInCluster if cluster_size(config) > 1 else Ctas.Local
             signal = CommitUmma(empty, close, ctas)
         else:
-            who, _ = thread_arrival_who(config.consumer_group.size, warps)
-            signal = Arrive(empty, close, who, _thread_release_ctas(config))
+            ctas = _thread_release_ctas(config)
+            who = Who.LanePerWarp if ctas is Ctas.MulticastPeers else \
+                thread_arrival_who(config.consumer_group.size, warps)[0]
+            signal = Arrive(empty, close, who, ctas)
         return (signal, Advance(close, s_release, open_follows=not config.advance_on_wait))
     raise RuntimeError(f"internal error, please report: {stage} is not a pipeline operation")
 
