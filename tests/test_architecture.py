@@ -16,6 +16,7 @@ tsjit.ts`` in a fresh interpreter in which llvmlite and cuda-bindings cannot be 
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import pathlib
 import subprocess
@@ -70,8 +71,14 @@ def _resolve(name: str) -> str | None:
     return None
 
 
-def _imports(module: str, path: pathlib.Path):
-    """Yield ``(target module, line, inside a function, line text)`` for each tsjit import."""
+@functools.cache
+def _imports(module: str, path: pathlib.Path) -> tuple:
+    """``(target module, line, inside a function, line text)`` for each import of ``module``
+    (tsjit modules, and any module imported inside a function)."""
+    return tuple(_walk_imports(module, path))
+
+
+def _walk_imports(module: str, path: pathlib.Path):
     source = path.read_text()
     lines = source.splitlines()
 
@@ -105,13 +112,11 @@ def _is_type_checking(test) -> bool:
         (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _graph() -> dict[str, set[str]]:
-    graph = {m: set() for m in MODULES}
-    for module, path in MODULES.items():
-        for target, _, _, _ in _imports(module, path):
-            if target in MODULES and target != module:
-                graph[module].add(target)
-    return graph
+@functools.cache
+def _graph() -> dict[str, frozenset[str]]:
+    return {module: frozenset(target for target, _, _, _ in _imports(module, path)
+                              if target in MODULES and target != module)
+            for module, path in MODULES.items()}
 
 
 def _layer(module: str) -> str | None:
