@@ -28,7 +28,17 @@ from typing import Any, Callable, ClassVar
 
 from tsjit.errors import ScheduleError, UsageTypeError, UsageValueError
 
-__all__ = ["MemoryResource", "TaskLocalVariable", "StageInfo"]
+__all__ = ["MemoryResource", "TaskLocalVariable", "StageInfo", "TASK_LOCAL_FIELD_METADATA",
+           "is_task_local_field"]
+
+#: ``dataclasses.Field.metadata`` key of fields declared with ``TaskLocalVariable.uninitialized()``.
+TASK_LOCAL_FIELD_METADATA = "ts"
+
+
+def is_task_local_field(value: Any) -> bool:
+    """True for a ``dataclasses.Field`` made by :meth:`TaskLocalVariable.uninitialized`."""
+    return isinstance(value, dataclasses.Field) and bool(
+        (value.metadata.get(TASK_LOCAL_FIELD_METADATA) or {}).get("task_local_variable"))
 
 
 class TaskLocalVariable:
@@ -54,11 +64,11 @@ class TaskLocalVariable:
         ValueError: ``dtype`` is None, or both defaults are given.
     """
 
-    def __init__(self, dtype: Any, default: Any = MISSING,
+    def __init__(self, dtype: Any = MISSING, default: Any = MISSING,
                  default_factory: Callable[[], Any] | Any = MISSING, docs: str = "",
                  runtime_slot_name: str | None = None, *, _uninitialized: bool = False):
         if not _uninitialized:
-            if dtype is None:
+            if dtype is None or dtype is MISSING:
                 raise UsageValueError("TaskLocalVariable needs a dtype, e.g. "
                                       "TaskLocalVariable(tsjit.Int32, default=0)")
             if default is not MISSING and default_factory is not MISSING:
@@ -77,15 +87,24 @@ class TaskLocalVariable:
         self.owner: MemoryResource | None = None
         self.name: str | None = None
 
-    @classmethod
-    def uninitialized(cls) -> "TaskLocalVariable":
-        """A placeholder for a dataclass field that ``__post_init__`` must replace.
+    @staticmethod
+    def uninitialized() -> dataclasses.Field:
+        """Declare a dataclass field that backs a task-local variable slot.
 
         ``item: TaskLocalVariable = TaskLocalVariable.uninitialized()`` followed by
-        ``self.item = TaskLocalVariable(Int16)`` in ``__post_init__``.  Scanning a resource
-        that still holds the placeholder raises ``ScheduleError``.
+        ``self.item = TaskLocalVariable(Int16)`` in ``__post_init__``.  The returned
+        ``dataclasses.Field`` carries ``metadata["ts"]`` so ``@consumer_work(returns=item)``
+        can check that a field reference names a task-local slot; its default is a
+        placeholder, and scanning a resource that still holds it (or anything but a
+        ``TaskLocalVariable`` in such a field) raises ``ScheduleError`` (a ``ValueError``).
         """
-        return cls(None, _uninitialized=True)
+        return dataclasses.field(default=TaskLocalVariable(None, _uninitialized=True),
+                                 metadata={TASK_LOCAL_FIELD_METADATA: {"task_local_variable": True}})
+
+    @property
+    def field_name(self) -> str | None:
+        """The resource attribute (dataclass field) holding this variable, once bound."""
+        return self.name
 
     @property
     def has_default(self) -> bool:
@@ -110,10 +129,13 @@ class TaskLocalVariable:
         return f"{owner}.{self.name or '?'}"
 
     @property
-    def slot_name(self) -> str:
-        """Name for the generated value: ``runtime_slot_name`` or ``<resource>_<attr>``."""
+    def slot_name(self) -> str | None:
+        """Name for the generated value: ``runtime_slot_name`` or ``<resource>_<attr>``
+        (None while the variable is not bound to a resource and has no override)."""
         if self.runtime_slot_name:
             return self.runtime_slot_name
+        if self.owner is None or self.name is None:
+            return None
         return self.qualified_name.replace(".", "_")
 
     def __repr__(self) -> str:
@@ -224,8 +246,15 @@ class MemoryResource:
             names.extend(n for n, v in vars(klass).items()
                          if isinstance(v, TaskLocalVariable) and n not in names)
         found: dict[str, TaskLocalVariable] = {}
+        declared = {f.name for f in dataclasses.fields(self) if is_task_local_field(f)} \
+            if dataclasses.is_dataclass(self) else set()
         for attr in names:
             var = getattr(self, attr, None)
+            if attr in declared and not isinstance(var, TaskLocalVariable):
+                raise ScheduleError(
+                    f"resource {self.name!r} ({type(self).__name__}): field {attr!r} is declared "
+                    f"with TaskLocalVariable.uninitialized() but holds a {type(var).__name__}. "
+                    f"Assign it in __post_init__, e.g. self.{attr} = TaskLocalVariable(tsjit.Int32).")
             if not isinstance(var, TaskLocalVariable):
                 continue
             if var.is_uninitialized:

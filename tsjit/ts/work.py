@@ -27,6 +27,7 @@ labelled example when there are several.
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import inspect
 from dataclasses import dataclass, replace
@@ -34,6 +35,7 @@ from typing import Any, Callable, Iterable
 
 from tsjit.errors import ScheduleError, UsageTypeError, UsageValueError
 from tsjit.ts.enums import PIPELINE_OPS, ScheduleStage, WorkAttr, WorkRole
+from tsjit.ts.resources import TaskLocalVariable, is_task_local_field
 
 __all__ = ["consumer_work", "producer_work", "WorkSpec", "ConstexprParam", "WorkLabelError",
            "work_methods", "resolve_work", "GENERIC_WORK_CALLS", "RESERVED_WORK_NAMES",
@@ -78,7 +80,8 @@ class WorkSpec:
         input_params: routed input parameter names, in declaration order.
         positional_inputs: the prefix of ``input_params`` that may be given by position.
         optional_inputs: routed inputs with a Python default (may stay unrouted).
-        returns: names of the task-local variables a consumer work writes, in order.
+        returns: names of the task-local variables a consumer work writes, in order (as
+            returned by :func:`work_methods`; the decorator also records field references).
         constexpr_params: the keyword-only Constexpr parameters by name.
         work_attrs: :class:`WorkAttr` flags.
     """
@@ -128,20 +131,57 @@ def is_constexpr_annotation(annotation: Any) -> bool:
     return "Constexpr" in text
 
 
-def _normalise_returns(returns: Any, fn_name: str) -> tuple[str, ...]:
+def _normalise_returns(returns: Any, fn_name: str) -> tuple:
+    """``returns=`` as a tuple of entries: names (str), field references
+    (``dataclasses.Field`` from ``TaskLocalVariable.uninitialized()``) or class-level
+    ``TaskLocalVariable`` objects; :func:`work_methods` turns the last two into names."""
     if returns is None:
         return ()
-    if isinstance(returns, str):
-        names = (returns,)
-    elif isinstance(returns, (tuple, list)) and all(isinstance(r, str) for r in returns):
-        names = tuple(returns)
-    else:
-        raise UsageTypeError(f"@consumer_work on {fn_name!r}: returns= must be None, a variable "
-                             f"name or a tuple of names, got {returns!r}")
-    if not names or len(set(names)) != len(names):
+    entries = tuple(returns) if isinstance(returns, (tuple, list)) else (returns,)
+    for entry in entries:
+        if isinstance(entry, dataclasses.Field) and not is_task_local_field(entry):
+            raise UsageTypeError(f"@consumer_work on {fn_name!r}: returns= names a dataclass field "
+                                 f"that is not a task-local slot; declare it as `name: "
+                                 f"TaskLocalVariable = TaskLocalVariable.uninitialized()`")
+        if not isinstance(entry, (str, dataclasses.Field, TaskLocalVariable)):
+            raise UsageTypeError(f"@consumer_work on {fn_name!r}: returns= must be None, a "
+                                 f"variable name, a TaskLocalVariable field (item = "
+                                 f"TaskLocalVariable.uninitialized()) or a tuple of them, got "
+                                 f"{returns!r}")
+    if not entries or len(set(map(id, entries))) != len(entries) or len(
+            {e for e in entries if isinstance(e, str)}) != sum(isinstance(e, str) for e in entries):
         raise UsageTypeError(f"@consumer_work on {fn_name!r}: returns={returns!r} must name "
                              f"distinct task-local variables")
-    return names
+    return entries
+
+
+def _resolve_returns(klass: type, spec: WorkSpec) -> WorkSpec:
+    """``spec`` with every field reference / variable object of ``returns`` replaced by its
+    attribute name on ``klass`` (field names are known only once ``@dataclass`` ran)."""
+    if all(isinstance(entry, str) for entry in spec.returns):
+        return spec
+    names = []
+    for entry in spec.returns:
+        if isinstance(entry, str):
+            names.append(entry)
+            continue
+        if isinstance(entry, dataclasses.Field):
+            fields = dataclasses.fields(klass) if dataclasses.is_dataclass(klass) else ()
+            name = entry.name if any(f is entry for f in fields) else None
+        else:
+            name = next((attr for base in klass.__mro__ for attr, value in vars(base).items()
+                         if value is entry), None)
+        if name is None:
+            raise ScheduleError(
+                f"{klass.__name__}.{spec.label}: returns= refers to a task-local slot that is not "
+                f"a field of {klass.__name__} (decorate the class with @dataclass(kw_only=True) "
+                f"and declare the slot in its body: `item: TaskLocalVariable = "
+                f"TaskLocalVariable.uninitialized()`), or pass the name: returns=\"item\".  [S13]")
+        names.append(name)
+    if len(set(names)) != len(names):
+        raise ScheduleError(f"{klass.__name__}.{spec.label}: returns= names {names}; each "
+                            f"task-local variable may appear once.  [S13]")
+    return replace(spec, returns=tuple(names))
 
 
 def _build_spec(fn: Any, role: WorkRole, returns: Any, work_attrs: Any) -> WorkSpec:
@@ -208,31 +248,47 @@ def _attach(fn, role, returns, work_attrs):
     return fn
 
 
-def consumer_work(returns: Any = None, work_attrs: WorkAttr = WorkAttr.NONE):
-    """Register a consumer (reader) work method; usable bare or with arguments.
+def consumer_work(method: Callable | None = None, *, work_attrs: WorkAttr = WorkAttr.NONE,
+                  returns: Any = None):
+    """Register a consumer (reader) work method: ``@consumer_work`` or
+    ``@consumer_work(returns=..., work_attrs=...)`` (the reference's signature).
 
     Args:
-        returns: None, the name of one task-local variable of the resource, or a tuple
-            of names.  The schedule call returns one token (one name) or a tuple of
-            tokens (several names); the work body returns the value(s) in that order.
+        method: the decorated function (bare form).  tsjit's shorthand
+            ``@consumer_work("item")`` (a non-function first argument) means ``returns=``.
+        returns: None, one task-local variable of the resource -- its name (``"item"``) or
+            its field reference (``item`` declared ``item: TaskLocalVariable =
+            TaskLocalVariable.uninitialized()`` earlier in the class body) -- or a tuple /
+            list of them.  The schedule call returns one token (one variable) or a tuple of
+            tokens; the work body returns the value(s) in that order.
         work_attrs: ``WorkAttr.AUXILIARY`` for helper work with no payload access.
 
     Raises:
-        ScheduleError: reserved name or double decoration (S11).
+        ScheduleError: reserved name or double decoration (S11); a field reference that
+            is not a field of the class (when the class's work methods are collected).
         TypeError: malformed signature, non-keyword-only Constexpr, bad ``returns``.
     """
-    if inspect.isfunction(returns) and work_attrs is WorkAttr.NONE:
-        return _attach(returns, WorkRole.Consumer, None, WorkAttr.NONE)
+    if method is not None and not inspect.isfunction(method):
+        if returns is not None:
+            raise UsageTypeError("@consumer_work: give the returned variables once, as returns=...")
+        method, returns = None, method
+    if method is not None:
+        return _attach(method, WorkRole.Consumer, returns, work_attrs)
     return lambda fn: _attach(fn, WorkRole.Consumer, returns, work_attrs)
 
 
-def producer_work(work_attrs: Any = WorkAttr.NONE):
-    """Register a producer (writer) work method; usable bare or with ``work_attrs=``.
+def producer_work(method: Callable | None = None, *, work_attrs: WorkAttr = WorkAttr.NONE):
+    """Register a producer (writer) work method: ``@producer_work`` or
+    ``@producer_work(work_attrs=...)``; tsjit's shorthand ``@producer_work(WorkAttr.AUXILIARY)``
+    is kept.
 
-    Routed inputs arrive as the method's parameters after ``stage_info``.
+    Routed inputs arrive as the method's parameters after ``stage_info`` (positional or
+    keyword-only, e.g. ``def store(self, stage_info, *, item)``).
     """
-    if inspect.isfunction(work_attrs):
-        return _attach(work_attrs, WorkRole.Producer, None, WorkAttr.NONE)
+    if isinstance(method, WorkAttr):
+        method, work_attrs = None, method
+    if method is not None:
+        return _attach(method, WorkRole.Producer, None, work_attrs)
     return lambda fn: _attach(fn, WorkRole.Producer, None, work_attrs)
 
 
@@ -247,6 +303,7 @@ def work_methods(resource_or_class: Any) -> dict[str, WorkSpec]:
         for attr, value in vars(base).items():
             spec = getattr(value, "__tsjit_work__", None) if inspect.isfunction(value) else None
             if isinstance(spec, WorkSpec):
+                spec = _resolve_returns(klass, spec)
                 found[attr] = spec if spec.label == attr else replace(spec, label=attr)
             elif attr in found:
                 del found[attr]

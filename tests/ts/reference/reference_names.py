@@ -1,0 +1,16 @@
+"""Names the reference's code examples use that belong to CuTe DSL, not to the Task Scheduling API.
+
+The examples in ``000_d7fd8f57b8a2aeeb.txt`` stack ``@cute.jit`` under ``@consumer_work`` and test
+labels with ``cutlass.const_expr``.  tsjit compiles every work body itself (no per-method JIT
+decorator is needed), and its ``const_expr`` is :func:`tsjit.const_expr`; these two stand-ins let
+the examples be pasted unchanged.  Everything else in the examples is tsjit's own API.
+"""
+from types import SimpleNamespace
+
+import tsjit
+
+cute = SimpleNamespace(jit=lambda fn: fn)
+cutlass = SimpleNamespace(const_expr=tsjit.const_expr)
+
+#: the CTA layout of a single-CTA kernel in the reference's (V, M, N, K) form.
+SINGLE_CTA = (1, 1, 1, 1)
