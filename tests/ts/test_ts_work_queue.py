@@ -87,7 +87,7 @@ def test_static_work_bodies_walk_tiles_of_one_cta(monkeypatch):
 
 
 def test_clc_queue_is_data_and_needs_sm100_when_lowered():
-    clc_pipe = PipelineConfig.create_clc_fetch_async_pipeline_cfg(2, group(1), group(128))
+    clc_pipe = PipelineConfig.create_clc_fetch_async_pipeline_cfg(2, 16, group(1), group(128))
     config = TileSchedulerConfig.create_clc_dynamic_persistent_tile_scheduler_params(static(4, 4))
     assert config.scheduler_type is TileSchedulerType.ClcDynamicPersistent
     wq = WorkQueue(name="wq", tile_scheduler_config=config, pipeline_config=clc_pipe)
@@ -249,7 +249,7 @@ def test_q1_static_queue_has_no_producer():
 
 
 def clc_kernel(scheduler_tail):
-    clc_pipe = PipelineConfig.create_clc_fetch_async_pipeline_cfg(2, group(1), group(32 + 128))
+    clc_pipe = PipelineConfig.create_clc_fetch_async_pipeline_cfg(2, 16, group(1), group(32 + 128))
     wq = WorkQueue(name="wq", pipeline_config=clc_pipe,
                    tile_scheduler_config=TileSchedulerConfig.
                    create_clc_dynamic_persistent_tile_scheduler_params((8, 8)))

@@ -56,7 +56,7 @@ def _config(ptype: T, **kw):
         T.UmmaAsync: lambda: P.create_umma_async_pipeline_cfg(2, one, threads, **kw),
         T.AsyncUmma: lambda: P.create_async_umma_pipeline_cfg(2, warp, one, **kw),
         T.UmmaUmma: lambda: P.create_umma_umma_pipeline_cfg(2, one, one, **kw),
-        T.ClcFetchAsync: lambda: P.create_clc_fetch_async_pipeline_cfg(2, one, threads, **kw),
+        T.ClcFetchAsync: lambda: P.create_clc_fetch_async_pipeline_cfg(2, 16, one, threads, **kw),
     }[ptype]()
 
 

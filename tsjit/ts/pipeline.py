@@ -16,8 +16,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from tsjit.errors import VerificationError
-from tsjit.ts.protocol import PipelineOp, PipelineType, SignalingThreads, TypeRow, row
+from tsjit.errors import UsageTypeError, VerificationError
+from tsjit.ts.protocol import PipelineOp, PipelineType, SideKind, SignalingThreads, TypeRow, row
 
 __all__ = ["PipelineType", "SignalingThreads", "PipelineOp", "Agent", "CooperativeGroup", "PipelineConfig"]
 
@@ -57,48 +57,75 @@ def _stride_tuple(stride) -> tuple[int, int, int, int]:
                             f"got {stride!r}", "P3")
 
 
+_ALL = SignalingThreads.All
+_THREAD = PipelineOp.AsyncThread
+#: the producer operation each producer kind implies (thread producers: chosen by a field).
+_FIXED_PRODUCER_OP = {SideKind.Tma: PipelineOp.TmaLoad, SideKind.Umma: PipelineOp.TCGen05Mma,
+                      SideKind.Clc: PipelineOp.ClcLoad}
+
+
 @dataclass(frozen=True)
 class PipelineConfig:
     """The barrier protocol of one pipelined resource (build it with a ``create_*`` factory).
 
-    Attributes:
-        pipeline_type: :class:`PipelineType`.
+    Fields, in the reference's positional order:
         num_stages: ring depth S (>= 1); storage is 2 x S 8-byte mbarriers.
-        num_bytes: transaction bytes one stage's TMA copies deliver (TMA / CLC producers), else 0.
+        num_bytes: transaction bytes one stage's TMA / CLC copies deliver, else 0.
         producer_group, consumer_group: arrival counts of the full / empty barriers.
+        pipeline_type: :class:`PipelineType`.
+        barrier_ptr: pre-allocated barrier storage; must be None: tsjit places every
+            pipeline's barriers in the kernel's dynamic shared-memory block itself.
+        cta_layout_vmnk: cluster shape (V, M, N, K) or None (single CTA).
         producer_signaling_threads, consumer_signaling_threads: :class:`SignalingThreads`.
         consumer_wait_signaling_threads: separate signalling for waits (split consumer) or None.
-        advance_on_acquire: acquire advances the producer cursor (commit uses a lagging one).
+        umma_consumer_producer_op: producer operation of AsyncUmma (AsyncThread / AsyncLoad).
         advance_on_wait: wait advances the consumer cursor (release uses a lagging one).
-        interleave_stride: int or (acquire, commit, wait, release) lanes sharing the ring.
-        producer_op: :class:`PipelineOp` of the producer.
-        mcast_mode_mn: TMA multicast mode (1,0), (0,1), (1,1), or None.
+        advance_on_acquire: acquire advances the producer cursor (commit uses a lagging one).
         num_bytes_per_warp_per_cta: for aggregate / leader-routed TMA byte checks (P2), or None.
-        cta_layout_vmnk: cluster shape (V, M, N, K) or None (single CTA).
+        mcast_mode_mn: TMA multicast mode (1, 0), (0, 1) or (1, 1) (default); None (a tsjit
+            extension, the default of ``create_tma_async_pipeline_cfg``) means no multicast.
+        interleave_stride: int or (acquire, commit, wait, release) lanes sharing the ring.
+        async_producer_op: producer operation of AsyncAsync (AsyncThread / AsyncLoad).
+
+    ``producer_op`` (a property) is the producer's :class:`PipelineOp` whatever the type.
 
     Raises:
         VerificationError (P3): an impossible combination, naming the field and values.
+        UsageTypeError: the pre-reference positional order ``PipelineConfig(pipeline_type,
+            num_stages, ...)``.
     """
 
-    pipeline_type: PipelineType
     num_stages: int
+    num_bytes: int
     producer_group: CooperativeGroup
     consumer_group: CooperativeGroup
-    num_bytes: int = 0
-    producer_signaling_threads: SignalingThreads = SignalingThreads.All
-    consumer_signaling_threads: SignalingThreads = SignalingThreads.All
-    consumer_wait_signaling_threads: SignalingThreads | None = None
-    advance_on_acquire: bool = False
-    advance_on_wait: bool = False
-    interleave_stride: object = 1
-    producer_op: PipelineOp = PipelineOp.AsyncThread
-    mcast_mode_mn: tuple | None = None
-    num_bytes_per_warp_per_cta: int | None = None
-    cta_layout_vmnk: tuple | None = None
+    pipeline_type: PipelineType
     barrier_ptr: object = field(default=None, compare=False)
+    cta_layout_vmnk: tuple | None = None
+    producer_signaling_threads: SignalingThreads = _ALL
+    consumer_signaling_threads: SignalingThreads = _ALL
+    consumer_wait_signaling_threads: SignalingThreads | None = None
+    umma_consumer_producer_op: PipelineOp = _THREAD
+    advance_on_wait: bool = False
+    advance_on_acquire: bool = False
+    num_bytes_per_warp_per_cta: int | None = None
+    mcast_mode_mn: tuple | None = (1, 1)
+    interleave_stride: object = 1
+    async_producer_op: PipelineOp = _THREAD
 
     def __post_init__(self):
         t = self.pipeline_type
+        if isinstance(self.num_stages, PipelineType):
+            raise UsageTypeError(
+                f"PipelineConfig takes the reference's order (num_stages, num_bytes, producer_group, "
+                f"consumer_group, pipeline_type, ...); got the pipeline type {self.num_stages!r} first. "
+                f"Use a factory, e.g. PipelineConfig.create_tma_async_pipeline_cfg(num_stages, "
+                f"num_bytes, producer_group, consumer_group).")
+        if self.barrier_ptr is not None:
+            raise VerificationError(
+                f"barrier_ptr={self.barrier_ptr!r}: tsjit places every pipeline's mbarriers in the kernel's "
+                f"dynamic shared-memory block itself (SmemAllocator); pass barrier_ptr=None and read "
+                f"stage_info.barrier in the work bodies.", "P3")
         if not isinstance(t, PipelineType):
             raise VerificationError(f"pipeline_type must be a PipelineType, got {t!r}", "P3")
         if not isinstance(self.num_stages, int) or self.num_stages < 1:
@@ -115,9 +142,16 @@ class PipelineConfig:
         if self.producer_signaling_threads & SignalingThreads.TaskWarpLeader and not protocol.allows_task_warp_leader:
             raise VerificationError(f"producer_signaling_threads=TaskWarpLeader needs a TMA producer; "
                                     f"{t.value} has a {protocol.producer.value} producer", "P3")
-        if self.producer_op is PipelineOp.AsyncLoad and not protocol.allows_async_load:
-            raise VerificationError(f"producer_op=AsyncLoad is only valid for AsyncAsync and AsyncUmma, not "
-                                    f"{t.value}", "P3")
+        for name, owner in (("async_producer_op", PipelineType.AsyncAsync),
+                            ("umma_consumer_producer_op", PipelineType.AsyncUmma)):
+            op = getattr(self, name)
+            if op not in (PipelineOp.AsyncThread, PipelineOp.AsyncLoad):
+                raise VerificationError(f"{name} must be PipelineOp.AsyncThread or PipelineOp.AsyncLoad, "
+                                        f"got {op!r}", "P3")
+            if op is PipelineOp.AsyncLoad and t is not owner:
+                raise VerificationError(f"{name}=AsyncLoad applies to {owner.value} pipelines, not {t.value} "
+                                        f"(producer_op=AsyncLoad is only valid for AsyncAsync and AsyncUmma)",
+                                        "P3")
         needs_bytes = protocol.producer_arms_tx
         if needs_bytes and (not isinstance(self.num_bytes, int) or self.num_bytes <= 0):
             raise VerificationError(f"{t.value} needs num_bytes > 0 (the bytes one stage's copies deliver), "
@@ -149,14 +183,47 @@ class PipelineConfig:
 
     @property
     def interleave_strides(self) -> tuple[int, int, int, int]:
+        """(producer_acquire, producer_commit, consumer_wait, consumer_release) strides."""
         return _stride_tuple(self.interleave_stride)
 
     @property
+    def producer_acquire_interleave_stride(self) -> int:
+        """Stride of the producer acquire cursor (``interleave_strides[0]``)."""
+        return self.interleave_strides[0]
+
+    @property
+    def producer_commit_interleave_stride(self) -> int:
+        """Stride of the producer commit cursor (``interleave_strides[1]``)."""
+        return self.interleave_strides[1]
+
+    @property
+    def consumer_wait_interleave_stride(self) -> int:
+        """Stride of the consumer wait cursor when ``advance_on_wait`` (``interleave_strides[2]``)."""
+        return self.interleave_strides[2]
+
+    @property
+    def consumer_release_interleave_stride(self) -> int:
+        """Stride of the consumer release cursor (``interleave_strides[3]``)."""
+        return self.interleave_strides[3]
+
+    @property
+    def producer_op(self) -> PipelineOp:
+        """The producer's operation: ``async_producer_op`` (AsyncAsync), ``umma_consumer_producer_op``
+        (AsyncUmma), else TmaLoad / TCGen05Mma / ClcLoad by the producer kind."""
+        if self.pipeline_type is PipelineType.AsyncAsync:
+            return self.async_producer_op
+        if self.pipeline_type is PipelineType.AsyncUmma:
+            return self.umma_consumer_producer_op
+        return _FIXED_PRODUCER_OP[row(self.pipeline_type).producer]
+
+    @property
     def max_interleave_stride(self) -> int:
+        """The largest role-specific interleave stride."""
         return max(self.interleave_strides)
 
     @property
     def has_interleaved_stride(self) -> bool:
+        """Whether any role advances through the ring with a stride > 1."""
         return self.max_interleave_stride > 1
 
     @property
@@ -164,69 +231,133 @@ class PipelineConfig:
         """Shared memory of the barriers: 2 x num_stages x 8 bytes."""
         return 16 * self.num_stages
 
-    # -- factories -----------------------------------------------------------------------------
+    # -- factories (parameters in the reference's order; tsjit's extras are keyword-only) -----------
     @classmethod
     def create_async_async_pipeline_cfg(cls, num_stages: int, producer_group: CooperativeGroup,
-                                        consumer_group: CooperativeGroup, *, producer_op=PipelineOp.AsyncThread,
-                                        advance_on_acquire=False, advance_on_wait=False, interleave_stride=1,
-                                        cta_layout_vmnk=None, **kw) -> "PipelineConfig":
-        """Threads -> threads: producers arrive on full[i], consumers on empty[i]."""
-        return cls(PipelineType.AsyncAsync, num_stages, producer_group, consumer_group, producer_op=producer_op,
+                                        consumer_group: CooperativeGroup, cta_layout_vmnk=None,
+                                        producer_signaling_threads: SignalingThreads = _ALL,
+                                        consumer_signaling_threads: SignalingThreads = _ALL, barrier_ptr=None,
+                                        producer_op: PipelineOp = _THREAD, advance_on_acquire: bool = False,
+                                        interleave_stride=1, *, advance_on_wait: bool = False,
+                                        **extra) -> "PipelineConfig":
+        """Threads -> threads: producers arrive on full[i], consumers on empty[i].
+
+        ``producer_op=AsyncLoad`` makes the producer's ``cp.async`` copies arrive on full[i]
+        (``cp.async.mbarrier.arrive.noinc``).  Size the groups by who arrives:
+        ``producer_group`` = producer threads (AsyncLoad: every thread; AsyncThread: threads,
+        or warps when one lane per warp commits), ``consumer_group`` = consumer threads (or
+        warps).  ``cta_layout_vmnk`` None means one CTA (tsjit shorthand).  Keyword-only
+        extras: ``advance_on_wait`` and any other :class:`PipelineConfig` field.
+        """
+        return cls(num_stages, 0, producer_group, consumer_group, PipelineType.AsyncAsync, barrier_ptr=barrier_ptr,
+                   cta_layout_vmnk=cta_layout_vmnk, producer_signaling_threads=producer_signaling_threads,
+                   consumer_signaling_threads=consumer_signaling_threads, async_producer_op=producer_op,
                    advance_on_acquire=advance_on_acquire, advance_on_wait=advance_on_wait,
-                   interleave_stride=interleave_stride, cta_layout_vmnk=cta_layout_vmnk, **kw)
+                   interleave_stride=interleave_stride, **extra)
 
     @classmethod
     def create_tma_async_pipeline_cfg(cls, num_stages: int, num_bytes: int, producer_group: CooperativeGroup,
-                                      consumer_group: CooperativeGroup, *, num_bytes_per_warp_per_cta=None,
-                                      mcast_mode_mn=None, cta_layout_vmnk=None, interleave_stride=1,
-                                      advance_on_wait=False, **kw) -> "PipelineConfig":
-        """TMA -> threads: the producer arms full[i] with ``arrive.expect_tx(num_bytes)``; TMA completes it."""
-        return cls(PipelineType.TmaAsync, num_stages, producer_group, consumer_group, num_bytes=num_bytes,
-                   producer_op=PipelineOp.TmaLoad, num_bytes_per_warp_per_cta=num_bytes_per_warp_per_cta,
-                   mcast_mode_mn=mcast_mode_mn, cta_layout_vmnk=cta_layout_vmnk,
-                   interleave_stride=interleave_stride, advance_on_wait=advance_on_wait, **kw)
+                                      consumer_group: CooperativeGroup, cta_layout_vmnk=None,
+                                      producer_signaling_threads: SignalingThreads = _ALL,
+                                      consumer_signaling_threads: SignalingThreads = _ALL, barrier_ptr=None,
+                                      interleave_stride=1, num_bytes_per_warp_per_cta: int | None = None, *,
+                                      mcast_mode_mn=None, advance_on_wait: bool = False,
+                                      **extra) -> "PipelineConfig":
+        """TMA -> threads: the producer arms full[i] with ``arrive.expect_tx(num_bytes)``; TMA completes it.
+
+        Keyword-only extras (tsjit): ``mcast_mode_mn`` (default None: no multicast lanes in
+        the arrival-count check), ``advance_on_wait``, any other field.
+        """
+        return cls(num_stages, num_bytes, producer_group, consumer_group, PipelineType.TmaAsync,
+                   barrier_ptr=barrier_ptr, cta_layout_vmnk=cta_layout_vmnk,
+                   producer_signaling_threads=producer_signaling_threads,
+                   consumer_signaling_threads=consumer_signaling_threads, interleave_stride=interleave_stride,
+                   num_bytes_per_warp_per_cta=num_bytes_per_warp_per_cta, mcast_mode_mn=mcast_mode_mn,
+                   advance_on_wait=advance_on_wait, **extra)
 
     @classmethod
     def create_tma_umma_pipeline_cfg(cls, num_stages: int, num_bytes: int, producer_group: CooperativeGroup,
-                                     consumer_group: CooperativeGroup, *, advance_on_wait=False, mcast_mode_mn=None,
-                                     cta_layout_vmnk=None, **kw) -> "PipelineConfig":
+                                     consumer_group: CooperativeGroup, cta_layout_vmnk=None,
+                                     producer_signaling_threads: SignalingThreads = _ALL,
+                                     consumer_signaling_threads: SignalingThreads = _ALL, barrier_ptr=None,
+                                     advance_on_wait: bool = False, interleave_stride=1, mcast_mode_mn=(1, 1),
+                                     num_bytes_per_warp_per_cta: int | None = None,
+                                     **extra) -> "PipelineConfig":
         """TMA -> tcgen05 MMA (sm_100a)."""
-        return cls(PipelineType.TmaUmma, num_stages, producer_group, consumer_group, num_bytes=num_bytes,
-                   producer_op=PipelineOp.TmaLoad, advance_on_wait=advance_on_wait, mcast_mode_mn=mcast_mode_mn,
-                   cta_layout_vmnk=cta_layout_vmnk, **kw)
+        return cls(num_stages, num_bytes, producer_group, consumer_group, PipelineType.TmaUmma,
+                   barrier_ptr=barrier_ptr, cta_layout_vmnk=cta_layout_vmnk,
+                   producer_signaling_threads=producer_signaling_threads,
+                   consumer_signaling_threads=consumer_signaling_threads, advance_on_wait=advance_on_wait,
+                   interleave_stride=interleave_stride, mcast_mode_mn=mcast_mode_mn,
+                   num_bytes_per_warp_per_cta=num_bytes_per_warp_per_cta, **extra)
 
     @classmethod
     def create_umma_async_pipeline_cfg(cls, num_stages: int, producer_group: CooperativeGroup,
-                                       consumer_group: CooperativeGroup, *, cta_layout_vmnk=None,
-                                       **kw) -> "PipelineConfig":
+                                       consumer_group: CooperativeGroup, cta_layout_vmnk=None,
+                                       producer_signaling_threads: SignalingThreads = _ALL,
+                                       consumer_signaling_threads: SignalingThreads = _ALL, barrier_ptr=None,
+                                       interleave_stride=1, **extra) -> "PipelineConfig":
         """tcgen05 commit -> threads (TMEM accumulator hand-off, sm_100a)."""
-        return cls(PipelineType.UmmaAsync, num_stages, producer_group, consumer_group,
-                   producer_op=PipelineOp.TCGen05Mma, cta_layout_vmnk=cta_layout_vmnk, **kw)
+        return cls(num_stages, 0, producer_group, consumer_group, PipelineType.UmmaAsync, barrier_ptr=barrier_ptr,
+                   cta_layout_vmnk=cta_layout_vmnk, producer_signaling_threads=producer_signaling_threads,
+                   consumer_signaling_threads=consumer_signaling_threads, interleave_stride=interleave_stride,
+                   **extra)
 
     @classmethod
     def create_async_umma_pipeline_cfg(cls, num_stages: int, producer_group: CooperativeGroup,
-                                       consumer_group: CooperativeGroup, *, producer_op=PipelineOp.AsyncThread,
-                                       advance_on_acquire=False, advance_on_wait=False,
-                                       consumer_wait_signaling_threads=None, **kw) -> "PipelineConfig":
-        """Threads / cp.async -> tcgen05 MMA (sm_100a)."""
-        return cls(PipelineType.AsyncUmma, num_stages, producer_group, consumer_group, producer_op=producer_op,
-                   advance_on_acquire=advance_on_acquire, advance_on_wait=advance_on_wait,
-                   consumer_wait_signaling_threads=consumer_wait_signaling_threads, **kw)
+                                       consumer_group: CooperativeGroup, cta_layout_vmnk=None,
+                                       producer_signaling_threads: SignalingThreads = _ALL,
+                                       consumer_signaling_threads: SignalingThreads = _ALL,
+                                       consumer_wait_signaling_threads: SignalingThreads | None = None,
+                                       producer_op: PipelineOp = _THREAD, barrier_ptr=None,
+                                       advance_on_wait: bool = False, advance_on_acquire: bool = False,
+                                       interleave_stride=1, **extra) -> "PipelineConfig":
+        """Threads / cp.async -> tcgen05 MMA (sm_100a); ``producer_op`` is stored as
+        ``umma_consumer_producer_op``."""
+        return cls(num_stages, 0, producer_group, consumer_group, PipelineType.AsyncUmma, barrier_ptr=barrier_ptr,
+                   cta_layout_vmnk=cta_layout_vmnk, producer_signaling_threads=producer_signaling_threads,
+                   consumer_signaling_threads=consumer_signaling_threads,
+                   consumer_wait_signaling_threads=consumer_wait_signaling_threads,
+                   umma_consumer_producer_op=producer_op, advance_on_wait=advance_on_wait,
+                   advance_on_acquire=advance_on_acquire, interleave_stride=interleave_stride, **extra)
 
     @classmethod
     def create_umma_umma_pipeline_cfg(cls, num_stages: int, producer_group: CooperativeGroup,
-                                      consumer_group: CooperativeGroup, **kw) -> "PipelineConfig":
+                                      consumer_group: CooperativeGroup, cta_layout_vmnk=None,
+                                      producer_signaling_threads: SignalingThreads = _ALL,
+                                      consumer_signaling_threads: SignalingThreads = _ALL, barrier_ptr=None,
+                                      **extra) -> "PipelineConfig":
         """tcgen05 -> tcgen05 (sm_100a); no interleave."""
-        if kw.get("interleave_stride", 1) != 1:
+        if extra.get("interleave_stride", 1) != 1:
             raise VerificationError("UmmaUmma pipelines cannot be interleaved", "P3")
-        return cls(PipelineType.UmmaUmma, num_stages, producer_group, consumer_group,
-                   producer_op=PipelineOp.TCGen05Mma, **kw)
+        return cls(num_stages, 0, producer_group, consumer_group, PipelineType.UmmaUmma, barrier_ptr=barrier_ptr,
+                   cta_layout_vmnk=cta_layout_vmnk, producer_signaling_threads=producer_signaling_threads,
+                   consumer_signaling_threads=consumer_signaling_threads, **extra)
 
     @classmethod
-    def create_clc_fetch_async_pipeline_cfg(cls, num_stages: int, producer_group: CooperativeGroup,
-                                            consumer_group: CooperativeGroup, *, cluster_size: int = 1,
-                                            **kw) -> "PipelineConfig":
-        """CLC response (16 bytes per CTA) -> threads (sm_100a dynamic persistent scheduling)."""
-        kw.setdefault("producer_signaling_threads", SignalingThreads.CtaLeader)
-        return cls(PipelineType.ClcFetchAsync, num_stages, producer_group, consumer_group,
-                   num_bytes=16 * cluster_size, producer_op=PipelineOp.ClcLoad, **kw)
+    def create_clc_fetch_async_pipeline_cfg(cls, num_stages: int, num_bytes: int, producer_group: CooperativeGroup,
+                                            consumer_group: CooperativeGroup | None = None, cta_layout_vmnk=None,
+                                            producer_signaling_threads: SignalingThreads = SignalingThreads.CtaLeader,
+                                            consumer_signaling_threads: SignalingThreads = _ALL, barrier_ptr=None,
+                                            **extra) -> "PipelineConfig":
+        """CLC response -> threads (sm_100a dynamic persistent scheduling).
+
+        ``num_bytes`` is the fetch's transaction bytes per stage: 16 (one
+        ``clusterlaunchcontrol.try_cancel`` response) per CTA of the cluster.
+
+        Raises:
+            UsageTypeError: the pre-reference form ``(num_stages, producer_group, consumer_group)``
+                without ``num_bytes``.
+        """
+        if isinstance(num_bytes, CooperativeGroup):
+            raise UsageTypeError(
+                "create_clc_fetch_async_pipeline_cfg takes (num_stages, num_bytes, producer_group, "
+                "consumer_group, ...): pass num_bytes=16 * cluster_size (one 16-byte CLC response per CTA) "
+                "before the groups.")
+        if consumer_group is None:
+            raise UsageTypeError("create_clc_fetch_async_pipeline_cfg needs consumer_group (the threads that "
+                                 "read each CLC response).")
+        return cls(num_stages, num_bytes, producer_group, consumer_group, PipelineType.ClcFetchAsync,
+                   barrier_ptr=barrier_ptr, cta_layout_vmnk=cta_layout_vmnk,
+                   producer_signaling_threads=producer_signaling_threads,
+                   consumer_signaling_threads=consumer_signaling_threads, **extra)
