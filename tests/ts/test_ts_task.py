@@ -213,3 +213,52 @@ def test_t5_raw_list_given_to_task_is_rejected_with_t5():
     with pytest.raises(VerificationError, match="schedule_from_entries") as err:
         Task("raw", [src], [dst], 0, 1, [(src, ScheduleStage.ConsumerWork)])
     assert err.value.check == "T5"
+
+
+# -- call forms ------------------------------------------------------------------------------------
+def test_reference_order_with_keyword_only_options():
+    src, dst = copy_resources()
+    task = Task([src], [dst], 4, 2, schedule=copy_schedule(src, dst), num_registers=120, name="copy",
+                debug_print=True, run_only_on_cta_id=1)
+    assert (task.name, task.warp_idx, task.num_warps, task.num_registers) == ("copy", 4, 2, 120)
+    assert task.debug_print is True and task.run_only_on_cta_id == 1
+    assert task.src_resources == (src,) and task.dst_resources == (dst,)
+
+
+def test_reference_order_without_a_name_gets_one_from_the_class_and_warp():
+    src, dst = copy_resources()
+    assert Task([src], [dst], 3, 1, schedule=copy_schedule(src, dst)).name == "task_w3"
+
+
+def test_name_first_form_is_kept_positionally():
+    src, dst = copy_resources()
+    task = Task("copy", [src], [dst], 0, 4, copy_schedule(src, dst), 240, None, False)
+    assert (task.name, task.num_registers, task.num_warps) == ("copy", 240, 4)
+
+
+def test_a_parameter_given_twice_is_a_usage_error():
+    src, dst = copy_resources()
+    with pytest.raises(TypeError, match="'warp_idx' both by position and by keyword"):
+        Task([src], [dst], 0, 4, schedule=copy_schedule(src, dst), warp_idx=1)
+
+
+def test_too_many_positionals_in_the_reference_form_say_which_form():
+    src, dst = copy_resources()
+    with pytest.raises(TypeError, match="at most 4 positional"):
+        Task([src], [dst], 0, 4, copy_schedule(src, dst))
+
+
+def test_unknown_keyword_is_named():
+    src, dst = copy_resources()
+    with pytest.raises(TypeError, match="unroll"):
+        Task([src], [dst], 0, 4, schedule=copy_schedule(src, dst), unroll=2)
+
+
+def test_make_task_cache_default_and_override():
+    class CacheTask(Task):
+        def make_task_cache(self):
+            return (self.warp_idx, 3.5)
+
+    src, dst = copy_resources()
+    assert Task([src], [dst], 0, 1, schedule=copy_schedule(src, dst)).make_task_cache() is None
+    assert CacheTask([src], [dst], 2, 1, schedule=copy_schedule(src, dst)).make_task_cache() == (2, 3.5)

@@ -357,6 +357,15 @@ def stage_barrier(step, storage: PipelineStorage, cursors: Cursors, scope: dict)
     return index, (storage.full(index) if producer else storage.empty(index))
 
 
+def stages_in_flight(storage: PipelineStorage, cursors: Cursors, scope: dict):
+    """Producer stages acquired and not yet committed (``advance_on_acquire``): the distance from the
+    commit cursor to the acquire cursor, counting the phase bit as the ring's wrap (Int32)."""
+    stages = storage.config.num_stages
+    opened = scope[cursors.open_index] + scope[cursors.open_phase] * stages
+    closed = scope[cursors.close_index] + scope[cursors.close_phase] * stages
+    return ((opened - closed + 2 * stages) % (2 * stages)) // storage.config.producer_acquire_interleave_stride
+
+
 def producer_tail(task, storages: dict, cursors_by_key: dict, scope: dict) -> None:
     """Drain: wait on the empty barrier of each stage still in flight (:func:`tsjit.ts.protocol.tail_actions`)."""
     for (resource, side), cursors in cursors_by_key.items():

@@ -32,10 +32,11 @@ from tsjit.lang import builtins as B
 from tsjit.lang import dtypes as dt
 from tsjit.lang.values import Value, as_value, cast_to, compare, constant
 from tsjit.lang import sync
+from tsjit.lang.memory import shared_pointer
 from tsjit.ts import lower_pipeline
 from tsjit.ts.diagnostics import VerificationWarning
 from tsjit.ts.enums import BlockCondition, ScheduleStage
-from tsjit.ts.resources import StageInfo
+from tsjit.ts.resources import ResourceContext, StageInfo
 from tsjit.ts.schedule import DomainLoop, GuardBlock, Step, WorkTileLoop
 
 _WORK_STAGES = {ScheduleStage.ConsumerWork, ScheduleStage.ProducerWork, ScheduleStage.ConsumerAuxWork,
@@ -69,6 +70,7 @@ class _TaskLowering:
         self.storages = getattr(manager, "lowering_state", {}).get("storages", {})
         self.cursors = {}
         self.queue = getattr(task, "work_queue", None)
+        self.context = _resource_context(manager)
 
     # -- variables ------------------------------------------------------------------------
     def key(self, variable) -> str:
@@ -96,17 +98,32 @@ class _TaskLowering:
                 raise CompilationError(f"internal: unknown schedule node {type(node).__name__}")
 
     def stage_info(self, step: Step, offset, scope) -> StageInfo:
-        start, end, step_value = (self.loop[1], self.loop[2], self.loop[3]) if self.loop else (None, None, None)
-        stage_idx, barrier = 0, None
+        start, end, step_value = self.loop[1:] if self.loop else self.head_bounds(scope)
+        stage_idx, barrier, in_flight = None, None, 0
         storage = self.storages.get(step.resource)
         if storage is not None:
+            stage_idx = 0
             side = "producer" if step.stage.name.startswith("Producer") else "consumer"
             cursors = self.cursors.get((step.resource, side))
             if cursors is not None:
                 stage_idx, barrier = lower_pipeline.stage_barrier(step, storage, cursors, scope)
-        return StageInfo(loop_offset=offset, loop_start=start, loop_end=end, loop_step=step_value,
-                         stage_idx=stage_idx, label=step.label, barrier=barrier, work_tile=self.work_tile(scope),
-                         num_active_stages=0, context=None, task_cache=self.task_cache)
+                if side == "producer" and storage.config.advance_on_acquire:
+                    in_flight = lower_pipeline.stages_in_flight(storage, cursors, scope)
+        return StageInfo(offset, start, end, step_value, stage_idx, step.label, barrier, self.work_tile(scope),
+                         in_flight, self.context, self.task_cache)
+
+    def head_bounds(self, scope) -> tuple:
+        """(start, end, step) of the task's domain loop for steps before it (Head): the end of a
+        ``get_domain`` domain is evaluated for the current tile."""
+        loop = self.task.schedule.domain_loop
+        if loop is None:
+            return None, None, None
+        end = loop.end
+        if loop.end_provider is not None:
+            tile = self.work_tile(scope)
+            coords = tuple(tile.coords) if tile is not None else tuple(B.block_idx())
+            end = self.gen.inline(loop.end_provider, [self.task, coords], {}, None)
+        return loop.start, end, loop.step
 
     def wait_context(self, step, side: str, stage) -> dict:
         """What a TSJIT_DEBUG=1 hang report says about a wait emitted for ``step`` (lang.bounded_wait):
@@ -303,6 +320,19 @@ def _check_shared_memory(manager, gen_km) -> None:
             warnings.warn(f"[M1] {message}", VerificationWarning, stacklevel=2)
         else:
             raise VerificationError(message, check="M1")
+
+
+def _resource_context(manager):
+    """``StageInfo.context``: the allocator region's base pointer and the TMEM pointer, or None when the
+    kernel uses neither."""
+    allocator = getattr(manager, "smem_allocator", None)
+    allocations = getattr(allocator, "allocations", None) or ()
+    base = next((a.block_base for a in allocations if getattr(a, "block_base", None) is not None), None)
+    tmem = getattr(manager, "options", {}).get("tmem_ptr_i32")
+    if base is None and tmem is None:
+        return None
+    return ResourceContext(smem_base=shared_pointer(base, dt.Uint8, 1024) if base is not None else None,
+                           tmem_ptr_i32=tmem)
 
 
 def _typed(value, variable):

@@ -28,7 +28,7 @@ from typing import Any, Callable, ClassVar
 
 from tsjit.errors import ScheduleError, UsageTypeError, UsageValueError
 
-__all__ = ["MemoryResource", "TaskLocalVariable", "StageInfo", "TASK_LOCAL_FIELD_METADATA",
+__all__ = ["MemoryResource", "TaskLocalVariable", "StageInfo", "ResourceContext", "TASK_LOCAL_FIELD_METADATA",
            "is_task_local_field"]
 
 #: ``dataclasses.Field.metadata`` key of fields declared with ``TaskLocalVariable.uninitialized()``.
@@ -278,16 +278,34 @@ class MemoryResource:
 
 
 @dataclass(frozen=True)
+class ResourceContext:
+    """Framework state a work body may need, passed as ``StageInfo.context``.
+
+    Attributes:
+        smem_base: ``Pointer[Uint8, shared]`` to the start of the TaskManager's shared-memory
+            allocator region (where every :class:`~tsjit.ts.memory.SmemAllocation` lives, at
+            its ``offset``), or None when no resource declared shared memory.
+        tmem_ptr_i32: the TMEM base address the kernel passed as
+            ``TaskManager(tmem_ptr_i32=...)`` (sm_100a), or None.
+    """
+
+    smem_base: Any = None
+    tmem_ptr_i32: Any = None
+
+
+@dataclass(frozen=True)
 class StageInfo:
     """Read-only snapshot passed as the second argument of every work method.
 
-    The lowering builds one per recorded step; fields that do not apply are None.
+    The lowering builds one per recorded step; positional order is the reference's.
 
     Attributes:
         loop_offset: current domain index (Head: the loop start; Tail: the last index).
-        loop_start, loop_end, loop_step: the domain loop bounds of this task (loop_end is
-            the per-tile value of ``get_domain`` for dynamic domains).
-        stage_idx: pipeline stage index of the step (0 for resources without pipeline).
+        loop_start, loop_end, loop_step: the domain loop bounds of this task, in every phase
+            (Head, Loop, Tail); loop_end is the per-tile value of ``get_domain`` for dynamic
+            domains.
+        stage_idx: pipeline stage index of the step (Int32), or None for a resource without
+            a pipeline.
         label: the work method's label (compile-time string; ``if stage_info.label ==``
             folds at compile time).
         barrier: full-barrier pointer for producer work, empty-barrier pointer for
@@ -295,9 +313,11 @@ class StageInfo:
         work_tile: the current work tile inside a ``work_tile_loop`` (a
             :class:`~tsjit.ts.work_queue.WorkTileInfo`: ``tile_idx``, ``coords`` (m, n, l),
             ``is_valid``), else None.
-        num_active_stages: number of stages in flight (documented by the reference,
-            unused; kept for compatibility, 0).
-        context: the resource context (SMEM base, TMEM pointer) or None.
+        num_active_stages: producer work of an ``advance_on_acquire`` (delayed-commit)
+            pipeline: the stages acquired and not yet committed, this one included (Int32);
+            0 for immediate-commit producers and for consumer work.
+        context: a :class:`ResourceContext` (shared-memory base, TMEM pointer), or None
+            when no allocator is in use.
         task_cache: the task's ``make_task_cache()`` payload.
     """
 
@@ -305,10 +325,10 @@ class StageInfo:
     loop_start: Any = None
     loop_end: Any = None
     loop_step: Any = None
-    stage_idx: Any = 0
+    stage_idx: Any = None
     label: str | None = None
     barrier: Any = None
     work_tile: Any = None
-    num_active_stages: int = 0
+    num_active_stages: Any = 0
     context: Any = None
     task_cache: Any = None

@@ -1,5 +1,7 @@
 """``Task``: one captured schedule bound to a warp range (inventory §1.1, §1.9, §2.2).
 
+``Task(src_resources, dst_resources, warp_idx, num_warps, *, schedule, num_registers, name,
+debug_print, run_only_on_cta_id)`` (the reference's order) or tsjit's name-first
 ``Task(name, src_resources, dst_resources, warp_idx, num_warps, schedule, ...)`` runs
 ``schedule`` on warps ``[warp_idx, warp_idx + num_warps)``.  ``src_resources`` are the
 resources the task consumes (consumer stages), ``dst_resources`` those it produces
@@ -61,6 +63,40 @@ def _resource_list(task_name: str, which: str, value: Any) -> tuple:
     return items
 
 
+#: positional parameters of each call form (the rest are keyword-only / defaulted).
+_REFERENCE_ORDER = ("src_resources", "dst_resources", "warp_idx", "num_warps")
+_NAME_FIRST_ORDER = ("name", "src_resources", "dst_resources", "warp_idx", "num_warps", "schedule",
+                     "num_registers", "run_only_on_cta_id", "debug_print")
+_TASK_DEFAULTS = dict(schedule=None, num_registers=None, name=None, debug_print=False,
+                      run_only_on_cta_id=None)
+_TASK_PARAMETERS = frozenset(_NAME_FIRST_ORDER)
+
+
+def _bind_task_arguments(order: tuple, args: tuple, keywords: dict) -> dict:
+    """Bind ``Task(...)``'s positional ``args`` by ``order`` and merge the keywords (a keyword
+    left at its default does not clash with a positional value)."""
+    form = "Task(name, src_resources, dst_resources, warp_idx, num_warps, schedule, ...)" \
+        if order is _NAME_FIRST_ORDER else \
+        "Task(src_resources, dst_resources, warp_idx, num_warps, *, schedule=..., name=...)"
+    unknown = sorted(set(keywords) - _TASK_PARAMETERS)
+    if unknown:
+        raise UsageTypeError(f"Task got unexpected keyword argument(s) {unknown}; the call form is {form}")
+    if len(args) > len(order):
+        raise UsageTypeError(f"Task takes at most {len(order)} positional arguments in the form {form}, "
+                             f"got {len(args)}; pass the rest by keyword")
+    values = dict(zip(order, args))
+    for key, value in keywords.items():
+        if key in values and not (key in _TASK_DEFAULTS and value is _TASK_DEFAULTS[key]):
+            raise UsageTypeError(f"Task got {key!r} both by position and by keyword ({form})")
+        values.setdefault(key, value)
+    missing = [key for key in ("src_resources", "dst_resources", "warp_idx", "num_warps") if key not in values]
+    if missing:
+        raise UsageTypeError(f"Task is missing {', '.join(missing)}; the call form is {form}")
+    for key, value in _TASK_DEFAULTS.items():
+        values.setdefault(key, value)
+    return values
+
+
 def _check_int(task_name: str, what: str, value: Any, low: int, high: int | None = None,
                check: str = "T3") -> None:
     if not isinstance(value, int) or isinstance(value, bool):
@@ -77,9 +113,31 @@ class Task:
     #: emit ``// <resource>_<op>`` and ``Name warp: [a, b)`` comments in the PTX.
     emit_ptx_comments: bool = True
 
-    def __init__(self, name: str, src_resources, dst_resources, warp_idx: int, num_warps: int,
-                 schedule: Schedule, num_registers: int | None = None,
-                 run_only_on_cta_id: int | None = None, debug_print: bool = False):
+    def __init__(self, *args, schedule: Schedule | None = None, num_registers: int | None = None,
+                 name: str | None = None, debug_print: bool = False,
+                 run_only_on_cta_id: int | None = None, **named):
+        """Two call forms:
+
+        * the reference's: ``Task(src_resources, dst_resources, warp_idx, num_warps, *,
+          schedule, num_registers=None, name=None, debug_print=False, run_only_on_cta_id=None)``
+          (``name`` defaults to ``"<class>_w<warp_idx>"``);
+        * tsjit's name-first shorthand: ``Task(name, src_resources, dst_resources, warp_idx,
+          num_warps, schedule, num_registers=None, run_only_on_cta_id=None, debug_print=False)``.
+
+        Raises:
+            UsageTypeError: a parameter given twice, an unknown keyword, a bad type.
+            VerificationError: rules T1-T4 (see the module docstring).
+        """
+        keywords = dict(schedule=schedule, num_registers=num_registers, name=name,
+                        debug_print=debug_print, run_only_on_cta_id=run_only_on_cta_id, **named)
+        order = _NAME_FIRST_ORDER if args and isinstance(args[0], str) else _REFERENCE_ORDER
+        values = _bind_task_arguments(order, args, keywords)
+        name, src_resources, dst_resources = values["name"], values["src_resources"], values["dst_resources"]
+        warp_idx, num_warps, schedule = values["warp_idx"], values["num_warps"], values["schedule"]
+        num_registers, run_only_on_cta_id = values["num_registers"], values["run_only_on_cta_id"]
+        debug_print = values["debug_print"]
+        if name is None and isinstance(warp_idx, int):
+            name = f"{type(self).__name__.lower()}_w{warp_idx}"
         if not isinstance(name, str) or not name:
             raise UsageTypeError(f"Task name must be a non-empty str, got {name!r}")
         self.name = name
