@@ -21,7 +21,7 @@ from tsjit.ts.diagnostics import ScheduleWarning, VerificationWarning
 from tsjit.ts.enums import (BlockCondition, LoopGuard, ScheduleStage, ScheduleStageType,
                             WorkAttr, WorkRole)
 from tsjit.ts.raw_schedule import schedule_from_entries
-from tsjit.ts.resources import MemoryResource, StageInfo, TaskLocalVariable
+from tsjit.ts.resources import MemoryResource, ResourceContext, StageInfo, TaskLocalVariable
 from tsjit.ts.schedule import (DataFlowToken, DomainLoop, Guard, GuardBlock, Route, Schedule,
                                SkipPredicate, Step, WorkTileLoop)
 from tsjit.ts.task import Task
@@ -31,7 +31,7 @@ from tsjit.ts.work import (WorkLabelError, WorkSpec, consumer_work, producer_wor
                            resolve_work, work_methods)
 
 __all__ = [
-    "MemoryResource", "TaskLocalVariable", "StageInfo", "WorkAttr", "consumer_work",
+    "MemoryResource", "TaskLocalVariable", "StageInfo", "ResourceContext", "WorkAttr", "consumer_work",
     "producer_work", "WorkSpec", "WorkLabelError", "resolve_work", "work_methods",
     "schedule", "ScheduleFunction", "domain_loop", "when_true", "when_false",
     "work_tile_loop", "DomainLoopHandle", "WorkTileLoopHandle", "schedule_from_entries",
