@@ -328,7 +328,7 @@ def _resource_context(manager):
     allocator = getattr(manager, "smem_allocator", None)
     allocations = getattr(allocator, "allocations", None) or ()
     base = next((a.block_base for a in allocations if getattr(a, "block_base", None) is not None), None)
-    tmem = getattr(manager, "options", {}).get("tmem_ptr_i32")
+    tmem = getattr(getattr(manager, "options", None), "tmem_ptr_i32", None)
     if base is None and tmem is None:
         return None
     return ResourceContext(smem_base=shared_pointer(base, dt.Uint8, 1024) if base is not None else None,
