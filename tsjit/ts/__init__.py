@@ -41,6 +41,7 @@ __all__ = [
     "PipelineConfig", "PipelineType", "SignalingThreads", "CooperativeGroup", "Agent", "PipelineOp",
     "SmemAllocation", "SmemAllocator", "TmemAllocation", "TmemAllocator",
     "WorkQueue", "TileSchedulerConfig", "TileSchedulerType", "WorkTileInfo",
+    "PersistentTileSchedulerParams", "ClcDynamicPersistentTileSchedulerParams",
     "PdlWaitBarrier", "PdlLaunchBarrier",
 ]
 
@@ -48,6 +49,7 @@ from tsjit.ts.pipeline import (Agent, CooperativeGroup, PipelineConfig, Pipeline
                                 PipelineType, SignalingThreads)
 from tsjit.ts.memory import (SmemAllocation, SmemAllocator, TmemAllocation,  # noqa: E402
                               TmemAllocator)
-from tsjit.ts.work_queue import (TileSchedulerConfig, TileSchedulerType, WorkQueue,  # noqa: E402
-                                  WorkTileInfo)
+from tsjit.ts.work_queue import (ClcDynamicPersistentTileSchedulerParams,  # noqa: E402
+                                  PersistentTileSchedulerParams, TileSchedulerConfig,
+                                  TileSchedulerType, WorkQueue, WorkTileInfo)
 from tsjit.ts.pdl import PdlLaunchBarrier, PdlWaitBarrier  # noqa: E402

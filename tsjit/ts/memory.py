@@ -528,3 +528,31 @@ class TmemAllocator:
             lines.append(f"  {a.name:<20} {a.num_columns:>5} cols at {a.column}")
         lines.append(f"  total {self.total_columns} / {self.capacity_columns} columns")
         return "\n".join(lines)
+
+
+def layout_tmem_requirements(resources, allocator: "TmemAllocator | None",
+                             capacity_columns: int = TMEM_CAPACITY_COLUMNS) -> "TmemAllocator | None":
+    """Add every resource's ``get_tmem_requirements()`` to ``allocator`` (a new
+    :class:`TmemAllocator` when None and some resource needs columns), set each allocation's
+    ``owner``, and compute the column layout if it is not computed yet.
+
+    Returns:
+        The allocator, or None when no allocator was given and no resource needs TMEM.
+    """
+    wanted = []
+    for resource in resources:
+        hook = getattr(resource, "get_tmem_requirements", None)
+        for alloc in (hook() or ()) if callable(hook) else ():
+            if alloc.owner is None:
+                alloc.owner = resource
+            wanted.append(alloc)
+    if allocator is None and not wanted:
+        return None
+    allocator = allocator if allocator is not None else TmemAllocator(capacity_columns)
+    laid_out = any(a.column is not None for a in allocator.allocations)
+    for alloc in wanted:
+        if all(alloc is not a for a in allocator.allocations) and not laid_out:
+            allocator.add(alloc)
+    if not laid_out and allocator.allocations:
+        allocator.compute_layout()
+    return allocator

@@ -147,6 +147,24 @@ class TaskLocalVariable:
         return f"<TaskLocalVariable{where}: {dtype}>"
 
 
+_CAPTURED_EQUIVALENT = (
+    "declare the variable as a field, `{name}: TaskLocalVariable = TaskLocalVariable.uninitialized()` "
+    "(assigned in __post_init__), return it from `@consumer_work(returns={name})`, and take it as a "
+    "parameter of the work that reads it: `def store(self, stage_info, *, {name})`; the schedule routes "
+    "it: `{name} = src.load(); dst.store({name}={name})`")
+_ROUTE_EQUIVALENT = (
+    "tsjit routes values by the schedule's tokens: `item = src.load()` then `dst.store(item=item)` "
+    "(consumer -> producer) or `other.scale(item=item)` for a consumer work of another src resource "
+    "(consumer -> consumer)")
+
+
+def _legacy_error(resource, what: str, equivalent: str) -> ScheduleError:
+    """The error for a legacy (dict-based) Task Scheduling form, showing the captured-schedule form."""
+    name = getattr(resource, "name", "?")
+    return ScheduleError(f"resource {name!r} ({type(resource).__name__}): {what} is the legacy, "
+                         f"dict-based Task Scheduling form, which tsjit does not run; {equivalent}.")
+
+
 def _identity_repr(self) -> str:
     return f"{type(self).__name__}(name={getattr(self, 'name', '?')!r})"
 
@@ -215,6 +233,82 @@ class MemoryResource:
         """
         return []
 
+    def get_tmem_requirements(self) -> list:
+        """The tensor-memory columns this resource needs, as a list of
+        :class:`tsjit.ts.memory.TmemAllocation` (default: none); the TaskManager lays them out
+        (check M2) and sets each allocation's ``owner`` and ``column``."""
+        return []
+
+    def get_producer_requirements(self) -> list | None:
+        """The allocations (SMEM and TMEM) producer work touches, for the race checker; None
+        (default) means every allocation of the resource."""
+        return None
+
+    def get_consumer_requirements(self) -> list | None:
+        """The allocations consumer work touches, for the race checker; None (default) means
+        every allocation of the resource."""
+        return None
+
+    def physical_ranges(self) -> list:
+        """Physical memory this resource occupies beyond its allocations, as
+        ``(memory_space, start, end)`` tuples (e.g. ``("tmem", 0, 128)`` columns); the race
+        checker treats two resources whose ranges in one space overlap as aliases.  Default:
+        none."""
+        return []
+
+    # -- the reference's monolithic hooks and legacy variable dicts ---------------------------
+    # A subclass may override consumer_work / producer_work / consumer_aux_work /
+    # producer_aux_work with a plain ``(self, stage_info)`` method: it is then the work method of
+    # that stage (tsjit.ts.work.work_methods).  The base versions are never scheduled.
+    def consumer_work(self, stage_info) -> None:
+        """Monolithic consumer hook: override it, or decorate named methods with @consumer_work."""
+        raise _legacy_error(self, "consumer_work", "override consumer_work(self, stage_info) or decorate "
+                                                   "a method with @consumer_work")
+
+    def producer_work(self, stage_info) -> None:
+        """Monolithic producer hook: override it, or decorate named methods with @producer_work."""
+        raise _legacy_error(self, "producer_work", "override producer_work(self, stage_info) or decorate "
+                                                   "a method with @producer_work")
+
+    def consumer_aux_work(self, stage_info) -> None:
+        """Monolithic auxiliary consumer hook (ScheduleStage.ConsumerAuxWork)."""
+        raise _legacy_error(self, "consumer_aux_work", "override consumer_aux_work(self, stage_info) or use "
+                                                       "@consumer_work(work_attrs=WorkAttr.AUXILIARY)")
+
+    def producer_aux_work(self, stage_info) -> None:
+        """Monolithic auxiliary producer hook (ScheduleStage.ProducerAuxWork)."""
+        raise _legacy_error(self, "producer_aux_work", "override producer_aux_work(self, stage_info) or use "
+                                                       "@producer_work(work_attrs=WorkAttr.AUXILIARY)")
+
+    def create_consumer_variables(self) -> dict:
+        """Legacy variable dict; tsjit uses captured schedules only, so an override is an error
+        (raised when the resource is scanned) that shows the TaskLocalVariable equivalent."""
+        return {}
+
+    def create_producer_variables(self) -> dict:
+        """Legacy variable dict (see :meth:`create_consumer_variables`)."""
+        return {}
+
+    def set_consumer_var(self, name, value) -> None:
+        """Legacy: raises, showing the captured-schedule equivalent (return the value)."""
+        raise _legacy_error(self, f"set_consumer_var({name!r}, ...)", _CAPTURED_EQUIVALENT.format(name=name))
+
+    def get_consumer_var(self, name) -> Any:
+        """Legacy: raises, showing the captured-schedule equivalent (a routed parameter)."""
+        raise _legacy_error(self, f"get_consumer_var({name!r})", _CAPTURED_EQUIVALENT.format(name=name))
+
+    def get_producer_var(self, name) -> Any:
+        """Legacy: raises, showing the captured-schedule equivalent (a routed parameter)."""
+        raise _legacy_error(self, f"get_producer_var({name!r})", _CAPTURED_EQUIVALENT.format(name=name))
+
+    def copy_consumer_vars_to(self, dst_resource, var_names=None) -> None:
+        """Legacy: the schedule's tokens route consumer values to producers; raises with the form."""
+        raise _legacy_error(self, "copy_consumer_vars_to(...)", _ROUTE_EQUIVALENT)
+
+    def copy_consumer_vars_to_consumer_of(self, dst_resource, var_names=None) -> None:
+        """Legacy: consumer-to-consumer routes are tokens passed to a consumer work; raises with the form."""
+        raise _legacy_error(self, "copy_consumer_vars_to_consumer_of(...)", _ROUTE_EQUIVALENT)
+
     def tma_bytes_per_stage(self) -> int | None:
         """Bytes all TMA copies of one stage deliver into this CTA, or None when unknown.
 
@@ -238,6 +332,9 @@ class MemoryResource:
             ScheduleError: a field still holds ``TaskLocalVariable.uninitialized()``, or
                 one variable object is stored under two attribute names.
         """
+        for hook in ("create_consumer_variables", "create_producer_variables"):
+            if getattr(type(self), hook) is not getattr(MemoryResource, hook):
+                raise _legacy_error(self, f"overriding {hook}()", _CAPTURED_EQUIVALENT.format(name="item"))
         names: list[str] = []
         if dataclasses.is_dataclass(self):
             names.extend(f.name for f in dataclasses.fields(self))

@@ -47,7 +47,7 @@ import dataclasses
 
 from tsjit.ts.diagnostics import VerificationWarning
 from tsjit.ts.enums import ScheduleStage
-from tsjit.ts.memory import SMEM_CAPACITY_BYTES, SmemAllocator
+from tsjit.ts.memory import SMEM_CAPACITY_BYTES, SmemAllocator, layout_tmem_requirements
 from tsjit.ts.options import TaskManagerOptions
 from tsjit.ts.render import render
 from tsjit.ts.printout import format_register_report, format_schedule_table
@@ -157,6 +157,8 @@ class TaskManager:
         self._derive_pipeline_metadata()
         self.smem_allocator: SmemAllocator | None = None
         self._layout_smem(self.options.smem_allocator)
+        self.tmem_allocator = layout_tmem_requirements(self.resources, self.options.tmem_allocator,
+                                                       self.options.tmem_capacity_columns)
         self.print_and_verify()
 
     @property

@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterable
 
 from tsjit.errors import ScheduleError, UsageTypeError, UsageValueError
 from tsjit.ts.enums import PIPELINE_OPS, ScheduleStage, WorkAttr, WorkRole
-from tsjit.ts.resources import TaskLocalVariable, is_task_local_field
+from tsjit.ts.resources import MemoryResource, TaskLocalVariable, is_task_local_field
 
 __all__ = ["consumer_work", "producer_work", "WorkSpec", "ConstexprParam", "WorkLabelError",
            "work_methods", "resolve_work", "GENERIC_WORK_CALLS", "RESERVED_WORK_NAMES",
@@ -184,13 +184,13 @@ def _resolve_returns(klass: type, spec: WorkSpec) -> WorkSpec:
     return replace(spec, returns=tuple(names))
 
 
-def _build_spec(fn: Any, role: WorkRole, returns: Any, work_attrs: Any) -> WorkSpec:
+def _build_spec(fn: Any, role: WorkRole, returns: Any, work_attrs: Any, monolithic: bool = False) -> WorkSpec:
     decorator = f"@{role.value}_work"
     if not inspect.isfunction(fn):
         raise UsageTypeError(f"{decorator} decorates a function defined in a resource class, "
                              f"got {type(fn).__name__}")
     name = fn.__name__
-    if name in RESERVED_WORK_NAMES:
+    if name in RESERVED_WORK_NAMES and not monolithic:
         raise ScheduleError(
             f"{decorator} method {fn.__qualname__!r} (at {fn.__code__.co_filename}:"
             f"{fn.__code__.co_firstlineno}) uses the reserved name {name!r}. Rename it, "
@@ -292,16 +292,36 @@ def producer_work(method: Callable | None = None, *, work_attrs: WorkAttr = Work
     return lambda fn: _attach(fn, WorkRole.Producer, None, work_attrs)
 
 
+def _monolithic_spec(fn: Any, name: str) -> WorkSpec:
+    """The spec of a monolithic ``consumer_work(self, stage_info)``-style override (label = the
+    hook's name; no routed inputs, no returns), cached on the function."""
+    spec = fn.__dict__.get("__tsjit_monolithic__")
+    if spec is None:
+        stage = GENERIC_WORK_CALLS[name]
+        role = WorkRole.Consumer if stage.is_consumer else WorkRole.Producer
+        spec = _build_spec(fn, role, None, WorkAttr.AUXILIARY if stage.is_aux else WorkAttr.NONE,
+                           monolithic=True)
+        fn.__tsjit_monolithic__ = spec
+    return spec
+
+
 def work_methods(resource_or_class: Any) -> dict[str, WorkSpec]:
     """Every work method of a resource (or resource class) by label, most derived first.
 
-    A subclass attribute that is not a work method hides the base class's work method.
+    A subclass attribute that is not a work method hides the base class's work method.  A
+    plain method overriding one of the reference's monolithic hooks (``consumer_work``,
+    ``producer_work``, ``consumer_aux_work``, ``producer_aux_work``, each ``(self,
+    stage_info)``) is the work method of that stage, labelled with the hook's name.
     """
     klass = resource_or_class if isinstance(resource_or_class, type) else type(resource_or_class)
     found: dict[str, WorkSpec] = {}
     for base in reversed(klass.__mro__):
+        if base is MemoryResource:
+            continue
         for attr, value in vars(base).items():
             spec = getattr(value, "__tsjit_work__", None) if inspect.isfunction(value) else None
+            if spec is None and attr in GENERIC_WORK_CALLS and inspect.isfunction(value):
+                spec = _monolithic_spec(value, attr)
             if isinstance(spec, WorkSpec):
                 spec = _resolve_returns(klass, spec)
                 found[attr] = spec if spec.label == attr else replace(spec, label=attr)

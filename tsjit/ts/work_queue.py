@@ -27,6 +27,7 @@ has no pipeline and no producer, so its wait/release are no-ops):
 * linear index -> coordinates ``(m, n, l)``: ``l = t // (M*N)``, ``r = t % (M*N)``, then
 
   - ``order="row"``: ``m = r // N``, ``n = r % N`` (consecutive tiles walk along n);
+  - ``order="column"``: ``m = r % M``, ``n = r // M`` (consecutive tiles walk along m);
   - ``order="grouped"`` (L2-friendly, as Triton's grouped ordering): with ``G =
     group_size_m``, ``group = r // (G*N)``, ``first_m = group*G``, ``rows = min(M -
     first_m, G)``, ``m = first_m + (r % (G*N)) % rows``, ``n = (r % (G*N)) // rows``
@@ -70,7 +71,8 @@ from tsjit.ts.resources import MemoryResource, TaskLocalVariable
 from tsjit.ts.work import consumer_work, producer_work
 
 __all__ = ["TileSchedulerType", "TileSchedulerConfig", "WorkTileInfo", "WorkQueue",
-           "CLC_RESPONSE_BYTES"]
+           "CLC_RESPONSE_BYTES", "PersistentTileSchedulerParams",
+           "ClcDynamicPersistentTileSchedulerParams"]
 
 #: bytes of one ``clusterlaunchcontrol.try_cancel`` response.
 CLC_RESPONSE_BYTES = 16
@@ -102,6 +104,65 @@ def _select(condition: Any, if_true: Any, if_false: Any) -> Any:
     return lang.values.select(condition, if_true, if_false)
 
 
+def _tile_shape(value: Any, what: str) -> tuple:
+    shape = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    if not 1 <= len(shape) <= 3:
+        raise UsageValueError(f"{what} must have 1 to 3 entries (m, n, l), got {value!r}")
+    return shape + (1,) * (3 - len(shape))
+
+
+@dataclass(frozen=True)
+class PersistentTileSchedulerParams:
+    """The reference's static persistent scheduler parameters (CUTLASS's params object).
+
+    Attributes:
+        problem_shape_ntile_mnl: the tile grid ``(tiles_m, tiles_n, tiles_l)`` (1-3 entries;
+            ints or run-time values).
+        cluster_shape_mnk: CTAs per cluster; tsjit's static queue hands out one tile per CTA,
+            so only ``(1, 1, 1)`` is accepted (clustered tile hand-out is not lowered).
+        swizzle_size: 1, or the rows of tiles per L2 group (tsjit's ``order="grouped"``,
+            ``group_size_m=swizzle_size``; only with ``raster_along_m=False``).
+        raster_along_m: consecutive tiles walk along m (``order="column"``); False: along n
+            (``order="row"``).
+
+    Raises:
+        UsageValueError: a cluster shape other than (1, 1, 1), a swizzle with raster along m.
+    """
+
+    problem_shape_ntile_mnl: Any
+    cluster_shape_mnk: tuple = (1, 1, 1)
+    swizzle_size: int = 1
+    raster_along_m: bool = True
+
+    def __post_init__(self):
+        _tile_shape(self.problem_shape_ntile_mnl, "problem_shape_ntile_mnl")
+        if tuple(self.cluster_shape_mnk) != (1, 1, 1):
+            raise UsageValueError(
+                f"cluster_shape_mnk={self.cluster_shape_mnk!r}: tsjit's persistent queues hand out one tile per "
+                f"CTA; pass cluster_shape_mnk=(1, 1, 1) and map a CTA's tile to its cluster in the work bodies.")
+        if not isinstance(self.swizzle_size, int) or self.swizzle_size < 1:
+            raise UsageValueError(f"swizzle_size must be an int >= 1, got {self.swizzle_size!r}")
+        if self.swizzle_size > 1 and self.raster_along_m:
+            raise UsageValueError(
+                f"swizzle_size={self.swizzle_size} with raster_along_m=True: tsjit's L2 grouping walks groups of "
+                f"tile rows column by column; pass raster_along_m=False for it.")
+
+    def scheduler_fields(self) -> dict:
+        """The equivalent :class:`TileSchedulerConfig` fields (tile counts, order, group size)."""
+        m, n, l = _tile_shape(self.problem_shape_ntile_mnl, "problem_shape_ntile_mnl")
+        if self.swizzle_size > 1:
+            order, group = "grouped", self.swizzle_size
+        else:
+            order, group = ("column" if self.raster_along_m else "row"), 8
+        return dict(num_tiles_m=m, num_tiles_n=n, num_tiles_l=l, order=order, group_size_m=group)
+
+
+@dataclass(frozen=True)
+class ClcDynamicPersistentTileSchedulerParams(PersistentTileSchedulerParams):
+    """The reference's CLC dynamic scheduler parameters: the same fields as
+    :class:`PersistentTileSchedulerParams` (the tile grid the CLC responses index)."""
+
+
 @dataclass(frozen=True, eq=False)
 class TileSchedulerConfig:
     """How a WorkQueue assigns tiles (build it with a ``create_*`` factory).
@@ -109,10 +170,13 @@ class TileSchedulerConfig:
     Attributes:
         scheduler_type: :class:`TileSchedulerType`.
         num_tiles_m, num_tiles_n, num_tiles_l: the tile grid (ints or run-time values).
-        order: ``"row"`` or ``"grouped"`` (see the module docstring).
+        order: ``"row"``, ``"column"`` or ``"grouped"`` (see the module docstring).
         group_size_m: rows of tiles per group for ``order="grouped"``.
         response_ptr: CLC only: where the 16-byte responses live (None: the SMEM allocator
             places them).
+        params: the reference's params object this config was built from, or None.
+
+    The reference's names ``tile_scheduler_type`` / ``tile_scheduler_params`` are properties.
     """
 
     scheduler_type: TileSchedulerType
@@ -122,18 +186,24 @@ class TileSchedulerConfig:
     order: str = "row"
     group_size_m: int = 8
     response_ptr: Any = field(default=None)
+    params: Any = field(default=None)
 
     def __post_init__(self):
         if not isinstance(self.scheduler_type, TileSchedulerType):
             raise UsageTypeError(f"scheduler_type must be a TileSchedulerType, got "
                                  f"{self.scheduler_type!r}")
-        if self.order not in ("row", "grouped"):
-            raise UsageValueError(f"TileSchedulerConfig order must be 'row' or 'grouped', got "
+        if self.order not in ("row", "column", "grouped"):
+            raise UsageValueError(f"TileSchedulerConfig order must be 'row', 'column' or 'grouped', got "
                                   f"{self.order!r}")
         if not isinstance(self.group_size_m, int) or isinstance(self.group_size_m, bool) \
                 or self.group_size_m < 1:
             raise UsageValueError(f"TileSchedulerConfig group_size_m must be an int >= 1, got "
                                   f"{self.group_size_m!r}")
+        if self.response_ptr is not None:
+            raise UsageValueError(
+                f"response_ptr={self.response_ptr!r}: tsjit places the CLC responses itself (16 bytes per "
+                f"stage, laid out by the TaskManager's SmemAllocator next to the queue's barriers); pass "
+                f"response_ptr=None.")
         for name in ("num_tiles_m", "num_tiles_n", "num_tiles_l"):
             value = getattr(self, name)
             if isinstance(value, bool) or value is None or (
@@ -145,15 +215,26 @@ class TileSchedulerConfig:
     def create_static_persistent_tile_scheduler_params(
             cls, num_tiles_m: Any, num_tiles_n: Any = 1, num_tiles_l: Any = 1, *,
             order: str = "row", group_size_m: int = 8) -> "TileSchedulerConfig":
-        """Static round-robin assignment: CTA b gets tiles b, b + gridDim.x, ... (any GPU)."""
+        """Static round-robin assignment: CTA b gets tiles b, b + gridDim.x, ... (any GPU).
+
+        Takes the reference's ``PersistentTileSchedulerParams`` object as its only argument,
+        or tsjit's shorthand: the tile counts and ``order`` / ``group_size_m``.
+        """
+        if isinstance(num_tiles_m, PersistentTileSchedulerParams):
+            return cls(TileSchedulerType.StaticPersistent, params=num_tiles_m, **num_tiles_m.scheduler_fields())
         return cls(TileSchedulerType.StaticPersistent, num_tiles_m, num_tiles_n, num_tiles_l,
                    order=order, group_size_m=group_size_m)
 
     @classmethod
     def create_clc_dynamic_persistent_tile_scheduler_params(
             cls, params: Any, response_ptr: Any = None) -> "TileSchedulerConfig":
-        """CLC work stealing (sm_100a).  ``params`` is a static config (the tile grid and
-        order) or a tuple ``(num_tiles_m, num_tiles_n, num_tiles_l)``."""
+        """CLC work stealing (sm_100a).  ``params`` is the reference's
+        ``ClcDynamicPersistentTileSchedulerParams`` (or ``PersistentTileSchedulerParams``), a
+        static config (the tile grid and order) or a tuple ``(num_tiles_m, num_tiles_n,
+        num_tiles_l)``."""
+        if isinstance(params, PersistentTileSchedulerParams):
+            return cls(TileSchedulerType.ClcDynamicPersistent, params=params, response_ptr=response_ptr,
+                       **params.scheduler_fields())
         if isinstance(params, TileSchedulerConfig):
             return cls(TileSchedulerType.ClcDynamicPersistent, params.num_tiles_m,
                        params.num_tiles_n, params.num_tiles_l, order=params.order,
@@ -163,6 +244,23 @@ class TileSchedulerConfig:
             raise UsageValueError(f"CLC tile scheduler params must be a TileSchedulerConfig or 1-3 "
                                   f"tile counts, got {params!r}")
         return cls(TileSchedulerType.ClcDynamicPersistent, *grid, response_ptr=response_ptr)
+
+    @property
+    def tile_scheduler_type(self) -> TileSchedulerType:
+        """The reference's name of ``scheduler_type``."""
+        return self.scheduler_type
+
+    @property
+    def tile_scheduler_params(self) -> PersistentTileSchedulerParams:
+        """The reference's params object: the one given, or the equivalent of tsjit's fields
+        (``order="grouped"`` becomes ``swizzle_size=group_size_m, raster_along_m=False``)."""
+        if self.params is not None:
+            return self.params
+        klass = PersistentTileSchedulerParams if self.is_static else ClcDynamicPersistentTileSchedulerParams
+        grid = (self.num_tiles_m, self.num_tiles_n, self.num_tiles_l)
+        if self.order == "grouped":
+            return klass(grid, swizzle_size=self.group_size_m, raster_along_m=False)
+        return klass(grid, raster_along_m=self.order == "column")
 
     @property
     def is_static(self) -> bool:
@@ -181,6 +279,8 @@ class TileSchedulerConfig:
         r = tile_idx % per_l
         if self.order == "row":
             return (r // n_tiles, r % n_tiles, l)
+        if self.order == "column":
+            return (r % m_tiles, r // m_tiles, l)
         group_tiles = self.group_size_m * n_tiles
         first_m = (r // group_tiles) * self.group_size_m
         left = m_tiles - first_m

@@ -26,7 +26,7 @@ def check_smem_capacity(manager) -> list[Finding]:
 
 
 def check_tmem_capacity(manager) -> list[Finding]:
-    allocator = manager.options.tmem_allocator
+    allocator = getattr(manager, "tmem_allocator", None) or manager.options.tmem_allocator
     if allocator is None or not hasattr(allocator, "check_capacity"):
         return []
     try:

@@ -14,6 +14,10 @@ an :class:`SmemAllocation` held in one of its fields), narrowed per role by
 defines them.  A pipelined resource's allocations are split into ``num_stages`` equal
 parts, stage ``k`` owning the ``k``-th part of each.
 
+``physical_ranges()`` adds ``(memory_space, start, end)`` ranges of the whole resource, and
+TMEM allocations (``get_tmem_requirements()``) count in columns; each memory space keeps its
+ranges apart from the others'.
+
 Two regions conflict when they are the same stage of the same resource (or one of them is
 the whole resource), unless both have byte ranges and those do not overlap; regions of
 two different resources conflict only when their byte ranges overlap (an alias group, or
@@ -22,6 +26,10 @@ two different resources conflict only when their byte ranges overlap (an alias g
 from __future__ import annotations
 
 __all__ = ["RegionTable"]
+
+#: each memory space (smem bytes, tmem columns, spaces named by ``physical_ranges()``) gets its own
+#: band of this width in the interval numbers, so ranges of different spaces never overlap.
+_SPACE_BAND = 1 << 40
 
 
 def _interval(value) -> tuple | None:
@@ -54,6 +62,7 @@ class RegionTable:
         self.allocator = allocator
         self._owned = self._allocations_by_owner(allocator)
         self._masks: list | None = None
+        self._spaces: dict = {"smem": 0}
 
     # -- allocator ---------------------------------------------------------------------------
     @staticmethod
@@ -75,30 +84,59 @@ class RegionTable:
         getter = getattr(resource, f"get_{role}_requirements", None)
         if callable(getter):
             try:
-                return list(getter() or ())
+                chosen = getter()
             except Exception:
-                pass
+                chosen = None
+            if chosen is not None:      # None (the base hook's default): every allocation
+                return list(chosen)
         found = list(self._owned.get(id(resource), ()))
         for value in list(getattr(resource, "__dict__", {}).values()):
             if hasattr(value, "size_bytes") and hasattr(value, "range") \
                     and all(value is not a for a in found):
                 found.append(value)
+        tmem = getattr(resource, "get_tmem_requirements", None)
+        if callable(tmem):
+            try:
+                found += [a for a in tmem() or () if all(a is not f for f in found)]
+            except Exception:
+                pass
         return found
 
-    def _byte_ranges(self, resource, slot, role) -> list:
-        if self.allocator is None:
+    def _band(self, space: str) -> int:
+        """Offset that keeps each memory space's ranges disjoint from the others' (smem first)."""
+        if space not in self._spaces:
+            self._spaces[space] = len(self._spaces)
+        return self._spaces[space] * _SPACE_BAND
+
+    def _physical_ranges(self, resource) -> list:
+        declared = getattr(resource, "physical_ranges", None)
+        try:
+            ranges = list(declared() or ()) if callable(declared) else []
+        except Exception:
             return []
+        out = []
+        for entry in ranges:
+            if isinstance(entry, tuple) and len(entry) == 3 and isinstance(entry[0], str):
+                band = self._band(entry[0])
+                out.append((band + entry[1], band + entry[2]))
+        return out
+
+    def _byte_ranges(self, resource, slot, role) -> list:
+        physical = self._physical_ranges(resource)
+        if self.allocator is None:
+            return physical
         out = []
         for alloc in self._allocations(resource, role):
             interval = _interval(getattr(alloc, "range", None))
             if interval is None:
                 continue
+            band = self._band("tmem" if hasattr(alloc, "num_columns") else "smem")
             if slot is not None:
                 stages = resource.pipeline_config.num_stages
                 size = (interval[1] - interval[0]) // stages
                 interval = (interval[0] + slot * size, interval[0] + (slot + 1) * size)
-            out.append(interval)
-        return out
+            out.append((band + interval[0], band + interval[1]))
+        return out + physical
 
     # -- regions -------------------------------------------------------------------------------
     def _region(self, resource, slot, role) -> int:
@@ -146,9 +184,10 @@ class RegionTable:
     def byte_range_text(self, a: int, b: int) -> str:
         """``smem[x:y]`` where the two regions overlap, or a description without ranges."""
         overlap = _overlap(self.intervals[a], self.intervals[b])
+        if overlap is None and self.intervals[a]:
+            overlap = self.intervals[a][0]
         if overlap is not None:
-            return f"smem[{overlap[0]}:{overlap[1]}]"
-        if self.intervals[a]:
-            s, e = self.intervals[a][0]
-            return f"smem[{s}:{e}]"
+            band = overlap[0] // _SPACE_BAND
+            space = next((k for k, v in self._spaces.items() if v == band), "smem")
+            return f"{space}[{overlap[0] - band * _SPACE_BAND}:{overlap[1] - band * _SPACE_BAND}]"
         return "no SMEM byte range known: no SmemAllocation for it"

@@ -158,12 +158,13 @@ def check_graph_edges_backed(manager) -> list[Finding]:
 
 
 def check_task_resources_in_graph(manager) -> list[Finding]:
-    """G3: every task resource appears in the graph."""
+    """G3: every task resource appears in the graph (a PdlLaunchBarrier carries no data and is not
+    expected there, as the reference says)."""
     in_graph = _graph_resources(manager)
     out = []
     for task in manager.tasks:
         for res in task.resources:
-            if not _contains(in_graph, res):
+            if not _contains(in_graph, res) and not getattr(res, "is_pdl_launch", False):
                 side = "src_resources" if _contains(task.src_resources, res) else "dst_resources"
                 out.append(error("G3", (
                     f"{task.describe()} declares {res.name!r} in {side}, but "
