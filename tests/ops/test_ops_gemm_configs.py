@@ -30,6 +30,12 @@ def test_small_m_swaps_operands_and_uses_a_narrow_tile():
     assert swapped and cfg.block_n <= 32
 
 
+def test_a_64_wide_d_is_one_tile_wide():
+    for N in (4096, 14336, 28672):
+        swapped, cfg = _choose(64, N, 4096)
+        assert swapped and cfg.block_n >= 64
+
+
 def test_k_heavy_few_tile_shape_splits_k():
     _, cfg = _choose(384, 384, 16384)
     assert cfg.splits >= 4 and cfg.epilogue == "direct"

@@ -7,7 +7,9 @@ tile's wide side runs along N, ``D = C^T = B^T A^T``, so a 16-row activation blo
 narrow wgmma N instead of wasting 48 of 64 rows).
 
 Candidates: ``BM`` in {128, 64} (2 or 1 consumer warpgroups), ``BN`` in {256, 128, 64, 32, 16}
-(MN-major Y needs ``BN >= 64``: its TMA boxes are 64 wide), split-K ``S`` in {1, 2, 3, 4, 6, 8,
+(MN-major Y needs ``BN >= 64``: its TMA boxes are 64 wide; a D at most 64 wide is covered by
+one tile, so X is streamed once; measured on the H200, two 32-wide tiles over a 64-wide D
+cost 10-25%), split-K ``S`` in {1, 2, 3, 4, 6, 8,
 12, 16} with at least 4 K tiles per split.  The estimated time of each is
 
 * MMA time: ``waves * per-CTA MMA work / (per-SM peak * efficiency(BM, BN))``, ``waves =
@@ -164,6 +166,8 @@ def candidates(problem: Problem):
                 continue
             if block_n > 2 * widest and block_n > 64:
                 continue                        # a tile more than twice as wide as D
+            if problem.Q <= 64 and block_n < widest:
+                continue                        # a narrow D is covered by one tile: X (the weights) is read once
             for splits in SPLITS:
                 if splits > 1 and k_tiles < MIN_K_TILES_PER_SPLIT * splits:
                     break
