@@ -2,9 +2,9 @@
 
 Storage: each pipelined resource gets 2 x S 8-byte mbarriers in the kernel's single dynamic
 shared-memory block (full[0..S) then empty[0..S)).  :func:`initialize` (run by
-``setup_resources_and_tasks``) has one elected thread of warp 0 initialize them with the
-arrival counts of the config (full: ``producer_group.size``, empty: ``consumer_group.size``),
-then ``fence.mbarrier_init`` and a CTA barrier (a cluster barrier under a cluster).
+``setup_resources_and_tasks``) has thread 0 initialize them with the arrival counts of the
+ring (full: ``producer_group.size``, empty: ``consumer_group.size``, times the cluster size when
+releases reach every CTA), then ``fence.mbarrier_init`` and a CTA barrier (a cluster barrier under a cluster).
 
 Cursors live in registers of the task that owns them, as SSA values of the task's scope:
 ``(index, phase)`` per side and per advance point.  The producer starts at phase 1 (a fresh
@@ -14,17 +14,16 @@ phase.  Default advance points: producer at commit, consumer at release;
 ``advance_on_acquire`` / ``advance_on_wait`` advance the opening cursor instead and keep a
 lagging closing cursor.
 
-Operations (PTX ISA §9.7.13.15):
-* acquire: parity-wait empty[i] (skipped when a preceding try_acquire already succeeded);
-  TMA producers then arm full[i] with ``mbarrier.arrive.expect_tx(num_bytes)`` from one
-  elected lane per producer warp.
-* commit: thread producers arrive on full[i] (every thread); TMA producers do nothing (the
-  copies' complete_tx finishes the phase).
-* wait: parity-wait full[i] (skipped after a successful try_wait).
-* release: consumers arrive on empty[i]: every thread when ``consumer_group.size`` equals
-  the task's threads, otherwise one lane per warp (after ``bar.warp.sync``).
-* producer tail: after its schedule, a producing task waits on the empty barrier of every
-  stage it may still have in flight, so no arrival lands after the CTA exits.
+Operations (PTX ISA §9.7.13.15): what each operation does is the protocol table's
+(:func:`tsjit.ts.protocol.actions`); :func:`emit_operation` emits one fragment per action:
+``Probe`` a kept ``try_wait.parity``, ``WaitParity`` a parity-wait loop (skipped when the
+side's preceding probe succeeded), ``ArmTx`` ``mbarrier.arrive.expect_tx`` by an elected lane
+(of every warp, or of the task's first warp), ``Arrive`` ``mbarrier.arrive`` from every thread
+or from lane 0 of each warp (after ``bar.warp.sync``; on every CTA of the cluster with remote
+arrives) or ``cp.async.mbarrier.arrive.noinc`` for AsyncLoad, ``SetStage`` / ``Advance`` the
+cursor updates.  The producer tail (:func:`tsjit.ts.protocol.tail_actions`) waits on the empty
+barrier of every stage a producing task may still have in flight, so no arrival lands after
+the CTA exits.  Barrier init counts are the table's :class:`~tsjit.ts.protocol.Ring` counts.
 """
 from __future__ import annotations
 

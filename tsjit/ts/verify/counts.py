@@ -35,7 +35,7 @@ P2  A TMA producer's ``num_bytes`` must match what its copies deliver.  When the
 """
 from __future__ import annotations
 
-from tsjit.ts.protocol import SideKind, Signal, SignalingThreads, Who, signals, tx_cta_factor
+from tsjit.ts.protocol import SideKind, Signal, Who, signals, tx_cta_factor
 from tsjit.ts.verify.findings import Finding, error, warning
 from tsjit.ts.verify.pipelines import pipeline_config, role_tasks, task_lanes
 
@@ -142,7 +142,7 @@ def _arming_hint(manager, resource, config, given, found) -> list[Finding]:
     per_task, _ = signalling_units(manager, resource, "acquire", per_task=True)
     warps, _ = signalling_units(manager, resource, "acquire", 1)
     first = found[0].message.split("\n")[0]
-    if config.producer_signaling_threads & SignalingThreads.TaskWarpLeader:
+    if signals(config, "producer")[0].who is Who.ElectedInFirstWarp:      # TaskWarpLeader
         if warps and warps[0] == given:
             return [error("P1", first + (
                 f"\n  {given} matches one arming lane per producer warp: drop "
@@ -166,7 +166,7 @@ def check_tma_bytes(manager) -> list[Finding]:
         tasks = role_tasks(manager, resource, "acquire")
         if not tasks:
             continue
-        leader = bool(config.producer_signaling_threads & SignalingThreads.TaskWarpLeader)
+        leader = signals(config, "producer")[0].who is Who.ElectedInFirstWarp   # TaskWarpLeader
         per_stage, _ = signalling_units(manager, resource, "acquire", 1, per_task=leader)
         arms = per_stage[0]
         name, given = resource.name, config.num_bytes

@@ -274,15 +274,15 @@ class _Compiler:
             lanes = range(task.num_warps) if _splits_into_warps(task) else [None]
             for lane in lanes:
                 shells.append((task, lane))
-        modes = self._arrival_modes(shells)
+        signal_warps = self._signal_warps(shells)
         processes = []
         for index, (task, lane) in enumerate(shells):
             steps = expand_task(task, self.counts[id(task)], self.variant)
-            processes.append(self._compile_process(index, task, lane, steps, modes))
+            processes.append(self._compile_process(index, task, lane, steps, signal_warps))
         return processes
 
     # warps signalling one stage of each (resource, side), over every process doing it
-    def _arrival_modes(self, shells) -> dict:
+    def _signal_warps(self, shells) -> dict:
         warps: dict = {}
         for task, lane in shells:
             w = 1 if lane is not None else task.num_warps
