@@ -646,3 +646,22 @@ def test_compile_time_division_by_zero_says_so():
     err = compile_error(compile_time_float_modulo_by_zero, F32)
     assert_points_at(err, compile_time_float_modulo_by_zero, "1.5 % 0.0")
     assert "division by zero" in err.message
+
+
+# -- `and` / `or` keep Python's value semantics -------------------------------------------------
+@tsjit.kernel
+def or_gives_an_operand(x, y):
+    i = tsjit.thread_idx().x
+    y[i] = x[i] or 2.5
+    y[i + 1] = x[i] and x[i + 1]
+    if x[i] > 0 and i:
+        y[i + 2] = 1.0
+
+
+def test_and_or_of_one_dtype_give_an_operand_not_a_boolean():
+    llir = build(or_gives_an_operand, F32, F32).llir
+    phis = instructions(llir, "phi")
+    two_and_a_half = "0x4004000000000000"
+    assert any("phi float" in line and two_and_a_half in line for line in phis), phis
+    assert any("phi float" in line for line in phis if two_and_a_half not in line)
+    assert any("phi i1" in line for line in phis)  # mixed dtypes in a condition: the Boolean

@@ -15,7 +15,7 @@ from tsjit.frontend import guards, ssa
 from tsjit.frontend.source import assigned_names
 from tsjit.lang import dtypes as dt
 from tsjit.lang.constexpr import DynamicRange
-from tsjit.lang.values import Value, as_value, cast_to, compare, constant
+from tsjit.lang.values import Value, as_value, cast_to, compare, constant, is_constant
 
 
 class _StaticBreak(Exception):
@@ -161,7 +161,11 @@ class ControlFlowMixin:
         return ssa.merge_scopes(b, edges, join)["<ifexp>"]
 
     def expr_boolop(self, node: ast.BoolOp):
-        """Short-circuit ``and``/``or``: later operands are evaluated only when needed, also at run time."""
+        """Short-circuit ``and``/``or``: later operands are evaluated only when needed, also at run time.
+
+        The result is an operand, as in Python (``x[i] or 2.5`` is ``x[i]`` when it is non-zero, else
+        2.5), when the operands have one dtype; operands of different dtypes give the Boolean of the
+        expression (``i > 0 and n``), which is what a condition needs."""
         is_and = isinstance(node.op, ast.And)
         result = self.expr(node.values[0])
         for sub in node.values[1:]:
@@ -170,17 +174,29 @@ class ControlFlowMixin:
                     return result
                 result = self.expr(sub)
                 continue
+            # Python's value semantics when both operands have one dtype: `a or b` is a if a else b,
+            # `a and b` is a if not a else b (`x[i] or 2.0` is x[i] or 2.0, not a Boolean); operands
+            # of different dtypes give the Boolean of that (what a condition needs).
             cond = cast_to(result, dt.Boolean)
             b = self.builder
-            rhs_block, join = self.new_block("bool.rhs"), self.new_block("bool.end")
-            lhs_edge = ssa.Edge(b.block, {"<bool>": cond}, open=False)
+            rhs_block, short_block = self.new_block("bool.rhs"), self.new_block("bool.short")
+            join = self.new_block("bool.end")
             if is_and:
-                b.cbranch(cond.ir, rhs_block, join)
+                b.cbranch(cond.ir, rhs_block, short_block)
             else:
-                b.cbranch(cond.ir, join, rhs_block)
+                b.cbranch(cond.ir, short_block, rhs_block)
+            lhs_edge = ssa.Edge(short_block, {"<bool>": result})
             b.position_at_end(rhs_block)
-            rhs = self.expr(sub)
-            rhs = cast_to(rhs, dt.Boolean) if isinstance(rhs, Value) else constant(bool(rhs), dt.Boolean)
+            with self.runtime_region("`and`/`or`", node):
+                rhs = self.expr(sub)
+            if not isinstance(rhs, Value) and not is_constant(rhs):
+                raise self.error(sub, f"`{'and' if is_and else 'or'}` with a run-time value needs numbers on both "
+                                      f"sides, got a {type(rhs).__name__} object")
+            same_type = rhs.dtype is result.dtype if isinstance(rhs, Value) else (
+                not isinstance(rhs, float) or result.dtype.is_float)
+            if not same_type:
+                lhs_edge.scope["<bool>"] = cond
+                rhs = cast_to(rhs, dt.Boolean) if isinstance(rhs, Value) else constant(bool(rhs), dt.Boolean)
             rhs_edge = ssa.Edge(b.block, {"<bool>": rhs})
             result = ssa.merge_scopes(b, [lhs_edge, rhs_edge], join)["<bool>"]
         return result
