@@ -6,7 +6,7 @@ import pytest
 
 from tsjit.backend import assemble as asm
 from tsjit.backend.nvptx import llvm_to_ptx
-from tsjit.errors import CompilationError
+from tsjit.errors import CompilationError, TsjitError
 
 from .test_nvptx import saxpy_ir
 
@@ -114,7 +114,7 @@ def test_tool_argument_overrides_the_environment(monkeypatch):
 
 def test_bad_environment_value_raises(monkeypatch):
     monkeypatch.setenv(asm.ASSEMBLER_ENV, "nvcc")
-    with pytest.raises(CompilationError, match="TSJIT_ASSEMBLER='nvcc'"):
+    with pytest.raises(TsjitError, match="TSJIT_ASSEMBLER='nvcc'"):
         asm.select_tool()
 
 

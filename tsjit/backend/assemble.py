@@ -36,6 +36,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from tsjit import env
 from tsjit.backend.targets import Target, get_target
 from tsjit.errors import CompilationError
 
@@ -44,8 +45,8 @@ __all__ = ["AssembledKernel", "assemble", "assembler_setting", "select_tool",
            "check_dynamic_smem_alignment", "ASSEMBLER_ENV"]
 
 #: Environment variable choosing the assembler: ``auto``, ``nvjitlink`` or ``ptxas``.
-ASSEMBLER_ENV = "TSJIT_ASSEMBLER"
-_SETTINGS = ("auto", "nvjitlink", "ptxas")
+ASSEMBLER_ENV = env.ASSEMBLER.name
+_SETTINGS = env.ASSEMBLER.choices
 _NVJITLINK_FIXED = (13, 1)      # first nvJitLink that keeps the dynamic-smem alignment
 _INSTALL_NVJITLINK = "pip install 'nvidia-nvjitlink>=13.1'"
 _INSTALL_PTXAS = "pip install --no-deps nvidia-cuda-nvcc==13.0.88"
@@ -82,17 +83,12 @@ class AssembledKernel:
 # Tool discovery
 # ---------------------------------------------------------------------------------
 def assembler_setting() -> str:
-    """The ``TSJIT_ASSEMBLER`` setting, lower-cased; ``"auto"`` when unset.
+    """The ``TSJIT_ASSEMBLER`` setting (:func:`tsjit.env.assembler`), lower-cased; ``"auto"`` when unset.
 
     Raises:
-        CompilationError: the variable holds something other than auto/nvjitlink/ptxas.
+        TsjitError: the variable holds something other than auto/nvjitlink/ptxas.
     """
-    value = os.environ.get(ASSEMBLER_ENV, "").strip().lower() or "auto"
-    if value not in _SETTINGS:
-        raise CompilationError(
-            f"{ASSEMBLER_ENV}={os.environ.get(ASSEMBLER_ENV)!r} is not one of "
-            f"{', '.join(_SETTINGS)}")
-    return value
+    return env.assembler()
 
 
 @functools.cache

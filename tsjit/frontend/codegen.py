@@ -70,6 +70,9 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
         self.recorder = DependencyRecorder()
         self.unroll_limit = guards.resolve_unroll_limit(unroll_limit)
         self.regions: list = []
+        # Bound handlers, looked up once per generator: a subclass's override wins (no per-node getattr).
+        self.stmt_handlers = {kind: getattr(self, name) for kind, name in STMT_HANDLERS.items()}
+        self.expr_handlers = {kind: getattr(self, name) for kind, name in EXPR_HANDLERS.items()}
 
     # -- plumbing -----------------------------------------------------------------------------
     @property
@@ -97,12 +100,12 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
             self.visit_stmt(stmt)
 
     def visit_stmt(self, node) -> None:
-        handler = _STMT_HANDLERS.get(type(node))
+        handler = self.stmt_handlers.get(type(node))
         try:
             if handler is None:
                 what = _UNSUPPORTED_STMTS.get(type(node), f"`{type(node).__name__}`")
                 raise self.error(node, f"{what} is not supported in device code")
-            handler(self, node)
+            handler(node)
         except CompilationError as exc:
             raise exc.with_location(self.location(node)) from None
         except RecursionError:
@@ -215,11 +218,11 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
 
     # -- expressions --------------------------------------------------------------------------
     def expr(self, node):
-        handler = _EXPR_HANDLERS.get(type(node))
+        handler = self.expr_handlers.get(type(node))
         try:
             if handler is None:
                 return self.eval_python(node)
-            return handler(self, node)
+            return handler(node)
         except CompilationError as exc:
             raise exc.with_location(self.location(node)) from None
 
@@ -427,24 +430,21 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
             raise self.error(node, f"{type(exc).__name__}: {exc}") from None
 
 
-_STMT_HANDLERS = {
-    ast.Expr: CodeGenerator.stmt_expr, ast.Pass: CodeGenerator.stmt_pass, ast.Assign: CodeGenerator.stmt_assign,
-    ast.AnnAssign: CodeGenerator.stmt_annassign, ast.AugAssign: CodeGenerator.stmt_augassign,
-    ast.Assert: CodeGenerator.stmt_assert, ast.Raise: CodeGenerator.stmt_raise,
-    ast.FunctionDef: CodeGenerator.stmt_functiondef,
-    ast.If: control.ControlFlowMixin.stmt_if, ast.For: control.ControlFlowMixin.stmt_for,
-    ast.While: control.ControlFlowMixin.stmt_while, ast.Break: control.ControlFlowMixin.stmt_break,
-    ast.Continue: control.ControlFlowMixin.stmt_continue, ast.Return: control.ControlFlowMixin.stmt_return,
+#: Statement node type -> name of the handler method.  Dispatch goes through ``getattr`` on the
+#: instance (see :meth:`CodeGenerator.__init__`), so a subclass that overrides a handler is used.
+STMT_HANDLERS = {
+    ast.Expr: "stmt_expr", ast.Pass: "stmt_pass", ast.Assign: "stmt_assign", ast.AnnAssign: "stmt_annassign",
+    ast.AugAssign: "stmt_augassign", ast.Assert: "stmt_assert", ast.Raise: "stmt_raise",
+    ast.FunctionDef: "stmt_functiondef", ast.If: "stmt_if", ast.For: "stmt_for", ast.While: "stmt_while",
+    ast.Break: "stmt_break", ast.Continue: "stmt_continue", ast.Return: "stmt_return",
 }
-_EXPR_HANDLERS = {
-    ast.Name: CodeGenerator.expr_name, ast.Constant: CodeGenerator.expr_constant,
-    ast.Tuple: CodeGenerator.expr_tuple, ast.Attribute: CodeGenerator.expr_attribute,
-    ast.Subscript: CodeGenerator.expr_subscript, ast.BinOp: CodeGenerator.expr_binop,
-    ast.UnaryOp: CodeGenerator.expr_unaryop, ast.Compare: CodeGenerator.expr_compare,
-    ast.Call: CodeGenerator.expr_call, ast.Lambda: CodeGenerator.expr_lambda,
-    ast.NamedExpr: CodeGenerator.expr_namedexpr, ast.JoinedStr: CodeGenerator.expr_joinedstr,
-    ast.Yield: CodeGenerator.expr_unsupported, ast.YieldFrom: CodeGenerator.expr_unsupported,
-    ast.Await: CodeGenerator.expr_unsupported,
-    ast.BoolOp: control.ControlFlowMixin.expr_boolop, ast.IfExp: control.ControlFlowMixin.expr_ifexp,
+#: Expression node type -> name of the handler method; an unlisted type falls back to
+#: :meth:`CodeGenerator.eval_python`.
+EXPR_HANDLERS = {
+    ast.Name: "expr_name", ast.Constant: "expr_constant", ast.Tuple: "expr_tuple",
+    ast.Attribute: "expr_attribute", ast.Subscript: "expr_subscript", ast.BinOp: "expr_binop",
+    ast.UnaryOp: "expr_unaryop", ast.Compare: "expr_compare", ast.Call: "expr_call", ast.Lambda: "expr_lambda",
+    ast.NamedExpr: "expr_namedexpr", ast.JoinedStr: "expr_joinedstr", ast.Yield: "expr_unsupported",
+    ast.YieldFrom: "expr_unsupported", ast.Await: "expr_unsupported", ast.BoolOp: "expr_boolop",
+    ast.IfExp: "expr_ifexp",
 }
-

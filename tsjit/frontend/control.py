@@ -253,9 +253,11 @@ class ControlFlowMixin:
         opaque = {n: o for n, o in before_opaque.items() if n not in phi_names}
         return header, records, opaque, preheader
 
-    def _run_loop_body(self, body, ctx: LoopContext):
+    def _run_loop_body(self, body, ctx: LoopContext) -> set[str]:
+        """Visit a run-time loop's body once; returns the names it assigns that did not exist before
+        the loop (they have no value after it: the loop's exit marks them dropped)."""
         frame = self.frame
-        self._loop_locals = assigned_names(body) - set(frame.scope)
+        loop_locals = assigned_names(body) - set(frame.scope)
         frame.loops.append(ctx)
         frame.dynamic_depth += 1
         ctx.depth = frame.dynamic_depth
@@ -265,6 +267,7 @@ class ControlFlowMixin:
         finally:
             frame.dynamic_depth -= 1
             frame.loops.pop()
+        return loop_locals
 
     def _check_opaque(self, node, opaque: dict, scopes) -> None:
         for name, obj in opaque.items():
@@ -321,7 +324,7 @@ class ControlFlowMixin:
         b.position_at_end(body_block)
         frame.scope.update(bind)
         ctx = LoopContext()
-        self._run_loop_body(node.body, ctx)
+        loop_locals = self._run_loop_body(node.body, ctx)
         latch_edges = list(ctx.continues)
         if not self.dead:
             latch_edges.append(ssa.Edge(b.block, frame.scope))
@@ -336,9 +339,9 @@ class ControlFlowMixin:
             if unroll:
                 self._attach_unroll(branch, unroll)
         exit_edges = [ssa.Edge(cond_block, header_scope, open=False)] + ctx.breaks
-        self._exit_loop(exit_edges, exit_block, header_scope, loop_var)
+        self._exit_loop(exit_edges, exit_block, header_scope, loop_locals, loop_var)
 
-    def _exit_loop(self, exit_edges, exit_block, header_scope, loop_var=None) -> None:
+    def _exit_loop(self, exit_edges, exit_block, header_scope, loop_locals: set[str], loop_var=None) -> None:
         frame = self.frame
         b = self.builder
         if len(exit_edges) == 1:
@@ -353,7 +356,7 @@ class ControlFlowMixin:
         if loop_var is not None:
             scope.pop(loop_var, None)
         frame.dropped |= set().union(*(e.scope for e in exit_edges)) - set(scope)
-        frame.dropped |= self._loop_locals
+        frame.dropped |= loop_locals
         frame.scope = scope
         self.dead = False
 

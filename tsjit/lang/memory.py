@@ -460,7 +460,7 @@ def shared_array(dtype: DType, shape, *, align: int = 128) -> Tensor:
     offset = km.reserve_shared(nbytes, max(align, dtype.itemsize))
     if km.smem_bytes > limit and before <= limit:
         # Together with earlier arrays: reported when the kernel is complete (a TaskManager's M1
-        # check, which names the resources, runs first); see tsjit.frontend.lowering.
+        # check, which names the resources, runs first); see tsjit.frontend.kernel_entry.
         km.smem_overflow = (f"shared_array({dtype.name}, {_shape_text(shape)}) of {nbytes} bytes brought it "
                             f"from {before} to {km.smem_bytes} bytes")
     return Tensor(shared_pointer(offset, dtype, align), tuple(shape), _row_major(shape))

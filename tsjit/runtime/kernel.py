@@ -33,7 +33,7 @@ from tsjit.backend import nvptx
 from tsjit.backend.targets import DEFAULT_TARGET, environment_target, get_target, target_for_capability
 from tsjit.errors import CompilationError, LaunchError, TsjitError
 from tsjit.frontend.dependencies import unchanged as dependencies_unchanged
-from tsjit.frontend.lowering import compile_to_llvm
+from tsjit.frontend.kernel_entry import compile_to_llvm
 from tsjit.runtime import driver, hang_report
 from tsjit.runtime.cache import CacheEntry, KernelCache
 from tsjit.lang.constexpr import is_constexpr_annotation
