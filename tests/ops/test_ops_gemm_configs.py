@@ -1,10 +1,11 @@
 """tsjit.ops.matmul without a GPU (issue 15, CPU evidence): the configuration heuristic is
 deterministic and picks the small-M / split-K configurations where they pay; every configuration
-family it can produce compiles for sm_90a with 0 spills and its Task Scheduling program is proven
-SAFE by the exhaustive checker; the fused epilogue is part of the cache key."""
+family it can produce compiles for sm_90a with 0 spills with both assemblers (nvJitLink and ptxas,
+where installed) and its Task Scheduling program is proven SAFE by the exhaustive checker; the fused epilogue is part of the cache key."""
 import pytest
 
 import tsjit
+from tsjit.backend.assemble import assemble, available_tools
 from tsjit.lang.epilogue import FusedEpilogue
 from tsjit.ops import configs
 from tsjit.ops.gemm_program import compile_program
@@ -92,6 +93,9 @@ CONFIGS = [
 ]
 
 
+ASSEMBLERS = [tool for tool in ("nvjitlink", "ptxas") if tool in available_tools()]
+
+
 @pytest.mark.parametrize("bm,bn,splits,epilogue,staged,x_major,y_major,batched,fused", CONFIGS)
 def test_config_compiles_without_spills_and_verifies_safe(monkeypatch, bm, bn, splits, epilogue, staged, x_major,
                                                           y_major, batched, fused):
@@ -99,10 +103,12 @@ def test_config_compiles_without_spills_and_verifies_safe(monkeypatch, bm, bn, s
     stages = configs.stages_for(bm, bn, epilogue, staged if epilogue == "tma" else 0, 2)
     cfg = configs.GemmConfig(bm, bn, stages, epilogue, staged, splits)
     k = compile_program(cfg, x_major=x_major, y_major=y_major, batched=batched, fused=fused)
-    meta = k.metadata
-    assert meta["spill_stores_bytes"] == 0 and meta["spill_loads_bytes"] == 0 and meta["stack_frame_bytes"] == 0
     assert f"m64n{bn}k16.f32.bf16.bf16" in k.ptx
     assert verdicts == ["SAFE"]
+    for tool in ASSEMBLERS:                  # the same PTX through every assembler installed
+        asm = assemble(k.ptx, "sm_90a", kernel_name=k.metadata["kernel_name"], tool=tool)
+        assert asm.tool == tool
+        assert (asm.spill_stores_bytes, asm.spill_loads_bytes, asm.stack_frame_bytes) == (0, 0, 0), tool
 
 
 def test_fp32_output_direct_epilogue_compiles_without_spills():
