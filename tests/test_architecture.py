@@ -45,8 +45,6 @@ ALLOWED = {
 #: imports inside functions that are not lazy loads of a heavy dependency, each with the reason it
 #: is still there.  Every other import inside a function must say why on its line (``# lazily: ...``).
 KNOWN_FUNCTION_IMPORTS = {
-    ("tsjit/runtime/launch.py", "tsjit.frontend.specs"): "issue 11 §1 moves the specs to tsjit.abi",
-    ("tsjit/runtime/tensormap.py", "tsjit.frontend.specs"): "issue 11 §1 moves the specs to tsjit.abi",
 }
 
 

@@ -72,7 +72,7 @@ _PROVIDERS: dict[str, tuple[str, ...]] = {
     "tsjit.runtime.arrays": ("DeviceArray", "empty", "zeros", "to_device", "spec"),
     "tsjit.runtime.tensormap": ("TensorMap",),
     "tsjit.frontend.calls": ("func", "DeviceFunction"),
-    "tsjit.frontend.specs": ("tensormap_spec",),
+    "tsjit.abi": ("tensormap_spec",),
     "tsjit.lang.dtypes": ("DType", "Int8", "Int16", "Int32", "Int64", "Uint8", "Uint16", "Uint32",
                           "Uint64", "Float16", "BFloat16", "Float32", "Float64", "Boolean",
                           "Float8E4M3", "Float8E5M2"),

@@ -1,10 +1,26 @@
 """The kernel ABI: what a compiled kernel needs from the code that launches it.
 
-Today this module holds the *launch contract* (:class:`LaunchRequirements`); it is the
-one place the runtime and the code generators share facts about a kernel's interface
-(issue 11 moves the argument specs here too).  It imports nothing from tsjit but the
-errors, so every layer may use it.
+The one place the runtime and the code generators share facts about a kernel's interface.
+It imports nothing from tsjit but the errors and the dtypes, so every layer may use it.
 
+**Arguments.**  A specialization (:class:`TensorSpec`, :class:`ScalarSpec`,
+:class:`ConstSpec`, :class:`TensorMapSpec`) is what the compiler knows about one argument;
+it is hashable and part of the cache key.  Each spec lists its kernel parameters as
+:class:`ParamField` records (:meth:`TensorSpec.parameters`), in order: the device kind of
+each (``"ptr"``, ``"i32"``, ``"i64"``, ``"f32"``, ``"tensormap"``...; the frontend maps kinds
+to LLVM types), its host packing (a :mod:`struct` format), and whether the value changes from
+call to call under one signature (pointers and scalars) or is fixed by it (extents, strides).
+The runtime packs exactly these fields (:mod:`tsjit.runtime.specialize`,
+:mod:`tsjit.runtime.launch`) and the frontend declares exactly these parameters
+(:mod:`tsjit.frontend.specs`); ``tests/test_abi.py`` checks both against the PTX entry.
+
+* :class:`TensorSpec`: an array.  Parameters: the base pointer, then ``rank`` extents, then
+  the strides that are not 1, each Int32 (Int64 when ``index64``).
+* :class:`ScalarSpec`: a run-time scalar of a dtype; one parameter.
+* :class:`ConstSpec`: a compile-time value (``Constexpr``); no parameter.
+* :class:`TensorMapSpec`: a TMA descriptor passed by value as a 128-byte grid constant.
+
+**The launch contract** (:class:`LaunchRequirements`).
 A Task Scheduling program knows its launch contract when it is lowered: the CTA is
 exactly the TaskManager's warps (``threads``), a clustered pipeline needs its cluster
 layout (``cluster``), the SMEM allocator's layout and the pipeline barriers need
@@ -14,15 +30,22 @@ checks a configuration against the contract *before* the driver call, once per d
 ``(grid, block, cluster, smem)`` (the verdict is cached), so a mismatched launch is a
 :class:`~tsjit.errors.LaunchError` and not a hung GPU: a TS program launched with 32
 threads instead of its 160 waits forever for warps that do not exist.
+
+**The hang record** of ``TSJIT_DEBUG=1`` builds (``HANG_*``).
 """
 from __future__ import annotations
 
+import ctypes
 import operator
+import struct
 from dataclasses import asdict, dataclass, replace
 
-from tsjit.errors import CompilationError, LaunchError
+from tsjit.errors import CompilationError, LaunchError, UsageTypeError
+from tsjit.lang import dtypes as dt
+from tsjit.lang.dtypes import DType
 
-__all__ = ["LaunchRequirements", "dims3"]
+__all__ = ["ConstSpec", "LaunchRequirements", "ParamField", "ScalarSpec", "TensorMapSpec", "TensorSpec",
+           "constant_key", "dims3", "tensormap_spec"]
 
 
 def dims3(value, field: str = "dimension") -> tuple[int, int, int]:
@@ -184,3 +207,248 @@ HANG_RECORD_BYTES = 8 * len(HANG_FIELDS)
 #: How long a timed-out thread waits after writing before it traps, so that the record reaches
 #: host memory and other warps that time out at about the same moment can record theirs (ns).
 HANG_GRACE_NS = 50_000_000
+
+
+# -- the argument ABI -------------------------------------------------------------------------
+#: Bytes of one device parameter of each kind (PTX ISA §5.2.2 fundamental types; an ``i1`` is
+#: passed as a byte; a tensor map is a 128-byte ``.param .b8 [128]`` grid constant, PTX ISA
+#: §5.5.8 "Tensor-map" and CUDA Programming Guide "grid constant").
+KIND_BYTES = {"ptr": 8, "tensormap": 128, "i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf16": 2,
+              "f32": 4, "f64": 8}
+
+#: The host format of a parameter the launch does not pack into its buffer: the ``kernelParams``
+#: entry points at the TMA descriptor's own 128 bytes.
+BY_REFERENCE = "T"
+
+#: The :mod:`struct` format of each scalar dtype the host can pass (16-bit and 8-bit floats cannot).
+_SCALAR_FORMATS = {"Int8": "b", "Int16": "h", "Int32": "i", "Int64": "q", "Uint8": "B", "Uint16": "H",
+                   "Uint32": "I", "Uint64": "Q", "Float32": "f", "Float64": "d", "Boolean": "?"}
+_CTYPES = {"b": ctypes.c_int8, "h": ctypes.c_int16, "i": ctypes.c_int32, "q": ctypes.c_int64,
+           "B": ctypes.c_uint8, "H": ctypes.c_uint16, "I": ctypes.c_uint32, "Q": ctypes.c_uint64,
+           "f": ctypes.c_float, "d": ctypes.c_double, "?": ctypes.c_bool}
+_INDEX_DTYPES = {False: dt.Int32, True: dt.Int64}
+
+
+def scalar_kind(dtype: DType) -> str:
+    """The device kind of a ``dtype`` scalar parameter (``"i1"`` for Boolean; an FP8 dtype is
+    storage-only and travels as its raw byte, ``"i8"``)."""
+    if dtype.is_bool:
+        return "i1"
+    if dtype.is_float:
+        if dtype.bits == 8:
+            return "i8"
+        if dtype.bits == 16:
+            return "bf16" if dtype.name == "BFloat16" else "f16"
+        return f"f{dtype.bits}"
+    return f"i{dtype.bits}"
+
+
+@dataclass(frozen=True)
+class ParamField:
+    """One kernel parameter of an argument, as both sides of the launch see it.
+
+    Attributes:
+        suffix: the parameter's name after the argument's (``""`` for the argument itself,
+            ``".shape0"``, ``".stride1"``).
+        kind: the device kind (a key of :data:`KIND_BYTES`): ``"ptr"`` (a global pointer),
+            ``"tensormap"`` (a 128-byte grid constant) or a scalar register kind (``"i32"``...).
+        host_format: the :mod:`struct` format the launch packs (native alignment);
+            :data:`BY_REFERENCE` for a tensor map; ``None`` for a scalar the host cannot pass.
+        dynamic: the value changes from call to call under one argument signature (pointers,
+            scalars, descriptors), rather than being fixed by it (extents, strides).
+        dtype: the value's dtype (scalars, extents, strides); ``None`` for pointers and descriptors.
+    """
+
+    suffix: str
+    kind: str
+    host_format: str | None
+    dynamic: bool
+    dtype: DType | None = None
+
+    @property
+    def device_bytes(self) -> int:
+        """Bytes of the device parameter."""
+        return KIND_BYTES[self.kind]
+
+    @property
+    def host_bytes(self) -> int | None:
+        """Bytes the ``kernelParams`` entry points at (``None``: the host cannot pass it)."""
+        if self.host_format == BY_REFERENCE:
+            return KIND_BYTES["tensormap"]
+        return None if self.host_format is None else struct.calcsize(self.host_format)
+
+    def host_value(self, value) -> ctypes._SimpleCData:
+        """``value`` as the ctypes object whose address is this parameter's ``kernelParams`` entry."""
+        return _CTYPES[self.host_format](value)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """An array argument.
+
+    Attributes:
+        dtype: element type.
+        rank: number of dimensions.
+        aligned16: the base address is a multiple of 16 bytes.
+        unit_strides: per dimension, whether the stride (in elements) is 1; such strides are
+            compile-time ``1`` and are not passed.
+        rows_aligned16: every stride but the innermost is a multiple of 16 bytes.
+        index64: indices need 64 bits (an extent or the span reaches 2**31 elements).
+    """
+
+    dtype: DType
+    rank: int
+    aligned16: bool
+    unit_strides: tuple
+    rows_aligned16: bool
+    index64: bool = False
+
+    def key(self) -> tuple:
+        """The hashable cache-key part of this spec."""
+        return ("T", self.dtype.name, self.rank, self.aligned16, self.unit_strides, self.rows_aligned16,
+                self.index64)
+
+    def describe(self) -> str:
+        """A short description for messages."""
+        return f"{self.dtype.name} array of rank {self.rank}"
+
+    @property
+    def index_dtype(self) -> DType:
+        """The dtype of extents and strides: Int64 when ``index64``, else Int32."""
+        return _INDEX_DTYPES[self.index64]
+
+    def parameters(self) -> tuple[ParamField, ...]:
+        """The base pointer, then ``rank`` extents, then the strides that are not 1."""
+        index = self.index_dtype
+        kind, fmt = ("i64", "q") if self.index64 else ("i32", "i")
+        return ((ParamField("", "ptr", "Q", True),)
+                + tuple(ParamField(f".shape{k}", kind, fmt, False, index) for k in range(self.rank))
+                + tuple(ParamField(f".stride{k}", kind, fmt, False, index)
+                        for k, unit in enumerate(self.unit_strides) if not unit))
+
+    def pack(self, data_ptr: int, shape, strides) -> list:
+        """The ctypes values of :meth:`parameters` for an array at ``data_ptr`` with ``shape`` and
+        ``strides`` (in elements)."""
+        ctype = ctypes.c_int64 if self.index64 else ctypes.c_int32
+        values = [ctypes.c_uint64(data_ptr)]
+        values.extend(ctype(int(e)) for e in shape)
+        values.extend(ctype(int(s)) for s, unit in zip(strides, self.unit_strides) if not unit)
+        return values
+
+
+@dataclass(frozen=True)
+class ScalarSpec:
+    """A run-time scalar argument of ``dtype``: one parameter."""
+
+    dtype: DType
+
+    def key(self) -> tuple:
+        """The hashable cache-key part of this spec."""
+        return ("S", self.dtype.name)
+
+    def describe(self) -> str:
+        """A short description for messages."""
+        return f"{self.dtype.name} scalar"
+
+    def parameters(self) -> tuple[ParamField, ...]:
+        """One parameter of the scalar's kind."""
+        return (ParamField("", scalar_kind(self.dtype), _SCALAR_FORMATS.get(self.dtype.name), True, self.dtype),)
+
+    def pack(self, value, name: str) -> list:
+        """``[ctypes value]`` of ``value`` for argument ``name``.
+
+        Raises:
+            LaunchError: the dtype cannot be passed from the host (16-bit and 8-bit floats), or an
+                integer ``value`` does not fit in it.
+        """
+        dtype = self.dtype
+        fmt = _SCALAR_FORMATS.get(dtype.name)
+        if fmt is None:
+            raise LaunchError(f"argument '{name}': {dtype.name} scalars cannot be passed from the host; pass a "
+                              f"Float32 and convert it in the kernel")
+        if dtype.is_int:
+            v = int(value)
+            lo, hi = (-(2 ** (dtype.bits - 1)), 2 ** (dtype.bits - 1)) if dtype.is_signed else (0, 2 ** dtype.bits)
+            if not lo <= v < hi:
+                raise LaunchError(f"argument '{name}': {v} does not fit in {dtype.name}")
+            return [_CTYPES[fmt](v)]
+        return [_CTYPES[fmt](value)]
+
+
+@dataclass(frozen=True)
+class ConstSpec:
+    """A compile-time argument (``Constexpr``): no parameter."""
+
+    value: object
+
+    def key(self) -> tuple:
+        """The hashable cache-key part of this spec."""
+        return ("C", constant_key(self.value))
+
+    def describe(self) -> str:
+        """A short description for messages."""
+        return f"compile-time {self.value!r}"
+
+    def parameters(self) -> tuple[ParamField, ...]:
+        """None: the value is folded into the code."""
+        return ()
+
+
+@dataclass(frozen=True)
+class TensorMapSpec:
+    """A TMA descriptor argument, passed by value as a 128-byte grid constant.
+
+    Attributes:
+        dtype: element type; box_shape: the box, outermost first; rank: tensor rank;
+        swizzle: ``"none"``, ``"32B"``, ``"64B"`` or ``"128B"``; element_strides: outermost
+        first, ``None`` when all 1.
+    """
+
+    dtype: DType
+    box_shape: tuple
+    rank: int
+    swizzle: str
+    element_strides: tuple | None = None   # outermost first; None when all 1
+
+    def key(self) -> tuple:
+        """The hashable cache-key part of this spec."""
+        base = ("M", self.dtype.name, self.box_shape, self.rank, self.swizzle)
+        return base if self.element_strides is None else base + (self.element_strides,)
+
+    def describe(self) -> str:
+        """A short description for messages."""
+        return f"TensorMap of {self.dtype.name}, box {self.box_shape}"
+
+    def parameters(self) -> tuple[ParamField, ...]:
+        """One 128-byte descriptor, which the launch passes by reference to its own bytes."""
+        return (ParamField("", "tensormap", BY_REFERENCE, True),)
+
+
+def tensormap_spec(dtype: DType, box_shape, *, rank: int | None = None, swizzle: str = "none",
+                   element_strides=None) -> TensorMapSpec:
+    """A stand-in for a :class:`tsjit.TensorMap` argument when compiling without a GPU
+    (``tsjit.compile(kernel, tsjit.tensormap_spec(tsjit.Float32, (64, 64)), ...)``)."""
+    box = tuple(int(b) for b in box_shape)
+    steps = None if element_strides is None or set(element_strides) == {1} else tuple(int(e) for e in element_strides)
+    return TensorMapSpec(dtype, box, rank or len(box), swizzle, steps)
+
+
+def constant_key(value) -> str:
+    """A stable string for a compile-time value in cache keys (dtypes by name, tuples recursively).
+
+    Raises:
+        UsageTypeError: the value has no stable representation (e.g. an arbitrary object).
+    """
+    if isinstance(value, DType):
+        return f"dtype:{value.name}"
+    if isinstance(value, (bool, int, float, str, type(None))):
+        return f"{type(value).__name__}:{value!r}"
+    if isinstance(value, (tuple, list)):
+        return f"{type(value).__name__}(" + ",".join(constant_key(v) for v in value) + ")"
+    if hasattr(value, "__tsjit_key__"):
+        return value.__tsjit_key__()
+    if isinstance(value, type) or callable(value):
+        mod = getattr(value, "__module__", "?")
+        return f"obj:{mod}.{getattr(value, '__qualname__', repr(value))}"
+    raise UsageTypeError(f"a {type(value).__name__} object cannot be a compile-time kernel argument; pass an int, "
+                         f"float, bool, str, dtype, tuple of those, or a function/class")

@@ -24,13 +24,12 @@ import ctypes
 import struct
 import threading
 
+from tsjit.abi import BY_REFERENCE
 from tsjit.errors import LaunchError
 from tsjit.runtime import driver
 from tsjit.runtime.arrays import DeviceArray
 
 _CONSTEXPR = object()
-_FORMATS = {"Int8": "b", "Int16": "h", "Int32": "i", "Int64": "q", "Uint8": "B", "Uint16": "H", "Uint32": "I",
-            "Uint64": "Q", "Float32": "f", "Float64": "d", "Boolean": "?"}
 
 
 def argument_signature(values, kinds):
@@ -61,6 +60,9 @@ def argument_signature(values, kinds):
             dyn.append(v)
         elif t is float and kind is None:
             sig.append(t)
+            dyn.append(v)
+        elif t is bool:
+            sig.append((t, kind))
             dyn.append(v)
         elif getattr(t, "__tsjit_tensormap__", False):
             sig.append((t, v.key()))
@@ -127,7 +129,7 @@ class LaunchPlan:
         dyn_slots, static_slots = [], []
         for fmts, vals, flags in values_per_param:
             for f, val, is_dyn in zip(fmts, vals, flags):
-                if f == "T":
+                if f == BY_REFERENCE:
                     continue
                 if is_dyn:
                     dyn_slots.append(f)
@@ -149,7 +151,7 @@ class LaunchPlan:
         self.tensormap_slots = []
         for fmts, vals, flags in values_per_param:
             for f, is_dyn in zip(fmts, flags):
-                if f == "T":
+                if f == BY_REFERENCE:
                     self.tensormap_slots.append(len(pointers))
                     pointers.append(0)
                 elif is_dyn:
@@ -163,33 +165,24 @@ class LaunchPlan:
         self.lock = threading.Lock()
 
 def plan_layout(specs, packed_values):
-    """Split the packed ctypes values of a launch into (format, value, dynamic?) per parameter.
+    """Split the packed ctypes values of a launch into (formats, values, dynamic flags) per
+    argument with parameters, as each spec's :meth:`parameters` (:mod:`tsjit.abi`) lays them out.
 
     Pointers and scalars are dynamic (they change per call under one signature); array shapes
-    and strides are static (part of the signature).
+    and strides are static (part of the signature); a TMA descriptor (format
+    :data:`~tsjit.abi.BY_REFERENCE`) is not packed.
     """
-    from tsjit.frontend import specs as S
     per_param, pos = [], 0
     for spec in specs:
-        if isinstance(spec, S.TensorSpec):
-            count = 1 + spec.rank + sum(1 for u in spec.unit_strides if not u)
-            idx_fmt = "q" if spec.index64 else "i"
-            vals = [v.value for v in packed_values[pos:pos + count]]
-            per_param.append((["Q"] + [idx_fmt] * (count - 1), vals, [True] + [False] * (count - 1)))
-            pos += count
-        elif isinstance(spec, S.ScalarSpec):
-            per_param.append(([_FORMATS[spec.dtype.name]], [packed_values[pos].value], [True]))
-            pos += 1
-        elif isinstance(spec, S.ConstSpec):
+        fields = spec.parameters()
+        if not fields:
             continue
-        elif isinstance(spec, S.TensorMapSpec):
-            per_param.append((["T"], [None], [True]))
-            pos += 1
-        else:
-            return None
+        values = packed_values[pos:pos + len(fields)]
+        pos += len(fields)
+        per_param.append(([f.host_format for f in fields],
+                          [None if f.host_format == BY_REFERENCE else v.value for f, v in zip(fields, values)],
+                          [f.dynamic for f in fields]))
     return per_param
-
-
 
 
 _RAW_LAUNCH = []      # [libcuda's cuLaunchKernel as a ctypes function, or None], loaded on first use

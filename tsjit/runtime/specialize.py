@@ -1,7 +1,8 @@
 """From actual kernel arguments to specializations and packed parameters.
 
-:func:`specialize` runs on every launch: it maps each argument to a hashable spec
-(:mod:`tsjit.frontend.specs`) and the ctypes values the driver copies.  It does no
+:func:`specialize_one` runs on every signature miss: it maps each argument to a hashable spec
+(:mod:`tsjit.abi`) and the ctypes values the driver copies, packed as the spec's
+``parameters()`` say.  It does no
 hashing of source and no IR work; the spec tuple is the in-memory cache key.
 
 The disk key's parts that depend on the kernel are computed here too: :func:`kernel_identity`
@@ -11,7 +12,6 @@ by digest).  Everything else the kernel reaches is recorded by the frontend whil
 """
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import inspect
 import os
@@ -19,8 +19,8 @@ import types
 
 import numpy as np
 
+from tsjit import abi
 from tsjit.errors import LaunchError
-from tsjit.frontend import specs as S
 from tsjit.frontend.dependencies import UndigestableValue, value_digest
 from tsjit.frontend.source import source_text
 from tsjit.lang import dtypes as dt
@@ -32,13 +32,13 @@ from tsjit.runtime.cache import KernelCache
 _INDEX_LIMIT = 2 ** 31
 
 
-def _tensor_spec(dtype, shape, strides, ptr_align: int) -> S.TensorSpec:
+def _tensor_spec(dtype, shape, strides, ptr_align: int) -> abi.TensorSpec:
     span = 1
     for extent, stride in zip(shape, strides):
         if extent > 0:
             span += (extent - 1) * abs(stride)
     itemsize = dtype.itemsize
-    return S.TensorSpec(
+    return abi.TensorSpec(
         dtype=dtype, rank=len(shape), aligned16=ptr_align >= 16,
         unit_strides=tuple(s == 1 for s in strides),
         rows_aligned16=all((s * itemsize) % 16 == 0 for s in strides[:-1]),
@@ -47,21 +47,6 @@ def _tensor_spec(dtype, shape, strides, ptr_align: int) -> S.TensorSpec:
 
 def _alignment(ptr: int) -> int:
     return 256 if ptr == 0 else min(256, ptr & -ptr)
-
-
-def _array_values(spec: S.TensorSpec, ptr: int, shape, strides) -> list:
-    ctype = ctypes.c_int64 if spec.index64 else ctypes.c_int32
-    out = [ctypes.c_uint64(ptr)]
-    out.extend(ctype(int(e)) for e in shape)
-    out.extend(ctype(int(s)) for s, unit in zip(strides, spec.unit_strides) if not unit)
-    return out
-
-
-_SCALAR_CTYPES = {
-    "Int8": ctypes.c_int8, "Int16": ctypes.c_int16, "Int32": ctypes.c_int32, "Int64": ctypes.c_int64,
-    "Uint8": ctypes.c_uint8, "Uint16": ctypes.c_uint16, "Uint32": ctypes.c_uint32, "Uint64": ctypes.c_uint64,
-    "Float32": ctypes.c_float, "Float64": ctypes.c_double, "Boolean": ctypes.c_bool,
-}
 
 
 def _scalar_dtype(value, annotation):
@@ -83,23 +68,10 @@ def _scalar_dtype(value, annotation):
     return None
 
 
-def _scalar_value(dtype, value, name: str):
-    if dtype.name in ("Float16", "BFloat16"):
-        raise LaunchError(f"argument '{name}': 16-bit float scalars cannot be passed; pass a Float32")
-    ctype = _SCALAR_CTYPES[dtype.name]
-    if dtype.is_int:
-        v = int(value)
-        lo, hi = (-(2 ** (dtype.bits - 1)), 2 ** (dtype.bits - 1)) if dtype.is_signed else (0, 2 ** dtype.bits)
-        if not lo <= v < hi:
-            raise LaunchError(f"argument '{name}': {v} does not fit in {dtype.name}")
-        return ctype(v)
-    return ctype(value)
-
-
 def specialize_one(name: str, value, annotation, *, for_compile: bool = False):
     spec, values = _specialize_one(name, value, annotation, for_compile)
     if isinstance(annotation, TensorAnnotation):
-        if not isinstance(spec, S.TensorSpec):
+        if not isinstance(spec, abi.TensorSpec):
             raise LaunchError(f"argument '{name}' must be an array ({annotation!r}); got {type(value).__name__}")
         problem = annotation.check(name, spec.dtype, spec.rank)
         if problem:
@@ -117,14 +89,14 @@ def _specialize_one(name: str, value, annotation, for_compile: bool):
         LaunchError: the argument cannot be passed (names it, says what was expected).
     """
     if is_constexpr_annotation(annotation):
-        return S.ConstSpec(value), []  # its digest is checked with the disk key (disk_spec_key)
+        return abi.ConstSpec(value), []  # its digest is checked with the disk key (disk_spec_key)
     if type(value) is DeviceArray:
         spec = _tensor_spec(value.dtype, value.shape, value.strides, _alignment(value.data_ptr))
-        return spec, ([] if for_compile else _array_values(spec, value.data_ptr, value.shape, value.strides))
+        return spec, ([] if for_compile else spec.pack(value.data_ptr, value.shape, value.strides))
     tmap = getattr(value, "__tsjit_tensormap__", None)
     if tmap is not None:
         return value.spec(), ([] if for_compile else [value.parameter()])
-    if isinstance(value, S.TensorMapSpec):
+    if isinstance(value, abi.TensorMapSpec):
         if not for_compile:
             raise LaunchError(f"argument '{name}' is a tsjit.tensormap_spec (a stand-in for compiling); pass a "
                               f"tsjit.TensorMap")
@@ -137,7 +109,8 @@ def _specialize_one(name: str, value, annotation, for_compile: bool):
     if dtype is not None and not isinstance(value, np.ndarray):
         if isinstance(value, float) and dtype.is_int:
             raise LaunchError(f"argument '{name}' is annotated {dtype.name} but got the float {value!r}")
-        return S.ScalarSpec(dtype), ([] if for_compile else [_scalar_value(dtype, value, name)])
+        spec = abi.ScalarSpec(dtype)
+        return spec, ([] if for_compile else spec.pack(value, name))
     if isinstance(annotation, dt.DType):
         raise LaunchError(f"argument '{name}' is annotated {annotation.name} but got {type(value).__name__}")
     arg = describe_array_argument(value, name)
@@ -153,7 +126,7 @@ def _specialize_one(name: str, value, annotation, for_compile: bool):
         raise LaunchError(f"argument '{name}' is a host numpy array; kernels need device memory: pass "
                           f"tsjit.to_device({name}) (or a torch/cupy CUDA tensor)")
     spec = _tensor_spec(arg.dtype, arg.shape, arg.strides, _alignment(arg.data_ptr))
-    return spec, ([] if for_compile else _array_values(spec, arg.data_ptr, arg.shape, arg.strides))
+    return spec, ([] if for_compile else spec.pack(arg.data_ptr, arg.shape, arg.strides))
 
 
 # -- disk key parts ------------------------------------------------------------------------------
@@ -213,7 +186,7 @@ def disk_spec_key(names, specs) -> str:
     """
     parts = []
     for name, spec in zip(names, specs):
-        if isinstance(spec, S.ConstSpec):
+        if isinstance(spec, abi.ConstSpec):
             try:
                 parts.append(f"C:{value_digest(spec.value)}")
             except UndigestableValue as exc:
@@ -262,4 +235,4 @@ def _memory_token(value):
 def memory_spec_key(specs) -> tuple:
     """The in-memory cache key of ``specs``: cheap (no source hashing); a constexpr object other than a
     plain constant is keyed by identity, so two different callables never share a compiled kernel."""
-    return tuple(("C", _memory_token(s.value)) if isinstance(s, S.ConstSpec) else s.key() for s in specs)
+    return tuple(("C", _memory_token(s.value)) if isinstance(s, abi.ConstSpec) else s.key() for s in specs)

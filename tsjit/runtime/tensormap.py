@@ -50,6 +50,7 @@ import operator
 from collections import namedtuple
 from dataclasses import dataclass
 
+from tsjit import abi
 from tsjit.errors import LaunchError
 from tsjit.lang.dtypes import DType
 from tsjit.runtime import driver
@@ -489,10 +490,8 @@ class TensorMap:
 
     def spec(self):
         """The argument specialization compiled code depends on (``TensorMapSpec``)."""
-        from tsjit.frontend.specs import TensorMapSpec  # lazily: the frontend needs llvmlite
-
         steps = self.element_strides
-        return TensorMapSpec(self.dtype, self.box_shape, self.layout.rank, self.layout.swizzle,
+        return abi.TensorMapSpec(self.dtype, self.box_shape, self.layout.rank, self.layout.swizzle,
                              None if set(steps) == {1} else steps)
 
     def parameter(self) -> ctypes.Array:
