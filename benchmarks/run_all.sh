@@ -8,5 +8,5 @@ echo "== GPU tests"; python3 -m pytest tests/gpu -q 2>&1 | tail -3
 echo "== demo"; python3 -m tsjit demo 2>&1 | tail -20
 echo "== core"; python3 benchmarks/core.py 2>&1 | tail -14
 echo "== pipelines"; python3 benchmarks/pipelines.py 2>&1 | tail -6
-echo "== gemm"; python3 benchmarks/gemm.py 2>&1 | tail -11
+echo "== gemm"; python3 benchmarks/gemm.py 2>&1 | tail -62
 echo "== sass"; python3 benchmarks/sass_check.py 2>&1 | tail -12
