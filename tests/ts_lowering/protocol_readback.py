@@ -154,7 +154,10 @@ class _Thread:
         return ("global", 0)
 
     def _call(self, label, text):
-        name = re.search(r'@"([^"]+)"', text).group(1)
+        callee = re.search(r'@"([^"]+)"', text)
+        if callee is None:        # inline asm: the lowering's PTX comments, no barrier effect
+            return None
+        name = callee.group(1)
         args = [self.value(t) for t in _ops(text.split(name, 1)[1][1:])]
         sreg = {"tid.x": self.tid, "tid.y": 0, "tid.z": 0, "ntid.x": self.block_dim, "ntid.y": 1,
                 "ntid.z": 1, "laneid": self.tid % 32, "cluster.ctarank": 0}

@@ -33,7 +33,7 @@ from tsjit.lang import dtypes as dt
 from tsjit.lang.values import Value, as_value, cast_to, compare, constant
 from tsjit.lang import sync
 from tsjit.lang.memory import shared_pointer
-from tsjit.ts import lower_pipeline
+from tsjit.ts import lower_debug, lower_pipeline
 from tsjit.ts.diagnostics import VerificationWarning
 from tsjit.ts.enums import BlockCondition, ScheduleStage
 from tsjit.ts.resources import ResourceContext, StageInfo
@@ -157,6 +157,7 @@ class _TaskLowering:
                     step.location)
             side = "producer" if step.stage.name.startswith("Producer") else "consumer"
             cursors = self.cursors[(step.resource, side)]
+            lower_debug.annotate_step(self.task, step, lower_debug.step_stage(step, cursors, scope), self.loop)
             described = self.wait_context(step, side, scope[cursors.open_index]) if bounded_wait.enabled() else {}
             with bounded_wait.wait_context(**described):
                 lower_pipeline.emit_operation(step, self.task, storage, cursors, scope)
@@ -165,6 +166,7 @@ class _TaskLowering:
         for param, token in step.inputs.items():
             kwargs[param] = scope[self.key(token.variable)]
         info = self.stage_info(step, offset, scope)
+        lower_debug.annotate_step(self.task, step, info.stage_idx, self.loop)
         try:
             result = self.gen.inline(step.function, [step.resource, info], kwargs, None)
         except CompilationError as exc:
@@ -370,6 +372,7 @@ def run(manager) -> None:
         b.cbranch(in_range.ir, body, next_block)
         b.position_at_end(body)
         lowering = _TaskLowering(manager, task, gen)
+        lower_debug.task_comment(task)
         kind, registers = manager.register_request(task)
         if kind is not None:
             sync.setmaxnreg(registers, increase=(kind == "inc"))

@@ -68,8 +68,8 @@ _REFERENCE_ORDER = ("src_resources", "dst_resources", "warp_idx", "num_warps")
 _NAME_FIRST_ORDER = ("name", "src_resources", "dst_resources", "warp_idx", "num_warps", "schedule",
                      "num_registers", "run_only_on_cta_id", "debug_print")
 _TASK_DEFAULTS = dict(schedule=None, num_registers=None, name=None, debug_print=False,
-                      run_only_on_cta_id=None)
-_TASK_PARAMETERS = frozenset(_NAME_FIRST_ORDER)
+                      run_only_on_cta_id=None, emit_ptx_comments=None)
+_TASK_PARAMETERS = frozenset(_NAME_FIRST_ORDER) | {"emit_ptx_comments"}
 
 
 def _bind_task_arguments(order: tuple, args: tuple, keywords: dict) -> dict:
@@ -110,7 +110,8 @@ def _check_int(task_name: str, what: str, value: Any, low: int, high: int | None
 class Task:
     """A schedule bound to warps ``[warp_idx, warp_idx + num_warps)`` (see module docs)."""
 
-    #: emit ``// <resource>_<op>`` and ``Name warp: [a, b)`` comments in the PTX.
+    #: emit ``// <resource>_<op>`` and ``Name warp: [a, b)`` comments in the PTX (also the
+    #: keyword ``Task(..., emit_ptx_comments=False)``; see :mod:`tsjit.ts.lower_debug`).
     emit_ptx_comments: bool = True
 
     def __init__(self, *args, schedule: Schedule | None = None, num_registers: int | None = None,
@@ -120,7 +121,9 @@ class Task:
 
         * the reference's: ``Task(src_resources, dst_resources, warp_idx, num_warps, *,
           schedule, num_registers=None, name=None, debug_print=False, run_only_on_cta_id=None)``
-          (``name`` defaults to ``"<class>_w<warp_idx>"``);
+          (``name`` defaults to ``"<class>_w<warp_idx>"``);  ``debug_print=True`` prints every
+          step at run time and ``emit_ptx_comments=False`` drops the PTX comments
+          (:mod:`tsjit.ts.lower_debug`);
         * tsjit's name-first shorthand: ``Task(name, src_resources, dst_resources, warp_idx,
           num_warps, schedule, num_registers=None, run_only_on_cta_id=None, debug_print=False)``.
 
@@ -136,6 +139,11 @@ class Task:
         warp_idx, num_warps, schedule = values["warp_idx"], values["num_warps"], values["schedule"]
         num_registers, run_only_on_cta_id = values["num_registers"], values["run_only_on_cta_id"]
         debug_print = values["debug_print"]
+        if values["emit_ptx_comments"] is not None:
+            if not isinstance(values["emit_ptx_comments"], bool):
+                raise UsageTypeError(f"Task emit_ptx_comments must be True or False, got "
+                                     f"{values['emit_ptx_comments']!r}")
+            self.emit_ptx_comments = values["emit_ptx_comments"]
         if name is None and isinstance(warp_idx, int):
             name = f"{type(self).__name__.lower()}_w{warp_idx}"
         if not isinstance(name, str) or not name:
