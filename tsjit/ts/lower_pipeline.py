@@ -100,9 +100,14 @@ def allocate(manager) -> dict:
         if cfg is None:
             continue
         if not cfg.protocol.lowered:
+            if km.target.name.startswith("sm_9"):
+                raise CompilationError(
+                    f"resource '{resource.name}': {cfg.pipeline_type.value} pipelines need tcgen05/CLC hardware "
+                    f"(sm_100a); on {km.target.name} use AsyncAsync or TmaAsync")
             raise CompilationError(
-                f"resource '{resource.name}': {cfg.pipeline_type.value} pipelines need tcgen05/CLC hardware "
-                f"(sm_100a); on {km.target.name} use AsyncAsync or TmaAsync")
+                f"resource '{resource.name}': the {cfg.pipeline_type.value} pipeline (tcgen05/CLC) has no "
+                f"{km.target.name} lowering in this tsjit build yet; the program verifies on the host "
+                f"(TaskManager), and AsyncAsync / TmaAsync pipelines compile for {km.target.name}")
         if base is not None and allocator.has_barriers(resource):
             offset = base + allocator.barrier_offset(resource)
         else:

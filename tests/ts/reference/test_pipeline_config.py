@@ -230,3 +230,62 @@ def test_positional_async_async_ring_runs():
     y = tsjit.empty(chunks * 32, tsjit.Float32).fill_bytes(0x7F)
     async_async_positional[(1,), (64,)](tsjit.to_device(x), y, chunks)
     np.testing.assert_allclose(y.numpy(), x.astype(np.float64) * 2.0, rtol=1e-6)
+
+
+# -- the UMMA factories on sm_100a: the lowering's documented error until issue 14 lands ------------
+_BLACKWELL = {
+    "TmaUmma": lambda g: PipelineConfig.create_tma_umma_pipeline_cfg(2, 128, g(1), g(1), SINGLE_CTA),
+    "UmmaAsync": lambda g: PipelineConfig.create_umma_async_pipeline_cfg(2, g(1), g(32), SINGLE_CTA),
+    "AsyncUmma": lambda g: PipelineConfig.create_async_umma_pipeline_cfg(2, g(32), g(1), SINGLE_CTA),
+    "UmmaUmma": lambda g: PipelineConfig.create_umma_umma_pipeline_cfg(2, g(1), g(1), SINGLE_CTA),
+}
+
+
+def _blackwell_ring(kind):
+    @tsjit.kernel
+    def ring(x, y, chunks):
+        cfg = _BLACKWELL[kind](lambda n: ts.CooperativeGroup(ts.Agent.Thread, n))
+        r = Ring(name="ring", pipeline_config=cfg, x=x, chunk=32)
+        out = Out(name="out", y=y, ring=r)
+
+        @ts.schedule
+        def produce(res: Ring):
+            with ts.domain_loop(0, chunks, 1):
+                res.acquire()
+                res.fill()
+                res.commit()
+
+        @ts.schedule
+        def consume(res: Ring, o: Out):
+            with ts.domain_loop(0, chunks, 1):
+                res.wait()
+                stage = res.take()
+                o.write(stage=stage)
+                res.release()
+
+        tasks = [ts.Task([], [r], 0, 1, schedule=produce(r), name="producer"),
+                 ts.Task([r], [out], 1, 1, schedule=consume(r, out), name="consumer")]
+        manager = ts.TaskManager(tasks, {out: [r]}, verbose=False, skip_validation=True)
+        manager.setup_resources_and_tasks()
+        manager.run()
+    return ring
+
+
+BLACKWELL_REASON = "the tcgen05 lowering is issue 14 (Blackwell); for sm_100a the compile raises a " \
+                   "CompilationError naming the resource and the pipeline type"
+
+
+@conformance("A1", "create_tma_umma_pipeline_cfg", reason=BLACKWELL_REASON)
+@conformance("A1", "create_umma_async_pipeline_cfg", reason=BLACKWELL_REASON)
+@conformance("A1", "create_async_umma_pipeline_cfg", reason=BLACKWELL_REASON)
+@conformance("A1", "create_umma_umma_pipeline_cfg", reason=BLACKWELL_REASON)
+@pytest.mark.filterwarnings("ignore::tsjit.ts.VerificationWarning")
+@pytest.mark.parametrize("kind", sorted(_BLACKWELL))
+def test_umma_pipelines_on_sm100a_compile_or_say_why(kind):
+    x = np.zeros(256, np.float32)
+    try:
+        kernel = tsjit.compile(_blackwell_ring(kind), x, x, 8, target="sm_100a")
+    except CompilationError as exc:
+        assert "'ring'" in str(exc) and kind in str(exc) and "sm_100a" in str(exc)
+    else:
+        assert kernel.cubin[:4] == b"\x7fELF" and ".target sm_100a" in kernel.ptx

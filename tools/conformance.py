@@ -1,0 +1,172 @@
+"""Generate ``docs/conformance.md``: tsjit against the API reference of the Task Scheduling
+``resources`` module, row by row, from the tests.
+
+Every row of the 2026-12-01 conformance audit's host-API tables (sections A1-A9) that the audit
+marked DIFFERENT, PARTIAL or MISSING gets a status here:
+
+* ``works``: a test marked ``@pytest.mark.conformance(section, item)`` exercises the reference's
+  form and passed;
+* ``different``: the marker carries ``reason=...`` (tsjit deliberately does it another way) and its
+  test, which pins the documented alternative or error, passed;
+* ``deferred``: the row belongs to another issue (:data:`DEFERRED`, one line each);
+* ``FAILING`` / ``not covered``: a marked test failed, or no test is marked for the row.
+
+Usage (from the repository root)::
+
+    python tools/conformance.py [--report ../shared/reports/2026-12-01-conformance.md] \\
+        [--output docs/conformance.md]
+
+It runs ``tests/ts/reference`` once under pytest (GPU tests skip without a device) and exits 1
+when a row is FAILING or not covered, or a marker names an item the audit does not have.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import pathlib
+import re
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+#: the audit, in the project's shared folder next to the checkout (../shared, or ../../shared from a worktree).
+DEFAULT_REPORT = next((p for p in (ROOT.parent / "shared", ROOT.parent.parent / "shared")
+                       if p.is_dir()), ROOT.parent / "shared") / "reports" / "2026-12-01-conformance.md"
+DEFAULT_OUTPUT = ROOT / "docs" / "conformance.md"
+TESTS = ROOT / "tests" / "ts" / "reference"
+
+#: rows another issue owns: (section, item) -> one-line reason.
+DEFERRED = {
+    ("A1", "field producer_signaling_threads"): "CtaLeader signalling on clusters is issue 12 (leader signalling)",
+    ("A1", "field consumer_signaling_threads"): "CtaLeader signalling on clusters is issue 12 (leader signalling)",
+    ("A1", "field consumer_wait_signaling_threads"): "split-consumer signalling is lowered with issue 12",
+    ("A6", "pipeline_group"): "PipelineGroup (Merge / Fork / FusedMerge) is issue 12",
+    ("A6", "property state_src"): "Merge groups' shared consumer state come with PipelineGroup, issue 12",
+    ("A7", "WorkQueue wrapping ClcDynamicPersistentTileScheduler"): "CLC lowering is issue 14 (Blackwell)",
+}
+
+
+def audit_rows(report: pathlib.Path) -> list[tuple[str, str, str, str]]:
+    """(section, item, audit status, section title) of every non-WORKS row of tables A1-A9."""
+    rows, section, title = [], None, ""
+    for line in report.read_text().splitlines():
+        heading = re.match(r"### (A\d) (.*)", line)
+        if heading:
+            section, title = heading.group(1), heading.group(2)
+            continue
+        if line.startswith("### "):
+            section = None
+            continue
+        if section is None or not line.startswith("| "):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        status = re.search(r"\*\*([A-Z-]+)\*\*", line)
+        if status and status.group(1) in ("DIFFERENT", "PARTIAL", "MISSING"):
+            rows.append((section, cells[0], status.group(1), title))
+    return rows
+
+
+class _Collector:
+    """pytest plugin: conformance markers per test and each test's outcome."""
+
+    def __init__(self):
+        self.markers: dict = {}      # (section, item) -> [(nodeid, reason)]
+        self.outcomes: dict = {}     # nodeid -> passed / failed / skipped
+
+    def pytest_collection_modifyitems(self, items):
+        for item in items:
+            for mark in item.iter_markers("conformance"):
+                section, name = mark.args
+                self.markers.setdefault((section, name), []).append((item.nodeid, mark.kwargs.get("reason")))
+
+    def pytest_runtest_logreport(self, report):
+        previous = self.outcomes.get(report.nodeid)
+        if report.failed:
+            self.outcomes[report.nodeid] = "failed"
+        elif report.skipped and previous is None:
+            self.outcomes[report.nodeid] = "skipped"
+        elif report.when == "call" and report.passed and previous != "failed":
+            self.outcomes[report.nodeid] = "passed"
+
+
+def _status(entries, outcomes) -> tuple[str, str]:
+    results = [outcomes.get(nodeid, "not run") for nodeid, _ in entries]
+    reasons = sorted({reason for _, reason in entries if reason})
+    if any(r in ("failed", "not run") for r in results):
+        return "FAILING", ""
+    if all(r == "skipped" for r in results):
+        return "GPU only", "its tests need a GPU (skipped here)"
+    return ("different", "; ".join(reasons)) if reasons else ("works", "")
+
+
+def render(rows, collector, commit: str) -> tuple[str, list[str]]:
+    problems: list[str] = []
+    known = {(section, item) for section, item, _, _ in rows}
+    lines = ["# Conformance to the Task Scheduling `resources` reference", "",
+             f"Generated by `tools/conformance.py` at commit `{commit}` on {datetime.date.today()}; do not edit "
+             "by hand.  Each row is a host-API item the 2026-12-01 audit marked DIFFERENT, PARTIAL or MISSING "
+             "(tables A1-A9 of the audit); *now* says what tsjit does today and which tests show it "
+             "(`tests/ts/reference/`, marked `@pytest.mark.conformance`).", "",
+             "*works*: the reference's form works as written.  *different*: tsjit does it another way on "
+             "purpose; the reason is the one line shown, and the test pins the alternative or the error that "
+             "names it.  *deferred*: another issue owns the row.", ""]
+    title_of = {}
+    for section, _, _, title in rows:
+        title_of.setdefault(section, title)
+    for section in sorted(title_of, key=lambda s: int(s[1:])):
+        lines += [f"## {section} {title_of[section]}", "", "| item | audit | now | reason | tests |",
+                  "|---|---|---|---|---|"]
+        for sec, item, audited, _ in rows:
+            if sec != section:
+                continue
+            entries = collector.markers.get((sec, item), [])
+            if entries:
+                status, reason = _status(entries, collector.outcomes)
+                tests = ", ".join(sorted({f"`{n.split('::', 1)[0].rsplit('/', 1)[-1]}::"
+                                          f"{n.split('::', 1)[1].split('[')[0]}`" for n, _ in entries}))
+            elif (sec, item) in DEFERRED:
+                status, reason, tests = "deferred", DEFERRED[(sec, item)], ""
+            else:
+                status, reason, tests = "not covered", "", ""
+            if status in ("FAILING", "not covered"):
+                problems.append(f"{sec} {item!r}: {status}")
+            lines.append(f"| {item} | {audited} | **{status}** | {reason} | {tests} |")
+        lines.append("")
+    extra = sorted(set(collector.markers) - known)
+    if extra:
+        lines += ["## Also pinned (rows the audit found working)", ""]
+        for sec, item in extra:
+            status, reason = _status(collector.markers[(sec, item)], collector.outcomes)
+            lines.append(f"- {sec} {item}: **{status}**{' (' + reason + ')' if reason else ''}")
+        lines.append("")
+    counts: dict = {}
+    for line in lines:
+        found = re.search(r"\| \*\*([A-Za-z ]+)\*\* \|", line)
+        if found:
+            counts[found.group(1)] = counts.get(found.group(1), 0) + 1
+    lines += ["## Totals", "", ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())), ""]
+    return "\n".join(lines), problems
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--report", type=pathlib.Path, default=DEFAULT_REPORT)
+    parser.add_argument("--output", type=pathlib.Path, default=DEFAULT_OUTPUT)
+    args = parser.parse_args(argv)
+    rows = audit_rows(args.report)
+    import pytest  # the test runner is what produces the table
+    collector = _Collector()
+    code = pytest.main([str(TESTS), "-q", "-p", "no:cacheprovider"], plugins=[collector])
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip() or "?"
+    text, problems = render(rows, collector, commit)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text)
+    print(f"wrote {args.output} ({len(rows)} rows)")
+    for problem in problems:
+        print("  " + problem)
+    return 1 if problems or code not in (0, 5) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
