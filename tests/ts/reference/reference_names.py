@@ -14,3 +14,14 @@ cutlass = SimpleNamespace(const_expr=tsjit.const_expr)
 
 #: the CTA layout of a single-CTA kernel in the reference's (V, M, N, K) form.
 SINGLE_CTA = (1, 1, 1, 1)
+
+
+def conformance_rows(section, *items, reason=None):
+    """One ``@pytest.mark.conformance(section, item, reason=...)`` per item, as a single decorator."""
+    import pytest
+
+    def apply(test):
+        for item in items:
+            test = pytest.mark.conformance(section, item, reason=reason)(test)
+        return test
+    return apply

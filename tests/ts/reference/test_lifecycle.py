@@ -14,6 +14,7 @@ import pytest
 import tsjit
 from tsjit import ts
 from tsjit.ts import MemoryResource
+from reference_names import conformance_rows
 from test_pipeline_config import async_async_positional
 
 conformance = pytest.mark.conformance
@@ -31,22 +32,24 @@ def _ring_llir_and_ptx():
     return kernel.llir, kernel.ptx
 
 
-@conformance("A6", "pipeline", reason=STATE)
-@conformance("A6", "consumer_state", reason=STATE)
-@conformance("A6", "producer_state", reason=STATE)
-@conformance("A6", "producer_commit_state", reason=STATE)
-@conformance("A6", "consumer_release_state", reason=STATE)
-@conformance("A6", "consumer_status", reason=STATE)
-@conformance("A6", "producer_status", reason=STATE)
-@conformance("A6", "consumer_work_stage", reason=STATE)
+@conformance_rows("A6", "pipeline",
+                  "consumer_state",
+                  "producer_state",
+                  "producer_commit_state",
+                  "consumer_release_state",
+                  "consumer_status",
+                  "producer_status",
+                  "consumer_work_stage",
+                  reason=STATE)
 @conformance("A6", "dummy", reason="no DSL tracer: nothing needs keeping alive across control flow")
-@conformance("A6", "get_producer_acquire_state", reason=STATE)
-@conformance("A6", "get_producer_commit_state", reason=STATE)
-@conformance("A6", "get_producer_work_state", reason=STATE)
-@conformance("A6", "store_consumer_status", reason=STATE)
-@conformance("A6", "load_consumer_status", reason=STATE)
-@conformance("A6", "store_producer_status", reason=STATE)
-@conformance("A6", "load_producer_status", reason=STATE)
+@conformance_rows("A6", "get_producer_acquire_state",
+                  "get_producer_commit_state",
+                  "get_producer_work_state",
+                  "store_consumer_status",
+                  "load_consumer_status",
+                  "store_producer_status",
+                  "load_producer_status",
+                  reason=STATE)
 def test_pipeline_state_lives_in_registers():
     llir, ptx = _ring_llir_and_ptx()
     assert "alloca" not in llir and ".local" not in ptx
@@ -54,8 +57,9 @@ def test_pipeline_state_lives_in_registers():
     assert len(cursor_phis) >= 4                 # index and phase of each task's cursors, carried by the loop
 
 
-@conformance("A6", "create_pipeline", reason=SETUP)
-@conformance("A6", "create", reason=SETUP)
+@conformance_rows("A6", "create_pipeline",
+                  "create",
+                  reason=SETUP)
 @conformance("A6", "initialize_runtime_state_internal", reason=STATE)
 @conformance("A9", "resource.create() once per resource from setup_resources_and_tasks()", reason=SETUP)
 @conformance("A9", "initialize_runtime_state_internal() once per kernel", reason=STATE)
@@ -84,13 +88,15 @@ class Dest(MemoryResource):
         pass
 
 
-@conformance("A6", "consumer_vars", reason=VARS)
-@conformance("A6", "producer_vars", reason=VARS)
-@conformance("A6", "consumer_var_names", reason=VARS)
-@conformance("A6", "create_consumer_variables_internal", reason=VARS)
-@conformance("A6", "create_producer_variables_internal", reason=VARS)
-@conformance("A9", "create_consumer/producer_variables_internal()", reason=VARS)
-@conformance("A9", "copy_consumer_vars_to(dst) automatic", reason=VARS)
+@conformance_rows("A6", "consumer_vars",
+                  "producer_vars",
+                  "consumer_var_names",
+                  "create_consumer_variables_internal",
+                  "create_producer_variables_internal",
+                  reason=VARS)
+@conformance_rows("A9", "create_consumer/producer_variables_internal()",
+                  "copy_consumer_vars_to(dst) automatic",
+                  reason=VARS)
 def test_variables_are_fields_and_flow_as_tokens():
     src, dst = Source(name="src"), Dest(name="dst")
     assert list(src.task_local_variables()) == ["item"]

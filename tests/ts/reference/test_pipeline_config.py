@@ -186,34 +186,42 @@ class Out(ts.MemoryResource):
         self.y[stage_info.loop_offset * chunk + lane] = buf[lane] * 2.0
 
 
-@tsjit.kernel
-def async_async_positional(x, y, chunks):
-    cfg = ts.PipelineConfig.create_async_async_pipeline_cfg(
-        2, ts.CooperativeGroup(ts.Agent.Thread, 32), ts.CooperativeGroup(ts.Agent.Thread, 32), (1, 1, 1, 1),
-        ts.SignalingThreads.All, ts.SignalingThreads.All, None, ts.PipelineOp.AsyncThread, False, 1)
-    ring = Ring(name="ring", pipeline_config=cfg, x=x, chunk=32)
-    out = Out(name="out", y=y, ring=ring)
+def ring_kernel(make_config, task_options=None, manager_options=None):
+    """A one-warp producer / one-warp consumer kernel ``y = 2 * x`` over ``chunks`` chunks of 32,
+    through a 2-stage Ring whose PipelineConfig ``make_config()`` builds inside the kernel."""
+    task_options, manager_options = dict(task_options or {}), dict(manager_options or {})
 
-    @ts.schedule
-    def produce(r: Ring):
-        with ts.domain_loop(0, chunks, 1):
-            r.acquire()
-            r.fill()
-            r.commit()
+    @tsjit.kernel
+    def ring_copy(x, y, chunks):
+        ring = Ring(name="ring", pipeline_config=make_config(), x=x, chunk=32)
+        out = Out(name="out", y=y, ring=ring)
 
-    @ts.schedule
-    def consume(r: Ring, o: Out):
-        with ts.domain_loop(0, chunks, 1):
-            r.wait()
-            stage = r.take()
-            o.write(stage=stage)
-            r.release()
+        @ts.schedule
+        def produce(r: Ring):
+            with ts.domain_loop(0, chunks, 1):
+                r.acquire()
+                r.fill()
+                r.commit()
 
-    producer = ts.Task("producer", [], [ring], warp_idx=0, num_warps=1, schedule=produce(ring))
-    consumer = ts.Task("consumer", [ring], [out], warp_idx=1, num_warps=1, schedule=consume(ring, out))
-    manager = ts.TaskManager([producer, consumer], {out: [ring]}, verbose=False)
-    manager.setup_resources_and_tasks()
-    manager.run()
+        @ts.schedule
+        def consume(r: Ring, o: Out):
+            with ts.domain_loop(0, chunks, 1):
+                r.wait()
+                stage = r.take()
+                o.write(stage=stage)
+                r.release()
+
+        producer = ts.Task([], [ring], 0, 1, schedule=produce(ring), name="producer", **task_options)
+        consumer = ts.Task([ring], [out], 1, 1, schedule=consume(ring, out), name="consumer", **task_options)
+        manager = ts.TaskManager([producer, consumer], {out: [ring]}, verbose=False, **manager_options)
+        manager.setup_resources_and_tasks()
+        manager.run()
+    return ring_copy
+
+
+async_async_positional = ring_kernel(lambda: ts.PipelineConfig.create_async_async_pipeline_cfg(
+    2, ts.CooperativeGroup(ts.Agent.Thread, 32), ts.CooperativeGroup(ts.Agent.Thread, 32), (1, 1, 1, 1),
+    ts.SignalingThreads.All, ts.SignalingThreads.All, None, ts.PipelineOp.AsyncThread, False, 1))
 
 
 def test_positional_async_async_ring_compiles_for_sm90a():
@@ -242,33 +250,8 @@ _BLACKWELL = {
 
 
 def _blackwell_ring(kind):
-    @tsjit.kernel
-    def ring(x, y, chunks):
-        cfg = _BLACKWELL[kind](lambda n: ts.CooperativeGroup(ts.Agent.Thread, n))
-        r = Ring(name="ring", pipeline_config=cfg, x=x, chunk=32)
-        out = Out(name="out", y=y, ring=r)
-
-        @ts.schedule
-        def produce(res: Ring):
-            with ts.domain_loop(0, chunks, 1):
-                res.acquire()
-                res.fill()
-                res.commit()
-
-        @ts.schedule
-        def consume(res: Ring, o: Out):
-            with ts.domain_loop(0, chunks, 1):
-                res.wait()
-                stage = res.take()
-                o.write(stage=stage)
-                res.release()
-
-        tasks = [ts.Task([], [r], 0, 1, schedule=produce(r), name="producer"),
-                 ts.Task([r], [out], 1, 1, schedule=consume(r, out), name="consumer")]
-        manager = ts.TaskManager(tasks, {out: [r]}, verbose=False, skip_validation=True)
-        manager.setup_resources_and_tasks()
-        manager.run()
-    return ring
+    return ring_kernel(lambda: _BLACKWELL[kind](lambda n: ts.CooperativeGroup(ts.Agent.Thread, n)),
+                       manager_options=dict(skip_validation=True))
 
 
 BLACKWELL_REASON = "the tcgen05 lowering is issue 14 (Blackwell); for sm_100a the compile raises a " \

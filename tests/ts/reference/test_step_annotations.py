@@ -9,42 +9,15 @@ import pytest
 
 import tsjit
 from tsjit import ts
-from test_pipeline_config import Out, Ring
+from test_pipeline_config import ring_kernel
 
 conformance = pytest.mark.conformance
 
 
 def _ring_kernel(debug_print, emit_ptx_comments):
-    @tsjit.kernel
-    def ring_copy(x, y, chunks):
-        cfg = ts.PipelineConfig.create_async_async_pipeline_cfg(
-            2, ts.CooperativeGroup(ts.Agent.Thread, 32), ts.CooperativeGroup(ts.Agent.Thread, 32))
-        ring = Ring(name="ring", pipeline_config=cfg, x=x, chunk=32)
-        out = Out(name="out", y=y, ring=ring)
-
-        @ts.schedule
-        def produce(r: Ring):
-            with ts.domain_loop(0, chunks, 1):
-                r.acquire()
-                r.fill()
-                r.commit()
-
-        @ts.schedule
-        def consume(r: Ring, o: Out):
-            with ts.domain_loop(0, chunks, 1):
-                r.wait()
-                stage = r.take()
-                o.write(stage=stage)
-                r.release()
-
-        producer = ts.Task([], [ring], 0, 1, schedule=produce(ring), name="producer", debug_print=debug_print,
-                           emit_ptx_comments=emit_ptx_comments)
-        consumer = ts.Task([ring], [out], 1, 1, schedule=consume(ring, out), name="consumer",
-                           debug_print=debug_print, emit_ptx_comments=emit_ptx_comments)
-        manager = ts.TaskManager([producer, consumer], {out: [ring]}, verbose=False)
-        manager.setup_resources_and_tasks()
-        manager.run()
-    return ring_copy
+    return ring_kernel(lambda: ts.PipelineConfig.create_async_async_pipeline_cfg(
+        2, ts.CooperativeGroup(ts.Agent.Thread, 32), ts.CooperativeGroup(ts.Agent.Thread, 32)),
+        task_options=dict(debug_print=debug_print, emit_ptx_comments=emit_ptx_comments))
 
 
 PLAIN, QUIET, DEBUG = _ring_kernel(False, True), _ring_kernel(False, False), _ring_kernel(True, True)
