@@ -299,5 +299,8 @@ def model_events(process, barriers, probe_result: bool = False) -> list:
             pending[(name(b), "arrivals")] += n
             if tx:
                 pending[(name(b), "bytes")] += tx
+        for copy in op.spawns:           # a tcgen05.commit's arrival is issued with its op
+            if copy.umma and copy.arrivals:
+                pending[(name(copy.barrier), "arrivals")] += copy.arrivals
     flush()
     return out

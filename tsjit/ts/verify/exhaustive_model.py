@@ -10,7 +10,11 @@ each pipeline operation is the list of barrier actions of the protocol table
 
 * ``WaitParity`` becomes the op's guard (skipped after a successful probe), ``Probe`` its
   probe of a barrier;
-* ``ArmTx`` / ``Arrive`` / ``CommitUmma`` become its arrivals ``(barrier, n, bytes)``, with
+* ``CommitUmma`` (``tcgen05.commit``) is asynchronous: the op issues a :class:`Copy` that
+  lands its arrival later, and the reads of the MMAs issued since the process's previous
+  commit (its UMMA consumer works) stay active until then; one process's commits land in
+  order;
+* ``ArmTx`` / ``Arrive`` become its arrivals ``(barrier, n, bytes)``, with
   ``n`` the :class:`~tsjit.ts.protocol.Who`'s arrivals for the process's warps, times the
   CTAs whose arrivals land on one barrier (a symmetric reduction of the cluster: every CTA
   runs the same processes, so one CTA's barriers stand for all);
@@ -87,13 +91,19 @@ class Access:
 
 @dataclass(frozen=True)
 class Copy:
-    """An asynchronous TMA write of one stage, completing with ``complete_tx(nbytes)``."""
+    """An asynchronous operation in flight: a TMA write of one stage, completing with
+    ``complete_tx(nbytes)``, or the MMAs behind a ``tcgen05.commit`` (``umma``), whose reads
+    (``access``, or None) last until the commit's ``arrivals`` land.  A copy with ``after >= 0``
+    completes only after copy ``after`` (one thread's tcgen05 operations complete in order)."""
 
     id: int
     process: int
     barrier: int
     nbytes: int
-    access: Access
+    access: Access | None
+    arrivals: int = 0
+    after: int = -1
+    umma: bool = False
 
 
 @dataclass
@@ -310,6 +320,8 @@ class _Compiler:
         segment: list = []
         spawns: list = []
         holder = {"op": None}           # the op whose segment is being filled
+        umma_reads: list = []           # reads of the MMAs issued since the last tcgen05.commit
+        umma_chain = [-1]               # this process's last tcgen05.commit completion
         waited: dict = {}               # ring -> (tile, iteration, section) of its last wait
 
         def cursor(resource, producer: bool) -> _Cursor:
@@ -344,8 +356,11 @@ class _Compiler:
             cfg = ring_config(resource)
             stage = step.stage
             if stage in _PIPELINE_OPS and cfg is not None:
-                flush(self._pipeline_op(es, cfg, resource, stage, cursor, probe_key, modes,
-                                        warps, make_op, waited))
+                op, commit = self._pipeline_op(es, cfg, resource, stage, cursor, probe_key, modes,
+                                               warps, make_op, waited)
+                flush(op)
+                if commit is not None:
+                    umma_chain[0] = self._umma_completion(proc, commit, umma_reads, umma_chain[0], spawns)
                 continue
             if self.check_pdl and stage.is_work and (_is_pdl(step, "wait_griddep")
                                                      or _is_pdl(step, "launch_griddep")):
@@ -354,8 +369,12 @@ class _Compiler:
                               pdl=pdl))
                 continue
             if stage.is_work and not step.is_aux:
+                start = len(segment)
                 self._work_accesses(es, task, cursor, cursors, waited, warps, segment,
                                     spawns, proc)
+                if cfg is not None and stage.is_consumer and \
+                        cfg.protocol.consumer is protocol.SideKind.Umma:
+                    umma_reads += [a for a in segment[start:] if a.mode == "read"]
         flush(None)
         proc.ops.pop()                   # the sentinel None appended by the last flush
         if self.collapse_probes:
@@ -398,7 +417,7 @@ class _Compiler:
                 arrivals.append((self.barrier(resource, action.barrier, pair[0]), n, 0))
             elif isinstance(action, CommitUmma):
                 n = action.ctas.factor(cfg)
-                arrivals.append((self.barrier(resource, action.barrier, pair[0]), n, 0))
+                fields["umma_commit"] = (self.barrier(resource, action.barrier, pair[0]), n)
             elif isinstance(action, SetStage):
                 cur.stage = pair[0]
                 if not producer:
@@ -410,7 +429,24 @@ class _Compiler:
         kind = {S.ProducerTryAcquire: "try_acquire", S.ConsumerTryWait: "try_wait",
                 S.ProducerAcquire: "acquire", S.ProducerCommit: "commit", S.ConsumerWait: "wait",
                 S.ConsumerRelease: "release"}[stage]
-        return make_op(kind, es, resource, slot, arrivals=tuple(arrivals), **fields)
+        commit = fields.pop("umma_commit", None)
+        op = make_op(kind, es, resource, slot, arrivals=tuple(arrivals), **fields)
+        return op, commit
+
+    def _umma_completion(self, proc, commit, reads: list, after: int, spawns: list) -> int:
+        """The completion of a ``tcgen05.commit``: the reads of the MMAs issued since the last
+        commit stay active until it lands (in order after the previous commit); returns its id."""
+        barrier, arrivals = commit
+        pending = list(reads) or [None]
+        reads.clear()
+        for k, access in enumerate(pending):
+            last = k == len(pending) - 1
+            copy = Copy(len(self.copies), proc.index, barrier, 0, access, arrivals if last else 0,
+                        after, umma=True)
+            self.copies.append(copy)
+            spawns.append(copy)
+            after = copy.id
+        return after
 
     def _work_accesses(self, es, task, cursor, cursors, waited, warps, segment, spawns, proc):
         step, resource = es.step, es.step.resource

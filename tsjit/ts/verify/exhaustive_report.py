@@ -42,6 +42,11 @@ def _label(model, key) -> str:
     if key[0] == "c":
         copy = model.copies[key[1]]
         proc = model.procs[copy.process]
+        if copy.umma:
+            what = (f"the MMAs reading {copy.access.step.resource.name!r} stage "
+                    f"{model.program.regions.keys[copy.access.region][1]}" if copy.access is not None
+                    else "the MMAs")
+            return f"{proc.name}: tcgen05.commit completes ({what} are done)"
         return f"{proc.name}: TMA copy of {copy.access.step.resource.name!r} stage " \
                f"{model.program.regions.keys[copy.access.region][1]} lands ({copy.nbytes} B)"
     return None
@@ -96,7 +101,7 @@ def _credits(model, path) -> list:
         if key[0] == "c":
             copy = model.copies[key[1]]
             done = [0]
-            arrive_on(bars, copy.barrier, 0, -copy.nbytes, model.counts[copy.barrier], done)
+            arrive_on(bars, copy.barrier, copy.arrivals, -copy.nbytes, model.counts[copy.barrier], done)
             flips[copy.barrier] += done[0]
             continue
         op = model.ops[key[1]][state[key[1]]]
@@ -182,15 +187,16 @@ def _race_pairs(model, event):
     i, pc = data["process"], data["op"]
     if pc < 0:
         new = [(a, None) for a in model.procs[i].initial_segment] + \
-              [(c.access, c) for c in model.procs[i].initial_spawns]
+              [(c.access, c) for c in model.procs[i].initial_spawns if c.access is not None]
         procs = [data["other"]]
         copies = []
         active_segments = {data["other"]: model.procs[data["other"]].initial_segment}
     else:
         op = model.ops[i][pc]
-        new = [(a, None) for a in op.segment] + [(c.access, c) for c in op.spawns]
+        new = [(a, None) for a in op.segment] + [(c.access, c) for c in op.spawns if c.access is not None]
         procs = [j for j in range(model.P) if j != i]
-        copies = [model.copies[c] for c in data["copies"] if model.copies[c].process != i]
+        copies = [model.copies[c] for c in data["copies"]
+                  if model.copies[c].process != i and model.copies[c].access is not None]
         active_segments = {j: ([model.procs[j].initial_segment] +
                                [o.segment for o in model.ops[j]])[state[j]] for j in procs}
     for access, copy in new:
@@ -200,7 +206,8 @@ def _race_pairs(model, event):
                         regions.conflicts(access.region, other.region):
                     yield (i, access, copy), (j, other, None)
         for c in copies:
-            if regions.conflicts(access.region, c.access.region):
+            if (access.mode == "write" or c.access.mode == "write") and \
+                    regions.conflicts(access.region, c.access.region):
                 yield (i, access, copy), (c.process, c.access, c)
 
 
@@ -215,11 +222,15 @@ def _race(model, result, event, variant, seen) -> list:
         seen.add(key)
         pi, pj = model.procs[i], model.procs[j]
         bytes_text = regions.byte_range_text(a.region, b.region)
-        tma = " (TMA copy in flight)"
+        def note(copy):
+            if copy is None:
+                return ""
+            return " (MMAs still reading until their tcgen05.commit lands)" if copy.umma \
+                else " (TMA copy in flight)"
         lines = [f"race on {regions.name(b.region)} ({bytes_text}), {variant}: two tasks "
                  f"access it with no barrier ordering them.",
-                 "  " + _access_text(model, pi.describe(), a, tma if ca else ""),
-                 "  " + _access_text(model, pj.describe(), b, tma if cb else ""),
+                 "  " + _access_text(model, pi.describe(), a, note(ca)),
+                 "  " + _access_text(model, pj.describe(), b, note(cb)),
                  "  Order them through the pipeline: the writer must finish before the "
                  "commit/TMA bytes the reader waits for, and the reader before the release "
                  "the writer acquires; aliased buffers need such an order too."]

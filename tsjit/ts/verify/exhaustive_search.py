@@ -4,13 +4,14 @@ reduction.
 State (one flat tuple, hashed for the visited set): the op counter of every process, its
 probe flags (successful try_acquire/try_wait not yet consumed), every barrier's
 ``(parity, pending arrivals, transaction count)``, the "a PDL wait has run" flag and the
-sorted ids of the TMA copies in flight.  Cursor indices and phases are not part of it:
+sorted ids of the asynchronous operations in flight (TMA copies, tcgen05.commit completions).  Cursor indices and phases are not part of it:
 they are a function of the op counter (see :mod:`tsjit.ts.verify.exhaustive_model`).
 
 Transitions: a process runs its next op when it is enabled (no guard, a successful probe,
 or the guarded barrier's parity differs from the awaited one -- ``mbarrier.try_wait.parity``
 semantics, so a ring that falls two phases behind passes spuriously, as on the GPU); an
-in-flight copy completes (``complete_tx``).  While running an op the search reports:
+in-flight copy completes (``complete_tx``; a tcgen05.commit lands its arrival, after the
+previous commit of its process).  While running an op the search reports:
 
 * a *race* when an access the op begins (its segment, or a copy it issues) conflicts with
   an access another process or copy has active (same stage / aliased bytes, one writes);
@@ -71,6 +72,14 @@ class SearchResult:
     parents: dict = field(default_factory=dict)
 
 
+def _copy_bits(copy) -> tuple[int, int]:
+    """(write bits, read bits) of the region an in-flight copy accesses."""
+    if copy.access is None:
+        return 0, 0
+    bit = 1 << copy.access.region
+    return (bit, 0) if copy.access.mode == "write" else (0, bit)
+
+
 class _Layout:
     """Bit offsets of the packed footprint fields."""
 
@@ -109,9 +118,13 @@ class Model:
             fps, queries, confs = [], [], []
             for j, op in enumerate(proc.ops):
                 ended, begun = bits[j], bits[j + 1]
-                spawn_wr = 0
+                spawn_wr = spawn_rd = 0
                 for copy in op.spawns:
-                    spawn_wr |= 1 << copy.access.region
+                    if copy.access is not None:
+                        if copy.access.mode == "write":
+                            spawn_wr |= 1 << copy.access.region
+                        else:
+                            spawn_rd |= 1 << copy.access.region
                 arr = 0
                 for b, _n, _tx in op.arrivals:
                     arr |= 1 << b
@@ -121,7 +134,7 @@ class Model:
                 if op.probe_barrier >= 0:
                     wt |= 1 << op.probe_barrier
                 wr = ended[0] | begun[0] | spawn_wr
-                rd = ended[1] | begun[1]
+                rd = ended[1] | begun[1] | spawn_rd
                 fp = arr | wt << lay.wt | wr << lay.wr | rd << lay.rd | op.pdl << lay.pdl
                 op.footprint = fp
                 run = fp
@@ -129,14 +142,13 @@ class Model:
                     run |= self.copy_fp(copy)
                 fps.append(run)
                 queries.append(self._query(arr, wt, wr, rd, op.pdl))
-                confs.append((self._conf(begun[0] | spawn_wr), self._conf(begun[1])))
+                confs.append((self._conf(begun[0] | spawn_wr), self._conf(begun[1] | spawn_rd)))
             self.fp_run.append(fps)
             self.query.append(queries)
             self.new_conf.append(confs)
         self.no_regions = ~(((1 << (2 * lay.G)) - 1) << lay.wr)
         self.copy_fps = [self.copy_fp(c) for c in self.copies]
-        self.copy_queries = [self._query(1 << c.barrier, 0, 1 << c.access.region, 0, 0)
-                             for c in self.copies]
+        self.copy_queries = [self._query(1 << c.barrier, 0, *_copy_bits(c), 0) for c in self.copies]
 
     def _commutative(self, program) -> None:
         kinds: dict = {}
@@ -145,7 +157,7 @@ class Model:
                 for b, n, tx in op.arrivals:
                     kinds.setdefault(b, set()).add((n, tx))
         for copy in program.copies:
-            kinds.setdefault(copy.barrier, set()).add((0, -copy.nbytes))
+            kinds.setdefault(copy.barrier, set()).add((copy.arrivals, -copy.nbytes))
         self.noncommutative = sum(1 << b for b, k in kinds.items() if len(k) > 1)
 
     def _access_bits(self, segment) -> tuple:
@@ -168,7 +180,8 @@ class Model:
 
     def copy_fp(self, copy) -> int:
         lay = self.layout
-        return (1 << copy.barrier) | (1 << copy.access.region) << lay.wr
+        wr, rd = _copy_bits(copy)
+        return (1 << copy.barrier) | wr << lay.wr | rd << lay.rd
 
     def _query(self, arr, wt, wr, rd, pdl) -> int:
         lay = self.layout
@@ -273,8 +286,8 @@ class _Searcher:
         copy = m.copies[cid]
         s = list(state[:self.copies_at])
         bars = s[self.bar0:self.pdl_at]
-        bad = arrive_on(bars, copy.barrier, 0, -copy.nbytes, m.counts[copy.barrier])
-        if bad:
+        bad = arrive_on(bars, copy.barrier, copy.arrivals, -copy.nbytes, m.counts[copy.barrier])
+        if bad and bad[0] == "bytes":
             events.append(("bytes", dict(copy=cid, barrier=copy.barrier, armed=bad[1],
                                          delivered=bad[2])))
         s[self.bar0:self.pdl_at] = bars
@@ -294,7 +307,9 @@ class _Searcher:
                 others_rd |= rd
         for cid in copies:
             if m.copies[cid].process != i:
-                others_wr |= 1 << m.copies[cid].access.region
+                wr, rd = _copy_bits(m.copies[cid])
+                others_wr |= wr
+                others_rd |= rd
         if (wconf & (others_wr | others_rd)) or (rconf & others_wr):
             events.append(("race", dict(process=i, op=pc, copies=tuple(copies))))
 
@@ -307,7 +322,9 @@ class _Searcher:
         avail_tx: set = set()
         fps: dict = {}
         for cid in outside_copies:
-            avail_tx.add(m.copies[cid].barrier)
+            copy = m.copies[cid]
+            avail_tx.add(copy.barrier)
+            avail_n[copy.barrier] = avail_n.get(copy.barrier, 0) + copy.arrivals
             fps[("c", cid)] = m.copy_fps[cid]
         pos = {i: state[i] for i in outside_procs}
         probes = {i: state[P + i] for i in outside_procs}
@@ -343,6 +360,7 @@ class _Searcher:
                             avail_tx.add(b)
                     for copy in op.spawns:
                         avail_tx.add(copy.barrier)
+                        avail_n[copy.barrier] = avail_n.get(copy.barrier, 0) + copy.arrivals
                     run[i] |= m.fp_run[i][j]
                     j += 1
                     progress = True
@@ -380,6 +398,10 @@ class _Searcher:
                                      [k[1] for k in outside if k[0] == "c"])
                 new = []
                 for key in frontier:
+                    if key[0] == "c" and self.m.copies[key[1]].after in state[self.copies_at:]:
+                        before = ("c", self.m.copies[key[1]].after)   # completes first
+                        if before not in members and before not in new:
+                            new.append(before)
                     q = self.query(state, key)
                     origin = self.origin(key)
                     for other, fp in fps.items():
@@ -426,7 +448,8 @@ class _Searcher:
     def _expand(self, state, reduce, result, parents, following) -> None:
         m = self.m
         procs, copies = self.live(state)
-        enabled = [("c", c) for c in copies] + [("p", i) for i in procs if m.enabled(state, i)]
+        enabled = [("c", c) for c in copies if m.copies[c].after not in copies] + \
+            [("p", i) for i in procs if m.enabled(state, i)]
         if not enabled:
             if procs:
                 result.deadlock_states += 1
@@ -458,14 +481,15 @@ class _Searcher:
         m = self.m
         for i, proc in enumerate(m.procs):
             wr, rd = m.seg_bits[i][0]
-            spawn = 0
             for c in proc.initial_spawns:
-                spawn |= 1 << c.access.region
-            wconf, rconf = m._conf(wr | spawn), m._conf(rd)
+                cw, cr = _copy_bits(c)
+                wr, rd = wr | cw, rd | cr
+            wconf, rconf = m._conf(wr), m._conf(rd)
             for j in range(i + 1, m.P):
                 owr, ord_ = m.seg_bits[j][0]
                 for c in m.procs[j].initial_spawns:
-                    owr |= 1 << c.access.region
+                    cw, cr = _copy_bits(c)
+                    owr, ord_ = owr | cw, ord_ | cr
                 if (wconf & (owr | ord_)) or (rconf & owr):
                     result.events.append(Event("race", init, None, dict(
                         process=i, op=-1, other=j, copies=())))
