@@ -1,7 +1,7 @@
 """Generate ``docs/conformance.md``: tsjit against the API reference of the Task Scheduling
 ``resources`` module, row by row, from the tests.
 
-Every row of the 2026-12-01 conformance audit's host-API tables (sections A1-A9) that the audit
+Every row of the 2026-12-01 conformance audit's host-API tables (sections A1-A9 and §1.1-§1.10) that the audit
 marked DIFFERENT, PARTIAL or MISSING gets a status here:
 
 * ``works``: a test marked ``@pytest.mark.conformance(section, item)`` exercises the reference's
@@ -36,21 +36,48 @@ DEFAULT_OUTPUT = ROOT / "docs" / "conformance.md"
 TESTS = ROOT / "tests" / "ts" / "reference"
 
 #: rows another issue owns: (section, item) -> one-line reason.
+I12, I14 = "issue 12", "issue 14 (Blackwell)"
 DEFERRED = {
-    ("A1", "field producer_signaling_threads"): "CtaLeader signalling on clusters is issue 12 (leader signalling)",
-    ("A1", "field consumer_signaling_threads"): "CtaLeader signalling on clusters is issue 12 (leader signalling)",
-    ("A1", "field consumer_wait_signaling_threads"): "split-consumer signalling is lowered with issue 12",
-    ("A6", "pipeline_group"): "PipelineGroup (Merge / Fork / FusedMerge) is issue 12",
-    ("A6", "property state_src"): "Merge groups' shared consumer state come with PipelineGroup, issue 12",
-    ("A7", "WorkQueue wrapping ClcDynamicPersistentTileScheduler"): "CLC lowering is issue 14 (Blackwell)",
+    ("A1", "field producer_signaling_threads"): f"CtaLeader signalling on clusters is {I12}",
+    ("A1", "field consumer_signaling_threads"): f"CtaLeader signalling on clusters is {I12}",
+    ("A1", "field consumer_wait_signaling_threads"): f"split-consumer signalling is lowered with {I12}",
+    ("A6", "pipeline_group"): f"PipelineGroup (Merge / Fork / FusedMerge) is {I12}",
+    ("A6", "property state_src"): f"Merge groups' shared consumer state comes with PipelineGroup, {I12}",
+    ("A7", "WorkQueue wrapping ClcDynamicPersistentTileScheduler"): f"the CLC lowering is {I14}",
+    ("§1.2", "last-iter loop peeling"): f"one reading of FirstIter / LastIter / Every is {I12} §1",
+    ("§1.2", "when_true(tok, key=) / when_false"): f"the checker's when_true(key=) is {I12}",
+    ("§1.4", "create_clc_fetch_async_pipeline_cfg"): f"the CLC lowering is {I14}",
+    ("§1.4", "CtaLeader"): f"leader signalling is {I12} §2",
+    ("§1.4", "consumer_wait_signaling_threads"): f"split-consumer signalling is {I12} §2",
+    ("§1.4", "warp-lane vs domain-lane interleave"): f"false deadlocks of interleaved rings are {I12}",
+    ("§1.4", "mcast_mode_mn"): f"multicast consumer counts in the checker and the lowering are {I12} §2",
+    ("§1.5", "create_clc_dynamic_persistent_tile_scheduler_params(params, response_ptr)"):
+        f"the factory takes the params object (A2); CLC clusters and lowering are {I14}",
+    ("§1.5", "wq.get_and_advance_work_tile()"): f"the CLC response decode is {I14}",
+    ("§1.5", "wq.fetch_work_tile()"): f"clusterlaunchcontrol.try_cancel is {I14}",
+    ("§1.5", "WorkQueue self-edge {wq: [wq]}"): f"verifies; its CLC lowering is {I14}",
+    ("§1.8", "add_tmem_ptr(alloc)"): f"TMEM addresses (tcgen05.alloc) are {I14}",
+    ("§1.8", "TmemAllocator"): f"tcgen05.alloc / dealloc builtins are {I14}",
+    ("§1.9", "smem_allocator, tmem_allocator, tmem_ptr_i32"):
+        f"tmem_ptr_i32 reaches StageInfo.context; TMEM allocation itself is {I14}",
+    ("§1.9", "run_only_on_cta_id=k"): f"lowered with leader signalling, {I12} §2",
+    ("§1.10", "PipelineGroupMode"): f"PipelineGroup is {I12} §3",
+    ("§1.10", "SignalingThreads (IntFlag)"): f"the enum lives in the protocol table, {I12}",
+    ("§1.10", "CooperativeGroup(Agent.{Thread, Warp, ThreadBlock, ThreadBlockCluster}, size)"):
+        f"arrival counts by agent come from the protocol table, {I12}",
 }
+for _item in ("PipelineGroup(name, members, mode)", "PipelineGroupMode.Merge", "PipelineGroupMode.Fork", "FusedMerge",
+              "kind homogeneity", "config merging", "group.member refs", "collapsed-op placement",
+              "SmemAllocator.add_pipeline_group", "Merge consumer state sharing (state_src)"):
+    DEFERRED[("§1.6", _item)] = f"PipelineGroup is {I12} §3"
 
 
 def audit_rows(report: pathlib.Path) -> list[tuple[str, str, str, str]]:
-    """(section, item, audit status, section title) of every non-WORKS row of tables A1-A9."""
+    """(section, item, audit status, section title) of every non-WORKS row of the host-API tables
+    (A1-A9: the reference; §1.1-§1.10: the feature inventory's host side)."""
     rows, section, title = [], None, ""
     for line in report.read_text().splitlines():
-        heading = re.match(r"### (A\d) (.*)", line)
+        heading = re.match(r"### (A\d|§1\.\d+) (.*)", line)
         if heading:
             section, title = heading.group(1), heading.group(2)
             continue
@@ -105,7 +132,7 @@ def render(rows, collector, commit: str) -> tuple[str, list[str]]:
     lines = ["# Conformance to the Task Scheduling `resources` reference", "",
              f"Generated by `tools/conformance.py` at commit `{commit}` on {datetime.date.today()}; do not edit "
              "by hand.  Each row is a host-API item the 2026-12-01 audit marked DIFFERENT, PARTIAL or MISSING "
-             "(tables A1-A9 of the audit); *now* says what tsjit does today and which tests show it "
+             "(tables A1-A9 and §1.1-§1.10 of the audit); *now* says what tsjit does today and which tests show it "
              "(`tests/ts/reference/`, marked `@pytest.mark.conformance`).", "",
              "*works*: the reference's form works as written.  *different*: tsjit does it another way on "
              "purpose; the reason is the one line shown, and the test pins the alternative or the error that "
@@ -113,7 +140,7 @@ def render(rows, collector, commit: str) -> tuple[str, list[str]]:
     title_of = {}
     for section, _, _, title in rows:
         title_of.setdefault(section, title)
-    for section in sorted(title_of, key=lambda s: int(s[1:])):
+    for section in title_of:
         lines += [f"## {section} {title_of[section]}", "", "| item | audit | now | reason | tests |",
                   "|---|---|---|---|---|"]
         for sec, item, audited, _ in rows:

@@ -50,6 +50,7 @@ def _ring_llir_and_ptx():
                   "store_producer_status",
                   "load_producer_status",
                   reason=STATE)
+@conformance("§1.1", "two-phase dispatch", reason="each task initializes its cursors and variables inside its own warp branch; the SSA frontend needs no IR-shape stabilisation")
 def test_pipeline_state_lives_in_registers():
     llir, ptx = _ring_llir_and_ptx()
     assert "alloca" not in llir and ".local" not in ptx
@@ -63,6 +64,8 @@ def test_pipeline_state_lives_in_registers():
 @conformance("A6", "initialize_runtime_state_internal", reason=STATE)
 @conformance("A9", "resource.create() once per resource from setup_resources_and_tasks()", reason=SETUP)
 @conformance("A9", "initialize_runtime_state_internal() once per kernel", reason=STATE)
+@conformance("§1.1", "user fence/sync after setup", reason="setup_resources_and_tasks() emits fence.mbarrier_init and the CTA (or cluster) barrier itself")
+@conformance("§1.8", "allocate() / assign_barrier_ptrs()", reason=SETUP)
 def test_setup_places_and_initializes_every_barrier_once():
     _, ptx = _ring_llir_and_ptx()
     assert ptx.count("mbarrier.init") == 4        # 2 stages x (full, empty)

@@ -40,6 +40,7 @@ class Sink(MemoryResource):
         pass
 
 
+@conformance("§1.3", "legacy raw schedule list", reason="schedule_from_entries(entries, end=...) normalises a raw list into the captured Schedule (no ScheduleResult)")
 def test_raw_schedule_entry_with_a_label_selects_the_method():
     smem_kv = SmemKV(name="smem_kv")
     sched = schedule_from_entries([(smem_kv, ScheduleStage.ConsumerWork, "k_desc")], end=4)
@@ -92,6 +93,7 @@ def triple_in_place(x, n):
 
 @conformance("A6", "consumer_work(stage_info) monolithic hook")
 @conformance("A6", "producer_work(stage_info) monolithic hook")
+@conformance("§1.2", "producer_work()/consumer_work()/producer_aux_work()/consumer_aux_work() unnamed hooks")
 def test_monolithic_override_is_the_stage_work_method():
     methods = work_methods(MonoSource)
     assert list(methods) == ["consumer_work"] and methods["consumer_work"].stage is ScheduleStage.ConsumerWork
@@ -286,6 +288,7 @@ def _two_writers(first, second):
     return ts.TaskManager(tasks, {first: [feeds[0]], second: [feeds[1]]}, verbose=False)
 
 
+@conformance("§1.8", "TmemAllocation(name, num_columns)", reason="get_tmem_requirements() columns are laid out by the TaskManager (owner, column, M2); device addresses are issue 14")
 def test_tmem_requirements_are_laid_out_by_the_task_manager():
     first, second = Accumulator(name="acc0", columns=128), Accumulator(name="acc1", columns=256)
     manager = _two_writers(first, second)

@@ -40,6 +40,7 @@ REFERENCE_FIELDS = [
 @conformance("A1", "field mcast_mode_mn")
 @conformance("A1", "field umma_consumer_producer_op")
 @conformance("A1", "field async_producer_op")
+@conformance("§1.4", "async_producer_op / umma_consumer_producer_op = AsyncLoad")
 def test_fields_in_the_reference_order_with_its_defaults():
     assert [(f.name, f.default) for f in dataclasses.fields(PipelineConfig)] == REFERENCE_FIELDS
 
@@ -60,6 +61,7 @@ def test_the_old_type_first_order_says_what_to_write():
 
 @conformance("A1", "field barrier_ptr", reason="tsjit places every pipeline's barriers in its dynamic "
              "shared-memory block; barrier_ptr other than None is a P3 error saying so")
+@conformance("§1.4", "barrier_ptr", reason="tsjit places every pipeline's barriers itself; a barrier_ptr is a P3 error saying so")
 def test_barrier_ptr_other_than_none_is_refused_with_the_reason():
     with pytest.raises(VerificationError, match="barrier_ptr") as err:
         PipelineConfig.create_tma_async_pipeline_cfg(2, 4096, group(1), group(128), SINGLE_CTA, All, All, 12345)
@@ -76,6 +78,7 @@ def test_async_load_on_the_wrong_type_names_the_field():
 @conformance("A1", "property producer_commit_interleave_stride")
 @conformance("A1", "property consumer_wait_interleave_stride")
 @conformance("A1", "property consumer_release_interleave_stride")
+@conformance("§1.4", "stride properties")
 def test_interleave_properties():
     cfg = PipelineConfig.create_async_umma_pipeline_cfg(
         4, group(1), group(1), SINGLE_CTA, All, All, None, PipelineOp.AsyncThread, None, True, True,
@@ -224,6 +227,7 @@ async_async_positional = ring_kernel(lambda: ts.PipelineConfig.create_async_asyn
     ts.SignalingThreads.All, ts.SignalingThreads.All, None, ts.PipelineOp.AsyncThread, False, 1))
 
 
+@conformance("§1.8", "get(alloc) / get_as_type(alloc, dtype, count)", reason="an SmemAllocation gives its typed view with alloc.tensor(shape, dtype) in device code")
 def test_positional_async_async_ring_compiles_for_sm90a():
     x = np.zeros(256, np.float32)
     kernel = tsjit.compile(async_async_positional, x, x, 8, target="sm_90a")
@@ -262,6 +266,10 @@ BLACKWELL_REASON = "the tcgen05 lowering is issue 14 (Blackwell); for sm_100a th
 @conformance("A1", "create_umma_async_pipeline_cfg", reason=BLACKWELL_REASON)
 @conformance("A1", "create_async_umma_pipeline_cfg", reason=BLACKWELL_REASON)
 @conformance("A1", "create_umma_umma_pipeline_cfg", reason=BLACKWELL_REASON)
+@conformance("§1.4", "create_tma_umma_pipeline_cfg", reason=BLACKWELL_REASON)
+@conformance("§1.4", "create_umma_async_pipeline_cfg", reason=BLACKWELL_REASON)
+@conformance("§1.4", "create_async_umma_pipeline_cfg", reason=BLACKWELL_REASON)
+@conformance("§1.4", "create_umma_umma_pipeline_cfg", reason=BLACKWELL_REASON)
 @pytest.mark.filterwarnings("ignore::tsjit.ts.VerificationWarning")
 @pytest.mark.parametrize("kind", sorted(_BLACKWELL))
 def test_umma_pipelines_on_sm100a_compile_or_say_why(kind):

@@ -148,6 +148,7 @@ def _compile(kernel):
     return _SEEN[kernel]
 
 
+@conformance("§1.3", "StageInfo")
 def test_stage_info_fields_in_the_reference_order():
     assert [f.name for f in dataclasses.fields(StageInfo)] == [
         "loop_offset", "loop_start", "loop_end", "loop_step", "stage_idx", "label", "barrier", "work_tile",
@@ -187,6 +188,7 @@ def test_num_active_stages_counts_delayed_commit_stages():
 
 
 @conformance("A3", "context")
+@conformance("§1.1", "ResourceContext(smem_base, tmem_ptr_i32)")
 def test_context_carries_the_allocator_base():
     context = _compile(STAGED)["fill"].context
     assert isinstance(context, ResourceContext)

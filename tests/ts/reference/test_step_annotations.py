@@ -43,6 +43,8 @@ def _opcodes(ptx):
     return sorted(ops)
 
 
+@conformance("§1.1", "MemoryResource.name in errors, printouts, PTX comments")
+@conformance("§1.1", "PTX comments (task.emit_ptx_comments)")
 def test_ptx_carries_resource_operation_and_task_comments():
     assert _comments(_ptx(PLAIN)) == [
         "consumer warp: [1, 2)", "ring_wait", "ring_take", "out_write", "ring_release",
@@ -56,6 +58,7 @@ def test_emit_ptx_comments_false_drops_them_and_nothing_else():
     assert plain.count("mbarrier.") == quiet.count("mbarrier.")
 
 
+@conformance("§1.1", "Task.debug_print")
 def test_debug_print_emits_one_guarded_print_per_step():
     ptx = _ptx(DEBUG)
     assert "vprintf" not in _ptx(PLAIN)
