@@ -2,6 +2,7 @@
 never finish.  Each now compiles to the right code or fails with a located CompilationError
 (absolute file:line:col, the line, a caret) that says what to write instead."""
 import itertools
+import math as MATH
 import re
 import time
 import warnings
@@ -665,3 +666,29 @@ def test_and_or_of_one_dtype_give_an_operand_not_a_boolean():
     assert any("phi float" in line and two_and_a_half in line for line in phis), phis
     assert any("phi float" in line for line in phis if two_and_a_half not in line)
     assert any("phi i1" in line for line in phis)  # mixed dtypes in a condition: the Boolean
+
+
+@tsjit.kernel
+def identity_of_device_values(x):
+    i = tsjit.thread_idx().x
+    if x[i] is x[i]:
+        x[i] = 1.0
+
+
+def test_is_with_device_values_is_refused_instead_of_folding_on_identity():
+    err = compile_error(identity_of_device_values, F32)
+    assert_points_at(err, identity_of_device_values, "x[i] is x[i]")
+    assert "==" in err.message
+
+
+@tsjit.kernel
+def python_math_module(x):
+    x[0] = MATH.floor(x[1])
+
+
+
+
+def test_python_math_on_a_device_value_points_to_tsjit_math():
+    err = compile_error(python_math_module, F32)
+    assert_points_at(err, python_math_module, "MATH.floor(x[1])")
+    assert "tsjit.math.floor" in err.message

@@ -130,6 +130,10 @@ class CallMixin:
         if func in _CONVERSION_HINTS and _has_value(args, kwargs):
             raise self.error(node, f"{func.__name__}() of a run-time value is not available; use "
                                    f"{_CONVERSION_HINTS[func]}")
+        if getattr(func, "__module__", None) == "math" and _has_value(args, kwargs):
+            name = getattr(func, "__name__", "?")
+            hint = f"tsjit.math.{name}" if hasattr(device_math, name) else "the tsjit.math functions"
+            raise self.error(node, f"math.{name} runs on the host and cannot take a device value; use {hint}")
         ufunc = _numpy_ufunc_name(func)
         if ufunc is not None and _has_value(args, kwargs):
             hint = f"tsjit.math.{ufunc}" if hasattr(device_math, ufunc) else "the tsjit.math functions"

@@ -37,7 +37,8 @@ _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.LShift: operator.lshift, ast.RShift: operator.rshift, ast.BitAnd: operator.and_,
            ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.MatMult: operator.matmul}
 _CMPOPS = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
-           ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Is: operator.is_, ast.IsNot: operator.is_not,
+           ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Is: lambda a, b: guards.identity(a, b, negate=False),
+           ast.IsNot: lambda a, b: guards.identity(a, b, negate=True),
            ast.In: lambda a, b: guards.membership(a, b, negate=False),
            ast.NotIn: lambda a, b: guards.membership(a, b, negate=True)}
 _UNSUPPORTED_STMTS = {ast.With: "`with`", ast.AsyncWith: "`async with`", ast.Try: "`try`",

@@ -8,6 +8,8 @@ computations do not end; each guard here turns one of them into a located
 * :func:`membership` — ``i in (1, 2)`` / ``i not in {...}`` with a run-time ``i`` compares
   element by element at run time (Python's ``in`` would hash the value or compare identities
   and fold to a constant).
+* :func:`identity` — ``x[i] is y`` (other than ``is None``) is refused: it would fold on object
+  identity.
 * :func:`bounded_iteration` — compile-time loops (``range_constexpr``, loops over tuples,
   lists and iterators) and unpacking (``f(*xs)``, ``a, b = xs``) stop with an error after the
   **unroll limit** of iterations instead of running forever (``itertools.count()``) or filling
@@ -32,7 +34,7 @@ from tsjit.errors import CompilationError
 from tsjit.lang.constexpr import DynamicRange
 from tsjit.lang.values import Value, binary, compare, is_constant, logical_not
 
-DEFAULT_UNROLL_LIMIT = 4096
+DEFAULT_UNROLL_LIMIT = env.UNROLL_LIMIT.default  # 4096
 _MAX_COMPILE_TIME_BITS = 1 << 16          # compile-time ints larger than this are refused
 _MAX_COMPILE_TIME_LENGTH = 1 << 20        # compile-time strings/lists/tuples built by `*`
 
@@ -44,8 +46,7 @@ def resolve_unroll_limit(option: int | None) -> int:
         CompilationError: the option is not a positive int.
     """
     if option is None:
-        value = env.unroll_limit()
-        return DEFAULT_UNROLL_LIMIT if value is None else value
+        return env.unroll_limit()
     if isinstance(option, bool) or not isinstance(option, int) or option < 1:
         raise CompilationError(f"@tsjit.kernel(unroll_limit=...) must be a positive int, got {option!r}")
     return option
@@ -146,6 +147,19 @@ def _in_range(item, rng):
         return inside
     on_step = compare("==", offset % abs(step), 0)
     return binary("&", inside, on_step)
+
+
+def identity(a, b, *, negate: bool) -> bool:
+    """``a is b`` (``is not`` when ``negate``) at compile time.
+
+    Raises:
+        CompilationError: a device value compared with something other than ``None`` or itself
+            (each computation makes a new object, so ``x[i] is x[i]`` would fold to False).
+    """
+    if a is not b and (isinstance(a, Value) or isinstance(b, Value)) and a is not None and b is not None:
+        raise CompilationError("`is` compares compile-time objects, and each device value computed is a new "
+                               "object; compare the values with `==` / `!=`")
+    return (a is not b) if negate else (a is b)
 
 
 # -- compile-time sizes ----------------------------------------------------------------------
@@ -276,4 +290,5 @@ def check_region_end(snapshot: RegionSnapshot) -> None:
 
 
 __all__ = ["DEFAULT_UNROLL_LIMIT", "RegionSnapshot", "bounded_iteration", "check_compile_time_size",
-           "check_method_call", "check_mutation", "check_region_end", "membership", "resolve_unroll_limit"]
+           "check_method_call", "check_mutation", "check_region_end", "identity", "membership",
+           "resolve_unroll_limit"]
