@@ -286,9 +286,13 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
 
     def _get_attribute(self, obj, node: ast.Attribute):
         try:
-            return getattr(obj, node.attr)
+            value = getattr(obj, node.attr)
         except AttributeError:
             raise self.error(node, f"{self._type_name(obj)} has no attribute `{node.attr}`") from None
+        explain = getattr(type(value), "__tsjit_not_a_value__", None)   # e.g. a TS TaskLocalVariable
+        if explain is not None:
+            raise self.error(node, explain(value))
+        return value
 
     @staticmethod
     def _type_name(obj) -> str:

@@ -185,6 +185,13 @@ class _TaskLowering:
                 raise CompilationError(
                     f"work '{step.label}' of '{step.resource.name}' returns a {value.dtype.name} for "
                     f"'{variable.name}', declared {variable.dtype.name}", step.location)
+            if isinstance(value, Value) and isinstance(variable.dtype, dt.DType) and not value.dtype.is_float \
+                    and not variable.dtype.is_float and value.dtype.bits > variable.dtype.bits:
+                raise CompilationError(
+                    f"work '{step.label}' of '{step.resource.name}' returns a {value.dtype.name} for "
+                    f"'{variable.name}', declared {variable.dtype.name}: storing it would drop the high bits. "
+                    f"Convert it in the work body (tsjit.{variable.dtype.name}(value)) or declare "
+                    f"TaskLocalVariable({value.dtype.name})", step.location)
             scope[self.key(variable)] = _typed(value, variable)
 
     def emit_guard(self, node: GuardBlock, scope: dict, offset) -> None:

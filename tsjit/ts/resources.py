@@ -138,6 +138,14 @@ class TaskLocalVariable:
             return None
         return self.qualified_name.replace(".", "_")
 
+    def __tsjit_not_a_value__(self) -> str:
+        """The message when a work body uses the variable object itself as a value (hidden state)."""
+        name = self.name or "item"
+        return (f"{self.qualified_name} is a task-local variable (the identity of a value that flows "
+                f"through the schedule), not its value; a work body must not read it from self. Take "
+                f"the value as a routed parameter, `def store(self, stage_info, *, {name})`, and pass "
+                f"it in the schedule: `{name} = src.load(); dst.store({name}={name})`.")
+
     def __repr__(self) -> str:
         if self.is_uninitialized:
             return "TaskLocalVariable.uninitialized()"

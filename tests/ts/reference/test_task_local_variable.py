@@ -222,3 +222,67 @@ def test_field_reference_of_another_class_is_reported_when_methods_are_collected
 def test_dtype_is_needed_by_the_register_slot():
     with pytest.raises(ValueError, match="dtype"):
         TaskLocalVariable()
+
+
+@dataclass(kw_only=True)
+class Peek(MemoryResource):
+    """Reads the source's variable object from self instead of taking the routed value."""
+
+    dst: object
+    src: object
+
+    @producer_work
+    def store(self, stage_info, *, item):
+        self.dst[stage_info.loop_offset] = self.src.item
+
+
+@dataclass(kw_only=True)
+class WideSource(MemoryResource):
+    tensor: object
+    item: TaskLocalVariable = TaskLocalVariable.uninitialized()
+
+    def __post_init__(self) -> None:
+        self.item = TaskLocalVariable(dtype=tsjit.Int16, default=0)
+
+    @consumer_work(returns=item)
+    def load(self, stage_info):
+        return self.tensor[stage_info.loop_offset]      # an Int32 element into an Int16 slot
+
+
+def _copy_kernel(source_class, sink_class):
+    @tsjit.kernel
+    def copy(src, dst, n):
+        source = source_class(name="source", tensor=src)
+        sink = sink_class(name="sink", dst=dst, src=source) if sink_class is Peek else sink_class(name="sink",
+                                                                                                 tensor=dst)
+
+        @ts.schedule
+        def copy_schedule(s, d):
+            with ts.domain_loop(tsjit.thread_idx().x, n, 32):
+                item = s.load()
+                d.store(item=item)
+
+        task = ts.Task([source], [sink], 0, 1, schedule=copy_schedule(source, sink), name="copy")
+        manager = ts.TaskManager([task], {sink: [source]}, verbose=False)
+        manager.setup_resources_and_tasks()
+        manager.run()
+    return copy
+
+
+@conformance("§1.3", "hidden-state guard")
+def test_reading_a_variable_object_in_a_work_body_names_the_routed_form():
+    src, dst = _arrays()
+    with pytest.raises(tsjit.CompilationError) as err:
+        tsjit.compile(_copy_kernel(GmemSource, Peek), src, dst, 256, target="sm_90a")
+    text = str(err.value)
+    assert "source.item is a task-local variable" in text and "def store(self, stage_info, *, item)" in text
+    assert "self.src.item" in text                      # the excerpt points at the read
+
+
+@conformance("§1.3", "returned dtype check")
+def test_a_wider_integer_returned_into_a_narrow_slot_is_refused():
+    src, dst = _arrays()
+    with pytest.raises(tsjit.CompilationError) as err:
+        tsjit.compile(_copy_kernel(WideSource, GmemSink), src, dst, 256, target="sm_90a")
+    text = str(err.value)
+    assert "returns a Int32 for 'item', declared Int16" in text and "tsjit.Int16(value)" in text
