@@ -36,6 +36,7 @@ from tsjit.frontend.dependencies import unchanged as dependencies_unchanged
 from tsjit.frontend.kernel_entry import compile_to_llvm
 from tsjit.runtime import driver, hang_report
 from tsjit.runtime.cache import CacheEntry, KernelCache
+from tsjit.runtime.metadata import KernelMetadata
 from tsjit.lang.constexpr import is_constexpr_annotation
 from tsjit.runtime.launch import (BoundLaunch, LaunchPlan, argument_signature, constexpr_kind, plan_layout,
                                   split_dynamic)
@@ -50,32 +51,31 @@ class CompiledKernel:
     Attributes:
         name: kernel symbol in the cubin.
         llir, ptx: text of each stage (``None`` when loaded from a cache entry that did not keep it).
-        cubin: the device binary for ``metadata["target"]``.
-        metadata: ``registers``, ``spill_stores_bytes``, ``spill_loads_bytes``, ``smem_bytes`` (dynamic
-            shared memory the kernel lays out itself), ``static_smem_bytes``, ``target``, ``tool``,
-            ``key`` (on-disk cache key), ``compile_ms``, ``dependencies``, ``from_cache``, and
-            ``launch_requirements``: the kernel's launch contract, a
-            :class:`~tsjit.abi.LaunchRequirements` (JSON in the on-disk entry).
+        cubin: the device binary for ``metadata.target``.
+        metadata: a :class:`~tsjit.runtime.metadata.KernelMetadata` (``registers``, spills,
+            ``smem_bytes``, ``static_smem_bytes``, ``target``, ``tool``, ``key``, ``compile_ms``,
+            ``dependencies``, ``from_cache``, ``launch_requirements``...), read as attributes or,
+            like a dict, by name (``metadata["registers"]``).
     """
 
     name: str
     cubin: bytes
-    metadata: dict
+    metadata: KernelMetadata
     llir: str | None = None
     ptx: str | None = None
     _function: object = field(default=None, repr=False)
 
     @property
     def launch_requirements(self) -> LaunchRequirements:
-        """The launch contract the launcher checks (``metadata["launch_requirements"]``)."""
-        return self.metadata.get("launch_requirements") or LaunchRequirements()
+        """The launch contract the launcher checks (``metadata.launch_requirements``)."""
+        return self.metadata.launch_requirements
 
     def function(self):
         """The loaded driver function (loads the cubin on first use; needs a GPU)."""
         if self._function is None:
             module = driver.load_module(self.cubin)
-            if self.metadata.get("debug_waits"):  # a TSJIT_DEBUG=1 build: give it a hang-record buffer
-                hang_report.attach(self.name, self.metadata["debug_waits"], module)
+            if self.metadata.debug_waits:  # a TSJIT_DEBUG=1 build: give it a hang-record buffer
+                hang_report.attach(self.name, self.metadata.debug_waits, module)
             self._function = driver.get_function(module, self.name)
         return self._function
 
@@ -196,16 +196,12 @@ class Kernel:
         cache = None if env.disable_cache() else KernelCache()
         if cache is not None and not env.always_compile():
             entry = cache.get(key)
-            if entry is not None and entry.metadata.get("kernel_name") and \
-                    dependencies_unchanged(entry.metadata.get("dependencies"), self.fn):
-                meta = dict(entry.metadata, from_cache=True)
-                meta["launch_requirements"] = LaunchRequirements.from_json(meta.get("launch_requirements"))
-                return CompiledKernel(entry.metadata["kernel_name"], entry.cubin, meta, entry.llir, entry.ptx)
+            meta = KernelMetadata.from_json(entry.metadata) if entry is not None else None
+            if meta is not None and dependencies_unchanged(meta.dependencies, self.fn):
+                return CompiledKernel(meta.kernel_name, entry.cubin, meta, entry.llir, entry.ptx)
         compiled = self._compile(specs, target, key)
         if cache is not None:
-            meta = {k: v for k, v in compiled.metadata.items() if k != "from_cache"}
-            meta["launch_requirements"] = compiled.launch_requirements.to_json()
-            cache.put(key, CacheEntry(compiled.cubin, meta, compiled.ptx, compiled.llir))
+            cache.put(key, CacheEntry(compiled.cubin, compiled.metadata.to_json(), compiled.ptx, compiled.llir))
         return compiled
 
     def _compile(self, specs, target, key) -> CompiledKernel:
@@ -217,16 +213,15 @@ class Kernel:
         t2 = time.perf_counter()
         asm = assembler.assemble(ptx, target, kernel_name=lowered.name)
         t3 = time.perf_counter()
-        metadata = {
-            "kernel_name": lowered.name, "target": target.name, "key": key,
-            "registers": asm.registers, "spill_stores_bytes": asm.spill_stores_bytes,
-            "spill_loads_bytes": asm.spill_loads_bytes, "stack_frame_bytes": asm.stack_frame_bytes,
-            "static_smem_bytes": asm.static_smem_bytes, "smem_bytes": lowered.smem_bytes,
-            "tool": asm.tool, "tool_version": asm.tool_version, "dependencies": lowered.dependencies,
-            "launch_requirements": lowered.launch_requirements, "debug_waits": lowered.debug_waits,
-            "compile_ms": {"frontend": (t1 - t0) * 1e3, "llvm": (t2 - t1) * 1e3, "assemble": (t3 - t2) * 1e3},
-            "from_cache": False,
-        }
+        metadata = KernelMetadata(
+            kernel_name=lowered.name, target=target.name, key=key,
+            registers=asm.registers, spill_stores_bytes=asm.spill_stores_bytes,
+            spill_loads_bytes=asm.spill_loads_bytes, stack_frame_bytes=asm.stack_frame_bytes,
+            static_smem_bytes=asm.static_smem_bytes, smem_bytes=lowered.smem_bytes,
+            tool=asm.tool, tool_version=asm.tool_version, dependencies=lowered.dependencies,
+            launch_requirements=lowered.launch_requirements,
+            debug_waits=lowered.debug_waits,
+            compile_ms={"frontend": (t1 - t0) * 1e3, "llvm": (t2 - t1) * 1e3, "assemble": (t3 - t2) * 1e3})
         compiled = CompiledKernel(lowered.name, asm.cubin, metadata, lowered.llir, ptx)
         _dump(compiled)
         return compiled
@@ -316,7 +311,7 @@ class Kernel:
         compiled = self._get_compiled(specs, _launch_target())
         if callable(grid):
             grid = grid({p.name: v for p, v in zip(self.params, values)})
-        smem = max(int(smem_bytes), compiled.metadata.get("smem_bytes", 0))
+        smem = max(int(smem_bytes), compiled.metadata.smem_bytes)
         cluster = _check_configuration(compiled, grid, block, smem, cluster, check_launch)
         params = (ctypes.c_void_p * len(packed))(*[ctypes.addressof(v) for v in packed]) if packed else None
         driver.launch(compiled.function(), grid, block, params, smem_bytes=smem, stream=stream, cluster=cluster,
@@ -340,7 +335,7 @@ def _check_configuration(compiled: CompiledKernel, grid, block, smem, cluster, c
         device_limit = None
         if driver.gpu_available():
             device_limit = (driver.device_properties().max_dynamic_smem_optin
-                            - int(compiled.metadata.get("static_smem_bytes") or 0))
+                            - int(compiled.metadata.static_smem_bytes or 0))
         requirements.check(compiled.name, grid, block, cluster, smem, device_limit)
     return cluster
 
@@ -393,7 +388,7 @@ def _dump(compiled: CompiledKernel) -> None:
         return
     try:
         os.makedirs(directory, exist_ok=True)
-        stem = os.path.join(directory, f"{compiled.name}-{compiled.metadata['key'][:12]}")
+        stem = os.path.join(directory, f"{compiled.name}-{compiled.metadata.key[:12]}")
         for suffix, data in ((".ll", compiled.llir), (".ptx", compiled.ptx)):
             with open(stem + suffix, "w") as fh:
                 fh.write(data)

@@ -120,7 +120,7 @@ class LaunchPlan:
 
     def __init__(self, compiled, specs, values_per_param):
         self.compiled = compiled
-        self.smem = compiled.metadata.get("smem_bytes", 0)
+        self.smem = compiled.metadata.smem_bytes
         #: (grid, block, smem, cluster, pdl, check_launch) -> driver.PreparedLaunch: each
         #: configuration is checked against the launch contract once, before the driver sees it.
         self.prepared: dict = {}
