@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 
 from tsjit.abi import LaunchRequirements
+from tsjit.errors import UsageKeyError
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,7 +57,7 @@ class KernelMetadata(Mapping):
     def __getitem__(self, name: str):
         if name in _FIELD_NAMES:
             return getattr(self, name)
-        raise KeyError(name)
+        raise UsageKeyError(f"kernel metadata has no field {name!r}; its fields are {', '.join(_FIELD_NAMES)}")
 
     def __iter__(self):
         return iter(_FIELD_NAMES)
