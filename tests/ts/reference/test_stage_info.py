@@ -58,6 +58,7 @@ class KvDescriptors(ts.MemoryResource):
 @dataclass(kw_only=True)
 class Staged(ts.MemoryResource):
     x: object
+    in_flight: object
     allocation: object = None
     stage: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
 
@@ -72,6 +73,8 @@ class Staged(ts.MemoryResource):
     @ts.producer_work
     def fill(self, stage_info):
         probe("fill", stage_info)
+        if tsjit.thread_idx().x == 0:
+            self.in_flight[stage_info.loop_offset] = stage_info.num_active_stages
         tiles = self.allocation.tensor((self.pipeline_config.num_stages, 32))
         tiles[stage_info.stage_idx][tsjit.thread_idx().x] = self.x[stage_info.loop_offset * 32 + tsjit.thread_idx().x]
 
@@ -95,11 +98,11 @@ class Sink(ts.MemoryResource):
 
 def _kernel(advance_on_acquire):
     @tsjit.kernel
-    def staged(x, y, chunks, kv_out):
+    def staged(x, y, chunks, kv_out, in_flight):
         cfg = ts.PipelineConfig.create_async_async_pipeline_cfg(
             4, ts.CooperativeGroup(ts.Agent.Thread, 32), ts.CooperativeGroup(ts.Agent.Thread, 32),
             advance_on_acquire=advance_on_acquire)
-        ring = Staged(name="ring", pipeline_config=cfg, x=x)
+        ring = Staged(name="ring", pipeline_config=cfg, x=x, in_flight=in_flight)
         sink = Sink(name="sink", y=y, ring=ring)
         kv = KvDescriptors(name="kv", out=kv_out)
 
@@ -142,7 +145,7 @@ def _compile(kernel):
         x = np.zeros(256, np.float32)
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv("TSJIT_ALWAYS_COMPILE", "1")     # the probes run only when the frontend does
-            compiled = tsjit.compile(kernel, x, x, 8, x, target="sm_90a")
+            compiled = tsjit.compile(kernel, x, x, 8, x, np.zeros(8, np.int32), target="sm_90a")
         assert compiled.cubin[:4] == b"\x7fELF"
         _SEEN[kernel] = dict(PROBES)
     return _SEEN[kernel]
@@ -196,10 +199,13 @@ def test_context_carries_the_allocator_base():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kernel", [STAGED, STAGED_DELAYED], ids=["immediate", "delayed_commit"])
-def test_staged_ring_runs(kernel):
+@pytest.mark.parametrize("kernel, in_flight", [(STAGED, 0), (STAGED_DELAYED, 1)], ids=["immediate", "delayed_commit"])
+def test_staged_ring_runs(kernel, in_flight):
     chunks = 8
     x = np.random.default_rng().standard_normal(chunks * 32).astype(np.float32)
     y = tsjit.empty(chunks * 32, tsjit.Float32).fill_bytes(0x7F)
-    kernel[(1,), (64,)](tsjit.to_device(x), y, chunks, tsjit.empty(1, tsjit.Float32))
+    seen = tsjit.empty(chunks, tsjit.Int32).fill_bytes(0x7F)
+    kernel[(1,), (64,)](tsjit.to_device(x), y, chunks, tsjit.empty(1, tsjit.Float32), seen)
     np.testing.assert_allclose(y.numpy(), x.astype(np.float64) + 1.0, rtol=1e-6)
+    # acquire -> fill -> commit: while fill runs, the stage it fills is the one in flight
+    assert (seen.numpy() == in_flight).all()
