@@ -191,9 +191,15 @@ class MemoryResource:
             def __post_init__(self):
                 self.item = TaskLocalVariable(tsjit.Int16)
 
-            @consumer_work(returns="item")
+            @consumer_work(returns=item)          # the field reference (or "item")
             def load(self, stage_info):
                 return self.src[stage_info.loop_offset]
+
+    The reference's hooks exist with their defaults: ``get_smem_requirements`` /
+    ``get_tmem_requirements`` (allocations), ``get_producer_requirements`` /
+    ``get_consumer_requirements`` (what each role touches, for the race checker),
+    ``physical_ranges`` (extra aliasing), the monolithic ``consumer_work(self, stage_info)``
+    style overrides; the legacy dict-based forms raise with their captured-schedule equivalent.
 
     Fields:
         name: label used in errors, printouts and PTX comments.  Must be unique among
