@@ -290,3 +290,27 @@ def test_help_lists_the_api():
     for name in ("kernel(", "compile(", "shared_array(", "shuffle_xor(", "syncthreads(", "TensorMap",
                  "DeviceArray", "static_print("):
         assert name in text, name
+
+
+#: the TS lowering (DESIGN.md: "ts/lower/ turns a verified program into code through the frontend"):
+#: the only part of tsjit.ts that may load the code generator when it is imported.
+TS_LOWERING = ("tsjit.ts.lowering", "tsjit.ts.lower_pipeline", "tsjit.ts.lower")
+
+
+def test_only_the_ts_lowering_loads_the_code_generator_at_import():
+    """Statically, for every module of tsjit.ts (the runtime check above imports only some): what its
+    top-level imports reach holds no backend or frontend module unless it is the TS lowering."""
+    top_level = {module: frozenset(target for target, _, inside, _ in _imports(module, path)
+                                   if target in MODULES and target != module and not inside)
+                 for module, path in MODULES.items()}
+    lowering = {m for m in MODULES if m.startswith(TS_LOWERING)}
+    assert "tsjit.ts.lowering" in lowering
+    wrong = {}
+    for module in MODULES:
+        if _layer(module) != "tsjit.ts" or module in lowering:
+            continue
+        reached = _reachable(top_level, module)
+        bad = sorted(m for m in reached if _layer(m) in ("tsjit.backend", "tsjit.frontend"))
+        if bad:
+            wrong[module] = bad
+    assert not wrong, f"TS model modules load the code generator at import time (DESIGN.md): {wrong}"

@@ -144,7 +144,8 @@ CACHE_DIR = EnvVar(
     "Directory of the on-disk kernel cache (one file per compiled specialization).")
 DUMP_DIR = EnvVar(
     "TSJIT_DUMP_DIR", "path", None,
-    "When set, every compilation writes its LLVM IR, PTX and cubin into this directory.")
+    "When set, every compilation writes its LLVM IR, PTX, cubin and folded Python source (.py) into this "
+    "directory.")
 ASSEMBLER = EnvVar(
     "TSJIT_ASSEMBLER", "choice", "auto",
     "PTX to cubin assembler: nvjitlink, ptxas, or auto (nvJitLink when found, else ptxas).",

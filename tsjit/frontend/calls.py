@@ -115,7 +115,24 @@ def _with_call_site(exc, location):
 
 
 class CallMixin:
+    """Call handling of :class:`~.codegen.CodeGenerator`: device functions are inlined, every other
+    callable runs at compile time, and nested ``def``/``lambda`` become closures.
+
+    A mixin: it relies on these members of the generator it is mixed into: ``frames`` and ``frame``
+    (:class:`~.frame.Frame`), ``builder``, ``dead``, ``folder``, ``regions``, and the methods
+    ``visit_body``, ``new_block``, ``location``, ``error`` and ``record_references``
+    (:class:`~.dependencies.RecordingMixin`).
+    """
     def call(self, func, args: list, kwargs: dict, node):
+        """Apply ``func`` to the evaluated ``args``/``kwargs`` at call site ``node``: inline a ``@tsjit.func``,
+        turn ``range``/``min``/``max``/``abs`` of run-time values into their device forms, reject host-only
+        functions given device values with a hint, else call ``func`` at compile time.
+
+        Raises:
+            CompilationError: the callee cannot take these arguments in device code, or it raised (located
+                at the innermost line of the user's compile-time code, else at the call).
+            ScheduleError, VerificationError: raised by the TS model; passed through with the call site.
+        """
         if isinstance(func, DeviceFunction):
             return self.inline(func.fn, args, kwargs, node)
         if getattr(func, "__tsjit_kernel__", False):
@@ -180,8 +197,16 @@ class CallMixin:
         frame = Frame(parsed, scope, is_kernel=False)
         call_site = self.location(node) if (node is not None and self.frames) else None
         self.frames.append(frame)
+        folder = self.folder
+        if folder is not None:
+            where = f"called at {call_site.filename}:{call_site.line}" if call_site is not None else \
+                "called by compile-time code"
+            folder.comment(f"inline {fn.__qualname__} ({parsed.filename}:{parsed.node.lineno}), {where}")
+            folder.inline_arguments(scope, node)
         try:
             self.visit_body(parsed.node.body)
+            if folder is not None:
+                folder.comment(f"end inline {fn.__qualname__}")
             if not self.dead:
                 frame.returns.append(ssa.Edge(self.builder.block, {"<return>": None}))
             try:

@@ -13,8 +13,10 @@ values (ints, dtypes, resources, functions, ...) or run-time
   a run-time Boolean emits a branch and merges the arms' bindings (:mod:`.ssa`).
 * A nested ``def`` or ``lambda`` becomes a real Python closure over the current bindings.
 
-Statement and expression handlers are registered in tables (no ``isinstance`` chains);
-control flow lives in :mod:`.control`, calls in :mod:`.calls`.
+Statement and expression handlers are registered in tables of method names (no ``isinstance``
+chains), resolved on the instance so a subclass can override a handler; control flow lives in
+:mod:`.control`, calls in :mod:`.calls`.  While compiling, a :class:`~.folded.FoldRecorder`
+records what was compiled (``CompiledKernel.folded_source``).
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from tsjit.backend import emit
 from tsjit.errors import CompilationError, TsjitError
 from tsjit.frontend import calls, control, guards
 from tsjit.frontend.dependencies import DependencyRecorder, RecordingMixin, attribute_chain
+from tsjit.frontend.folded import FoldRecorder
 from tsjit.frontend.frame import Frame
 from tsjit.lang import values as V
 from tsjit.lang.builtins import DeviceField, DeviceText
@@ -45,6 +48,14 @@ _UNSUPPORTED_STMTS = {ast.With: "`with`", ast.AsyncWith: "`async with`", ast.Try
                       ast.Global: "`global`", ast.Nonlocal: "`nonlocal`", ast.ClassDef: "a class definition",
                       ast.Delete: "`del`", ast.Import: "`import`", ast.ImportFrom: "`import`",
                       ast.AsyncFor: "`async for`", ast.AsyncFunctionDef: "`async def`"}
+#: Statements the control-flow handlers record themselves in the folded source (:mod:`.folded`).
+_STRUCTURED_STMTS = (ast.If, ast.For, ast.While)
+
+
+def _is_docstring(node) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
 if hasattr(ast, "TryStar"):
     _UNSUPPORTED_STMTS[ast.TryStar] = "`try`"
 if hasattr(ast, "Match"):
@@ -62,10 +73,17 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
         unroll_limit: the most iterations of one compile-time loop or unpacking (:mod:`.guards`).
         regions: snapshots of the compile-time containers alive when each enclosing run-time
             ``if``/loop began (:class:`~.guards.RegionSnapshot`), innermost last.
+        dead: whether the current block has ended (after ``return``/``break``/``continue``); the
+            rest of a body is then skipped.
+        folder: the :class:`~.folded.FoldRecorder` that builds the folded source, or ``None``.
+        stmt_handlers, expr_handlers: node type -> bound handler method, from :data:`STMT_HANDLERS` /
+            :data:`EXPR_HANDLERS` resolved on this instance (a subclass's overrides are used).
     """
 
-    def __init__(self, km: emit.KernelModule, *, unroll_limit: int | None = None):
+    def __init__(self, km: emit.KernelModule, *, unroll_limit: int | None = None,
+                 folder: FoldRecorder | None = None):
         self.km = km
+        self.folder = folder
         self.frames: list[Frame] = []
         self.dead = False
         self.recorder = DependencyRecorder()
@@ -78,55 +96,84 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
     # -- plumbing -----------------------------------------------------------------------------
     @property
     def frame(self) -> Frame:
+        """The innermost :class:`~.frame.Frame` (the function whose body is being visited)."""
         return self.frames[-1]
 
     @property
     def builder(self):
+        """The ``llvmlite.ir.IRBuilder`` of the module under construction, positioned where code goes next."""
         return self.km.builder
 
     def location(self, node):
+        """The :class:`~tsjit.errors.SourceLocation` of ``node`` in the innermost frame's source file."""
         return self.frame.parsed.location(node)
 
     def new_block(self, name: str):
+        """Append a new basic block called ``name`` to the kernel function (the builder stays where it is)."""
         return self.km.function.append_basic_block(name)
 
     def error(self, node, message: str) -> CompilationError:
+        """A :class:`~tsjit.errors.CompilationError` with ``message`` located at ``node`` (the caller raises it)."""
         return CompilationError(message, self.location(node))
 
     # -- statements ---------------------------------------------------------------------------
     def visit_body(self, statements) -> None:
+        """Compile ``statements`` in order, stopping after one that ends the block (``return``, ``break``...)."""
         for stmt in statements:
             if self.dead:
                 return
             self.visit_stmt(stmt)
 
     def visit_stmt(self, node) -> None:
+        """Compile one statement through its handler in :data:`STMT_HANDLERS` (records it in the folded
+        source when a :class:`~.folded.FoldRecorder` is attached).
+
+        Raises:
+            CompilationError: the statement kind is not device code (``with``, ``try``, ``class``...), or its
+                handler failed; located at ``node`` unless the error already points deeper.
+        """
         handler = self.stmt_handlers.get(type(node))
         try:
             if handler is None:
                 what = _UNSUPPORTED_STMTS.get(type(node), f"`{type(node).__name__}`")
                 raise self.error(node, f"{what} is not supported in device code")
             handler(node)
+            if self.folder is not None:
+                self._record_folded(node)
         except CompilationError as exc:
             raise exc.with_location(self.location(node)) from None
         except RecursionError:
             raise self.error(node, "this code nests too deeply to compile (a recursion that does not end at "
                                    "compile time, or expressions nested hundreds deep); simplify it") from None
 
+    def _record_folded(self, node) -> None:
+        if type(node) in _STRUCTURED_STMTS or _is_docstring(node):
+            return  # control flow records itself; docstrings compile to nothing
+        if isinstance(node, ast.Return) and not self.frame.is_kernel:
+            self.folder.inlined_return(node, self.frame.parsed.node.name)
+        else:
+            self.folder.statement(node)
+
     def stmt_expr(self, node: ast.Expr) -> None:
-        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
-            return  # docstring
+        """An expression statement: evaluate it for its effects (a docstring compiles to nothing)."""
+        if _is_docstring(node):
+            return
         self.expr(node.value)
 
     def stmt_pass(self, node) -> None:
+        """``pass``: nothing to emit."""
         pass
 
     def stmt_assign(self, node: ast.Assign) -> None:
+        """``a = b = value``: evaluate ``value`` once and bind it to every target (:meth:`assign`)."""
         value = self.expr(node.value)
         for target in node.targets:
             self.assign(target, value, node)
 
     def stmt_annassign(self, node: ast.AnnAssign) -> None:
+        """``x: T = value``: when ``T`` is a tsjit dtype the value is converted to it (``cast_to``);
+        a bare annotation without a value compiles to nothing.
+        """
         if node.value is None:
             return
         value = self.expr(node.value)
@@ -136,6 +183,11 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
         self.assign(node.target, value, node)
 
     def stmt_augassign(self, node: ast.AugAssign) -> None:
+        """``target op= value`` for a name, an item (``x[i] += v``) or an attribute target.
+
+        Raises:
+            CompilationError: the target is of another kind (e.g. a starred expression).
+        """
         op = _BINOPS[type(node.op)]
         if isinstance(node.target, ast.Name):
             current = self.lookup(node.target.id, node.target)
@@ -153,6 +205,13 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
             raise self.error(node, "unsupported augmented-assignment target")
 
     def assign(self, target, value, node) -> None:
+        """Bind ``value`` to ``target``: a name (in the frame's scope), a tuple/list pattern (unpacked,
+        ``*rest`` allowed), an item (:meth:`store_item`) or an attribute of a compile-time object.
+
+        Raises:
+            CompilationError: the number of values does not match the pattern, or the target cannot be
+                assigned.
+        """
         if isinstance(target, ast.Name):
             self.frame.scope[target.id] = value
         elif isinstance(target, (ast.Tuple, ast.List)):
@@ -200,6 +259,11 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
             raise self.error(target, f"cannot assign into {type(container).__name__}: {exc}") from None
 
     def stmt_assert(self, node: ast.Assert) -> None:
+        """``assert cond, msg`` on a compile-time condition: a failed assertion stops the compile.
+
+        Raises:
+            CompilationError: the condition is a run-time value, or it is false (with ``msg``).
+        """
         test = self.expr(node.test)
         if isinstance(test, Value):
             raise self.error(node, "`assert` needs a compile-time condition; for a run-time check use an "
@@ -209,16 +273,28 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
             raise self.error(node, f"compile-time assertion failed: {msg}")
 
     def stmt_raise(self, node: ast.Raise) -> None:
+        """``raise`` in device code stops the compile with the exception's text (a compile-time error).
+
+        Raises:
+            CompilationError: always; also when the ``raise`` sits under a run-time condition.
+        """
         if self.frame.dynamic_depth:
             raise self.error(node, "`raise` under a run-time condition is not supported in device code")
         exc = self.expr(node.exc) if node.exc is not None else None
         raise self.error(node, f"{type(exc).__name__ if isinstance(exc, BaseException) else 'error'}: {exc}")
 
     def stmt_functiondef(self, node: ast.FunctionDef) -> None:
+        """A nested ``def`` becomes a compile-time Python closure over the current bindings (:meth:`make_closure`)."""
         self.frame.scope[node.name] = self.make_closure(node)
 
     # -- expressions --------------------------------------------------------------------------
     def expr(self, node):
+        """Evaluate expression ``node`` to an object (a compile-time value or a run-time handle) through its
+        handler in :data:`EXPR_HANDLERS`; other kinds go to :meth:`eval_python`.
+
+        Raises:
+            CompilationError: the expression is not valid device code (located at ``node``).
+        """
         handler = self.expr_handlers.get(type(node))
         try:
             if handler is None:
@@ -252,12 +328,15 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
         return ""
 
     def expr_name(self, node: ast.Name):
+        """A name: its binding (:meth:`lookup`)."""
         return self.lookup(node.id, node)
 
     def expr_constant(self, node: ast.Constant):
+        """A literal: the Python value itself (it becomes IR only where a run-time value needs it)."""
         return node.value
 
     def expr_tuple(self, node: ast.Tuple):
+        """A tuple display, ``*iterable`` items unpacked (bounded by the unroll limit)."""
         items = []
         for elt in node.elts:
             if isinstance(elt, ast.Starred):
@@ -271,6 +350,12 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
         return tuple(guards.bounded_iteration(value, self.unroll_limit, "unpacking"))
 
     def expr_attribute(self, node: ast.Attribute):
+        """``obj.attr``.  A chain rooted at a non-local (``pkg.helpers.scale``) is resolved and recorded as one
+        dependency of the cache entry; otherwise ``obj`` is evaluated first.
+
+        Raises:
+            CompilationError: the object has no such attribute.
+        """
         chain = attribute_chain(node)
         if chain is not None and chain[0] not in self.frame.scope:  # `pkg.helpers.scale`: one record
             links, root = [], node
@@ -301,6 +386,7 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
         return f"`{type(obj).__name__}` object"
 
     def subscript_key(self, node):
+        """The index object of a subscript: a ``slice``, a tuple of keys, or the evaluated expression."""
         if isinstance(node, ast.Slice):
             parts = [self.expr(p) if p is not None else None for p in (node.lower, node.upper, node.step)]
             return slice(*parts)
@@ -309,6 +395,11 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
         return self.expr(node)
 
     def expr_subscript(self, node: ast.Subscript):
+        """``container[key]`` (tensor element loads, tuple items, compile-time lookups).
+
+        Raises:
+            CompilationError: the container cannot be indexed with that key.
+        """
         container = self.expr(node.value)
         key = self.subscript_key(node.slice)
         try:
@@ -319,6 +410,12 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
             raise self.error(node, f"cannot index {self._type_name(container)}: {exc}") from None
 
     def apply(self, op, left, right, node):
+        """``op(left, right)`` with compile-time errors turned into located messages: division by zero,
+        a size beyond :mod:`.guards`' limits, a type mismatch.
+
+        Raises:
+            CompilationError: the operation fails (located at ``node``).
+        """
         try:
             guards.check_compile_time_size(op, left, right)
             return op(left, right)
@@ -331,9 +428,11 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
                 from None
 
     def expr_binop(self, node: ast.BinOp):
+        """``left op right``: Python arithmetic on compile-time values, IR through ``Value``'s operators otherwise."""
         return self.apply(_BINOPS[type(node.op)], self.expr(node.left), self.expr(node.right), node)
 
     def expr_unaryop(self, node: ast.UnaryOp):
+        """``-x``, ``+x``, ``~x`` and ``not x`` (``not`` of a run-time value is a Boolean negation)."""
         operand = self.expr(node.operand)
         if isinstance(node.op, ast.Not):
             return V.logical_not(operand)
@@ -341,6 +440,7 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
         return self.apply(lambda a, _: op(a), operand, None, node)
 
     def expr_compare(self, node: ast.Compare):
+        """A comparison chain ``a < b <= c``: the parts joined with :meth:`logical_and`, each operand evaluated once."""
         left = self.expr(node.left)
         result = None
         for op, comparator in zip(node.ops, node.comparators):
@@ -351,6 +451,7 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
         return result
 
     def logical_and(self, a, b):
+        """``a and b`` of two comparison results: folded when either is a compile-time value, else a Boolean ``&``."""
         if not isinstance(a, Value):
             return b if a else a
         if not isinstance(b, Value):
@@ -358,6 +459,8 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
         return V.binary("&", V.cast_to(a, V.dt.Boolean), V.cast_to(b, V.dt.Boolean))
 
     def expr_call(self, node: ast.Call):
+        """A call: the callee and its arguments (``*args``/``**kwargs`` unpacked) are evaluated, then
+        :meth:`call` decides what the call means."""
         func = self.expr(node.func)
         args = []
         for a in node.args:
@@ -374,11 +477,13 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
         return self.call(func, args, kwargs, node)
 
     def expr_namedexpr(self, node: ast.NamedExpr):
+        """``(name := value)``: binds ``name`` and yields ``value``."""
         value = self.expr(node.value)
         self.assign(node.target, value, node)
         return value
 
     def expr_lambda(self, node: ast.Lambda):
+        """A ``lambda`` becomes a compile-time Python closure over the current bindings (:meth:`make_closure`)."""
         return self.make_closure(node)
 
     def expr_joinedstr(self, node: ast.JoinedStr):
@@ -408,6 +513,11 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
         return DeviceText(tuple(pieces))
 
     def expr_unsupported(self, node):
+        """``yield``, ``yield from`` and ``await``: device code is neither a generator nor a coroutine.
+
+        Raises:
+            CompilationError: always, saying what to write instead.
+        """
         what = {ast.Yield: "`yield`", ast.YieldFrom: "`yield from`", ast.Await: "`await`"}[type(node)]
         raise self.error(node, f"{what} is not supported in device code: a kernel or @tsjit.func runs once per "
                                f"thread and cannot be a generator or coroutine; write results to an array, or "

@@ -100,9 +100,25 @@ def _as_condition(value) -> Value:
 
 class ControlFlowMixin:
     # -- if ---------------------------------------------------------------------------------
+    """Control-flow handlers of :class:`~.codegen.CodeGenerator` (``if``, loops, ``break``/``continue``,
+    ``return``, ``and``/``or``, ``a if c else b``).
+
+    A mixin: it relies on these members of the generator it is mixed into:
+    ``frame`` (the innermost :class:`~.frame.Frame`: ``scope``, ``loops``, ``dynamic_depth``,
+    ``dropped``, ``returns``, ``is_kernel``), ``builder``, ``km`` (``loop_unroll_hints``), ``dead``,
+    ``folder``, ``unroll_limit``, ``regions``, and the methods ``expr``, ``assign``, ``visit_body``,
+    ``new_block``, ``location`` and ``error``.
+    """
     def stmt_if(self, node: ast.If) -> None:
+        """``if``/``elif``/``else``.  A compile-time condition compiles only the arm taken; a run-time one
+        emits a conditional branch, compiles both arms and merges their bindings with phis (a name bound in
+        only one arm has no value after the ``if``).
+        """
         test = self.expr(node.test)
+        folder = self.folder
         if not isinstance(test, Value):
+            if folder is not None:
+                folder.folded_if(node, bool(test))
             self.visit_body(node.body if test else node.orelse)
             return
         cond = _as_condition(test)
@@ -111,19 +127,25 @@ class ControlFlowMixin:
         then_block, else_block = self.new_block("if.then"), self.new_block("if.else")
         b.cbranch(cond.ir, then_block, else_block)
         before = dict(frame.scope)
-        edges = []
+        edges, arms = [], []
         for block, body in ((then_block, node.body), (else_block, node.orelse)):
             b.position_at_end(block)
             frame.scope = dict(before)
             self.dead = False
             frame.dynamic_depth += 1
+            if folder is not None:
+                folder.open_block()
             try:
                 with self.runtime_region("`if`", node):
                     self.visit_body(body)
             finally:
                 frame.dynamic_depth -= 1
+                if folder is not None:
+                    arms.append(folder.close_block())
             if not self.dead:
                 edges.append(ssa.Edge(b.block, frame.scope))
+        if folder is not None:
+            folder.runtime_if(node, *arms)
         self._join(edges, "if.end", before)
 
     def runtime_region(self, kind: str, node):
@@ -144,6 +166,9 @@ class ControlFlowMixin:
         self.dead = False
 
     def expr_ifexp(self, node: ast.IfExp):
+        """``a if cond else b``: folded on a compile-time condition, else both operands are compiled in
+        their own blocks and merged with a phi.
+        """
         test = self.expr(node.test)
         if not isinstance(test, Value):
             return self.expr(node.body if test else node.orelse)
@@ -203,6 +228,14 @@ class ControlFlowMixin:
 
     # -- loops ------------------------------------------------------------------------------
     def stmt_for(self, node: ast.For) -> None:
+        """``for target in iterable``: over ``range(...)`` (a :class:`~tsjit.lang.constexpr.DynamicRange`) a
+        run-time loop whose carried names get header phis; over any Python iterable (``range_constexpr``,
+        a tuple) unrolled at compile time, bounded by the unroll limit.
+
+        Raises:
+            CompilationError: ``for ... else``, iteration over a run-time value, or a run-time loop
+                variable that is not a single name.
+        """
         if node.orelse:
             raise self.error(node, "`for ... else` is not supported in device code")
         iterable = self.expr(node.iter)
@@ -222,8 +255,11 @@ class ControlFlowMixin:
             raise exc.with_location(self.location(node.iter)) from None
         frame.loops.append(StaticLoop(frame.dynamic_depth))
         try:
-            item = first
+            item, index = first, 0
             while item is not _END:
+                if self.folder is not None:
+                    self.folder.unrolled_iteration(node, index, item)
+                index += 1
                 self.assign(node.target, item, node)
                 try:
                     self.visit_body(node.body)
@@ -324,7 +360,13 @@ class ControlFlowMixin:
         b.position_at_end(body_block)
         frame.scope.update(bind)
         ctx = LoopContext()
-        loop_locals = self._run_loop_body(node.body, ctx)
+        if self.folder is not None:
+            self.folder.open_block()
+        try:
+            loop_locals = self._run_loop_body(node.body, ctx)
+        finally:
+            if self.folder is not None:
+                self.folder.runtime_loop(node, self.folder.close_block())
         latch_edges = list(ctx.continues)
         if not self.dead:
             latch_edges.append(ssa.Edge(b.block, frame.scope))
@@ -364,6 +406,12 @@ class ControlFlowMixin:
         self.km.loop_unroll_hints.append((branch, count))
 
     def stmt_while(self, node: ast.While) -> None:
+        """``while cond``: a run-time loop (its carried names found from the body and the condition); a
+        condition that is false at compile time emits no loop.
+
+        Raises:
+            CompilationError: ``while ... else``.
+        """
         if node.orelse:
             raise self.error(node, "`while ... else` is not supported in device code")
         frame = self.frame
@@ -374,6 +422,8 @@ class ControlFlowMixin:
         if not isinstance(test, Value):
             if not test:
                 # while False-at-compile-time: the header only falls through.
+                if self.folder is not None:
+                    self.folder.comment("folded: while " + ast.unparse(node.test) + "  ->  no iteration")
                 exit_block = self.new_block("loop.exit")
                 b.branch(exit_block)
                 header_scope = dict(frame.scope)
@@ -384,9 +434,11 @@ class ControlFlowMixin:
         self._loop_body_and_latch(node, _as_condition(test), header, records, opaque, {}, None, None, None)
 
     def stmt_break(self, node) -> None:
+        """``break``: an edge to the loop's exit (a run-time loop) or the end of an unrolled loop."""
         self._loop_exit(node, "break")
 
     def stmt_continue(self, node) -> None:
+        """``continue``: an edge to the loop's latch (a run-time loop) or the next unrolled iteration."""
         self._loop_exit(node, "continue")
 
     def _loop_exit(self, node, kind: str) -> None:
@@ -405,6 +457,12 @@ class ControlFlowMixin:
 
     # -- return -----------------------------------------------------------------------------
     def stmt_return(self, node: ast.Return) -> None:
+        """``return``: ends a kernel (which cannot return a value) or adds the returned object to the inlined
+        function's return edges (merged at the call site).
+
+        Raises:
+            CompilationError: a kernel returns a value.
+        """
         frame = self.frame
         value = self.expr(node.value) if node.value is not None else None
         if frame.is_kernel:

@@ -218,6 +218,7 @@ class RegionSnapshot:
 
     @classmethod
     def take(cls, kind: str, bindings: dict) -> "RegionSnapshot":
+        """The snapshot of every compile-time container reachable from ``bindings`` as a ``kind`` region begins."""
         snapshot = cls(kind)
         for name, obj in bindings.items():
             snapshot._walk(name, obj, 0)

@@ -7,6 +7,7 @@ metadata).  It needs no GPU.
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import re
 import unicodedata
@@ -20,6 +21,7 @@ from tsjit.backend.targets import Target
 from tsjit.errors import CompilationError
 from tsjit.frontend import specs as S
 from tsjit.frontend.codegen import CodeGenerator
+from tsjit.frontend.folded import FoldRecorder, render
 from tsjit.frontend.frame import Frame, active_generator
 from tsjit.frontend.source import parse_function
 
@@ -38,6 +40,8 @@ class LoweredKernel:
         launch_requirements: the kernel's launch contract (threads, cluster, shared memory).
         debug_waits: per bounded wait of a TSJIT_DEBUG=1 build, what it waits for (task, operation,
             resource, barrier); a hang record's ``site`` indexes it (tsjit.lang.bounded_wait).
+        folded: the folded ``ast`` of the kernel (:mod:`.folded`), recorded while compiling;
+            :attr:`folded_source` prints it.
     """
 
     name: str
@@ -47,6 +51,14 @@ class LoweredKernel:
     param_layout: list = field(default_factory=list)
     launch_requirements: LaunchRequirements = field(default_factory=LaunchRequirements)
     debug_waits: list = field(default_factory=list)
+    folded: ast.FunctionDef | None = field(default=None, repr=False)
+    folded_header: str = ""
+
+    @property
+    def folded_source(self) -> str | None:
+        """The kernel as compiled, as Python text printed with ``astor`` (:mod:`.folded`); printed on
+        each access (it is not needed on any launch path)."""
+        return None if self.folded is None else render(self.folded, self.folded_header)
 
 
 def kernel_symbol(fn) -> str:
@@ -100,7 +112,11 @@ def compile_to_llvm(fn, arg_specs: dict, target: Target, *, max_threads: int | N
                 params[0].attributes.align = 128
                 km.grid_constant_params = getattr(km, "grid_constant_params", []) + [pos]
             scope[pname] = S.build_argument(spec, list(params), pname)
-        gen = CodeGenerator(km, unroll_limit=unroll_limit)
+        folder = FoldRecorder()
+        for pname, spec in arg_specs.items():
+            if isinstance(spec, S.ConstSpec):
+                folder.comment(f"{pname} = {spec.value!r}  (compile-time argument)")
+        gen = CodeGenerator(km, unroll_limit=unroll_limit, folder=folder)
         frame = Frame(parsed, scope, is_kernel=True)
         gen.frames.append(frame)
         with active_generator(gen):
@@ -114,7 +130,10 @@ def compile_to_llvm(fn, arg_specs: dict, target: Target, *, max_threads: int | N
                          launch_requirements=km.launch_requirements.merged(
                              min_smem_bytes=km.smem_bytes, max_threads=max_threads,
                              max_smem_bytes=target.smem_bytes_per_cta),
-                         debug_waits=list(getattr(km, "debug_waits", ())))
+                         debug_waits=list(getattr(km, "debug_waits", ())),
+                         folded=folder.function(parsed.node.name, list(arg_specs)),
+                         folded_header=f"kernel {parsed.node.name} as compiled by tsjit for {target.name} "
+                                       f"(folded)\nsource: {parsed.filename}:{parsed.node.lineno}")
 
 
 def _check_shared_memory(km, parsed) -> None:

@@ -12,7 +12,8 @@ Launch path (``kernel[grid, block](*args)``):
    otherwise compile (frontend -> LLVM -> PTX -> cubin) and store.  A corrupt entry is a miss.
 
 :func:`compile` does steps 1-3 without a GPU and returns a :class:`CompiledKernel` with
-``.llir``, ``.ptx``, ``.cubin`` and ``.metadata``.
+``.llir``, ``.ptx``, ``.cubin``, ``.metadata`` and ``.folded_source`` (the kernel as compiled, as
+Python: :mod:`tsjit.frontend.folded`).
 """
 from __future__ import annotations
 
@@ -56,6 +57,7 @@ class CompiledKernel:
             ``smem_bytes``, ``static_smem_bytes``, ``target``, ``tool``, ``key``, ``compile_ms``,
             ``dependencies``, ``from_cache``, ``launch_requirements``...), read as attributes or,
             like a dict, by name (``metadata["registers"]``).
+        folded_source: the kernel as compiled, as Python text (:mod:`tsjit.frontend.folded`).
     """
 
     name: str
@@ -64,6 +66,19 @@ class CompiledKernel:
     llir: str | None = None
     ptx: str | None = None
     _function: object = field(default=None, repr=False)
+    _folded: object = field(default=None, repr=False)
+
+    @property
+    def folded_source(self) -> str:
+        """The kernel as it was compiled (const_expr arms chosen, range_constexpr loops unrolled, work
+        labels folded, device functions inlined with their call sites marked), printed with ``astor``.
+
+        Printed from the tree the frontend recorded while compiling; for a kernel loaded from the disk
+        cache the frontend runs again on first access (LLVM IR only, no PTX or cubin), then the text is
+        kept."""
+        if callable(self._folded):
+            self._folded = self._folded()
+        return self._folded
 
     @property
     def launch_requirements(self) -> LaunchRequirements:
@@ -198,7 +213,10 @@ class Kernel:
             entry = cache.get(key)
             meta = KernelMetadata.from_json(entry.metadata) if entry is not None else None
             if meta is not None and dependencies_unchanged(meta.dependencies, self.fn):
-                return CompiledKernel(meta.kernel_name, entry.cubin, meta, entry.llir, entry.ptx)
+                arg_specs = {p.name: s for p, s in zip(self.params, specs)}
+                return CompiledKernel(meta.kernel_name, entry.cubin, meta, entry.llir, entry.ptx,
+                                      _folded=lambda: compile_to_llvm(self.fn, arg_specs, target,
+                                                                      **self.options).folded_source)
         compiled = self._compile(specs, target, key)
         if cache is not None:
             cache.put(key, CacheEntry(compiled.cubin, compiled.metadata.to_json(), compiled.ptx, compiled.llir))
@@ -222,7 +240,8 @@ class Kernel:
             launch_requirements=lowered.launch_requirements,
             debug_waits=lowered.debug_waits,
             compile_ms={"frontend": (t1 - t0) * 1e3, "llvm": (t2 - t1) * 1e3, "assemble": (t3 - t2) * 1e3})
-        compiled = CompiledKernel(lowered.name, asm.cubin, metadata, lowered.llir, ptx)
+        compiled = CompiledKernel(lowered.name, asm.cubin, metadata, lowered.llir, ptx,
+                                  _folded=lambda: lowered.folded_source)
         _dump(compiled)
         return compiled
 
@@ -389,7 +408,7 @@ def _dump(compiled: CompiledKernel) -> None:
     try:
         os.makedirs(directory, exist_ok=True)
         stem = os.path.join(directory, f"{compiled.name}-{compiled.metadata.key[:12]}")
-        for suffix, data in ((".ll", compiled.llir), (".ptx", compiled.ptx)):
+        for suffix, data in ((".ll", compiled.llir), (".ptx", compiled.ptx), (".py", compiled.folded_source)):
             with open(stem + suffix, "w") as fh:
                 fh.write(data)
         with open(stem + ".cubin", "wb") as fh:
