@@ -9,6 +9,7 @@ import numpy as np
 
 import tsjit
 from tsjit import Float32, ts
+from tsjit.examples.ts_copy import GmemDest
 
 F32 = tsjit.spec(64, Float32)
 
@@ -117,22 +118,13 @@ class Source(ts.MemoryResource):
         return result
 
 
-@dataclass(kw_only=True)
-class Sink(ts.MemoryResource):
-    dst: object
-
-    @ts.producer_work()
-    def store(self, stage_info, item):
-        self.dst[stage_info.loop_offset] = item
-
-
 @tsjit.kernel
 def labelled(src, dst, n):
     source = Source(name="source", src=src)
-    sink = Sink(name="sink", dst=dst)
+    sink = GmemDest(name="sink", dst=dst)
 
     @ts.schedule
-    def sched(s: Source, d: Sink):
+    def sched(s: Source, d: GmemDest):
         with ts.domain_loop(tsjit.thread_idx().x, n, 32):
             d.store(s.triple())
 
@@ -150,7 +142,7 @@ def test_work_label_switch_is_folded_inside_the_inlined_work_body():
     assert "# folded: if stage_info.label == 'triple'  ->  the `if` arm" in text
     assert "result = self.src[stage_info.loop_offset] * 3.0" in text
     assert "* 7.0" not in text
-    assert text.index("# end inline Sink.store") < text.index("manager.run()")
+    assert text.index("# end inline GmemDest.store") < text.index("manager.run()")
 
 
 def test_dump_dir_gets_the_folded_source_as_py(tmp_path, monkeypatch):
