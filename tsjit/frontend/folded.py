@@ -24,7 +24,6 @@ from __future__ import annotations
 import ast
 import re
 
-import astor
 
 _COMMENT = "__tsjit_folded_comment__"
 _COMMENT_LINE = re.compile(rf"^(\s*){_COMMENT}\((.*)\)$", re.M)
@@ -173,6 +172,7 @@ def _short_repr(value) -> str:
 def _print(node) -> str:
     # One line per statement (astor's default pretty-printer wraps long lines, which would split
     # the comment markers).
+    import astor  # lazily: only printing needs it, and compiling must work where astor is absent (the H200 image)
     return astor.to_source(node, pretty_source="".join)
 
 
