@@ -49,9 +49,9 @@ def _scalars(rng):
 def test_every_argument_kind_arrives_as_packed():
     rng = np.random.default_rng()
     base = rng.standard_normal((4, 6, 10)).astype(np.float32)
-    host = base[:, ::2, 1:9]          # strides (60, 2, 1) in elements, shape (4, 3, 8)
+    host = base[:, ::2, 1:9]          # strides (60, 20, 1) in elements, shape (4, 3, 8)
     device = tsjit.to_device(np.ascontiguousarray(base))
-    a = tsjit.DeviceArray(host.shape, tsjit.Float32, strides=(60, 2, 1), data_ptr=device.data_ptr + 4,
+    a = tsjit.DeviceArray(host.shape, tsjit.Float32, strides=(60, 20, 1), data_ptr=device.data_ptr + 4,
                           owner=device)
     for _ in range(2):
         scalars = _scalars(rng)
@@ -59,7 +59,7 @@ def test_every_argument_kind_arrives_as_packed():
         floats = tsjit.to_device(np.full(3, np.nan))
         echo[1, 32](ints, floats, a, *scalars)
         got_ints, got_floats = ints.numpy(), floats.numpy()
-        want_ints = [int(scalars[0]), *scalars[1:8], scalars[8] - (2 ** 64 if scalars[8] >= 2 ** 63 else 0), 4, 3, 8, 60, 2, 1]
+        want_ints = [int(scalars[0]), *scalars[1:8], scalars[8] - (2 ** 64 if scalars[8] >= 2 ** 63 else 0), 4, 3, 8, 60, 20, 1]
         assert got_ints.tolist() == want_ints
         assert got_floats[0] == np.float32(scalars[9]) and got_floats[1] == scalars[10]
         assert got_floats[2] == host[1, 2, 3]

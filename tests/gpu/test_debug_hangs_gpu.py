@@ -52,7 +52,7 @@ def test_missing_commit_is_reported():
 
 def test_tma_byte_count_one_tile_short_is_reported():
     text = _common(_run("short_tma_bytes"), "short_tma_bytes")
-    assert "blocked: task 'store' (warps 1-4) warp 1 of CTAs" in text
+    assert "blocked: task 'store' (warps 1-4) warp 1 of CTA" in text   # one line per CTA: their loop offsets differ
     assert "'smem' ConsumerWait" in text and "waits for smem.full[0] to complete the phase of parity 0" in text
     # the loader re-opens stage 0 at iteration 2 and waits for a release that never comes
     assert "blocked: task 'load' (warp 0) warp 0 of CTA" in text and "waits for smem.empty[0]" in text

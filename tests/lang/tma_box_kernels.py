@@ -171,11 +171,23 @@ def expected_load(case: BoxCase, source: np.ndarray) -> tuple[np.ndarray, np.nda
     return tile, ~inside
 
 
+STORE_GRANULE_BYTES = 16   # a TMA store clips the innermost dimension in 16-byte granules (tsjit.tma_store)
+
+
+def store_clip_shape(case: BoxCase) -> tuple:
+    """The extents a TMA store of ``case`` clips to: the array's, except the innermost one rounded up
+    to whole 16-byte granules (measured on the H200: the granule holding the row's end is written
+    whole, so a view's padding after a row that is not a multiple of 16 bytes is written too)."""
+    per_granule = STORE_GRANULE_BYTES // case.dtype.itemsize
+    inner = -(-case.shape[-1] // per_granule) * per_granule
+    return (*case.shape[:-1], inner)
+
+
 def expected_store(case: BoxCase, storage: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """The destination storage after storing ``values`` as the box at ``case.store_at`` (clipped
-    to the array, never into the storage's padding)."""
+    """The destination storage after storing ``values`` as the box at ``case.store_at``, clipped
+    to :func:`store_clip_shape` (never past the storage's row stride)."""
     coords = _box_coordinates(case.store_at, case.tile_shape, (1,) * case.rank)
-    inside = _in_bounds(coords, case.shape)
+    inside = _in_bounds(coords, store_clip_shape(case))
     result = storage.copy()
     result[tuple(coords[:, inside])] = values[inside]
     return result

@@ -187,8 +187,12 @@ def tma_store(tmap, src, coords) -> None:
     innermost coordinate times the element size a multiple of 16 bytes.  Measured on the H200
     (driver 580, 2026-12-01): a negative coordinate or a misaligned innermost start raises
     ``CUDA_ERROR_ILLEGAL_INSTRUCTION`` (``UTMASTG``), also when the box is otherwise in bounds;
-    a box that runs past the end is clipped.  Compile-time coordinates are checked here;
-    run-time ones are the caller's responsibility.
+    a box that runs past the end is clipped, in the innermost dimension to whole 16-byte granules:
+    when a row is not a multiple of 16 bytes long, the store also writes the rest of the granule
+    holding its last element (into the padding of a view such as ``x[:, :50]`` of a (37, 56)
+    Float16 array; never past the row stride, which is a multiple of 16).  For exact clipping,
+    give the destination rows a multiple of 16 bytes.  Compile-time coordinates are checked
+    here; run-time ones are the caller's responsibility.
 
     Args:
         tmap: a TensorMap kernel argument of rank 1..5.
