@@ -75,7 +75,7 @@ def test_coordinate_count_must_match_the_rank():
 
 
 def test_constant_coordinates_must_fit_int32():
-    compile_load(coords=(-2 ** 31, 2 ** 31 - 1))
+    compile_load(coords=(-2 ** 31, 2 ** 31 - 4))
     with pytest.raises(tsjit.CompilationError, match=r"coordinate 1 is 2147483648.*signed 32-bit"):
         compile_load(coords=(0, 2 ** 31))
 
@@ -119,6 +119,12 @@ def test_a_store_whose_innermost_start_is_not_16_byte_aligned_is_refused():
         compile_store((0, 6))
     with pytest.raises(tsjit.CompilationError, match=r"\(8 elements\): use 0 or 8"):
         compile_store((0, 3), tsjit.Float16)
+
+
+def test_a_load_whose_innermost_start_is_not_16_byte_aligned_is_refused():
+    compile_load(coords=(-3, -4))          # negative starts are fine for a load
+    with pytest.raises(tsjit.CompilationError, match=r"innermost coordinate 2 starts 8 bytes.*TMA load's innermost"):
+        compile_load(coords=(0, 2))
 
 
 def test_expect_tx_bytes_count_the_traversed_box():

@@ -130,7 +130,9 @@ def tma_load(tmap, dst, barrier, coords, *, multicast_mask=None) -> None:
             a Tensor of compile-time shape must hold at least ``tmap.box_bytes``.
         barrier: the mbarrier (shared ``Pointer[Int64]``) of this CTA.
         coords: element coordinates of the box's first element, outermost first, one per
-            dimension (Int32; may be negative or past the end).
+            dimension (Int32; may be negative or past the end; the innermost one times the
+            element size a multiple of 16 bytes: the H200 faults with ILLEGAL_INSTRUCTION
+            otherwise, measured 2026-12-01).
         multicast_mask: a 16-bit mask of cluster CTAs that receive the tile (each at the same
             shared-memory offset, each signalling its own barrier at that offset), or None.
             A compile-time mask must be in 1..0xFFFF.  Needs sm_90a.
@@ -138,7 +140,8 @@ def tma_load(tmap, dst, barrier, coords, *, multicast_mask=None) -> None:
     Raises:
         CompilationError: ``tmap`` is not a TensorMap argument, the coordinate count differs from
             its rank, a constant coordinate is outside int32, ``dst`` is not a large enough,
-            aligned shared tile, ``barrier`` is not a shared pointer, or the mask is out of range.
+            aligned shared tile, ``barrier`` is not a shared pointer, the mask is out of range,
+            or a compile-time innermost coordinate is not 16-byte aligned.
 
     Source: PTX ISA 8.0+, "cp.async.bulk.tensor" (``.shared::cluster.global.tile``, ``.multicast::cluster``).
     """
@@ -148,6 +151,7 @@ def tma_load(tmap, dst, barrier, coords, *, multicast_mask=None) -> None:
     if not isinstance(barrier, Pointer) or barrier.address_space != emit.SHARED:
         raise CompilationError("tsjit.tma_load: `barrier` must be a shared-memory mbarrier pointer")
     mask, use_mask = _cta_mask(multicast_mask)
+    _check_box_start(t, coords, "tma_load", store=False)
     cluster_coords = _coords(t, coords, "tma_load")
     km = emit.current()
     dst_cluster = km.builder.addrspacecast(d.ir, emit.pointer_type(emit.SHARED_CLUSTER))
@@ -156,24 +160,27 @@ def tma_load(tmap, dst, barrier, coords, *, multicast_mask=None) -> None:
     km.intrinsic(f"llvm.nvvm.cp.async.bulk.tensor.g2s.tile.{t.rank}d", args)
 
 
-STORE_START_ALIGN = 16   # bytes: the innermost start of a TMA store (measured, see tma_store)
+STORE_START_ALIGN = 16   # bytes: the innermost start of a TMA load or store (measured, see tma_store)
 
 
-def _check_store_start(tmap: TensorMapHandle, coords) -> None:
-    """Refuse compile-time store coordinates that the hardware faults on (see :func:`tma_store`)."""
+def _check_box_start(tmap: TensorMapHandle, coords, name: str, *, store: bool) -> None:
+    """Refuse compile-time coordinates that the hardware faults on: an innermost start that is not
+    16-byte aligned (loads and stores), and for a store any negative coordinate (see
+    :func:`tma_store`)."""
     coords = tuple(coords) if isinstance(coords, (tuple, list)) else (coords,)
     for axis, c in enumerate(coords):
         if not isinstance(c, int) or isinstance(c, bool):
             continue
-        if c < 0:
-            raise CompilationError(f"tsjit.tma_store: coordinate {axis} is {c}; a TMA store's box must start inside "
+        if store and c < 0:
+            raise CompilationError(f"tsjit.{name}: coordinate {axis} is {c}; a TMA store's box must start inside "
                                    f"the array (coordinates >= 0; only its end may run past the array). Store "
                                    f"the part of the tile that lies inside, or shift the box")
         inner_bytes = c * tmap.dtype.itemsize
         if axis == len(coords) - 1 and inner_bytes % STORE_START_ALIGN:
             step = STORE_START_ALIGN // math.gcd(STORE_START_ALIGN, tmap.dtype.itemsize)
-            raise CompilationError(f"tsjit.tma_store: the innermost coordinate {c} starts {inner_bytes} bytes into a "
-                                   f"row of {tmap.dtype.name}; a TMA store's innermost start must be a multiple of "
+            kind = "store" if store else "load"
+            raise CompilationError(f"tsjit.{name}: the innermost coordinate {c} starts {inner_bytes} bytes into a "
+                                   f"row of {tmap.dtype.name}; a TMA {kind}'s innermost start must be a multiple of "
                                    f"{STORE_START_ALIGN} bytes ({step} elements): use {c - c % step} or {c - c % step + step}")
 
 
@@ -183,8 +190,8 @@ def tma_store(tmap, src, coords) -> None:
     Elements of the box past the array's end are not written.  Threads that wrote ``src`` must
     execute :func:`tsjit.fence_proxy_async` and synchronize first.
 
-    Unlike a load, a store's box must start inside the array: every coordinate >= 0, and the
-    innermost coordinate times the element size a multiple of 16 bytes.  Measured on the H200
+    Unlike a load, a store's box must start inside the array: every coordinate >= 0; and, as for
+    a load, the innermost coordinate times the element size must be a multiple of 16 bytes.  Measured on the H200
     (driver 580, 2026-12-01): a negative coordinate or a misaligned innermost start raises
     ``CUDA_ERROR_ILLEGAL_INSTRUCTION`` (``UTMASTG``), also when the box is otherwise in bounds;
     a box that runs past the end is clipped, in the innermost dimension to whole 16-byte granules:
@@ -209,7 +216,7 @@ def tma_store(tmap, src, coords) -> None:
     """
     t = _tmap(tmap, "tma_store")
     s = _smem_address(src, t, "tma_store")
-    _check_store_start(t, coords)
+    _check_box_start(t, coords, "tma_store", store=True)
     args = [s.ir, t.ir, *_coords(t, coords, "tma_store"), ir.Constant(emit.I64, 0), ir.Constant(emit.I1, 0)]
     emit.current().intrinsic(f"llvm.nvvm.cp.async.bulk.tensor.s2g.tile.{t.rank}d", args)
 
