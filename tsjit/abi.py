@@ -36,11 +36,12 @@ threads instead of its 160 waits forever for warps that do not exist.
 from __future__ import annotations
 
 import ctypes
+import math
 import operator
 import struct
 from dataclasses import asdict, dataclass, replace
 
-from tsjit.errors import CompilationError, LaunchError, UsageTypeError
+from tsjit.errors import CompilationError, LaunchError, UsageTypeError, UsageValueError
 from tsjit.lang import dtypes as dt
 from tsjit.lang.dtypes import DType
 
@@ -424,12 +425,112 @@ class TensorMapSpec:
         return (ParamField("", "tensormap", BY_REFERENCE, True),)
 
 
+# TMA descriptor rules (cuTensorMapEncodeTiled, CUDA Driver API 12.x/13.x) that a compile spec
+# can check without an array; tsjit.runtime.tensormap checks the rest.
+TMA_SWIZZLE_BYTES = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
+TMA_MAX_BOX_DIM = 256
+TMA_MAX_ELEMENT_STRIDE = 8
+TMA_ALIGN = 16   # bytes: global strides, base address, innermost box row
+
+
+class Refusal:
+    """Raises the error of one broken TMA rule: ``"<subject>: '<field>' <problem>.\n  <fix>"``.
+
+    ``subject`` names what is checked (``"TensorMap of the (64, 64) Float32 array (...)"``,
+    ``"tensormap_spec(Float32, box_shape=(32, 300))"``); ``error`` is the class raised
+    (:class:`~tsjit.errors.LaunchError` for a TensorMap, a usage error for a compile spec).
+    """
+
+    def __init__(self, subject: str, error: type = LaunchError):
+        self.subject = subject
+        self.error = error
+
+    def __call__(self, field: str, problem: str, fix: str):
+        raise self.error(f"{self.subject}: '{field}' {problem}.\n  {fix}")
+
+
+def round_up(value: int, multiple: int) -> int:
+    """``value`` rounded up to a multiple of ``multiple``."""
+    return -(-value // multiple) * multiple
+
+
+def check_tma_box(box, itemsize: int, swizzle: str, interleave: str, refuse: Refusal) -> None:
+    """The ``cuTensorMapEncodeTiled`` box rules (CUDA Driver API 12.x/13.x): every extent of
+    ``box`` (outermost first) in 1..256; without interleave the innermost box row
+    (``box[-1] * itemsize`` bytes) a multiple of 16 bytes and, with a swizzle, at most its span;
+    ``interleave="32B"`` needs ``swizzle="32B"``.  A broken rule calls ``refuse`` (raises)."""
+    rank = len(box)
+    for axis, extent in enumerate(box):
+        if not 1 <= extent <= TMA_MAX_BOX_DIM:
+            refuse(f"box_shape[{axis}]", f"is {extent}; TMA boxes have 1 to {TMA_MAX_BOX_DIM} elements per "
+                   f"dimension", f"Use box_shape[{axis}] <= {TMA_MAX_BOX_DIM} and issue several copies.")
+    if interleave != "none":
+        if interleave == "32B" and swizzle != "32B":
+            refuse("swizzle", f"is {swizzle!r}, but interleave='32B' needs swizzle='32B'", "Pass swizzle='32B'.")
+        return
+    inner = box[-1] * itemsize
+    elements_per_16 = TMA_ALIGN // math.gcd(TMA_ALIGN, itemsize)
+    if inner % TMA_ALIGN:
+        refuse(f"box_shape[{rank - 1}]", f"(innermost) is {box[-1]}: box rows of {box[-1]} x {itemsize} = "
+               f"{inner} bytes, not a multiple of 16", f"Use a multiple of {elements_per_16} elements, e.g. "
+               f"box_shape[{rank - 1}]={round_up(box[-1], elements_per_16)}.")
+    span = TMA_SWIZZLE_BYTES[swizzle]
+    if span and inner > span:
+        wider = [name for name, nbytes in TMA_SWIZZLE_BYTES.items() if nbytes >= inner]
+        refuse(f"box_shape[{rank - 1}]", f"(innermost) is {box[-1]}: box rows of {inner} bytes exceed the "
+               f"{span}-byte span of swizzle={swizzle!r}",
+               f"Use box_shape[{rank - 1}] <= {span // itemsize}" + (f", or swizzle={wider[0]!r}." if wider
+                                                                     else " and issue several copies."))
+
+
+def check_tma_element_strides(steps, refuse: Refusal) -> None:
+    """Element strides (outermost first) each in 1..8, the innermost 1 (tsjit's rule: without
+    interleave the driver ignores it).  A broken rule calls ``refuse`` (raises)."""
+    rank = len(steps)
+    for axis, step in enumerate(steps):
+        if not 1 <= step <= TMA_MAX_ELEMENT_STRIDE:
+            refuse(f"element_strides[{axis}]", f"is {step}; TMA steps 1 to {TMA_MAX_ELEMENT_STRIDE} elements",
+                   f"Use element_strides[{axis}] in 1..{TMA_MAX_ELEMENT_STRIDE}.")
+    if steps[-1] != 1:
+        refuse(f"element_strides[{rank - 1}]", f"(innermost) is {steps[-1]}; tsjit supports only 1 there (without "
+               f"interleave the driver ignores it and copies dense rows)",
+               "Pass 1 and subsample the innermost dimension after the copy.")
+
+
 def tensormap_spec(dtype: DType, box_shape, *, rank: int | None = None, swizzle: str = "none",
                    element_strides=None) -> TensorMapSpec:
     """A stand-in for a :class:`tsjit.TensorMap` argument when compiling without a GPU
-    (``tsjit.compile(kernel, tsjit.tensormap_spec(tsjit.Float32, (64, 64)), ...)``)."""
-    box = tuple(int(b) for b in box_shape)
-    steps = None if element_strides is None or set(element_strides) == {1} else tuple(int(e) for e in element_strides)
+    (``tsjit.compile(kernel, tsjit.tensormap_spec(tsjit.Float32, (64, 64)), ...)``).
+
+    ``box_shape`` and ``element_strides`` are outermost first.  The box obeys the same rules
+    as :class:`tsjit.TensorMap` (:func:`check_tma_box`, :func:`check_tma_element_strides`),
+    so a box the GPU would refuse is refused at compile time.
+
+    Raises:
+        UsageValueError: starting ``"tensormap_spec(<dtype>, box_shape=...)"``, naming the field
+            (``swizzle``, ``box_shape[i]``, ``element_strides[i]``), the value and what to change.
+        UsageTypeError: ``dtype`` is not a tsjit dtype, or a shape entry is not an int.
+    """
+    if not isinstance(dtype, DType):
+        raise UsageTypeError(f"tensormap_spec: dtype is {dtype!r}; pass a tsjit dtype such as tsjit.Float32")
+    try:
+        box = tuple(operator.index(b) for b in box_shape)
+        given_steps = None if element_strides is None else tuple(operator.index(e) for e in element_strides)
+    except TypeError:
+        raise UsageTypeError(f"tensormap_spec: box_shape={box_shape!r}, element_strides={element_strides!r}; "
+                             f"pass tuples of ints, outermost first") from None
+    refuse = Refusal(f"tensormap_spec({dtype.name}, box_shape={box})", UsageValueError)
+    if swizzle not in TMA_SWIZZLE_BYTES:
+        refuse("swizzle", f"is {swizzle!r}", f"Pass one of {list(TMA_SWIZZLE_BYTES)}.")
+    if not box:
+        refuse("box_shape", "is empty", "TMA copies boxes of 1 to 5 dimensions: give one extent per dimension.")
+    check_tma_box(box, dtype.itemsize, swizzle, "none", refuse)
+    if given_steps is not None:
+        if len(given_steps) != len(box):
+            refuse("element_strides", f"has {len(given_steps)} entries {given_steps}",
+                   f"Give {len(box)}, one per box dimension.")
+        check_tma_element_strides(given_steps, refuse)
+    steps = None if given_steps is None or set(given_steps) == {1} else given_steps
     return TensorMapSpec(dtype, box, rank or len(box), swizzle, steps)
 
 

@@ -356,3 +356,38 @@ def test_descriptor_loads_the_right_tile_on_the_gpu():
     driver.launch(kernel, 1, 128, params, smem_bytes=1024 + tensor_map.box_bytes)
     driver.synchronize()
     assert np.array_equal(out.numpy(), host[16:32, 32:64])
+
+
+# ------------------------------------------------------------------ tensormap_spec: the same box rules at compile time
+
+@pytest.mark.parametrize("dtype, box, swizzle, field", [
+    (dtypes.Float32, (32, 300), "none", "box_shape[1]"),        # extent over 256
+    (dtypes.Float32, (300, 32), "none", "box_shape[0]"),
+    (dtypes.Float32, (32, 3), "none", "box_shape[1]"),          # a 12-byte row
+    (dtypes.BFloat16, (64, 128), "128B", "box_shape[1]"),       # 256-byte row > the 128-byte swizzle span
+    (dtypes.Float32, (64, 64), "16B", "swizzle"),
+])
+def test_tensormap_spec_refuses_what_a_tensormap_refuses(dtype, box, swizzle, field):
+    import tsjit
+    from tsjit.errors import UsageValueError
+    rows, cols = 512, 512
+    with pytest.raises(LaunchError) as on_gpu:
+        validate_tensormap((rows, cols), (cols * dtype.itemsize, dtype.itemsize), dtype, BASE, box, swizzle=swizzle)
+    with pytest.raises(UsageValueError) as at_compile:
+        tsjit.tensormap_spec(dtype, box, swizzle=swizzle)
+    message = str(at_compile.value)
+    assert message.startswith(f"tensormap_spec({dtype.name}, box_shape={box}): '{field}'"), message
+    # the same rule, word for word, after the subject
+    assert message.split(": ", 1)[1] == str(on_gpu.value).split(": ", 1)[1]
+
+
+def test_tensormap_spec_refuses_bad_element_strides_and_accepts_valid_boxes():
+    import tsjit
+    from tsjit.errors import UsageValueError
+    with pytest.raises(UsageValueError, match=r"'element_strides\[1\]' \(innermost\) is 2"):
+        tsjit.tensormap_spec(dtypes.Float32, (8, 8), element_strides=(1, 2))
+    with pytest.raises(UsageValueError, match="'element_strides' has 1 entries"):
+        tsjit.tensormap_spec(dtypes.Float32, (8, 8), element_strides=(1,))
+    spec = tsjit.tensormap_spec(dtypes.BFloat16, (256, 64), swizzle="128B", element_strides=(2, 1))
+    assert (spec.box_shape, spec.element_strides, spec.rank) == ((256, 64), (2, 1), 2)
+    assert tsjit.tensormap_spec(dtypes.Float32, (4,)).element_strides is None

@@ -69,17 +69,17 @@ TENSOR_MAP_DATA_TYPES: dict[str, str] = {
     "Float16": "FLOAT16", "BFloat16": "BFLOAT16", "Float32": "FLOAT32", "Float64": "FLOAT64",
 }
 FLOAT_DATA_TYPES = frozenset({"FLOAT16", "BFLOAT16", "FLOAT32", "FLOAT64"})  # may use NaN fill
-SWIZZLE_BYTES = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
+SWIZZLE_BYTES = abi.TMA_SWIZZLE_BYTES
 SWIZZLES = {"none": "NONE", "32B": "32B", "64B": "64B", "128B": "128B"}
 L2_PROMOTIONS = {"none": "NONE", "64B": "L2_64B", "128B": "L2_128B", "256B": "L2_256B"}
 OOB_FILLS = {"zero": "NONE", "nan": "NAN_REQUEST_ZERO_FMA"}
 INTERLEAVES = {"none": "NONE", "16B": "16B", "32B": "32B"}
 MAX_RANK = 5
-MAX_BOX_DIM = 256
-MAX_ELEMENT_STRIDE = 8
+MAX_BOX_DIM = abi.TMA_MAX_BOX_DIM
+MAX_ELEMENT_STRIDE = abi.TMA_MAX_ELEMENT_STRIDE
 MAX_GLOBAL_DIM = 2 ** 32
 MAX_GLOBAL_STRIDE = 2 ** 40
-STRIDE_ALIGN = 16            # bytes, globalStrides and globalAddress
+STRIDE_ALIGN = abi.TMA_ALIGN  # bytes, globalStrides and globalAddress
 INTERLEAVE_32B_ALIGN = 32    # bytes, globalStrides and globalAddress with interleave="32B"
 
 
@@ -171,31 +171,17 @@ def describe_tensor(shape, strides_bytes, dtype, base_ptr) -> str:
     return f"the {tuple(shape)} {name} array (byte strides {tuple(strides_bytes)}, at {address})"
 
 
-class _Refusal:
-    """Raises the LaunchError of one broken rule: what is wrong, then what to change."""
-
-    def __init__(self, tensor: str):
-        self.tensor = tensor
-
-    def __call__(self, field: str, problem: str, fix: str):
-        raise LaunchError(f"TensorMap of {self.tensor}: '{field}' {problem}.\n  {fix}")
-
-
-def _choice(value, table: dict, field: str, refuse: _Refusal) -> str:
+def _choice(value, table: dict, field: str, refuse: abi.Refusal) -> str:
     if value not in table:
         refuse(field, f"is {value!r}", f"Pass one of {list(table)}.")
     return value
 
 
-def _int_tuple(values, field: str, refuse: _Refusal) -> tuple[int, ...]:
+def _int_tuple(values, field: str, refuse: abi.Refusal) -> tuple[int, ...]:
     try:
         return tuple(int(v) for v in values)
     except (TypeError, ValueError):
         refuse(field, f"is {values!r}", "Pass a tuple of ints, one per dimension, outermost first.")
-
-
-def _round_up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
 
 
 def _padding_fix(dims, strides, axis: int, itemsize: int, multiple: int) -> str:
@@ -204,12 +190,12 @@ def _padding_fix(dims, strides, axis: int, itemsize: int, multiple: int) -> str:
     if strides[axis] == inner_stride * inner_extent:   # dimension axis+1 is packed: pad it
         step = multiple // math.gcd(multiple, inner_stride)
         padded = list(dims)
-        padded[axis + 1] = _round_up(inner_extent, step)
+        padded[axis + 1] = abi.round_up(inner_extent, step)
         view = ", ".join(":" if i != axis + 1 else f":{inner_extent}" for i in range(len(dims)))
         return (f"Pad to a multiple of {multiple} bytes, e.g. allocate {tuple(padded)} and pass the {tuple(dims)} "
                 f"view of it (x[{view}]; element strides "
                 f"{_packed_strides(padded)}).")
-    return (f"Use a byte stride that is a multiple of {multiple}, e.g. {_round_up(strides[axis], multiple)} "
+    return (f"Use a byte stride that is a multiple of {multiple}, e.g. {abi.round_up(strides[axis], multiple)} "
             f"(allocate with padding and pass a view).")
 
 
@@ -258,7 +244,7 @@ def validate_tensormap(shape, strides_bytes, dtype, base_ptr: int, box_shape, *,
     Source: CUDA Driver API, ``cuTensorMapEncodeTiled`` (12.x/13.x).
     """
     base_ptr = _address(base_ptr)
-    refuse = _Refusal(describe_tensor(_loose(shape), _loose(strides_bytes), dtype, base_ptr))
+    refuse = abi.Refusal("TensorMap of " + describe_tensor(_loose(shape), _loose(strides_bytes), dtype, base_ptr))
     _choice(swizzle, SWIZZLE_BYTES, "swizzle", refuse)
     _choice(l2_promotion, L2_PROMOTIONS, "l2_promotion", refuse)
     _choice(oob_fill, OOB_FILLS, "oob_fill", refuse)
@@ -273,7 +259,7 @@ def validate_tensormap(shape, strides_bytes, dtype, base_ptr: int, box_shape, *,
     dims = _int_tuple(shape, "shape", refuse)
     strides = _int_tuple(strides_bytes, "strides_bytes", refuse)
     box = _int_tuple(box_shape, "box_shape", refuse)
-    refuse.tensor = describe_tensor(dims, strides, kind, base_ptr)
+    refuse.subject = "TensorMap of " + describe_tensor(dims, strides, kind, base_ptr)
     rank = len(dims)
     _check_rank(rank, interleave, refuse)
     steps = (1,) * rank if element_strides is None else _int_tuple(element_strides, "element_strides", refuse)
@@ -285,8 +271,8 @@ def validate_tensormap(shape, strides_bytes, dtype, base_ptr: int, box_shape, *,
     _check_extents(dims, refuse)
     _check_base(base_ptr, align, itemsize, interleave, refuse)
     _check_strides(dims, strides, itemsize, align, interleave, refuse)
-    _check_box(box, itemsize, swizzle, interleave, refuse)
-    _check_element_strides(steps, refuse)
+    abi.check_tma_box(box, itemsize, swizzle, interleave, refuse)
+    abi.check_tma_element_strides(steps, refuse)
     if oob_fill == "nan" and TENSOR_MAP_DATA_TYPES[kind.name] not in FLOAT_DATA_TYPES:
         refuse("oob_fill", f"is 'nan' but TMA moves {kind.name} as {TENSOR_MAP_DATA_TYPES[kind.name]}",
                "NaN fill needs Float16, BFloat16, Float32 or Float64 data; use oob_fill='zero'.")
@@ -310,7 +296,7 @@ def _loose(values):
         return (values,)
 
 
-def _check_rank(rank: int, interleave: str, refuse: _Refusal) -> None:
+def _check_rank(rank: int, interleave: str, refuse: abi.Refusal) -> None:
     if rank == 0:
         refuse("rank", "is 0", "TMA copies boxes of 1 to 5 dimensions: reshape the array to (1,).")
     if rank > MAX_RANK:
@@ -322,7 +308,7 @@ def _check_rank(rank: int, interleave: str, refuse: _Refusal) -> None:
                "Use interleave='none', or describe the interleaved layout with its 3+ dimensions.")
 
 
-def _check_extents(dims, refuse: _Refusal) -> None:
+def _check_extents(dims, refuse: abi.Refusal) -> None:
     for axis, extent in enumerate(dims):
         if extent < 1:
             refuse(f"shape[{axis}]", f"is {extent}: TMA needs at least one element per dimension",
@@ -331,7 +317,7 @@ def _check_extents(dims, refuse: _Refusal) -> None:
             refuse(f"shape[{axis}]", f"is {extent} > 2**32", f"Split dimension {axis} in two (reshape).")
 
 
-def _check_base(base_ptr: int, align: int, itemsize: int, interleave: str, refuse: _Refusal) -> None:
+def _check_base(base_ptr: int, align: int, itemsize: int, interleave: str, refuse: abi.Refusal) -> None:
     if not isinstance(base_ptr, int) or isinstance(base_ptr, bool) or base_ptr <= 0:
         refuse("base_ptr", f"is {base_ptr!r}: the array has no device memory", "Pass an allocated device array.")
     offset = base_ptr % align
@@ -342,7 +328,7 @@ def _check_base(base_ptr: int, align: int, itemsize: int, interleave: str, refus
                f"{align}-byte aligned allocation (tsjit.empty is 256-byte aligned), or copy it.")
 
 
-def _check_strides(dims, strides, itemsize: int, align: int, interleave: str, refuse: _Refusal) -> None:
+def _check_strides(dims, strides, itemsize: int, align: int, interleave: str, refuse: abi.Refusal) -> None:
     rank = len(dims)
     if strides[-1] != itemsize:
         refuse(f"strides_bytes[{rank - 1}]", f"(innermost) is {strides[-1]} bytes; TMA reads the innermost "
@@ -361,43 +347,6 @@ def _check_strides(dims, strides, itemsize: int, align: int, interleave: str, re
             refuse(f"strides_bytes[{axis}]", f"is {stride}: rows of {stride} bytes (the stride of dimension "
                    f"{axis}) are not a multiple of {align}{why}",
                    _padding_fix(dims, strides, axis, itemsize, align))
-
-
-def _check_box(box, itemsize: int, swizzle: str, interleave: str, refuse: _Refusal) -> None:
-    rank = len(box)
-    for axis, extent in enumerate(box):
-        if not 1 <= extent <= MAX_BOX_DIM:
-            refuse(f"box_shape[{axis}]", f"is {extent}; TMA boxes have 1 to {MAX_BOX_DIM} elements per "
-                   f"dimension", f"Use box_shape[{axis}] <= {MAX_BOX_DIM} and issue several copies.")
-    if interleave != "none":
-        if interleave == "32B" and swizzle != "32B":
-            refuse("swizzle", f"is {swizzle!r}, but interleave='32B' needs swizzle='32B'", "Pass swizzle='32B'.")
-        return
-    inner = box[-1] * itemsize
-    elements_per_16 = STRIDE_ALIGN // math.gcd(STRIDE_ALIGN, itemsize)
-    if inner % STRIDE_ALIGN:
-        refuse(f"box_shape[{rank - 1}]", f"(innermost) is {box[-1]}: box rows of {box[-1]} x {itemsize} = "
-               f"{inner} bytes, not a multiple of 16", f"Use a multiple of {elements_per_16} elements, e.g. "
-               f"box_shape[{rank - 1}]={_round_up(box[-1], elements_per_16)}.")
-    span = SWIZZLE_BYTES[swizzle]
-    if span and inner > span:
-        wider = [name for name, nbytes in SWIZZLE_BYTES.items() if nbytes >= inner]
-        refuse(f"box_shape[{rank - 1}]", f"(innermost) is {box[-1]}: box rows of {inner} bytes exceed the "
-               f"{span}-byte span of swizzle={swizzle!r}",
-               f"Use box_shape[{rank - 1}] <= {span // itemsize}" + (f", or swizzle={wider[0]!r}." if wider
-                                                                     else " and issue several copies."))
-
-
-def _check_element_strides(steps, refuse: _Refusal) -> None:
-    rank = len(steps)
-    for axis, step in enumerate(steps):
-        if not 1 <= step <= MAX_ELEMENT_STRIDE:
-            refuse(f"element_strides[{axis}]", f"is {step}; TMA steps 1 to {MAX_ELEMENT_STRIDE} elements",
-                   f"Use element_strides[{axis}] in 1..{MAX_ELEMENT_STRIDE}.")
-    if steps[-1] != 1:
-        refuse(f"element_strides[{rank - 1}]", f"(innermost) is {steps[-1]}; tsjit supports only 1 there (without "
-               f"interleave the driver ignores it and copies dense rows)",
-               "Pass 1 and subsample the innermost dimension after the copy.")
 
 
 # ------------------------------------------------------------------ the driver call
