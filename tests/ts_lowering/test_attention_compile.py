@@ -7,6 +7,7 @@ module imports without torch.
 Cubins are assembled with ptxas (``TSJIT_ASSEMBLER=ptxas``), the assembler tsjit uses on the H200's image:
 nvJitLink 13.5 allocates fewer registers to the software-pipelined head_dim-128 loop and spills there."""
 import re
+import sys
 
 import pytest
 
@@ -95,3 +96,16 @@ def test_ops_module_imports_without_torch():
     from tsjit.ops.attention import SUPPORTED_HEAD_DIMS
     assert callable(tsjit.ops.attention) and tsjit.ops.attention.__doc__
     assert SUPPORTED_HEAD_DIMS == (64, 128)
+
+
+def test_attention_with_numpy_inputs_and_no_torch_is_a_launch_error_naming_q(monkeypatch):
+    import numpy as np
+    import tsjit.ops
+    monkeypatch.setitem(sys.modules, "torch", None)      # `import torch` raises ImportError, as without torch
+    q = np.zeros((1, 64, 1, 64), np.float16)
+    with pytest.raises(tsjit.LaunchError) as err:
+        tsjit.ops.attention(q, q, q)
+    message = str(err.value)
+    assert "argument 'q' is a numpy.ndarray" in message and "CUDA torch tensors" in message, message
+    assert "torch is not installed" in message and "No module named" not in message
+    assert "torch" in tsjit.ops.attention.__doc__.split("Args:")[1].split("k, v:")[0]

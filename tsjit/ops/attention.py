@@ -1,5 +1,8 @@
 """``tsjit.ops.attention``: FlashAttention-style forward attention on torch tensors (Hopper, sm_90a).
 
+It needs PyTorch: q, k, v (and out / lse_out) must be CUDA torch tensors (numpy arrays, tsjit
+``DeviceArray`` s and other GPU arrays are refused with a LaunchError; ``tsjit.ops.matmul`` takes those).
+
 The kernel is the Task Scheduling program of :mod:`tsjit.examples.attention` (a TMA producer warp,
 two consumer warpgroups with wgmma and an online softmax, persistent tiles).  This module checks the
 arguments, builds the TMA descriptors and launches it on torch's current stream.
@@ -18,14 +21,22 @@ SUPPORTED_HEAD_DIMS = program.HEAD_DIMS
 _TMA_STRIDE_BYTES = 16          # TMA: global strides and the base address are multiples of 16 bytes
 
 
-def _torch():
-    import torch  # lazily: torch is optional (tsjit.ops takes torch tensors)
+def _torch(q):
+    """The torch module; without torch, a LaunchError naming argument ``q`` (attention takes only
+    CUDA torch tensors)."""
+    try:
+        import torch  # lazily: torch is optional (only tsjit.ops.attention needs it)
+    except ImportError:
+        raise LaunchError(f"tsjit.ops.attention: argument 'q' is a {type(q).__module__}.{type(q).__qualname__}, "
+                          f"but attention needs CUDA torch tensors (q, k, v) and torch is not installed; "
+                          f"install PyTorch with CUDA and pass torch.bfloat16/torch.float16 tensors on the GPU") from None
     return torch
 
 
 def _check_tensor(name: str, t, torch) -> None:
     if not isinstance(t, torch.Tensor):
-        raise LaunchError(f"argument '{name}' must be a torch tensor on a CUDA device, got {type(t).__name__}")
+        raise LaunchError(f"tsjit.ops.attention: argument '{name}' must be a torch tensor on a CUDA device, "
+                          f"got {type(t).__name__}; attention takes CUDA torch tensors only")
     if t.dim() != 4:
         raise LaunchError(f"argument '{name}' must have 4 dimensions (batch, seqlen, heads, head_dim) as in "
                           f"FlashAttention, got shape {tuple(t.shape)}")
@@ -91,7 +102,8 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, retu
     """Scaled dot-product attention forward: ``softmax(scale * q k^T [+ causal mask]) v``.
 
     Args:
-        q: (batch, seqlen_q, heads, head_dim) torch.bfloat16 or torch.float16 CUDA tensor, last dimension
+        q: (batch, seqlen_q, heads, head_dim) torch.bfloat16 or torch.float16 CUDA tensor (torch is
+            required; other array types are refused), last dimension
             contiguous, other strides multiples of 16 bytes (FlashAttention's layout).
         k, v: (batch, seqlen_k, kv_heads, head_dim), same dtype; ``kv_heads`` divides ``heads`` (GQA/MQA:
             query head ``h`` uses KV head ``h // (heads // kv_heads)``; K and V are not copied).
@@ -117,10 +129,10 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, retu
         ``out`` (batch, seqlen_q, heads, head_dim), or ``(out, lse)`` with ``return_lse``.
 
     Raises:
-        LaunchError: an unsupported head_dim (64 and 128 are supported) or dtype, a layout TMA cannot
+        LaunchError: torch is not installed, or an argument is not a CUDA torch tensor; an unsupported head_dim (64 and 128 are supported) or dtype, a layout TMA cannot
             address, mismatched shapes/devices, or a bad scale, each naming the argument.
     """
-    torch = _torch()
+    torch = _torch(q)
     scale = _check_arguments(q, k, v, out, causal, scale, torch)
     batch, seqlen_q, heads, head_dim = q.shape
     seqlen_k, kv_heads = k.shape[1], k.shape[2]
