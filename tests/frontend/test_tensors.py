@@ -183,6 +183,39 @@ def test_shared_array_offsets_respect_alignment(shared_compiled):
 
 
 @tsjit.kernel
+def shared_run_time_extent(out, n):
+    tile = tsjit.shared_array(Float32, n)
+    tile[0] = 1.0
+
+
+@tsjit.kernel
+def shared_run_time_tuple(out, n):
+    tile = tsjit.shared_array(Float32, (4, n))
+    tile[0, 0] = 1.0
+
+
+@tsjit.kernel
+def shared_constexpr_extent(out, n: tsjit.Constexpr[int]):
+    tile = tsjit.shared_array(Float32, n)
+    tile[0] = 1.0
+    out[0] = tile[0]
+
+
+@pytest.mark.parametrize("kernel, field", [(shared_run_time_extent, "'shape'"), (shared_run_time_tuple, "'shape[1]'")])
+def test_a_run_time_shared_array_extent_says_to_make_it_constexpr(kernel, field):
+    with pytest.raises(tsjit.CompilationError) as err:
+        build(kernel, tsjit.spec(8, Float32), 8)
+    message = str(err.value)
+    assert f"shared_array(Float32, ...): {field} is a run-time Int32 value" in message, message
+    assert "tsjit.Constexpr[int]" in message and "not iterable" not in message
+    assert "tsjit.shared_array(Float32, " in message  # the kernel line, where the argument is named
+
+
+def test_a_constexpr_shared_array_extent_compiles():
+    assert build(shared_constexpr_extent, tsjit.spec(8, Float32), 24).metadata["smem_bytes"] == 24 * 4
+
+
+@tsjit.kernel
 def dynamic_shared_view(out):
     base = tsjit.dynamic_shared(Float32)
     tx = tsjit.thread_idx().x

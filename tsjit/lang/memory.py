@@ -423,6 +423,19 @@ def _congruence(x) -> tuple[int, int]:
     return math.gcd(m1 * m2, m1 * r2, m2 * r1), r1 * r2
 
 
+def _check_compile_time_shape(dtype: DType, shape) -> None:
+    """A CompilationError when ``shape`` (or one of its entries) is a run-time device value."""
+    entries = [("shape", shape)] if isinstance(shape, Value) else \
+        [(f"shape[{i}]", s) for i, s in enumerate(shape)] if isinstance(shape, (tuple, list)) else []
+    for field, entry in entries:
+        if isinstance(entry, Value):
+            raise CompilationError(
+                f"shared_array({getattr(dtype, 'name', dtype)}, ...): '{field}' is a run-time {entry.dtype.name} value "
+                f"(a kernel argument passed at launch, or computed on the device), but a shared array's shape must be "
+                f"known at compile time: declare that kernel parameter as `name: tsjit.Constexpr[int]` (its value "
+                f"is then part of the compiled kernel) or pass an int literal / a compile-time constant")
+
+
 def shared_array(dtype: DType, shape, *, align: int = 128) -> Tensor:
     """A row-major array of ``dtype`` with compile-time ``shape`` in dynamic shared memory.
 
@@ -443,6 +456,7 @@ def shared_array(dtype: DType, shape, *, align: int = 128) -> Tensor:
     """
     if isinstance(shape, int):
         shape = (shape,)
+    _check_compile_time_shape(dtype, shape)
     if not all(isinstance(s, int) and s > 0 for s in shape):
         raise CompilationError(f"shared_array needs a compile-time shape of positive ints, got {shape!r}")
     if align > 1024:
