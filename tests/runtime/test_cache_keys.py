@@ -165,6 +165,22 @@ def test_disk_hit_rechecks_the_recorded_dependencies(tmp_path, monkeypatch):
     assert changed.metadata["from_cache"] is False and changed.ptx != first.ptx
 
 
+def test_from_cache_tells_how_the_returned_object_was_made_and_memory_hits_return_it_again(tmp_path, monkeypatch):
+    """Documented in CompiledKernel and README: ``from_cache`` is the origin of the object (False:
+    compiled in this process, True: loaded from disk); an in-memory hit is the same object."""
+    monkeypatch.setenv("TSJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TSJIT_ALWAYS_COMPILE", raising=False)
+    scaled._loaded.clear()
+    compiled = tsjit.compile(scaled, X, X)
+    again = tsjit.compile(scaled, X, X)
+    assert again is compiled and again.metadata["from_cache"] is False
+    scaled._loaded.clear()
+    loaded = tsjit.compile(scaled, X, X)
+    assert loaded is not compiled and loaded.metadata["from_cache"] is True
+    assert tsjit.compile(scaled, X, X) is loaded
+    assert "in-memory hit" in type(compiled).__doc__ and "from_cache" in type(compiled).__doc__
+
+
 def test_in_memory_hit_hashes_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("TSJIT_CACHE_DIR", str(tmp_path))
     three = make_scale(3.0)

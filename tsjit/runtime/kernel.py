@@ -58,6 +58,11 @@ class CompiledKernel:
             ``dependencies``, ``from_cache``, ``launch_requirements``...), read as attributes or,
             like a dict, by name (``metadata["registers"]``).
         folded_source: the kernel as compiled, as Python text (:mod:`tsjit.frontend.folded`).
+
+    ``metadata["from_cache"]`` says how *this object* was made: ``False`` compiled in this
+    process, ``True`` loaded from the disk cache.  An in-memory hit (the same kernel and
+    specialization again in one process) returns the very same object, so it keeps the value
+    of the lookup that made it; ``compiled is kernel.compile(...)`` tells an in-memory hit.
     """
 
     name: str
