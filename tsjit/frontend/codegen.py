@@ -372,8 +372,10 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
     def _get_attribute(self, obj, node: ast.Attribute):
         try:
             value = getattr(obj, node.attr)
-        except AttributeError:
-            raise self.error(node, f"{self._type_name(obj)} has no attribute `{node.attr}`") from None
+        except AttributeError as exc:
+            hint = getattr(exc, "hint", None)   # e.g. tsjit.math lists its functions
+            raise self.error(node, f"{self._type_name(obj)} has no attribute `{node.attr}`"
+                             + (f"; {hint}" if hint else "")) from None
         explain = getattr(type(value), "__tsjit_not_a_value__", None)   # e.g. a TS TaskLocalVariable
         if explain is not None:
             raise self.error(node, explain(value))
