@@ -111,6 +111,20 @@ class KernelModule:
         self._counter = 0
         self.annotations: list = []
         self.launch_requirements = LaunchRequirements()
+        self.completion_checks: list = []   # callables run when the kernel body is complete
+        self.statement = None   # (parsed source, ast node) of the kernel statement being compiled
+
+    def on_complete(self, check) -> None:
+        """Run ``check()`` when the kernel's body has been emitted without error (before the
+        kernel-wide checks); it may warn or raise (e.g. a TaskManager that never ran)."""
+        self.completion_checks.append(check)
+
+    def statement_location(self):
+        """The SourceLocation of the kernel statement being compiled (set by the frontend), or None."""
+        if self.statement is None:
+            return None
+        parsed, node = self.statement
+        return parsed.location(node)
 
     # -- names ---------------------------------------------------------------------------------
     def unique(self, base: str) -> str:

@@ -133,6 +133,7 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
                 handler failed; located at ``node`` unless the error already points deeper.
         """
         handler = self.stmt_handlers.get(type(node))
+        self.km.statement = (self.frame.parsed, node)
         try:
             if handler is None:
                 what = _UNSUPPORTED_STMTS.get(type(node), f"`{type(node).__name__}`")

@@ -123,6 +123,8 @@ def compile_to_llvm(fn, arg_specs: dict, target: Target, *, max_threads: int | N
             gen.visit_body(parsed.node.body)
         if not gen.dead:
             km.builder.ret_void()
+        for check in km.completion_checks:
+            check()
         _check_shared_memory(km, parsed)
         _finalize(km, max_threads, min_blocks, max_registers)
     return LoweredKernel(name=name, llir=_patch_text(km), smem_bytes=km.smem_bytes,

@@ -38,14 +38,17 @@ non-empty graph.
 """
 from __future__ import annotations
 
+import functools
 import inspect
+import os
+import sys
 import warnings
 from typing import Any, Callable
 
 from tsjit.errors import UsageStateError, UsageTypeError, VerificationError
 import dataclasses
 
-from tsjit.ts.diagnostics import VerificationWarning
+from tsjit.ts.diagnostics import VerificationWarning, user_location
 from tsjit.ts.enums import ScheduleStage
 from tsjit.ts.memory import SMEM_CAPACITY_BYTES, SmemAllocator, layout_tmem_requirements
 from tsjit.ts.options import TaskManagerOptions
@@ -160,6 +163,15 @@ class TaskManager:
         self.tmem_allocator = layout_tmem_requirements(self.resources, self.options.tmem_allocator,
                                                        self.options.tmem_capacity_columns)
         self.print_and_verify()
+        self._ran = False
+        # Built while a kernel compiles: warn at its end if run() never came.  emit is looked up,
+        # not imported: the model imports without llvmlite, and without emit nothing compiles.
+        emit = sys.modules.get("tsjit.backend.emit")
+        if emit is not None and emit.active():
+            where = user_location()   # a plain-Python helper that builds it, else the kernel statement
+            if where is None or os.path.abspath(where.filename).startswith(_TSJIT_DIR):
+                where = emit.current().statement_location()
+            emit.current().on_complete(functools.partial(_warn_if_never_ran, self, where))
 
     @property
     def skip_validation(self) -> bool:
@@ -388,10 +400,30 @@ class TaskManager:
                                   "manager.setup_resources_and_tasks(), fence the mbarrier init "
                                   "and synchronise the CTA, then manager.run().")
         from tsjit.ts import lowering  # lazily: as in setup_resources_and_tasks
+        self._ran = True
         return lowering.run(self)
 
     def __repr__(self) -> str:
         return f"<TaskManager {', '.join(t.label for t in self.tasks)}>"
+
+
+_TSJIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _warn_if_never_ran(manager: TaskManager, location) -> None:
+    """The VerificationWarning, at ``location`` (the construction), of a manager built during a
+    compile whose run() never came: the kernel then emits none of its tasks.  A warning, not an
+    error: building a manager only to print/verify/render it inside a kernel is legitimate."""
+    if manager._ran:
+        return
+    setup = "" if manager._setup_done else "manager.setup_resources_and_tasks(), the fence and CTA sync, then "
+    message = (f"{manager!r} was built in this kernel but manager.run() was never called, so the kernel emits "
+               f"none of its tasks (an empty kernel). Call {setup}manager.run() after building it; if it is built "
+               f"only to print or verify the program, ignore this VerificationWarning")
+    if location is None:
+        warnings.warn(message, VerificationWarning, stacklevel=2)
+    else:
+        warnings.warn_explicit(message, VerificationWarning, location.filename, location.line)
 
 
 # help(TaskManager) and IDEs show every option with its default, taken from TaskManagerOptions.
