@@ -29,18 +29,20 @@ import sys
 import threading
 
 import tsjit
-from tsjit.errors import LaunchError
+from tsjit.errors import LaunchError, TsjitError
 from tsjit.lang import dtypes as dt
 from tsjit.lang.epilogue import ACTIVATIONS, FusedEpilogue
 from tsjit.ops import configs
 from tsjit.ops.gemm_program import gemm_program, threads_per_cta
 from tsjit.ops.staging import copy_launch, staging_buffer
 from tsjit.runtime import driver
-from tsjit.runtime.arrays import DeviceArray, describe_array_argument
+from tsjit.runtime.arrays import ArraySpec, DeviceArray, describe_array_argument, spec_from_object
 
 INPUT_DTYPES = ("BFloat16", "Float16")
 OUTPUT_DTYPES = ("BFloat16", "Float16", "Float32")
 BINDINGS_PER_PLAN = 64
+#: SMs :func:`explain` plans for when no GPU is present (an H200's 132) and ``sms`` is not given.
+DEFAULT_SMS = 132
 _TORCH_DTYPES = {"torch.bfloat16": dt.BFloat16, "torch.float16": dt.Float16, "torch.float32": dt.Float32}
 
 
@@ -63,7 +65,31 @@ class _Operand:
 _TORCH_DTYPE_OBJECTS: dict = {}       # torch dtype object -> tsjit dtype, filled on first sight
 
 
-def _operand(x, name: str, ranks) -> _Operand:
+def _described_operand(x, name: str, ranks) -> _Operand | None:
+    """For :func:`explain`: an ``ArraySpec`` or a host (numpy) array as an operand without memory
+    (its fake address has exactly the spec's alignment), or None for anything else."""
+    if not isinstance(x, ArraySpec):
+        arg = describe_array_argument(x, name)
+        if arg is None or arg.device_kind != "host":
+            return None
+    try:
+        spec = spec_from_object(x, name)
+    except TsjitError as exc:
+        raise LaunchError(f"tsjit.ops.matmul.explain: argument '{name}': {exc}") from None
+    shape, strides = tuple(spec.shape), tuple(spec.strides)
+    if len(shape) not in ranks:
+        raise LaunchError(f"tsjit.ops.matmul: argument '{name}' must have rank {' or '.join(map(str, ranks))}; got "
+                          f"shape {shape}")
+    while len(shape) < 3:
+        shape, strides = (1,) + shape, (0,) + strides
+    return _Operand(shape, strides, spec.dtype, spec.align, x, False)
+
+
+def _operand(x, name: str, ranks, described: bool = False) -> _Operand:
+    if described:
+        op = _described_operand(x, name, ranks)
+        if op is not None:
+            return op
     if hasattr(x, "data_ptr") and hasattr(x, "is_cuda") and hasattr(x, "stride"):
         if not x.is_cuda:
             raise LaunchError(f"tsjit.ops.matmul: argument '{name}' is a CPU tensor; pass it on the GPU (x.cuda())")
@@ -211,7 +237,7 @@ class _Plan:
     of the data-pointer tuples seen so far."""
 
     def __init__(self, A: _Operand, B: _Operand, out: _Operand | None, bias, residual, activation, alpha, beta,
-                 out_dtype, epilogue_fn, batched: bool):
+                 out_dtype, epilogue_fn, batched: bool, sms: int | None = None):
         name = "bmm" if batched else "matmul"
         batch, M, K = A.shape
         if B.shape[0] != batch or B.shape[1] != K:
@@ -273,7 +299,7 @@ class _Plan:
         self.fused = FusedEpilogue(alpha=alpha != 1.0, beta=beta != 0.0, bias=axis, activation=activation or "none",
                                    residual=residual is not None, function=epilogue_fn,
                                    transposed=self.swapped and epilogue_fn is not None)
-        sms = driver.device_properties().sm_count
+        sms = driver.device_properties().sm_count if sms is None else sms
         self.problem = configs.Problem(self.P, self.Q, K, batch, x_major, y_major, tma_output,
                                        self.fused.loads_per_element, A.dtype.itemsize, dtype.itemsize, sms)
         self.config, self.ranked = configs.choose(self.problem)
@@ -434,7 +460,7 @@ def _torch_dtype(dtype):
 
 
 def _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a, scale_b, stream, epilogue_fn,
-          batched: bool, plan_only: bool = False):
+          batched: bool, plan_only: bool = False, sms: int | None = None):
     fast_key = None
     if (not plan_only and type(a) in _TORCH_TYPES and type(b) in _TORCH_TYPES and scale_a is None and scale_b is None
             and (out is None or type(out) in _TORCH_TYPES) and (bias is None or type(bias) in _TORCH_TYPES)
@@ -448,17 +474,19 @@ def _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a
         raise LaunchError(f"tsjit.ops.{name}: arguments 'scale_a' / 'scale_b' (fp8 per-tensor scales) are not "
                           f"supported yet; pass BFloat16 or Float16 inputs without scales")
     ranks = (3,) if batched else (2,)
-    A = _operand(a, "a", ranks)
-    B = _operand(b, "b", ranks)
-    O = None if out is None else _operand(out, "out", ranks)
-    R = None if residual is None else _operand(residual, "residual", ranks)
-    V = None if bias is None else _operand(bias, "bias", (1, 2))
+    A = _operand(a, "a", ranks, plan_only)
+    B = _operand(b, "b", ranks, plan_only)
+    O = None if out is None else _operand(out, "out", ranks, plan_only)
+    R = None if residual is None else _operand(residual, "residual", ranks, plan_only)
+    V = None if bias is None else _operand(bias, "bias", (1, 2), plan_only)
     if out_dtype is not None and not isinstance(out_dtype, dt.DType):
         out_dtype = _TORCH_DTYPES.get(str(out_dtype))
         if out_dtype is None:
             raise LaunchError(f"tsjit.ops.{name}: argument 'out_dtype' must be bfloat16, float16 or float32")
     key = (_signature(A), _signature(B), _signature(O), _signature(V), _signature(R), activation, alpha != 1.0,
            beta != 0.0, out_dtype, epilogue_fn, batched)
+    if plan_only:   # explain: planned for `sms`, never cached (a real call plans for its device)
+        return _Plan(A, B, O, V, R, activation, alpha, beta, out_dtype, epilogue_fn, batched, sms)
     plan = _PLANS.get(key)
     if plan is None:
         plan = _Plan(A, B, O, V, R, activation, alpha, beta, out_dtype, epilogue_fn, batched)
@@ -466,8 +494,6 @@ def _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a
             if len(_PLANS) > 4096:
                 _PLANS.clear()
             _PLANS[key] = plan
-    if plan_only:
-        return plan
     if O is None:
         shape = (plan.batch, plan.M, plan.N) if batched else (plan.M, plan.N)
         out = _allocate(shape, plan.out_dtype, a if A.torch else None)
@@ -535,14 +561,43 @@ def bmm(a, b, *, bias=None, activation=None, residual=None, alpha=1.0, beta=0.0,
                  True)
 
 
-def explain(a, b, *, verbose: bool = True, **kwargs) -> str:
+def explain(a, b, *, verbose: bool = True, dtype=None, sms: int | None = None, **kwargs) -> str:
     """Print (with ``verbose``) and return the configuration :func:`matmul` uses for these
     arguments and why (same keyword arguments as :func:`matmul`, plus ``batched=True`` for
-    :func:`bmm`; nothing is launched)."""
-    text = _call(a, b, kwargs.get("bias"), kwargs.get("activation"), kwargs.get("residual"),
-                 kwargs.get("alpha", 1.0), kwargs.get("beta", 0.0), kwargs.get("out"), kwargs.get("out_dtype"),
+    :func:`bmm`).  Nothing is launched and no GPU is needed: the plan needs only shapes, strides,
+    dtypes and alignment, and the device's SM count.
+
+    Args:
+        a, b (and ``out``, ``bias``, ``residual``): GPU arrays as for :func:`matmul`, or
+            ``tsjit.spec(shape, dtype, strides=..., align=...)`` specs, or host numpy arrays (they
+            stand for device arrays of their shape, strides and dtype, 16-byte aligned), or shape
+            tuples with ``dtype`` (``explain((256, 512), (512, 1024), dtype=tsjit.BFloat16)``).
+        dtype: the dtype of shape-tuple arguments.
+        sms: SMs to plan for; default the current GPU's, or :data:`DEFAULT_SMS` (132, an H200)
+            when no GPU is present (the text then says so).
+
+    Raises:
+        LaunchError: as :func:`matmul`, naming the argument.
+    """
+    shapes = {}
+    for name, value in (("a", a), ("b", b), ("out", kwargs.get("out")), ("bias", kwargs.get("bias")),
+                        ("residual", kwargs.get("residual"))):
+        if isinstance(value, tuple) and all(isinstance(n, int) for n in value):
+            if dtype is None:
+                raise LaunchError(f"tsjit.ops.matmul.explain: argument '{name}' is the shape {value}; pass its "
+                                  f"dtype too (dtype=tsjit.BFloat16), or a tsjit.spec(shape, dtype)")
+            value = tsjit.spec(value, dtype)
+        shapes[name] = value
+    note = ""
+    if sms is None and not driver.gpu_available():
+        sms = DEFAULT_SMS
+        note = f"\nsms: {DEFAULT_SMS} assumed (no GPU here: tsjit.ops.matmul.DEFAULT_SMS, an H200); pass sms=N for another device"
+    elif sms is not None:
+        note = f"\nsms: {sms} (given)"
+    text = _call(shapes["a"], shapes["b"], shapes["bias"], kwargs.get("activation"), shapes["residual"],
+                 kwargs.get("alpha", 1.0), kwargs.get("beta", 0.0), shapes["out"], kwargs.get("out_dtype"),
                  kwargs.get("scale_a"), kwargs.get("scale_b"), None, kwargs.get("epilogue_fn"),
-                 kwargs.get("batched", False), plan_only=True).explain()
+                 kwargs.get("batched", False), plan_only=True, sms=sms).explain() + note
     if verbose:
         print(text)
     return text

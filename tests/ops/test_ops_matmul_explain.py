@@ -1,0 +1,65 @@
+"""tsjit.ops.matmul.explain without a GPU: specs, numpy arrays and shape tuples plan like GPU
+arrays of the same shapes, strides and dtypes, for DEFAULT_SMS (132, an H200) unless told."""
+import sys
+
+import numpy as np
+import pytest
+
+import tsjit
+import tsjit.ops
+from tsjit.runtime import driver
+
+mm = sys.modules["tsjit.ops.matmul"]
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    monkeypatch.setattr(driver, "gpu_available", lambda: False)
+    monkeypatch.setattr(driver, "device_properties", lambda: pytest.fail("explain must not query a device"))
+
+
+def test_explain_takes_specs_and_says_it_assumed_132_sms(no_gpu, capsys):
+    before = len(mm._PLANS)
+    text = tsjit.ops.matmul.explain(tsjit.spec((256, 512), tsjit.BFloat16), tsjit.spec((512, 1024), tsjit.BFloat16))
+    assert capsys.readouterr().out.strip() == text
+    assert text.startswith("problem: D (256 x 1024) = X (256 x 512) @ Y (512 x 1024), batch 1; X K-major, Y MN-major")
+    assert "on 132 SMs" in text and "sms: 132 assumed (no GPU here: tsjit.ops.matmul.DEFAULT_SMS" in text
+    assert mm.DEFAULT_SMS == 132
+    assert len(mm._PLANS) == before, "an explain plan must not be cached for real calls on another device"
+
+
+def test_explain_of_numpy_arrays_and_of_shapes_match_the_spec_plan(no_gpu):
+    spec = tsjit.ops.matmul.explain(tsjit.spec((32, 512), tsjit.Float16), tsjit.spec((512, 1024), tsjit.Float16),
+                                    verbose=False)
+    host = tsjit.ops.matmul.explain(np.zeros((32, 512), np.float16), np.zeros((512, 1024), np.float16), verbose=False)
+    shapes = tsjit.ops.matmul.explain((32, 512), (512, 1024), dtype=tsjit.Float16, verbose=False)
+    assert spec == host == shapes
+    assert "roles: swapped" in spec
+
+
+def test_explain_sees_strides_and_alignment_of_what_it_is_given(no_gpu):
+    transposed = np.zeros((1024, 512), np.float16).T          # (512, 1024), K contiguous: K-major Y
+    text = tsjit.ops.matmul.explain(np.zeros((256, 512), np.float16), transposed, verbose=False)
+    assert "Y K-major" in text
+    unaligned = tsjit.spec((256, 512), tsjit.BFloat16, align=2)
+    staged = tsjit.ops.matmul.explain(unaligned, tsjit.spec((512, 1024), tsjit.BFloat16), verbose=False)
+    assert "staging: X cannot be read by TMA in place" in staged
+
+
+def test_explain_plans_for_the_sms_given(no_gpu):
+    small = tsjit.ops.matmul.explain((4096, 4096), (4096, 4096), dtype=tsjit.BFloat16, sms=16, verbose=False)
+    assert "on 16 SMs" in small and "sms: 16 (given)" in small and "assumed" not in small
+
+
+def test_explain_argument_errors_name_the_argument(no_gpu):
+    with pytest.raises(tsjit.LaunchError, match="argument 'a' is the shape \\(256, 512\\); pass its dtype"):
+        tsjit.ops.matmul.explain((256, 512), (512, 1024), verbose=False)
+    with pytest.raises(tsjit.LaunchError, match="argument 'b' has shape \\(256, 1024\\); expected \\(512, N\\)"):
+        tsjit.ops.matmul.explain((256, 512), (256, 1024), dtype=tsjit.BFloat16, verbose=False)
+    with pytest.raises(tsjit.LaunchError, match="argument 'a' has dtype Float32"):
+        tsjit.ops.matmul.explain(np.zeros((64, 64), np.float32), np.zeros((64, 64), np.float32), verbose=False)
+
+
+def test_matmul_itself_still_needs_gpu_arrays():
+    with pytest.raises(tsjit.LaunchError, match="argument 'a' must be a GPU array"):
+        tsjit.ops.matmul(np.zeros((64, 64), np.float16), np.zeros((64, 64), np.float16))
