@@ -3,7 +3,7 @@
 The error bounds their docstrings state are measured here on dense Float32 grids against
 float64 references (``math.erf``, ``numpy.tanh``), evaluating the very formula the device
 code is built from (``tanh_formula`` / ``erf_formula``) with numpy's exact-rounding ``exp``.
-The device numbers (with ``ex2.approx``) are checked by tests/gpu/test_math_gpu.py.
+The device numbers (with ``ex2.approx``) are checked by the gpu-marked test at the end.
 """
 import math
 
@@ -104,3 +104,19 @@ def test_a_missing_tsjit_math_name_in_a_kernel_lists_the_functions():
         build(uses_missing, tsjit.spec(4, Float32), tsjit.spec(4, Float32))
     message = str(err.value)
     assert "has no attribute `atanh`; tsjit.math has: tanh, " in message, message
+
+
+@pytest.mark.gpu
+def test_tanh_and_erf_on_the_gpu_match_float64_references():
+    """With ex2.approx: the formula bounds plus 2.5e-7; fresh random inputs, poisoned outputs."""
+    rng = np.random.default_rng()
+    n = 1 << 20
+    host = np.concatenate([rng.uniform(-8, 8, n - 4096), rng.uniform(-0.5, 0.5, 4096)]).astype(np.float32)
+    x = tsjit.to_device(host)
+    out_t, out_e = tsjit.to_device(np.full(n, np.nan, np.float32)), tsjit.to_device(np.full(n, np.nan, np.float32))
+    tanh_erf[((n + 255) // 256,), (256,)](x, out_t, out_e, n)
+    ref_t = np.tanh(host.astype(np.float64))
+    ref_e = np.array([math.erf(float(v)) for v in host])
+    got_t, got_e = out_t.numpy(), out_e.numpy()
+    assert np.max(np.abs(got_t - ref_t) - 1e-6 * np.abs(ref_t)) <= 2.5e-7
+    assert np.max(np.abs(got_e - ref_e)) <= 5e-7 + 2.5e-7

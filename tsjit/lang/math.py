@@ -115,11 +115,20 @@ def erf_formula(x, exp_, abs_, where):
     return where(ax < _ERF_SMALL, x * series, where(x < 0.0, -y, y))
 
 
+def _float32_formula(x, name: str, formula) -> Value:
+    """``formula`` (one of the ``*_formula`` functions) on device ``x`` in Float32; Float64 refused."""
+    v, original = float_operand(x, name)
+    if v.dtype is dt.Float64:
+        raise CompilationError(f"tsjit.math.{name} is not available for Float64 (its formula is Float32-"
+                               f"accurate); convert to Float32 if its precision is enough")
+    return cast_to(formula(v, exp, abs, select), original)
+
+
 def tanh(x) -> Value:
     """Hyperbolic tangent, Float32 (Float16/BFloat16 through Float32; Float64 is refused).
 
-    An accurate formulation, not PTX ``tanh.approx.f32`` (whose relative error is 2**-10.99,
-    PTX ISA §9.7.3.22): ``sign(x) (1 - e) / (1 + e)``, ``e = exp(-2|x|)``, and an odd Taylor
+    An accurate formulation, not PTX ``tanh.approx.f32`` (PTX ISA, Floating Point Instructions:
+    tanh; its relative error is about 2**-11): ``sign(x) (1 - e) / (1 + e)``, ``e = exp(-2|x|)``, and an odd Taylor
     polynomial through ``x**7`` for ``|x| < 0.25``.  Error: at most 1e-6 relative over all finite
     Float32 inputs with an exact ``exp`` (measured on a dense grid: about 3e-7); the device's
     ``ex2.approx`` (2 ulp) adds at most 2.5e-7 absolute.  Saturates to +-1; NaN gives NaN.
@@ -127,11 +136,7 @@ def tanh(x) -> Value:
     Raises:
         CompilationError: ``x`` is not a float, or is Float64.
     """
-    v, original = float_operand(x, "tanh")
-    if v.dtype is dt.Float64:
-        raise CompilationError("tsjit.math.tanh is not available for Float64 (its formula is Float32-accurate); "
-                               "convert to Float32 if its precision is enough")
-    return cast_to(tanh_formula(v, exp, abs, select), original)
+    return _float32_formula(x, "tanh", tanh_formula)
 
 
 def erf(x) -> Value:
@@ -147,11 +152,7 @@ def erf(x) -> Value:
     Raises:
         CompilationError: ``x`` is not a float, or is Float64.
     """
-    v, original = float_operand(x, "erf")
-    if v.dtype is dt.Float64:
-        raise CompilationError("tsjit.math.erf is not available for Float64 (its approximation is Float32-"
-                               "accurate); convert to Float32 if its precision is enough")
-    return cast_to(erf_formula(v, exp, abs, select), original)
+    return _float32_formula(x, "erf", erf_formula)
 
 
 def floor(x) -> Value:
