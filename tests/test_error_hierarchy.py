@@ -24,6 +24,7 @@ _BUILTIN_EXCEPTIONS = {name for name, obj in vars(builtins).items()
 ALLOWED = {
     ("tsjit/__init__.py", "__getattr__", "AttributeError"): "module attribute protocol (PEP 562)",
     ("tsjit/lang/__init__.py", "__getattr__", "AttributeError"): "module attribute protocol (PEP 562)",
+    ("tsjit/lang/math.py", "__getattr__", "AttributeError"): "module attribute protocol (PEP 562), listing what exists",
     ("tsjit/ts/proxy.py", "ResourceProxy.__getattr__", "AttributeError"): "attribute protocol (dunder lookups)",
     ("tsjit/backend/intrinsics.py", "_add", "RuntimeError"): "internal: the intrinsic table is malformed",
     ("tsjit/frontend/specs.py", "build_argument", "RuntimeError"): "internal: a spec kind without a builder",
