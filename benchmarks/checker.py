@@ -2,7 +2,7 @@
 
 Host-only (no GPU).  Prints and writes ``benchmarks/checker_results.md``:
 
-1. per tutorial-like schedule (``tests/verify/verify_schedules.py``): verdict, states
+1. per tutorial-like schedule (``tests/ts/verify/verify_schedules.py``): verdict, states
    explored and milliseconds (best of 3) with partial-order reduction, and the same search
    without it;
 2. the schedules of the real examples, taken from their TaskManager while
@@ -24,7 +24,7 @@ import warnings
 from datetime import date
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "verify"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "ts", "verify"))
 
 from mutations import mutation_table  # noqa: E402
 from tsjit.ts.verify.exhaustive import check_all_interleavings  # noqa: E402

@@ -109,7 +109,7 @@ class GmemSink(MemoryResource):
 
 
 def build(tasks, graph, **kw) -> TaskManager:
-    """A quiet TaskManager.  The exhaustive checker (X, tested in tests/verify) is off unless
+    """A quiet TaskManager.  The exhaustive checker (X, tested in tests/ts/verify) is off unless
     ``exhaustive=True``: these tests pin the structural checks and the credit walk."""
     kw.setdefault("verbose", False)
     kw.setdefault("exhaustive_deadlock_race_check", kw.pop("exhaustive", False))

@@ -184,7 +184,7 @@ def test_error_points_at_the_schedule_line():
 
     with pytest.raises(ScheduleError) as err:
         capture(body, ms())
-    assert "test_ts_capture.py:" in str(err.value) and "src.tma_laod()" in str(err.value)
+    assert "test_capture.py:" in str(err.value) and "src.tma_laod()" in str(err.value)
     assert err.value.location.function == "body"
 
 
@@ -219,7 +219,7 @@ def test_s6_second_domain_loop_names_the_first():
             pass
     with pytest.raises(ScheduleError, match="S6") as err:
         capture(body, ms())
-    assert "test_ts_capture.py" in str(err.value).split("first at")[1]
+    assert "test_capture.py" in str(err.value).split("first at")[1]
 
 
 def test_s4_stale_first_iter_handle():

@@ -1,4 +1,4 @@
-"""tests/verify: the exhaustive checker, its broken-schedule corpus and mutation test.
+"""tests/ts/verify: the exhaustive checker, its broken-schedule corpus and mutation test.
 
 The directory is put on ``sys.path`` so the tests import ``verify_schedules`` and the
 ``broken`` package directly."""

@@ -11,7 +11,7 @@ import pytest
 
 import tsjit
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "gpu"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "gpu"))
 import hang_programs  # noqa: E402
 
 MBARRIER_CASES = ("missing_commit", "short_tma_bytes", "wrong_block")

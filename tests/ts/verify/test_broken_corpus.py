@@ -1,4 +1,4 @@
-"""Every schedule of ``tests/verify/broken`` is rejected, naming task, resource and stage;
+"""Every schedule of ``tests/ts/verify/broken`` is rejected, naming task, resource and stage;
 its corrected twin is accepted by every check, the exhaustive one included."""
 import warnings
 

@@ -8,7 +8,7 @@ import pytest
 import tsjit
 from tsjit import BFloat16, Float16, Float32, Float64, Int8, Int32, Int64
 
-from .compiling import build, instructions, kernel_ir, ptx_ops, signature
+from frontend.compiling import build, instructions, kernel_ir, ptx_ops, signature
 
 
 # -- indexing, shape, strides ------------------------------------------------------------------

@@ -10,7 +10,7 @@ from tsjit import (BFloat16, Boolean, Float16, Float32, Float64, Int8, Int16, In
                    Uint32, Uint64)
 from tsjit.lang import dtypes as dt
 
-from .compiling import build, instructions, kernel_ir, ptx_ops, signature
+from frontend.compiling import build, instructions, kernel_ir, ptx_ops, signature
 
 REGISTER_TYPE = {Int8: "i8", Int16: "i16", Int32: "i32", Int64: "i64", Uint8: "i8", Uint16: "i16", Uint32: "i32",
                  Uint64: "i64", Float16: "half", BFloat16: "bfloat", Float32: "float", Float64: "double",

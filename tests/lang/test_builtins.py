@@ -7,7 +7,7 @@ import pytest
 import tsjit
 from tsjit import BFloat16, Boolean, Float16, Float32, Float64, Int8, Int16, Int32, Int64, Uint32, Uint64
 
-from .compiling import build, calls, instructions, kernel_ir, ptx_ops
+from frontend.compiling import build, calls, instructions, kernel_ir, ptx_ops
 
 
 def name(v):
