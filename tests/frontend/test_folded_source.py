@@ -3,6 +3,7 @@ folding kind (const_expr arm, range_constexpr unrolling, work-label folding, dev
 inlining), plus the TSJIT_DUMP_DIR ``.py`` file and the disk-cache rebuild."""
 import ast
 import os
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -164,3 +165,11 @@ def test_a_kernel_loaded_from_the_disk_cache_rebuilds_its_folded_source(tmp_path
     assert again.metadata["from_cache"]
     assert again.folded_source == first.folded_source
     assert again.folded_source.count("# unrolled:") == 4
+
+
+def test_without_astor_the_standard_library_prints_the_same_lines(monkeypatch):
+    with_astor = _folded(unrolled, F32, F32, 2)
+    monkeypatch.setitem(sys.modules, "astor", None)  # import astor raises ImportError
+    without = _folded(unrolled, F32, F32, 2)
+    assert _code_lines(without) == _code_lines(with_astor)
+    assert without.count("# unrolled:") == 2

@@ -172,7 +172,10 @@ def _short_repr(value) -> str:
 def _print(node) -> str:
     # One line per statement (astor's default pretty-printer wraps long lines, which would split
     # the comment markers).
-    import astor  # lazily: only printing needs it, and compiling must work where astor is absent (the H200 image)
+    try:
+        import astor  # lazily: only printing needs it, and compiling must work where astor is absent (the H200 image)
+    except ImportError:  # no astor: the standard library prints the same tree (TSJIT_DUMP_DIR keeps working)
+        return ast.unparse(node) + "\n"
     return astor.to_source(node, pretty_source="".join)
 
 

@@ -1,5 +1,5 @@
 """Blackwell rows of the protocol table, model side (issue 12 §1; the lowering side belongs to the
-Blackwell issue, which must extend ``test_protocol_lowering_matches_model`` to these rows).
+Blackwell issue, which must extend ``test_protocol_matches_model`` to these rows).
 
 For each Blackwell PipelineType x operation x SignalingThreads, one producer task (1 warp) and one
 consumer task (4 warps) run one acquire/commit and one wait/release over a 2-stage ring; the
