@@ -2,10 +2,32 @@
 
 Tests marked ``@pytest.mark.gpu`` need an NVIDIA GPU and driver; they are skipped with a
 reason when :func:`tsjit.runtime.driver.gpu_available` is ``False`` (that call never raises).
+
+The suite never writes into the user's real kernel cache: ``TSJIT_CACHE_DIR`` points at a
+temporary directory for the whole session (set in ``os.environ``, so subprocesses and notebook
+kernels the tests start inherit it), removed at the end.
 """
+import os
+import shutil
+import tempfile
+
 import pytest
 
 GPU_SKIP_REASON = "no NVIDIA GPU/driver available"
+
+
+_session_cache_dir = None
+
+
+def pytest_configure(config):
+    global _session_cache_dir
+    _session_cache_dir = tempfile.mkdtemp(prefix="tsjit-test-cache-")
+    os.environ["TSJIT_CACHE_DIR"] = _session_cache_dir
+
+
+def pytest_unconfigure(config):
+    if _session_cache_dir is not None:
+        shutil.rmtree(_session_cache_dir, ignore_errors=True)
 
 
 def _gpu_available() -> bool:

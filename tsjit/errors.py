@@ -29,9 +29,14 @@ invariant; its message starts with "internal error, please report".
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import linecache
 import os
+import sys
+import warnings
 from dataclasses import dataclass
+from typing import Callable
 
 
 class TsjitError(Exception):
@@ -174,3 +179,51 @@ def short_path(path: str) -> str:
     except ValueError:
         return path
     return rel if len(rel) < len(path) else path
+
+
+# -- warnings at the user's line --------------------------------------------------------------------
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+#: the kernel line whose compile-time call is running (set by the frontend around each host call):
+#: a zero-argument callable returning a SourceLocation, so the location is computed only if needed.
+_compile_time_call_site: contextvars.ContextVar[Callable[[], SourceLocation] | None] = \
+    contextvars.ContextVar("tsjit_compile_time_call_site", default=None)
+_registries: dict[str, dict] = {}
+
+
+@contextlib.contextmanager
+def compile_time_call_site(location: Callable[[], SourceLocation]):
+    """Within the block, :func:`warn` without a location attributes warnings to ``location()``
+    (the kernel line making a compile-time call into host code, e.g. ``ts.TaskManager(...)``)."""
+    token = _compile_time_call_site.set(location)
+    try:
+        yield
+    finally:
+        _compile_time_call_site.reset(token)
+
+
+def warn(message: str, category: type[Warning] = UserWarning, location: SourceLocation | None = None) -> None:
+    """Issue a warning attributed to the user's source line, not to tsjit's own files.
+
+    The line is ``location`` when given (e.g. a schedule step's), else the kernel line whose
+    compile-time call is running (:func:`compile_time_call_site`), else the innermost stack frame
+    outside the tsjit package (the user's ``tsjit.compile(...)`` or launch).  The usual warning
+    filters apply (``-W error``, ``warnings.simplefilter``); a repeated warning at one line is shown
+    once under the default filter.
+    """
+    if location is None:
+        site = _compile_time_call_site.get()
+        location = site() if site is not None else None
+    module_globals = None
+    if location is None:
+        frame = sys._getframe(1)
+        while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+            frame = frame.f_back
+        if frame is None:
+            warnings.warn(message, category, stacklevel=2)
+            return
+        location = SourceLocation(frame.f_code.co_filename, frame.f_lineno)
+        module_globals = frame.f_globals
+    filename = location.filename
+    module = os.path.splitext(os.path.basename(filename))[0] or "<unknown>"
+    warnings.warn_explicit(message, category, filename, location.line, module=module,
+                           registry=_registries.setdefault(filename, {}), module_globals=module_globals)

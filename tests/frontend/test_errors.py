@@ -497,3 +497,33 @@ def test_run_time_break_inside_an_unrolled_loop():
     err = compile_error(run_time_break_in_unrolled_loop, F32, 2)
     assert_points_at(err, run_time_break_in_unrolled_loop, "break", occurrence=1)
     assert "compile-time (unrolled) loop" in err.message
+
+
+# -- host math on device values ----------------------------------------------------------------
+import math  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+
+@tsjit.kernel
+def python_math_on_a_device_value(x, which: tsjit.Constexpr[int]):
+    i = tsjit.thread_idx().x
+    if tsjit.const_expr(which == 0):
+        x[i] = math.exp(x[i])
+    elif tsjit.const_expr(which == 1):
+        x[i] = math.sqrt(x[i])
+    elif tsjit.const_expr(which == 2):
+        x[i] = np.exp(x[i])
+    elif tsjit.const_expr(which == 3):
+        x[i] = math.fabs(x[i])
+    else:
+        x[i] = math.tanh(x[i])
+
+
+@pytest.mark.parametrize("which, host, hint", [(0, "math.exp", "tsjit.math.exp"), (1, "math.sqrt", "tsjit.math.sqrt"),
+                                               (2, "numpy.exp", "tsjit.math.exp"), (3, "math.fabs", "tsjit.math.abs"),
+                                               (4, "math.tanh", "tsjit.math functions (")])
+def test_host_math_function_on_a_device_value_names_the_tsjit_math_replacement(which, host, hint):
+    err = compile_error(python_math_on_a_device_value, F32, which)
+    assert host in err.message and hint in err.message and "index" not in err.message
+    assert_points_at(err, python_math_on_a_device_value, host.replace("numpy", "np"))

@@ -32,13 +32,12 @@ import struct
 import subprocess
 import sys
 import tempfile
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from tsjit import env
 from tsjit.backend.targets import Target, get_target
-from tsjit.errors import CompilationError
+from tsjit.errors import CompilationError, warn
 
 __all__ = ["AssembledKernel", "assemble", "assembler_setting", "select_tool",
            "choose_tool", "assembler_version", "available_tools", "parse_statistics",
@@ -217,7 +216,7 @@ def select_tool(tool: str | None = None) -> str:
         setting == "auto" and (version or (0, 0)) < _NVJITLINK_FIXED)
     chosen, warning = choose_tool(setting, version, needs_ptxas and _ptxas()[0] is not None)
     if warning:
-        warnings.warn(warning, stacklevel=3)
+        warn(warning)
     return chosen
 
 

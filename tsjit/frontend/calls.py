@@ -17,7 +17,7 @@ import inspect
 
 import numpy as np
 
-from tsjit.errors import CompilationError, SourceLocation, TsjitError
+from tsjit.errors import CompilationError, SourceLocation, TsjitError, compile_time_call_site
 from tsjit.frontend import guards, ssa
 from tsjit.frontend.frame import Frame, current_generator
 from tsjit.frontend.source import parse_function
@@ -76,8 +76,28 @@ _CONVERSION_HINTS = {int: "tsjit.Int32(x)", float: "tsjit.Float32(x)", bool: "x 
 MAX_CALL_DEPTH = 32
 
 
-def _numpy_ufunc_name(func):
-    return func.__name__ if isinstance(func, np.ufunc) else None
+def _host_math_name(func):
+    """``"math.exp"`` / ``"numpy.exp"`` for a host math function (Python's ``math``/``cmath`` module, a
+    numpy ufunc or a function of numpy), else None."""
+    if isinstance(func, np.ufunc):
+        return f"numpy.{func.__name__}"
+    module = getattr(func, "__module__", None) or ""
+    name = getattr(func, "__name__", None)
+    if name and callable(func) and (module in ("math", "cmath") or module.split(".")[0] == "numpy"):
+        return f"{module.split('.')[0]}.{name}"
+    return None
+
+
+def _device_math_hint(host_name: str) -> str:
+    """The tsjit.math replacement of ``host_name`` (``"math.exp"`` -> ``"tsjit.math.exp"``)."""
+    name = host_name.rpartition(".")[2]
+    name = {"fabs": "abs", "absolute": "abs", "minimum": "min", "maximum": "max", "fmin": "min",
+            "fmax": "max", "amin": "min", "amax": "max"}.get(name, name)
+    if hasattr(device_math, name) and not name.startswith("_"):
+        return f"tsjit.math.{name}"
+    available = sorted(n for n in ("sqrt", "rsqrt", "exp", "exp2", "log", "log2", "sin", "cos", "floor",
+                                   "ceil", "fma", "abs", "min", "max") if hasattr(device_math, n))
+    return "one of the tsjit.math functions (" + ", ".join(available) + ")"
 
 
 def _public_name(func) -> str:
@@ -147,17 +167,14 @@ class CallMixin:
         if func in _CONVERSION_HINTS and _has_value(args, kwargs):
             raise self.error(node, f"{func.__name__}() of a run-time value is not available; use "
                                    f"{_CONVERSION_HINTS[func]}")
-        if getattr(func, "__module__", None) == "math" and _has_value(args, kwargs):
-            name = getattr(func, "__name__", "?")
-            hint = f"tsjit.math.{name}" if hasattr(device_math, name) else "the tsjit.math functions"
-            raise self.error(node, f"math.{name} runs on the host and cannot take a device value; use {hint}")
-        ufunc = _numpy_ufunc_name(func)
-        if ufunc is not None and _has_value(args, kwargs):
-            hint = f"tsjit.math.{ufunc}" if hasattr(device_math, ufunc) else "the tsjit.math functions"
-            raise self.error(node, f"numpy.{ufunc} runs on the host and cannot take a device value; use {hint}")
+        host_math = _host_math_name(func)
+        if host_math is not None and _has_value(args, kwargs):
+            raise self.error(node, f"Python's {host_math} runs on the host and cannot take a device value; "
+                                   f"use {_device_math_hint(host_math)}")
         guards.check_method_call(self.regions, func)
         try:
-            return func(*args, **kwargs)
+            with compile_time_call_site(lambda: self.location(node)):  # warnings point at this line
+                return func(*args, **kwargs)
         except CompilationError:
             raise
         except RecursionError:

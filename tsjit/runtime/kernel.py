@@ -33,6 +33,7 @@ from tsjit.backend import assemble as assembler
 from tsjit.backend import nvptx
 from tsjit.backend.targets import DEFAULT_TARGET, environment_target, get_target, target_for_capability
 from tsjit.errors import CompilationError, LaunchError, TsjitError
+from tsjit.frontend import artifacts
 from tsjit.frontend.dependencies import unchanged as dependencies_unchanged
 from tsjit.frontend.kernel_entry import compile_to_llvm
 from tsjit.runtime import driver, hang_report
@@ -55,7 +56,7 @@ class CompiledKernel:
         cubin: the device binary for ``metadata.target``.
         metadata: a :class:`~tsjit.runtime.metadata.KernelMetadata` (``registers``, spills,
             ``smem_bytes``, ``static_smem_bytes``, ``target``, ``tool``, ``key``, ``compile_ms``,
-            ``dependencies``, ``from_cache``, ``launch_requirements``...), read as attributes or,
+            ``dependencies``, ``from_cache``, ``launch_requirements``, ``artifacts``...), read as attributes or,
             like a dict, by name (``metadata["registers"]``).
         folded_source: the kernel as compiled, as Python text (:mod:`tsjit.frontend.folded`).
 
@@ -84,6 +85,13 @@ class CompiledKernel:
         if callable(self._folded):
             self._folded = self._folded()
         return self._folded
+
+    def __repr__(self) -> str:
+        meta = self.metadata
+        smem = (meta["smem_bytes"] or 0) + (meta["static_smem_bytes"] or 0)
+        source = "disk cache" if meta["from_cache"] else "compiled"
+        return (f"<CompiledKernel {self.name} target={meta['target']} registers={meta['registers']} "
+                f"smem_bytes={smem} cubin={len(self.cubin)} B ({source})>")
 
     @property
     def launch_requirements(self) -> LaunchRequirements:
@@ -219,9 +227,12 @@ class Kernel:
             meta = KernelMetadata.from_json(entry.metadata) if entry is not None else None
             if meta is not None and dependencies_unchanged(meta.dependencies, self.fn):
                 arg_specs = {p.name: s for p, s in zip(self.params, specs)}
-                return CompiledKernel(meta.kernel_name, entry.cubin, meta, entry.llir, entry.ptx,
-                                      _folded=lambda: compile_to_llvm(self.fn, arg_specs, target,
-                                                                      **self.options).folded_source)
+                compiled = CompiledKernel(meta.kernel_name, entry.cubin, meta, entry.llir, entry.ptx,
+                                          _folded=lambda: compile_to_llvm(self.fn, arg_specs, target,
+                                                                          **self.options).folded_source)
+                artifacts.replay(meta.artifacts)  # render() files and TSJIT_DUMP_DIR: on a hit too
+                _dump(compiled)
+                return compiled
         compiled = self._compile(specs, target, key)
         if cache is not None:
             cache.put(key, CacheEntry(compiled.cubin, compiled.metadata.to_json(), compiled.ptx, compiled.llir))
@@ -230,7 +241,8 @@ class Kernel:
     def _compile(self, specs, target, key) -> CompiledKernel:
         t0 = time.perf_counter()
         arg_specs = {p.name: s for p, s in zip(self.params, specs)}
-        lowered = compile_to_llvm(self.fn, arg_specs, target, **self.options)
+        with artifacts.recording() as written:
+            lowered = compile_to_llvm(self.fn, arg_specs, target, **self.options)
         t1 = time.perf_counter()
         ptx = nvptx.llvm_to_ptx(lowered.llir, target)
         t2 = time.perf_counter()
@@ -244,7 +256,8 @@ class Kernel:
             tool=asm.tool, tool_version=asm.tool_version, dependencies=lowered.dependencies,
             launch_requirements=lowered.launch_requirements,
             debug_waits=lowered.debug_waits,
-            compile_ms={"frontend": (t1 - t0) * 1e3, "llvm": (t2 - t1) * 1e3, "assemble": (t3 - t2) * 1e3})
+            compile_ms={"frontend": (t1 - t0) * 1e3, "llvm": (t2 - t1) * 1e3, "assemble": (t3 - t2) * 1e3},
+            artifacts=written)
         compiled = CompiledKernel(lowered.name, asm.cubin, metadata, lowered.llir, ptx,
                                   _folded=lambda: lowered.folded_source)
         _dump(compiled)
@@ -414,6 +427,8 @@ def _dump(compiled: CompiledKernel) -> None:
         os.makedirs(directory, exist_ok=True)
         stem = os.path.join(directory, f"{compiled.name}-{compiled.metadata.key[:12]}")
         for suffix, data in ((".ll", compiled.llir), (".ptx", compiled.ptx), (".py", compiled.folded_source)):
+            if data is None:  # a cache entry that did not keep this stage
+                continue
             with open(stem + suffix, "w") as fh:
                 fh.write(data)
         with open(stem + ".cubin", "wb") as fh:

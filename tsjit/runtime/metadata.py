@@ -34,6 +34,8 @@ class KernelMetadata(Mapping):
         debug_waits: per bounded wait of a ``TSJIT_DEBUG=1`` build, what it waits for.
         compile_ms: milliseconds per stage (``frontend``, ``llvm``, ``assemble``).
         from_cache: the kernel was loaded from the on-disk cache rather than compiled.
+        artifacts: files the compile wrote besides the cubin (``TaskManager.render`` SVGs),
+            ``[[path, text], ...]``; a disk-cache hit writes them again (:mod:`tsjit.frontend.artifacts`).
     """
 
     kernel_name: str
@@ -52,6 +54,7 @@ class KernelMetadata(Mapping):
     debug_waits: list = field(default_factory=list)
     compile_ms: dict = field(default_factory=dict)
     from_cache: bool = False
+    artifacts: list = field(default_factory=list)
 
     # -- the Mapping view ---------------------------------------------------------------------
     def __getitem__(self, name: str):

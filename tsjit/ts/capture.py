@@ -31,10 +31,9 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-import warnings
 from typing import Any, Callable
 
-from tsjit.errors import SourceLocation, UsageTypeError
+from tsjit.errors import SourceLocation, UsageTypeError, warn
 from tsjit.ts.diagnostics import ScheduleWarning, schedule_error, user_location
 from tsjit.ts.enums import PIPELINE_OPS, BlockCondition, ScheduleStageType
 from tsjit.ts.proxy import ResourceProxy, UnrecordedMethod, bind_work_call, unwrap_resource
@@ -360,12 +359,12 @@ class _Capture:
                 continue
             for var in step.outputs:
                 if (step.id, id(var)) not in self.used:
-                    warnings.warn(
+                    warn(
                         f"{format_location(step.location)}: schedule {self.name!r} step "
                         f"#{step.id} {step.display_call} writes {var.qualified_name!r} but no "
                         f"later call reads the token. Route it (pass it to the work that "
                         f"reads it) or drop it from returns=.  [S15]", ScheduleWarning,
-                        stacklevel=4)
+                        step.location)
         return Schedule(name=self.name, parameters=parameters, resources=resources,
                         body=tuple(self.root), steps=tuple(self.steps),
                         routes=tuple(self.routes), location=location)

@@ -21,10 +21,9 @@ Pipeline operations (acquire/commit/wait/release) are lowered by :mod:`.lower_pi
 """
 from __future__ import annotations
 
-import warnings
 
 from tsjit.backend import emit
-from tsjit.errors import CompilationError, VerificationError
+from tsjit.errors import CompilationError, VerificationError, warn
 from tsjit.frontend import ssa
 from tsjit.frontend.frame import current_generator
 from tsjit.lang import bounded_wait
@@ -326,7 +325,7 @@ def _check_shared_memory(manager, gen_km) -> None:
                    f"{barrier_bytes} B) exceeds the capacity of {capacity} B; use fewer stages, smaller tiles, or "
                    f"alias buffers that are not live at the same time")
         if manager.options.skip_validation:  # demoted like every other check (TaskManager._fail)
-            warnings.warn(f"[M1] {message}", VerificationWarning, stacklevel=2)
+            warn(f"[M1] {message}", VerificationWarning)
         else:
             raise VerificationError(message, check="M1")
 

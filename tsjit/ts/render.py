@@ -25,6 +25,7 @@ import shutil
 import subprocess
 
 from tsjit.errors import UsageStateError
+from tsjit.frontend import artifacts
 
 __all__ = ["render", "svg_document", "dot_source"]
 
@@ -261,10 +262,12 @@ def render(manager, path, engine: str = "auto") -> str:
         done = subprocess.run([dot, "-Tsvg", "-o", path], input=dot_source(manager),
                               text=True, capture_output=True, timeout=60)
         if done.returncode == 0:
+            artifacts.record(path)  # a disk-cache hit of the kernel writes it again
             return path
         if engine == "dot":
             raise UsageStateError(f"TaskManager.render(engine='dot'): dot failed: {done.stderr.strip()}; use "
                                   f"engine='svg' (the built-in writer)")
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(svg_document(manager))
+    artifacts.record(path)  # a disk-cache hit of the kernel writes it again
     return path

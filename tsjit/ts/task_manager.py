@@ -45,7 +45,7 @@ import sys
 import warnings
 from typing import Any, Callable
 
-from tsjit.errors import UsageStateError, UsageTypeError, VerificationError
+from tsjit.errors import UsageStateError, UsageTypeError, VerificationError, warn
 import dataclasses
 
 from tsjit.ts.diagnostics import VerificationWarning, user_location
@@ -288,7 +288,7 @@ class TaskManager:
     def _fail(self, check: str, messages: list[str]) -> None:
         text = "\n".join(messages)
         if self.skip_validation:
-            warnings.warn(f"[{check}] {text}", VerificationWarning, stacklevel=3)
+            warn(f"[{check}] {text}", VerificationWarning)
             return
         raise VerificationError(text, check=check)
 
@@ -357,8 +357,7 @@ class TaskManager:
                 if finding.is_warning:
                     if self.verbose:
                         print(finding.message)
-                    warnings.warn(f"[{finding.check}] {finding.message}", VerificationWarning,
-                                  stacklevel=3)
+                    warn(f"[{finding.check}] {finding.message}", VerificationWarning)
             errors = [f.message for f in found if not f.is_warning]
             if errors:
                 self._fail(check, errors)

@@ -1,0 +1,59 @@
+"""Warnings from compiling a kernel name the user's source line, never a file inside tsjit
+(issue 10 §3): schedule warnings point at the schedule step, TaskManager warnings at the kernel line
+that builds the TaskManager."""
+import os
+import warnings
+
+import numpy as np
+
+import tsjit
+from tsjit import ts
+from tsjit.examples.ts_copy import GmemDest, GmemSource
+
+THIS_FILE = os.path.abspath(__file__)
+TSJIT_DIR = os.path.dirname(os.path.abspath(tsjit.__file__))
+
+
+def _line_of(text: str) -> int:
+    with open(THIS_FILE) as handle:
+        return next(number for number, line in enumerate(handle, 1) if text in line and "_line_of" not in line)
+
+
+@tsjit.kernel
+def unread_token(src, dst, num_entries, SKIP: tsjit.Constexpr[bool]):
+    source = GmemSource(name="source", src=src)
+    dest = GmemDest(name="dest", dst=dst)
+
+    @ts.schedule
+    def copy_schedule(s: GmemSource, d: GmemDest):
+        with ts.domain_loop(tsjit.thread_idx().x, num_entries, 32):
+            item = s.load()
+            d.store(item)
+            s.load()  # its token is never read: S15
+
+    task = ts.Task("copy", [source], [dest], warp_idx=0, num_warps=1, schedule=copy_schedule(source, dest))
+    manager = ts.TaskManager([task], {source: [dest]} if SKIP else {dest: [source]}, verbose=False, skip_validation=SKIP)
+    manager.setup_resources_and_tasks()
+    manager.run()
+
+
+def _compile_warnings(skip: bool):
+    x = np.zeros(64, np.float32)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tsjit.compile(unread_token, x, x, 64, skip)
+    return caught
+
+
+def test_schedule_warning_is_attributed_to_the_schedule_step():
+    caught = [w for w in _compile_warnings(False) if issubclass(w.category, ts.ScheduleWarning)]
+    assert caught, "the unread token warns (S15)"
+    assert all(w.filename == THIS_FILE for w in caught)
+    assert [w.lineno for w in caught] == [_line_of("s.load()  # its token")]
+
+
+def test_demoted_verification_finding_is_attributed_to_the_task_manager_line():
+    caught = [w for w in _compile_warnings(True) if issubclass(w.category, ts.VerificationWarning)]
+    assert caught, "the reversed dependency edge is a warning under skip_validation"
+    assert {(w.filename, w.lineno) for w in caught} == {(THIS_FILE, _line_of("manager = ts.TaskManager("))}
+    assert not any(w.filename.startswith(TSJIT_DIR) for w in caught)
