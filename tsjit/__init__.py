@@ -63,6 +63,9 @@ import importlib
 from tsjit.errors import (CacheError, CompilationError, LaunchError, ScheduleError, TsjitError,
                           UsageError, UsageKeyError, UsageStateError, UsageTypeError, UsageValueError,
                           VerificationError)
+from tsjit.errors import install_excepthook as _install_excepthook
+
+_install_excepthook()  # a TsjitError prints with the user's frames only
 
 __version__ = "0.1.0"
 

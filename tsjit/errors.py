@@ -34,13 +34,25 @@ import contextvars
 import linecache
 import os
 import sys
+import types
 import warnings
 from dataclasses import dataclass
 from typing import Callable
 
 
 class TsjitError(Exception):
-    """Base class of every error tsjit raises on purpose."""
+    """Base class of every error tsjit raises on purpose.
+
+    Its printed traceback ends at the user's own frames: tsjit's internal frames are left out
+    (plain ``python``: :func:`install_excepthook`; IPython and Jupyter: ``_render_traceback_``;
+    pytest: ``__tracebackhide__`` in tsjit's API modules, see :func:`hide_from_pytest`).
+    ``err.__traceback__`` itself is kept whole for debuggers.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        """IPython's hook for an exception's own traceback text: the user's frames only (IPython's
+        own ``exec`` frames are left out too, as IPython does for its tracebacks)."""
+        return "".join(format_user_traceback(self, hide=("IPython.", "ipykernel."))).rstrip("\n").split("\n")
 
 
 @dataclass(frozen=True)
@@ -181,6 +193,56 @@ def short_path(path: str) -> str:
     return rel if len(rel) < len(path) else path
 
 
+# -- tracebacks without tsjit's frames --------------------------------------------------------------
+def _is_internal(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_PACKAGE_DIR)
+
+
+def user_traceback(tb, hide: tuple[str, ...] = ()):
+    """``tb`` without the frames of files inside the tsjit package, nor of modules whose name starts
+    with one of ``hide`` (a new chain; ``tb`` is unchanged)."""
+    frames = []
+    while tb is not None:
+        module = tb.tb_frame.f_globals.get("__name__") or ""
+        if not _is_internal(tb.tb_frame.f_code.co_filename) and not module.startswith(hide):
+            frames.append(tb)
+        tb = tb.tb_next
+    result = None
+    for entry in reversed(frames):
+        result = types.TracebackType(result, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return result
+
+
+def format_user_traceback(exc: BaseException, hide: tuple[str, ...] = ()) -> list[str]:
+    """``traceback.format_exception`` of ``exc`` with tsjit's internal frames (and ``hide``'s, see
+    :func:`user_traceback`) left out."""
+    import traceback  # lazily: only when an error is printed
+    return traceback.format_exception(type(exc), exc, user_traceback(exc.__traceback__, hide))
+
+
+def hide_from_pytest(excinfo) -> bool:
+    """``__tracebackhide__`` value for tsjit's API modules: pytest hides their frames when the
+    failure is a :class:`TsjitError` (a broken internal invariant keeps every frame)."""
+    return excinfo.errisinstance(TsjitError)
+
+
+def install_excepthook() -> None:
+    """Make ``sys.excepthook`` print a :class:`TsjitError` with the user's frames only; any other
+    exception goes to the hook that was installed before (called once, from ``import tsjit``)."""
+    previous = sys.excepthook
+    if getattr(previous, "__tsjit_hook__", False):
+        return
+
+    def hook(etype, value, tb):
+        if isinstance(value, TsjitError):
+            tb = user_traceback(tb) or tb
+            value = value.with_traceback(tb)  # the default hook prints value.__traceback__
+        previous(etype, value, tb)
+
+    hook.__tsjit_hook__ = True
+    sys.excepthook = hook
+
+
 # -- warnings at the user's line --------------------------------------------------------------------
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 #: the kernel line whose compile-time call is running (set by the frontend around each host call):
@@ -216,7 +278,7 @@ def warn(message: str, category: type[Warning] = UserWarning, location: SourceLo
     module_globals = None
     if location is None:
         frame = sys._getframe(1)
-        while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+        while frame is not None and _is_internal(frame.f_code.co_filename):
             frame = frame.f_back
         if frame is None:
             warnings.warn(message, category, stacklevel=2)

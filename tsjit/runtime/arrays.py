@@ -28,10 +28,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tsjit.errors import LaunchError, TsjitError
+from tsjit.errors import LaunchError, TsjitError, hide_from_pytest
 from tsjit.lang import dtypes
 from tsjit.lang.dtypes import BFloat16, DType
 from tsjit.runtime import driver
+
+__tracebackhide__ = hide_from_pytest  # pytest shows a TsjitError without tsjit's frames
 
 _EXTRA_DTYPE_NAMES = {"bfloat16": BFloat16, "bf16": BFloat16, "half": dtypes.Float16,
                       "float": dtypes.Float32, "double": dtypes.Float64, "bool": dtypes.Boolean}

@@ -26,7 +26,9 @@ import weakref
 from dataclasses import dataclass
 from operator import index as _as_int
 
-from tsjit.errors import LaunchError
+from tsjit.errors import LaunchError, hide_from_pytest
+
+__tracebackhide__ = hide_from_pytest  # pytest shows a TsjitError without tsjit's frames
 
 _lock = threading.Lock()
 

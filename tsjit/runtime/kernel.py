@@ -32,7 +32,7 @@ from tsjit.abi import LaunchRequirements
 from tsjit.backend import assemble as assembler
 from tsjit.backend import nvptx
 from tsjit.backend.targets import DEFAULT_TARGET, environment_target, get_target, target_for_capability
-from tsjit.errors import CompilationError, LaunchError, TsjitError
+from tsjit.errors import CompilationError, LaunchError, TsjitError, hide_from_pytest
 from tsjit.frontend import artifacts
 from tsjit.frontend.dependencies import unchanged as dependencies_unchanged
 from tsjit.frontend.kernel_entry import compile_to_llvm
@@ -44,6 +44,8 @@ from tsjit.runtime.launch import (BoundLaunch, LaunchPlan, argument_signature, c
                                   split_dynamic)
 from tsjit.runtime.specialize import (disk_spec_key, kernel_identity, memory_spec_key, specialize_one,
                                       tsjit_version_digest)
+
+__tracebackhide__ = hide_from_pytest  # pytest shows a TsjitError without tsjit's frames
 
 
 @dataclass

@@ -243,11 +243,34 @@ class PipelineConfig:
         """Threads -> threads: producers arrive on full[i], consumers on empty[i].
 
         ``producer_op=AsyncLoad`` makes the producer's ``cp.async`` copies arrive on full[i]
-        (``cp.async.mbarrier.arrive.noinc``).  Size the groups by who arrives:
-        ``producer_group`` = producer threads (AsyncLoad: every thread; AsyncThread: threads,
-        or warps when one lane per warp commits), ``consumer_group`` = consumer threads (or
-        warps).  ``cta_layout_vmnk`` None means one CTA (tsjit shorthand).  Keyword-only
-        extras: ``advance_on_wait`` and any other :class:`PipelineConfig` field.
+        (``cp.async.mbarrier.arrive.noinc``).
+
+        Sizing the groups: a group's ``size`` is the number of mbarrier arrivals per stage, so it
+        counts who arrives, not the warps themselves.  For a producer task of P warps and a
+        consumer task of C warps:
+
+        * every thread arrives (the default ``SignalingThreads.All``):
+          ``producer_group=CooperativeGroup(Agent.Thread, 32 * P)``,
+          ``consumer_group=CooperativeGroup(Agent.Thread, 32 * C)``;
+        * one lane per warp arrives (the lowering elects it and adds ``bar.warp.sync``):
+          ``CooperativeGroup(Agent.Thread, P)`` or ``CooperativeGroup(Agent.Warp, P)``, and
+          likewise ``C`` for the consumer;
+        * ``producer_op=AsyncLoad``: every producer thread's copies arrive, so ``32 * P`` only.
+
+        E.g. one producer warp and one consumer warp: ``CooperativeGroup(Agent.Thread, 32)`` for
+        both.  Another size is refused by check P1, which names the counts that fit.
+
+        Args:
+            num_stages: ring depth (stages of the full/empty barrier pair), >= 1.
+            producer_group, consumer_group: arrivals per stage on full[i] / empty[i], as above.
+            cta_layout_vmnk: the cluster layout; ``None`` means one CTA (tsjit shorthand).
+            producer_signaling_threads, consumer_signaling_threads: which threads of the task
+                signal (:class:`SignalingThreads`).
+            barrier_ptr: where the barriers live (``None``: the TaskManager places them).
+            producer_op: how the producer's writes arrive (``PipelineOp``: Thread or AsyncLoad).
+            advance_on_acquire, advance_on_wait: keep several stages open per task.
+            interleave_stride: stage interleaving between the warps of a task.
+            **extra: any other :class:`PipelineConfig` field, by keyword.
         """
         return cls(num_stages, 0, producer_group, consumer_group, PipelineType.AsyncAsync, barrier_ptr=barrier_ptr,
                    cta_layout_vmnk=cta_layout_vmnk, producer_signaling_threads=producer_signaling_threads,

@@ -1,0 +1,80 @@
+"""A tsjit error prints with the user's frames only, in plain python, IPython and pytest (issue 10 §3):
+the traceback shows the user's call line and the message, and no file inside the tsjit package."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import tsjit
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TSJIT_DIR = os.path.dirname(os.path.abspath(tsjit.__file__))
+
+USER_PROGRAM = """
+import numpy as np, tsjit
+
+@tsjit.kernel
+def broken(x):
+    i = tsjit.thread_idx().x
+    x[i] = x[i] + undefined_name
+
+def test_compile_error():
+    tsjit.compile(broken, np.zeros(32, np.float32))
+
+def test_usage_error():
+    tsjit.compile(len)
+
+if __name__ == "__main__":
+    import sys
+    test_usage_error() if sys.argv[-1] == "usage" else test_compile_error()
+"""
+
+
+def _run(args, tmp_path, **kw):
+    script = tmp_path / "test_user_program.py"
+    script.write_text(textwrap.dedent(USER_PROGRAM))
+    env = dict(os.environ, PYTHONPATH=ROOT, TSJIT_CACHE_DIR=str(tmp_path / "cache"), PYTHONDONTWRITEBYTECODE="1")
+    done = subprocess.run([sys.executable, *args(str(script))], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=180, **kw)
+    return done.returncode, done.stdout + done.stderr
+
+
+def _assert_user_frames_only(output, script_line):
+    assert "undefined_name` is not defined" in output or "needs a @tsjit.kernel" in output, output
+    assert script_line in output, output
+    assert TSJIT_DIR not in output, output
+
+
+@pytest.mark.parametrize("which, line", [("compile", "tsjit.compile(broken, np.zeros(32, np.float32))"),
+                                         ("usage", "tsjit.compile(len)")])
+def test_plain_python_traceback_has_no_tsjit_frames(tmp_path, which, line):
+    code, output = _run(lambda script: [script, which], tmp_path)
+    assert code == 1 and "Traceback (most recent call last)" in output
+    _assert_user_frames_only(output, line)
+
+
+def test_ipython_traceback_has_no_tsjit_frames(tmp_path):
+    pytest.importorskip("IPython")
+    code, output = _run(lambda script: ["-m", "IPython", "--colors=nocolor", "--no-banner", "-c",
+                                        f"%run {script} compile"], tmp_path)
+    _assert_user_frames_only(output, "tsjit.compile(broken, np.zeros(32, np.float32))")
+    assert "IPython/core" not in output, output
+
+
+def test_pytest_failure_shows_no_tsjit_frames(tmp_path):
+    code, output = _run(lambda script: ["-m", "pytest", "-q", "-p", "no:cacheprovider", script], tmp_path)
+    assert code == 1 and "2 failed" in output, output
+    _assert_user_frames_only(output, "tsjit.compile(broken, np.zeros(32, np.float32))")
+
+
+def test_traceback_object_stays_whole_for_debuggers():
+    import numpy as np
+    namespace = {}
+    exec(compile(textwrap.dedent(USER_PROGRAM), os.path.join(ROOT, "tests", "_inline_user_program.py"), "exec"),
+         namespace)
+    with pytest.raises(tsjit.TsjitError) as info:
+        namespace["test_usage_error"]()
+    assert any(entry.path and str(entry.path).startswith(TSJIT_DIR) for entry in info.traceback)
+    del np
