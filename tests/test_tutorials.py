@@ -10,6 +10,16 @@ nbclient = pytest.importorskip("nbclient")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOKS = sorted(glob.glob(os.path.join(ROOT, "tutorials", "*.ipynb")))
 
+#: what each notebook's output must show besides running (issue 10 §3): the kernel source it
+#: teaches, numbers measured rather than typed into the text, and the checker's messages.
+EXPECTED_OUTPUT = {
+    "02_tma_copy.ipynb": ["class SmemTiles", "class GmemTiles", "def tma_copy_ts(", "TaskManager("],
+    "05_hopper_gemm.ipynb": ["registers per thread for the whole kernel", "raises the mma warpgroups to"],
+    "06_async_pipelines.ipynb": ["class StagedChunks", "create_async_async_pipeline_cfg", "def pingpong_scale("],
+    "08_when_the_checker_says_no.ipynb": ["[C0]", "Call ring.commit()", "[P2]", "Set num_bytes=16384",
+                                          "[R0]", "0 of 1 slot(s) free", "[race] race on", "smem[0:4096]"],
+}
+
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[os.path.basename(p) for p in NOTEBOOKS])
 def test_notebook_runs(path, tmp_path, monkeypatch):
@@ -20,3 +30,14 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
                             resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     assert "GPU present" in outputs
+    for text in EXPECTED_OUTPUT.get(os.path.basename(path), ()):
+        assert text in outputs, f"{os.path.basename(path)}: {text!r} missing from the output"
+    if os.path.basename(path) == "08_when_the_checker_says_no.ipynb":
+        assert outputs.count("The corrected program: SAFE") == 5
+
+
+def test_tutorial_text_quotes_no_register_count_the_output_does_not_show():
+    """Tutorial 5's prose once said 232 registers while its cell printed 154: counts come from cells."""
+    nb = nbformat.read(os.path.join(ROOT, "tutorials", "05_hopper_gemm.ipynb"), as_version=4)
+    prose = " ".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "232 registers" not in prose and "setmaxnreg" in prose

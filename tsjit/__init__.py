@@ -48,7 +48,8 @@ Errors (:mod:`tsjit.errors`)
     ``TsjitError`` and its kinds ``CompilationError``, ``ScheduleError``,
     ``VerificationError``, ``LaunchError``, ``UsageError`` (host API misuse: ``UsageTypeError``,
     ``UsageValueError``, ``UsageKeyError``, ``UsageStateError``, each also the built-in
-    exception it refines), ``CacheError``.
+    exception it refines; ``CompileArgumentError``: a ``tsjit.compile`` argument that does not
+    fit the kernel), ``CacheError``.
 
 The Task Scheduling model (resources, schedules, tasks, ``TaskManager``) is :mod:`tsjit.ts`;
 library kernels written with tsjit (``matmul``, ``bmm``, ``attention``) are :mod:`tsjit.ops`.
@@ -60,7 +61,7 @@ from __future__ import annotations
 
 import importlib
 
-from tsjit.errors import (CacheError, CompilationError, LaunchError, ScheduleError, TsjitError,
+from tsjit.errors import (CacheError, CompilationError, CompileArgumentError, LaunchError, ScheduleError, TsjitError,
                           UsageError, UsageKeyError, UsageStateError, UsageTypeError, UsageValueError,
                           VerificationError)
 from tsjit.errors import install_excepthook as _install_excepthook
@@ -102,7 +103,7 @@ _PROVIDERS: dict[str, tuple[str, ...]] = {
 _MODULES = {"math": "tsjit.lang.math", "wgmma": "tsjit.lang.wgmma", "epilogue": "tsjit.lang.epilogue"}
 _LAZY = {name: module for module, names in _PROVIDERS.items() for name in names}
 
-__all__ = ["TsjitError", "CompilationError", "ScheduleError", "VerificationError", "LaunchError",
+__all__ = ["TsjitError", "CompilationError", "CompileArgumentError", "ScheduleError", "VerificationError", "LaunchError",
            "UsageError", "UsageTypeError", "UsageValueError", "UsageKeyError", "UsageStateError",
            "CacheError", "static_print", *_LAZY, *_MODULES]
 

@@ -16,8 +16,10 @@ Every mistake a user can make surfaces as one of these classes, never as a bare
   │     ├── ``UsageTypeError``   an argument of the wrong type (also a ``TypeError``);
   │     ├── ``UsageValueError``  an argument out of range (also a ``ValueError``);
   │     ├── ``UsageKeyError``    an unknown name or object (also a ``KeyError``);
-  │     └── ``UsageStateError``  a call out of order, or a needed tool is missing (also a
-  │                              ``RuntimeError``).
+  │     ├── ``UsageStateError``  a call out of order, or a needed tool is missing (also a
+  │     │                        ``RuntimeError``).
+  │     └── ``CompileArgumentError`` (under UsageTypeError) an argument of ``tsjit.compile``
+  │                              does not fit the kernel (also a ``LaunchError``).
   └── ``CacheError``        internal to the on-disk cache; never escapes it.
 
 ``ScheduleError`` and ``VerificationError`` also derive from ``ValueError``, and each
@@ -178,6 +180,13 @@ class UsageKeyError(UsageError, KeyError):
 class UsageStateError(UsageError, RuntimeError):
     """A call made out of order (twice, too early, too late), or one that needs a tool that is
     not installed (``except RuntimeError`` catches it too)."""
+
+
+class CompileArgumentError(UsageTypeError, LaunchError):
+    """An argument of ``tsjit.compile`` / ``Kernel.compile`` does not fit the kernel's parameters
+    (missing, unexpected, wrong type or dtype).  A :class:`UsageError` (and ``TypeError``); also a
+    :class:`LaunchError`, which compile raised for these before, so ``except LaunchError`` still
+    catches it."""
 
 
 class CacheError(TsjitError):

@@ -18,6 +18,34 @@ from tsjit.runtime.driver import gpu_available
 GPU = gpu_available()
 print("GPU present:", GPU)"""
 
+CHECKER_SETUP = """import os, sys, warnings
+# The broken programs are the test suite's corpus (tests/verify/broken): one real mistake each, with
+# its corrected twin. They are Task Scheduling programs built on the host, so no kernel is compiled.
+ROOT = os.path.dirname(os.path.abspath(os.path.dirname(tsjit.__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "verify"))
+from broken import CASES
+from tsjit.errors import VerificationError
+from tsjit.ts import ScheduleWarning, TaskManager
+warnings.simplefilter("ignore", ScheduleWarning)
+CASES = {case.name: case for case in CASES}
+
+def show(name):
+    \"\"\"Print the broken program's schedules and the checker's message, then verify the corrected twin.\"\"\"
+    case = CASES[name]
+    print("The mistake:", case.mistake)
+    tasks, graph, options = case.build(False)
+    for task in tasks:
+        print(f"  {task.label}: " + "; ".join(step.display_call for step in task.schedule.steps))
+    try:
+        TaskManager(tasks, graph, verbose=False, **options)
+        raise AssertionError("the checker accepted a broken program")
+    except VerificationError as err:
+        print()
+        print(err)
+    tasks, graph, options = case.build(True)
+    print()
+    print("The corrected program:", TaskManager(tasks, graph, verbose=False, **options).exhaustive_result.verdict)"""
+
 NOTEBOOKS = {
     "01_copy_grid_stride.ipynb": [
         ("md", "# Tutorial 1: the grid-stride copy as a Task Scheduling program\n\n"
@@ -53,8 +81,12 @@ NOTEBOOKS = {
                "the stage's full barrier, `commit`); four store warps `try_wait`/`wait`, write the tile out with "
                "bounds masks and `release`. Shapes need not be multiples of the tile."),
         ("code", SETUP),
-        ("code", "from tsjit.examples import ts_tma_copy\n"
-                 "spec = tsjit.tensormap_spec(tsjit.Float32, (64, 64))\n"
+        ("code", "import inspect\nfrom tsjit.examples import ts_tma_copy\n"
+                 "print(inspect.getsource(ts_tma_copy.SmemTiles))\nprint(inspect.getsource(ts_tma_copy.GmemTiles))"),
+        ("md", "The kernel builds the two resources, one schedule per task, the two tasks and the TaskManager:"),
+        ("code", "print(inspect.getsource(ts_tma_copy.tma_copy_ts.fn))"),
+        ("md", "Compile it for sm_90a and look at the TMA copies and the `expect_tx` that arms each stage:"),
+        ("code", "spec = tsjit.tensormap_spec(tsjit.Float32, (64, 64))\n"
                  "c = tsjit.compile(ts_tma_copy.tma_copy_ts, spec, np.zeros((256, 256), np.float32), 16, 4, 64, 64, 4)\n"
                  "print('\\n'.join(l for l in c.ptx.splitlines() if 'cp.async.bulk' in l or 'expect_tx' in l))"),
         ("code", "if GPU:\n"
@@ -115,7 +147,8 @@ NOTEBOOKS = {
                "* **Warps.** Warpgroup 0 holds the `load` task (warp 0: TMA loads) and the `idle` task (warps 1-3). "
                "`setmaxnreg` works per warpgroup, so all four warps of warpgroup 0 must agree on a register count "
                "(40): the idle warps exist only to complete the warpgroup (check W1 insists). Warpgroups 1 and 2 "
-               "are the `mma` task at 232 registers; each owns 64 rows of the tile.\n"
+               "are the `mma` task, which raises its register budget with `setmaxnreg` (the compile cell below reads "
+               "both counts from the PTX); each owns 64 rows of the tile.\n"
                "* **Ring.** `ABStages` is a TmaAsync pipeline of 3-4 stages of 128B-swizzled A and B tiles. The "
                "load task `acquire`s a stage, issues the two TMA copies (they signal the stage's full barrier with "
                "`expect_tx` bytes) and `commit`s.\n"
@@ -141,7 +174,11 @@ NOTEBOOKS = {
                  "k = tsjit.compile(gemm.gemm_ts, a, b, tsjit.spec((4096, 4096), tsjit.BFloat16), c_map, 4096, 4096, "
                  "4096, BN=256, STAGES=3, GROUP_M=8, CLUSTER_M=1, EPILOGUE='tma')\n"
                  "print({key: k.metadata[key] for key in ('registers', 'spill_stores_bytes', 'smem_bytes')})\n"
-                 "print(sorted(set(re.findall(r'(wgmma\\.[\\w.]+|setmaxnreg\\.\\w+|stmatrix\\.[\\w.]+)', k.ptx))))"),
+                 "print(sorted(set(re.findall(r'(wgmma\\.[\\w.]+|setmaxnreg\\.\\w+|stmatrix\\.[\\w.]+)', k.ptx))))\n"
+                 "budgets = {kind: int(n) for kind, n in re.findall(r'setmaxnreg\\.(inc|dec)\\.sync\\.aligned\\.u32\\s+(\\d+)', k.ptx)}\n"
+                 "print(f\"ptxas allocates {k.metadata['registers']} registers per thread for the whole kernel \"\n"
+                 "      f\"(metadata['registers'], the count at launch); at run time setmaxnreg lowers the load \"\n"
+                 "      f\"warpgroup to {budgets['dec']} and raises the mma warpgroups to {budgets['inc']}\")"),
         ("code", "if GPU:\n"
                  "    for shape in [(128, 128, 128), (1000, 1000, 1000), (257, 511, 136)]:\n"
                  "        got, ref = gemm.run_gemm(*shape)\n"
@@ -157,8 +194,14 @@ NOTEBOOKS = {
                "(a 2-stage ring: ping-pong). The interleaved variant shares a 4-stage ring between two warp lanes "
                "with `interleave_stride=2`: lane k uses stages k, k+2, ..."),
         ("code", SETUP),
-        ("code", "from tsjit.examples import ts_async\n"
-                 "for k in (ts_async.pingpong_scale, ts_async.interleaved_scale):\n"
+        ("code", "import inspect\nfrom tsjit.examples import ts_async\n"
+                 "print(inspect.getsource(ts_async.StagedChunks))\nprint(inspect.getsource(ts_async.ScaledOutput))"),
+        ("md", "Both kernels share one builder: the AsyncAsync ring (`create_async_async_pipeline_cfg`, its "
+               "producer and consumer groups counting every thread of each side), the two schedules, the tasks "
+               "and the TaskManager. `interleave_stride` is the only difference between them."),
+        ("code", "print(inspect.getsource(ts_async._build))\nprint(inspect.getsource(ts_async.pingpong_scale.fn))\n"
+                 "print(inspect.getsource(ts_async.interleaved_scale.fn))"),
+        ("code", "for k in (ts_async.pingpong_scale, ts_async.interleaved_scale):\n"
                  "    c = tsjit.compile(k, np.zeros(64, np.float32), np.zeros(64, np.float32), 64, 1024)\n"
                  "    print(k.__name__, 'smem', c.metadata['smem_bytes'], 'registers', c.metadata['registers'])"),
         ("code", "if GPU:\n"
@@ -238,6 +281,39 @@ NOTEBOOKS = {
                  "    print('relative errors below 1e-4')\n"
                  "else:\n"
                  "    print('no GPU: skipped launching')"),
+    ],
+    "08_when_the_checker_says_no.ipynb": [
+        ("md", "# Tutorial 8: when the checker says no\n\n"
+               "The TaskManager checks a Task Scheduling program before any code exists: the structural checks "
+               "(brackets, roles, counts, bytes) and then an exhaustive walk of every interleaving of the tasks "
+               "(deadlocks, races). Each refusal names the rule (`[C0]`, `[P2]`, ...), the task and its warps, the "
+               "resource, the schedule step and what to change. Below are five broken programs, each one line away "
+               "from a correct one, with the message the checker gives and the verdict on the corrected program."),
+        ("code", SETUP),
+        ("code", CHECKER_SETUP),
+        ("md", "## 1. A missing commit\n\nThe producer acquires and fills a stage but never commits it, so the "
+               "consumer's `wait` blocks forever. C0 finds the deadlock, and its *Likely cause* line (found by "
+               "check B1) names the step to fix: call `ring.commit()` after the fill."),
+        ("code", "show('wait_with_no_commit')"),
+        ("md", "## 2. A TMA byte count that is short\n\nEach stage receives an A tile and a B tile, but "
+               "`num_bytes` covers only one of them: the stage's full barrier would complete while the B tile is "
+               "still landing. P2 compares `num_bytes` with what the copies deliver and gives the number to set."),
+        ("code", "show('tma_bytes_short_by_one_tile')"),
+        ("md", "## 3. A role swapped\n\nThe producer task also calls `release()`, a consumer operation, on the "
+               "ring it fills. R0 says `release()` belongs to the consumer and what the producer's own operation "
+               "at that point is; this producer already commits, so the fix is to drop the release and leave it "
+               "to the consumer task."),
+        ("code", "show('producer_releases_its_own_ring')"),
+        ("md", "## 4. A ring too shallow\n\nA one-stage ring (`advance_on_acquire=True`) is acquired twice per "
+               "iteration: the second acquire needs a free slot that only the consumer's release can give, and that "
+               "release needs the commit after the second acquire. C0 shows both blocked tasks and the credit state "
+               "(`0 of 1 slot(s) free`): give the ring more stages or acquire once per iteration."),
+        ("code", "show('acquire_twice_one_stage')"),
+        ("md", "## 5. A race on an aliased buffer\n\nTwo tasks write shared-memory buffers that the allocator "
+               "placed on the same bytes (one alias group). No barrier orders the two writes. The exhaustive "
+               "checker reports the race with the byte range, both tasks and both steps, and says to order them "
+               "through a pipeline or to stop aliasing buffers that are live at the same time."),
+        ("code", "show('two_tasks_write_aliased_buffers')"),
     ],
 }
 

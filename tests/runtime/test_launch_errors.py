@@ -52,3 +52,35 @@ def test_missing_argument_is_reported():
 def test_annotation_accepts_matching_arrays():
     c = tsjit.compile(annotated, np.zeros(8, np.float32), np.zeros(8, np.float32), 8)
     assert c.cubin[:4] == b"\x7fELF"
+
+
+@tsjit.kernel
+def blocked(x, BLOCK: tsjit.Constexpr[int], SCALE: tsjit.Constexpr[float], FLAG: tsjit.Constexpr[bool]):
+    x[tsjit.thread_idx().x] = SCALE * BLOCK if FLAG else 0.0
+
+
+@pytest.mark.parametrize("block, scale, flag, name, given", [
+    (256.0, 1.0, True, "'BLOCK'", "float 256.0"), ("256", 1.0, True, "'BLOCK'", "str '256'"),
+    (True, 1.0, True, "'BLOCK'", "bool True"), (256, "1", True, "'SCALE'", "str '1'"),
+    (256, 1.0, 1, "'FLAG'", "int 1")])
+def test_constexpr_annotation_type_is_enforced_naming_the_argument(block, scale, flag, name, given):
+    with pytest.raises(tsjit.LaunchError) as err:
+        tsjit.compile(blocked, np.zeros(8, np.float32), block, scale, flag)
+    text = str(err.value)
+    assert name in text and given in text and "tsjit.Constexpr[" in text
+
+
+def test_constexpr_accepts_numpy_integers_and_ints_for_float():
+    compiled = tsjit.compile(blocked, np.zeros(8, np.float32), np.int64(4), 2, np.True_)
+    assert compiled.metadata["registers"] > 0
+
+
+def test_compile_argument_errors_are_usage_errors_and_still_launch_errors():
+    with pytest.raises(tsjit.CompileArgumentError) as err:
+        tsjit.compile(blocked, np.zeros(8, np.float32), 4, 1.0)  # FLAG missing
+    assert isinstance(err.value, tsjit.UsageError) and isinstance(err.value, TypeError)
+    assert isinstance(err.value, tsjit.LaunchError)  # what compile raised before: except-compatible
+    assert "'FLAG'" in str(err.value)
+    with pytest.raises(tsjit.UsageTypeError) as err:
+        tsjit.compile(len)
+    assert "@tsjit.kernel" in str(err.value)

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import builtins
 
-from tsjit.errors import CompilationError
+import numpy as np
+
+from tsjit.errors import CompilationError, LaunchError
 from tsjit.lang.values import Value
 
 
@@ -27,6 +29,28 @@ class _ConstexprAnnotation:
 
     def __repr__(self) -> str:
         return f"tsjit.Constexpr[{getattr(self.inner, '__name__', self.inner)}]" if self.inner else "tsjit.Constexpr"
+
+    def check(self, name: str, value) -> None:
+        """Refuse a value of another type than ``T`` for ``name: tsjit.Constexpr[T]`` (``int``: Python or
+        numpy integers, not bool; ``float``: also integers; ``bool``; any other class: an instance of it).
+
+        Raises:
+            LaunchError: names the argument, the annotation and the value given.
+        """
+        inner = self.inner
+        if not isinstance(inner, type):
+            return
+        if inner is int:
+            ok = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+        elif inner is float:
+            ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+        elif inner is bool:
+            ok = isinstance(value, (bool, np.bool_))
+        else:
+            ok = isinstance(value, inner)
+        if not ok:
+            raise LaunchError(f"argument '{name}' is {self!r}, got {type(value).__name__} {value!r}; "
+                              f"pass a {inner.__name__}")
 
 
 class Constexpr:

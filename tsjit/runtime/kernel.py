@@ -32,7 +32,7 @@ from tsjit.abi import LaunchRequirements
 from tsjit.backend import assemble as assembler
 from tsjit.backend import nvptx
 from tsjit.backend.targets import DEFAULT_TARGET, environment_target, get_target, target_for_capability
-from tsjit.errors import CompilationError, LaunchError, TsjitError, hide_from_pytest
+from tsjit.errors import CompilationError, CompileArgumentError, LaunchError, TsjitError, UsageTypeError, hide_from_pytest
 from tsjit.frontend import artifacts
 from tsjit.frontend.dependencies import unchanged as dependencies_unchanged
 from tsjit.frontend.kernel_entry import compile_to_llvm
@@ -357,9 +357,20 @@ class Kernel:
                       pdl=pdl)
 
     def compile(self, *args, target: str | None = None, **kwargs) -> CompiledKernel:
-        """Compile for ``args`` (device arrays, numpy arrays or ``tsjit.spec`` stand-ins) without launching."""
-        values = self._bind(args, kwargs)
-        specs, _ = self._specialize(values, for_compile=True)
+        """Compile for ``args`` (device arrays, numpy arrays or ``tsjit.spec`` stand-ins) without launching.
+
+        Raises:
+            CompileArgumentError: an argument is missing, unexpected or does not fit its parameter
+                (names it; also a LaunchError).
+            CompilationError: the kernel does not compile for these arguments.
+        """
+        try:
+            values = self._bind(args, kwargs)
+            specs, _ = self._specialize(values, for_compile=True)
+        except CompileArgumentError:
+            raise
+        except LaunchError as exc:
+            raise CompileArgumentError(str(exc)).with_traceback(None) from None
         return self._get_compiled(specs, target or environment_target() or DEFAULT_TARGET)
 
 
@@ -461,5 +472,6 @@ def compile(kernel_obj: Kernel, *args, target: str | None = None, **kwargs) -> C
     """Compile ``kernel_obj`` for ``args`` without a GPU: numpy arrays or ``tsjit.spec(shape, dtype)``
     stand in for device arrays, constexprs are given as values.  Returns the :class:`CompiledKernel`."""
     if not isinstance(kernel_obj, Kernel):
-        raise TsjitError(f"tsjit.compile needs a @tsjit.kernel, got {type(kernel_obj).__name__}")
+        raise UsageTypeError(f"tsjit.compile needs a @tsjit.kernel, got {type(kernel_obj).__name__}; decorate "
+                             f"the function with @tsjit.kernel")
     return kernel_obj.compile(*args, target=target, **kwargs)

@@ -89,6 +89,8 @@ def _specialize_one(name: str, value, annotation, for_compile: bool):
         LaunchError: the argument cannot be passed (names it, says what was expected).
     """
     if is_constexpr_annotation(annotation):
+        if hasattr(annotation, "check"):  # tsjit.Constexpr[T]: the value is a T
+            annotation.check(name, value)
         return abi.ConstSpec(value), []  # its digest is checked with the disk key (disk_spec_key)
     if type(value) is DeviceArray:
         spec = _tensor_spec(value.dtype, value.shape, value.strides, _alignment(value.data_ptr))

@@ -7,7 +7,7 @@ device.  Trace-time Python ``for``/``if`` simply run, so they unroll into the re
 (each repeated call gets the next ``call_index``).  Calling a ``@schedule`` function
 while another one is being captured inlines it into the outer recording.
 
-Grammar checks (inventory §2.1; each raises ``ScheduleError`` at the user's line):
+Grammar checks (each raises ``ScheduleError`` at the user's line):
 
 S1  at most one ``work_tile_loop``, at top level; only auxiliary or barrier-resource
     steps before/after it, and no block after it.

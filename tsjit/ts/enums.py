@@ -1,7 +1,7 @@
-"""Enums of the Task Scheduling model (inventory §1.10) that the host side needs.
+"""Enums of the Task Scheduling model that the host side needs.
 
 ``ScheduleStage``      the kind of one recorded schedule step; ``str()`` gives the short
-                       tag of the schedule-table printout (inventory §4 item 1).
+                       tag of the schedule-table printout.
 ``ScheduleStageType``  the section a step belongs to: Head (before the domain loop),
                        Loop (inside it), Tail (after it).  ``LoopFirstIter`` and
                        ``LoopLastIter`` exist for raw schedule lists and normalise to

@@ -1,4 +1,4 @@
-"""Lowering of mbarrier pipelines (inventory §3): storage, init, cursors and the six operations.
+"""Lowering of mbarrier pipelines: storage, init, cursors and the six operations.
 
 Storage: each pipelined resource gets 2 x S 8-byte mbarriers in the kernel's single dynamic
 shared-memory block (full[0..S) then empty[0..S)).  :func:`initialize` (run by
@@ -159,7 +159,7 @@ class Cursors:
 def _lane(task, stride: int):
     """The interleave lane of ``task``: its warp's offset when it has ``stride`` warps (warp lanes), else
     ``domain start % stride`` when its domain loop walks by ``stride`` from a compile-time start
-    (domain lanes; inventory §2.3 P6)."""
+    (domain lanes; check P6)."""
     if stride == 1:
         return 0
     if task.num_warps == stride:

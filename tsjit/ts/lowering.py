@@ -305,7 +305,7 @@ class _TaskLowering:
         b.position_at_end(exit_block)
         scope.clear()
         scope.update(header_scope)
-        # Tail steps see the last index of the domain (inventory §1.2 Head/Loop/Tail).
+        # Tail steps see the last index of the domain.
         self.tail_offset = end_v - 1 if isinstance(step, int) and step == 1 else \
             start_v + ((end_v - start_v - 1) // step_v) * step_v
         self.loop = (self.tail_offset, start_v, end_v, step if isinstance(step, int) else step_v)

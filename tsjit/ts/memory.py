@@ -1,4 +1,4 @@
-"""Shared-memory and TMEM allocators (inventory §1.8, checks M1/M2, printout §4 item 6).
+"""Shared-memory and TMEM allocators (checks M1, M2).
 
 All shared memory of a tsjit kernel lives in one dynamic block (DESIGN.md); the
 :class:`SmemAllocator` decides where each piece goes, on the host, before any code exists.
@@ -418,7 +418,7 @@ class SmemAllocator:
             f"smem_capacity_bytes if the target allows more.", check="M1")
 
     def usage_report(self) -> str:
-        """The ``[smem-layout]`` table (inventory §4 item 6); needs the layout."""
+        """The ``[smem-layout]`` table; needs the layout."""
         self._require_layout("usage_report()")
         rows = [("name", "size", "align", "offset", "end")]
         for alloc in sorted(self.allocations, key=lambda a: (a.offset, a.name)):

@@ -1,4 +1,4 @@
-"""Programmatic dependent launch (PDL) as barrier resources (inventory §1.7, check PDL1).
+"""Programmatic dependent launch (PDL) as barrier resources (check PDL1).
 
 With PDL a kernel may start while the previous kernel of the stream is still running; it
 must execute ``griddepcontrol.wait`` before it reads anything the previous kernel wrote,

@@ -1,4 +1,4 @@
-"""Pipeline configurations (inventory §1.4): the mbarrier protocol guarding one resource.
+"""Pipeline configurations: the mbarrier protocol guarding one resource.
 
 A :class:`PipelineConfig` is frozen data: the ring depth ``num_stages`` (2 x stages
 mbarriers: full[0..S) then empty[0..S)), the expected transaction bytes per stage for TMA

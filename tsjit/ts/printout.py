@@ -1,4 +1,4 @@
-"""TaskManager printouts (inventory §4 items 1 and 2).
+"""TaskManager printouts.
 
 Schedule table: one column per task headed ``name[warp_start:warp_end)``, a centred
 title for the single combined "Full (Head + Loop + Tail)" run, then one row per round

@@ -1,6 +1,6 @@
 """The pipeline protocol table: what every PipelineType x SignalingThreads does on each operation.
 
-This module is the one home of the mbarrier protocol (inventory §3, "Lowering per PipelineType").
+This module is the one home of the mbarrier protocol.
 It is pure data plus small pure functions and imports nothing from the device language, the
 back end or the runtime.  Its readers:
 
@@ -36,7 +36,7 @@ advances on its own.  The producer starts at phase 1, the consumer at phase 0.
 Hopper status: AsyncAsync and TmaAsync are lowered for sm_90a.  On these rows ``CtaLeader``
 signalling and ``consumer_wait_signaling_threads`` do not change the actions yet (issue 12 §2).
 The Blackwell rows (TmaUmma, UmmaAsync, AsyncUmma, UmmaUmma, ClcFetchAsync) follow the
-inventory's table and are read by the model and the checks only.
+Task Scheduling reference's protocol and are read by the model and the checks only.
 """
 from __future__ import annotations
 
@@ -344,7 +344,7 @@ def ring(config, owner=None) -> Ring:
     On the Hopper rows the consumer group counts one CTA's threads; a release lands on every
     CTA of the cluster, so the empty barriers expect ``cluster x consumer_group.size``.  Under
     TMA multicast (a lane per multicast peer) and on the Blackwell rows the groups count their
-    CTAs already (inventory §2.3 P1).
+    CTAs already (check P1).
     """
     empty = config.consumer_group.size
     r = row(config)

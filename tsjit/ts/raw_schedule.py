@@ -1,4 +1,4 @@
-"""Raw (legacy) schedule lists: ``schedule_from_entries`` (inventory §1.3 last row, rule T5).
+"""Raw (legacy) schedule lists: ``schedule_from_entries`` (rule T5).
 
 An entry is a tuple ``(resource, stage[, section][, guard][, label])``:
 

@@ -1,4 +1,4 @@
-"""Resources, task-local variables and the per-step ``StageInfo`` (inventory §1.1, §1.3).
+"""Resources, task-local variables and the per-step ``StageInfo``.
 
 A :class:`MemoryResource` is one named communication object between tasks: a
 global-memory tensor pair, an SMEM ring with a pipeline, a barrier.  Users subclass it
@@ -179,7 +179,7 @@ def _identity_repr(self) -> str:
 
 @dataclass(kw_only=True, eq=False, repr=False)
 class MemoryResource:
-    """Base class of every Task Scheduling resource (inventory §1.1).
+    """Base class of every Task Scheduling resource.
 
     Subclass with ``@dataclass(kw_only=True)``::
 

@@ -1,4 +1,4 @@
-"""The captured schedule: a tree of steps, blocks and token routes (inventory §1.2, §1.3).
+"""The captured schedule: a tree of steps, blocks and token routes.
 
 A schedule is **data**.  ``@schedule`` (see :mod:`tsjit.ts.capture`) runs the user's
 function once with one proxy per resource and records this tree; validation and the

@@ -1,4 +1,4 @@
-"""Expansion of schedules into step sequences and the lock-step walk (inventory §2.3 C0, §4).
+"""Expansion of schedules into step sequences and the lock-step walk (check C0).
 
 :func:`expand_schedule` flattens one task's schedule into the sequence of steps it runs
 for one work tile: Head, the Loop body repeated for a simulated trip count (FirstIter

@@ -1,4 +1,4 @@
-"""``Task``: one captured schedule bound to a warp range (inventory §1.1, §1.9, §2.2).
+"""``Task``: one captured schedule bound to a warp range.
 
 ``Task(src_resources, dst_resources, warp_idx, num_warps, *, schedule, num_registers, name,
 debug_print, run_only_on_cta_id)`` (the reference's order) or tsjit's name-first

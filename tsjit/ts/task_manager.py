@@ -1,4 +1,4 @@
-"""``TaskManager``: collect tasks and resources, print, verify, then lower (inventory §1.1, §1.9).
+"""``TaskManager``: collect tasks and resources, print, verify, then lower.
 
 ``TaskManager(tasks, resource_dependency_graph, ...)`` normalises its inputs, then
 ``print_and_verify()`` (called by the constructor):
@@ -65,7 +65,7 @@ from tsjit.ts.verify.pipelines import is_pipelined, pipeline_config
 
 __all__ = ["TaskManager", "CHECKS"]
 
-#: ``(rule id, check(manager) -> list[Finding])`` in execution order (inventory §2.3).
+#: ``(rule id, check(manager) -> list[Finding])`` in execution order.
 CHECKS: tuple[tuple[str, Callable], ...] = (
     ("W0", structure.check_warp_ranges),
     ("W1", registers.check_warpgroup_registers),
@@ -366,7 +366,7 @@ class TaskManager:
 
     # -- printouts -------------------------------------------------------------------------
     def schedule_table(self) -> str:
-        """The schedule table (inventory §4 item 1) as a string."""
+        """The schedule table as a string."""
         if self.simulation is None:
             self.simulation = self.simulator_class(
                 self, self.options.max_simulated_iterations,
@@ -374,7 +374,7 @@ class TaskManager:
         return format_schedule_table(self.tasks, self.simulation.rows, self.simulation.blocked)
 
     def register_report(self) -> str:
-        """The register lines (inventory §4 item 2) as a string."""
+        """The register lines as a string."""
         return format_register_report(self.tasks, self.total_warps)
 
     def render(self, path, engine: str = "auto") -> str:

@@ -1,6 +1,6 @@
 """Work methods: ``@consumer_work`` / ``@producer_work``, their specs and label resolution.
 
-A resource class declares any number of named work methods (inventory §1.3)::
+A resource class declares any number of named work methods::
 
     @consumer_work(returns="item")               # reader: writes task-local `item`
     def load(self, stage_info, *, slot: tsjit.Constexpr[int] = 0): ...

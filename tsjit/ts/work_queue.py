@@ -1,4 +1,4 @@
-"""Persistent tile scheduling: ``WorkQueue`` and ``TileSchedulerConfig`` (inventory §1.5).
+"""Persistent tile scheduling: ``WorkQueue`` and ``TileSchedulerConfig``.
 
 A persistent kernel launches fewer CTAs than there are output tiles; each CTA loops over
 work tiles with ``with work_tile_loop(wq, skip_if=...):``.  The :class:`WorkQueue` is the

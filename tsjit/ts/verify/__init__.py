@@ -1,4 +1,4 @@
-"""Whole-program checks of a TaskManager (inventory §2.3).
+"""Whole-program checks of a TaskManager.
 
 Each check is a function ``check(manager) -> list[Finding]``; the manager runs them in
 the order of :data:`tsjit.ts.task_manager.CHECKS`, raises the first failing check's

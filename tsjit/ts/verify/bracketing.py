@@ -1,4 +1,4 @@
-"""Bracketing and DMA ordering (inventory §2.3 rows B1, B2, D1).
+"""Bracketing and DMA ordering (checks B1, B2, D1).
 
 All three walk each task's *executed* step sequence (:func:`executed_steps`: Head, the
 Loop body for up to three simulated trips with FirstIter/LastIter guards applied, Tail,

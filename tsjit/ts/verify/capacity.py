@@ -1,4 +1,4 @@
-"""Shared-memory and TMEM capacity (inventory §1.8, §2.3 rows M1/M2).
+"""Shared-memory and TMEM capacity (checks M1, M2).
 
 M1  the kernel's shared-memory block (data + barriers, as laid out by the manager's
     :class:`~tsjit.ts.memory.SmemAllocator`) fits ``smem_capacity_bytes``.

@@ -1,4 +1,4 @@
-"""Barrier arrival counts and TMA transaction bytes (inventory §2.3 rows P1, P2).
+"""Barrier arrival counts and TMA transaction bytes (checks P1, P2).
 
 P1  Each barrier's arrival count (``producer_group.size`` for the full barriers,
     ``consumer_group.size`` for the empty barriers) must equal the arrivals the tasks

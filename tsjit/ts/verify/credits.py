@@ -1,4 +1,4 @@
-"""C0: the pipeline credit simulation behind the schedule table (inventory §2.3 C0, §4).
+"""C0: the pipeline credit simulation behind the schedule table (check C0).
 
 :class:`PipelineSimulator` plugs pipeline credits into the lock-step walk of
 :class:`~tsjit.ts.simulate.ScheduleSimulator` (round robin over the tasks; a round where

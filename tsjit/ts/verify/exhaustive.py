@@ -1,4 +1,4 @@
-"""The exhaustive interleaving checker (check X; inventory §2.3 row X, §2.4, §4 item 5).
+"""The exhaustive interleaving checker (check X).
 
 The structural checks look at each schedule and each pipeline on its own; this one runs
 the whole program.  Every task is expanded and compiled into the exact sequence of
@@ -116,7 +116,7 @@ class ExhaustiveResult:
                 f"variant(s), {self.milliseconds:.0f} ms); {counts} -> {verdict}")
 
     def format(self) -> str:
-        """The checker's printout (inventory §4 item 5)."""
+        """The checker's printout."""
         lines = ["[exhaustive] deadlock / race / PDL check over all interleavings"]
         for variant in self.variants:
             procs = ", ".join(variant.processes)

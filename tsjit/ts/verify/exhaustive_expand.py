@@ -1,6 +1,6 @@
 """Expansion of task schedules into the step sequences the exhaustive checker runs (§2.4).
 
-Each task's schedule is expanded (inventory §2.4) into the flat sequence of steps one
+Each task's schedule is expanded into the flat sequence of steps one
 thread of it runs in one *variant* of the program: pre-work-loop steps, then per work
 tile Head, the Loop body repeated for the trip count (FirstIter / LastIter / every(n)
 guards applied per trip), Tail, then post-work-loop steps.  Trip counts: a static

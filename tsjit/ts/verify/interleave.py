@@ -1,4 +1,4 @@
-"""Interleave, cluster-layout, split-consumer and ping-pong rules (inventory §2.3 P6, L1, SG1, PP).
+"""Interleave, cluster-layout, split-consumer and ping-pong rules (checks P6, L1, SG1, PP).
 
 P6  ``interleave_stride > 1`` is allowed for AsyncAsync (all roles), AsyncUmma (producer
     roles), TmaAsync (all roles, single CTA only), TmaUmma (all roles) and UmmaAsync

@@ -1,4 +1,4 @@
-"""PDL wait ordering (inventory §1.7, §2.3 row PDL1).
+"""PDL wait ordering (check PDL1).
 
 PDL1  For every graph edge ``{dep: [pdl_wait]}`` whose upstream is a
       :class:`~tsjit.ts.pdl.PdlWaitBarrier`, each task that produces ``dep`` (or reads it,

@@ -4,7 +4,7 @@ Roles: ``acquire`` / ``commit`` (producer side), ``wait`` / ``release`` (consume
 :data:`ROLE_STAGES` maps each to its :class:`ScheduleStage`.  Each role has an interleave
 stride (``PipelineConfig.interleave_strides``: acquire, commit, wait, release).
 
-Lanes (inventory §1.4 "warp-lane vs domain-lane interleave"): with stride ``k > 1`` the
+Lanes: with stride ``k > 1`` the
 ring is shared by ``k`` lanes; lane ``j`` starts at stage ``j`` and advances by ``k``.  A
 task covers
 

@@ -1,4 +1,4 @@
-"""Work-queue placement (inventory §1.5, §2.3 row Q1) as real errors.
+"""Work-queue placement (check Q1) as real errors.
 
 Q1  In a persistent kernel (some task has a WorkQueue in ``src_resources``):
 

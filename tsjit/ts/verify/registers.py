@@ -1,4 +1,4 @@
-"""Register budget: the default formula, setmaxnreg requests, W1/W2 (inventory §1.9, §2.3).
+"""Register budget: the default formula, setmaxnreg requests, W1/W2.
 
 Default registers per thread (what each thread gets when the register file is split
 evenly): ``65536 // (W4 * 32 * 8) * 8`` with ``W4`` = the CTA's warps rounded up to a

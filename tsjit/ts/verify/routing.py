@@ -1,4 +1,4 @@
-"""Task-local value routing checks (inventory §2.3 rows R1-R4).
+"""Task-local value routing checks (R1-R4).
 
 A route ``[#s].var -> [#d].param`` says: step ``s`` writes task-local ``var`` and step
 ``d`` reads it as its routed input ``param``.  Per task:

@@ -1,4 +1,4 @@
-"""Structural checks that need no pipeline (inventory §2.3 rows R0, G1-G4, N1, H1).
+"""Structural checks that need no pipeline (checks R0, G1, G4, N1, H1).
 
 W0  tasks run on disjoint warp ranges (two tasks may share warps only when both set
     different ``run_only_on_cta_id``); resource names are unique.
@@ -75,14 +75,35 @@ def check_resource_roles(manager) -> list[Finding]:
             elif step.stage.is_producer and not in_dst:
                 out.append(error("R0", step_message(
                     task, step, f"produces {res.name!r} but lists it only in src_resources",
+                    _counterpart_hint(task, step) or
                     f"Add {res.name} to dst_resources of task {task.name!r}, or move this "
                     f"step to the task that produces {res.name}.")))
             elif step.stage.is_consumer and not in_src:
                 out.append(error("R0", step_message(
                     task, step, f"consumes {res.name!r} but lists it only in dst_resources",
+                    _counterpart_hint(task, step) or
                     f"Add {res.name} to src_resources of task {task.name!r}, or move this "
                     f"step to the task that consumes {res.name}.")))
     return out
+
+
+#: a pipeline operation of one role -> the operation the other role calls at that point.
+_COUNTERPARTS = {"acquire": "wait", "try_acquire": "try_wait", "commit": "release",
+                 "wait": "acquire", "try_wait": "try_acquire", "release": "commit"}
+
+
+def _counterpart_hint(task, step) -> str | None:
+    """For a pipeline operation of the wrong role (``acquire()`` in a consumer task): the operation the
+    task's own role calls there (the usual slip), then the other fixes; None for work steps."""
+    operation = step.stage.op_name
+    if operation not in _COUNTERPARTS:
+        return None
+    res = step.resource.name
+    mine, theirs = ("consumer", "producer") if step.stage.is_producer else ("producer", "consumer")
+    wanted = "dst_resources" if step.stage.is_producer else "src_resources"
+    return (f"{operation}() is a {theirs} operation; a {mine} task of {res} calls {res}.{_COUNTERPARTS[operation]}() "
+            f"here. If task {task.name!r} is meant to {theirs[:-2]}e {res}, add {res} to its {wanted}, or "
+            f"move this step to the task that does.")
 
 
 def _graph_resources(manager) -> list:
