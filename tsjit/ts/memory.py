@@ -417,8 +417,14 @@ class SmemAllocator:
             f"together (add_alias_group), reduce num_stages or tile sizes, or raise "
             f"smem_capacity_bytes if the target allows more.", check="M1")
 
-    def usage_report(self) -> str:
-        """The ``[smem-layout]`` table; needs the layout."""
+    def usage_report(self, shared_arrays=()) -> str:
+        """The ``[smem-layout]`` table; needs the layout.
+
+        Args:
+            shared_arrays: ``(name, bytes)`` of the ``tsjit.shared_array`` buffers the resources
+                allocated themselves (:func:`shared_arrays_of`); listed with their sizes and counted
+                in the total (the kernel places them, so they have no offset here).
+        """
         self._require_layout("usage_report()")
         rows = [("name", "size", "align", "offset", "end")]
         for alloc in sorted(self.allocations, key=lambda a: (a.offset, a.name)):
@@ -428,9 +434,12 @@ class SmemAllocator:
         for resource, size, offset in self._barriers:
             rows.append((f" {getattr(resource, 'name', '?')}.barriers", str(size),
                          str(_BARRIER_ALIGNMENT), str(offset), str(offset + size)))
+        for name, size in shared_arrays:
+            rows.append((f" {name} (shared_array)", str(size), "-", "-", "-"))
         width = max(len(r[0]) for r in rows)
         lines = [f"[smem-layout] {len(self.allocations)} allocation(s), "
-                 f"{len(self._barriers)} barrier set(s)"]
+                 f"{len(self._barriers)} barrier set(s)"
+                 + (f", {len(shared_arrays)} shared_array buffer(s)" if shared_arrays else "")]
         for i, (name, *numbers) in enumerate(rows):
             name = name if i else " " + name
             lines.append(f"  {name:<{width}}  " + "  ".join(f"{n:>8}" for n in numbers))
@@ -440,14 +449,39 @@ class SmemAllocator:
             for p, phase in enumerate(group.phases):
                 lines.append(f"    phase {p} ({group.phase_size(phase)} B): "
                              + ", ".join(a.name for a in phase))
-        lines.append(f"  data {self.data_bytes} B + barriers {self.barrier_bytes} B = total "
-                     f"{self.total_bytes} B / {self.capacity_bytes} B")
+        arrays = sum(size for _, size in shared_arrays)
+        if arrays:
+            lines.append(f"  data {self.data_bytes} B + barriers {self.barrier_bytes} B + shared_array "
+                         f"{arrays} B = total {self.total_bytes + arrays} B / {self.capacity_bytes} B")
+        else:
+            lines.append(f"  data {self.data_bytes} B + barriers {self.barrier_bytes} B = total "
+                         f"{self.total_bytes} B / {self.capacity_bytes} B")
         if self.alias_groups:
             lines.append(f"  aliasing saves {self.savings_bytes} B")
         return "\n".join(lines)
 
     def print_usage_report(self) -> None:
         print(self.usage_report())
+
+
+def shared_arrays_of(resources) -> list[tuple[str, int]]:
+    """``("<resource>.<attribute>", bytes)`` of every shared-memory tensor (``tsjit.shared_array``)
+    a resource holds in an attribute (also inside a tuple or list), in declaration order."""
+    found = []
+    for resource in resources:
+        for attribute, value in vars(resource).items():
+            items = value if isinstance(value, (tuple, list)) else (value,)
+            for k, item in enumerate(items):
+                pointer = getattr(item, "ptr", None)
+                shape = getattr(item, "shape", None)
+                if getattr(pointer, "address_space", None) != 3 or not isinstance(shape, tuple):
+                    continue
+                size = pointer.dtype.itemsize
+                for extent in shape:
+                    size *= extent
+                suffix = f"[{k}]" if items is value else ""
+                found.append((f"{getattr(resource, 'name', '?')}.{attribute}{suffix}", int(size)))
+    return found
 
 
 class TmemAllocation:

@@ -50,7 +50,7 @@ import dataclasses
 
 from tsjit.ts.diagnostics import VerificationWarning, user_location
 from tsjit.ts.enums import ScheduleStage
-from tsjit.ts.memory import SMEM_CAPACITY_BYTES, SmemAllocator, layout_tmem_requirements
+from tsjit.ts.memory import SMEM_CAPACITY_BYTES, SmemAllocator, layout_tmem_requirements, shared_arrays_of
 from tsjit.ts.options import TaskManagerOptions
 from tsjit.ts.render import render
 from tsjit.ts.printout import format_register_report, format_schedule_table
@@ -362,7 +362,7 @@ class TaskManager:
             if errors:
                 self._fail(check, errors)
         if self.verbose and self.smem_allocator is not None:
-            print(self.smem_allocator.usage_report())
+            print(self.smem_allocator.usage_report(shared_arrays_of(self.resources)))
 
     # -- printouts -------------------------------------------------------------------------
     def schedule_table(self) -> str:
