@@ -5,6 +5,7 @@ import os
 import warnings
 
 import numpy as np
+import pytest
 
 import tsjit
 from tsjit import ts
@@ -57,3 +58,27 @@ def test_demoted_verification_finding_is_attributed_to_the_task_manager_line():
     assert caught, "the reversed dependency edge is a warning under skip_validation"
     assert {(w.filename, w.lineno) for w in caught} == {(THIS_FILE, _line_of("manager = ts.TaskManager("))}
     assert not any(w.filename.startswith(TSJIT_DIR) for w in caught)
+
+
+@tsjit.kernel
+def arithmetic_on_a_token(src, dst, num_entries):
+    source = GmemSource(name="source", src=src)
+    dest = GmemDest(name="dest", dst=dst)
+
+    @ts.schedule
+    def copy_schedule(s: GmemSource, d: GmemDest):
+        with ts.domain_loop(tsjit.thread_idx().x, num_entries, 32):
+            item = s.load()
+            d.store(item + 1.0)
+
+    task = ts.Task("copy", [source], [dest], warp_idx=0, num_warps=1, schedule=copy_schedule(source, dest))
+    ts.TaskManager([task], {dest: [source]}, verbose=False)
+
+
+def test_arithmetic_on_a_schedule_token_says_to_compute_in_a_work_body():
+    x = np.zeros(64, np.float32)
+    with pytest.raises(tsjit.TsjitError) as err:
+        tsjit.compile(arithmetic_on_a_token, x, x, 64)
+    text = str(err.value)
+    assert "'source.item'" in text and "work body" in text and "DataFlowToken" not in text
+    assert f"{os.path.basename(THIS_FILE)}:{_line_of('d.store(item + 1.0)')}" in text

@@ -57,6 +57,7 @@ loop back edge start from the variable's default).  Only params listed in
 from __future__ import annotations
 
 import inspect
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Union
 
@@ -126,6 +127,19 @@ class DataFlowToken:
             f"(step #{self.step.id}) is a run-time value and has no truth value at capture "
             f"time. Use `with when_true(token):` / `with when_false(token):` instead of "
             f"`if`.  [S13]")
+
+    def _no_arithmetic(self, *other):
+        caller = sys._getframe(1)  # the schedule line doing the arithmetic
+        where = format_location(SourceLocation(caller.f_code.co_filename, caller.f_lineno))
+        raise ScheduleError(
+            f"{where}: token {self.variable.qualified_name!r} (returned by step #{self.step.id}, "
+            f"{self.step.display_call}) is a schedule token, not a value: a "
+            f"schedule only routes it. Do the arithmetic in a work body: pass the token to the work "
+            f"that reads it (e.g. `d.store(v)`) and compute there.  [S13]")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = \
+        __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __rpow__ = __neg__ = __pos__ = \
+        __abs__ = _no_arithmetic
 
     def __repr__(self) -> str:
         return f"<token {self.variable.name} from [#{self.step.id}]>"

@@ -396,8 +396,9 @@ class TaskManager:
         """Emit every task's warp branch (``tsjit.ts.lowering.run``)."""
         if not self._setup_done:
             raise UsageStateError("TaskManager.run() before setup_resources_and_tasks(): call "
-                                  "manager.setup_resources_and_tasks(), fence the mbarrier init "
-                                  "and synchronise the CTA, then manager.run().")
+                                  "manager.setup_resources_and_tasks() first (it initialises the "
+                                  "barriers, fences the init and synchronises the CTA itself), then "
+                                  "manager.run().")
         from tsjit.ts import lowering  # lazily: as in setup_resources_and_tasks
         self._ran = True
         return lowering.run(self)

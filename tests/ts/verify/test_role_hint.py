@@ -33,3 +33,15 @@ def test_consumer_operation_in_a_producer_names_the_producer_operation():
 def test_work_of_the_wrong_role_keeps_the_resource_list_advice():
     text = _r0(PROD, CONS[:1] + [("ring", "fill")] + CONS[2:])
     assert "Add ring to dst_resources of task 'cons'" in text
+
+
+def test_run_before_setup_asks_only_for_setup():
+    """Setup fences the barrier init and synchronises the CTA itself: the message asks for nothing more."""
+    from tsjit.errors import UsageStateError
+
+    tasks, graph, options = ring_program(ASYNC(), PROD, CONS).build()
+    manager = TaskManager(tasks, graph, verbose=False, **options)
+    with pytest.raises(UsageStateError) as err:
+        manager.run()
+    text = str(err.value)
+    assert "setup_resources_and_tasks() first" in text and "itself" in text
