@@ -439,7 +439,9 @@ def _dump(compiled: CompiledKernel) -> None:
     try:
         os.makedirs(directory, exist_ok=True)
         stem = os.path.join(directory, f"{compiled.name}-{compiled.metadata.key[:12]}")
-        for suffix, data in ((".ll", compiled.llir), (".ptx", compiled.ptx), (".py", compiled.folded_source)):
+        # A disk-cache hit has no folded source at hand (it would rerun the frontend): no .py then.
+        folded = None if compiled.metadata.from_cache else compiled.folded_source
+        for suffix, data in ((".ll", compiled.llir), (".ptx", compiled.ptx), (".py", folded)):
             if data is None:  # a cache entry that did not keep this stage
                 continue
             with open(stem + suffix, "w") as fh:

@@ -25,7 +25,6 @@ import shutil
 import subprocess
 
 from tsjit.errors import UsageStateError
-from tsjit.frontend import artifacts
 
 __all__ = ["render", "svg_document", "dot_source"]
 
@@ -253,6 +252,7 @@ def render(manager, path, engine: str = "auto") -> str:
         engine: ``"auto"`` (dot when installed, else the built-in writer), ``"dot"`` or
             ``"svg"`` (the built-in writer).
     """
+    from tsjit.frontend import artifacts  # lazily: the TS model loads no frontend module at import
     path = os.fspath(path)
     dot = shutil.which("dot") if engine in ("auto", "dot") else None
     if engine == "dot" and dot is None:
