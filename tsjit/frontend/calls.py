@@ -95,8 +95,7 @@ def _device_math_hint(host_name: str) -> str:
             "fmax": "max", "amin": "min", "amax": "max"}.get(name, name)
     if hasattr(device_math, name) and not name.startswith("_"):
         return f"tsjit.math.{name}"
-    available = sorted(n for n in ("sqrt", "rsqrt", "exp", "exp2", "log", "log2", "sin", "cos", "floor",
-                                   "ceil", "fma", "abs", "min", "max") if hasattr(device_math, n))
+    available = [n for n in device_math.available() if callable(getattr(device_math, n)) and n != "available"]
     return "one of the tsjit.math functions (" + ", ".join(available) + ")"
 
 
