@@ -19,10 +19,10 @@ GPU = gpu_available()
 print("GPU present:", GPU)"""
 
 CHECKER_SETUP = """import os, sys, warnings
-# The broken programs are the test suite's corpus (tests/verify/broken): one real mistake each, with
+# The broken programs are the test suite's corpus (tests/ts/verify/broken): one real mistake each, with
 # its corrected twin. They are Task Scheduling programs built on the host, so no kernel is compiled.
 ROOT = os.path.dirname(os.path.abspath(os.path.dirname(tsjit.__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests", "verify"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "ts", "verify"))
 from broken import CASES
 from tsjit.errors import VerificationError
 from tsjit.ts import ScheduleWarning, TaskManager
