@@ -692,3 +692,29 @@ def test_python_math_on_a_device_value_points_to_tsjit_math():
     err = compile_error(python_math_module, F32)
     assert_points_at(err, python_math_module, "MATH.floor(x[1])")
     assert "tsjit.math.floor" in err.message
+
+
+MIXED_HALF_REMAINDER = '''
+import tsjit
+
+@tsjit.kernel
+def kernel(x, y):
+    i = tsjit.thread_idx().x
+    y[i] = y[i] % x[i]
+    x[i] = tsjit.math.exp2(y[i]) % x[i]
+
+compiled = tsjit.compile(kernel, tsjit.spec((32,), tsjit.Float16), tsjit.spec((32,), tsjit.BFloat16), target="sm_90a")
+print("compiled", "shl.b32" in compiled.ptx)
+'''
+
+
+def test_mixed_float16_bfloat16_remainder_compiles_without_aborting_llvm(tmp_path):
+    """fptrunc(frem(fpext half, fpext bfloat)) made LLVM's InstCombine build a half<->bfloat cast and
+    abort the process (fuzz seed 2292326099, kernel 9); the BFloat16 side now widens through its bits."""
+    import subprocess
+    import sys
+    script = tmp_path / "mixed_half.py"
+    script.write_text(MIXED_HALF_REMAINDER)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "compiled True" in result.stdout

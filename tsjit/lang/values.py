@@ -379,6 +379,8 @@ def cast_to(x, dtype: DType) -> Value:
 def unify(a, b) -> tuple[Value, Value, DType]:
     if isinstance(a, Value) and isinstance(b, Value):
         dtype = dt.promote(a.dtype, b.dtype)
+        if {a.dtype, b.dtype} == {dt.Float16, dt.BFloat16}:
+            return _widen_mixed_half(a), _widen_mixed_half(b), dtype
         return cast_to(a, dtype), cast_to(b, dtype), dtype
     if isinstance(a, Value):
         bv = as_value(b, a.dtype)
@@ -389,6 +391,19 @@ def unify(a, b) -> tuple[Value, Value, DType]:
         dtype = dt.promote(av.dtype, b.dtype)
         return cast_to(av, dtype), cast_to(b, dtype), dtype
     raise CompilationError("internal: operator on two compile-time constants reached IR emission")
+
+
+def _widen_mixed_half(x: Value) -> Value:
+    """``x`` (Float16 or BFloat16, mixed with the other) as Float32.  The BFloat16 side is widened
+    through its bits (exact: a bfloat16 is the upper half of a float32) rather than ``fpext``:
+    LLVM's InstCombine narrows ``fptrunc(frem(fpext half, fpext bfloat))`` by building a
+    half<->bfloat FPCast, which fails an LLVM assertion and aborts the process (found by the
+    fuzz test, llvmlite 0.50 / LLVM 22)."""
+    if x.dtype is not dt.BFloat16:
+        return cast_to(x, dt.Float32)
+    b = _builder()
+    bits = b.zext(b.bitcast(x.ir, ir.IntType(16)), ir.IntType(32))
+    return Value(b.bitcast(b.shl(bits, ir.Constant(ir.IntType(32), 16)), emit.llvm_type(dt.Float32)), dt.Float32)
 
 
 _INT_OPS = {"+": "add", "-": "sub", "*": "mul", "&": "and_", "|": "or_", "^": "xor"}
