@@ -173,3 +173,32 @@ def test_without_astor_the_standard_library_prints_the_same_lines(monkeypatch):
     without = _folded(unrolled, F32, F32, 2)
     assert _code_lines(without) == _code_lines(with_astor)
     assert without.count("# unrolled:") == 2
+
+
+NO_ASTOR_DUMP = '''
+import os, sys
+class BlockAstor:
+    def find_spec(self, name, *args):
+        if name == "astor":
+            raise ImportError("blocked")
+sys.meta_path.insert(0, BlockAstor())
+import tsjit
+from tsjit.examples import basic
+f32 = tsjit.spec((1024,), tsjit.Float32)
+tsjit.compile(basic.block_reduce_sum, f32, f32, 1024, THREADS=256)
+print(sorted(name.rsplit(".", 1)[1] for name in os.listdir(os.environ["TSJIT_DUMP_DIR"])))
+'''
+
+
+def test_dump_of_a_kernel_with_nested_functions_works_without_astor(tmp_path):
+    """The H200 image has no astor: the ast.unparse fallback must print inlined device functions
+    (their FunctionDef nodes had no line numbers, which failed every dumped compile there)."""
+    import subprocess
+    import sys
+    script = tmp_path / "no_astor.py"
+    script.write_text(NO_ASTOR_DUMP)
+    dump = tmp_path / "dump"
+    env = dict(os.environ, TSJIT_DUMP_DIR=str(dump), TSJIT_CACHE_DIR=str(tmp_path / "cache"))
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "['cubin', 'll', 'ptx', 'py']" in result.stdout

@@ -175,7 +175,7 @@ def _print(node) -> str:
     try:
         import astor  # lazily: only printing needs it, and compiling must work where astor is absent (the H200 image)
     except ImportError:  # no astor: the standard library prints the same tree (TSJIT_DUMP_DIR keeps working)
-        return ast.unparse(node) + "\n"
+        return ast.unparse(ast.fix_missing_locations(node)) + "\n"
     return astor.to_source(node, pretty_source="".join)
 
 

@@ -432,6 +432,17 @@ def _launch_target() -> str:
     return _device_target
 
 
+def _folded_or_none(compiled: CompiledKernel):
+    """The folded source for the dump, or None (with a warning) if it cannot be printed: the dump
+    is a debugging aid and never fails a compile."""
+    try:
+        return compiled.folded_source
+    except Exception as exc:  # noqa: BLE001 - any printing failure only costs the .py file
+        warnings.warn(f"TSJIT_DUMP_DIR: the folded source of {compiled.name!r} could not be printed ({exc}); "
+                      f"the .ll/.ptx/.cubin dumps are written without it", RuntimeWarning, stacklevel=2)
+        return None
+
+
 def _dump(compiled: CompiledKernel) -> None:
     directory = env.dump_dir()
     if not directory:
@@ -440,7 +451,7 @@ def _dump(compiled: CompiledKernel) -> None:
         os.makedirs(directory, exist_ok=True)
         stem = os.path.join(directory, f"{compiled.name}-{compiled.metadata.key[:12]}")
         # A disk-cache hit has no folded source at hand (it would rerun the frontend): no .py then.
-        folded = None if compiled.metadata.from_cache else compiled.folded_source
+        folded = None if compiled.metadata.from_cache else _folded_or_none(compiled)
         for suffix, data in ((".ll", compiled.llir), (".ptx", compiled.ptx), (".py", folded)):
             if data is None:  # a cache entry that did not keep this stage
                 continue
