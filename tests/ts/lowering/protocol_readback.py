@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+from tsjit import ts
 
 _LINE = re.compile(r'^\s+(?:(%"[^"]+") = )?(.*)$')
 _NAME = re.compile(r'(%"[^"]+"|@"[^"]+")')
@@ -304,3 +307,23 @@ def model_events(process, barriers, probe_result: bool = False) -> list:
                 pending[(name(copy.barrier), "arrivals")] += copy.arrivals
     flush()
     return out
+
+
+# The two resources of the protocol test programs: a ring (producer fill, consumer read) and a
+# sink the consumer task writes to (its dependency-graph destination).
+@dataclass(kw_only=True)
+class Ring(ts.MemoryResource):
+    @ts.producer_work()
+    def fill(self, stage_info):
+        pass
+
+    @ts.consumer_work()
+    def read(self, stage_info):
+        pass
+
+
+@dataclass(kw_only=True)
+class Out(ts.MemoryResource):
+    @ts.producer_work()
+    def store(self, stage_info):
+        pass

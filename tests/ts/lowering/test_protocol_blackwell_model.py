@@ -9,7 +9,6 @@ PipelineType") describes.  The expectations below are written from that table, n
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -24,27 +23,9 @@ from tsjit.ts.verify.exhaustive_expand import program_variants, trip_counts
 from tsjit.ts.verify.exhaustive_model import compile_program
 from tsjit.ts.verify.exhaustive_regions import RegionTable
 
-from .protocol_readback import model_events
+from .protocol_readback import Out, Ring, model_events
 
 CONSUMER_THREADS = 128
-
-
-@dataclass(kw_only=True)
-class Ring(ts.MemoryResource):
-    @ts.producer_work()
-    def fill(self, stage_info):
-        pass
-
-    @ts.consumer_work()
-    def read(self, stage_info):
-        pass
-
-
-@dataclass(kw_only=True)
-class Out(ts.MemoryResource):
-    @ts.producer_work()
-    def store(self, stage_info):
-        pass
 
 
 def _config(ptype: T, **kw):

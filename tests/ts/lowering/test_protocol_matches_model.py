@@ -24,27 +24,9 @@ from tsjit.ts.verify.exhaustive_expand import program_variants, trip_counts
 from tsjit.ts.verify.exhaustive_model import compile_program
 from tsjit.ts.verify.exhaustive_regions import RegionTable
 
-from .protocol_readback import barrier_names, canonical, init_counts, ir_barrier_events, model_events
+from .protocol_readback import Out, Ring, barrier_names, canonical, init_counts, ir_barrier_events, model_events
 
 STAGES = 2
-
-
-@dataclass(kw_only=True)
-class Ring(ts.MemoryResource):
-    @ts.producer_work()
-    def fill(self, stage_info):
-        pass
-
-    @ts.consumer_work()
-    def read(self, stage_info):
-        pass
-
-
-@dataclass(kw_only=True)
-class Out(ts.MemoryResource):
-    @ts.producer_work()
-    def store(self, stage_info):
-        pass
 
 
 @dataclass(frozen=True)
