@@ -11,6 +11,9 @@ Every mistake a user can make surfaces as one of these classes, never as a bare
   ├── ``VerificationError`` the TaskManager's whole-program checks failed (names the
   │                         task, resource, stage and schedule step, and what to change).
   ├── ``LaunchError``       a launch cannot proceed (names the argument, expected vs given).
+  ├── ``InterpretError``    the CPU interpreter (``TSJIT_INTERPRET=1``) found a fault in a
+  │                         running kernel: deadlock, out-of-bounds access, race, read of
+  │                         uninitialized shared memory (names CTA, warp, thread, line).
   ├── ``UsageError``        a host API is called wrongly (names the call and the argument,
   │     │                   and says what to pass instead):
   │     ├── ``UsageTypeError``   an argument of the wrong type (also a ``TypeError``);
@@ -152,6 +155,13 @@ class VerificationError(TsjitError, ValueError):
 
 class LaunchError(TsjitError):
     """A kernel launch cannot proceed: bad argument, bad launch configuration, driver error."""
+
+
+class InterpretError(TsjitError):
+    """The CPU interpreter (:mod:`tsjit.interpret`) found a fault while running a kernel: a deadlock
+    (every live thread blocked), an out-of-bounds global or shared access, a shared-memory race
+    between barrier epochs, a read of uninitialized shared memory, or an instruction it cannot
+    execute.  The message names the CTA, warp, thread, task and source line."""
 
 
 class UsageError(TsjitError):
