@@ -19,6 +19,9 @@ Kernels and compilation (:mod:`tsjit.runtime.kernel`)
 Host arrays and arguments (:mod:`tsjit.runtime.arrays`, :mod:`tsjit.runtime.tensormap`)
     ``DeviceArray``, ``empty``, ``zeros``, ``to_device``, ``spec`` (an argument's shape and
     dtype without data, for ``compile``), ``TensorMap`` (a TMA descriptor), ``tensormap_spec``.
+Streams (:mod:`tsjit.runtime.driver`)
+    ``Stream``, ``use_stream`` (``with tsjit.use_stream(s):`` launches go to ``s``),
+    ``current_stream``, ``synchronize`` (wait for the device).
 Types (:mod:`tsjit.lang.dtypes`)
     ``Int8 Int16 Int32 Int64 Uint8 Uint16 Uint32 Uint64 Float16 BFloat16 Float32 Float64
     Boolean`` and the storage-only ``Float8E4M3 Float8E5M2``; ``DType``.  ``tsjit.Float32(x)``
@@ -75,6 +78,7 @@ _PROVIDERS: dict[str, tuple[str, ...]] = {
     "tsjit.runtime.kernel": ("kernel", "compile", "Kernel", "CompiledKernel"),
     "tsjit.runtime.arrays": ("DeviceArray", "empty", "zeros", "to_device", "spec"),
     "tsjit.runtime.tensormap": ("TensorMap",),
+    "tsjit.runtime.driver": ("Stream", "use_stream", "current_stream", "synchronize"),
     "tsjit.frontend.calls": ("func", "DeviceFunction"),
     "tsjit.abi": ("tensormap_spec",),
     "tsjit.lang.dtypes": ("DType", "Int8", "Int16", "Int32", "Int64", "Uint8", "Uint16", "Uint32",

@@ -583,6 +583,20 @@ def _stream_value(stream) -> int:
                           f"object (torch/cupy/cuda.core); got {type(stream).__name__}") from None
 
 
+def stream_value(stream) -> int:
+    """The raw handle of ``stream`` (the forms of :func:`launch`): ``None`` is this thread's
+    :func:`use_stream` stream, else 0 (the legacy default stream).  Raises ``LaunchError`` for
+    an object that is no stream."""
+    if stream is None:
+        current = _tls.stream
+        return 0 if current is None else current.value
+    if stream.__class__ is int:
+        return stream
+    if type(stream) is Stream:
+        return stream.value
+    return _stream_value(stream)
+
+
 _STREAM_HANDLES: dict = {}
 
 

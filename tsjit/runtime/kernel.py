@@ -40,8 +40,8 @@ from tsjit.runtime import driver, hang_report
 from tsjit.runtime.cache import CacheEntry, KernelCache
 from tsjit.runtime.metadata import KernelMetadata
 from tsjit.lang.constexpr import is_constexpr_annotation
-from tsjit.runtime.launch import (BoundLaunch, LaunchPlan, argument_signature, constexpr_kind, plan_layout,
-                                  split_dynamic)
+from tsjit.runtime.launch import (BoundLaunch, HotLaunch, LaunchPlan, argument_signature, constexpr_kind, plan_layout,
+                                  raw_cu_launch_kernel_ex, split_dynamic)
 from tsjit.runtime.specialize import (disk_spec_key, kernel_identity, memory_spec_key, specialize_one,
                                       tsjit_version_digest)
 
@@ -156,15 +156,13 @@ class Kernel:
         if not isinstance(config, tuple) or len(config) < 2:
             raise LaunchError(f"{self.__name__}[grid, block]: give both the grid and the block, e.g. "
                               f"{self.__name__}[(blocks,), (256,)]")
-        launcher = self._launchers.get(config) if isinstance(config, tuple) else None
+        try:
+            launcher = self._launchers.get(config)
+        except TypeError:  # unhashable grid (a list)
+            launcher = None
         if launcher is not None:
             return launcher
-        grid, block = config[0], config[1]
-        smem = config[2] if len(config) > 2 else 0
-
-        def launcher(*args, stream=None, cluster=None, pdl=False, check_launch=True, **kwargs):
-            return self.launch(*args, grid=grid, block=block, smem_bytes=smem, stream=stream, cluster=cluster,
-                               pdl=pdl, check_launch=check_launch, **kwargs)
+        launcher = Launcher(self, config[0], config[1], config[2] if len(config) > 2 else 0)
         try:
             if len(self._launchers) < 1024:
                 self._launchers[config] = launcher
@@ -299,7 +297,7 @@ class Kernel:
             prepared = plan.prepared[config]
         except (KeyError, TypeError):  # a new configuration (or an unhashable one: checked every time)
             prepared = _prepare(plan, config)
-        stream_value = _LEGACY if stream is None else driver.stream_handle(stream)
+        stream_value = driver.stream_value(stream)
         packed, descriptors = split_dynamic(dyn) if plan.tensormap_slots else (dyn, ())
         with plan.lock:
             if packed:
@@ -390,6 +388,63 @@ def _check_configuration(compiled: CompiledKernel, grid, block, smem, cluster, c
     return cluster
 
 
+class Launcher:
+    """``kernel[grid, block]`` or ``kernel[grid, block, smem_bytes]``: calling it launches the kernel
+    with that configuration (keywords ``stream``, ``cluster``, ``pdl``, ``check_launch`` as
+    :meth:`Kernel.launch`).
+
+    The warm path (positional arguments, no cluster/pdl override, a fixed grid): one walk of the
+    arguments for their signature, a dict hit, packing the changing values into the plan's
+    parameter block and one ``cuLaunchKernelEx`` through ctypes
+    (:func:`~tsjit.runtime.launch.raw_cu_launch_kernel_ex`).  ``stream=None`` is this thread's
+    :func:`tsjit.use_stream` stream, else the legacy default stream.  Everything else, and every
+    first call of a signature, goes through :meth:`Kernel.launch`.
+    """
+
+    __slots__ = ("kernel", "grid", "block", "smem", "hot", "fast")
+
+    def __init__(self, kernel: "Kernel", grid, block, smem):
+        self.kernel, self.grid, self.block, self.smem = kernel, grid, block, smem
+        self.hot: dict = {}
+        try:   # a callable grid depends on the arguments; a list grid is checked on every launch
+            self.fast = not callable(grid) and hash((grid, block, smem)) is not None
+        except TypeError:
+            self.fast = False
+
+    def __repr__(self) -> str:
+        return f"<tsjit launcher {self.kernel.__qualname__}[{self.grid}, {self.block}]>"
+
+    def __call__(self, *args, stream=None, cluster=None, pdl=False, check_launch=True, **kwargs):
+        kernel = self.kernel
+        if self.fast and not kwargs and cluster is None and not pdl and check_launch \
+                and len(args) == len(kernel.params):
+            sig, dyn = argument_signature(args, kernel.kinds)
+            hot = self.hot.get(sig)
+            if hot is not None and hot.thread == threading.get_ident():
+                hot(dyn, driver.stream_value(stream))
+                return None
+            if sig is not None:
+                kernel.launch(*args, grid=self.grid, block=self.block, smem_bytes=self.smem, stream=stream)
+                self._warm(sig)
+                return None
+        return kernel.launch(*args, grid=self.grid, block=self.block, smem_bytes=self.smem, stream=stream,
+                             cluster=cluster, pdl=pdl, check_launch=check_launch, **kwargs)
+
+    def _warm(self, sig) -> None:
+        """After a first launch of ``sig`` through :meth:`Kernel.launch`, remember its hot record."""
+        plan = self.kernel._plans.get(sig)
+        launch_ex = raw_cu_launch_kernel_ex()
+        if plan is None or launch_ex is None or plan.function is None:
+            return
+        smem = self.smem if self.smem > plan.smem else plan.smem
+        prepared = plan.prepared.get((self.grid, self.block, smem, None, False, True))
+        if prepared is None:
+            return
+        if len(self.hot) >= 256:
+            self.hot.clear()
+        self.hot[sig] = HotLaunch(plan, prepared, launch_ex)
+
+
 def _prepare(plan: LaunchPlan, config: tuple):
     """Check one new launch configuration ``(grid, block, smem, cluster, pdl, check_launch)`` of
     ``plan`` and prepare it for the driver; cached in ``plan.prepared`` under ``config``."""
@@ -417,7 +472,6 @@ def _resolve_annotation(annotation, fn):
 
 
 _device_target: str | None = None
-_LEGACY = 0  # CUstream handle of the legacy default stream
 
 
 def _launch_target() -> str:

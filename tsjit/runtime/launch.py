@@ -185,34 +185,76 @@ def plan_layout(specs, packed_values):
     return per_param
 
 
-_RAW_LAUNCH = []      # [libcuda's cuLaunchKernel as a ctypes function, or None], loaded on first use
+_RAW_LAUNCH_EX = []   # [libcuda's cuLaunchKernelEx as a ctypes function, or None], loaded on first use
 
 
-def _raw_cu_launch_kernel():
-    """``cuLaunchKernel`` called through ctypes (about a microsecond less host time per launch than
-    the cuda-python wrapper), or None where libcuda cannot be loaded this way."""
-    if not _RAW_LAUNCH:
+def raw_cu_launch_kernel_ex():
+    """``cuLaunchKernelEx(const CUlaunchConfig*, CUfunction, void** kernelParams, void** extra)``
+    called through ctypes with the address of a prepared ``CUlaunchConfig`` (cuda-python's
+    ``getPtr()``): four pointer arguments, so it costs less host time than both the cuda-python
+    wrapper and the eleven-argument ``cuLaunchKernel``, and it carries cluster and PDL attributes.
+    None where libcuda cannot be loaded this way (CUDA driver API, "Execution Control")."""
+    if not _RAW_LAUNCH_EX:
         try:
-            fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
-            fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+            fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernelEx
+            fn.argtypes = [ctypes.c_void_p] * 4
             fn.restype = ctypes.c_int
         except (OSError, AttributeError):
             fn = None
-        _RAW_LAUNCH.append(fn)
-    return _RAW_LAUNCH[0]
+        _RAW_LAUNCH_EX.append(fn)
+    return _RAW_LAUNCH_EX[0]
+
+
+class HotLaunch:
+    """What a warm ``kernel[grid, block](...)`` needs for one argument signature: the plan (its
+    parameter block), the driver function's handle and, per stream handle, the address of the
+    prepared ``CUlaunchConfig``.  Owned by one :class:`~tsjit.runtime.kernel.Launcher` and used
+    only on the thread that built it (the driver context is current there)."""
+
+    __slots__ = ("plan", "prepared", "handle", "addresses", "thread", "launch_ex")
+
+    def __init__(self, plan: LaunchPlan, prepared, launch_ex):
+        self.plan, self.prepared, self.launch_ex = plan, prepared, launch_ex
+        self.handle = int(plan.function.handle)
+        self.addresses: dict = {}
+        self.thread = threading.get_ident()
+
+    def address(self, stream: int) -> int:
+        """The ``CUlaunchConfig*`` for raw stream handle ``stream`` (kept alive by ``prepared``)."""
+        address = self.addresses.get(stream)
+        if address is None:
+            if len(self.addresses) >= 64:
+                self.addresses.clear()
+            address = self.addresses[stream] = self.prepared.for_stream(stream).getPtr()
+        return address
+
+    def __call__(self, dyn, stream: int) -> None:
+        plan = self.plan
+        address = self.addresses.get(stream) or self.address(stream)
+        packed, descriptors = split_dynamic(dyn) if plan.tensormap_slots else (dyn, ())
+        with plan.lock:
+            if packed:
+                struct.pack_into(plan.dyn_format, plan.buffer, 0, *packed)
+            for slot, descriptor in zip(plan.tensormap_slots, descriptors):
+                plan.pointer_array[slot] = descriptor
+            err = self.launch_ex(address, self.handle, plan.params, None)
+        if err:
+            raise LaunchError(f"launch of kernel {plan.function.name!r} ({self.prepared.config}) failed: "
+                              f"{driver.describe_result(err)}")
 
 
 class BoundLaunch:
     """One kernel launch with every argument packed in advance (``Kernel.bind``): calling it costs
-    one driver call (``cuLaunchKernel`` through ctypes on the thread that bound it, for launches
-    without clusters or PDL; ``cuLaunchKernelEx`` through cuda-python otherwise).  It owns a copy
+    one driver call (``cuLaunchKernelEx`` through ctypes on the thread that bound it, through
+    cuda-python on other threads).  It owns a copy
     of its plan's parameter block, keeps the arguments (arrays, TensorMaps) alive, and may be
     called from several threads.
 
     ``bound(stream)``: ``stream`` is a raw CUDA stream handle (int; 0 = the legacy stream).
     """
 
-    __slots__ = ("function", "prepared", "buffer", "pointer_array", "params", "arguments", "raw", "thread")
+    __slots__ = ("function", "prepared", "buffer", "pointer_array", "params", "arguments", "raw", "thread",
+                 "handle", "addresses")
 
     def __init__(self, plan: LaunchPlan, prepared, dyn, arguments):
         self.function = plan.function
@@ -228,17 +270,20 @@ class BoundLaunch:
             pointers[slot] = address
         self.pointer_array = (ctypes.c_void_p * len(pointers))(*pointers)
         self.params = ctypes.addressof(self.pointer_array) if plan.params else 0
-        config = prepared.config
-        raw = _raw_cu_launch_kernel() if config.cluster in (None, (1, 1, 1)) and not config.pdl else None
-        self.raw = None if raw is None else (raw, int(self.function.handle), *config.grid, *config.block,
-                                             config.smem_bytes)
+        self.raw = raw_cu_launch_kernel_ex()
+        self.handle = int(self.function.handle)
+        self.addresses: dict = {}
         self.thread = threading.get_ident()
 
     def __call__(self, stream: int = 0) -> None:
         raw = self.raw
-        if raw is not None and threading.get_ident() == self.thread:
-            launch, handle, gx, gy, gz, bx, by, bz, smem = raw
-            err = launch(handle, gx, gy, gz, bx, by, bz, smem, stream, self.params, None)
+        if raw is not None and stream.__class__ is int and threading.get_ident() == self.thread:
+            address = self.addresses.get(stream)
+            if address is None:
+                if len(self.addresses) >= 64:
+                    self.addresses.clear()
+                address = self.addresses[stream] = self.prepared.for_stream(stream).getPtr()
+            err = raw(address, self.handle, self.params, None)
             if err:
                 raise LaunchError(f"launch of kernel {self.function.name!r} ({self.prepared.config}) failed: "
                                   f"{driver.describe_result(err)}")

@@ -1,0 +1,123 @@
+"""The warm launch path without a GPU: ``kernel[grid, block](...)`` packs each call's fresh
+pointers and scalars into the plan's parameter block and makes one ``cuLaunchKernelEx`` with the
+prepared configuration of the right stream.  The driver is faked: the fake records, at the
+moment of each call, the stream and the bytes the kernel parameters point at."""
+import ctypes
+import struct
+import types
+
+import pytest
+
+import tsjit
+from tsjit.runtime import driver
+from tsjit.runtime import kernel as K
+from tsjit.runtime import launch as L
+from tsjit.runtime.arrays import DeviceArray
+
+
+@tsjit.kernel
+def axpy(x, out, alpha: tsjit.Float32, n: tsjit.Int32):
+    i = tsjit.thread_idx().x
+    if i < n:
+        out[i] = alpha * x[i]
+
+
+def _fake_array(ptr, n=64):
+    a = object.__new__(DeviceArray)
+    a.dtype, a.shape, a.strides, a.data_ptr, a.owner = tsjit.Float32, (n,), (1,), ptr, None
+    return a
+
+
+@pytest.fixture
+def fake_driver(monkeypatch):
+    calls = []
+
+    class Prepared:
+        def __init__(self, config):
+            self.config = config
+            self.configs = {}
+
+        def for_stream(self, stream):
+            cfg = self.configs.setdefault(stream, ctypes.c_uint64(stream))
+            return types.SimpleNamespace(getPtr=lambda: ctypes.addressof(cfg))
+
+    def prepare(plan, config):
+        plan.function = types.SimpleNamespace(handle=7, name="axpy")
+        prepared = Prepared(config)
+        try:
+            plan.prepared[config] = prepared
+        except TypeError:   # as the real one: an unhashable configuration is prepared every time
+            pass
+        return prepared
+
+    def slow_launch(fn, prepared, params, stream=0):
+        calls.append(("slow", stream, params))
+
+    def launch_ex(address, handle, params, extra):
+        stream = ctypes.c_uint64.from_address(address).value
+        calls.append(("hot", stream, params))
+        return 0
+
+    monkeypatch.setattr(axpy, "_launchers", {})   # launchers and plans of earlier tests hold their fakes
+    monkeypatch.setattr(axpy, "_plans", {})
+    monkeypatch.setattr(K, "_launch_target", lambda: "sm_90a")
+    monkeypatch.setattr(K, "_prepare", prepare)
+    monkeypatch.setattr(driver, "launch_prepared", slow_launch)
+    monkeypatch.setattr(L, "_RAW_LAUNCH_EX", [launch_ex])
+    monkeypatch.setattr(K, "raw_cu_launch_kernel_ex", lambda: launch_ex)
+    return calls
+
+
+def _params(params):
+    """The 8-byte words the kernel parameters (the void*[] at ``params``) point at."""
+    count = len(next(iter(axpy._plans.values())).pointer_array)
+    pointers = (ctypes.c_void_p * count).from_address(params)
+    return [ctypes.c_uint64.from_address(p).value for p in pointers if p]
+
+
+def test_second_call_takes_the_hot_path_with_fresh_values(fake_driver):
+    launch = axpy[(1,), (64,)]
+    launch(_fake_array(0x1000), _fake_array(0x2000), 1.5, 10)
+    assert fake_driver[-1][0] == "slow"
+    launch(_fake_array(0x3000), _fake_array(0x4000), 2.5, 20)
+    kind, stream, params = fake_driver[-1]
+    assert kind == "hot" and stream == 0
+    values = _params(params)
+    assert 0x3000 in values and 0x4000 in values and 0x1000 not in values
+    assert struct.pack("<f", 2.5) in b"".join(struct.pack("<Q", v) for v in values)
+    assert 20 in [v & 0xFFFFFFFF for v in values]
+
+
+def test_hot_path_honours_use_stream_and_explicit_handles(fake_driver):
+    launch = axpy[(1,), (64,)]
+    args = (_fake_array(0x1000), _fake_array(0x2000), 1.0, 1)
+    launch(*args)
+    with tsjit.use_stream(tsjit.Stream(0x77)):
+        launch(*args)
+    assert fake_driver[-1][:2] == ("hot", 0x77)
+    launch(*args, stream=0x99)
+    assert fake_driver[-1][:2] == ("hot", 0x99)
+    launch(*args, stream=tsjit.Stream(0x55))
+    assert fake_driver[-1][:2] == ("hot", 0x55)
+    launch(*args)
+    assert fake_driver[-1][:2] == ("hot", 0)
+
+
+def test_keywords_callable_grids_and_list_grids_take_the_full_path(fake_driver):
+    args = (_fake_array(0x1000), _fake_array(0x2000), 1.0, 1)
+    for _ in range(2):
+        axpy[lambda a: (1,), (64,)](*args)
+        assert fake_driver[-1][0] == "slow"
+    for _ in range(2):
+        axpy[[1], (64,)](*args)
+    axpy[(1,), (64,)](args[0], args[1], alpha=1.0, n=1)
+    assert fake_driver[-1][0] == "slow"
+
+
+def test_a_new_signature_is_a_new_plan(fake_driver):
+    launch = axpy[(1,), (64,)]
+    launch(_fake_array(0x1000), _fake_array(0x2000), 1.0, 1)
+    launch(_fake_array(0x1000, 32), _fake_array(0x2000, 32), 1.0, 1)   # another shape: first call again
+    assert fake_driver[-1][0] == "slow"
+    launch(_fake_array(0x1000, 32), _fake_array(0x2000, 32), 1.0, 1)
+    assert fake_driver[-1][0] == "hot"
