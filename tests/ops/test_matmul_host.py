@@ -243,21 +243,30 @@ def test_torch_calls_take_the_one_lookup_fast_path(fake_gpu):
     assert mm.cache_statistics()["launches_packed"] == before["launches_packed"] + 1
 
 
-def test_packed_launches_call_cu_launch_kernel_directly(fake_gpu, monkeypatch):
+def test_packed_launches_call_cu_launch_kernel_ex_directly(fake_gpu, monkeypatch):
     from tsjit.runtime import launch
-    calls = []
+    calls, configs = [], {}
 
-    def fake_cu_launch_kernel(*args):
+    def fake_cu_launch_kernel_ex(*args):
         calls.append(args)
         return 0
 
-    monkeypatch.setattr(launch, "_RAW_LAUNCH", [fake_cu_launch_kernel])
+    def prepare(fn, grid, block, smem, cluster=None, pdl=False):
+        def for_stream(stream):   # a CUlaunchConfig stand-in per stream: getPtr() is its address
+            cfg = configs.setdefault(stream, ctypes.c_uint64(stream))
+            return types.SimpleNamespace(getPtr=lambda: ctypes.addressof(cfg))
+        return types.SimpleNamespace(grid=grid, block=block, smem=smem, for_stream=for_stream,
+                                     config=types.SimpleNamespace(grid=grid, block=block, smem_bytes=smem,
+                                                                  cluster=cluster, pdl=pdl))
+
+    monkeypatch.setattr(launch, "_RAW_LAUNCH_EX", [fake_cu_launch_kernel_ex])
+    monkeypatch.setattr(driver, "prepare_launch", prepare)
     monkeypatch.setattr(kernel.CompiledKernel, "function",
                         lambda self: types.SimpleNamespace(name=self.name, handle=0x1234, _prepared={}))
     a, b, out = FakeCai((256, 512)), FakeCai((512, 1024)), FakeCai((256, 1024))
     tsjit.ops.matmul(a, b, out=out, stream=11)
     tsjit.ops.matmul(a, b, out=out, stream=11)
     assert not fake_gpu and len(calls) == 2
-    handle, gx, gy, gz, bx, by, bz, smem, stream, params, extra = calls[0]
-    assert handle == 0x1234 and (gy, gz, by, bz) == (1, 1, 1, 1) and bx in (256, 384) and smem > 0
-    assert stream == 11 and params and extra is None and calls[0] == calls[1]
+    address, handle, params, extra = calls[0]
+    assert handle == 0x1234 and ctypes.c_uint64.from_address(address).value == 11
+    assert params and extra is None and calls[0] == calls[1]

@@ -271,7 +271,7 @@ class BoundLaunch:
         self.pointer_array = (ctypes.c_void_p * len(pointers))(*pointers)
         self.params = ctypes.addressof(self.pointer_array) if plan.params else 0
         self.raw = raw_cu_launch_kernel_ex()
-        self.handle = int(self.function.handle)
+        self.handle = None if self.raw is None else int(self.function.handle)
         self.addresses: dict = {}
         self.thread = threading.get_ident()
 
