@@ -46,7 +46,8 @@ Asynchronous copies (:mod:`tsjit.lang.async_copy`, :mod:`tsjit.lang.tma`)
     ``cp_async cp_async_commit_group cp_async_wait_group cp_async_mbarrier_arrive``,
     ``tma_load tma_store bulk_commit_group bulk_wait_group prefetch_tensormap``.
 Tensor cores (:mod:`tsjit.lang.wgmma`, :mod:`tsjit.lang.fragment`, :mod:`tsjit.lang.epilogue`)
-    ``wgmma`` (``tsjit.wgmma.mma_async`` ...), ``Fragment``, ``epilogue``.
+    ``wgmma`` (``tsjit.wgmma.mma_async`` ...), ``Fragment``, ``epilogue``; on Blackwell
+    ``tcgen05`` (:mod:`tsjit.lang.tcgen05`: TMEM alloc, ``tcgen05.mma``, commit, ld/st).
 Errors (:mod:`tsjit.errors`)
     ``TsjitError`` and its kinds ``CompilationError``, ``ScheduleError``,
     ``VerificationError``, ``LaunchError``, ``UsageError`` (host API misuse: ``UsageTypeError``,
@@ -104,7 +105,8 @@ _PROVIDERS: dict[str, tuple[str, ...]] = {
     "tsjit.lang.fragment": ("Fragment",),
 }
 #: public name -> module, for names that are modules themselves (``tsjit.math.exp``).
-_MODULES = {"math": "tsjit.lang.math", "wgmma": "tsjit.lang.wgmma", "epilogue": "tsjit.lang.epilogue"}
+_MODULES = {"math": "tsjit.lang.math", "wgmma": "tsjit.lang.wgmma", "tcgen05": "tsjit.lang.tcgen05",
+            "epilogue": "tsjit.lang.epilogue"}
 _LAZY = {name: module for module, names in _PROVIDERS.items() for name in names}
 
 __all__ = ["TsjitError", "CompilationError", "CompileArgumentError", "ScheduleError", "VerificationError", "LaunchError",

@@ -116,7 +116,7 @@ def test_gate_raises_for_every_unsupported_target(target_name):
 def test_gate_message_names_requirement_and_target():
     with pytest.raises(CompilationError) as info:
         intrinsics.check_supported("llvm.nvvm.setmaxnreg.inc.sync.aligned.u32", "sm_90")
-    assert "`setmaxnreg.inc.sync.aligned.u32` needs sm_90a or sm_100a (PTX 8.0)" in str(info.value)
+    assert "`setmaxnreg.inc.sync.aligned.u32` needs sm_90a, sm_100a or sm_100f (PTX 8.0)" in str(info.value)
     assert "compiled for sm_90" in str(info.value)
     with pytest.raises(CompilationError, match=r"needs sm_90a \(PTX 8\.0\).*sm_100a"):
         intrinsics.check_supported("wgmma.fence.sync.aligned", "sm_100a")

@@ -54,8 +54,8 @@ PTX80 = Requirement(_ALL, (8, 0))          # cp.async.bulk*, elect.sync, expect_
 PTX83 = Requirement(_ALL, (8, 3))          # fence.proxy.tensormap::generic
 PTX86 = Requirement(_ALL, (8, 6))          # .relaxed mbarrier ops, shared::cta TMA forms
 SM90A = Requirement(frozenset({"sm_90a"}), (8, 0))              # wgmma
-SM90A_SM100A = Requirement(frozenset({"sm_90a", "sm_100a"}), (8, 0))  # setmaxnreg
-SM100A = Requirement(frozenset({"sm_100a"}), (8, 6))            # tcgen05, CLC
+SM90A_SM100A = Requirement(frozenset({"sm_90a", "sm_100a", "sm_100f"}), (8, 0))  # setmaxnreg
+SM100A = Requirement(frozenset({"sm_100a", "sm_100f"}), (8, 6))  # tcgen05, CLC (sm_100f: PTX 8.8)
 
 
 def never(reason: str, alternative: str) -> Requirement:  # LLVM cannot select it at all

@@ -244,7 +244,7 @@ for _dim in range(1, 6):
          f"immarg i1 use_cta_mask, immarg i1 use_cache_hint, immarg i32 cta_group)", PTX80,
          f"TMA load: cp.async.bulk.tensor.{_dim}d.shared::cluster.global.tile.mbarrier::"
          f"complete_tx::bytes [dst], [tensormap, {{c}}], [bar]; cta_group 1/2: sm_100a only",
-         imm={"cta_group": (0,)}, imm_extra={"cta_group": {"sm_100a": (1, 2)}})
+         imm={"cta_group": (0,)}, imm_extra={"cta_group": {"sm_100a": (1, 2), "sm_100f": (1, 2)}})
     _add(f"{_BULK}tensor.g2s.cta.tile.{_dim}d", f"void (p3 dst, p3 bar, ptr tensormap, {_c}, "
          f"i64 cache_hint, immarg i1 use_cache_hint)", PTX86,
          f"TMA load {_dim}d into shared::cta (no multicast)")
@@ -325,13 +325,14 @@ for _cg in ("cg1", "cg2"):
          f"tcgen05.commit.{_g}.mbarrier::arrive::one: arrive when prior MMAs finish"),
         (f"commit.mc.shared.{_cg}", "void (p3 bar, i16 cta_mask)",
          f"tcgen05.commit.{_g}.mbarrier::arrive::one.multicast::cluster")))
-_MMA_IMM = {"kind": (0, 1, 2, 3), "cta_group": (1, 2), "collector": (0, 1, 2, 3)}
+_MMA_IMM = {"kind": (0, 1, 2), "cta_group": (1, 2), "collector": (0, 1, 2, 3)}
 for _form, _a in (("shared", "i64 a_desc"), ("tensor", "p6 a")):
     _add(f"{_TC}mma.{_form}", f"void (p6 d, {_a}, i64 b_desc, i32 idesc, i1 accumulate, "
          f"immarg i32 kind, immarg i32 cta_group, immarg i32 collector)", SM100A,
          f"tcgen05.mma: D(TMEM) (+)= A x B(smem desc), A from {_form} memory; kind 0 f16, "
-         f"1 tf32, 2 f8f6f4, 3 i8; collector 0 discard, 1 lastuse, 2 fill, 3 use",
-         imm=_MMA_IMM)
+         f"1 tf32, 2 f8f6f4, 3 i8 (sm_100a only: kind::i8 has no family-specific form, LLVM cannot "
+         f"select it for sm_100f); collector 0 discard, 1 lastuse, 2 fill, 3 use",
+         imm=_MMA_IMM, imm_extra={"kind": {"sm_100a": (3,)}})
 for _shape, _per in (("32x32b", 1), ("16x64b", 1), ("16x128b", 2), ("16x256b", 4)):
     for _num in (1, 2, 4, 8, 16, 32, 64, 128):
         _n = _per * _num

@@ -14,12 +14,15 @@ name      PTX ISA  capability  notes
 ========  =======  ==========  ===========================================
 sm_90a    8.6      9.0         H200 / H100 with wgmma and setmaxnreg (default)
 sm_100a   8.6      10.0        Blackwell datacenter: tcgen05, TMEM, CLC
+sm_100f   8.8      10.0        the sm_100 family (10.x): the same tcgen05 / CLC features
 sm_90     8.0      9.0         portable Hopper, no arch-specific features
 ========  =======  ==========  ===========================================
 
 PTX 8.6 is the lowest ISA with ``.relaxed`` mbarrier ops and every tcgen05 /
 clusterlaunchcontrol instruction on sm_100a (toolchain.md §1, §2); ptxas 13.0 accepts
-it, and LLVM 22 accepts features from ``+ptx32`` to ``+ptx90``.
+it, and LLVM 22 accepts features from ``+ptx32`` to ``+ptx90``.  Family-specific ``f`` targets
+need PTX 8.8 (PTX ISA 9.1, "Target ISA Notes" of every tcgen05 instruction: "supported on
+family-specific architectures from PTX ISA version 8.8"); sm_100f code runs on every 10.x GPU.
 """
 from __future__ import annotations
 
@@ -78,6 +81,7 @@ KNOWN_TARGETS: dict[str, Target] = {
     for t in (
         Target("sm_90a", "sm_90a", (8, 6), (9, 0), True),
         Target("sm_100a", "sm_100a", (8, 6), (10, 0), True),
+        Target("sm_100f", "sm_100f", (8, 8), (10, 0), True),
         Target("sm_90", "sm_90", (8, 0), (9, 0), False),
     )
 }

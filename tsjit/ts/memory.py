@@ -27,8 +27,9 @@ M1: ``total_bytes`` must fit ``capacity_bytes`` (232448 B = 227 KiB on sm_90, th
 maximum per block); otherwise :meth:`~SmemAllocator.check_capacity` raises
 ``VerificationError(check="M1")`` with the totals and a hint to alias or shrink.
 
-:class:`TmemAllocator` is the Blackwell tensor-memory counterpart: a column layout only
-(512 columns; M2), data for the sm_100a lowering.
+:class:`~tsjit.ts.tmem.TmemAllocator` (in :mod:`tsjit.ts.tmem`, re-exported here) is the Blackwell
+tensor-memory counterpart: a column layout (512 columns; M2).  ``SmemAllocator.add_tmem_ptr()``
+reserves the 4-byte mailbox ``tcgen05.alloc`` writes the TMEM base address to.
 """
 from __future__ import annotations
 
@@ -37,14 +38,13 @@ from typing import Any
 from tsjit import lang  # the device language; lang.memory loads when a kernel takes a view
 from tsjit.errors import (CompilationError, UsageKeyError, UsageStateError, UsageTypeError, UsageValueError,
                           VerificationError)
+from tsjit.ts.tmem import TMEM_CAPACITY_COLUMNS, TmemAllocation, TmemAllocator, layout_tmem_requirements  # noqa: F401
 
 __all__ = ["SmemAllocation", "SmemAllocator", "TmemAllocation", "TmemAllocator",
            "SMEM_CAPACITY_BYTES", "TMEM_CAPACITY_COLUMNS", "BARRIER_BYTES_PER_STAGE"]
 
 #: opt-in dynamic shared memory per block on sm_90 (227 KiB).
 SMEM_CAPACITY_BYTES = 232448
-#: tensor-memory columns per SM on sm_100.
-TMEM_CAPACITY_COLUMNS = 512
 #: one full and one empty 8-byte mbarrier per stage.
 BARRIER_BYTES_PER_STAGE = 16
 _BARRIER_ALIGNMENT = 8
@@ -203,6 +203,7 @@ class SmemAllocator:
         self._resources: list = []
         self._laid_out = False
         self._data_bytes = 0
+        self.tmem_ptr_allocation: SmemAllocation | None = None   # add_tmem_ptr()
 
     # -- building ----------------------------------------------------------------------
     def _check_open(self, what: str) -> None:
@@ -260,6 +261,28 @@ class SmemAllocator:
         size = BARRIER_BYTES_PER_STAGE * stages
         self._barriers.append([resource, size, None])
         return size
+
+    def add_tmem_ptr(self, alloc: "SmemAllocation | None" = None) -> SmemAllocation:
+        """Reserve the shared-memory mailbox that receives the TMEM base address from ``tcgen05.alloc``
+        (4 bytes, 16-aligned; PTX ISA 9.1 §9.7.16.7.1); the TaskManager's lowering allocates TMEM into
+        it and hands the address to work bodies as ``stage_info.context.tmem_ptr_i32``.
+
+        Args:
+            alloc: the allocation to use (default: a new ``SmemAllocation("tmem_ptr", 4, 16)``).
+
+        Returns:
+            The mailbox allocation.
+
+        Raises:
+            UsageStateError: after ``compute_layout()``, or called twice.
+        """
+        self._check_open("add_tmem_ptr")
+        if self.tmem_ptr_allocation is not None:
+            raise UsageStateError("SmemAllocator.add_tmem_ptr() was already called; one TMEM mailbox per kernel")
+        alloc = alloc if alloc is not None else SmemAllocation("tmem_ptr", 4, alignment=16)
+        self.add(alloc)
+        self.tmem_ptr_allocation = alloc
+        return alloc
 
     def has_barriers(self, resource: Any) -> bool:
         return any(b[0] is resource for b in self._barriers)
@@ -482,111 +505,3 @@ def shared_arrays_of(resources) -> list[tuple[str, int]]:
                 suffix = f"[{k}]" if items is value else ""
                 found.append((f"{getattr(resource, 'name', '?')}.{attribute}{suffix}", int(size)))
     return found
-
-
-class TmemAllocation:
-    """A named range of tensor-memory columns (sm_100a; data only on Hopper)."""
-
-    def __init__(self, name: str, num_columns: int):
-        if not isinstance(name, str) or not name:
-            raise UsageTypeError(f"TmemAllocation name must be a non-empty str, got {name!r}")
-        if not isinstance(num_columns, int) or num_columns < 1:
-            raise UsageValueError(f"TmemAllocation {name!r}: num_columns must be an int >= 1, got "
-                                  f"{num_columns!r}")
-        self.name = name
-        self.num_columns = num_columns
-        self.column: int | None = None
-        self.owner: Any = None
-
-    @property
-    def range(self) -> tuple[int, int] | None:
-        return None if self.column is None else (self.column, self.column + self.num_columns)
-
-    def __repr__(self) -> str:
-        return f"<TmemAllocation {self.name} {self.num_columns} cols>"
-
-
-class TmemAllocator:
-    """Tensor-memory column layout (allocations placed one after another; M2).
-
-    The kernel still allocates TMEM with ``tcgen05.alloc``; this only decides columns.
-    """
-
-    def __init__(self, capacity_columns: int = TMEM_CAPACITY_COLUMNS):
-        self.capacity_columns = capacity_columns
-        self._allocs: list[TmemAllocation] = []
-        self._laid_out = False
-
-    def add(self, alloc: TmemAllocation) -> TmemAllocation:
-        if self._laid_out:
-            raise UsageStateError("TmemAllocator.add() after compute_layout(); add every allocation before "
-                                  "the layout is computed")
-        if not isinstance(alloc, TmemAllocation):
-            raise UsageTypeError(f"TmemAllocator.add() takes a TmemAllocation(name, num_columns), got "
-                                 f"{type(alloc).__name__}")
-        self._allocs.append(alloc)
-        return alloc
-
-    @property
-    def allocations(self) -> list[TmemAllocation]:
-        return list(self._allocs)
-
-    @property
-    def total_columns(self) -> int:
-        return sum(a.num_columns for a in self._allocs)
-
-    def compute_layout(self) -> int:
-        if self._laid_out:
-            raise UsageStateError("TmemAllocator.compute_layout() was already called; the layout is fixed "
-                                  "once computed")
-        column = 0
-        for alloc in self._allocs:
-            alloc.column = column
-            column += alloc.num_columns
-        self._laid_out = True
-        return column
-
-    def check_capacity(self, capacity_columns: int | None = None) -> None:
-        """M2: raise ``VerificationError(check="M2")`` when the columns exceed the capacity."""
-        capacity = self.capacity_columns if capacity_columns is None else capacity_columns
-        if self.total_columns > capacity:
-            listed = ", ".join(f"{a.name!r} {a.num_columns}" for a in self._allocs)
-            raise VerificationError(
-                f"tensor memory needs {self.total_columns} columns ({listed}) but the capacity "
-                f"is {capacity} columns.\n  Shrink the accumulators or reuse columns across "
-                f"phases.", check="M2")
-
-    def usage_report(self) -> str:
-        lines = [f"[tmem-layout] {len(self._allocs)} allocation(s)"]
-        for a in self._allocs:
-            lines.append(f"  {a.name:<20} {a.num_columns:>5} cols at {a.column}")
-        lines.append(f"  total {self.total_columns} / {self.capacity_columns} columns")
-        return "\n".join(lines)
-
-
-def layout_tmem_requirements(resources, allocator: "TmemAllocator | None",
-                             capacity_columns: int = TMEM_CAPACITY_COLUMNS) -> "TmemAllocator | None":
-    """Add every resource's ``get_tmem_requirements()`` to ``allocator`` (a new
-    :class:`TmemAllocator` when None and some resource needs columns), set each allocation's
-    ``owner``, and compute the column layout if it is not computed yet.
-
-    Returns:
-        The allocator, or None when no allocator was given and no resource needs TMEM.
-    """
-    wanted = []
-    for resource in resources:
-        hook = getattr(resource, "get_tmem_requirements", None)
-        for alloc in (hook() or ()) if callable(hook) else ():
-            if alloc.owner is None:
-                alloc.owner = resource
-            wanted.append(alloc)
-    if allocator is None and not wanted:
-        return None
-    allocator = allocator if allocator is not None else TmemAllocator(capacity_columns)
-    laid_out = any(a.column is not None for a in allocator.allocations)
-    for alloc in wanted:
-        if all(alloc is not a for a in allocator.allocations) and not laid_out:
-            allocator.add(alloc)
-    if not laid_out and allocator.allocations:
-        allocator.compute_layout()
-    return allocator
