@@ -107,13 +107,25 @@ def launch_overhead(rows: list) -> None:
             torch.cuda.synchronize()
         return statistics.median(samples)
 
-    ours, theirs = per_call_us(tsjit_launch), per_call_us(triton_launch)
     darr = tsjit.empty(16, tsjit.Float32)
-    ours_native = per_call_us(lambda: empty_kernel[(1,), (32,)](darr, 16))
-    rows.append(("launch overhead (torch tensor arg)", f"{ours:.2f} us", f"{theirs:.2f} us (triton)",
-                 f"{theirs / ours:.2f}", "host time per call, median"))
-    rows.append(("launch overhead (tsjit array arg)", f"{ours_native:.2f} us", f"{theirs:.2f} us (triton)",
-                 f"{theirs / ours_native:.2f}", ""))
+    bound = empty_kernel.bind(darr, 16, grid=(1,), block=(32,))
+    fns = {"torch": tsjit_launch, "array": lambda: empty_kernel[(1,), (32,)](darr, 16),
+           "bound": lambda: bound(0), "triton": triton_launch}
+    samples = {k: [] for k in fns}
+    for f in fns.values():
+        per_call_us(f, calls=200, reps=1)
+    for _ in range(7):   # interleaved: every round times each launcher once
+        for k, f in fns.items():
+            samples[k].append(per_call_us(f, calls=2000, reps=1))
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    theirs = med["triton"]
+    rows.append(("launch overhead (torch tensor arg)", f"{med['torch']:.2f} us", f"{theirs:.2f} us (triton)",
+                 f"{theirs / med['torch']:.2f}", "host time per call, median of 7 interleaved rounds"))
+    rows.append(("launch overhead (tsjit array arg)", f"{med['array']:.2f} us", f"{theirs:.2f} us (triton)",
+                 f"{theirs / med['array']:.2f}", ""))
+    rows.append(("launch overhead (Kernel.bind: the driver call alone)", f"{med['bound']:.2f} us",
+                 f"{theirs:.2f} us (triton)", f"{theirs / med['bound']:.2f}",
+                 "the floor: one cuLaunchKernelEx through ctypes"))
 
 
 _CHILD = r"""
