@@ -6,10 +6,10 @@ thread arrival right after its last release, races with the MMAs still reading; 
 flag with a tcgen05.commit (UmmaAsync) orders it after them."""
 import pytest
 
-from tsjit.ts.memory import SmemAllocation, SmemAllocator
+from tsjit.ts.memory import SmemAllocation
 from tsjit.ts.pipeline import PipelineConfig
-from tsjit.ts.verify.exhaustive import check_all_interleavings
-from verify_schedules import Program, Ring, SmemBuffer, TaskSpec, async_config, threads
+from verify_schedules import (Program, Ring, SmemBuffer, TaskSpec, async_config, staging_allocator,
+                              threads)
 
 pytestmark = pytest.mark.filterwarnings("ignore::tsjit.ts.ScheduleWarning")
 
@@ -23,15 +23,6 @@ def _program(flag_by_commit: bool, aliased: bool = True):
         return {"ab": ab, "flag": Ring(name="flag", pipeline_config=flag_config),
                 "c_smem": SmemBuffer(name="c_smem", allocation=SmemAllocation("c_tile", 8192))}
 
-    def allocator(r):
-        alloc = SmemAllocator()
-        if aliased:
-            alloc.add_alias_group([[r["ab"].allocation], [r["c_smem"].allocation]])
-        else:
-            alloc.add(r["ab"].allocation)
-            alloc.add(r["c_smem"].allocation)
-        alloc.compute_layout()
-        return alloc
     specs = [
         TaskSpec("load", 0, 1, (), ("ab",), {"loop": [("ab", "acquire"), ("ab", "tma_load"), ("ab", "commit")]},
                  domain=(0, 4, 1)),
@@ -41,16 +32,12 @@ def _program(flag_by_commit: bool, aliased: bool = True):
         TaskSpec("epilogue", 2, 4, ("flag",), ("c_smem",), {
             "tail": [("flag", "wait"), ("c_smem", "write"), ("flag", "release")]}, domain=(0, 0, 1))]
     return Program("umma reads", resources, specs,
-                   lambda r: {r["flag"]: [r["ab"]], r["c_smem"]: [r["flag"]]}, allocator=allocator)
-
-
-def _check(program):
-    tasks, graph, options = program.build()
-    return check_all_interleavings(tasks, graph, smem_allocator=options["smem_allocator"])
+                   lambda r: {r["flag"]: [r["ab"]], r["c_smem"]: [r["flag"]]},
+                   allocator=staging_allocator("ab", "c_smem", aliased))
 
 
 def test_staging_written_after_a_thread_flag_races_with_the_mmas():
-    result = _check(_program(flag_by_commit=False))
+    result = _program(flag_by_commit=False).check()
     assert result.verdict == "UNSAFE", result.format()
     races = [r for r in result.reports if r.kind == "race"]
     assert races and all("mma" in r.tasks and "epilogue" in r.tasks for r in races)
@@ -58,10 +45,10 @@ def test_staging_written_after_a_thread_flag_races_with_the_mmas():
 
 
 def test_a_flag_signalled_by_tcgen05_commit_orders_the_staging_write():
-    result = _check(_program(flag_by_commit=True))
+    result = _program(flag_by_commit=True).check()
     assert result.verdict == "SAFE", result.format()
 
 
 def test_without_aliasing_the_thread_flag_is_safe():
-    result = _check(_program(flag_by_commit=False, aliased=False))
+    result = _program(flag_by_commit=False, aliased=False).check()
     assert result.verdict == "SAFE", result.format()

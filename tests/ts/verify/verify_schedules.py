@@ -17,12 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from tsjit import Constexpr, wgmma
 from tsjit.lang.dtypes import Int32
 from tsjit.ts import (MemoryResource, Task, TaskLocalVariable, WorkAttr, consumer_work,
                       domain_loop, producer_work, schedule, work_tile_loop)
 from tsjit.ts.memory import SmemAllocation, SmemAllocator
 from tsjit.ts.pdl import PdlLaunchBarrier, PdlWaitBarrier
 from tsjit.ts.pipeline import Agent, CooperativeGroup, PipelineConfig
+from tsjit.ts.verify.exhaustive import check_all_interleavings
 from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
 
 
@@ -101,6 +103,33 @@ class Ring(MemoryResource):
 
 
 @dataclass(kw_only=True)
+class WgmmaRing(Ring):
+    """A ring whose consumer works issue warpgroup MMAs on the stage (the bodies are never
+    run: the checker reads which wgmma calls they make)."""
+
+    @consumer_work
+    def mma_keep_one(self, stage_info):
+        wgmma.fence()
+        wgmma.mma_async(None, stage_info, stage_info)
+        wgmma.commit_group()
+        wgmma.wait_group(1)          # the previous stage's MMAs are done, this one's may run
+
+    @consumer_work
+    def mma_sync(self, stage_info):
+        wgmma.mma_async(None, stage_info, stage_info)
+        wgmma.commit_group()
+        wgmma.wait_group(0)
+
+    @consumer_work
+    def retire(self, stage_info):
+        wgmma.wait_group(0)
+
+    @consumer_work
+    def retire_but(self, stage_info, *, keep: Constexpr[bool] = False):
+        wgmma.wait_group(1 if keep else 0)
+
+
+@dataclass(kw_only=True)
 class GmemSource(MemoryResource):
     src: object = None
     item: TaskLocalVariable = TaskLocalVariable.uninitialized()
@@ -156,6 +185,23 @@ class Sink(MemoryResource):
         pass
 
 
+def staging_allocator(ring: str, staging: str, aliased: bool, rings=("ab", "flag")) -> Callable:
+    """resources -> a laid-out SmemAllocator holding the barriers of ``rings`` and the
+    allocations of ``ring`` and ``staging``, in one alias group when ``aliased``."""
+    def allocator(r):
+        alloc = SmemAllocator()
+        for name in rings:
+            alloc.add_barriers(r[name])
+        if aliased:
+            alloc.add_alias_group([[r[ring].allocation], [r[staging].allocation]])
+        else:
+            alloc.add(r[ring].allocation)
+            alloc.add(r[staging].allocation)
+        alloc.compute_layout()
+        return alloc
+    return allocator
+
+
 def static_queue(name: str = "wq", tiles: int = 8) -> WorkQueue:
     config = TileSchedulerConfig.create_static_persistent_tile_scheduler_params(tiles, 1, 1)
     return WorkQueue(name=name, tile_scheduler_config=config)
@@ -165,13 +211,18 @@ def static_queue(name: str = "wq", tiles: int = 8) -> WorkQueue:
 def record(proxies: dict, entries, loop=None) -> None:
     """Replay entries on the schedule proxies; a ``read``/``mma``/``load`` token feeds the
     next ``store`` of the same entry list (None when no token was produced).
-    ``("first_iter", [...])`` / ``("last_iter", [...])`` record a guarded block."""
+    ``("first_iter", [...])`` / ``("last_iter", [...])`` record a guarded block,
+    ``("every", (period, start), [...])`` a block guarded by ``loop.every(period, start)``."""
     token = None
     for entry in entries:
         name, op = entry[0], entry[1]
         if name in ("first_iter", "last_iter"):
             with getattr(loop, name)():
                 record(proxies, op, loop)
+            continue
+        if name == "every":
+            with loop.every(*op):
+                record(proxies, entry[2], loop)
             continue
         kwargs = entry[2] if len(entry) > 2 else {}
         proxy = proxies[name]
@@ -259,6 +310,11 @@ class Program:
         if self.allocator is not None:
             options["smem_allocator"] = self.allocator(resources)
         return tasks, self.graph(resources), options
+
+    def check(self):
+        """The exhaustive checker's result for this program (with its allocator, if any)."""
+        tasks, graph, options = self.build()
+        return check_all_interleavings(tasks, graph, smem_allocator=options.get("smem_allocator"))
 
 
 QUEUE_EPILOGUE = (("wq", "wait"), ("wq", "get_and_advance_work_tile"), ("wq", "release"))
@@ -350,8 +406,8 @@ TUTORIALS = {
 }
 
 
-__all__ = ["FakeValue", "threads", "tma_config", "async_config", "Ring", "GmemSource",
-           "GmemDest", "SmemBuffer", "Sink", "static_queue", "record", "TaskSpec", "capture",
+__all__ = ["FakeValue", "threads", "tma_config", "async_config", "Ring", "WgmmaRing", "GmemSource",
+           "GmemDest", "SmemBuffer", "Sink", "staging_allocator", "static_queue", "record", "TaskSpec", "capture",
            "Program", "QUEUE_EPILOGUE", "grid_stride_copy", "tma_copy", "persistent_copy",
            "gemm", "TUTORIALS", "SmemAllocation", "SmemAllocator", "PdlWaitBarrier",
            "PdlLaunchBarrier"]

@@ -53,6 +53,7 @@ from tsjit.ts.enums import ScheduleStage
 from tsjit.ts.pipeline import PipelineConfig
 from tsjit.ts.protocol import (Advance, Arrive, ArmTx, BarrierKind, CommitUmma, Cursor, Probe, SetStage,
                                WaitParity)
+from tsjit.ts.verify.async_reads import InFlight, work_events
 from tsjit.ts.verify.exhaustive_expand import Variant, expand_task
 from tsjit.ts.verify.exhaustive_regions import RegionTable
 
@@ -80,13 +81,16 @@ class Barrier:
 
 @dataclass(frozen=True)
 class Access:
-    """A data access of a work step: ``mode`` is ``"read"`` or ``"write"``."""
+    """A data access of a work step: ``mode`` is ``"read"`` or ``"write"``; ``in_flight``
+    says, for a read an asynchronous operation keeps going after its step (wgmma operands, a
+    TMA store's source), what keeps it (for messages), else ``""``."""
 
     mode: str
     region: int
     step: object
     iteration: int | None
     tile: int | None
+    in_flight: str = ""
 
 
 @dataclass(frozen=True)
@@ -322,6 +326,7 @@ class _Compiler:
         holder = {"op": None}           # the op whose segment is being filled
         umma_reads: list = []           # reads of the MMAs issued since the last tcgen05.commit
         umma_chain = [-1]               # this process's last tcgen05.commit completion
+        in_flight = InFlight()          # wgmma groups / TMA stores not yet retired
         waited: dict = {}               # ring -> (tile, iteration, section) of its last wait
 
         def cursor(resource, producer: bool) -> _Cursor:
@@ -344,6 +349,7 @@ class _Compiler:
                 prev.segment, prev.spawns = tuple(segment), tuple(spawns)
             segment.clear()
             spawns.clear()
+            segment.extend(in_flight.active())
             holder["op"] = op
             proc.ops.append(op)
 
@@ -375,11 +381,14 @@ class _Compiler:
                 if cfg is not None and stage.is_consumer and \
                         cfg.protocol.consumer is protocol.SideKind.Umma:
                     umma_reads += [a for a in segment[start:] if a.mode == "read"]
+                events = work_events(step)
+                if events:
+                    in_flight.apply(step, events, segment[start:])
         flush(None)
         proc.ops.pop()                   # the sentinel None appended by the last flush
         if self.collapse_probes:
             _collapse_probes(proc)
-        self._producer_tail(task, proc, cursors, make_op)
+        self._producer_tail(task, proc, cursors, make_op, tuple(in_flight.active()))
         proc.probe_keys = len(probe_keys)
         queue = task.work_queue
         wtl = task.schedule.work_tile_loop
@@ -495,8 +504,9 @@ class _Compiler:
             self.copies.append(copy)
             spawns.append(copy)
 
-    def _producer_tail(self, task, proc, cursors, make_op):
-        """Drain: ``S / stride`` waits on ``empty`` for each resource this task acquires."""
+    def _producer_tail(self, task, proc, cursors, make_op, in_flight: tuple):
+        """Drain: ``S / stride`` waits on ``empty`` for each resource this task acquires; the
+        asynchronous reads still in flight stay active over them (``in_flight``)."""
         done = set()
         for step in task.schedule.steps:
             resource = step.resource
@@ -513,7 +523,7 @@ class _Compiler:
                 if isinstance(action, WaitParity):
                     proc.ops.append(make_op("tail_wait", None, resource, pair[0],
                                             guard=self.barrier(resource, action.barrier, pair[0]),
-                                            parity=pair[1]))
+                                            parity=pair[1], segment=in_flight))
                 elif isinstance(action, Advance):
                     _Cursor.advance(pair, action.stride, cfg.num_stages)
 

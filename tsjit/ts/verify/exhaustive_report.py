@@ -177,7 +177,7 @@ def _access_text(model, who, access, how="") -> str:
         where.append(f"iteration {access.iteration}")
     ctx = f" ({', '.join(where)})" if where else ""
     verb = "writes" if access.mode == "write" else "reads"
-    return f"{who} {verb} it{how}: {step.describe()}{ctx}"
+    return f"{who} {verb} it{how}: {step.describe()}{ctx}{access.in_flight}"
 
 
 def _race_pairs(model, event):
@@ -234,6 +234,10 @@ def _race(model, result, event, variant, seen) -> list:
                  "  Order them through the pipeline: the writer must finish before the "
                  "commit/TMA bytes the reader waits for, and the reader before the release "
                  "the writer acquires; aliased buffers need such an order too."]
+        if a.in_flight or b.in_flight:
+            lines.append("  The read is asynchronous: retire it (wgmma.wait_group / bulk_wait_group "
+                         "with fewer groups pending) before the release or commit that lets the "
+                         "writer in, or release the previous stage instead of this one.")
         _, block = _path_block(model, result, event.state, event.transition)
         resources = (a.step.resource.name, b.step.resource.name,
                      regions.keys[a.region][0].name, regions.keys[b.region][0].name)

@@ -1,0 +1,287 @@
+"""Shared-memory reads a work body leaves in flight: wgmma operands and TMA store sources.
+
+A work step's accesses normally end with the step.  Two asynchronous operations keep reading
+shared memory after the issuing instruction:
+
+* ``wgmma.mma_async`` reads its shared-memory A/B operands until a ``wgmma.wait_group(N)``
+  retires the wgmma-group it belongs to (PTX ISA 8.0 §9.7.15.6 "wgmma.commit_group",
+  "wgmma.wait_group": at most ``N`` of the most recent committed groups stay pending; MMAs
+  not yet committed to a group are not waited for);
+* ``tma_store`` (``cp.async.bulk.tensor`` shared -> global) reads its source until a
+  ``bulk_wait_group(N)`` retires its bulk async-group (§9.7.9.27).
+
+This module finds those calls in a work method's body, statically: :func:`work_events`
+walks the function's syntax tree in source order and returns what each call does
+(:class:`Event`: issue, commit or wait), following calls of the resource's own methods and of
+plain module functions.  Only calls made unconditionally retire or commit (a wait inside an
+``if`` may not run, so it retires nothing); an issue anywhere counts.  A ``wait_group``
+argument that is not a literal, a Constexpr parameter of the work, an int field of the
+resource or a conditional expression of those retires nothing.  Each of these choices keeps a read in flight longer, never shorter.
+
+:class:`InFlight` replays the events of one process's work steps in program order: the
+accesses of the steps that issued a group stay active (the exhaustive model adds them to every
+following segment) until the wait that retires the group.
+
+The asynchronous operations are recognised by the module and name of the called object
+(:data:`FAMILIES`), so an alias (``from tsjit import wgmma as wg``) is found too; this module
+imports neither of them.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+import types
+from dataclasses import dataclass, field, replace
+
+from tsjit.errors import short_path
+
+__all__ = ["Family", "FAMILIES", "Event", "work_events", "InFlight"]
+
+
+@dataclass(frozen=True)
+class Family:
+    """One kind of asynchronous shared-memory reader and its group instructions.
+
+    ``carries``: ``"reads"`` -- the issuing step's read accesses stay active (wgmma reads its
+    operands); ``"all"`` -- every access of the step stays active, as a read (a TMA store
+    reads the buffer the step wrote).
+    """
+
+    name: str
+    module: str
+    issue: str
+    commit: str
+    wait: str
+    carries: str
+
+    def call(self, name: str) -> str:
+        return f"{self.name}.{name}" if self.name == "wgmma" else name
+
+
+FAMILIES = (
+    Family("wgmma", "tsjit.lang.wgmma", "mma_async", "commit_group", "wait_group", "reads"),
+    Family("bulk", "tsjit.lang.tma", "tma_store", "bulk_commit_group", "bulk_wait_group", "all"),
+)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One asynchronous-read call of a work body: ``kind`` is ``"issue"``, ``"commit"`` or
+    ``"wait"``; ``pending`` the groups a wait leaves in flight (None: not known, it retires
+    nothing); ``where`` is ``file:line``."""
+
+    family: Family
+    kind: str
+    pending: int | None
+    where: str
+
+
+_MAX_DEPTH = 3
+_cache: dict = {}
+
+
+def _resolve(node, scope: dict, resource):
+    """The object an expression names (``a.b.c`` through ``scope`` and module dicts), or None;
+    ``self.x`` resolves on the resource's class."""
+    if isinstance(node, ast.Name):
+        return scope.get(node.id, _MISSING)
+    if isinstance(node, ast.Attribute):
+        if isinstance(node.value, ast.Name) and node.value.id == "self":
+            return inspect.getattr_static(type(resource), node.attr, _MISSING)
+        base = _resolve(node.value, scope, resource)
+        if isinstance(base, types.ModuleType):
+            found = vars(base).get(node.attr, _MISSING)
+            if found is _MISSING and base.__name__ == "tsjit" and node.attr in ("wgmma",):
+                return _ModuleName(f"tsjit.lang.{node.attr}")
+            return found
+        if isinstance(base, _ModuleName):
+            return _Named(base.name, node.attr)
+        return _MISSING
+    return _MISSING
+
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class _ModuleName:
+    name: str                   # a lazily imported module, not loaded here
+
+
+@dataclass(frozen=True)
+class _Named:
+    module: str
+    name: str
+
+
+def _identify(obj) -> tuple[str, str] | None:
+    if isinstance(obj, _Named):
+        return obj.module, obj.name
+    module, name = getattr(obj, "__module__", None), getattr(obj, "__name__", None)
+    return (module, name) if isinstance(module, str) and isinstance(name, str) else None
+
+
+def _int(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _constant(node, names: dict, resource):
+    """The compile-time value of a ``wait_group`` argument: a literal, a Constexpr parameter
+    of the work (the step's keyword or the parameter's default), an attribute of the resource,
+    or ``a if cond else b`` of those; ``_MISSING`` otherwise."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return names.get(node.id, _MISSING)
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return getattr(resource, node.attr, _MISSING)
+    if isinstance(node, ast.IfExp):
+        test = _constant(node.test, names, resource)
+        if isinstance(test, (bool, int)):
+            return _constant(node.body if test else node.orelse, names, resource)
+    return _MISSING
+
+
+def _constexpr_names(step) -> dict:
+    spec = getattr(step, "spec", None)
+    names = {p.name: p.default for p in getattr(spec, "constexpr_params", {}).values()
+             if p.has_default}
+    names.update(getattr(step, "constexpr_kwargs", None) or {})
+    return names
+
+
+class _Walker(ast.NodeVisitor):
+    def __init__(self, function, step, resource, depth: int, seen: set):
+        self.scope = dict(getattr(function, "__globals__", {}))
+        closure = getattr(function, "__closure__", None) or ()
+        for name, cell in zip(function.__code__.co_freevars, closure):
+            try:
+                self.scope[name] = cell.cell_contents
+            except ValueError:
+                pass
+        self.filename = function.__code__.co_filename
+        self.offset = function.__code__.co_firstlineno - 1
+        self.step, self.resource, self.depth, self.seen = step, resource, depth, seen
+        self.conditional = 0
+        self.events: list = []
+
+    def _where(self, node) -> str:
+        return f"{short_path(self.filename)}:{node.lineno + self.offset}"
+
+    def _conditional(self, node):
+        self.conditional += 1
+        self.generic_visit(node)
+        self.conditional -= 1
+
+    visit_If = visit_While = visit_Try = visit_IfExp = _conditional
+
+    def visit_FunctionDef(self, node):
+        pass                    # a nested def runs only when called
+
+    visit_AsyncFunctionDef = visit_Lambda = visit_FunctionDef
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        target = _resolve(node.func, self.scope, self.resource)
+        ident = _identify(target) if target is not _MISSING else None
+        if ident is None:
+            return
+        for family in FAMILIES:
+            if ident[0] != family.module:
+                continue
+            if ident[1] == family.issue:
+                self.events.append(Event(family, "issue", None, self._where(node)))
+            elif ident[1] == family.commit and not self.conditional:
+                self.events.append(Event(family, "commit", None, self._where(node)))
+            elif ident[1] == family.wait and not self.conditional:
+                arg = node.args[0] if node.args else next(
+                    (k.value for k in node.keywords if k.arg == "pending"), None)
+                names = _constexpr_names(self.step) if self.depth == 0 else {}
+                pending = 0 if arg is None else _int(_constant(arg, names, self.resource))
+                self.events.append(Event(family, "wait", pending, self._where(node)))
+            return
+        if isinstance(target, staticmethod):
+            target = target.__func__
+        if inspect.isfunction(target) and not (target.__module__ or "").startswith("tsjit.lang") \
+                and self.depth < _MAX_DEPTH and target not in self.seen:
+            for event in _function_events(target, self.step, self.resource, self.depth + 1,
+                                          self.seen | {target}):
+                if self.conditional and event.kind != "issue":
+                    continue
+                self.events.append(event)
+
+
+def _function_events(function, step, resource, depth: int, seen: set) -> list:
+    try:
+        source = textwrap.dedent(inspect.getsource(function))
+        tree = ast.parse(source)
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return []                       # no source (built at run time): nothing is known
+    walker = _Walker(function, step, resource, depth, seen)
+    body = tree.body[0] if tree.body and isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)) \
+        else tree
+    for statement in getattr(body, "body", []):
+        walker.visit(statement)
+    return walker.events
+
+
+def work_events(step) -> tuple:
+    """The asynchronous-read :class:`Event` list of one work step's method, in source order
+    (empty when the method issues none or its source is unavailable)."""
+    function = getattr(step, "function", None)
+    if function is None or not inspect.isfunction(function):
+        return ()
+    key = (function, id(step.resource), tuple(sorted((getattr(step, "constexpr_kwargs", None)
+                                                      or {}).items(), key=lambda kv: kv[0])))
+    try:
+        hit = _cache.get(key)
+    except TypeError:                   # an unhashable Constexpr value: do not cache
+        hit, key = None, None
+    if hit is None:
+        hit = tuple(_function_events(function, step, step.resource, 0, {function}))
+        if key is not None:
+            _cache[key] = hit
+    return hit
+
+
+@dataclass
+class InFlight:
+    """Asynchronous groups of one process, replayed in program order (module docstring).
+
+    Per family: ``open`` -- accesses issued since the last commit; ``groups`` -- committed
+    groups, oldest first, each a list of accesses.
+    """
+
+    open: dict = field(default_factory=dict)
+    groups: dict = field(default_factory=dict)
+
+    def apply(self, step, events, accesses) -> None:
+        """Replay ``events`` of ``step``, whose own accesses are ``accesses``."""
+        for event in events:
+            family = event.family
+            if event.kind == "issue":
+                carried = [a for a in accesses if family.carries == "all" or a.mode == "read"]
+                note = (f" (its {family.call(family.issue)} at {event.where} still reads it until "
+                        f"a {family.call(family.wait)} retires the group)")
+                pending = self.open.setdefault(family.name, [])
+                for access in carried:
+                    held = replace(access, mode="read", in_flight=note)
+                    if held not in pending:
+                        pending.append(held)
+            elif event.kind == "commit":
+                opened = self.open.pop(family.name, [])
+                self.groups.setdefault(family.name, []).append(opened)
+            elif event.pending is not None:
+                groups = self.groups.get(family.name, [])
+                del groups[:max(0, len(groups) - event.pending)]
+
+    def active(self) -> list:
+        """Every access still in flight (issued and not retired)."""
+        out = []
+        for name, opened in self.open.items():
+            out += opened
+        for groups in self.groups.values():
+            for group in groups:
+                out += group
+        return out
