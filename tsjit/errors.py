@@ -199,11 +199,6 @@ class CompileArgumentError(UsageTypeError, LaunchError):
     catches it."""
 
 
-class InterpretError(TsjitError):
-    """A kernel run by the CPU interpreter (``tsjit.interpret``) did something the GPU would fault
-    on, hang on, or compute garbage from; the message names the operand and what to change."""
-
-
 class CacheError(TsjitError):
     """An on-disk cache entry is unreadable. Internal: the cache treats it as a miss."""
 

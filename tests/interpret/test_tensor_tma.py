@@ -10,7 +10,7 @@ from lang.tma_box_kernels import CASES, expected_load, expected_store, poison, r
 from tsjit.errors import InterpretError
 from tsjit.interpret import numerics
 from tsjit.interpret.swizzle import swizzle_addresses
-from tsjit.interpret.tma import load_box, store_box
+from tsjit.interpret.tma import load_box, prepare_store, store_box
 from tsjit.lang import dtypes
 from tsjit.runtime.tensormap import validate_tensormap
 
@@ -235,3 +235,22 @@ def test_swizzle_is_an_involution():
     addresses = np.arange(0, 8192, 16)
     for swizzle in ("none", "32B", "64B", "128B"):
         np.testing.assert_array_equal(swizzle_addresses(swizzle_addresses(addresses, swizzle), swizzle), addresses)
+
+
+def test_a_store_reads_shared_memory_at_issue_and_writes_global_memory_at_completion():
+    memory = ArrayMemory()
+    destination = np.zeros((8, 16), np.float32)
+    layout = layout_of(memory, destination, destination.shape, dtypes.Float32, (8, 16), swizzle="64B")
+    smem = poisoned_smem()
+    smem[:512] = np.arange(128, dtype=np.float32).view(np.uint8)
+    pending = prepare_store(layout, (0, 0), memory, smem, 0)
+    smem[:512] = 0                                              # the buffer is reused before the wait
+    assert (destination == 0).all() and pending.source == (0, 512)
+    pending.write()
+    tile = np.arange(128, dtype=np.float32).reshape(8, 16)
+    unswizzled = np.empty_like(tile)                            # 64B: chunk c of row r (64 bytes) at c ^ (r // 2 % 4)
+    for r in range(8):
+        for c in range(4):
+            physical = c ^ ((r * 64 >> 7) & 3)
+            unswizzled[r, 4 * c:4 * c + 4] = tile[r, 4 * physical:4 * physical + 4]
+    np.testing.assert_array_equal(destination, unswizzled)

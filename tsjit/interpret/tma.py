@@ -213,11 +213,46 @@ def _reduce(old: np.ndarray, new: np.ndarray, dtype, op: str) -> np.ndarray:
     raise InterpretError(f"TMA reduce-{op} store: {dtype.name} elements have no {op}")
 
 
-def store_box(layout: TensorMapLayout, coords, gmem, smem: np.ndarray, smem_offset: int,
-              reduce: str | None = None) -> None:
-    """Perform one TMA tiled store (``cp.async.bulk.tensor.Nd.global.shared::cta.tile``) or reduce
-    store (``cp.reduce.async.bulk.tensor``): read the packed, swizzled box from ``smem`` at
-    ``smem_offset`` and write the elements inside the array to global memory.
+@dataclass(frozen=True)
+class PendingStore:
+    """A TMA store whose shared-memory source has been read (at issue) and whose global writes
+    are still to be made visible (the ``cp.async.bulk.wait_group`` that completes its bulk group).
+
+    Attributes:
+        source: ``[start, end)`` of the shared-memory bytes the store read (what
+            ``wait_group.read`` releases: a generic write there before it is a race).
+        allocation: the global allocation written (``.base``, ``.data``, ``.name``).
+        where: int64 byte indices into ``allocation.data``; values: uint8 bytes, same length.
+        reduce: None, ``"add"``, ``"min"`` or ``"max"``; dtype: the element type.
+    """
+
+    source: tuple
+    allocation: object
+    where: np.ndarray
+    values: np.ndarray
+    reduce: str | None
+    dtype: object
+
+    def write(self) -> None:
+        """Make the store's writes (or reductions, combined with the global values now) visible."""
+        if self.where.size == 0:
+            return
+        values = self.values
+        if self.reduce is not None:
+            storage = UNSIGNED[self.dtype.itemsize]
+            old = self.allocation.data[self.where].view(storage)
+            values = _reduce(old, values.view(storage), self.dtype, self.reduce).view(np.uint8)
+        self.allocation.data[self.where] = values
+
+
+def prepare_store(layout: TensorMapLayout, coords, gmem, smem: np.ndarray, smem_offset: int,
+                  reduce: str | None = None) -> PendingStore:
+    """Issue one TMA tiled store (``cp.async.bulk.tensor.Nd.global.shared::cta.tile.bulk_group``)
+    or reduce store (``cp.reduce.async.bulk.tensor``): read the packed, swizzled box from ``smem``
+    at ``smem_offset`` now, and return the global writes of the elements inside the array, to be
+    made visible by :meth:`PendingStore.write` when the bulk group completes (PTX ISA §9.7.9.27:
+    the source may be reused after ``wait_group.read``, the writes are complete after
+    ``wait_group``).
 
     Args:
         layout: the tensor map.
@@ -244,7 +279,8 @@ def store_box(layout: TensorMapLayout, coords, gmem, smem: np.ndarray, smem_offs
     itemsize = layout.dtype.itemsize
     nbytes = layout.box_bytes
     chunks = _smem_chunks(smem_offset, nbytes, layout.swizzle)
-    if (int(chunks.max()) + 1) * CHUNK_BYTES > smem.size:
+    source = (int(chunks.min()) * CHUNK_BYTES, (int(chunks.max()) + 1) * CHUNK_BYTES)
+    if source[1] > smem.size:
         raise InterpretError(f"{what}: the source [{smem_offset}, {smem_offset + nbytes}) lies outside the CTA's "
                              f"{smem.size} bytes of shared memory")
     tile = smem[(chunks[:, None] * CHUNK_BYTES + np.arange(CHUNK_BYTES)).ravel()].reshape(-1, itemsize)
@@ -255,18 +291,19 @@ def store_box(layout: TensorMapLayout, coords, gmem, smem: np.ndarray, smem_offs
         written &= g < layout.global_dims[axis]
     flat = written.ravel()
     if not flat.any():
-        return
+        return PendingStore(source, None, np.zeros(0, np.int64), np.zeros(0, np.uint8), reduce, layout.dtype)
     targets = offsets.ravel()[flat]
     low, high = int(targets.min()), int(targets.max()) + itemsize
     allocation = gmem.check(layout.global_address + low, high - low, f"{what} of the {layout.dtype.name} box")
     where = layout.global_address + low - allocation.base + _global_bytes(targets - low, itemsize)
-    values = tile[flat]
-    if reduce is not None:
-        storage = UNSIGNED[itemsize]
-        old = allocation.data[where].view(storage)
-        values = _reduce(old, np.ascontiguousarray(values).view(storage).ravel(), layout.dtype, reduce)
-        values = values.view(np.uint8)
-    allocation.data[where] = np.ascontiguousarray(values).ravel()
+    return PendingStore(source, allocation, where, np.ascontiguousarray(tile[flat]).ravel(), reduce, layout.dtype)
 
 
-__all__ = ["SmemImage", "check_layout", "load_box", "store_box", "SMEM_ALIGN"]
+def store_box(layout: TensorMapLayout, coords, gmem, smem: np.ndarray, smem_offset: int,
+              reduce: str | None = None) -> None:
+    """:func:`prepare_store` and :meth:`PendingStore.write` at once (a store whose bulk group
+    completes immediately)."""
+    prepare_store(layout, coords, gmem, smem, smem_offset, reduce).write()
+
+
+__all__ = ["SmemImage", "PendingStore", "check_layout", "load_box", "prepare_store", "store_box", "SMEM_ALIGN"]
