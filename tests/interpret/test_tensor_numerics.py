@@ -78,13 +78,16 @@ def test_scalar_functions_agree_with_the_arrays(dtype):
 
 
 def test_scalar_calls_are_fast():
-    values = [1.2345678e-3 * i for i in range(2000)]
+    values = np.float32(np.random.default_rng().standard_normal(500)).astype(np.float64).tolist()  # registers
     for dtype in ("float", "bfloat", "half", "e4m3"):
-        start = time.perf_counter()
-        for v in values:
-            nu.round_scalar(v, dtype)
-        per_call = (time.perf_counter() - start) / len(values)
-        assert per_call < 10e-6, (dtype, per_call)    # ~1 us alone; generous on a shared 2-core machine
+        best = float("inf")
+        for _ in range(5):                  # the best of five: the machine is shared
+            start = time.perf_counter()
+            for v in values:
+                nu.round_scalar(v, dtype)
+                nu.to_bits(v, dtype)
+            best = min(best, (time.perf_counter() - start) / (2 * len(values)))
+        assert best < 5e-6, (dtype, best)   # ~0.3-2 us alone
 
 
 def test_float_to_int_rounds_toward_zero_and_saturates():

@@ -293,41 +293,94 @@ _FP8_CODES = {name: {float(v): code for code, v in enumerate(FP8_VALUES[name][:0
 _FP8_LISTS = {name: [float(v) for v in FP8_VALUES[name]] for name in FP8}
 
 
-def round_scalar(x: float, dtype: str) -> float:
-    """One value rounded as :func:`round_array` does (``dtype`` an LLVM name or ``e4m3``/``e5m2``),
-    as a Python float."""
-    name = LLVM_NAMES.get(dtype, dtype)
-    if name == "Float64" or x != x:
-        return float(x)
-    fmt = FORMATS[name]
-    if x in (math.inf, -math.inf):
-        return math.copysign(fmt.max_finite, x) if name in FP8 else (x if fmt.has_inf else math.nan)
-    if x == 0.0:
-        return float(x)
-    exponent = max(math.frexp(x)[1] - 1, fmt.min_exponent)
+def _round_generic(x: float, fmt: FloatFormat) -> float:
+    """Round-to-nearest-even of a finite, non-zero ``x`` into ``fmt`` (overflow: ``±inf``)."""
+    exponent = math.frexp(x)[1] - 1
+    if exponent < fmt.min_exponent:
+        exponent = fmt.min_exponent
     quantum = math.ldexp(1.0, exponent - fmt.mantissa)
     rounded = round(x / quantum) * quantum             # round() on floats is ties-to-even
-    if abs(rounded) > fmt.max_finite:
-        if name in FP8:
-            return math.copysign(fmt.max_finite, x)
+    if rounded > fmt.max_finite or rounded < -fmt.max_finite:
         return math.copysign(math.inf, x)
     return math.copysign(rounded, x)
 
 
+def _round_single(x: float) -> float:
+    try:
+        return _SINGLE.unpack(_SINGLE.pack(x))[0]       # C's double -> float: round to nearest even
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+def _round_half(x: float) -> float:
+    try:
+        return _HALF.unpack(_HALF.pack(x))[0]           # CPython packs binary16 with ties-to-even
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+def _round_bfloat(x: float) -> float:
+    if x != x:
+        return x
+    return _SINGLE.unpack((_bfloat_bits(x) << 16).to_bytes(4, "little"))[0]
+
+
+def _bfloat_bits(x: float) -> int:
+    """BFloat16 bits of a non-NaN ``x`` (round to nearest even; overflow to ``±inf``)."""
+    try:
+        packed = _SINGLE.pack(x)
+        exact = _SINGLE.unpack(packed)[0] == x
+    except OverflowError:
+        exact = False
+    if not exact:                                       # not a Float32: round once from the double
+        if x in (math.inf, -math.inf):
+            return 0x7F80 if x > 0 else 0xFF80
+        packed = _SINGLE.pack(_round_generic(x, FORMATS["BFloat16"]))
+    bits = int.from_bytes(packed, "little")
+    return (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+
+
+def _round_fp8(name: str):
+    fmt = FORMATS[name]
+
+    def round_fp8(x: float) -> float:
+        if x != x:
+            return x
+        if x == 0.0:
+            return x
+        if x in (math.inf, -math.inf):
+            return math.copysign(fmt.max_finite, x)
+        value = _round_generic(x, fmt)
+        return math.copysign(fmt.max_finite, x) if value in (math.inf, -math.inf) else value   # satfinite
+    return round_fp8
+
+
+_SCALAR_ROUND = {"Float32": _round_single, "Float16": _round_half, "BFloat16": _round_bfloat,
+                 "Float64": float, "Float8E4M3": _round_fp8("Float8E4M3"), "Float8E5M2": _round_fp8("Float8E5M2")}
+_SCALAR_ROUND.update({llvm: _SCALAR_ROUND[name] for llvm, name in LLVM_NAMES.items()})
+
+
+def round_scalar(x: float, dtype: str) -> float:
+    """One value rounded as :func:`round_array` does (``dtype`` an LLVM name, ``e4m3``/``e5m2``, or a
+    tsjit name), as a Python float: ties to even, overflow to ``±inf`` (FP8: saturated), NaN kept."""
+    return _SCALAR_ROUND[dtype](x)
+
+
 def to_bits(x: float, dtype: str) -> int:
-    """The storage bits of ``x`` rounded into ``dtype`` (as :func:`encode`, for one value)."""
+    """The storage bits of ``x`` rounded into ``dtype`` (as :func:`encode`, for one value; NaN gives
+    the canonical NaN)."""
     name = LLVM_NAMES.get(dtype, dtype)
-    if name == "Float64":
-        return struct.unpack("<Q", struct.pack("<d", x))[0]
-    value = round_scalar(x, dtype)
-    if value != value:
-        return FORMATS[name].nan_bits
-    if name == "Float32":
-        return int.from_bytes(_SINGLE.pack(value), "little")
-    if name == "Float16":
-        return int.from_bytes(_HALF.pack(value), "little")
+    if x != x:
+        return FORMATS[name].nan_bits if name != "Float64" else 0x7FF8_0000_0000_0000
     if name == "BFloat16":
-        return int.from_bytes(_SINGLE.pack(value), "little") >> 16
+        return _bfloat_bits(x)
+    if name == "Float32":
+        return int.from_bytes(_SINGLE.pack(_round_single(x)), "little")
+    if name == "Float16":
+        return int.from_bytes(_HALF.pack(_round_half(x)), "little")
+    if name == "Float64":
+        return int.from_bytes(struct.pack("<d", x), "little")
+    value = _SCALAR_ROUND[name](x)
     code = _FP8_CODES[name][abs(value)]
     return code | (0x80 if math.copysign(1.0, value) < 0 else 0)
 
