@@ -104,23 +104,32 @@ def operand_addresses(bits: int, rows: int, k: int, itemsize: int, mn_major: boo
     if d.base_offset:
         raise InterpretError(f"wgmma {_describe(bits)}: a non-zero matrix base offset is not modelled by the "
                              f"interpreter; start the tile on its swizzle pattern (1024 bytes for 128B) and use 0")
-    span = SWIZZLE_SPANS[d.swizzle]
+    return canonical_addresses(d.start, d.leading_byte_offset, d.stride_byte_offset, d.swizzle, rows, k, itemsize,
+                               mn_major)
+
+
+def canonical_addresses(start: int, lbo: int, sbo: int, swizzle: str, rows: int, k: int, itemsize: int,
+                        mn_major: bool) -> np.ndarray:
+    """Byte addresses ``(rows, k)`` (read-only int64) of a ``rows x k`` MMA operand in the canonical
+    shared-memory layout (K-major or MN-major, ``swizzle``, LBO / SBO in bytes) starting at ``start``,
+    after the swizzle: the layouts of the module docstring, shared by wgmma and tcgen05.mma
+    (PTX ISA §9.7.15.5.1.2, §9.7.16.3)."""
+    span = SWIZZLE_SPANS[swizzle]
     r = np.arange(rows, dtype=np.int64)[:, None]
     kk = np.arange(k, dtype=np.int64)[None, :]
-    lbo, sbo = d.leading_byte_offset, d.stride_byte_offset
     if not mn_major:
         kb = kk * itemsize
         if span:
-            address = d.start + (r % 8) * span + (r // 8) * sbo + kb
+            address = start + (r % 8) * span + (r // 8) * sbo + kb
         else:
-            address = d.start + (r % 8) * 16 + (r // 8) * sbo + (kb // 16) * lbo + kb % 16
+            address = start + (r % 8) * 16 + (r // 8) * sbo + (kb // 16) * lbo + kb % 16
     else:
         rb = r * itemsize
         if span:
-            address = d.start + rb % span + (rb // span) * lbo + (kk % 8) * span + (kk // 8) * sbo
+            address = start + rb % span + (rb // span) * lbo + (kk % 8) * span + (kk // 8) * sbo
         else:
-            address = d.start + rb % 16 + (rb // 16) * sbo + (kk % 8) * 16 + (kk // 8) * lbo
-    physical = swizzle_addresses(address, d.swizzle)
+            address = start + rb % 16 + (rb // 16) * sbo + (kk % 8) * 16 + (kk // 8) * lbo
+    physical = swizzle_addresses(address, swizzle)
     physical.setflags(write=False)
     return physical
 
@@ -281,5 +290,5 @@ def operand_ranges(m: int, n: int, k: int, a_type: str, b_type: str, a_desc, b_d
     return ranges
 
 
-__all__ = ["MatrixDescriptor", "decode_descriptor", "operand_addresses", "operand_tile", "accumulator_coords",
+__all__ = ["MatrixDescriptor", "decode_descriptor", "operand_addresses", "canonical_addresses", "operand_tile", "accumulator_coords",
            "register_a_coords", "register_a_tile", "mma", "operand_ranges"]
