@@ -31,13 +31,15 @@ P2  A TMA producer's ``num_bytes`` must match what its copies deliver.  When the
     when ``num_bytes_per_warp_per_cta`` is given, ``num_bytes`` must equal it x (V for
     TmaUmma, cluster size otherwise, when the consumer is ``CtaLeader``-only) x (the
     task's warps under ``TaskWarpLeader``); that field is required for a multi-warp
-    ``TaskWarpLeader`` task and for a leader-only consumer in a cluster.
+    ``TaskWarpLeader`` task, for a leader-only consumer in a cluster and for several producer
+    tasks filling one stage (split A/B loads: each task arms and brings its own bytes, into its
+    own part of the stage).
 """
 from __future__ import annotations
 
 from tsjit.ts.protocol import SideKind, Signal, Who, signals, tx_cta_factor
 from tsjit.ts.verify.findings import Finding, error, warning
-from tsjit.ts.verify.pipelines import pipeline_config, role_tasks, task_lanes
+from tsjit.ts.verify.pipelines import co_filling_tasks, pipeline_config, role_tasks, task_lanes
 
 __all__ = ["check_arrival_counts", "check_tma_bytes", "signalling_units"]
 
@@ -156,6 +158,19 @@ def _arming_hint(manager, resource, config, given, found) -> list[Finding]:
     return found
 
 
+def _co_filling_error(resource, config, fillers) -> Finding:
+    steps = [next(s for s in t.schedule.steps if s.resource is resource
+                  and s.stage.is_producer and not s.stage.is_work) for t in fillers]
+    listed = "\n".join(f"    {t.describe()}: {s.describe()}" for t, s in zip(fillers, steps))
+    return error("P2", (
+        f"resource {resource.name!r} ({config.pipeline_type.value}): {len(fillers)} producer tasks "
+        f"acquire and fill the same stages, each arming the full barrier with its own expect_tx:\n"
+        f"{listed}\n  but num_bytes_per_warp_per_cta is not set, so nothing says how many bytes "
+        f"each task's copies bring, nor that they fill separate parts of the stage.\n  Pass "
+        f"num_bytes_per_warp_per_cta= (the bytes one producer warp's copies deliver to one CTA; "
+        f"num_bytes = it x CTAs, armed by each producer warp), or give each task its own ring."))
+
+
 def check_tma_bytes(manager) -> list[Finding]:
     """P2: TMA transaction bytes per stage (see the module docstring)."""
     out: list[Finding] = []
@@ -165,6 +180,10 @@ def check_tma_bytes(manager) -> list[Finding]:
             continue
         tasks = role_tasks(manager, resource, "acquire")
         if not tasks:
+            continue
+        fillers = co_filling_tasks(manager.tasks, resource)
+        if len(fillers) > 1 and config.num_bytes_per_warp_per_cta is None:
+            out.append(_co_filling_error(resource, config, fillers))
             continue
         leader = signals(config, "producer")[0].who is Who.ElectedInFirstWarp   # TaskWarpLeader
         per_stage, _ = signalling_units(manager, resource, "acquire", 1, per_task=leader)

@@ -56,6 +56,7 @@ from tsjit.ts.protocol import (Advance, Arrive, ArmTx, BarrierKind, CommitUmma, 
 from tsjit.ts.verify.async_reads import InFlight, work_events
 from tsjit.ts.verify.exhaustive_expand import Variant, expand_task
 from tsjit.ts.verify.exhaustive_regions import RegionTable
+from tsjit.ts.verify.pipelines import co_filling_tasks
 
 __all__ = ["Barrier", "Access", "Copy", "Op", "Process", "Program", "compile_program"]
 
@@ -271,6 +272,22 @@ class _Compiler:
         self.barriers: list[Barrier] = []
         self.barrier_ids: dict = {}
         self.copies: list[Copy] = []
+        self.parts = self._stage_parts()
+
+    def _stage_parts(self) -> dict:
+        """``(ring, task) -> part`` for TMA rings several producer tasks fill, each arming and
+        bringing its own ``num_bytes_per_warp_per_cta`` (split A/B loads): each task's copies
+        write their own part of the stage.  Without that declaration the tasks write the whole
+        stage (their writes race; check P2 says what to declare)."""
+        parts: dict = {}
+        rings = {id(r): r for t in self.tasks for r in t.resources if ring_config(r) is not None}
+        for rid, resource in rings.items():
+            cfg = resource.pipeline_config
+            if not cfg.protocol.producer_arms_tx or cfg.num_bytes_per_warp_per_cta is None:
+                continue
+            for index, task in enumerate(co_filling_tasks(self.tasks, resource)):
+                parts[(rid, id(task))] = index
+        return parts
 
     def barrier(self, resource, kind, slot: int) -> int:
         kind = kind.value if isinstance(kind, BarrierKind) else kind
@@ -464,7 +481,8 @@ class _Compiler:
         mode, role = ("write", "producer") if producer else ("read", "consumer")
         if cfg is not None:
             slot = cursor(resource, producer).work_slot()
-            region = self.regions.stage_region(resource, slot, role)
+            part = self.parts.get((id(resource), id(task))) if producer else None
+            region = self.regions.stage_region(resource, slot, role, part)
             access = Access(mode, region, step, es.iteration, es.tile)
             if producer and cfg.protocol.producer_arms_tx:
                 self._spawn_copies(es, cfg, resource, slot, access, warps, spawns, proc)

@@ -2,7 +2,10 @@
 
 A *region* is what one data access touches:
 
-* ``(resource, stage k, role)`` for a pipelined resource: the k-th slot of its ring;
+* ``(resource, stage k, role)`` for a pipelined resource: the k-th slot of its ring; a TMA
+  producer task that fills a stage together with other producer tasks (split A/B loads, each
+  task arming and bringing its own ``num_bytes_per_warp_per_cta``) writes its own *part* of
+  the stage: parts of one stage do not conflict with each other, only with the whole stage;
 * ``(resource, None, role)`` for a resource without a pipeline that owns shared memory
   in the :class:`~tsjit.ts.memory.SmemAllocator` (other non-pipelined resources -- global
   memory tensors, barriers, work queues -- are not watched: nothing tells which addresses
@@ -56,7 +59,7 @@ class RegionTable:
     """Regions by id, their byte ranges and conflict bit masks (see the module docstring)."""
 
     def __init__(self, allocator=None):
-        self.keys: list = []             # (resource, slot, role)
+        self.keys: list = []             # (resource, slot, role, part)
         self.intervals: list = []        # list of (start, end) per region; [] when unknown
         self.ids: dict = {}
         self.allocator = allocator
@@ -139,18 +142,20 @@ class RegionTable:
         return out + physical
 
     # -- regions -------------------------------------------------------------------------------
-    def _region(self, resource, slot, role) -> int:
-        key = (id(resource), slot, role)
+    def _region(self, resource, slot, role, part=None) -> int:
+        key = (id(resource), slot, role, part)
         if key not in self.ids:
             self.ids[key] = len(self.keys)
-            self.keys.append((resource, slot, role))
+            self.keys.append((resource, slot, role, part))
             self.intervals.append(self._byte_ranges(resource, slot, role))
             self._masks = None
         return self.ids[key]
 
-    def stage_region(self, resource, slot: int, role: str) -> int:
-        """Region of stage ``slot`` of a pipelined resource, as ``role`` touches it."""
-        return self._region(resource, slot, role)
+    def stage_region(self, resource, slot: int, role: str, part=None) -> int:
+        """Region of stage ``slot`` of a pipelined resource, as ``role`` touches it; ``part``
+        (a hashable, e.g. the filling task's index) when one of several producer tasks fills
+        its own part of the stage."""
+        return self._region(resource, slot, role, part)
 
     def resource_region(self, resource, role: str) -> int | None:
         """Region of a non-pipelined resource with SMEM, or None when it has none."""
@@ -159,11 +164,13 @@ class RegionTable:
         return self._region(resource, None, role)
 
     def conflicts(self, a: int, b: int) -> bool:
-        ra, sa, _ = self.keys[a]
-        rb, sb, _ = self.keys[b]
+        ra, sa, _, pa = self.keys[a]
+        rb, sb, _, pb = self.keys[b]
         ia, ib = self.intervals[a], self.intervals[b]
         if ra is rb:
             if sa is not None and sb is not None and sa != sb:
+                return False
+            if sa == sb and pa is not None and pb is not None and pa != pb:
                 return False
             return not (ia and ib) or _overlap(ia, ib) is not None
         return bool(ia and ib) and _overlap(ia, ib) is not None
@@ -178,7 +185,7 @@ class RegionTable:
         return self._masks
 
     def name(self, region: int) -> str:
-        resource, slot, _ = self.keys[region]
+        resource, slot, _, _ = self.keys[region]
         return f"{resource.name!r} stage {slot}" if slot is not None else repr(resource.name)
 
     def byte_range_text(self, a: int, b: int) -> str:

@@ -234,6 +234,11 @@ def _race(model, result, event, variant, seen) -> list:
                  "  Order them through the pipeline: the writer must finish before the "
                  "commit/TMA bytes the reader waits for, and the reader before the release "
                  "the writer acquires; aliased buffers need such an order too."]
+        if a.step.resource is b.step.resource and a.step.stage.is_producer and \
+                b.step.stage.is_producer and pi.task is not pj.task:
+            lines.append(f"  Both tasks fill {a.step.resource.name!r}: when each fills its own part "
+                         f"of the stage (split A/B loads), declare num_bytes_per_warp_per_cta in its "
+                         f"PipelineConfig; otherwise let one task fill the stage.")
         if a.in_flight or b.in_flight:
             lines.append("  The read is asynchronous: retire it (wgmma.wait_group / bulk_wait_group "
                          "with fewer groups pending) before the release or commit that lets the "

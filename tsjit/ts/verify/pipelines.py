@@ -26,7 +26,7 @@ from tsjit.ts.pipeline import PipelineConfig
 from tsjit.ts.protocol import cluster_size
 
 __all__ = ["ROLE_STAGES", "ROLE_INDEX", "Lanes", "pipeline_config", "is_pipelined",
-           "num_stages", "role_stride", "task_lanes", "role_tasks", "contains",
+           "num_stages", "role_stride", "task_lanes", "role_tasks", "co_filling_tasks", "contains",
            "downstream_closure", "cluster_size"]
 
 ROLE_STAGES = {
@@ -104,6 +104,18 @@ def role_tasks(manager, resource, role: str) -> list:
     stage = ROLE_STAGES[role]
     return [t for t in manager.tasks
             if any(s.resource is resource and s.stage is stage for s in t.schedule.steps)]
+
+
+def co_filling_tasks(tasks, resource) -> list:
+    """Producer tasks of ``resource`` that acquire (and so fill) a stage another producer task
+    acquires too: several tasks filling one stage, each with its own copies (split A/B loads);
+    empty when at most one task fills each stage (one producer, or interleave lanes)."""
+    stage = ROLE_STAGES["acquire"]
+    acquiring = [t for t in tasks
+                 if any(s.resource is resource and s.stage is stage for s in t.schedule.steps)]
+    lanes = {id(t): set(task_lanes(t, resource, "acquire").lanes) for t in acquiring}
+    return [t for t in acquiring
+            if any(u is not t and lanes[id(t)] & lanes[id(u)] for u in acquiring)]
 
 
 def downstream_closure(manager, resource) -> list:

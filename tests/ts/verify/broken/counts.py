@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from broken.builders import CONS, PROD, PROD_TMA, case, ring_program
-from tsjit.ts.pipeline import SignalingThreads
+from tsjit.ts.pipeline import PipelineConfig, SignalingThreads
 from verify_schedules import (FakeValue, GmemDest, Program, Ring, TaskSpec, async_config,
-                              tma_config)
+                              threads, tma_config)
 
 TILE = 8192
 
@@ -67,6 +67,42 @@ def two_producers(both_fill: bool):
     return program
 
 
+def split_loads(num_bytes=TILE, per_warp=TILE):
+    """Tutorial 04's split A/B loads: two 1-warp TMA tasks fill one stage, each arming the full
+    barrier and bringing its own tile (``per_warp``: num_bytes_per_warp_per_cta, or None)."""
+    def program():
+        def resources():
+            ring = Ring(name="ring", pipeline_config=tma_config(
+                4, num_bytes, 2, 128, num_bytes_per_warp_per_cta=per_warp))
+            return {"ring": ring, "out": GmemDest(name="out", dst=FakeValue("out"), smem=ring)}
+        specs = [TaskSpec(name, warp, 1, (), ("ring",), {"loop": [
+                     ("ring", "acquire"), ("ring", work), ("ring", "commit")]}, domain=(0, 6, 1))
+                 for name, warp, work in (("load_a", 0, "tma_load"), ("load_b", 1, "tma_load_b"))]
+        specs.append(TaskSpec("cons", 4, 4, ("ring",), ("out",), {"loop": CONS}, domain=(0, 6, 1)))
+        return Program("split A/B loads", resources, specs, lambda r: {r["out"]: [r["ring"]]})
+    return program
+
+
+def cluster_consumers(config, producer_work="fill"):
+    """One producer and a 4-warp consumer on every CTA of a cluster (``config`` makes the ring)."""
+    producer = [("ring", "acquire"), ("ring", producer_work), ("ring", "commit")]
+    return lambda: ring_program(config, producer, CONS, name="cluster ring")
+
+
+def umma_pair(consumers):
+    """UmmaAsync over a 2-CTA pair: every epilogue thread of both CTAs arrives on the pair
+    leader's empty barrier (256 for 4 warps per CTA)."""
+    return cluster_consumers(lambda: PipelineConfig.create_umma_async_pipeline_cfg(
+        2, threads(1), threads(consumers), cta_layout_vmnk=(2, 1, 1, 1)))
+
+
+def multicast(consumers):
+    """TmaAsync over a 2 x 2 cluster with multicast (1, 1): a consumer warp arrives once per CTA
+    of its row and column (M + N - 1 = 3 lanes), 12 for 4 warps."""
+    return cluster_consumers(lambda: tma_config(4, TILE, 1, consumers, cta_layout_vmnk=(1, 2, 2, 1),
+                                                mcast_mode_mn=(1, 1)), "tma_load")
+
+
 CASES = [
     case("consumer_group_one_warp_short", "consumer_group counts 3 warps (96 threads) for a "
          "4-warp consumer: the phase completes while the 4th warp still reads",
@@ -106,4 +142,23 @@ CASES = [
          "(no interleave lanes)", two_producers(True), two_producers(False),
          P1=("'prod_a'", "'prod_b'", "'ring'", "producer_group"),
          X=("'prod_b'", "'ring'", "ProducerWork")),
+    case("split_loads_without_per_warp_bytes", "two TMA tasks fill one stage (split A/B loads) "
+         "without num_bytes_per_warp_per_cta: nothing says each brings its own part",
+         split_loads(per_warp=None), split_loads(),
+         P2=("'load_a'", "'load_b'", "'ring'", "ProducerAcquire", "num_bytes_per_warp_per_cta"),
+         X=("'load_a'", "'load_b'", "'ring'", "ProducerWork", "num_bytes_per_warp_per_cta")),
+    case("split_loads_bytes_do_not_add_up", "split A/B loads arm a whole stage (2 tiles) each "
+         "while each brings one tile: the stage never completes", split_loads(num_bytes=2 * TILE),
+         split_loads(), P2=("'ring'", "num_bytes", "8192"), X=("'cons'", "'ring'", "ConsumerWait")),
+    case("umma_pair_counted_for_one_cta", "a 2-CTA UMMA pair's consumer_group counts one CTA's "
+         "epilogue threads (128): the second CTA's arrivals overflow the leader's phase",
+         umma_pair(128), umma_pair(256), P1=("'cons'", "'ring'", "consumer_group", "V=2"),
+         X=("'cons'", "'ring'", "ConsumerRelease", "256")),
+    case("multicast_consumer_count_misses_a_peer", "consumer_group counts 2 multicast lanes per "
+         "warp where a (1, 1) multicast over 2 x 2 reaches 3 CTAs", multicast(8), multicast(12),
+         P1=("'cons'", "'ring'", "consumer_group", "12"),
+         X=("'cons'", "'ring'", "ConsumerRelease", "12")),
+    case("multicast_consumer_count_one_peer_too_many", "consumer_group counts 4 multicast lanes "
+         "per warp: the empty barrier never completes", multicast(16), multicast(12),
+         P1=("'cons'", "'ring'", "consumer_group", "12"), X=("'prod'", "'ring'", "ProducerAcquire")),
 ]
