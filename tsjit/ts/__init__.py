@@ -13,7 +13,8 @@ Modules: ``enums``, ``resources``, ``work`` (work decorators, ``WorkSpec``,
 ``domain_loop``, guards, ``work_tile_loop``), ``proxy``, ``raw_schedule``, ``task``,
 ``task_manager``, ``options`` (``TaskManagerOptions``), ``simulate``, ``printout``, ``diagnostics``, ``pipeline``
 (``PipelineConfig``), ``memory`` (SMEM/TMEM allocators), ``work_queue`` (persistent
-scheduling), ``pdl`` (programmatic dependent launch), ``verify/``.
+scheduling), ``pdl`` (programmatic dependent launch), ``group`` / ``group_schedule`` /
+``group_protocol`` (pipeline groups), ``verify/``.
 """
 from tsjit.ts.capture import (DomainLoopHandle, ScheduleFunction, WorkTileLoopHandle,
                               domain_loop, schedule, when_false, when_true, work_tile_loop)
@@ -42,7 +43,7 @@ __all__ = [
     "SmemAllocation", "SmemAllocator", "TmemAllocation", "TmemAllocator",
     "WorkQueue", "TileSchedulerConfig", "TileSchedulerType", "WorkTileInfo",
     "PersistentTileSchedulerParams", "ClcDynamicPersistentTileSchedulerParams",
-    "PdlWaitBarrier", "PdlLaunchBarrier",
+    "PdlWaitBarrier", "PdlLaunchBarrier", "PipelineGroup", "PipelineGroupMode", "GroupMember",
 ]
 
 from tsjit.ts.pipeline import (Agent, CooperativeGroup, PipelineConfig, PipelineOp,  # noqa: E402
@@ -53,3 +54,4 @@ from tsjit.ts.work_queue import (ClcDynamicPersistentTileSchedulerParams,  # noq
                                   PersistentTileSchedulerParams, TileSchedulerConfig,
                                   TileSchedulerType, WorkQueue, WorkTileInfo)
 from tsjit.ts.pdl import PdlLaunchBarrier, PdlWaitBarrier  # noqa: E402
+from tsjit.ts.group import GroupMember, PipelineGroup, PipelineGroupMode  # noqa: E402

@@ -36,6 +36,8 @@ from typing import Any, Callable
 from tsjit.errors import SourceLocation, UsageTypeError, warn
 from tsjit.ts.diagnostics import ScheduleWarning, schedule_error, user_location
 from tsjit.ts.enums import PIPELINE_OPS, BlockCondition, ScheduleStageType
+from tsjit.ts.group import PipelineGroup
+from tsjit.ts.group_schedule import check_operation, expand_group_steps, schedule_argument
 from tsjit.ts.proxy import ResourceProxy, UnrecordedMethod, bind_work_call, unwrap_resource
 from tsjit.ts.resources import MemoryResource
 from tsjit.ts.schedule import (DataFlowToken, DomainLoop, Guard, GuardBlock, Route, Schedule,
@@ -288,7 +290,9 @@ class _Capture:
     def record_pipeline_op(self, resource: MemoryResource, op: str, args, kwargs):
         if args or kwargs:
             raise schedule_error(f"{resource.name}.{op}() takes no arguments.", "S13")
-        if resource.pipeline_config is None and not getattr(resource, "is_work_queue", False):
+        check_operation(resource, op)   # pipeline groups: the collapsed operation is the group's
+        if resource.pipeline_config is None and not isinstance(resource, PipelineGroup) \
+                and not getattr(resource, "is_work_queue", False):
             # (a static WorkQueue's wait/release are the queue epilogue: bookkeeping, no barrier)
             raise schedule_error(
                 f"resource {resource.name!r} has no pipeline_config; {op}() needs a pipeline. "
@@ -365,6 +369,8 @@ class _Capture:
                         f"later call reads the token. Route it (pass it to the work that "
                         f"reads it) or drop it from returns=.  [S15]", ScheduleWarning,
                         step.location)
+        # pipeline groups: each collapsed operation becomes one step per member (renumbers the steps)
+        self.root, self.steps = expand_group_steps(self.root, self.steps, self.name)
         return Schedule(name=self.name, parameters=parameters, resources=resources,
                         body=tuple(self.root), steps=tuple(self.steps),
                         routes=tuple(self.routes), location=location)
@@ -405,6 +411,7 @@ class ScheduleFunction:
         call_kwargs: dict[str, Any] = {}
 
         def convert(param: str, value: Any) -> ResourceProxy:
+            value = schedule_argument(name, param, value)   # group.member, never a bare grouped member
             value = unwrap_resource(value)
             if not isinstance(value, MemoryResource):
                 raise schedule_error(

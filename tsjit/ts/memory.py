@@ -16,7 +16,10 @@ Layout algorithm (:meth:`SmemAllocator.compute_layout`, a bump allocator):
 3. Barriers follow the data, 8-byte aligned: each pipelined resource registered with
    :meth:`~SmemAllocator.add_resource` (or :meth:`~SmemAllocator.add_barriers`) gets
    ``2 x num_stages`` 8-byte mbarriers (16 B per stage), full[0..S) then empty[0..S), in
-   registration order.  ``barrier_offset(resource)`` is where its full[0] lives.
+   registration order.  ``barrier_offset(resource)`` is where its full[0] lives.  A pipeline
+   group (:meth:`~SmemAllocator.add_pipeline_group`) reserves its (N + 1) x S barriers (2 x S
+   for FusedMerge) instead of its members' rings; ``barrier_offsets(member)`` is where the
+   full and empty barriers the member's operations use live.
 
 Offsets are relative to the start of the block; the block itself must be aligned to the
 largest alignment used (the kernel's block is 1024-aligned, the most TMA swizzling needs).
@@ -36,6 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 from tsjit import lang  # the device language; lang.memory loads when a kernel takes a view
+from tsjit.ts import protocol
 from tsjit.errors import (CompilationError, UsageKeyError, UsageStateError, UsageTypeError, UsageValueError,
                           VerificationError)
 from tsjit.ts.tmem import TMEM_CAPACITY_COLUMNS, TmemAllocation, TmemAllocator, layout_tmem_requirements  # noqa: F401
@@ -246,11 +250,27 @@ class SmemAllocator:
         self.add_barriers(resource)
         return allocs
 
+    def add_pipeline_group(self, group: Any) -> int:
+        """Reserve a :class:`~tsjit.ts.group.PipelineGroup`'s barriers (idempotent): its
+        ``barrier_arrays()`` of S 8-byte mbarriers each, (N + 1) x S for Merge / Fork and 2 x S for
+        FusedMerge, in place of its members' own rings.  Returns the bytes reserved."""
+        arrays = getattr(group, "barrier_arrays", None)
+        if not callable(arrays):
+            raise UsageTypeError(f"add_pipeline_group() takes a PipelineGroup, got {type(group).__name__}")
+        if not self.has_barriers(group):
+            self._check_open("add_pipeline_group")
+            self._barriers.append([group, group.barrier_bytes, None])
+        return group.barrier_bytes
+
     def add_barriers(self, resource: Any) -> int:
-        """Reserve ``16 x num_stages`` barrier bytes for a pipelined resource (idempotent).
+        """Reserve ``16 x num_stages`` barrier bytes for a pipelined resource (idempotent); a member
+        of a pipeline group reserves its group's barriers (:meth:`add_pipeline_group`).
 
         Returns the bytes reserved (0 for a resource without a pipeline).
         """
+        group = getattr(resource, "pipeline_group", None)
+        if group is not None:
+            return self.add_pipeline_group(group)
         config = getattr(resource, "pipeline_config", None)
         stages = getattr(config, "num_stages", None)
         if not isinstance(stages, int) or stages < 1:
@@ -285,7 +305,8 @@ class SmemAllocator:
         return alloc
 
     def has_barriers(self, resource: Any) -> bool:
-        return any(b[0] is resource for b in self._barriers)
+        owner = getattr(resource, "pipeline_group", None) or resource
+        return any(b[0] is owner for b in self._barriers)
 
     def add_alias_group(self, phases) -> list[list[SmemAllocation]]:
         """Let the allocations of different phases share one region.
@@ -412,11 +433,26 @@ class SmemAllocator:
             KeyError: the resource has no barriers in this allocator.
         """
         self._require_layout("barrier_offset()")
+        group = getattr(resource, "pipeline_group", None)
+        if group is not None:
+            raise UsageKeyError(f"resource {resource.name!r} is a member of pipeline group {group.name!r}: its full "
+                                f"and empty barriers are not one ring; use barrier_offsets({resource.name})")
         for res, _, offset in self._barriers:
             if res is resource:
                 return offset
         raise UsageKeyError(f"resource {getattr(resource, 'name', resource)!r} has no barriers in "
                             f"this SmemAllocator; add it with add_resource() or add_barriers()")
+
+    def barrier_offsets(self, resource: Any) -> tuple[int, int]:
+        """``(full[0], empty[0])`` byte offsets of the barriers ``resource``'s operations use: its own
+        ring, or the arrays of its pipeline group (shared or its own, by the group's mode)."""
+        group = getattr(resource, "pipeline_group", None)
+        if group is None:
+            full = self.barrier_offset(resource)
+            return full, full + 8 * resource.pipeline_config.num_stages
+        base = self.barrier_offset(group)
+        return tuple(base + 8 * group.num_stages * group.array(resource, kind)[0]
+                     for kind in (protocol.BarrierKind.Full, protocol.BarrierKind.Empty))
 
     def alias_pairs(self) -> list[tuple[SmemAllocation, SmemAllocation]]:
         """Pairs of allocations whose byte ranges overlap (the race checker watches them)."""

@@ -28,6 +28,7 @@ from typing import Any
 
 from tsjit.ts.diagnostics import schedule_error
 from tsjit.ts.enums import PIPELINE_OPS
+from tsjit.ts.group import GroupMember
 from tsjit.ts.resources import MemoryResource, TaskLocalVariable
 from tsjit.ts.schedule import DataFlowToken
 from tsjit.ts.work import (GENERIC_WORK_CALLS, WorkLabelError, WorkSpec, did_you_mean,
@@ -105,6 +106,8 @@ class ResourceProxy:
         field_names = {f.name for f in dataclasses.fields(resource)} \
             if dataclasses.is_dataclass(resource) else set()
         value = getattr(resource, name, _MISSING)
+        if isinstance(value, GroupMember):       # group.member inside a schedule: the member's proxy
+            return capture.proxy(value.member)
         if isinstance(value, TaskLocalVariable):
             raise schedule_error(
                 f"{resource.name}.{name} is a task-local variable, not an operation. Route "
@@ -129,7 +132,9 @@ _MISSING = object()
 
 
 def unwrap_resource(value: Any) -> Any:
-    """The resource behind a proxy, or ``value`` unchanged."""
+    """The resource behind a proxy or a ``group.member`` reference, or ``value`` unchanged."""
+    if isinstance(value, GroupMember):
+        return value.member
     if isinstance(value, ResourceProxy):
         return object.__getattribute__(value, "_resource")
     return value

@@ -237,6 +237,14 @@ class MemoryResource:
     def has_pipeline(self) -> bool:
         return self.pipeline_config is not None
 
+    @property
+    def state_src(self) -> "MemoryResource":
+        """The owner of this resource's consumer cursor: the group for a member of a Merge /
+        FusedMerge :class:`~tsjit.ts.group.PipelineGroup` (its consumer drives one shared cursor),
+        else the resource itself.  Producer cursors are never shared."""
+        group = getattr(self, "pipeline_group", None)
+        return group if group is not None and group.shares_consumer_state else self
+
     def get_smem_requirements(self) -> list:
         """The shared-memory data this resource needs, as a list of
         :class:`tsjit.ts.memory.SmemAllocation` (default: none).

@@ -239,6 +239,8 @@ class Step:
     guards: tuple = ()
     spec: WorkSpec | None = None
     work_loop_slot: str | None = None
+    via_group: Any = None             # a PipelineGroup: this step is the fan-out of its collapsed op
+    fanout_index: int | None = None   # the member's position in that group's fan-out
 
     @property
     def function(self) -> Callable | None:
@@ -261,6 +263,8 @@ class Step:
         """``res.label(k=v)`` / ``res.acquire()`` as written in the schedule."""
         name = self.label or self.stage.op_name or self.stage.name
         args = ", ".join(f"{k}={v!r}" for k, v in self.constexpr_kwargs.items())
+        if self.via_group is not None:
+            return f"{self.via_group.name}.{name}()[{self.resource.name}]"
         return f"{self.resource.name}.{name}({args})"
 
     def describe(self) -> str:

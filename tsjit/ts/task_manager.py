@@ -262,12 +262,14 @@ class TaskManager:
                 allocator.add_barriers(resource)
             allocator.compute_layout()
             return
-        missing = [r.name for r in pipelined if not allocator.has_barriers(r)]
+        missing = [r for r in pipelined if not allocator.has_barriers(r)]
         if missing:
+            groups = {g.name: g for g in (getattr(r, "pipeline_group", None) for r in missing) if g is not None}
+            hint = "".join(f" and allocator.add_pipeline_group({name}) for pipeline group {name!r}" for name in groups)
             self._fail("M1", [f"the SmemAllocator was laid out before the barriers of "
-                              f"{', '.join(repr(m) for m in missing)} were added, so they have no "
+                              f"{', '.join(repr(m.name) for m in missing)} were added, so they have no "
                               f"place in shared memory.\n  Call allocator.add_resource(r) (or "
-                              f"add_barriers(r)) for every pipelined resource before "
+                              f"add_barriers(r)) for every pipelined resource{hint} before "
                               f"compute_layout(), or let the TaskManager compute the layout."])
 
     # -- verification ------------------------------------------------------------------

@@ -43,6 +43,11 @@ iteration (or Head / Tail), or writes the stage it acquired when it produces ``U
 Auxiliary work and WorkQueue bookkeeping access nothing.  Regions conflict when they
 are the same stage, or when their allocator byte ranges overlap (alias groups), see
 :mod:`tsjit.ts.verify.exhaustive_regions`.
+
+Pipeline groups: a member's barriers of a shared kind are its group's (one :class:`Barrier` owned
+by the group, its count the group's), a Merge member's release cursor is the group's, and only the
+first step of a collapsed operation's fan-out signals (:mod:`tsjit.ts.group_protocol`, the same
+rules the lowering follows).
 """
 from __future__ import annotations
 
@@ -50,6 +55,7 @@ from dataclasses import dataclass, field
 
 from tsjit.ts import protocol
 from tsjit.ts.enums import ScheduleStage
+from tsjit.ts.group_protocol import barrier_array, cursor_owner, member_actions
 from tsjit.ts.pipeline import PipelineConfig
 from tsjit.ts.protocol import (Advance, Arrive, ArmTx, BarrierKind, CommitUmma, Cursor, Probe, SetStage,
                                WaitParity)
@@ -291,12 +297,11 @@ class _Compiler:
 
     def barrier(self, resource, kind, slot: int) -> int:
         kind = kind.value if isinstance(kind, BarrierKind) else kind
-        key = (id(resource), kind, slot)
+        owner, count = barrier_array(resource, BarrierKind(kind))   # a group member's may be shared
+        key = (id(owner), kind, slot)
         if key not in self.barrier_ids:
-            ring = protocol.ring(resource.pipeline_config, resource)
-            count = ring.count(BarrierKind(kind))
             self.barrier_ids[key] = len(self.barriers)
-            self.barriers.append(Barrier(len(self.barriers), resource, kind, slot, count))
+            self.barriers.append(Barrier(len(self.barriers), owner, kind, slot, count))
         return self.barrier_ids[key]
 
     def compile(self) -> list:
@@ -337,6 +342,7 @@ class _Compiler:
         warps = 1 if lane is not None else task.num_warps
         proc = Process(index, task, lane, warps, [])
         cursors: dict = {}
+        shared_close: dict = {}         # (cursor owner, producer) -> the closing [index, phase] pair
         probe_keys: dict = {}
         segment: list = []
         spawns: list = []
@@ -353,6 +359,9 @@ class _Compiler:
                 stride = strides[0] if producer else strides[2]
                 cursors[key] = _Cursor(_lane_for(task, resource, stride, lane),
                                        1 if producer else 0)
+                # a Merge member's release cursor is its group's: one pair, moved by one release
+                owner = cursor_owner(resource, producer, Cursor.Close)
+                cursors[key].close = shared_close.setdefault((id(owner), producer), cursors[key].close)
             return cursors[key]
 
         def probe_key(resource, producer: bool) -> int:
@@ -424,7 +433,7 @@ class _Compiler:
         fields: dict = {}
         arrivals: list = []
         slot = None
-        for action in protocol.actions(cfg, stage, per_stage):
+        for action in member_actions(es.step, protocol.actions(cfg, stage, per_stage)):
             pair = cur.open if action.cursor is Cursor.Open else cur.close
             if slot is None:             # the op's stage: where its first action's cursor is
                 slot = pair[0]
