@@ -134,18 +134,23 @@ def canonical_addresses(start: int, lbo: int, sbo: int, swizzle: str, rows: int,
     return physical
 
 
-def _gather(smem: np.ndarray, addresses: np.ndarray, itemsize: int, what: str, bits: int) -> np.ndarray:
-    """The raw elements (unsigned ints of ``itemsize`` bytes) at ``addresses`` of ``smem``."""
+def gather_elements(smem: np.ndarray, addresses: np.ndarray, itemsize: int, described: str) -> np.ndarray:
+    """The raw elements (unsigned ints of ``itemsize`` bytes) at byte ``addresses`` of ``smem``.
+
+    Raises:
+        InterpretError: starting with ``described`` (the operand and its descriptor), when an
+            element lies outside shared memory.
+    """
     high = int(addresses.max()) + itemsize
     if high > smem.size or int(addresses.min()) < 0:
-        raise InterpretError(f"wgmma {what}: {_describe(bits)} reads shared-memory bytes up to {high}, but the CTA "
-                             f"has {smem.size}; check the tile's address, LBO and SBO")
+        raise InterpretError(f"{described} reads shared-memory bytes up to {high}, but the CTA has {smem.size}; "
+                             f"check the tile's address, LBO and SBO")
     raw = smem[(addresses[..., None] + np.arange(itemsize)).reshape(addresses.shape[:-1] + (-1,))]
     return np.ascontiguousarray(raw).view(f"<u{itemsize}")
 
 
-def _values(raw: np.ndarray, ptx_type: str) -> np.ndarray:
-    """float64 values of raw operand elements of ``ptx_type``."""
+def operand_values(raw: np.ndarray, ptx_type: str) -> np.ndarray:
+    """float64 values of raw operand elements of ``ptx_type`` (TF32: the low 13 bits ignored)."""
     if ptx_type == "tf32":
         return (raw.astype(np.uint32) & TF32_MASK).view(np.float32).astype(np.float64)
     return numerics.decode(raw, ELEMENT_DTYPES[ptx_type]).astype(np.float64)
@@ -192,7 +197,7 @@ def register_a_tile(a_regs: np.ndarray, ptx_type: str) -> np.ndarray:
     raw = regs.view(f"<u{itemsize}").reshape(WARPGROUP_THREADS, 4, 4 // itemsize)
     rows, cols = register_a_coords(ptx_type)
     tile = np.empty((64, MMA_K[ptx_type]), dtype=np.float64)
-    tile[rows, cols] = _values(raw, ptx_type)
+    tile[rows, cols] = operand_values(raw, ptx_type)
     return tile
 
 
@@ -218,7 +223,7 @@ def operand_tile(smem: np.ndarray, bits: int, rows: int, k: int, ptx_type: str, 
     """The ``rows x k`` operand (float64) that descriptor ``bits`` selects in ``smem``."""
     itemsize = ITEMSIZE[ptx_type]
     addresses = operand_addresses(int(bits), rows, k, itemsize, bool(mn_major))
-    return _values(_gather(smem, addresses, itemsize, what, bits), ptx_type)
+    return operand_values(gather_elements(smem, addresses, itemsize, f"wgmma {what}: {_describe(bits)}"), ptx_type)
 
 
 def mma(m: int, n: int, k: int, a_type: str, b_type: str, d_type: str, a_desc, a_regs, b_desc, smem: np.ndarray,
@@ -291,4 +296,4 @@ def operand_ranges(m: int, n: int, k: int, a_type: str, b_type: str, a_desc, b_d
 
 
 __all__ = ["MatrixDescriptor", "decode_descriptor", "operand_addresses", "canonical_addresses", "operand_tile", "accumulator_coords",
-           "register_a_coords", "register_a_tile", "mma", "operand_ranges"]
+           "register_a_coords", "register_a_tile", "mma", "operand_ranges", "gather_elements", "operand_values"]

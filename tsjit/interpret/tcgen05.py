@@ -1,0 +1,249 @@
+"""Blackwell tensor memory and ``tcgen05`` for the CPU interpreter: TMEM and its allocator,
+``tcgen05.mma`` (A and B from shared memory or A from TMEM, D in TMEM), ``tcgen05.ld`` /
+``tcgen05.st``, decoded as the hardware reads them.
+
+**TMEM** (PTX ISA 9.1 §9.7.16.1) is 128 lanes x 512 columns of 32-bit cells per CTA
+(:class:`TensorMemory`); an address is lane << 16 | column (§9.7.16.1.1).  ``tcgen05.alloc``
+hands out ``num_columns`` columns (a power of two from 32 to 512) of all 128 lanes; the
+interpreter places an allocation at the lowest free column that is a multiple of its size (the
+hardware's placement is not specified; kernels read the address that alloc writes) and answers
+None when no such range is free (the warp blocks until a ``dealloc``).  Every allocation must be
+freed before the CTA exits (§9.7.16.7.1): :meth:`TensorMemory.check_freed`.
+
+**MMA** (§9.7.16.10.9): ``D = A x B (+ D)`` with ``M = 128`` rows for ``cta_group::1`` (lane ``r``
+of the D columns holds row ``r``: Data-path Layout D, §9.7.16.10.5.4) and 32-bit D (Float32).  The
+32-bit instruction descriptor and the 64-bit shared-memory descriptors are decoded with
+:mod:`tsjit.lang.umma_descriptors` (the encoder's own inverse); the shared-memory operand layouts
+are wgmma's canonical layouts (:func:`tsjit.interpret.wgmma.canonical_addresses`; §9.7.16.3).
+Products are exact and the K products plus D are summed in float64 and rounded once to Float32.
+Not modelled (an :class:`~tsjit.errors.InterpretError`): ``M = 64``, ``cta_group::2`` pairs, ``.ws``,
+sparse and block-scaled MMAs, Float16/Int32 D, the ``128B_base32B`` swizzle, a non-zero base offset
+and the absolute-LBO mode.
+
+**ld / st** (§9.7.16.8.3): shape ``32x32b``: thread ``t`` of the warp accesses lane
+``base_lane + t`` and register ``j`` is column ``base_column + j``; warp ``w`` may access only
+lanes ``32 (w % 4) .. 32 (w % 4) + 31`` (§9.7.16.8.1).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tsjit.errors import InterpretError
+from tsjit.interpret import numerics
+from tsjit.interpret.wgmma import ITEMSIZE, canonical_addresses, gather_elements, operand_values
+from tsjit.lang import umma_descriptors as ud
+
+TMEM_LANES = 128
+TMEM_COLUMNS = 512
+WARP = 32
+_TYPE_NAMES = {kind: {code: name for name, code in codes.items()} for kind, codes in ud.TYPE_CODES.items()}
+_D_NAMES = {kind: {code: name for name, code in codes.items()} for kind, codes in ud.D_TYPE_CODES.items()}
+LD_SHAPES_MODELLED = ("32x32b",)
+
+
+def split_address(address: int) -> tuple[int, int]:
+    """(lane, column) of a 32-bit TMEM address."""
+    return (int(address) >> 16) & 0xFFFF, int(address) & 0xFFFF
+
+
+class TensorMemory:
+    """The tensor memory of one CTA and its allocations.
+
+    Attributes:
+        cells: ``(128, 512)`` uint32, the 32-bit cells (lane, column).
+        allocations: ``{base column: columns}`` of the live allocations.
+    """
+
+    def __init__(self):
+        self.cells = np.zeros((TMEM_LANES, TMEM_COLUMNS), dtype=np.uint32)
+        self.allocations: dict[int, int] = {}
+        self.relinquished = False
+
+    def alloc(self, num_columns: int) -> int | None:
+        """The TMEM address (lane 0) of ``num_columns`` newly allocated columns, or None when no
+        aligned free range exists now (the allocating warp waits).
+
+        Raises:
+            InterpretError: ``num_columns`` is not a power of two in 32..512, or the CTA gave up
+                its allocation permit (``relinquish_alloc_permit``) before.
+        """
+        if num_columns < 32 or num_columns > TMEM_COLUMNS or num_columns & (num_columns - 1):
+            raise InterpretError(f"tcgen05.alloc of {num_columns} columns: the count must be a power of 2 from 32 "
+                                 f"to {TMEM_COLUMNS} (PTX ISA §9.7.16.7.1)")
+        if self.relinquished:
+            raise InterpretError("tcgen05.alloc after tcgen05.relinquish_alloc_permit in this CTA: the CTA gave up "
+                                 "its right to allocate; allocate before relinquishing")
+        for base in range(0, TMEM_COLUMNS, num_columns):
+            if all(b + n <= base or base + num_columns <= b for b, n in self.allocations.items()):
+                self.allocations[base] = num_columns
+                return base
+        return None
+
+    def dealloc(self, address: int, num_columns: int) -> None:
+        """Free the columns :meth:`alloc` returned at ``address``.
+
+        Raises:
+            InterpretError: no live allocation starts there, or its size differs.
+        """
+        lane, column = split_address(address)
+        if lane or self.allocations.get(column) != num_columns:
+            live = ", ".join(f"{n} at column {b}" for b, n in sorted(self.allocations.items())) or "none"
+            raise InterpretError(f"tcgen05.dealloc of {num_columns} columns at TMEM address 0x{int(address):08x}: no "
+                                 f"allocation of that size starts there (live: {live}); pass the address and "
+                                 f"count that tcgen05.alloc used")
+        del self.allocations[column]
+
+    def relinquish(self) -> None:
+        """``tcgen05.relinquish_alloc_permit``: no further alloc in this CTA."""
+        self.relinquished = True
+
+    def check_freed(self) -> None:
+        """At CTA exit.
+
+        Raises:
+            InterpretError: listing the allocations never freed.
+        """
+        if self.allocations:
+            live = ", ".join(f"{n} columns at column {b}" for b, n in sorted(self.allocations.items()))
+            raise InterpretError(f"the CTA exits with TMEM still allocated ({live}); every tcgen05.alloc needs a "
+                                 f"tcgen05.dealloc before the kernel ends (PTX ISA §9.7.16.7.1)")
+
+    def check(self, lane: int, column: int, lanes: int, columns: int, what: str) -> None:
+        """Raise unless lanes ``[lane, lane + lanes)`` x columns ``[column, column + columns)`` are
+        inside one live allocation."""
+        inside = any(b <= column and column + columns <= b + n for b, n in self.allocations.items())
+        if not inside or lane < 0 or lane + lanes > TMEM_LANES:
+            live = ", ".join(f"columns {b}..{b + n - 1}" for b, n in sorted(self.allocations.items())) or "none"
+            raise InterpretError(f"{what}: TMEM lanes {lane}..{lane + lanes - 1}, columns {column}..{column + columns - 1} "
+                                 f"are not inside an allocation (allocated: {live})")
+
+
+def _lanes_of_warp(lane: int, warp: int, what: str) -> None:
+    quarter = 32 * (warp % 4)
+    if not quarter <= lane < quarter + 32 or lane + WARP > quarter + 32:
+        raise InterpretError(f"{what}: warp {warp} accesses TMEM lanes {lane}..{lane + WARP - 1}, but warp w may only "
+                             f"access lanes {quarter}..{quarter + 31} (32 * (w % 4) on; PTX ISA §9.7.16.8.1)")
+
+
+def ld(tmem: TensorMemory, address: int, shape: str, num: int, warp: int) -> np.ndarray:
+    """``tcgen05.ld.sync.aligned.<shape>.x<num>.b32`` of one warp: ``(32, num)`` uint32, thread by register.
+
+    Args:
+        tmem: the CTA's tensor memory.
+        address: the TMEM address every thread gave (lane, column).
+        shape: ``"32x32b"`` (the others raise).
+        num: repetitions (registers per thread), a power of 2 up to 128.
+        warp: the warp's index in the CTA (``warp % 4`` selects its lanes).
+
+    Raises:
+        InterpretError: an unmodelled shape, lanes outside the warp's quarter, or columns outside
+            an allocation.
+    """
+    lane, column = split_address(address)
+    what = f"tcgen05.ld.{shape}.x{num}"
+    if shape not in LD_SHAPES_MODELLED:
+        raise InterpretError(f"{what}: the interpreter models the {LD_SHAPES_MODELLED} shapes only")
+    _lanes_of_warp(lane, warp, what)
+    tmem.check(lane, column, WARP, num, what)
+    return tmem.cells[lane:lane + WARP, column:column + num].copy()
+
+
+def st(tmem: TensorMemory, address: int, shape: str, values, warp: int) -> None:
+    """``tcgen05.st.sync.aligned.<shape>.x<num>.b32`` of one warp: ``values`` ``(32, num)`` uint32
+    (thread by register) into TMEM (layout as :func:`ld`)."""
+    registers = np.asarray(values, dtype=np.uint64).astype(np.uint32)
+    num = registers.shape[1]
+    lane, column = split_address(address)
+    what = f"tcgen05.st.{shape}.x{num}"
+    if shape not in LD_SHAPES_MODELLED:
+        raise InterpretError(f"{what}: the interpreter models the {LD_SHAPES_MODELLED} shapes only")
+    _lanes_of_warp(lane, warp, what)
+    tmem.check(lane, column, WARP, num, what)
+    tmem.cells[lane:lane + WARP, column:column + num] = registers
+
+
+def _smem_operand(smem: np.ndarray, desc: int, rows: int, k: int, ptx_type: str, mn_major: int,
+                  what: str) -> np.ndarray:
+    """The ``rows x k`` float64 operand that the tcgen05 shared-memory descriptor ``desc`` selects."""
+    fields = ud.decode_smem_descriptor(int(desc))
+    described = (f"shared-memory descriptor 0x{int(desc) & ((1 << 64) - 1):016x} (address {fields['address']}, "
+                 f"LBO {fields['leading_byte_offset']}, SBO {fields['stride_byte_offset']}, swizzle "
+                 f"{fields['swizzle']!r})")
+    if fields["version"] != 1:
+        raise InterpretError(f"tcgen05.mma {what}: {described} has {fields['version']} in bits 46-48; the "
+                             f"descriptor format requires the fixed value 0b001 (PTX ISA §9.7.16.4.1)")
+    if fields["swizzle"] not in ("none", "32B", "64B", "128B"):
+        raise InterpretError(f"tcgen05.mma {what}: {described}: swizzle mode {fields['swizzle']!r} is not modelled "
+                             f"by the interpreter")
+    if fields["base_offset"] or fields["lbo_absolute"]:
+        raise InterpretError(f"tcgen05.mma {what}: {described}: a non-zero base offset or the absolute-LBO mode is "
+                             f"not modelled; start the tile on its swizzle pattern")
+    itemsize = ITEMSIZE[ptx_type]
+    addresses = canonical_addresses(fields["address"], fields["leading_byte_offset"], fields["stride_byte_offset"],
+                                    fields["swizzle"], rows, k, itemsize, bool(mn_major))
+    return operand_values(gather_elements(smem, addresses, itemsize, f"tcgen05.mma {what}: {described}"), ptx_type)
+
+
+def _tmem_operand(tmem: TensorMemory, address: int, rows: int, k: int, ptx_type: str) -> np.ndarray:
+    """A (rows x k) from TMEM: lane = row, elements packed little-end first into 32-bit columns."""
+    lane, column = split_address(address)
+    itemsize = ITEMSIZE[ptx_type]
+    columns = k * itemsize // 4
+    tmem.check(lane, column, rows, columns, "tcgen05.mma operand A in TMEM")
+    raw = np.ascontiguousarray(tmem.cells[lane:lane + rows, column:column + columns]).view(f"<u{itemsize}")
+    return operand_values(raw, ptx_type)
+
+
+def mma(tmem: TensorMemory, smem: np.ndarray, idesc: int, a, b_desc: int, d_address: int, accumulate: bool, *,
+        kind: str, a_in_tmem: bool = False, cta_group: int = 1) -> None:
+    """One ``tcgen05.mma.cta_group::1.kind::<kind>`` (issued by one thread): ``D = A x B (+ D)`` into TMEM.
+
+    Args:
+        tmem: the CTA's tensor memory (D, and A when ``a_in_tmem``).
+        smem: the CTA's uint8 shared-memory window.
+        idesc: the 32-bit instruction descriptor.
+        a: A's shared-memory descriptor, or its TMEM address with ``a_in_tmem``.
+        b_desc: B's shared-memory descriptor.
+        d_address: D's TMEM address (lane 0).
+        accumulate: the enable-input-d predicate (False: ``D = A x B``).
+        kind: ``"f16"``, ``"tf32"`` or ``"f8f6f4"``.
+        cta_group: 1 (2 is not modelled).
+
+    Raises:
+        InterpretError: an unmodelled form (module docstring), types the kind lacks, operands or D
+            outside shared memory / TMEM allocations.
+    """
+    fields = ud.decode_instruction_descriptor(int(idesc))
+    what = f"tcgen05.mma.kind::{kind} (instruction descriptor 0x{int(idesc) & 0xFFFFFFFF:08x})"
+    if cta_group != 1 or kind not in ("f16", "tf32", "f8f6f4") or fields["sparse"]:
+        raise InterpretError(f"{what}: the interpreter models dense cta_group::1 MMAs of kinds f16, tf32 and f8f6f4 "
+                             f"only")
+    m, n = fields["m"], fields["n"]
+    try:
+        ud.check_shape(kind, m, n, cta_group=1)
+    except Exception as error:
+        raise InterpretError(f"{what}: {error}") from None
+    if m != 128:
+        raise InterpretError(f"{what}: M = {m} is not modelled by the interpreter (M = 128 only)")
+    a_type = _TYPE_NAMES[kind].get(fields["a_type"])
+    b_type = _TYPE_NAMES[kind].get(fields["b_type"])
+    d_type = _D_NAMES[kind].get(fields["d_type"])
+    if a_type not in ITEMSIZE or b_type not in ITEMSIZE or d_type != "f32":
+        raise InterpretError(f"{what}: A {a_type!r} x B {b_type!r} -> D {d_type!r} is not modelled (bf16, f16, tf32, "
+                             f"e4m3, e5m2 operands and a Float32 D)")
+    k = ud.KIND_K[kind]
+    if a_in_tmem:
+        operand_a = _tmem_operand(tmem, a, m, k, a_type)
+    else:
+        operand_a = _smem_operand(smem, a, m, k, a_type, fields["transpose_a"], "operand A")
+    operand_b = _smem_operand(smem, b_desc, n, k, b_type, fields["transpose_b"], "operand B")
+    sign = (-1.0) ** (fields["negate_a"] + fields["negate_b"])
+    lane, column = split_address(d_address)
+    tmem.check(lane, column, m, n, f"{what}: D")
+    product = sign * (operand_a @ operand_b.T)
+    if accumulate:
+        product = product + tmem.cells[lane:lane + m, column:column + n].view(np.float32).astype(np.float64)
+    tmem.cells[lane:lane + m, column:column + n] = numerics.to_float32(product).view(np.uint32)
+
+
+__all__ = ["TensorMemory", "split_address", "ld", "st", "mma", "TMEM_LANES", "TMEM_COLUMNS"]
