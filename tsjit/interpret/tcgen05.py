@@ -125,6 +125,16 @@ def _lanes_of_warp(lane: int, warp: int, what: str) -> None:
                              f"access lanes {quarter}..{quarter + 31} (32 * (w % 4) on; PTX ISA §9.7.16.8.1)")
 
 
+def _warp_access(tmem: TensorMemory, address: int, what: str, shape: str, num: int, warp: int) -> tuple[int, int]:
+    """(lane, column) of a warp's ld/st, checked: a modelled shape, the warp's lanes, an allocation."""
+    lane, column = split_address(address)
+    if shape not in LD_SHAPES_MODELLED:
+        raise InterpretError(f"{what}: the interpreter models the {LD_SHAPES_MODELLED} shapes only")
+    _lanes_of_warp(lane, warp, what)
+    tmem.check(lane, column, WARP, num, what)
+    return lane, column
+
+
 def ld(tmem: TensorMemory, address: int, shape: str, num: int, warp: int) -> np.ndarray:
     """``tcgen05.ld.sync.aligned.<shape>.x<num>.b32`` of one warp: ``(32, num)`` uint32, thread by register.
 
@@ -139,12 +149,7 @@ def ld(tmem: TensorMemory, address: int, shape: str, num: int, warp: int) -> np.
         InterpretError: an unmodelled shape, lanes outside the warp's quarter, or columns outside
             an allocation.
     """
-    lane, column = split_address(address)
-    what = f"tcgen05.ld.{shape}.x{num}"
-    if shape not in LD_SHAPES_MODELLED:
-        raise InterpretError(f"{what}: the interpreter models the {LD_SHAPES_MODELLED} shapes only")
-    _lanes_of_warp(lane, warp, what)
-    tmem.check(lane, column, WARP, num, what)
+    lane, column = _warp_access(tmem, address, f"tcgen05.ld.{shape}.x{num}", shape, num, warp)
     return tmem.cells[lane:lane + WARP, column:column + num].copy()
 
 
@@ -153,12 +158,7 @@ def st(tmem: TensorMemory, address: int, shape: str, values, warp: int) -> None:
     (thread by register) into TMEM (layout as :func:`ld`)."""
     registers = np.asarray(values, dtype=np.uint64).astype(np.uint32)
     num = registers.shape[1]
-    lane, column = split_address(address)
-    what = f"tcgen05.st.{shape}.x{num}"
-    if shape not in LD_SHAPES_MODELLED:
-        raise InterpretError(f"{what}: the interpreter models the {LD_SHAPES_MODELLED} shapes only")
-    _lanes_of_warp(lane, warp, what)
-    tmem.check(lane, column, WARP, num, what)
+    lane, column = _warp_access(tmem, address, f"tcgen05.st.{shape}.x{num}", shape, num, warp)
     tmem.cells[lane:lane + WARP, column:column + num] = registers
 
 
