@@ -26,19 +26,21 @@ def test_tma_shared_memory_image_is_the_interpreters(case):
     if case.dtype is dtypes.Float32:
         host = rng.standard_normal(case.shape).astype(np.float32)
     else:
-        host = numerics.encode(rng.standard_normal(case.shape), case.dtype)
+        host = numerics.encode(rng.standard_normal(case.shape), case.dtype)    # BFloat16: uint16 bits
+        if case.dtype is dtypes.Float16:
+            host = host.view(np.float16)
     words = tile_words(case)
     out = tsjit.empty((words,), tsjit.Uint32).fill_bytes(0xAA)
     tensor_map = tsjit.TensorMap(tsjit.to_device(host, case.dtype), case.box, swizzle=case.swizzle,
                                  oob_fill=case.oob_fill)
-    tma_image[(1,), (THREADS,)](tensor_map, out, *case.coords, TILE_WORDS=words)
+    tma_image[(1,), (THREADS,)](tensor_map, out, *case.coords, TILE_WORDS=words, OFFSET_WORDS=case.offset // 4)
     gpu = out.numpy().view(np.uint8)
     memory = ArrayMemory()
     address = memory.add(host, "host")
     layout = validate_tensormap(case.shape, (case.shape[1] * case.dtype.itemsize, case.dtype.itemsize), case.dtype,
                                 address, case.box, swizzle=case.swizzle, oob_fill=case.oob_fill)
     want = np.full(words * 4, 0xFF, np.uint8)
-    load_box(layout, case.coords[::-1], memory, 0).write_into(want)
+    load_box(layout, case.coords[::-1], memory, case.offset).write_into(want)
     mismatched = np.nonzero(gpu != want)[0]
     assert mismatched.size == 0, f"{mismatched.size} bytes differ, first at {mismatched[:8]}"
 

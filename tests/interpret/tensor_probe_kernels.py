@@ -25,14 +25,14 @@ from tsjit.lang.fragment import Fragment
 from tsjit.lang.wgmma import descriptor_constant_bits
 
 THREADS = 128
-SMEM_WORDS = 8192                    # 32 KiB of operand bytes for the wgmma probe
+SMEM_WORDS = 12288                   # 48 KiB of operand bytes for the wgmma probe (B of n256: 32 KiB)
 B_OFFSET = 16384                     # where B starts in it
 
 
 @tsjit.kernel
-def tma_image(src_map, out, c0, c1, TILE_WORDS: tsjit.Constexpr[int]):
+def tma_image(src_map, out, c0, c1, TILE_WORDS: tsjit.Constexpr[int], OFFSET_WORDS: tsjit.Constexpr[int] = 0):
     """out[:TILE_WORDS] = the raw 32-bit words of the shared tile after one TMA load of the box at
-    (c0, c1) (outermost first) into a tile poisoned with 0xFFFFFFFF."""
+    (c0, c1) (outermost first) to word OFFSET_WORDS of a 1024-aligned tile poisoned with 0xFFFFFFFF."""
     tile = tsjit.shared_array(tsjit.Uint32, TILE_WORDS, align=1024)
     bar = tsjit.shared_array(tsjit.Int64, 1, align=8)
     tid = tsjit.thread_idx().x
@@ -45,7 +45,7 @@ def tma_image(src_map, out, c0, c1, TILE_WORDS: tsjit.Constexpr[int]):
     tsjit.syncthreads()
     if tid == 0:
         tsjit.mbarrier_arrive_expect_tx(bar.ptr, src_map.box_bytes)
-        tsjit.tma_load(src_map, tile, bar.ptr, (c0, c1))
+        tsjit.tma_load(src_map, tile.ptr + OFFSET_WORDS, bar.ptr, (c0, c1))
     tsjit.mbarrier_wait(bar.ptr, 0)
     for i in range(tid, TILE_WORDS, THREADS):
         out[i] = tile[i]
@@ -99,6 +99,7 @@ class TmaImageCase:
     coords: tuple
     swizzle: str
     oob_fill: str = "zero"
+    offset: int = 0             # bytes from the 1024-aligned tile start (a multiple of 128)
 
 
 TMA_IMAGE_CASES = [
@@ -107,14 +108,17 @@ TMA_IMAGE_CASES = [
     for inner in (16, 32, 64, 128) if inner <= span
 ] + [
     TmaImageCase("nan-fill-f32", dtypes.Float32, (10, 20), (8, 16), (6, 8), "none", "nan"),
-    TmaImageCase("nan-fill-f16-128B", dtypes.Float16, (10, 70), (16, 64), (-4, 32), "128B", "nan"),
+    TmaImageCase("nan-fill-f16-128B", dtypes.Float16, (10, 72), (16, 64), (-4, 32), "128B", "nan"),
     TmaImageCase("nan-fill-bf16", dtypes.BFloat16, (10, 24), (8, 16), (4, 16), "none", "nan"),
+    TmaImageCase("32B-at-128", dtypes.BFloat16, (40, 200), (24, 16), (0, 64), "32B", offset=128),
+    TmaImageCase("64B-at-384", dtypes.BFloat16, (40, 200), (24, 32), (0, 64), "64B", offset=384),
+    TmaImageCase("64B-rows32B-at-128", dtypes.BFloat16, (40, 200), (24, 16), (0, 64), "64B", offset=128),
 ]
 
 
 def tile_words(case: TmaImageCase) -> int:
     """32-bit words of the shared tile of ``case``: its box, rounded up to whole 1024-byte patterns."""
-    nbytes = int(np.prod(case.box)) * case.dtype.itemsize
+    nbytes = int(np.prod(case.box)) * case.dtype.itemsize + case.offset
     return -(-nbytes // 1024) * 256
 
 
@@ -159,10 +163,9 @@ WGMMA_CASES = [
 
 
 def random_operand_bytes(case: WgmmaCase, rng) -> np.ndarray:
-    """SMEM_WORDS words of valid, finite elements: A's type in the first half, B's in the second."""
+    """SMEM_WORDS words of valid, finite elements: A's type before B_OFFSET, B's from there on."""
     halves = []
-    for ptx_type in (case.a_type, case.b_type):
-        words = SMEM_WORDS // 2
+    for ptx_type, words in ((case.a_type, B_OFFSET // 4), (case.b_type, SMEM_WORDS - B_OFFSET // 4)):
         if ptx_type == "tf32":
             half = rng.standard_normal(words).astype(np.float32).view(np.uint32)   # low 13 bits set too
         elif ptx_type in ("bf16", "f16"):

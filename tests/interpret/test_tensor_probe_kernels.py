@@ -29,4 +29,4 @@ def test_cvt_probe_assembles():
 def test_tma_image_probe_assembles(case):
     words = tile_words(case)
     build(tma_image, tsjit.tensormap_spec(case.dtype, case.box, swizzle=case.swizzle), tsjit.spec((words,), tsjit.Uint32),
-          *case.coords, TILE_WORDS=words)
+          *case.coords, TILE_WORDS=words, OFFSET_WORDS=case.offset // 4)

@@ -94,7 +94,8 @@ def round_array(values, dtype, *, satfinite: bool | None = None) -> np.ndarray:
 
     Source: IEEE-754 roundTiesToEven; PTX ISA §9.7.9.21 ``cvt`` (``.rn``, ``.satfinite``).
     """
-    x = np.asarray(values, dtype=np.float64)
+    with np.errstate(invalid="ignore"):                 # a signaling-NaN input is not an error here
+        x = np.asarray(values, dtype=np.float64)
     if format_name(dtype) == "Float64":
         return x
     fmt = _format(dtype)
@@ -232,7 +233,8 @@ def float_to_int_array(values, dtype: DType) -> np.ndarray:
     giving 0 (PTX ISA §9.7.9.21 ``cvt.rzi``; LLVM ``fptosi.sat``/``fptoui.sat``)."""
     bits, signed = _int_info(dtype)
     low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
-    x = np.trunc(np.asarray(values, dtype=np.float64))
+    with np.errstate(invalid="ignore"):
+        x = np.trunc(np.asarray(values, dtype=np.float64))
     x = np.where(np.isnan(x), 0.0, x)
     target = np.dtype(dtype.numpy_name)
     result = np.where(x <= low, 0, np.where(x >= high, 0, x))      # in-range part, exactly
