@@ -8,7 +8,7 @@ import pytest
 from interpret.tensor_memory import ArrayMemory
 from tsjit.errors import InterpretError
 from tsjit.interpret import numerics
-from tsjit.interpret.tcgen05 import TensorMemory, ld, mma, st
+from tsjit.interpret.tcgen05 import TensorMemory, ld, mma, operand_ranges, st
 from tsjit.interpret.tma import load_box
 from tsjit.lang import dtypes
 from tsjit.lang import umma_descriptors as ud
@@ -141,3 +141,10 @@ def test_an_instruction_descriptor_with_m_64_is_refused_by_name():
     idesc = ud.instruction_descriptor(ud.check_shape("f16", 64, 64), "bf16", "bf16", "f32")
     with pytest.raises(InterpretError, match="M = 64 is not modelled"):
         mma(tmem, np.zeros(65536, np.uint8), idesc, smem_desc(0), smem_desc(16384), base, False, kind="f16")
+
+
+def test_operand_ranges_are_the_rows_k_bytes_of_a_and_b():
+    idesc = ud.instruction_descriptor(ud.check_shape("f16", 128, 256), "bf16", "bf16", "f32")
+    ranges = operand_ranges(idesc, smem_desc(A_AT), smem_desc(B_AT), kind="f16")
+    assert sum(end - start for start, end in ranges) == (128 + 256) * 32
+    assert operand_ranges(idesc, 0, smem_desc(B_AT), kind="f16", a_in_tmem=True) == [r for r in ranges if r[0] >= B_AT]

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tsjit.errors import InterpretError
+from tsjit.errors import CompilationError, InterpretError
 from tsjit.interpret import numerics
-from tsjit.interpret.wgmma import ITEMSIZE, canonical_addresses, gather_elements, operand_values
+from tsjit.interpret.wgmma import ITEMSIZE, byte_ranges, canonical_addresses, gather_elements, operand_values
 from tsjit.lang import umma_descriptors as ud
 
 TMEM_LANES = 128
@@ -162,26 +162,31 @@ def st(tmem: TensorMemory, address: int, shape: str, values, warp: int) -> None:
     tmem.cells[lane:lane + WARP, column:column + num] = registers
 
 
+def _smem_addresses(desc: int, rows: int, k: int, ptx_type: str, mn_major: int, what: str):
+    """(byte addresses ``(rows, k)``, description) of the operand the tcgen05 shared-memory
+    descriptor ``desc`` selects (PTX ISA §9.7.16.4.1, canonical layouts §9.7.16.3)."""
+    fields = ud.decode_smem_descriptor(int(desc))
+    described = (f"tcgen05.mma {what}: shared-memory descriptor 0x{int(desc) & ((1 << 64) - 1):016x} (address "
+                 f"{fields['address']}, LBO {fields['leading_byte_offset']}, SBO {fields['stride_byte_offset']}, "
+                 f"swizzle {fields['swizzle']!r})")
+    if fields["version"] != 1:
+        raise InterpretError(f"{described} has {fields['version']} in bits 46-48; the descriptor format requires "
+                             f"the fixed value 0b001 (PTX ISA §9.7.16.4.1)")
+    if fields["swizzle"] not in ("none", "32B", "64B", "128B"):
+        raise InterpretError(f"{described}: swizzle mode {fields['swizzle']!r} is not modelled by the interpreter")
+    if fields["base_offset"] or fields["lbo_absolute"]:
+        raise InterpretError(f"{described}: a non-zero base offset or the absolute-LBO mode is not modelled; start "
+                             f"the tile on its swizzle pattern")
+    addresses = canonical_addresses(fields["address"], fields["leading_byte_offset"], fields["stride_byte_offset"],
+                                    fields["swizzle"], rows, k, ITEMSIZE[ptx_type], bool(mn_major))
+    return addresses, described
+
+
 def _smem_operand(smem: np.ndarray, desc: int, rows: int, k: int, ptx_type: str, mn_major: int,
                   what: str) -> np.ndarray:
     """The ``rows x k`` float64 operand that the tcgen05 shared-memory descriptor ``desc`` selects."""
-    fields = ud.decode_smem_descriptor(int(desc))
-    described = (f"shared-memory descriptor 0x{int(desc) & ((1 << 64) - 1):016x} (address {fields['address']}, "
-                 f"LBO {fields['leading_byte_offset']}, SBO {fields['stride_byte_offset']}, swizzle "
-                 f"{fields['swizzle']!r})")
-    if fields["version"] != 1:
-        raise InterpretError(f"tcgen05.mma {what}: {described} has {fields['version']} in bits 46-48; the "
-                             f"descriptor format requires the fixed value 0b001 (PTX ISA §9.7.16.4.1)")
-    if fields["swizzle"] not in ("none", "32B", "64B", "128B"):
-        raise InterpretError(f"tcgen05.mma {what}: {described}: swizzle mode {fields['swizzle']!r} is not modelled "
-                             f"by the interpreter")
-    if fields["base_offset"] or fields["lbo_absolute"]:
-        raise InterpretError(f"tcgen05.mma {what}: {described}: a non-zero base offset or the absolute-LBO mode is "
-                             f"not modelled; start the tile on its swizzle pattern")
-    itemsize = ITEMSIZE[ptx_type]
-    addresses = canonical_addresses(fields["address"], fields["leading_byte_offset"], fields["stride_byte_offset"],
-                                    fields["swizzle"], rows, k, itemsize, bool(mn_major))
-    return operand_values(gather_elements(smem, addresses, itemsize, f"tcgen05.mma {what}: {described}"), ptx_type)
+    addresses, described = _smem_addresses(desc, rows, k, ptx_type, mn_major, what)
+    return operand_values(gather_elements(smem, addresses, ITEMSIZE[ptx_type], described), ptx_type)
 
 
 def _tmem_operand(tmem: TensorMemory, address: int, rows: int, k: int, ptx_type: str) -> np.ndarray:
@@ -213,6 +218,38 @@ def mma(tmem: TensorMemory, smem: np.ndarray, idesc: int, a, b_desc: int, d_addr
         InterpretError: an unmodelled form (module docstring), types the kind lacks, operands or D
             outside shared memory / TMEM allocations.
     """
+    fields, a_type, b_type = _instruction(idesc, kind, cta_group)
+    m, n, k = fields["m"], fields["n"], ud.KIND_K[kind]
+    if a_in_tmem:
+        operand_a = _tmem_operand(tmem, a, m, k, a_type)
+    else:
+        operand_a = _smem_operand(smem, a, m, k, a_type, fields["transpose_a"], "operand A")
+    operand_b = _smem_operand(smem, b_desc, n, k, b_type, fields["transpose_b"], "operand B")
+    sign = (-1.0) ** (fields["negate_a"] + fields["negate_b"])
+    lane, column = split_address(d_address)
+    tmem.check(lane, column, m, n, "tcgen05.mma: D")
+    product = sign * (operand_a @ operand_b.T)
+    if accumulate:
+        product = product + tmem.cells[lane:lane + m, column:column + n].view(np.float32).astype(np.float64)
+    tmem.cells[lane:lane + m, column:column + n] = numerics.to_float32(product).view(np.uint32)
+
+
+def operand_ranges(idesc: int, a, b_desc: int, *, kind: str, a_in_tmem: bool = False,
+                   cta_group: int = 1) -> list[tuple[int, int]]:
+    """The shared-memory byte ranges ``[start, end)`` one :func:`mma` reads (A's unless it is in
+    TMEM, then B's), for the race checker."""
+    fields, a_type, b_type = _instruction(idesc, kind, cta_group)
+    m, n, k = fields["m"], fields["n"], ud.KIND_K[kind]
+    ranges = [] if a_in_tmem else byte_ranges(_smem_addresses(a, m, k, a_type, fields["transpose_a"], "operand A")[0])
+    return ranges + byte_ranges(_smem_addresses(b_desc, n, k, b_type, fields["transpose_b"], "operand B")[0])
+
+
+def _instruction(idesc: int, kind: str, cta_group: int):
+    """(fields, A type, B type) of a modelled instruction descriptor (module docstring).
+
+    Raises:
+        InterpretError: an unmodelled form, an illegal shape, or types the kind lacks.
+    """
     fields = ud.decode_instruction_descriptor(int(idesc))
     what = f"tcgen05.mma.kind::{kind} (instruction descriptor 0x{int(idesc) & 0xFFFFFFFF:08x})"
     if cta_group != 1 or kind not in ("f16", "tf32", "f8f6f4") or fields["sparse"]:
@@ -221,7 +258,7 @@ def mma(tmem: TensorMemory, smem: np.ndarray, idesc: int, a, b_desc: int, d_addr
     m, n = fields["m"], fields["n"]
     try:
         ud.check_shape(kind, m, n, cta_group=1)
-    except Exception as error:
+    except CompilationError as error:
         raise InterpretError(f"{what}: {error}") from None
     if m != 128:
         raise InterpretError(f"{what}: M = {m} is not modelled by the interpreter (M = 128 only)")
@@ -231,19 +268,7 @@ def mma(tmem: TensorMemory, smem: np.ndarray, idesc: int, a, b_desc: int, d_addr
     if a_type not in ITEMSIZE or b_type not in ITEMSIZE or d_type != "f32":
         raise InterpretError(f"{what}: A {a_type!r} x B {b_type!r} -> D {d_type!r} is not modelled (bf16, f16, tf32, "
                              f"e4m3, e5m2 operands and a Float32 D)")
-    k = ud.KIND_K[kind]
-    if a_in_tmem:
-        operand_a = _tmem_operand(tmem, a, m, k, a_type)
-    else:
-        operand_a = _smem_operand(smem, a, m, k, a_type, fields["transpose_a"], "operand A")
-    operand_b = _smem_operand(smem, b_desc, n, k, b_type, fields["transpose_b"], "operand B")
-    sign = (-1.0) ** (fields["negate_a"] + fields["negate_b"])
-    lane, column = split_address(d_address)
-    tmem.check(lane, column, m, n, f"{what}: D")
-    product = sign * (operand_a @ operand_b.T)
-    if accumulate:
-        product = product + tmem.cells[lane:lane + m, column:column + n].view(np.float32).astype(np.float64)
-    tmem.cells[lane:lane + m, column:column + n] = numerics.to_float32(product).view(np.uint32)
+    return fields, a_type, b_type
 
 
-__all__ = ["TensorMemory", "split_address", "ld", "st", "mma", "TMEM_LANES", "TMEM_COLUMNS"]
+__all__ = ["TensorMemory", "split_address", "ld", "st", "mma", "operand_ranges", "TMEM_LANES", "TMEM_COLUMNS"]

@@ -274,8 +274,8 @@ def mma(m: int, n: int, k: int, a_type: str, b_type: str, d_type: str, a_desc, a
     return numerics.to_float32(result)
 
 
-def _ranges(addresses: np.ndarray, itemsize: int) -> list[tuple[int, int]]:
-    """Merged ``[start, end)`` byte ranges covering the elements at ``addresses``."""
+def byte_ranges(addresses: np.ndarray) -> list[tuple[int, int]]:
+    """Merged ``[start, end)`` byte ranges (16-byte granular) covering the elements at ``addresses``."""
     chunks = np.unique(addresses // CHUNK_BYTES)
     breaks = np.nonzero(np.diff(chunks) != 1)[0]
     starts = np.concatenate(([chunks[0]], chunks[breaks + 1]))
@@ -290,10 +290,10 @@ def operand_ranges(m: int, n: int, k: int, a_type: str, b_type: str, a_desc, b_d
     flight until the ``wgmma.wait_group`` that retires the MMA."""
     ranges = []
     if a_desc is not None:
-        ranges += _ranges(operand_addresses(int(a_desc), m, k, ITEMSIZE[a_type], bool(trans_a)), ITEMSIZE[a_type])
-    ranges += _ranges(operand_addresses(int(b_desc), n, k, ITEMSIZE[b_type], bool(trans_b)), ITEMSIZE[b_type])
+        ranges += byte_ranges(operand_addresses(int(a_desc), m, k, ITEMSIZE[a_type], bool(trans_a)))
+    ranges += byte_ranges(operand_addresses(int(b_desc), n, k, ITEMSIZE[b_type], bool(trans_b)))
     return ranges
 
 
 __all__ = ["MatrixDescriptor", "decode_descriptor", "operand_addresses", "canonical_addresses", "operand_tile", "accumulator_coords",
-           "register_a_coords", "register_a_tile", "mma", "operand_ranges", "gather_elements", "operand_values"]
+           "register_a_coords", "register_a_tile", "mma", "operand_ranges", "gather_elements", "operand_values", "byte_ranges"]
