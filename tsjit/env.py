@@ -3,7 +3,8 @@
 Nothing else in tsjit reads ``os.environ`` for a ``TSJIT_*`` name: each variable is an
 :class:`EnvVar` in :data:`VARIABLES`, read through an accessor (:func:`cache_dir`,
 :func:`dump_dir`, :func:`assembler`, :func:`target`, :func:`always_compile`,
-:func:`disable_cache`, :func:`debug`, :func:`debug_timeout_ms`, :func:`unroll_limit`).  Accessors read ``os.environ`` at call time (a dict lookup and a
+:func:`disable_cache`, :func:`debug`, :func:`debug_timeout_ms`, :func:`unroll_limit`,
+:func:`autotune`).  Accessors read ``os.environ`` at call time (a dict lookup and a
 parse, well under a microsecond), so a test may ``monkeypatch.setenv`` and see the
 effect at once, and no value is frozen at import.
 
@@ -23,6 +24,7 @@ variable                 type      default
 ``TSJIT_DEBUG``          bool      false: waits are unbounded (release code)
 ``TSJIT_DEBUG_TIMEOUT_MS`` int     ``2000`` (ms a debug-build wait may take)
 ``TSJIT_UNROLL_LIMIT``   int       ``4096`` (iterations of one compile-time loop)
+``TSJIT_AUTOTUNE``       bool      false: ``tsjit.ops.matmul`` uses its cost model alone
 =======================  ========  ==============================================
 
 Variables marked ``affects_code`` change the generated cubin; the specialization key
@@ -176,9 +178,14 @@ UNROLL_LIMIT = EnvVar(
     "The most iterations one compile-time loop (range_constexpr, a loop over a tuple or iterator, "
     "unpacking) may take before the compile stops with an error; @tsjit.kernel(unroll_limit=N) wins.")
 
+AUTOTUNE = EnvVar(
+    "TSJIT_AUTOTUNE", "bool", False,
+    "tsjit.ops.matmul times its cost model's best few configurations on the first call of each shape bucket "
+    "and keeps the fastest, persisted in TSJIT_CACHE_DIR per (shape bucket, dtypes, layout, device).")
+
 VARIABLES: dict[str, EnvVar] = {var.name: var for var in (
     CACHE_DIR, DUMP_DIR, ASSEMBLER, TARGET, ALWAYS_COMPILE, DISABLE_CACHE, DEBUG, DEBUG_TIMEOUT_MS,
-    UNROLL_LIMIT)}
+    UNROLL_LIMIT, AUTOTUNE)}
 
 
 def get(name: str):
@@ -285,3 +292,8 @@ def describe() -> list[tuple[str, object, str]]:
             value = f"<invalid: {err}>"
         rows.append((var.name, value, var.doc))
     return rows
+
+
+def autotune() -> bool:
+    """Whether ``tsjit.ops.matmul`` measures its candidate configurations (``TSJIT_AUTOTUNE``)."""
+    return AUTOTUNE.value()

@@ -230,8 +230,13 @@ NOTEBOOKS = {
                "waits for another.\n"
                "* **Epilogue hook.** `FusedEpilogue` (bias per row/column, relu / gelu-tanh / silu, residual, "
                "alpha / beta, a user `@tsjit.func`) runs on each fp32 accumulator before the store.\n\n"
-               "fp8 operands are not supported yet. `tsjit.ops.configs` picks the configuration per shape with "
-               "a cost model (no measurement); `tsjit.ops.matmul.explain(a, b)` prints the choice."),
+               "* **fp8.** e4m3 / e5m2 operands (torch `float8_e4m3fn` / `float8_e5m2`, or tsjit "
+               "`Float8E4M3` / `Float8E5M2` arrays) with `scale_a` / `scale_b` per tensor or per row / column, bf16 "
+               "or fp32 out. A stage then holds 128 K elements (still one 128-byte swizzle row) and the MMA is "
+               "`m64nNk32.e4m3.e4m3`; fp8 wgmma reads only K-major operands, so pass `a` row-major and `b = w.t()`.\n\n"
+               "`tsjit.ops.configs` picks the configuration per shape with a cost model fitted to H200 timings; "
+               "`TSJIT_AUTOTUNE=1` measures the model's best four on the first call of each shape bucket and keeps "
+               "the winner in the disk cache. `tsjit.ops.matmul.explain(a, b)` prints the choice and why."),
         ("code", SETUP),
         ("code", "from tsjit.ops import configs\n"
                  "for M, N, K in [(16, 4096, 4096), (512, 512, 8192), (4096, 4096, 4096)]:\n"
@@ -260,8 +265,19 @@ NOTEBOOKS = {
                  "print(fused.describe())\n"
                  "k = compile_program(configs.GemmConfig(128, 256, 3, 'tma', 256, 1), fused=fused)\n"
                  "print({key: k.metadata[key] for key in ('registers', 'spill_stores_bytes', 'spill_loads_bytes')})"),
+        ("md", "fp8: the same program with e4m3 tiles. The scales are applied in the epilogue, a per-tensor scale "
+               "loaded once per tile; the stage is 128 K elements wide."),
+        ("code", "e4m3 = compile_program(configs.GemmConfig(128, 256, 4, 'tma', 128, 1, block_k=128),\n"
+                 "                       in_dtype=tsjit.Float8E4M3,\n"
+                 "                       fused=FusedEpilogue(scale_rows='tensor', scale_cols='vector'))\n"
+                 "print(sorted({l.split()[0] for l in e4m3.ptx.splitlines() if 'wgmma.mma_async' in l}))\n"
+                 "print({key: e4m3.metadata[key] for key in ('registers', 'spill_stores_bytes', 'smem_bytes')})\n"
+                 "print(tsjit.ops.matmul.explain(tsjit.spec((4096, 4096), tsjit.Float8E4M3),\n"
+                 "                               tsjit.spec((4096, 4096), tsjit.Float8E4M3, strides=(1, 4096)),\n"
+                 "                               verbose=False).splitlines()[2])"),
         ("md", "On a GPU: `tsjit.ops.matmul` on tsjit arrays (torch tensors work the same way, on torch's current "
-               "stream) for a small-M, a split-K and a large shape, against numpy in float64."),
+               "stream) for a small-M, a split-K and a large shape, against numpy in float64; then fp8 inputs made "
+               "of random e4m3 codes (decoded exactly in numpy) with a per-row and a per-column scale."),
         ("code", "if GPU:\n"
                  "    import tsjit.ops\n"
                  "    from tsjit.runtime.arrays import bfloat16_bits_to_float32, float_to_bfloat16_bits\n"
@@ -279,6 +295,29 @@ NOTEBOOKS = {
                  "        err = np.linalg.norm(out.numpy() - ref) / np.linalg.norm(ref)\n"
                  "        assert err < 1e-4, ((M, N, K), err)\n"
                  "    print('relative errors below 1e-4')\n"
+                 "else:\n"
+                 "    print('no GPU: skipped launching')"),
+        ("code", "def e4m3_values(codes):\n"
+                 "    \"\"\"float64 values of e4m3 codes (sign, 4 exponent bits with bias 7, 3 mantissa bits).\"\"\"\n"
+                 "    sign = np.where(codes & 0x80, -1.0, 1.0)\n"
+                 "    exponent, mantissa = (codes >> 3) & 0xF, codes & 0x7\n"
+                 "    normal = (1 + mantissa / 8) * 2.0 ** (exponent.astype(np.int64) - 7)\n"
+                 "    return sign * np.where(exponent == 0, mantissa / 8 * 2.0 ** -6, normal)\n\n"
+                 "if GPU:\n"
+                 "    M, N, K = 300, 1000, 512\n"
+                 "    rng = np.random.default_rng()\n"
+                 "    codes = lambda *shape: rng.integers(0, 0x7F, shape, dtype=np.uint8) | (rng.integers(0, 2, shape, dtype=np.uint8) << 7)  # no NaN code\n"
+                 "    a_codes, w_codes = codes(M, K), codes(N, K)          # w: an (N, K) weight, row-major\n"
+                 "    sa = rng.uniform(0.5, 1.5, (M, 1)).astype(np.float32)\n"
+                 "    sb = rng.uniform(0.5, 1.5, (1, N)).astype(np.float32)\n"
+                 "    w = tsjit.to_device(w_codes, dtype=tsjit.Float8E4M3)\n"
+                 "    b = tsjit.DeviceArray((K, N), tsjit.Float8E4M3, strides=(1, K), data_ptr=w.data_ptr, owner=w)  # w.t()\n"
+                 "    out = tsjit.ops.matmul(tsjit.to_device(a_codes, dtype=tsjit.Float8E4M3), b,\n"
+                 "                           scale_a=tsjit.to_device(sa), scale_b=tsjit.to_device(sb), out_dtype=tsjit.Float32)\n"
+                 "    ref = (e4m3_values(a_codes) * sa) @ (e4m3_values(w_codes).T * sb)\n"
+                 "    err = np.linalg.norm(out.numpy() - ref) / np.linalg.norm(ref)\n"
+                 "    assert err < 2e-3, err\n"
+                 "    print(f'fp8 e4m3 with row / column scales: relative error {err:.1e}')\n"
                  "else:\n"
                  "    print('no GPU: skipped launching')"),
     ],

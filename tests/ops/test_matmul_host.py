@@ -194,8 +194,8 @@ def test_dtype_and_option_errors_name_the_argument(fake_gpu):
         tsjit.ops.matmul(a, b, activation="tanh")
     with pytest.raises(tsjit.LaunchError, match="'beta'"):
         tsjit.ops.matmul(a, b, beta=1.0)
-    with pytest.raises(tsjit.LaunchError, match="'scale_a'"):
-        tsjit.ops.matmul(a, b, scale_a=1.0)
+    with pytest.raises(tsjit.LaunchError, match="'scale_a'"):      # tensor scales dequantize fp8 only
+        tsjit.ops.matmul(a, b, scale_a=FakeCai((1,), typestr="<f4"))
     with pytest.raises(tsjit.LaunchError, match="'a'"):
         tsjit.ops.matmul(object(), b)
 
@@ -270,3 +270,15 @@ def test_packed_launches_call_cu_launch_kernel_ex_directly(fake_gpu, monkeypatch
     address, handle, params, extra = calls[0]
     assert handle == 0x1234 and ctypes.c_uint64.from_address(address).value == 11
     assert params and extra is None and calls[0] == calls[1]
+
+
+def test_plain_torch_call_on_the_current_stream_is_one_lookup(fake_gpu, monkeypatch):
+    monkeypatch.setattr(mm, "_RAW_STREAM", [lambda device: 5])       # torch's current raw stream, faked
+    monkeypatch.setattr(mm, "_FAST", {})
+    a, b, out = FakeTorchTensor((64, 256)), FakeTorchTensor((256, 512)), FakeTorchTensor((64, 512))
+    tsjit.ops.matmul(a, b, out=out)                                   # learns the tensor type
+    tsjit.ops.matmul(a, b, out=out)                                   # fills the fast-path entry
+    mm._PLANS.clear()                                                 # the inlined lookup never plans
+    monkeypatch.setattr(mm, "_call", None)                            # ... nor reaches the general path
+    assert tsjit.ops.matmul(a, b, out=out) is out
+    assert [launch[4] for launch in fake_gpu] == [5, 5, 5] and len({launch[3] for launch in fake_gpu}) == 1

@@ -293,6 +293,7 @@ def store_fragment_global(acc: Fragment, out: Tensor, row0, col0, M=None, N=None
 # -- the fused GEMM epilogue ---------------------------------------------------------------------
 ACTIVATIONS = ("none", "relu", "gelu_tanh", "silu")
 BIAS_AXES = ("none", "row", "col")
+SCALE_KINDS = ("none", "tensor", "vector")
 _GELU_C = 0.7978845608028654          # sqrt(2 / pi)
 
 
@@ -311,7 +312,9 @@ class FusedEpilogue:
     """The elementwise epilogue of a GEMM, applied to each Float32 accumulator before it is
     converted and stored: the documented hook of ``tsjit.ops.matmul``.
 
-    ``y = alpha * acc`` (``alpha``), ``+ beta * c_old`` (``beta``: the output's previous value),
+    ``y = scale_x * scale_y * acc`` (fp8 dequantization: ``scale_rows`` / ``scale_cols`` is
+    ``"tensor"`` for one Float32 per tensor, loaded once per tile, or ``"vector"`` for one per
+    row / per column of the output), then ``y = alpha * y`` (``alpha``), ``+ beta * c_old`` (``beta``: the output's previous value),
     ``+ bias[row]`` / ``+ bias[col]`` (``bias="row"`` / ``"col"``), then the ``activation``
     (``"relu"``, ``"gelu_tanh"``: ``0.5 y (1 + tanh(sqrt(2/pi) (y + 0.044715 y^3)))``, ``"silu"``:
     ``y / (1 + exp(-y))``), ``+ residual[row, col]`` (``residual``), and last ``function(y, row, col)``:
@@ -338,6 +341,8 @@ class FusedEpilogue:
     function: object = field(default=None, compare=False, hash=False)
     function_digest: str = ""
     transposed: bool = False
+    scale_rows: str = "none"
+    scale_cols: str = "none"
 
     def __post_init__(self):
         if self.activation not in ACTIVATIONS:
@@ -345,6 +350,10 @@ class FusedEpilogue:
                                    f"{self.activation!r}")
         if self.bias not in BIAS_AXES:
             raise CompilationError(f"FusedEpilogue bias must be one of {list(BIAS_AXES)}, got {self.bias!r}")
+        for name in ("scale_rows", "scale_cols"):
+            if getattr(self, name) not in SCALE_KINDS:
+                raise CompilationError(f"FusedEpilogue {name} must be one of {list(SCALE_KINDS)}, got "
+                                       f"{getattr(self, name)!r}")
         if self.function is not None and not self.function_digest:
             object.__setattr__(self, "function_digest", _source_digest(self.function))
 
@@ -352,16 +361,19 @@ class FusedEpilogue:
     def is_identity(self) -> bool:
         """True when the epilogue leaves the accumulator unchanged."""
         return (not self.alpha and not self.beta and self.bias == "none" and self.activation == "none"
-                and not self.residual and self.function is None)
+                and not self.residual and self.function is None and self.scale_rows == "none"
+                and self.scale_cols == "none")
 
     @property
     def loads_per_element(self) -> int:
         """Global loads per output element (bias, residual, previous output)."""
-        return int(self.bias != "none") + int(self.residual) + int(self.beta)
+        return (int(self.bias != "none") + int(self.residual) + int(self.beta) + int(self.scale_rows == "vector")
+                + int(self.scale_cols == "vector"))
 
     def __repr__(self) -> str:
         parts = [f"{k}={getattr(self, k)!r}" for k in ("alpha", "beta", "bias", "activation", "residual",
                                                            "transposed")]
+        parts += [f"{k}={getattr(self, k)!r}" for k in ("scale_rows", "scale_cols") if getattr(self, k) != "none"]
         if self.function is not None:
             parts.append(f"function={getattr(self.function, '__qualname__', '?')}@{self.function_digest}")
         return "FusedEpilogue(" + ", ".join(parts) + ")"
@@ -372,7 +384,14 @@ class FusedEpilogue:
 
     def describe(self) -> str:
         """A short human-readable formula of the epilogue (for ``explain``)."""
-        y = "alpha*acc" if self.alpha else "acc"
+        y = "acc"
+        if self.scale_rows != "none" or self.scale_cols != "none":
+            kinds = {"tensor": "", "vector": "[row]"}
+            rows = f"scale_x{kinds[self.scale_rows]}*" if self.scale_rows != "none" else ""
+            cols = f"scale_y{kinds[self.scale_cols].replace('row', 'col')}*" if self.scale_cols != "none" else ""
+            y = f"{rows}{cols}acc"
+        if self.alpha:
+            y = f"alpha*{y}"
         if self.beta:
             y += " + beta*out"
         if self.bias != "none":
@@ -387,11 +406,18 @@ class FusedEpilogue:
 
     def bind(self, operands, batch, row0, col0, rows, cols):
         """The ``fn(value, row, col)`` of one warpgroup tile whose origin is ``(row0, col0)``
-        (``operands`` = ``(bias, residual, out, alpha, beta)``; ``out``/``residual`` rank 3 with a
-        leading batch when the launch is batched), or ``None`` for the identity."""
+        (``operands`` = ``(bias, residual, out, alpha, beta[, scale_x, scale_y])``; ``out``/``residual``
+        rank 3 with a leading batch when the launch is batched), or ``None`` for the identity.
+        Per-tensor scales are loaded here, once per tile pass, not per element."""
         if self.is_identity:
             return None
-        bias, residual, out, alpha, beta = operands
+        bias, residual, out, alpha, beta = operands[:5]
+        scale_x, scale_y = operands[5:7] if len(operands) >= 7 else (None, None)
+        scale = None                                    # the product of the per-tensor scales
+        for kind, vector in ((self.scale_rows, scale_x), (self.scale_cols, scale_y)):
+            if kind == "tensor":
+                value = cast_to(vector.element_pointer((0,)).load(), dt.Float32)
+                scale = value if scale is None else scale * value
         if self.residual and residual.rank == 3:
             residual = residual.view((batch,))
         if self.beta and out.rank == 3:
@@ -402,6 +428,12 @@ class FusedEpilogue:
             rr = tm.min(r, rows - 1)
             cc = tm.min(c, cols - 1)
             y = cast_to(as_value(value, dt.Float32), dt.Float32)
+            if scale is not None:
+                y = y * scale
+            if self.scale_rows == "vector":
+                y = y * cast_to(scale_x.element_pointer((rr,)).load(), dt.Float32)
+            if self.scale_cols == "vector":
+                y = y * cast_to(scale_y.element_pointer((cc,)).load(), dt.Float32)
             if self.alpha:
                 y = y * alpha
             if self.beta:
@@ -435,4 +467,4 @@ def apply_activation(y: Value, activation: str) -> Value:
 
 
 __all__ = ["store_fragment_shared", "store_fragment_global", "tma_store_tile", "pack_pair", "stmatrix_row_offset",
-           "FusedEpilogue", "apply_activation", "ACTIVATIONS", "BIAS_AXES"]
+           "FusedEpilogue", "apply_activation", "ACTIVATIONS", "BIAS_AXES", "SCALE_KINDS"]

@@ -22,7 +22,11 @@ cost 10-25%), split-K ``S`` in {1, 2, 3, 4, 6, 8,
   (one CTA's L2 bandwidth) in passes of one L2 round trip each, plus a fixed cost;
 * per wave: a tile prologue / epilogue cost; per launch a fixed cost.
 
-The lowest estimate wins (ties: the earlier candidate, so the choice is deterministic).
+The lowest estimate wins (ties: the smaller tile, then the earlier candidate, so the choice is
+deterministic).  The constants were fitted on 2026-12-01 to forced-configuration timings on the
+H200 (``benchmarks/gemm_configs_probe.py``): the L2 sustains ~12 TB/s of tile re-reads, and the
+narrowest tile covering a narrow D wins the memory-bound ties (1 x 28672 x 4096: 0.85x -> 0.98x
+cuBLAS with a 16-wide tile instead of a 64-wide one).
 :func:`explain` prints the winner and the runners-up with their estimates.
 """
 from __future__ import annotations
@@ -32,17 +36,19 @@ from dataclasses import dataclass, field
 SMEM_BUDGET = 232448 - 2048        # the opt-in shared memory of an H100/H200 CTA, less barriers and slack
 PEAK_FLOPS_PER_SM = 989e12 / 132   # dense bf16 wgmma rate per SM (H100/H200 SXM datasheet)
 HBM_BYTES_PER_S = 3.0e12           # what a GEMM's TMA loads sustain (the H200's copy bandwidth is ~4.2 TB/s)
-L2_BYTES_PER_S = 9.0e12
+L2_BYTES_PER_S = 12.0e12          # fitted to the 2026-12-01 H200 probe (11.6 TB/s reached at 1024x14336x4096)
 TILE_OVERHEAD_S = 1.2e-6           # accumulator zeroing, pipeline fill and epilogue of one tile
-SPLIT_FIXED_S = 3.0e-6
+SPLIT_FIXED_S = 1.0e-6
 LAUNCH_S = 3.0e-6                  # launch, ramp-up and tail of one kernel
+ACTIVE_EXPONENT = 0.5                # how strongly too few CTAs (below one per SM) slow the memory streams
 SM_L2_BYTES_PER_S = 120e9          # what one SM streams to / from L2 (the split-K reducer is one CTA per tile)
 REDUCTION_PASS_S = 0.8e-6          # one pass of the reducer: an L2 round trip for every split's partial
 BLOCK_MS = (128, 64)
 BLOCK_NS = (256, 128, 64, 32, 16)
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
 MIN_K_TILES_PER_SPLIT = 4
-BK = 64
+BK = 64                            # K elements per stage of a 16-bit type (128 bytes; fp8: 128 elements)
+FP8_SPEEDUP = 2.0                  # dense fp8 wgmma issues twice the bf16 FLOPs (1979 vs 989 TFLOP/s)
 #: fraction of the wgmma peak a (BM, BN) tile sustains in the main loop
 EFFICIENCY = {(128, 256): 0.85, (128, 128): 0.78, (128, 64): 0.55, (128, 32): 0.32, (128, 16): 0.17,
               (64, 256): 0.72, (64, 128): 0.62, (64, 64): 0.45, (64, 32): 0.27, (64, 16): 0.14}
@@ -86,6 +92,7 @@ class GemmConfig:
         staged_columns: columns of the tile staged in shared memory per TMA-store pass.
         splits: split-K factor (1: none).
         group_m: rows of tiles per group of the grouped (L2-friendly) tile order.
+        block_k: K elements per stage (64 for 16-bit inputs, 128 for fp8).
         estimate_us: the cost model's estimate (microseconds).
     """
 
@@ -96,11 +103,12 @@ class GemmConfig:
     staged_columns: int
     splits: int
     group_m: int = 8
+    block_k: int = BK
     estimate_us: float = field(default=0.0, compare=False)
 
     def describe(self) -> str:
         split = f", split-K {self.splits}" if self.splits > 1 else ""
-        return (f"{self.block_m}x{self.block_n}x{BK} tile, {self.block_m // 64} consumer warpgroup(s), "
+        return (f"{self.block_m}x{self.block_n}x{self.block_k} tile, {self.block_m // 64} consumer warpgroup(s), "
                 f"{self.stages} stages, {self.epilogue} epilogue{split}")
 
 
@@ -122,9 +130,14 @@ def choose_roles(M: int, N: int) -> bool:
     return M <= 64 and N >= 2 * M
 
 
+def k_tile(in_bytes: int) -> int:
+    """K elements per stage: one 128-byte swizzle row (64 for 16-bit inputs, 128 for fp8)."""
+    return BK * 2 // in_bytes
+
+
 def stages_for(block_m: int, block_n: int, epilogue: str, staged: int, in_bytes: int) -> int:
     """The deepest ring (3..8 stages) that fits next to the epilogue's staging tile."""
-    stage = (block_m + block_n) * BK * in_bytes
+    stage = (block_m + block_n) * k_tile(in_bytes) * in_bytes
     staging = block_m * staged * 2 if epilogue == "tma" else 0
     return max(2, min(8, (SMEM_BUDGET - staging) // stage))
 
@@ -136,18 +149,20 @@ def _efficiency(block_m: int, block_n: int) -> float:
 def estimate(problem: Problem, block_m: int, block_n: int, splits: int) -> float:
     """Estimated seconds of one configuration (see the module docstring)."""
     p = problem
-    k_tiles = ceil_div(p.K, BK)
+    bk = k_tile(p.in_bytes)
+    k_tiles = ceil_div(p.K, bk)
     tiles = ceil_div(p.P, block_m) * ceil_div(p.Q, block_n) * p.batch
     ctas = tiles * splits
     waves = ceil_div(ctas, p.sms)
-    k_per_cta = ceil_div(k_tiles, splits) * BK
-    mma = waves * 2.0 * block_m * block_n * k_per_cta / (PEAK_FLOPS_PER_SM * _efficiency(block_m, block_n))
+    k_per_cta = ceil_div(k_tiles, splits) * bk
+    peak = PEAK_FLOPS_PER_SM * (FP8_SPEEDUP if p.in_bytes == 1 else 1.0)
+    mma = waves * 2.0 * block_m * block_n * k_per_cta / (peak * _efficiency(block_m, block_n))
     hbm = ((p.P + p.Q) * p.K * p.in_bytes + p.P * p.Q * p.out_bytes * (1 + p.epilogue_loads)) * p.batch
-    l2 = tiles * (block_m + block_n) * k_tiles * BK * p.in_bytes
+    l2 = tiles * (block_m + block_n) * k_tiles * bk * p.in_bytes
     # how much of the machine streams memory: few CTAs cannot pull full bandwidth
     active = min(ctas, p.sms) / p.sms
     quantization = waves * min(ctas, p.sms) / ctas          # the idle SMs of a partial last wave
-    memory = max(hbm / HBM_BYTES_PER_S, l2 / L2_BYTES_PER_S) * quantization / max(active, 0.05) ** 0.7
+    memory = max(hbm / HBM_BYTES_PER_S, l2 / L2_BYTES_PER_S) * quantization / max(active, 0.05) ** ACTIVE_EXPONENT
     split = 0.0
     if splits > 1:   # every split writes its fp32 partial; the last one reads them all back, pass by pass
         passes = ceil_div(block_n, reduction_columns(block_n, splits))
@@ -158,7 +173,7 @@ def estimate(problem: Problem, block_m: int, block_n: int, splits: int) -> float
 
 def candidates(problem: Problem):
     """The (block_m, block_n, splits) the cost model compares, in tie-break order."""
-    k_tiles = ceil_div(problem.K, BK)
+    k_tiles = ceil_div(problem.K, k_tile(problem.in_bytes))
     widest = max(16, ceil_div(problem.Q, 16) * 16)
     for block_m in BLOCK_MS:
         for block_n in BLOCK_NS:
@@ -176,20 +191,28 @@ def candidates(problem: Problem):
 
 def choose(problem: Problem) -> tuple[GemmConfig, list[tuple[float, int, int, int]]]:
     """The configuration for ``problem`` and the ranked (seconds, BM, BN, S) of all candidates."""
-    ranked = sorted(((estimate(problem, bm, bn, s), i, bm, bn, s)
+    # ties (memory-bound shapes): the smaller tile (fewer idle MMA lanes, a deeper ring), then the earlier
+    ranked = sorted(((estimate(problem, bm, bn, s), bm * bn, i, bm, bn, s)
                      for i, (bm, bn, s) in enumerate(candidates(problem))))
-    _, _, block_m, block_n, splits = ranked[0]
+    seconds, _, _, block_m, block_n, splits = ranked[0]
+    config = make_config(problem, block_m, block_n, splits, estimate_us=seconds * 1e6)
+    return config, [(t, bm, bn, s) for t, _, _, bm, bn, s in ranked]
+
+
+def make_config(problem: Problem, block_m: int, block_n: int, splits: int, *, group_m: int = 8,
+                estimate_us: float = 0.0) -> GemmConfig:
+    """The full :class:`GemmConfig` of a (BM, BN, split-K) choice for ``problem``: the epilogue (TMA
+    when D allows it and there is no split), the staged columns and the deepest ring that fits."""
     tma = problem.tma_output and splits == 1 and block_n % 64 == 0 and problem.out_bytes == 2
     epilogue = "tma" if tma else "direct"
     if epilogue == "direct" and problem.epilogue_loads and block_n > 128 and splits == 1:
         block_n = 128                           # a 256-wide direct epilogue with loads spills
     staged = block_n if (tma and block_m * block_n * 2 <= 64 * 1024 and block_n <= 256) else min(block_n, 128)
     if tma and block_m == 128 and block_n == 256:
-        staged = 256 if ceil_div(problem.K, BK) < 64 else 128
+        staged = 256 if ceil_div(problem.K, k_tile(problem.in_bytes)) < 64 else 128
     stages = stages_for(block_m, block_n, epilogue, staged if tma else 0, problem.in_bytes)
-    config = GemmConfig(block_m, block_n, stages, epilogue, staged if tma else 64, splits,
-                        estimate_us=ranked[0][0] * 1e6)
-    return config, [(t, bm, bn, s) for t, _, bm, bn, s in ranked]
+    return GemmConfig(block_m, block_n, stages, epilogue, staged if tma else 64, splits, group_m=group_m,
+                      block_k=k_tile(problem.in_bytes), estimate_us=estimate_us)
 
 
 def explain_choice(problem: Problem, swapped: bool, config: GemmConfig, ranked) -> str:

@@ -42,11 +42,18 @@ from tsjit.lang.epilogue import FusedEpilogue, store_fragment_global, store_frag
 from tsjit.lang.fragment import Fragment
 from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
 
-BK = 64                 # K elements per stage: one 128-byte swizzle row of a 16-bit type
+BK = 64                 # K elements per stage of a 16-bit type: one 128-byte swizzle row
+SWIZZLE_BYTES = 128     # bytes of K per stage and tile row, whatever the element size (128 fp8, 64 bf16)
+K_STEPS = SWIZZLE_BYTES // 32   # wgmma.mma_async per stage: each consumes 32 bytes of K per row
 BOX = 64                # TMA box edge along M / N for MN-major operands and the C staging tile
 WARPGROUP = 128
 LOAD_REGISTERS = 40
 MMA_REGISTERS = 232
+
+
+def k_tile_elements(dtype) -> int:
+    """K elements per stage for operands of ``dtype``: one 128-byte swizzle row (64 bf16/fp16, 128 fp8)."""
+    return SWIZZLE_BYTES // dtype.itemsize
 
 
 def split_bounds(split, k_tiles, splits):
@@ -139,7 +146,7 @@ class WarpgroupMmaRing(ts.MemoryResource):
         x_desc = wgmma.make_descriptor(x_tile, major=x_major, swizzle="128B")
         y_desc = wgmma.make_descriptor(y_tile, major=y_major, swizzle="128B")
         wgmma.fence()
-        for k in tsjit.range_constexpr(BK // 16):
+        for k in tsjit.range_constexpr(K_STEPS):
             acc = wgmma.mma_async(acc, x_desc.k_step(k), y_desc.k_step(k), n=self.block_n)
         wgmma.commit_group()
         wgmma.wait_group(1)
@@ -164,22 +171,32 @@ class OperandRing(WarpgroupMmaRing):
     split_k: bool = False
     splits: object = 1
     k_tiles: object = 1
+    bk: int = BK
     x_tiles: object = None
     y_tiles: object = None
     acc: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
 
     def __post_init__(self):
         stages = self.pipeline_config.num_stages
-        dtype = self.x_map.dtype
         groups = self.block_m // 64
+        x_dtype, y_dtype = self.x_map.dtype, self.y_map.dtype
+        self.bk = bk = k_tile_elements(x_dtype)
+        if x_dtype.itemsize != y_dtype.itemsize:
+            raise tsjit.CompilationError(f"gemm_program: X is {x_dtype.name} and Y is {y_dtype.name}; both operands "
+                                         f"must have the same element size (two fp8 types may mix)")
+        for name, dtype, major in (("X", x_dtype, self.x_major), ("Y", y_dtype, self.y_major)):
+            if dtype.itemsize == 1 and major != "K":
+                raise tsjit.CompilationError(f"gemm_program: {name} is {dtype.name} and {major}-major; fp8 wgmma "
+                                             f"reads only K-major operands (PTX ISA 9.7.15.5.1: no transpose for "
+                                             f"fp8): pass it with K contiguous")
         if self.x_major == "K":
-            self.x_tiles = tsjit.shared_array(dtype, (stages, groups, 64, BK), align=1024)     # [wg][m][k]
+            self.x_tiles = tsjit.shared_array(x_dtype, (stages, groups, 64, bk), align=1024)     # [wg][m][k]
         else:
-            self.x_tiles = tsjit.shared_array(dtype, (stages, groups, BK, BOX), align=1024)    # [wg][k][m]
+            self.x_tiles = tsjit.shared_array(x_dtype, (stages, groups, bk, BOX), align=1024)    # [wg][k][m]
         if self.y_major == "K":
-            self.y_tiles = tsjit.shared_array(dtype, (stages, self.block_n, BK), align=1024)   # [n][k]
+            self.y_tiles = tsjit.shared_array(y_dtype, (stages, self.block_n, bk), align=1024)   # [n][k]
         else:
-            self.y_tiles = tsjit.shared_array(dtype, (stages, self.block_n // BOX, BK, BOX), align=1024)
+            self.y_tiles = tsjit.shared_array(y_dtype, (stages, self.block_n // BOX, bk, BOX), align=1024)
         n = self.block_n
         self.acc = ts.TaskLocalVariable(Fragment, default_factory=lambda: Fragment.zeros(n // 2),
                                         docs="the warpgroup's 64 x BN fp32 accumulator")
@@ -192,7 +209,7 @@ class OperandRing(WarpgroupMmaRing):
         if tsjit.const_expr(self.split_k):
             batch = l // self.splits
             kt = kt + (l % self.splits) * self.k_tiles // self.splits
-        k = kt * BK
+        k = kt * self.bk
         if tsjit.elect_one():
             stage = stage_info.stage_idx
             bar = stage_info.barrier
@@ -369,13 +386,18 @@ def mainloop_schedules(k_domain):
 
 
 @tsjit.kernel
-def gemm_program(x_map, y_map, c, c_map, bias, residual, workspace, counters, M, N, K, batch,
+def gemm_program(x_map, y_map, c, c_map, bias, residual, workspace, counters, scale_x, scale_y, M, N, K, batch,
                  alpha: tsjit.Float32, beta: tsjit.Float32,
                  BM: tsjit.Constexpr[int], BN: tsjit.Constexpr[int], STAGES: tsjit.Constexpr[int],
                  X_MAJOR: tsjit.Constexpr[str], Y_MAJOR: tsjit.Constexpr[str], EPILOGUE: tsjit.Constexpr[str],
                  STAGED: tsjit.Constexpr[int], SPLITS: tsjit.Constexpr[int], BATCHED: tsjit.Constexpr[bool],
                  GROUP_M: tsjit.Constexpr[int], FUSED: tsjit.Constexpr[object]):
     """D (M, N) = X (M, K) @ Y (K, N) (per batch when BATCHED), with the fused epilogue FUSED.
+
+    X and Y are BFloat16 / Float16 (K- or MN-major) or Float8E4M3 / Float8E5M2 (K-major only, the
+    two fp8 types may mix); a stage then holds 128 K elements instead of 64.  ``scale_x`` /
+    ``scale_y``: Float32 dequantization scales read by the epilogue when FUSED says so (one
+    element per tensor, or one per row of D / per column of D).
 
     Launch with ``block = 128 * (1 + BM // 64)`` threads and a persistent grid of at most
     ``ceil(M / BM) * ceil(N / BN) * batch * SPLITS`` CTAs.  ``SPLITS`` (split-K) must be in
@@ -385,13 +407,14 @@ def gemm_program(x_map, y_map, c, c_map, bias, residual, workspace, counters, M,
     groups = BM // 64
     tiles_m = (M + BM - 1) // BM
     tiles_n = (N + BN - 1) // BN
-    k_tiles = (K + BK - 1) // BK
+    bk = k_tile_elements(x_map.dtype)
+    k_tiles = (K + bk - 1) // bk
     split_count = SPLITS
     SPLIT = SPLITS > 1
     queue_config = TileSchedulerConfig.create_static_persistent_tile_scheduler_params(
         tiles_m, tiles_n, batch * split_count, order="grouped", group_size_m=GROUP_M)
     wq = WorkQueue(name="tiles", tile_scheduler_config=queue_config)
-    stage_bytes = (BM + BN) * BK * x_map.dtype.itemsize
+    stage_bytes = (BM + BN) * SWIZZLE_BYTES
     cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(
         STAGES, stage_bytes, ts.CooperativeGroup(ts.Agent.Thread, 1),
         ts.CooperativeGroup(ts.Agent.Thread, groups * 4), advance_on_wait=True)
@@ -399,7 +422,7 @@ def gemm_program(x_map, y_map, c, c_map, bias, residual, workspace, counters, M,
                        x_major=X_MAJOR, y_major=Y_MAJOR, batched=BATCHED, split_k=SPLIT, splits=split_count,
                        k_tiles=k_tiles)
     out = OutputTile(name="d", c=c, c_map=c_map, block_m=BM, block_n=BN, rows=M, cols=N, fused=FUSED,
-                     operands=(bias, residual, c, alpha, beta), mode=EPILOGUE, batched=BATCHED,
+                     operands=(bias, residual, c, alpha, beta, scale_x, scale_y), mode=EPILOGUE, batched=BATCHED,
                      staged_columns=STAGED, split_k=SPLIT, splits=split_count, tiles_m=tiles_m, tiles_n=tiles_n,
                      workspace=workspace, counters=counters)
 
@@ -425,15 +448,17 @@ def threads_per_cta(block_m: int) -> int:
 
 
 def compile_program(config, *, x_major: str = "K", y_major: str = "K", batched: bool = False, fused=None,
-                    in_dtype=tsjit.BFloat16, out_dtype=tsjit.BFloat16, target: str = "sm_90a"):
+                    in_dtype=tsjit.BFloat16, out_dtype=tsjit.BFloat16, y_dtype=None, target: str = "sm_90a"):
     """Compile :func:`gemm_program` for a :class:`~tsjit.ops.configs.GemmConfig` without a GPU (spec
     stand-ins for every array), as ``tsjit.ops.matmul`` would launch it; returns the
     :class:`~tsjit.CompiledKernel` (``metadata`` has registers and spill bytes)."""
     lead = (1,) if batched else ()
-    x_box = lead + ((config.block_m, BK) if x_major == "K" else (BK, BOX))
-    y_box = lead + ((config.block_n, BK) if y_major == "K" else (BK, BOX))
+    y_dtype = in_dtype if y_dtype is None else y_dtype
+    bk = k_tile_elements(in_dtype)
+    x_box = lead + ((config.block_m, bk) if x_major == "K" else (bk, BOX))
+    y_box = lead + ((config.block_n, bk) if y_major == "K" else (bk, BOX))
     x = tsjit.tensormap_spec(in_dtype, x_box, swizzle="128B")
-    y = tsjit.tensormap_spec(in_dtype, y_box, swizzle="128B")
+    y = tsjit.tensormap_spec(y_dtype, y_box, swizzle="128B")
     c_map = tsjit.tensormap_spec(out_dtype, lead + (BOX, BOX), swizzle="128B") if config.epilogue == "tma" else x
     c = tsjit.spec(lead + (1024, 1024), out_dtype)
     vector = tsjit.spec((1024,), tsjit.Float32)
@@ -443,7 +468,10 @@ def compile_program(config, *, x_major: str = "K", y_major: str = "K", batched: 
     bias = tsjit.spec((1024,), tsjit.BFloat16) if fused.bias != "none" else tsjit.spec((1,), tsjit.Float32)
     workspace = vector if config.splits > 1 else tsjit.spec((1,), tsjit.Float32)
     counters = tsjit.spec((1024,), tsjit.Int32) if config.splits > 1 else tsjit.spec((1,), tsjit.Float32)
-    return tsjit.compile(gemm_program, x, y, c, c_map, bias, residual, workspace, counters, 1, 1, 1, 1,
+    scale_x = tsjit.spec((1024,) if fused.scale_rows == "vector" else (1,), tsjit.Float32)
+    scale_y = tsjit.spec((1024,) if fused.scale_cols == "vector" else (1,), tsjit.Float32)
+    return tsjit.compile(gemm_program, x, y, c, c_map, bias, residual, workspace, counters, scale_x, scale_y,
+                         1, 1, 1, 1,
                          1.0, 0.0, config.block_m, config.block_n, config.stages, x_major, y_major,
                          config.epilogue, config.staged_columns, config.splits, batched, config.group_m, fused,
                          target=target)

@@ -1,7 +1,17 @@
 """``tsjit.ops.matmul`` / ``tsjit.ops.bmm``: the library GEMM behind one call.
 
-``matmul(a, b)`` computes ``C = a @ b`` for ``a`` (M, K) and ``b`` (K, N) in BFloat16 or Float16
-(fp32 accumulation) with the Task Scheduling program of :mod:`tsjit.ops.gemm_program`:
+``matmul(a, b)`` computes ``C = a @ b`` for ``a`` (M, K) and ``b`` (K, N) in BFloat16 or Float16, or
+in fp8 (Float8E4M3 / Float8E5M2, torch ``float8_e4m3fn`` / ``float8_e5m2``, the two may mix) with
+dequantization scales (fp32 accumulation) with the Task Scheduling program of
+:mod:`tsjit.ops.gemm_program`:
+
+* **fp8**: ``matmul(a, b, scale_a=sa, scale_b=sb)`` is ``(sa * a) @ (sb * b)`` in BFloat16 (default)
+  or ``out_dtype`` Float32 / Float16.  ``sa`` / ``sb`` are Python numbers or Float32 GPU tensors with
+  one element (per-tensor), ``sa`` of shape (M, 1) or (M,) (per row of a), ``sb`` (1, N) or (N,) (per
+  column of b), as ``torch._scaled_mm`` takes them.  fp8 wgmma reads only K-major operands, so pass
+  ``a`` row-major (M, K) and ``b`` as the transpose of a row-major (N, K) weight (``w.t()``, also what
+  ``torch._scaled_mm`` asks); any other layout is first copied into a K-major buffer (one extra
+  elementwise kernel per call, said by ``explain``).
 
 * **Inputs**: torch tensors, tsjit ``DeviceArray`` s, any ``__cuda_array_interface__`` or DLPack
   object on the GPU.  **Any strides**: an operand whose K (or M / N) dimension is contiguous is
@@ -29,137 +39,23 @@ import sys
 import threading
 
 import tsjit
-from tsjit.errors import LaunchError, TsjitError
+from tsjit import env
+from tsjit.errors import LaunchError
 from tsjit.lang import dtypes as dt
 from tsjit.lang.epilogue import ACTIVATIONS, FusedEpilogue
-from tsjit.ops import configs
+from tsjit.ops import autotune, configs
 from tsjit.ops.gemm_program import gemm_program, threads_per_cta
 from tsjit.ops.staging import copy_launch, staging_buffer
+from tsjit.ops.operands import (FP8_DTYPES, TORCH_DTYPES, TORCH_TYPES, Operand, operand, operand_layout, scale_operand,
+                                scale_vector, stream_handle)
 from tsjit.runtime import driver
-from tsjit.runtime.arrays import ArraySpec, DeviceArray, describe_array_argument, spec_from_object
+from tsjit.runtime.arrays import DeviceArray
 
-INPUT_DTYPES = ("BFloat16", "Float16")
+INPUT_DTYPES = ("BFloat16", "Float16") + FP8_DTYPES
 OUTPUT_DTYPES = ("BFloat16", "Float16", "Float32")
 BINDINGS_PER_PLAN = 64
 #: SMs :func:`explain` plans for when no GPU is present (an H200's 132) and ``sms`` is not given.
 DEFAULT_SMS = 132
-_TORCH_DTYPES = {"torch.bfloat16": dt.BFloat16, "torch.float16": dt.Float16, "torch.float32": dt.Float32}
-
-
-class _Operand:
-    """One array argument as the planner sees it: rank-3 ``(batch, rows, cols)`` shape and element
-    strides, dtype, data pointer, and the original object (kept alive)."""
-
-    __slots__ = ("shape", "strides", "dtype", "ptr", "obj", "torch")
-
-    def __init__(self, shape, strides, dtype, ptr, obj, is_torch):
-        self.shape, self.strides, self.dtype, self.ptr, self.obj, self.torch = shape, strides, dtype, ptr, obj, is_torch
-
-    def view(self, shape=None, strides=None) -> DeviceArray:
-        """A DeviceArray over the same memory (optionally re-shaped / re-strided).  It does not keep
-        the original alive: packed launches are reused only for calls that pass memory at the same
-        addresses again."""
-        return DeviceArray(shape or self.shape, self.dtype, strides=strides or self.strides, data_ptr=self.ptr)
-
-
-_TORCH_DTYPE_OBJECTS: dict = {}       # torch dtype object -> tsjit dtype, filled on first sight
-
-
-def _described_operand(x, name: str, ranks) -> _Operand | None:
-    """For :func:`explain`: an ``ArraySpec`` or a host (numpy) array as an operand without memory
-    (its fake address has exactly the spec's alignment), or None for anything else."""
-    if not isinstance(x, ArraySpec):
-        arg = describe_array_argument(x, name)
-        if arg is None or arg.device_kind != "host":
-            return None
-    try:
-        spec = spec_from_object(x, name)
-    except TsjitError as exc:
-        raise LaunchError(f"tsjit.ops.matmul.explain: argument '{name}': {exc}") from None
-    shape, strides = tuple(spec.shape), tuple(spec.strides)
-    if len(shape) not in ranks:
-        raise LaunchError(f"tsjit.ops.matmul: argument '{name}' must have rank {' or '.join(map(str, ranks))}; got "
-                          f"shape {shape}")
-    while len(shape) < 3:
-        shape, strides = (1,) + shape, (0,) + strides
-    return _Operand(shape, strides, spec.dtype, spec.align, x, False)
-
-
-def _operand(x, name: str, ranks, described: bool = False) -> _Operand:
-    if described:
-        op = _described_operand(x, name, ranks)
-        if op is not None:
-            return op
-    if hasattr(x, "data_ptr") and hasattr(x, "is_cuda") and hasattr(x, "stride"):
-        if not x.is_cuda:
-            raise LaunchError(f"tsjit.ops.matmul: argument '{name}' is a CPU tensor; pass it on the GPU (x.cuda())")
-        dtype = _TORCH_DTYPE_OBJECTS.get(x.dtype)
-        if dtype is None:
-            dtype = _TORCH_DTYPES.get(str(x.dtype))
-            if dtype is not None:
-                _TORCH_DTYPE_OBJECTS[x.dtype] = dtype
-        if dtype is None:
-            raise LaunchError(f"tsjit.ops.matmul: argument '{name}' has dtype {x.dtype}; expected torch.bfloat16, "
-                              f"torch.float16 (or torch.float32 for bias / residual / out)")
-        shape, strides, ptr, is_torch = tuple(x.shape), tuple(x.stride()), x.data_ptr(), True
-        _TORCH_TYPES.add(type(x))
-    else:
-        arg = describe_array_argument(x, name)
-        if arg is None or arg.device_kind != "cuda":
-            what = "a host array" if arg is not None else type(x).__name__
-            raise LaunchError(f"tsjit.ops.matmul: argument '{name}' must be a GPU array (torch CUDA tensor, "
-                              f"tsjit.DeviceArray, __cuda_array_interface__ or DLPack); got {what}")
-        dtype, shape, strides, ptr, is_torch = arg.dtype, tuple(arg.shape), tuple(arg.strides), arg.data_ptr, False
-    if len(shape) not in ranks:
-        raise LaunchError(f"tsjit.ops.matmul: argument '{name}' must have rank {' or '.join(map(str, ranks))}; got "
-                          f"shape {shape}")
-    while len(shape) < 3:
-        shape, strides = (1,) + shape, (0,) + strides
-    return _Operand(shape, strides, dtype, ptr, x, is_torch)
-
-
-def _tma_matrix(op: _Operand, contiguous_axis: int):
-    """(batch, rows, cols) shape and strides of ``op`` stored with ``contiguous_axis`` (1 or 2 of the
-    rank-3 shape) innermost, or None when TMA cannot read it in place."""
-    shape, strides, size = op.shape, op.strides, op.dtype.itemsize
-    other = 3 - contiguous_axis
-    if shape[contiguous_axis] > 1 and strides[contiguous_axis] != 1:
-        return None
-    row_stride = strides[other] if shape[other] > 1 else configs.ceil_div(shape[contiguous_axis] * size, 16) * 16 // size
-    batch_stride = strides[0] if shape[0] > 1 else row_stride * shape[other]
-    if op.ptr % 16 or (row_stride * size) % 16 or (batch_stride * size) % 16 or row_stride <= 0 or batch_stride <= 0:
-        return None
-    return (shape[0], shape[other], shape[contiguous_axis]), (batch_stride, row_stride, 1)
-
-
-def _operand_layout(op: _Operand, k_axis: int):
-    """(major, storage shape, storage strides) of an operand: K-major when its K axis (1 or 2) is
-    contiguous, else MN-major when the other one is, else None (needs the staging copy)."""
-    for major, axis in (("K", k_axis), ("MN", 3 - k_axis)):
-        layout = _tma_matrix(op, axis)
-        if layout is not None:
-            return major, layout[0], layout[1]
-    return None
-
-
-def _stream_handle(stream, like) -> int:
-    """The raw handle of ``stream``; by default torch's current stream on ``like``'s device (a torch
-    tensor) or tsjit's current stream."""
-    if stream is None:
-        torch = sys.modules.get("torch") if like is not None else None
-        if torch is not None:
-            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-            if raw is not None:
-                return raw(like.get_device())
-            return torch.cuda.current_stream().cuda_stream
-        return driver.current_stream().value
-    if type(stream) is int:
-        return stream
-    for attribute in ("cuda_stream", "ptr", "value"):
-        value = getattr(stream, attribute, None)
-        if isinstance(value, int):
-            return value
-    return int(stream)
 
 
 class _Sequence:
@@ -205,7 +101,7 @@ def _dummy(rank: int) -> DeviceArray:
     return d
 
 
-def _bias_axis(bias: _Operand | None, M: int, N: int) -> str:
+def _bias_axis(bias: Operand | None, M: int, N: int) -> str:
     if bias is None:
         return "none"
     shape = bias.shape[1:]
@@ -219,7 +115,7 @@ def _bias_axis(bias: _Operand | None, M: int, N: int) -> str:
                       f"expected (N,) = ({N},) or (1, N) for a per-column bias, or (M, 1) = ({M}, 1) per row")
 
 
-def _check_matrix(op: _Operand | None, name: str, batch: int, M: int, N: int, dtypes) -> None:
+def _check_matrix(op: Operand | None, name: str, batch: int, M: int, N: int, dtypes) -> None:
     if op is None:
         return
     if op.shape[1:] != (M, N) or op.shape[0] not in (batch,):
@@ -236,8 +132,9 @@ class _Plan:
     roles, the configuration, the fused epilogue and the launch geometry; plus the packed launches
     of the data-pointer tuples seen so far."""
 
-    def __init__(self, A: _Operand, B: _Operand, out: _Operand | None, bias, residual, activation, alpha, beta,
-                 out_dtype, epilogue_fn, batched: bool, sms: int | None = None):
+    def __init__(self, A: Operand, B: Operand, out: Operand | None, bias, residual, activation, alpha, beta,
+                 out_dtype, epilogue_fn, batched: bool, sms: int | None = None, scales=("none", "none"),
+                 forced=None):
         name = "bmm" if batched else "matmul"
         batch, M, K = A.shape
         if B.shape[0] != batch or B.shape[1] != K:
@@ -249,10 +146,14 @@ class _Plan:
         for op, arg in ((A, "a"), (B, "b")):
             if op.dtype is None or op.dtype.name not in INPUT_DTYPES:
                 raise LaunchError(f"tsjit.ops.{name}: argument '{arg}' has dtype {getattr(op.dtype, 'name', None)}; "
-                                  f"expected BFloat16 or Float16 (fp8 is not supported yet)")
-        if A.dtype is not B.dtype:
+                                  f"expected BFloat16, Float16, Float8E4M3 or Float8E5M2")
+        fp8 = A.dtype.name in FP8_DTYPES
+        if A.dtype is not B.dtype and not (fp8 and B.dtype.name in FP8_DTYPES):
             raise LaunchError(f"tsjit.ops.{name}: argument 'b' has dtype {B.dtype.name} but 'a' has {A.dtype.name}; "
-                              f"both must be BFloat16 or both Float16")
+                              f"both must be BFloat16, both Float16, or both fp8 (Float8E4M3 / Float8E5M2, any mix)")
+        if not fp8 and scales != ("none", "none"):
+            raise LaunchError(f"tsjit.ops.{name}: arguments 'scale_a' / 'scale_b' as tensors dequantize fp8 inputs; "
+                              f"a and b are {A.dtype.name}: pass scales as Python numbers or use alpha")
         if min(M, N, K) < 1:
             raise LaunchError(f"tsjit.ops.{name}: every dimension must be >= 1; got M={M}, N={N}, K={K}")
         if activation not in (None,) + ACTIVATIONS:
@@ -264,7 +165,7 @@ class _Plan:
                 raise LaunchError(f"tsjit.ops.{name}: argument 'out' has dtype {dtype.name} but out_dtype is "
                                   f"{out_dtype.name}")
         else:
-            dtype = out_dtype or A.dtype
+            dtype = out_dtype or (dt.BFloat16 if fp8 else A.dtype)
         if dtype.name not in OUTPUT_DTYPES:
             raise LaunchError(f"tsjit.ops.{name}: argument 'out_dtype' must be BFloat16, Float16 or Float32; "
                               f"got {dtype.name}")
@@ -283,8 +184,8 @@ class _Plan:
         # X, Y: the operands in D's coordinates, with their K axes (2 for A (., M, K), 1 for B (., K, N))
         x, y = ((B, 1), (A, 2)) if self.swapped else ((A, 2), (B, 1))
         self.x_from_a = not self.swapped
-        self.x_layout = _operand_layout(*x)
-        self.y_layout = _operand_layout(*y)
+        self.x_layout = operand_layout(*x)
+        self.y_layout = operand_layout(*y)
         self.x_staged = self.x_layout is None
         self.y_staged = self.y_layout is None
         x_major = "K" if self.x_staged else self.x_layout[0]
@@ -296,13 +197,20 @@ class _Plan:
                       and (batch == 1 or (c_strides[0] * 2) % 16 == 0))
         if axis != "none" and self.swapped:
             axis = "row" if axis == "col" else "col"
+        # scale_a scales rows of C, scale_b columns: rows / columns of D unless swapped
+        scale_rows, scale_cols = scales[::-1] if self.swapped else scales
         self.fused = FusedEpilogue(alpha=alpha != 1.0, beta=beta != 0.0, bias=axis, activation=activation or "none",
                                    residual=residual is not None, function=epilogue_fn,
-                                   transposed=self.swapped and epilogue_fn is not None)
+                                   transposed=self.swapped and epilogue_fn is not None, scale_rows=scale_rows,
+                                   scale_cols=scale_cols)
         sms = driver.device_properties().sm_count if sms is None else sms
         self.problem = configs.Problem(self.P, self.Q, K, batch, x_major, y_major, tma_output,
                                        self.fused.loads_per_element, A.dtype.itemsize, dtype.itemsize, sms)
         self.config, self.ranked = configs.choose(self.problem)
+        self.tuning = ""                         # what TSJIT_AUTOTUNE decided, for explain
+        if forced is not None:                   # (BM, BN, S) measured or stored by TSJIT_AUTOTUNE
+            self.config = configs.make_config(self.problem, *forced,
+                                              estimate_us=configs.estimate(self.problem, *forced) * 1e6)
         cfg = self.config
         tiles = configs.ceil_div(self.P, cfg.block_m) * configs.ceil_div(self.Q, cfg.block_n) * batch
         self.grid = (min(tiles * cfg.splits, sms),)
@@ -322,7 +230,7 @@ class _Plan:
         """Strides of an (M, N)-shaped array seen in D's coordinates (transposed when swapped)."""
         return (strides[0], strides[2], strides[1]) if self.swapped else tuple(strides)
 
-    def _d_view(self, op: _Operand) -> DeviceArray:
+    def _d_view(self, op: Operand) -> DeviceArray:
         shape = (self.batch, self.P, self.Q)
         strides = self._d_strides(op.strides)
         if not self.batched:
@@ -337,9 +245,11 @@ class _Plan:
                      f"base not 16-byte aligned): copied into a padded K-major buffer first")
         if not self.fused.is_identity:
             text += f"\nepilogue: {self.fused.describe()}"
+        if self.tuning:
+            text += f"\nautotune: {self.tuning}"
         return text
 
-    def _tensormap(self, op: _Operand, k_axis: int, layout, rows_box: int, stream: int, which: str, copies: list):
+    def _tensormap(self, op: Operand, k_axis: int, layout, rows_box: int, stream: int, which: str, copies: list):
         """The TMA descriptor of operand ``op`` (its K on axis ``k_axis``) in its layout; when
         ``layout`` is None, of this plan's staging buffer for (``which``, ``stream``), and the packed
         copy into it is appended to ``copies``."""
@@ -355,7 +265,7 @@ class _Plan:
             major, shape, strides, ptr = "K", storage.shape, storage.strides, storage.data_ptr
         else:
             (major, shape, strides), ptr = layout, op.ptr
-        box = (rows_box, 64) if major == "K" else (64, 64)
+        box = (rows_box, self.config.block_k) if major == "K" else (64, 64)
         if self.batched:
             array = DeviceArray(shape, op.dtype, strides=strides, data_ptr=ptr)
             box = (1,) + box
@@ -363,7 +273,7 @@ class _Plan:
             array = DeviceArray(shape[1:], op.dtype, strides=strides[1:], data_ptr=ptr)
         return tsjit.TensorMap(array, box, swizzle="128B")
 
-    def bind(self, A, B, out, bias, residual, alpha, beta, stream: int):
+    def bind(self, A, B, out, bias, residual, alpha, beta, stream: int, scale_a=None, scale_b=None):
         """The packed launches for these operands: the staging copies (if any), then the GEMM."""
         cfg = self.config
         x, y = ((B, 1), (A, 2)) if self.swapped else ((A, 2), (B, 1))
@@ -383,21 +293,26 @@ class _Plan:
             workspace, counters = _WORKSPACE.get(stream, self.workspace_floats, self.counters)
         else:
             workspace, counters = _dummy(1), _dummy(1)
+        scale_x, scale_y = (scale_b, scale_a) if self.swapped else (scale_a, scale_b)
+        scale_x = _dummy(1) if scale_x is None else scale_vector(scale_x)
+        scale_y = _dummy(1) if scale_y is None else scale_vector(scale_y)
         gemm = gemm_program.bind(
-            x_map, y_map, c_view, c_map, bias_view, residual_view, workspace, counters, self.P, self.Q, self.K,
+            x_map, y_map, c_view, c_map, bias_view, residual_view, workspace, counters, scale_x, scale_y,
+            self.P, self.Q, self.K,
             self.batch, float(alpha), float(beta), cfg.block_m, cfg.block_n, cfg.stages,
             self.problem.x_major, self.problem.y_major, cfg.epilogue, cfg.staged_columns, cfg.splits,
             self.batched, cfg.group_m, self.fused, grid=self.grid, block=self.block)
         return _Sequence(copies + [gemm]) if copies else gemm
 
-    def run(self, A, B, out, bias, residual, alpha, beta, stream: int):
+    def run(self, A, B, out, bias, residual, alpha, beta, stream: int, scale_a=None, scale_b=None):
         """Launch on ``stream``; returns the packed launch(es), reusable for the same addresses."""
         key = (A.ptr, B.ptr, out.ptr, bias.ptr if bias is not None else 0,
-               residual.ptr if residual is not None else 0, alpha, beta, stream)
+               residual.ptr if residual is not None else 0, alpha, beta, stream,
+               scale_a.ptr if scale_a is not None else 0, scale_b.ptr if scale_b is not None else 0)
         bound = self.bindings.get(key)
         if bound is None:
             self.bindings_built += 1
-            bound = self.bind(A, B, out, bias, residual, alpha, beta, stream)
+            bound = self.bind(A, B, out, bias, residual, alpha, beta, stream, scale_a, scale_b)
             with self.lock:
                 if len(self.bindings) >= BINDINGS_PER_PLAN:
                     self.bindings.pop(next(iter(self.bindings)))
@@ -417,34 +332,50 @@ def cache_statistics() -> dict:
     return {"plans": len(plans), "launches_packed": sum(p.bindings_built for p in plans)}
 
 
-def _signature(op: _Operand | None):
-    if op is None:
-        return None
-    return (op.shape, op.strides, op.dtype, not op.ptr & 15)
+def _signature(op: Operand | None):
+    return None if op is None else op.signature
 
 
-_TORCH_TYPES: set = set()              # types _operand recognized as torch tensors
 _FAST: dict = {}                       # torch call key (metadata + addresses + stream) -> packed launch
 FAST_ENTRIES = 1024
+_RAW_STREAM: list = []                 # [torch's _cuda_getCurrentRawStream or None], looked up once
 
 
-def _torch_key(x):
-    return None if x is None else (x.shape, x.stride(), x.dtype, x.data_ptr())
+def _key(x):
+    """The fast path's key part of an argument: a torch tensor's metadata and address, else itself."""
+    if x is None or type(x) is float or type(x) is int:
+        return x
+    return (x.data_ptr(), x.shape, x.stride(), x.dtype)
 
 
-def _fast_call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, stream, epilogue_fn, batched):
+def _current_stream(a) -> int:
+    if not _RAW_STREAM:
+        torch = sys.modules.get("torch")
+        _RAW_STREAM.append(getattr(torch._C, "_cuda_getCurrentRawStream", None) if torch is not None else None)
+    raw = _RAW_STREAM[0]
+    return raw(a.get_device()) if raw is not None else stream_handle(None, a)
+
+
+def _fast_call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a, scale_b, stream, epilogue_fn,
+               batched):
     """The hot path for torch tensors: one dict lookup of everything the launch depends on, then
-    one ``cuLaunchKernelEx``; ``None`` on a miss (the caller takes the full path)."""
-    s = _stream_handle(stream, a)
+    one ``cuLaunchKernel``; ``None`` on a miss (the caller takes the full path)."""
+    s = _current_stream(a) if stream is None else stream_handle(stream, a)
     if out is None:
         rank = 3 if batched else 2
         if beta != 0.0 or len(a.shape) != rank or len(b.shape) != rank:
             return None, out, None                # the full path explains the mistake
         M, N = a.shape[-2], b.shape[-1]
         shape = (a.shape[0], M, N) if batched else (M, N)
-        out = sys.modules["torch"].empty(shape, dtype=_torch_dtype(out_dtype) or a.dtype, device=a.device)
-    key = (_torch_key(a), _torch_key(b), _torch_key(out), _torch_key(bias), _torch_key(residual), activation, alpha,
-           beta, out_dtype, epilogue_fn, batched, s)
+        dtype = _torch_dtype(out_dtype)
+        if dtype is None:
+            dtype = a.dtype if a.element_size() == 2 else sys.modules["torch"].bfloat16
+        out = sys.modules["torch"].empty(shape, dtype=dtype, device=a.device)
+    key = (a.data_ptr(), a.shape, a.stride(), a.dtype, b.data_ptr(), b.shape, b.stride(), b.dtype, out.data_ptr(),
+           out.shape, out.stride(), out.dtype, s, alpha, beta, batched)
+    if bias is not None or residual is not None or activation is not None or out_dtype is not None or \
+            epilogue_fn is not None or scale_a is not None or scale_b is not None:
+        key += (_key(bias), _key(residual), activation, out_dtype, epilogue_fn, _key(scale_a), _key(scale_b))
     bound = _FAST.get(key)
     if bound is None:
         return None, out, key
@@ -459,51 +390,72 @@ def _torch_dtype(dtype):
     return {"BFloat16": torch.bfloat16, "Float16": torch.float16, "Float32": torch.float32}.get(dtype.name)
 
 
+def _is_fast(x) -> bool:
+    return x is None or type(x) in TORCH_TYPES or type(x) is float or type(x) is int
+
+
 def _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a, scale_b, stream, epilogue_fn,
           batched: bool, plan_only: bool = False, sms: int | None = None):
     fast_key = None
-    if (not plan_only and type(a) in _TORCH_TYPES and type(b) in _TORCH_TYPES and scale_a is None and scale_b is None
-            and (out is None or type(out) in _TORCH_TYPES) and (bias is None or type(bias) in _TORCH_TYPES)
-            and (residual is None or type(residual) in _TORCH_TYPES)):
-        done, out, fast_key = _fast_call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, stream,
-                                         epilogue_fn, batched)
+    if (not plan_only and type(a) in TORCH_TYPES and type(b) in TORCH_TYPES and (out is None or type(out) in TORCH_TYPES)
+            and _is_fast(bias) and _is_fast(residual) and _is_fast(scale_a) and _is_fast(scale_b)):
+        done, out, fast_key = _fast_call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a,
+                                         scale_b, stream, epilogue_fn, batched)
         if done is not None:
             return done
     name = "bmm" if batched else "matmul"
-    if scale_a is not None or scale_b is not None:
-        raise LaunchError(f"tsjit.ops.{name}: arguments 'scale_a' / 'scale_b' (fp8 per-tensor scales) are not "
-                          f"supported yet; pass BFloat16 or Float16 inputs without scales")
     ranks = (3,) if batched else (2,)
-    A = _operand(a, "a", ranks, plan_only)
-    B = _operand(b, "b", ranks, plan_only)
-    O = None if out is None else _operand(out, "out", ranks, plan_only)
-    R = None if residual is None else _operand(residual, "residual", ranks, plan_only)
-    V = None if bias is None else _operand(bias, "bias", (1, 2), plan_only)
+    A = operand(a, "a", ranks, plan_only)
+    B = operand(b, "b", ranks, plan_only)
+    O = None if out is None else operand(out, "out", ranks, plan_only)
+    R = None if residual is None else operand(residual, "residual", ranks, plan_only)
+    V = None if bias is None else operand(bias, "bias", (1, 2), plan_only)
+    kind_a, SA, factor_a = scale_operand(scale_a, "scale_a", A.shape[1], "row", plan_only)
+    kind_b, SB, factor_b = scale_operand(scale_b, "scale_b", B.shape[2], "col", plan_only)
+    alpha = alpha * factor_a * factor_b
     if out_dtype is not None and not isinstance(out_dtype, dt.DType):
-        out_dtype = _TORCH_DTYPES.get(str(out_dtype))
-        if out_dtype is None:
+        out_dtype = TORCH_DTYPES.get(str(out_dtype))
+        if out_dtype is None or out_dtype.name not in OUTPUT_DTYPES:
             raise LaunchError(f"tsjit.ops.{name}: argument 'out_dtype' must be bfloat16, float16 or float32")
     key = (_signature(A), _signature(B), _signature(O), _signature(V), _signature(R), activation, alpha != 1.0,
-           beta != 0.0, out_dtype, epilogue_fn, batched)
+           beta != 0.0, out_dtype, epilogue_fn, batched, kind_a, kind_b)
+    def make(forced=None, sms=sms):
+        return _Plan(A, B, O, V, R, activation, alpha, beta, out_dtype, epilogue_fn, batched, sms, (kind_a, kind_b),
+                     forced)
     if plan_only:   # explain: planned for `sms`, never cached (a real call plans for its device)
-        return _Plan(A, B, O, V, R, activation, alpha, beta, out_dtype, epilogue_fn, batched, sms)
+        plan = make()
+        return autotune.stored_winner(plan, make, _device_name(plan)) if env.autotune() and sms is None else plan
     plan = _PLANS.get(key)
-    if plan is None:
-        plan = _Plan(A, B, O, V, R, activation, alpha, beta, out_dtype, epilogue_fn, batched)
+    new = plan is None
+    if new:
+        plan = make()
+    if O is None:
+        shape = (plan.batch, plan.M, plan.N) if batched else (plan.M, plan.N)
+        out = _allocate(shape, plan.out_dtype, a if A.torch else None)
+        O = operand(out, "out", ranks)
+    s = _current_stream(a) if stream is None and A.torch else stream_handle(stream, None)
+    if new:
+        if env.autotune():
+            stored = autotune.stored_winner(plan, make, _device_name(plan))
+            if stored is plan and beta == 0.0 and (R is None or R.ptr != O.ptr):
+                plan = autotune.measured_winner(plan, make, (A, B, O, V, R, alpha, beta, s, SA, SB), s,
+                                                _device_name(plan))
+            else:
+                plan = stored
         with _PLANS_LOCK:
             if len(_PLANS) > 4096:
                 _PLANS.clear()
             _PLANS[key] = plan
-    if O is None:
-        shape = (plan.batch, plan.M, plan.N) if batched else (plan.M, plan.N)
-        out = _allocate(shape, plan.out_dtype, a if A.torch else None)
-        O = _operand(out, "out", ranks)
-    bound = plan.run(A, B, O, V, R, alpha, beta, _stream_handle(stream, a if A.torch else None))
+    bound = plan.run(A, B, O, V, R, alpha, beta, s, SA, SB)
     if fast_key is not None and bound is not None:
         if len(_FAST) >= FAST_ENTRIES:
             _FAST.pop(next(iter(_FAST)))
         _FAST[fast_key] = bound
     return out
+
+
+def _device_name(plan: _Plan) -> str:
+    return f"{driver.device_properties().name.replace(' ', '_')}x{plan.problem.sms}"
 
 
 def _torch_allocator(like):
@@ -531,13 +483,18 @@ def matmul(a, b, *, bias=None, activation=None, residual=None, alpha=1.0, beta=0
     Args:
         a: (M, K) BFloat16 or Float16; b: (K, N), same dtype.  Any strides (transposed views are read in
             place); torch tensors, tsjit DeviceArrays, ``__cuda_array_interface__`` / DLPack objects.
+            Or both fp8 (Float8E4M3 / Float8E5M2): then K contiguous in both (``a`` row-major, ``b =
+            w.t()``) is read in place, any other layout is staged (module docstring).
         bias: (N,) or (1, N) per column, (M, 1) per row; BFloat16/Float16/Float32.
         activation: None, ``"relu"``, ``"gelu_tanh"`` or ``"silu"``.
         residual: (M, N), added after the activation.
         alpha, beta: floats; ``beta != 0`` needs ``out`` (its previous contents are scaled and added).
         out: (M, N) output to write (any strides); else a new array (torch if ``a`` is torch).
-        out_dtype: BFloat16 / Float16 / Float32 (tsjit dtypes or torch dtypes); default: a's dtype.
-        scale_a, scale_b: fp8 per-tensor scales (not supported yet: must be None).
+        out_dtype: BFloat16 / Float16 / Float32 (tsjit dtypes or torch dtypes); default: a's dtype
+            (BFloat16 for fp8 inputs).
+        scale_a, scale_b: dequantization scales: Python numbers (folded into alpha, any dtype), or for fp8
+            inputs Float32 GPU tensors of one element (per tensor), (M, 1) / (M,) (scale_a, per row of a),
+            (1, N) / (N,) (scale_b, per column of b).
         stream: a stream handle or object; default torch's current stream (torch inputs) or tsjit's.
         epilogue_fn: a ``@tsjit.func`` ``(y, row, col) -> y`` applied last (global Int32 coordinates).
 
@@ -548,6 +505,16 @@ def matmul(a, b, *, bias=None, activation=None, residual=None, alpha=1.0, beta=0
         LaunchError: a bad argument, naming it (shape, dtype, device), or a launch failure.
         CompilationError: ``epilogue_fn`` does not compile.
     """
+    if (out is not None and bias is None and residual is None and activation is None and out_dtype is None
+            and scale_a is None and scale_b is None and epilogue_fn is None and stream is None and _RAW_STREAM):
+        kind = type(a)                            # the plain call with out=: _fast_call's key, inlined
+        if kind in TORCH_TYPES and type(b) is kind and type(out) is kind and _RAW_STREAM[0] is not None:
+            s = _RAW_STREAM[0](a.get_device())
+            bound = _FAST.get((a.data_ptr(), a.shape, a.stride(), a.dtype, b.data_ptr(), b.shape, b.stride(), b.dtype,
+                               out.data_ptr(), out.shape, out.stride(), out.dtype, s, alpha, beta, False))
+            if bound is not None:
+                bound(s)
+                return out
     return _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a, scale_b, stream,
                  epilogue_fn, False)
 
