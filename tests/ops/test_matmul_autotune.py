@@ -69,6 +69,16 @@ def test_the_stored_winner_serves_the_bucket_without_measuring(tuning, monkeypat
     assert "stored winner" in text and f"{winner[0]}x{winner[1]} S{winner[2]}" in text
 
 
+def test_a_stored_winner_that_is_the_models_own_choice_is_not_measured_again(tuning, monkeypatch):
+    monkeypatch.setattr(autotune, "measure", lambda launches, stream: tuning.measured.append(list(launches)) or {
+        choice: (5.0 if i == 0 else 9.0) for i, choice in enumerate(launches)})      # the model's choice wins
+    tsjit.ops.matmul(FakeCai((3000, 1000)), FakeCai((1000, 5000)))
+    _new_process()
+    tsjit.ops.matmul(FakeCai((2560, 1000)), FakeCai((1000, 4608)))
+    assert len(tuning.measured) == 1
+    assert "stored winner" in next(iter(mm._PLANS.values())).explain()
+
+
 def test_calls_that_read_their_output_are_not_measured(tuning):
     out = FakeCai((512, 768))
     tsjit.ops.matmul(FakeCai((512, 256)), FakeCai((256, 768)), out=out, beta=1.0)

@@ -138,10 +138,11 @@ def _choice(plan):
 
 def stored_winner(plan, make, device: str):
     """``plan`` (a ``tsjit.ops.matmul`` plan) re-made by ``make((BM, BN, S))`` with its bucket's
-    stored winner (``plan.tuning`` says so), or ``plan`` itself when none is stored."""
+    stored winner (``plan.tuning`` says so; ``plan`` itself when the winner is its own choice), or
+    None when none is stored."""
     choice = lookup(plan.problem, device)
     if choice is None:
-        return plan
+        return None
     tuned = plan if choice == _choice(plan) else make(choice)
     tuned.tuning = (f"{choice[0]}x{choice[1]} S{choice[2]}: the stored winner of this shape bucket "
                     f"({bucket_key(plan.problem, device)})")

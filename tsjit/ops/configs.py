@@ -14,7 +14,9 @@ cost 10-25%), split-K ``S`` in {1, 2, 3, 4, 6, 8,
 
 * MMA time: ``waves * per-CTA MMA work / (per-SM peak * efficiency(BM, BN))``, ``waves =
   ceil(CTAs / SMs)``; the efficiency table reflects that narrow wgmma (small N) and 64-row tiles
-  issue more instructions per FLOP and re-read more operand bytes;
+  issue more instructions per FLOP and re-read more operand bytes; at least ``K_TILE_LATENCY_S``
+  per K tile of a CTA (the ring's round trip bounds small tiles: 128 x 4096 x 14336 with 64 x 64
+  tiles took 57 us, 224 K tiles);
 * memory time: HBM bytes (every operand read once, D written once) over the HBM bandwidth, and
   the bytes all CTAs load (re-reads hit L2) over the L2 bandwidth, stretched by the idle SMs of a
   partial last wave and by too few CTAs to pull full bandwidth; the larger of MMA and memory;
@@ -40,9 +42,10 @@ L2_BYTES_PER_S = 12.0e12          # fitted to the 2026-12-01 H200 probe (11.6 TB
 TILE_OVERHEAD_S = 1.2e-6           # accumulator zeroing, pipeline fill and epilogue of one tile
 SPLIT_FIXED_S = 1.0e-6
 LAUNCH_S = 3.0e-6                  # launch, ramp-up and tail of one kernel
-ACTIVE_EXPONENT = 0.5                # how strongly too few CTAs (below one per SM) slow the memory streams
+ACTIVE_EXPONENT = 0.7                # how strongly too few CTAs (below one per SM) slow the memory streams
 SM_L2_BYTES_PER_S = 120e9          # what one SM streams to / from L2 (the split-K reducer is one CTA per tile)
 REDUCTION_PASS_S = 0.8e-6          # one pass of the reducer: an L2 round trip for every split's partial
+K_TILE_LATENCY_S = 0.2e-6          # least time per K tile (wait, MMAs, wait_group, release): bounds small tiles
 BLOCK_MS = (128, 64)
 BLOCK_NS = (256, 128, 64, 32, 16)
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
@@ -50,7 +53,7 @@ MIN_K_TILES_PER_SPLIT = 4
 BK = 64                            # K elements per stage of a 16-bit type (128 bytes; fp8: 128 elements)
 FP8_SPEEDUP = 2.0                  # dense fp8 wgmma issues twice the bf16 FLOPs (1979 vs 989 TFLOP/s)
 #: fraction of the wgmma peak a (BM, BN) tile sustains in the main loop
-EFFICIENCY = {(128, 256): 0.85, (128, 128): 0.78, (128, 64): 0.55, (128, 32): 0.32, (128, 16): 0.17,
+EFFICIENCY = {(128, 256): 0.85, (128, 128): 0.78, (128, 64): 0.55, (128, 32): 0.25, (128, 16): 0.17,
               (64, 256): 0.72, (64, 128): 0.62, (64, 64): 0.45, (64, 32): 0.27, (64, 16): 0.14}
 
 
@@ -157,6 +160,7 @@ def estimate(problem: Problem, block_m: int, block_n: int, splits: int) -> float
     k_per_cta = ceil_div(k_tiles, splits) * bk
     peak = PEAK_FLOPS_PER_SM * (FP8_SPEEDUP if p.in_bytes == 1 else 1.0)
     mma = waves * 2.0 * block_m * block_n * k_per_cta / (peak * _efficiency(block_m, block_n))
+    mma = max(mma, waves * ceil_div(k_tiles, splits) * K_TILE_LATENCY_S)     # small tiles: the ring's round trip
     hbm = ((p.P + p.Q) * p.K * p.in_bytes + p.P * p.Q * p.out_bytes * (1 + p.epilogue_loads)) * p.batch
     l2 = tiles * (block_m + block_n) * k_tiles * bk * p.in_bytes
     # how much of the machine streams memory: few CTAs cannot pull full bandwidth

@@ -424,7 +424,8 @@ def _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a
                      forced)
     if plan_only:   # explain: planned for `sms`, never cached (a real call plans for its device)
         plan = make()
-        return autotune.stored_winner(plan, make, _device_name(plan)) if env.autotune() and sms is None else plan
+        return (autotune.stored_winner(plan, make, _device_name(plan)) or plan) if env.autotune() and sms is None \
+            else plan
     plan = _PLANS.get(key)
     new = plan is None
     if new:
@@ -437,11 +438,11 @@ def _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a
     if new:
         if env.autotune():
             stored = autotune.stored_winner(plan, make, _device_name(plan))
-            if stored is plan and beta == 0.0 and (R is None or R.ptr != O.ptr):
+            if stored is not None:
+                plan = stored
+            elif beta == 0.0 and (R is None or R.ptr != O.ptr):
                 plan = autotune.measured_winner(plan, make, (A, B, O, V, R, alpha, beta, s, SA, SB), s,
                                                 _device_name(plan))
-            else:
-                plan = stored
         with _PLANS_LOCK:
             if len(_PLANS) > 4096:
                 _PLANS.clear()
