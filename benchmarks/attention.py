@@ -7,8 +7,9 @@ tsjit output is compared with cuDNN's (max abs difference) before timing.
 
     PYTHONPATH=. python benchmarks/attention.py [--quick] [--shapes main|all] [--variants] [--sass]
 
-``--variants`` also times tsjit's consumer schedules (one tile at a time, software-pipelined,
-software-pipelined with warpgroup ping-pong, the latter with a 1-stage Q ring); ``--sass`` prints the SASS instruction counts of the kernels.
+``--variants`` also times other tsjit configurations (``TSJIT_VARIANTS``: the one-tile schedule, warpgroup
+ping-pong, the grid tile order under a causal mask, other KV tile sizes, a 1-stage Q ring); ``--sass`` prints the
+SASS instruction counts of the kernels.
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ MAIN_SHAPES = [(4, 16, 16, 4096, 128, False), (4, 16, 16, 4096, 128, True), (2, 
                (2, 16, 16, 8192, 128, True), (4, 32, 32, 4096, 64, False), (4, 32, 32, 4096, 64, True)]
 EXTRA_SHAPES = [(16, 16, 16, 1024, 128, False), (16, 16, 16, 1024, 128, True), (8, 16, 16, 2048, 128, False),
                 (8, 16, 16, 2048, 128, True), (1, 16, 16, 16384, 128, False), (1, 16, 16, 16384, 128, True),
-                (4, 32, 8, 4096, 128, False), (4, 32, 8, 4096, 128, True)]
+                (4, 32, 8, 4096, 128, False), (4, 32, 8, 4096, 128, True), (4, 16, 16, 4096, 256, False),
+                (4, 16, 16, 4096, 256, True)]
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
             "efficient": SDPBackend.EFFICIENT_ATTENTION}
 
@@ -48,9 +50,20 @@ def sdpa_call(backend, q, k, v, causal):
     return run
 
 
-TSJIT_VARIANTS = {"one-tile": dict(overlap=False), "overlap": dict(overlap=True, pingpong=False),
-                  "pingpong": dict(overlap=True, pingpong=True), "pingpong-q1": dict(overlap=True, pingpong=True,
-                                                                                    q_stages=1)}
+TSJIT_VARIANTS = {"one-tile": dict(overlap=False), "pingpong": dict(overlap=True, pingpong=True),
+                  "grid-order": dict(tile_table=False), "bn160-q1": dict(block_n=160, q_stages=1),
+                  "bn192": dict(block_n=192), "q1": dict(q_stages=1)}
+
+
+def variant_call(q, k, v, causal, out, options):
+    """A tsjit call with ``options``, or None where the variant does not fit this head_dim (shared memory)."""
+    def run():
+        return tsjit.ops.attention(q, k, v, causal=causal, out=out, **options)
+    try:
+        run()
+    except tsjit.TsjitError:
+        return None
+    return run
 
 
 def bench_shape(batch, heads, kv_heads, seqlen, head_dim, causal, reps, variants=False):
@@ -61,8 +74,9 @@ def bench_shape(batch, heads, kv_heads, seqlen, head_dim, causal, reps, variants
     fns = {"tsjit": lambda: tsjit.ops.attention(q, k, v, causal=causal, out=out)}
     if variants:
         for name, options in TSJIT_VARIANTS.items():
-            fns[name] = (lambda options: lambda: tsjit.ops.attention(q, k, v, causal=causal, out=out, **options))(
-                options)
+            fn = variant_call(q, k, v, causal, out, options)
+            if fn is not None:
+                fns[name] = fn
     for name, backend in BACKENDS.items():
         fn = sdpa_call(backend, q, k, v, causal)
         if fn is not None:
@@ -77,19 +91,12 @@ def bench_shape(batch, heads, kv_heads, seqlen, head_dim, causal, reps, variants
 
 
 def print_sass():
-    """ptxas statistics and SASS counts of the default kernels (head_dim 64/128, causal or not)."""
+    """ptxas statistics and SASS counts of the default kernels (each head_dim, causal or not)."""
     from sass_check import sass_report  # benchmarks/sass_check.py
     from tsjit.examples import attention as program
     for head_dim in program.HEAD_DIMS:
-        block_n, stages = program.DEFAULT_CONFIG[head_dim]
         for causal in (False, True):
-            q = tsjit.tensormap_spec(tsjit.BFloat16, (1, program.BLOCK_M, 1, program.BOX), swizzle="128B")
-            kv = tsjit.tensormap_spec(tsjit.BFloat16, (1, block_n, 1, program.BOX), swizzle="128B")
-            o = tsjit.tensormap_spec(tsjit.BFloat16, (1, 64, 1, program.BOX), swizzle="128B")
-            kernel = tsjit.compile(program.attention_forward, q, kv, kv, o, tsjit.spec((2, 16, 1000), tsjit.Float32),
-                                   1000, 1000, 16, 1, 0.1, head_dim, block_n, stages, causal, True,
-                                   program.DEFAULT_OVERLAP[head_dim], program.DEFAULT_PINGPONG[head_dim],
-                                   program.DEFAULT_Q_STAGES[head_dim])
+            kernel = program.compile_config(head_dim, causal)
             meta = kernel.metadata
             print(f"head_dim {head_dim} causal {causal}: {meta['tool_version']}, spill stores "
                   f"{meta['spill_stores_bytes']} B, loads {meta['spill_loads_bytes']} B, stack "

@@ -36,7 +36,7 @@ Program (one CTA = 3 warpgroups, 384 threads, one 128-row Q tile per work tile):
   the loop).  With ``PINGPONG`` the two warpgroups also take turns issuing their wgmmas through named
   barriers 3 and 4 (``bar.sync`` before a warpgroup's first wgmma of an iteration, ``bar.arrive`` for the
   other after its last), so one warpgroup's softmax runs while the other's GEMMs occupy the tensor cores.
-  With ``OVERLAP=False`` (the default for now: see ``DEFAULT_OVERLAP``) it does one tile at a time.
+  With ``OVERLAP=False`` it does one tile at a time (the reference schedule; ``DEFAULT_OVERLAP``).
 
   After the last tile ``out.store`` normalizes O by ``l``, writes it through a 128B-swizzled
   shared-memory staging buffer (``stmatrix``) with TMA stores (clipped at ``seqlen_q``), and stores
@@ -54,96 +54,54 @@ Rows that see no key (causal with ``seqlen_q > seqlen_k``) get O = 0 and LSE = -
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import tsjit
 from tsjit import ts
 from tsjit import wgmma
+from tsjit.examples.attention_tiles import BLOCK_M, AttentionShape
 from tsjit.examples.attention_softmax import (NEG_INF, initial_stats, mask_scores, online_softmax,
                                               pack_probabilities, plus, quad_reduce, row_half)
-from tsjit.lang.epilogue import store_fragment_shared
+from tsjit.lang.epilogue import store_fragment_global, store_fragment_shared
 from tsjit.lang.fragment import Fragment
 from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
 
-BLOCK_M = 128                 # Q rows per work tile (two consumer warpgroups of 64 rows)
 CONSUMER_WARPGROUPS = 2
 THREADS = 128 * (1 + CONSUMER_WARPGROUPS)
 BOX = 64                      # head_dim columns per 128-byte swizzled TMA box (16-bit elements)
-HEAD_DIMS = (64, 128)
+HEAD_DIMS = (64, 128, 256)
 LOG2_E = 1.4426950408889634
+PRODUCER_REGISTERS = 40        # setmaxnreg of the load warps and the consumer warpgroups: what the load warps
+CONSUMER_REGISTERS = 232       # give up (168 - 40, the default 65536 / 384 rounded to 8), each consumer takes (232 - 168)
 PINGPONG_BARRIER = 3          # named barriers 3 and 4: the tensor-core turn of warpgroup 0 / 1 (1, 2: epilogue)
 
-#: default KV tile rows and ring stages per head_dim (shared memory: Q + 2 rings + O staging < 227 KiB)
-DEFAULT_CONFIG = {64: (128, 3), 128: (128, 2)}
+#: default KV tile rows and ring stages per head_dim (shared memory: Q + 2 rings + O staging < 227 KiB; head_dim
+#: 256 stores O from registers, its staging buffer would not fit)
+DEFAULT_CONFIG = {64: (128, 3), 128: (128, 2), 256: (64, 2)}
+#: KV tile rows the kernel supports: a multiple of 16 (the PV wgmma's K step) that is also a wgmma N for QK^T
+BLOCK_NS = (64, 96, 128, 160, 192)
 #: default stages of the Q ring per head_dim: with 2 the producer loads the next work tile's Q (and its first
 #: K/V tiles) while the consumers finish the current one
-DEFAULT_Q_STAGES = {64: 2, 128: 2}
-#: the consumer schedule per head_dim: software-pipelined (``OVERLAP=True``) or one tile at a time
-#: (``OVERLAP=False``), and whether the two warpgroups take turns at the tensor cores.  The one-tile
-#: schedule is the default: it is the one whose numerics were checked on the H200; the pipelined schedules
-#: measured faster there (BENCHMARKS.md) and become the default once tests/gpu/test_attention_gpu.py passes
-#: for them after the tail-offset lowering fix (they ran with that bug: the V tile after the loop was tile 0).
-DEFAULT_OVERLAP = {64: False, 128: False}
-DEFAULT_PINGPONG = {64: False, 128: False}
-
-
-def tile_position(coords, num_m_blocks, causal):
-    """(m_block, head, batch) of a work tile.  The queue's grid is (batch * heads, m_blocks): a head's
-    Q tiles are consecutive, and with causal masking they run from the longest (last rows) first."""
-    bh, order, _ = coords
-    m_block = (num_m_blocks - 1 - order) if causal else order
-    return m_block, bh
-
-
-def kv_tiles(m_block, seqlen_q, seqlen_k, block_n, causal):
-    """KV tiles a Q tile visits: all ``ceil(seqlen_k / block_n)``, or with causal masking those up to
-    the last key the tile's last row sees (``row + seqlen_k - seqlen_q``), at least 1 (the software-pipelined
-    schedule's PV after the loop needs one; a tile whose rows see no key is masked whole)."""
-    total = (seqlen_k + block_n - 1) // block_n
-    if not causal:
-        return total
-    last_key = (m_block + 1) * BLOCK_M + (seqlen_k - seqlen_q)   # one past the last visible key
-    visible = tsjit.math.max((last_key + block_n - 1) // block_n, 1)
-    return tsjit.math.min(visible, total)
+DEFAULT_Q_STAGES = {64: 2, 128: 2, 256: 1}
+#: the consumer schedule per head_dim: software-pipelined (``OVERLAP=True``: the softmax of KV tile j runs
+#: while the PV wgmma of tile j-1 is in flight) and whether the two warpgroups take turns at the tensor cores
+#: (``PINGPONG``; measured slower than free-running warpgroups on the H200, BENCHMARKS.md 2026-12-01).  The
+#: one-tile schedule (``overlap=False``) stays available as the reference.
+DEFAULT_OVERLAP = {64: True, 128: True, 256: True}
+DEFAULT_PINGPONG = {64: False, 128: False, 256: False}
 
 
 class AttentionTask(ts.Task):
-    """A task whose domain (the KV tiles of a Q tile) depends on the tile: see :func:`kv_tiles`."""
+    """A task whose domain (the KV tiles of a Q tile) depends on the tile: see :meth:`Tile.kv_range`."""
 
-    seqlen_q = None
-    seqlen_k = None
-    block_n = 128
-    causal = False
-    num_m_blocks = None
+    shape = None
 
     def get_domain(self, tile_coord):
-        m_block, _ = tile_position(tile_coord, self.num_m_blocks, self.causal)
-        return kv_tiles(m_block, self.seqlen_q, self.seqlen_k, self.block_n, self.causal)
+        return self.shape.tile(tile_coord).kv_range()[1]
 
 
 # -- resources ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class AttentionShape:
-    """The problem's sizes as the work bodies see them (ints or run-time Int32 values; not a resource,
-    so holding it does not make one resource's work touch another's buffers)."""
-
-    seqlen_q: object
-    seqlen_k: object
-    heads: object
-    group: object               # query heads per KV head
-    num_m_blocks: object
-    scale_log2: object
-    head_dim: int
-    block_n: int
-    causal: bool
-    pingpong: bool = False
-
-    def position(self, work_tile):
-        """(m_block, batch, head) of a work tile."""
-        m_block, bh = tile_position(work_tile.coords, self.num_m_blocks, self.causal)
-        return m_block, bh // self.heads, bh % self.heads
-
-
 @dataclass(kw_only=True)
 class QTile(ts.MemoryResource):
     """The work tile's Q rows (BLOCK_M x head_dim), loaded once per tile by TMA."""
@@ -169,11 +127,11 @@ class QTile(ts.MemoryResource):
 
     @ts.producer_work()
     def tma_load(self, stage_info):
-        m_block, batch, head = self.shape.position(stage_info.work_tile)
+        tile = self.shape.position(stage_info.work_tile)
         if tsjit.elect_one():
             for box in tsjit.range_constexpr(self.shape.head_dim // BOX):
                 tsjit.tma_load(self.q_map, self.tiles[stage_info.stage_idx, box], stage_info.barrier,
-                               (batch, m_block * BLOCK_M, head, box * BOX))
+                               (tile.tensor_batch, tile.q_start + tile.m_block * BLOCK_M, tile.head, box * BOX))
 
 
 @dataclass(kw_only=True)
@@ -196,17 +154,18 @@ class KVRing(ts.MemoryResource):
 
     @ts.producer_work()
     def tma_load(self, stage_info, *, lagging: tsjit.Constexpr[bool] = False):
-        """Load KV tile ``loop_offset`` (``lagging``: tile ``loop_offset - 1``, and tile 0 again in the first
-        iteration, the operand of the software-pipelined loop's first, all-zero-P, PV)."""
+        """Load the tile's KV tile ``first + loop_offset`` (``lagging``: ``loop_offset - 1``: the V tile of the
+        pipelined loop's PV, one behind its K tile, and the peeled first K tile before the loop, which starts at 1)."""
         shape = self.shape
-        _, batch, head = shape.position(stage_info.work_tile)
-        tile = stage_info.loop_offset
+        tile = shape.position(stage_info.work_tile)
+        index = stage_info.loop_offset
         if tsjit.const_expr(lagging):
-            tile = tsjit.math.max(tile - 1, 0)
+            index = tsjit.math.max(index - 1, 0)
+        row = tile.k_start + (tile.kv_range()[0] + index) * shape.block_n
         if tsjit.elect_one():
             for box in tsjit.range_constexpr(shape.head_dim // BOX):
                 tsjit.tma_load(self.tmap, self.tiles[stage_info.stage_idx, box], stage_info.barrier,
-                               (batch, tile * shape.block_n, head // shape.group, box * BOX))
+                               (tile.tensor_batch, row, tile.head // shape.group, box * BOX))
 
 
 @dataclass(kw_only=True)
@@ -228,21 +187,18 @@ class KTiles(KVRing):
                                       docs="P of the current KV tile, packed 16-bit pairs (wgmma A registers)")
         self.stats = ts.TaskLocalVariable(Fragment, default_factory=initial_stats,
                                           docs="row maxima, thread-partial row sums, rescale factors")
+        self.order_slot = tsjit.shared_array(tsjit.Float32, (4,), align=16)
 
     @ts.consumer_work(returns="stats", work_attrs=ts.WorkAttr.AUXILIARY)
     def reset_statistics(self, stage_info):
         """Before a work tile's first KV tile: the statistics of :func:`initial_stats`."""
         return initial_stats()
 
-    @ts.consumer_work(returns="p", work_attrs=ts.WorkAttr.AUXILIARY)
-    def reset_probabilities(self, stage_info):
-        """Before a work tile's first KV tile: no P yet (the overlapped loop carries P into the next tile)."""
-        return Fragment.zeros(self.shape.block_n // 4, tsjit.Int32)
-
     @ts.consumer_work(returns="s")
-    def issue_scores(self, stage_info, q_stage):
+    def issue_scores(self, stage_info, q_stage, *, peeled: tsjit.Constexpr[bool] = False):
         """Issue S = Q K_j^T (head_dim / 16 wgmma into a fresh accumulator) and commit it as one group;
-        with ping-pong, first wait for this warpgroup's turn at the tensor cores."""
+        with ping-pong, first wait for this warpgroup's turn at the tensor cores (and for the ``peeled`` first
+        tile of the pipelined loop, which has no PV to pass the turn on, pass it on here)."""
         shape = self.shape
         warpgroup = tsjit.warp_idx() // 4 - 1
         if tsjit.const_expr(shape.pingpong):
@@ -257,26 +213,34 @@ class KTiles(KVRing):
             s = wgmma.mma_async(s, a_desc.k_step(kk % 4), b_desc.k_step(kk % 4), n=shape.block_n,
                                 scale_d=0 if kk == 0 else 1)
         wgmma.commit_group()
+        if tsjit.const_expr(shape.pingpong and peeled):
+            tsjit.named_barrier_arrive(PINGPONG_BARRIER + 1 - warpgroup, 256)
         return s
 
     @ts.consumer_work(returns=("s", "stats"))
-    def softmax(self, stage_info, s, stats, *, overlapped: tsjit.Constexpr[bool] = False):
+    def softmax(self, stage_info, s, stats, *, overlapped: tsjit.Constexpr[bool] = False,
+                peeled: tsjit.Constexpr[bool] = False):
         """Wait for S (``overlapped``: the PV of the previous tile, committed after it, may stay in flight),
-        mask it where needed and run the online softmax: (P in fp32, in S's registers; new statistics)."""
+        mask it where needed and run the online softmax: (P in fp32, in S's registers; new statistics).
+        ``peeled``: the pipelined loop's first KV tile, before the loop (``loop_offset`` is the loop start, 1)."""
         shape = self.shape
         wgmma.wait_group(1 if overlapped else 0)
         s = wgmma.fence_operand(s)
         warpgroup = tsjit.warp_idx() // 4 - 1
-        m_block, _, _ = shape.position(stage_info.work_tile)
-        col0 = stage_info.loop_offset * shape.block_n
-        row0 = m_block * BLOCK_M + warpgroup * 64
-        offset = shape.seqlen_k - shape.seqlen_q
-        needs_mask = col0 + shape.block_n > shape.seqlen_k
-        if tsjit.const_expr(shape.causal):
-            needs_mask = needs_mask | (col0 + shape.block_n - 1 > m_block * BLOCK_M + offset)
-        if needs_mask:
-            s = mask_scores(s, row0, col0, shape.seqlen_k, offset, shape.causal)
-        return online_softmax(s, stats, shape.scale_log2)
+        tile = shape.position(stage_info.work_tile)
+        index = stage_info.loop_offset - 1 if peeled else stage_info.loop_offset
+        col0 = (tile.kv_range()[0] + index) * shape.block_n
+        row0 = tile.m_block * BLOCK_M + warpgroup * 64
+        if tile.needs_mask(col0):
+            s = mask_scores(s, row0, col0, tile.seqlen_k, tile.offset,
+                            shape.window_right if shape.causal else None, shape.window_left if shape.window else None)
+        p, stats = online_softmax(s, stats, shape.scale_log2)
+        if tsjit.const_expr(overlapped):
+            # a store that never runs (row sums are >= 0) but depends on every exp2: ptxas keeps memory
+            # operations before the wgmma wait that follows, so the softmax stays under the PV in flight
+            if stats[2] + stats[3] < 0.0:
+                self.order_slot[0] = stats[2]
+        return p, stats
 
     @ts.consumer_work(returns="p", work_attrs=ts.WorkAttr.AUXILIARY)
     def convert(self, stage_info, s):
@@ -343,48 +307,61 @@ class VTiles(KVRing):
 
 @dataclass(kw_only=True)
 class AttentionOutput(ts.MemoryResource):
-    """O (bf16/fp16, through shared memory and TMA stores) and the per-row LSE (fp32, (B, H, S_q))."""
+    """O (bf16/fp16) and the per-row LSE (fp32, ``lse[tensor_batch, head, q_start + row]``).  O goes through a
+    128B-swizzled shared-memory staging buffer and TMA stores (clipped at the tensor's end), or, with
+    ``shape.direct_store`` (variable-length problems, where the rows past a sequence belong to the next one,
+    and head_dim 256, whose staging buffer would not fit), from registers into ``out`` (the rank-2
+    ``(tokens, heads * head_dim)`` view of O) with row and column guards."""
 
     o_map: object
+    out: object
     lse: object
     shape: AttentionShape
     store_lse: bool = True
     staging: object = None
 
     def __post_init__(self):
-        boxes = self.shape.head_dim // BOX
-        self.staging = tsjit.shared_array(self.o_map.dtype, (CONSUMER_WARPGROUPS, boxes, 64, BOX), align=1024)
+        if not self.shape.direct_store:
+            boxes = self.shape.head_dim // BOX
+            self.staging = tsjit.shared_array(self.o_map.dtype, (CONSUMER_WARPGROUPS, boxes, 64, BOX), align=1024)
 
     @ts.producer_work()
     def store(self, stage_info, o, stats):
         shape = self.shape
-        m_block, batch, head = shape.position(stage_info.work_tile)
+        tile = shape.position(stage_info.work_tile)
         warpgroup = tsjit.warp_idx() // 4 - 1
         tid = tsjit.thread_idx().x % 128
-        row0 = m_block * BLOCK_M + warpgroup * 64
+        row0 = tile.m_block * BLOCK_M + warpgroup * 64
         sums = [quad_reduce(stats[2 + h], plus) for h in range(2)]
         inverse = [tsjit.select(sums[h] > 0.0, 1.0 / sums[h], 0.0) for h in range(2)]
         normalized = Fragment([o[i] * inverse[row_half(i)] for i in range(len(o))], tsjit.Float32)
-        buffer = self.staging[warpgroup]
-        if tid == 0:
-            tsjit.bulk_wait_group(0, read=True)        # the previous tile's stores have left the buffer
-        tsjit.named_barrier_sync(1 + warpgroup, 128)
-        store_fragment_shared(normalized, buffer, swizzle="128B", tid=tid)
-        tsjit.fence_proxy_async()
-        tsjit.named_barrier_sync(1 + warpgroup, 128)
-        if tid == 0:
-            for box in tsjit.range_constexpr(shape.head_dim // BOX):
-                tsjit.tma_store(self.o_map, buffer[box], (batch, row0, head, box * BOX))
-            tsjit.bulk_commit_group()
+        if tsjit.const_expr(shape.direct_store):
+            token0 = tile.tensor_batch * shape.seqlen_q + tile.q_start     # the sequence's first row of `out`
+            col0 = tile.head * shape.head_dim
+            store_fragment_global(normalized, self.out, token0 + row0, col0, M=token0 + tile.seqlen_q,
+                                  N=col0 + shape.head_dim, tid=tid)
+        else:
+            buffer = self.staging[warpgroup]
+            if tid == 0:
+                tsjit.bulk_wait_group(0, read=True)        # the previous tile's stores have left the buffer
+            tsjit.named_barrier_sync(1 + warpgroup, 128)
+            store_fragment_shared(normalized, buffer, swizzle="128B", tid=tid)
+            tsjit.fence_proxy_async()
+            tsjit.named_barrier_sync(1 + warpgroup, 128)
+            if tid == 0:
+                for box in tsjit.range_constexpr(shape.head_dim // BOX):
+                    tsjit.tma_store(self.o_map, buffer[box], (tile.tensor_batch, tile.q_start + row0, tile.head,
+                                                              box * BOX))
+                tsjit.bulk_commit_group()
         if tsjit.const_expr(self.store_lse):
             if tid % 4 == 0:
                 for h in tsjit.range_constexpr(2):
                     row = row0 + (tid // 32) * 16 + (tid % 32) // 4 + 8 * h
-                    if row < shape.seqlen_q:
+                    if row < tile.seqlen_q:
                         m_scaled = stats[h] * shape.scale_log2
                         lse = tsjit.select(sums[h] > 0.0, (m_scaled + tsjit.math.log2(sums[h])) * math.log(2.0),
                                            NEG_INF)
-                        self.lse[batch, head, row] = lse
+                        self.lse[tile.tensor_batch, tile.head, tile.q_start + row] = lse
 
     @ts.producer_work(work_attrs=ts.WorkAttr.AUXILIARY)
     def flush(self, stage_info):
@@ -402,18 +379,32 @@ def queue_epilogue(q):
 
 # -- the kernel ---------------------------------------------------------------------------------
 @tsjit.kernel
-def attention_forward(q_map, k_map, v_map, o_map, lse, seqlen_q, seqlen_k, heads, group, scale_log2,
+def attention_forward(q_map, k_map, v_map, o_map, out, lse, tiles, cu_seqlens_q, cu_seqlens_k, seqlen_q, seqlen_k,
+                      heads, group, scale_log2, window_left, window_right,
                       HEAD_DIM: tsjit.Constexpr[int], BLOCK_N: tsjit.Constexpr[int], STAGES: tsjit.Constexpr[int],
                       CAUSAL: tsjit.Constexpr[bool], STORE_LSE: tsjit.Constexpr[bool] = True,
                       OVERLAP: tsjit.Constexpr[bool] = False, PINGPONG: tsjit.Constexpr[bool] = False,
-                      Q_STAGES: tsjit.Constexpr[int] = 1):
-    """Forward attention (module docstring).  ``q_map`` / ``o_map``: TensorMaps of Q and O (B, S_q, H, D)
-    with boxes (1, 128, 1, 64) and (1, 64, 1, 64); ``k_map`` / ``v_map``: of K and V (B, S_k, H_kv, D) with
-    box (1, BLOCK_N, 1, 64), all 128B-swizzled; ``lse``: Float32 (B, H, S_q); ``group = H // H_kv``;
-    ``scale_log2 = softmax scale * log2(e)``.  Launch with 384 threads and a persistent grid."""
-    batch = lse.shape[0]
-    num_m_blocks = (seqlen_q + BLOCK_M - 1) // BLOCK_M
-    queue_config = TileSchedulerConfig.create_static_persistent_tile_scheduler_params(batch * heads, num_m_blocks)
+                      Q_STAGES: tsjit.Constexpr[int] = 1, WINDOW: tsjit.Constexpr[bool] = False,
+                      TABLE: tsjit.Constexpr[bool] = False, VARLEN: tsjit.Constexpr[bool] = False,
+                      DIRECT_STORE: tsjit.Constexpr[bool] = False):
+    """Forward attention (module docstring).
+
+    ``q_map`` / ``o_map``: TensorMaps of Q and O (B, S_q, H, D) with boxes (1, 128, 1, 64) and (1, 64, 1, 64);
+    ``k_map`` / ``v_map``: of K and V (B, S_k, H_kv, D) with box (1, BLOCK_N, 1, 64), all 128B-swizzled (packed
+    variable-length tensors as B = 1); ``out``: O as a rank-2 (B * S_q, H * D) tensor (``DIRECT_STORE``);
+    ``lse``: Float32 (B, H, S_q); ``tiles``: the Int32 (tiles, 2) tile table (``TABLE``:
+    :func:`~tsjit.examples.attention_tiles.tile_table`); ``cu_seqlens_q/k``: Int32 (batch + 1) prefix sums of the
+    sequence lengths (``VARLEN``, which needs ``TABLE``); ``seqlen_q/k``: the lengths (fixed-length problems;
+    ``seqlen_q`` is S_q of ``out``); ``group = H // H_kv``; ``scale_log2 = softmax scale * log2(e)``;
+    ``window_left`` / ``window_right``: the mask's bounds (``WINDOW`` / ``CAUSAL``; 0 right for causal).
+    Launch with 384 threads and a persistent grid."""
+    if tsjit.const_expr(VARLEN and not TABLE):
+        raise tsjit.CompilationError("attention_forward: VARLEN needs TABLE (the tiles of the sequences)")
+    if tsjit.const_expr(TABLE):
+        queue_config = TileSchedulerConfig.create_static_persistent_tile_scheduler_params(tiles.shape[0])
+    else:
+        queue_config = TileSchedulerConfig.create_static_persistent_tile_scheduler_params(
+            lse.shape[0] * heads, (seqlen_q + BLOCK_M - 1) // BLOCK_M)
     wq = WorkQueue(name="tiles", tile_scheduler_config=queue_config)
     itemsize = q_map.dtype.itemsize
     producer = ts.CooperativeGroup(ts.Agent.Thread, 1)
@@ -424,12 +415,15 @@ def attention_forward(q_map, k_map, v_map, o_map, lse, seqlen_q, seqlen_k, heads
     k_cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(STAGES, kv_bytes, producer, consumers)
     v_cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(STAGES, kv_bytes, producer, consumers)
     shape = AttentionShape(seqlen_q=seqlen_q, seqlen_k=seqlen_k, heads=heads, group=group,
-                           num_m_blocks=num_m_blocks, scale_log2=scale_log2, head_dim=HEAD_DIM, block_n=BLOCK_N,
-                           causal=CAUSAL, pingpong=PINGPONG and OVERLAP)
+                           num_m_blocks=(seqlen_q + BLOCK_M - 1) // BLOCK_M, scale_log2=scale_log2, head_dim=HEAD_DIM,
+                           block_n=BLOCK_N, causal=CAUSAL, pingpong=PINGPONG and OVERLAP, window=WINDOW,
+                           window_left=window_left, window_right=window_right, table=tiles if TABLE else None,
+                           cu_q=cu_seqlens_q if VARLEN else None, cu_k=cu_seqlens_k if VARLEN else None,
+                           direct_store=DIRECT_STORE)
     qs = QTile(name="q", pipeline_config=q_cfg, q_map=q_map, shape=shape)
     ks = KTiles(name="k", pipeline_config=k_cfg, tmap=k_map, q=qs, shape=shape)
     vs = VTiles(name="v", pipeline_config=v_cfg, tmap=v_map, shape=shape)
-    out = AttentionOutput(name="o", o_map=o_map, lse=lse, shape=shape, store_lse=STORE_LSE)
+    output = AttentionOutput(name="o", o_map=o_map, out=out, lse=lse, shape=shape, store_lse=STORE_LSE)
 
     @ts.schedule
     def load_q_schedule(q: WorkQueue, qt: QTile):
@@ -444,7 +438,11 @@ def attention_forward(q_map, k_map, v_map, o_map, lse, seqlen_q, seqlen_k, heads
     @ts.schedule
     def load_kv_schedule(q: WorkQueue, kt: KTiles, vt: VTiles):
         with ts.work_tile_loop(q):
-            with ts.domain_loop(0, AttentionTask.get_domain, 1):
+            if OVERLAP:
+                kt.acquire()
+                kt.tma_load(lagging=True)         # K tile 0, for the peeled first iteration
+                kt.commit()
+            with ts.domain_loop(1 if OVERLAP else 0, AttentionTask.get_domain, 1):
                 kt.acquire()
                 kt.tma_load()
                 kt.commit()
@@ -468,23 +466,26 @@ def attention_forward(q_map, k_map, v_map, o_map, lse, seqlen_q, seqlen_k, heads
     def consumer_schedule(q: WorkQueue, qt: QTile, kt: KTiles, vt: VTiles, o: AttentionOutput):
         """``OVERLAP=False``: one KV tile at a time (S, softmax, then O = alpha O + P V, each waited for).
 
-        ``OVERLAP=True``, software-pipelined (intra-warpgroup overlap): iteration j issues S_j = Q K_j^T and
-        then O += P_{j-1} V_{j-1}, and runs the softmax of S_j while that PV is on the tensor cores; once the
-        PV has retired, P_j is packed (into the old P's registers) and O is rescaled by alpha_j.  The loop
-        body has no branch around a wgmma and touches no wgmma operand while one is in flight (ptxas keeps
-        the wgmma pipeline only then, else it serializes or injects waits: C7513 / C7517): in iteration 0
-        the PV runs with P = 0 on a V tile the producer loads for it, and the PV of the last tile follows
-        the loop."""
+        ``OVERLAP=True``, software-pipelined (intra-warpgroup overlap): KV tile 0 is peeled (S_0, its softmax
+        and P_0 before the loop); iteration j = 1 .. n-1 issues S_j = Q K_j^T and then O += P_{j-1} V_{j-1}, and
+        runs the softmax of S_j while that PV is on the tensor cores; once the PV has retired, P_j is packed
+        (into the old P's registers) and O is rescaled by alpha_j.  The loop body has no branch around a wgmma
+        and touches no wgmma operand while one is in flight (ptxas keeps the wgmma pipeline only then, else it
+        serializes or injects waits: C7513 / C7517); the PV of the last tile follows the loop."""
         if OVERLAP:
             vt.start_turns()
         with ts.work_tile_loop(q):
             stats = kt.reset_statistics()
-            if OVERLAP:
-                p = kt.reset_probabilities()
             acc = vt.zero_output()
             qt.wait()
             q_stage = qt.current_stage()
-            with ts.domain_loop(0, AttentionTask.get_domain, 1):
+            if OVERLAP:                                        # KV tile 0, peeled: S_0 and P_0, no PV yet
+                kt.wait()
+                s = kt.issue_scores(q_stage, peeled=True)
+                s, stats = kt.softmax(s, stats, peeled=True)
+                kt.release()
+                p = kt.convert(s)
+            with ts.domain_loop(1 if OVERLAP else 0, AttentionTask.get_domain, 1):
                 kt.wait()
                 s = kt.issue_scores(q_stage)
                 if OVERLAP:
@@ -515,22 +516,59 @@ def attention_forward(q_map, k_map, v_map, o_map, lse, seqlen_q, seqlen_k, heads
     def attention_task(name, sources, destinations, warp_idx, num_warps, schedule, registers):
         task = AttentionTask(name, sources, destinations, warp_idx=warp_idx, num_warps=num_warps, schedule=schedule,
                              num_registers=registers)
-        task.seqlen_q, task.seqlen_k, task.block_n, task.causal = seqlen_q, seqlen_k, BLOCK_N, CAUSAL
-        task.num_m_blocks = num_m_blocks
+        task.shape = shape
         return task
 
-    load_kv = attention_task("load_kv", [wq], [ks, vs], 0, 1, load_kv_schedule(wq, ks, vs), 24)
+    load_kv = attention_task("load_kv", [wq], [ks, vs], 0, 1, load_kv_schedule(wq, ks, vs), PRODUCER_REGISTERS)
     load_q = ts.Task("load_q", [wq], [qs], warp_idx=1, num_warps=1, schedule=load_q_schedule(wq, qs),
-                     num_registers=24)
-    idle = ts.Task("idle", [wq], [], warp_idx=2, num_warps=2, schedule=idle_schedule(wq), num_registers=24)
-    softmax = attention_task("softmax", [wq, qs, ks, vs], [out], 4, 4 * CONSUMER_WARPGROUPS,
-                             consumer_schedule(wq, qs, ks, vs, out), 240)
-    manager = ts.TaskManager([load_kv, load_q, idle, softmax], {ks: [wq], vs: [wq], qs: [wq], out: [ks, vs]},
-                             verbose=False)
+                     num_registers=PRODUCER_REGISTERS)
+    idle = ts.Task("idle", [wq], [], warp_idx=2, num_warps=2, schedule=idle_schedule(wq),
+                   num_registers=PRODUCER_REGISTERS)
+    softmax = attention_task("softmax", [wq, qs, ks, vs], [output], 4, 4 * CONSUMER_WARPGROUPS,
+                             consumer_schedule(wq, qs, ks, vs, output), CONSUMER_REGISTERS)
+    manager = build_manager([load_kv, load_q, idle, softmax], {ks: [wq], vs: [wq], qs: [wq], output: [ks, vs]})
     manager.setup_resources_and_tasks()
     manager.run()
+
+
+def build_manager(tasks, graph):
+    """The verified TaskManager of the program (compile-time Python).  Check H1 (a producer work in Head and in
+    Loop, both at ``loop_offset`` = the loop start) is a heuristic that does not apply to the pipelined
+    schedule's K ring: its Head load reads KV tile ``loop_offset - 1`` (``lagging``; the loop starts at 1), so
+    that one warning is filtered; every other finding is reported as usual."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"\[H1\] \[head-loop-overlap\].* produces 'k' in Head",
+                                category=ts.VerificationWarning)
+        return ts.TaskManager(tasks, graph, verbose=False)
 
 
 def log2_scale(scale: float) -> float:
     """The softmax scale folded with log2(e): scores enter ``exp2`` as ``s * scale * log2 e``."""
     return float(scale) * LOG2_E
+
+
+def compile_config(head_dim=128, causal=False, dtype=None, *, block_n=None, stages=None, store_lse=True,
+                   overlap=None, pingpong=None, q_stages=None, window=False, table=None, varlen=False,
+                   direct_store=None):
+    """Compile :func:`attention_forward` for sm_90a from argument specs alone (no GPU, no tensors): the
+    configuration ``tsjit.ops.attention`` would launch for these options (defaults per head_dim as there;
+    ``table`` defaults to ``causal or window or varlen``, ``direct_store`` to ``varlen or head_dim == 256``).
+    Returns the CompiledKernel (``.ptx``, ``.cubin``, ``.metadata``)."""
+    dtype = tsjit.BFloat16 if dtype is None else dtype
+    default_n, default_stages = DEFAULT_CONFIG[head_dim]
+    block_n, stages = block_n or default_n, stages or default_stages
+    overlap = DEFAULT_OVERLAP[head_dim] if overlap is None else overlap
+    pingpong = DEFAULT_PINGPONG[head_dim] if pingpong is None else pingpong
+    q_stages = q_stages or DEFAULT_Q_STAGES[head_dim]
+    table = (causal or window or varlen) if table is None else table
+    direct_store = (varlen or head_dim == 256) if direct_store is None else direct_store
+    q = tsjit.tensormap_spec(dtype, (1, BLOCK_M, 1, BOX), swizzle="128B")
+    kv = tsjit.tensormap_spec(dtype, (1, block_n, 1, BOX), swizzle="128B")
+    o = tsjit.tensormap_spec(dtype, (1, 64, 1, BOX), swizzle="128B")
+    out = tsjit.spec((2000, 16 * head_dim), dtype)
+    lse = tsjit.spec((1 if varlen else 2, 16, 1000), tsjit.Float32)
+    tiles = tsjit.spec((300, 2), tsjit.Int32)
+    cu = tsjit.spec((3,), tsjit.Int32)
+    return tsjit.compile(attention_forward, q, kv, kv, o, out, lse, tiles, cu, cu, 1000, 1000, 16, 2, 0.18, 200, 0,
+                         head_dim, block_n, stages, causal, store_lse, overlap, pingpong and overlap, q_stages, window,
+                         table, varlen, direct_store)

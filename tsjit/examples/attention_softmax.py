@@ -36,17 +36,33 @@ def plus(a, b):
     return a + b
 
 
-def mask_scores(s, row0, col0, seqlen_k, causal_offset, causal):
-    """S with ``-inf`` where the key column is past ``seqlen_k`` or (causal) above the diagonal
-    ``col > row + causal_offset``; ``row0`` / ``col0`` are the tile origins in rows / keys."""
+def tree_reduce(values, combine, chains=4):
+    """``combine`` over ``values`` as ``chains`` independent running reductions joined at the end: the
+    dependent chain is ``len(values) / chains`` long instead of ``len(values)`` (the exact order of a float
+    sum changes; max is exact either way)."""
+    partial = list(values[:chains])
+    for i, value in enumerate(values[chains:]):
+        partial[i % chains] = combine(partial[i % chains], value)
+    while len(partial) > 1:
+        partial = [combine(partial[i], partial[i + 1]) if i + 1 < len(partial) else partial[i]
+                   for i in range(0, len(partial), 2)]
+    return partial[0]
+
+
+def mask_scores(s, row0, col0, seqlen_k, offset, right=None, left=None):
+    """S with ``-inf`` where the key column is past ``seqlen_k`` or outside the band
+    ``row + offset - left <= key <= row + offset + right`` (``right`` / ``left`` None: unbounded; ``right = 0``
+    is the causal mask); ``row0`` / ``col0`` are the tile origins in rows / keys."""
     tid = tsjit.thread_idx().x
     out = []
     for i in range(len(s)):
         row, col = s.accumulator_coords(i, tid)
         key = col0 + col
         visible = key < seqlen_k
-        if causal:
-            visible = visible & (key <= row0 + row + causal_offset)
+        if right is not None:
+            visible = visible & (key <= row0 + row + offset + right)
+        if left is not None:
+            visible = visible & (key >= row0 + row + offset - left)
         out.append(tsjit.select(visible, s[i], NEG_INF))
     return Fragment(out, tsjit.Float32)
 
@@ -57,27 +73,17 @@ def online_softmax(s, stats, scale_log2):
     ``stats`` = (m_r, m_r8, l_r, l_r8, alpha_r, alpha_r8): running row maxima (raw units), the
     thread-partial row sums and the factor the previous O must be scaled by.  Returns (P as Float32 in
     S's registers, new stats); :func:`pack_probabilities` turns P into the PV wgmma's A registers."""
-    maxima = []
-    for h in range(2):
-        best = stats[h]
-        for i in range(len(s)):
-            if row_half(i) == h:
-                best = tsjit.math.max(best, s[i])
-        maxima.append(quad_reduce(best, tsjit.math.max))
+    maxima = [quad_reduce(tree_reduce([stats[h]] + [s[i] for i in range(len(s)) if row_half(i) == h],
+                                      tsjit.math.max), tsjit.math.max) for h in range(2)]
     scaled, alphas = [], []
     for h in range(2):
         # a row that has seen only -inf keeps max -inf; subtract 0 then so exp2 gives 0, not NaN
         m_scaled = tsjit.select(maxima[h] == NEG_INF, 0.0, maxima[h] * scale_log2)
         scaled.append(m_scaled)
-        alphas.append(tsjit.math.exp2(stats[h] * scale_log2 - m_scaled))
-    p = [tsjit.math.exp2(tsjit.math.fma(s[i], scale_log2, -scaled[row_half(i)])) for i in range(len(s))]
-    sums = []
-    for h in range(2):
-        total = stats[2 + h] * alphas[h]
-        for i in range(len(s)):
-            if row_half(i) == h:
-                total = total + p[i]
-        sums.append(total)
+        alphas.append(tsjit.math.exp2(stats[h] * scale_log2 - m_scaled, ftz=True))
+    p = [tsjit.math.exp2(tsjit.math.fma(s[i], scale_log2, -scaled[row_half(i)]), ftz=True) for i in range(len(s))]
+    sums = [tree_reduce([stats[2 + h] * alphas[h]] + [p[i] for i in range(len(s)) if row_half(i) == h], plus)
+            for h in range(2)]
     return Fragment(p, tsjit.Float32), Fragment([maxima[0], maxima[1], sums[0], sums[1], alphas[0], alphas[1]],
                                                 tsjit.Float32)
 
@@ -93,5 +99,5 @@ def initial_stats():
     return Fragment([NEG_INF, NEG_INF, 0.0, 0.0, 1.0, 1.0], tsjit.Float32)
 
 
-__all__ = ["row_half", "quad_reduce", "plus", "mask_scores", "online_softmax", "pack_probabilities",
+__all__ = ["row_half", "quad_reduce", "tree_reduce", "plus", "mask_scores", "online_softmax", "pack_probabilities",
            "initial_stats", "NEG_INF"]

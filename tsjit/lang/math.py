@@ -22,7 +22,7 @@ import math as _pymath
 from tsjit.backend import emit
 from tsjit.errors import CompilationError
 from tsjit.lang import dtypes as dt
-from tsjit.lang.values import (EXP2_APPROX, LOG2_APPROX, Value, absolute, as_value, cast_to, float_operand,
+from tsjit.lang.values import (EXP2_APPROX, EXP2_APPROX_FTZ, LOG2_APPROX, Value, absolute, as_value, cast_to, float_operand,
                                intrinsic_suffix, float_unary, select, unify)
 
 LOG2E = 1.4426950408889634
@@ -43,9 +43,11 @@ def rsqrt(x) -> Value:
     return float_unary(x, "rsqrt", "llvm.nvvm.rsqrt.approx.f")
 
 
-def exp2(x) -> Value:
-    """``2**x`` (PTX ``ex2.approx.f32``)."""
-    return float_unary(x, "exp2", EXP2_APPROX)
+def exp2(x, *, ftz: bool = False) -> Value:
+    """``2**x`` (PTX ``ex2.approx.f32``).  ``ftz=True`` flushes subnormal inputs and results to zero
+    (``ex2.approx.ftz.f32``): one MUFU.EX2 instruction, without the range fix-up of the subnormal-safe
+    form (PTX ISA 8.x §9.7.3.22); results below 2**-126 become 0."""
+    return float_unary(x, "exp2", EXP2_APPROX_FTZ if ftz else EXP2_APPROX)
 
 
 def log2(x) -> Value:

@@ -146,6 +146,7 @@ class Value:
 
 #: PTX ``ex2.approx.f32`` / ``lg2.approx.f32`` (PTX ISA 8.x §9.7.3: max error 2 ulp on the full range).
 EXP2_APPROX = "llvm.nvvm.ex2.approx.f"
+EXP2_APPROX_FTZ = "llvm.nvvm.ex2.approx.ftz.f"
 LOG2_APPROX = "llvm.nvvm.lg2.approx.f"
 
 

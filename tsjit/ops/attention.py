@@ -13,6 +13,7 @@ import math
 
 from tsjit.errors import LaunchError
 from tsjit.examples import attention as program
+from tsjit.examples import attention_tiles as tiles
 from tsjit.runtime.tensormap import TensorMap
 
 __all__ = ["attention", "SUPPORTED_HEAD_DIMS"]
@@ -96,27 +97,84 @@ def _check_arguments(q, k, v, out, causal, scale, torch):
     return float(scale)
 
 
-def attention(q, k, v, *, causal: bool = False, scale: float | None = None, return_lse: bool = False, out=None,
-              lse_out=None, block_n: int | None = None, stages: int | None = None, sms: int | None = None,
-              overlap: bool | None = None, pingpong: bool | None = None, q_stages: int | None = None):
-    """Scaled dot-product attention forward: ``softmax(scale * q k^T [+ causal mask]) v``.
+def _check_varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, torch):
+    """Validate the packed (variable-length) arguments; returns the per-sequence lengths (host ints; reading
+    ``cu_seqlens`` costs one device-to-host copy)."""
+    for name, t in (("q", q), ("k", k)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 3:
+            raise LaunchError(f"with cu_seqlens_q / cu_seqlens_k, argument '{name}' must be a packed "
+                              f"(total_tokens, heads, head_dim) tensor, got "
+                              f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
+    lengths = []
+    for name, cu, total in (("cu_seqlens_q", cu_seqlens_q, q.shape[0]), ("cu_seqlens_k", cu_seqlens_k, k.shape[0])):
+        if not isinstance(cu, torch.Tensor) or cu.dim() != 1 or cu.dtype != torch.int32 or cu.numel() < 2 \
+                or cu.device != q.device:
+            raise LaunchError(f"argument '{name}' must be a 1-D torch.int32 tensor of batch + 1 >= 2 prefix sums on "
+                              f"{q.device}, got {cu.dtype if isinstance(cu, torch.Tensor) else type(cu).__name__}"
+                              f"{' ' + str(tuple(cu.shape)) if isinstance(cu, torch.Tensor) else ''}")
+        host = cu.cpu().tolist()
+        if host[0] != 0 or any(b < a for a, b in zip(host, host[1:])) or host[-1] > total:
+            raise LaunchError(f"argument '{name}' must start at 0, never decrease and end at most at the "
+                              f"{total} packed tokens, got {host[:8]}{' ...' if len(host) > 8 else ''}")
+        lengths.append([b - a for a, b in zip(host, host[1:])])
+    if len(lengths[0]) != len(lengths[1]):
+        raise LaunchError(f"arguments 'cu_seqlens_q' and 'cu_seqlens_k' must have the same length (batch + 1), "
+                          f"got {cu_seqlens_q.numel()} and {cu_seqlens_k.numel()}")
+    for name, given, lens in (("max_seqlen_q", max_seqlen_q, lengths[0]), ("max_seqlen_k", max_seqlen_k, lengths[1])):
+        if given is not None and (isinstance(given, bool) or not isinstance(given, int) or given < max(lens)):
+            raise LaunchError(f"argument '{name}' must be an int >= the longest sequence ({max(lens)}), got {given!r}")
+    return lengths
+
+
+def _window_bounds(window, causal):
+    """(left, right) of the mask: None for an unbounded side; causal masking is right = 0."""
+    if window is None:
+        left = right = None
+    elif isinstance(window, (tuple, list)) and len(window) == 2:
+        left, right = (None if w is None or (isinstance(w, int) and not isinstance(w, bool) and w < 0) else w
+                       for w in window)
+    else:
+        raise LaunchError(f"argument 'window' must be None or (left, right) keys before / after the diagonal (None "
+                          f"or -1: unbounded), got {window!r}")
+    for name, w in (("left", left), ("right", right)):
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w >= 2 ** 30):
+            raise LaunchError(f"argument 'window' {name} bound must be an int (or None / -1 for unbounded), got {w!r}")
+    if causal:
+        right = 0 if right is None else min(right, 0)
+    return left, right
+
+
+def attention(q, k, v, *, causal: bool = False, scale: float | None = None, window=None, cu_seqlens_q=None,
+              cu_seqlens_k=None, max_seqlen_q: int | None = None, max_seqlen_k: int | None = None,
+              return_lse: bool = False, out=None, lse_out=None, block_n: int | None = None, stages: int | None = None,
+              sms: int | None = None, overlap: bool | None = None, pingpong: bool | None = None,
+              q_stages: int | None = None, tile_table: bool | None = None):
+    """Scaled dot-product attention forward: ``softmax(scale * q k^T [+ mask]) v``.
 
     Args:
         q: (batch, seqlen_q, heads, head_dim) torch.bfloat16 or torch.float16 CUDA tensor (torch is
-            required; other array types are refused), last dimension
-            contiguous, other strides multiples of 16 bytes (FlashAttention's layout).
-        k, v: (batch, seqlen_k, kv_heads, head_dim), same dtype; ``kv_heads`` divides ``heads`` (GQA/MQA:
-            query head ``h`` uses KV head ``h // (heads // kv_heads)``; K and V are not copied).
+            required; other array types are refused), last dimension contiguous, other strides multiples of
+            16 bytes (FlashAttention's layout); with ``cu_seqlens_q``, packed (total_q, heads, head_dim).
+        k, v: (batch, seqlen_k, kv_heads, head_dim) (packed: (total_k, kv_heads, head_dim)), same dtype;
+            ``kv_heads`` divides ``heads`` (GQA/MQA: query head ``h`` uses KV head ``h // (heads // kv_heads)``;
+            K and V are not copied).
         causal: mask keys after the query, bottom-right aligned as in FlashAttention 2 (row ``i`` sees keys
             ``j <= i + seqlen_k - seqlen_q``; the usual causal mask when the lengths are equal).  Rows that
             see no key give 0 and LSE -inf.
         scale: softmax scale, default ``1 / sqrt(head_dim)``; finite and > 0.
-        return_lse: also return the log-sum-exp per row, (batch, heads, seqlen_q) torch.float32 (natural log).
+        window: sliding window ``(left, right)``: row ``i`` sees keys ``i + d - left <= j <= i + d + right``
+            (``d = seqlen_k - seqlen_q``; None or -1 for an unbounded side; with ``causal`` right is 0), as
+            FlashAttention's ``window_size``.  KV tiles no row of a Q tile sees are skipped.
+        cu_seqlens_q, cu_seqlens_k: variable-length batches: (batch + 1) torch.int32 prefix sums of the
+            sequence lengths into the packed q and k / v (FlashAttention's varlen API; no padding; lengths 0
+            allowed).  Reading them costs one device-to-host copy (the tile table is built from them).
+        max_seqlen_q, max_seqlen_k: optional with cu_seqlens (checked against the lengths).
+        return_lse: also return the log-sum-exp per row, (batch, heads, seqlen_q) torch.float32 (natural log;
+            packed: (heads, total_q)).
         out: optional output tensor (q's shape and dtype, same layout rules as q).
-        lse_out: optional (batch, heads, seqlen_q) contiguous torch.float32 tensor for the LSE (implies
-            ``return_lse``).
-        block_n, stages: KV tile rows (64 or 128) and ring depth; defaults per head_dim
-            (``tsjit.examples.attention.DEFAULT_CONFIG``).
+        lse_out: optional contiguous torch.float32 tensor of the LSE's shape (implies ``return_lse``).
+        block_n, stages: KV tile rows (``tsjit.examples.attention.BLOCK_NS``) and ring depth; defaults per
+            head_dim (``tsjit.examples.attention.DEFAULT_CONFIG``).
         sms: CTAs of the persistent grid (default: the device's multiprocessor count).
         overlap: software-pipeline each warpgroup's loop (the softmax of a KV tile runs while the previous
             tile's PV wgmma is in flight); False: one tile at a time (default per head_dim:
@@ -124,18 +182,35 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, retu
         pingpong: the two warpgroups take turns at the tensor cores through named barriers (default per
             head_dim: ``tsjit.examples.attention.DEFAULT_PINGPONG``); only with ``overlap``.
         q_stages: stages of the Q ring (1 or 2; default ``DEFAULT_Q_STAGES`` per head_dim).
+        tile_table: order the work tiles by a host-built table (``tsjit.examples.attention_tiles.tile_table``:
+            longest first, balanced over the CTAs); default: with a causal mask, a window or cu_seqlens (which
+            need it); False: the grid order (a head's tiles consecutive, longest first under a causal mask).
 
     Returns:
-        ``out`` (batch, seqlen_q, heads, head_dim), or ``(out, lse)`` with ``return_lse``.
+        ``out``, or ``(out, lse)`` with ``return_lse``.
 
     Raises:
-        LaunchError: torch is not installed, or an argument is not a CUDA torch tensor; an unsupported head_dim (64 and 128 are supported) or dtype, a layout TMA cannot
-            address, mismatched shapes/devices, or a bad scale, each naming the argument.
+        LaunchError: torch is not installed, or an argument is not a CUDA torch tensor; an unsupported head_dim
+            (64, 128 and 256 are supported) or dtype, a layout TMA cannot address, mismatched shapes/devices,
+            bad cu_seqlens, window or scale, each naming the argument.
     """
     torch = _torch(q)
-    scale = _check_arguments(q, k, v, out, causal, scale, torch)
-    batch, seqlen_q, heads, head_dim = q.shape
-    seqlen_k, kv_heads = k.shape[1], k.shape[2]
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    lengths = None
+    if varlen:
+        lengths = _check_varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, torch)
+        for name, t in (("v", v), ("out", out)):
+            if t is not None and (not isinstance(t, torch.Tensor) or t.dim() != 3):
+                raise LaunchError(f"with cu_seqlens, argument '{name}' must be a packed (tokens, heads, head_dim) "
+                                  f"tensor")
+        q4, k4, v4 = q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0)
+        out4 = None if out is None else out.unsqueeze(0)
+    else:
+        q4, k4, v4, out4 = q, k, v, out
+    scale = _check_arguments(q4, k4, v4, out4, causal, scale, torch)
+    left, right = _window_bounds(window, causal)
+    batch, seqlen_q, heads, head_dim = q4.shape
+    seqlen_k, kv_heads = k4.shape[1], k4.shape[2]
     default_n, default_stages = program.DEFAULT_CONFIG[head_dim]
     block_n = default_n if block_n is None else block_n
     stages = default_stages if stages is None else stages
@@ -146,38 +221,97 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, retu
     q_stages = program.DEFAULT_Q_STAGES[head_dim] if q_stages is None else q_stages
     if q_stages not in (1, 2):
         raise LaunchError(f"argument 'q_stages' must be 1 or 2, got {q_stages!r}")
-    if block_n not in (64, 128):
-        raise LaunchError(f"argument 'block_n' must be 64 or 128, got {block_n!r}")
-    if out is None:
-        out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    if block_n not in program.BLOCK_NS:
+        raise LaunchError(f"argument 'block_n' must be one of {list(program.BLOCK_NS)}, got {block_n!r}")
+    if out4 is None:
+        out4 = torch.empty_like(q4, memory_format=torch.contiguous_format)
+    lse_shape = (heads, seqlen_q) if varlen else (batch, heads, seqlen_q)
     if lse_out is not None:
-        if not isinstance(lse_out, torch.Tensor) or tuple(lse_out.shape) != (batch, heads, seqlen_q) or \
+        if not isinstance(lse_out, torch.Tensor) or tuple(lse_out.shape) != lse_shape or \
                 lse_out.dtype != torch.float32 or lse_out.device != q.device or not lse_out.is_contiguous():
             raise LaunchError(f"argument 'lse_out' must be a contiguous torch.float32 tensor of shape "
-                              f"{(batch, heads, seqlen_q)} on {q.device}")
+                              f"{lse_shape} on {q.device}")
         return_lse = True
     lse = lse_out
     if return_lse and lse is None:
-        lse = torch.empty((batch, heads, seqlen_q), dtype=torch.float32, device=q.device)
+        lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
+    result_out = out4.squeeze(0) if varlen else out4
     if batch == 0 or seqlen_q == 0 or heads == 0:
-        return (out, lse) if return_lse else out
-    if seqlen_k == 0:
-        out.zero_()
+        return (result_out, lse) if return_lse else result_out
+    if seqlen_k == 0 or (lengths is not None and not any(lengths[0])):
+        out4.zero_()
         if return_lse:
             lse.fill_(float("-inf"))
-        return (out, lse) if return_lse else out
-    lse_arg = lse if return_lse else torch.empty((batch, 1, 1), dtype=torch.float32, device=q.device)
-    q_map = TensorMap(q, (1, program.BLOCK_M, 1, program.BOX), swizzle="128B")
-    k_map = TensorMap(k, (1, block_n, 1, program.BOX), swizzle="128B")
-    v_map = TensorMap(v, (1, block_n, 1, program.BOX), swizzle="128B")
-    o_map = TensorMap(out, (1, 64, 1, program.BOX), swizzle="128B")
-    tiles = batch * heads * -(-seqlen_q // program.BLOCK_M)
+        return (result_out, lse) if return_lse else result_out
     if sms is None:
         sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-    grid = max(1, min(tiles, sms))
+    direct = varlen or head_dim == 256
+    store = out4
+    if direct and not (out4.stride(2) == head_dim and out4.stride(0) == seqlen_q * out4.stride(1)):
+        store = torch.empty_like(q4, memory_format=torch.contiguous_format)    # rows of (heads * head_dim)
+    ordered = causal or left is not None or right is not None
+    if tile_table is None:
+        tile_table = varlen or ordered
+    if varlen and not tile_table:
+        raise LaunchError("argument 'tile_table' cannot be False with cu_seqlens (the table lists the sequences' "
+                          "tiles); leave it None")
+    table = None
+    if tile_table:
+        seqlens = lengths if varlen else ([seqlen_q] * batch, [seqlen_k] * batch)
+        table = _device_table(tiles.tile_table(seqlens[0], seqlens[1], heads, block_n, causal, sms, (left, right)),
+                              q.device, torch)
+        num_tiles = table.shape[0]
+    else:
+        num_tiles = batch * heads * -(-seqlen_q // program.BLOCK_M)
+    if num_tiles == 0:
+        return (result_out, lse) if return_lse else result_out
+    grid = max(1, min(num_tiles, sms))            # the table of min(tiles, sms) CTAs is the same table
+    dummy = _dummy(q.device, torch)
+    if return_lse:
+        lse_arg = lse.unsqueeze(0) if varlen else lse
+    else:     # the grid order reads the batch from the LSE argument's first dimension
+        lse_arg = torch.empty((batch, 1, 1), dtype=torch.float32, device=q.device)
+    q_map = TensorMap(q4, (1, program.BLOCK_M, 1, program.BOX), swizzle="128B")
+    k_map = TensorMap(k4, (1, block_n, 1, program.BOX), swizzle="128B")
+    v_map = TensorMap(v4, (1, block_n, 1, program.BOX), swizzle="128B")
+    o_map = TensorMap(store, (1, 64, 1, program.BOX), swizzle="128B")
+    out2d = store.as_strided((store.shape[0] * store.shape[1], heads * head_dim), (store.stride(1), 1)) if direct \
+        else dummy["out"]
     stream = torch.cuda.current_stream(q.device).cuda_stream
     program.attention_forward[(grid,), (program.THREADS,)](
-        q_map, k_map, v_map, o_map, lse_arg, seqlen_q, seqlen_k, heads, heads // kv_heads,
-        program.log2_scale(scale), head_dim, block_n, stages, causal, return_lse, bool(overlap),
-        bool(pingpong) and bool(overlap), q_stages, stream=stream)
-    return (out, lse) if return_lse else out
+        q_map, k_map, v_map, o_map, out2d, lse_arg, table if table is not None else dummy["table"],
+        cu_seqlens_q if varlen else dummy["cu"], cu_seqlens_k if varlen else dummy["cu"], seqlen_q, seqlen_k, heads,
+        heads // kv_heads, program.log2_scale(scale), 0 if left is None else left, 0 if right is None else right,
+        head_dim, block_n, stages, right is not None, return_lse, bool(overlap), bool(pingpong) and bool(overlap),
+        q_stages, left is not None, table is not None, varlen, direct, stream=stream)
+    if store is not out4:
+        out4.copy_(store)
+    return (result_out, lse) if return_lse else result_out
+
+
+def _device_table(host, device, torch):
+    """The tile table on the device, cached by the host table's identity (tile_table caches its results, so a
+    repeated shape uploads nothing)."""
+    key = (id(host), str(device))
+    entry = _TABLES.get(key)
+    if entry is None or entry[0] is not host:
+        if len(_TABLES) > 64:
+            _TABLES.clear()
+        entry = _TABLES[key] = (host, torch.tensor(host, dtype=torch.int32).to(device))
+    return entry[1]
+
+
+_TABLES: dict = {}
+
+
+def _dummy(device, torch):
+    """Placeholder tensors for the kernel arguments a configuration does not use (cached per device)."""
+    key = str(device)
+    if key not in _DUMMIES:
+        _DUMMIES[key] = {"table": torch.zeros((1, 2), dtype=torch.int32, device=device),
+                         "cu": torch.zeros((2,), dtype=torch.int32, device=device),
+                         "out": torch.empty((1, 8), dtype=torch.bfloat16, device=device)}
+    return _DUMMIES[key]
+
+
+_DUMMIES: dict = {}

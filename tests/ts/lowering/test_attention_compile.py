@@ -1,13 +1,18 @@
 """The TS attention kernel compiles and verifies for sm_90a without a GPU (issue 16, CPU evidence): every
-configuration (head_dim 64/128, causal or not, bf16/fp16, each consumer schedule) assembles with 0 spills;
-the PTX has the QK^T wgmma from shared memory, the PV wgmma with A from registers, 4-D TMA loads/stores,
-setmaxnreg and (ping-pong) the named-barrier turns; the TaskManager verifies the program quickly; the ops
-module imports without torch.
+configuration (head_dim 64/128/256, causal or not, sliding window, variable length, bf16/fp16, each consumer
+schedule) assembles with 0 spills; the PTX has the QK^T wgmma from shared memory, the PV wgmma with A from
+registers, 4-D TMA loads (and stores, where O is not stored from registers), setmaxnreg, ftz exp2 and (ping-pong)
+the named-barrier turns; where cuobjdump exists, the SASS keeps the softmax under the PV wgmma; the TaskManager
+verifies the program quickly; the ops module imports without torch.
 
 Cubins are assembled with ptxas (``TSJIT_ASSEMBLER=ptxas``), the assembler tsjit uses on the H200's image:
 nvJitLink 13.5 allocates fewer registers to the software-pipelined head_dim-128 loop and spills there."""
+import os
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -25,51 +30,88 @@ SCHEDULES = {"one-tile": (False, False), "overlapped": (True, False), "pingpong"
 
 
 def compile_attention(head_dim, causal, dtype=tsjit.BFloat16, block_n=None, stages=None, store_lse=True,
-                      schedule="pingpong", q_stages=None):
-    default_n, default_stages = attention.DEFAULT_CONFIG[head_dim]
-    block_n = block_n or default_n
-    stages = stages or default_stages
-    q = tsjit.tensormap_spec(dtype, (1, attention.BLOCK_M, 1, attention.BOX), swizzle="128B")
-    kv = tsjit.tensormap_spec(dtype, (1, block_n, 1, attention.BOX), swizzle="128B")
-    o = tsjit.tensormap_spec(dtype, (1, 64, 1, attention.BOX), swizzle="128B")
-    lse = tsjit.spec((2, 16, 1000), tsjit.Float32)
+                      schedule="overlapped", q_stages=None, **options):
     overlap, pingpong = SCHEDULES[schedule]
-    return tsjit.compile(attention.attention_forward, q, kv, kv, o, lse, 1000, 1000, 16, 2, 0.18, head_dim,
-                         block_n, stages, causal, store_lse, overlap, pingpong,
-                         q_stages or attention.DEFAULT_Q_STAGES[head_dim])
+    return attention.compile_config(head_dim, causal, dtype, block_n=block_n, stages=stages, store_lse=store_lse,
+                                    overlap=overlap, pingpong=pingpong, q_stages=q_stages, **options)
 
 
-# the default schedule for every head_dim and mask in bf16; the other schedules and fp16 on a subset (the
-# schedules depend neither on the dtype nor on the mask)
-CONFIGS = [(d, causal, tsjit.BFloat16, "pingpong") for d in (64, 128) for causal in (False, True)]
-CONFIGS += [(d, causal, tsjit.BFloat16, schedule) for d, causal in ((128, True), (64, False))
-            for schedule in ("one-tile", "overlapped")]
-CONFIGS += [(64, True, tsjit.Float16, "pingpong"), (128, False, tsjit.Float16, "pingpong")]
+# the default schedule for every head_dim and mask in bf16; the masks and layouts that change the code (window,
+# variable length: tile table, cu_seqlens, direct stores); the other schedules and fp16 on a subset (the schedules
+# depend neither on the dtype nor on the mask)
+CONFIGS = [(d, causal, tsjit.BFloat16, "overlapped", {}) for d in (64, 128, 256) for causal in (False, True)]
+CONFIGS += [(128, True, tsjit.BFloat16, "overlapped", dict(window=True)),
+            (128, False, tsjit.BFloat16, "overlapped", dict(varlen=True)),
+            (64, True, tsjit.Float16, "overlapped", dict(varlen=True, window=True)),
+            (128, False, tsjit.BFloat16, "overlapped", dict(block_n=160, q_stages=1))]
+CONFIGS += [(d, causal, tsjit.BFloat16, schedule, {}) for d, causal in ((128, True), (64, False))
+            for schedule in ("one-tile", "pingpong")]
+CONFIGS += [(128, False, tsjit.Float16, "overlapped", {})]
 
 
-@pytest.mark.parametrize("head_dim,causal,dtype,schedule", CONFIGS,
-                         ids=[f"d{d}-{'causal' if c else 'full'}-{t.name}-{s}" for d, c, t, s in CONFIGS])
-def test_attention_compiles_without_spills(head_dim, causal, dtype, schedule):
-    kernel = compile_attention(head_dim, causal, dtype, schedule=schedule)
+def config_id(config):
+    d, causal, dtype, schedule, options = config
+    return "-".join([f"d{d}", "causal" if causal else "full", dtype.name, schedule, *sorted(options)])
+
+
+@pytest.mark.parametrize("head_dim,causal,dtype,schedule,options", CONFIGS, ids=[config_id(c) for c in CONFIGS])
+def test_attention_compiles_without_spills(head_dim, causal, dtype, schedule, options):
+    kernel = compile_attention(head_dim, causal, dtype, schedule=schedule, **options)
     meta = kernel.metadata
     assert kernel.cubin[:4] == b"\x7fELF"
     assert meta["spill_stores_bytes"] == 0 and meta["spill_loads_bytes"] == 0 and meta["stack_frame_bytes"] == 0
     ptx = kernel.ptx
     kind = "bf16" if dtype is tsjit.BFloat16 else "f16"
-    qk = re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n128k16\.f32\.{kind}\.{kind} \{{[^}}]*\}}, %rd", ptx)
+    block_n = options.get("block_n") or attention.DEFAULT_CONFIG[head_dim][0]
+    qk = re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n{block_n}k16\.f32\.{kind}\.{kind} \{{[^}}]*\}}, %rd",
+                    ptx)
     pv = re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n{head_dim}k16\.f32\.{kind}\.{kind} \{{[^}}]*\}}, "
                     rf"\{{%r", ptx)
-    assert len(qk) == head_dim // 16, "QK^T: one m64n128k16 per 16 columns of head_dim, A from shared memory"
     overlap, pingpong = SCHEDULES[schedule]
+    # QK^T: one m64nNk16 per 16 columns of head_dim, A from shared memory; the pipelined schedule's peeled first
+    # KV tile has a second copy before the loop
+    assert len(qk) == (2 if overlap else 1) * head_dim // 16
     # one PV wgmma per 16 keys, A (P) from registers; the overlapped loop has a second copy after the loop
-    assert len(pv) == (2 if overlap else 1) * 128 // 16
+    assert len(pv) == (2 if overlap else 1) * block_n // 16
     turns = re.findall(r"bar\.(sync|arrive)\s+(\d+|%r\d+), 256;", ptx)
     assert bool(turns) == pingpong
     assert "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" in ptx
-    assert "cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group" in ptx
-    assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24;", ptx)
-    assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+240;", ptx)
-    assert "ex2.approx" in ptx
+    direct = options.get("varlen", False) or head_dim == 256
+    assert ("cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group" in ptx) != direct, \
+        "O by TMA stores, or from registers for variable-length batches and head_dim 256"
+    assert re.search(rf"setmaxnreg\.dec\.sync\.aligned\.u32\s+{attention.PRODUCER_REGISTERS};", ptx)
+    assert re.search(rf"setmaxnreg\.inc\.sync\.aligned\.u32\s+{attention.CONSUMER_REGISTERS};", ptx)
+    assert "ex2.approx.ftz.f32" in ptx and "ex2.approx.f32" not in ptx, "exp2 with flushed subnormals: one MUFU"
+
+
+def find_cuobjdump():
+    """The CUDA toolkit's cuobjdump, if this machine has one (the H200 image does; CI does not)."""
+    found = shutil.which("cuobjdump")
+    for candidate in (found, os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "cuobjdump")):
+        if candidate and os.path.exists(candidate):
+            return candidate
+    return None
+
+
+def test_softmax_exp2_runs_under_the_pv_wgmma_in_sass():
+    """In the overlapped loop every exp2 of the tile (MUFU.EX2) sits between the wait for S (DEPBAR <= 1) and
+    the wait for the previous PV (DEPBAR <= 0): ptxas hoists that wait above them unless a memory operation that
+    depends on them precedes it (KTiles.softmax's never-taken store)."""
+    tool = find_cuobjdump()
+    if tool is None:
+        pytest.skip("no cuobjdump on this machine (the SASS check runs where the CUDA toolkit is installed)")
+    kernel = compile_attention(128, False)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "attention.cubin")
+        with open(path, "wb") as fh:
+            fh.write(kernel.cubin)
+        sass = subprocess.run([tool, "--dump-sass", path], capture_output=True, text=True, check=True).stdout
+    assert not re.search(r"\b(LDL|STL)\b", sass)
+    waits = [m.start() for m in re.finditer(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x1", sass)]
+    assert waits, "the overlapped loop waits for S with one wgmma group still in flight"
+    loop = sass[waits[0]:]
+    loop = loop[:loop.index("WARPGROUP.DEPBAR.LE gsb0, 0x0")]
+    assert len(re.findall(r"MUFU\.EX2", loop)) >= 128 // 2, "the tile's 64 exp2 per thread precede the PV wait"
 
 
 def test_attention_block_n_64_one_q_stage_and_no_lse_compile():
@@ -95,7 +137,7 @@ def test_ops_module_imports_without_torch():
     import tsjit.ops
     from tsjit.ops.attention import SUPPORTED_HEAD_DIMS
     assert callable(tsjit.ops.attention) and tsjit.ops.attention.__doc__
-    assert SUPPORTED_HEAD_DIMS == (64, 128)
+    assert SUPPORTED_HEAD_DIMS == (64, 128, 256)
 
 
 def test_attention_with_numpy_inputs_and_no_torch_is_a_launch_error_naming_q(monkeypatch):
