@@ -26,8 +26,10 @@ CELLS = [
            "O += P V (wgmma, P from registers), the epilogue | raised to 232 |\n\n"
            "The cells below build the program for head_dim 128 with a causal mask, print what the TaskManager "
            "checked, and render it."),
-    ("code", "import os, time, inspect\n"
+    ("code", "import os, time, inspect, shutil\n"
              "os.environ['TSJIT_DISABLE_CACHE'] = '1'   # compile (and so build the TaskManager) even if cached\n"
+             "if shutil.which('ptxas'):   # assemble as on the H200 image (nvJitLink 13.5 spills this loop)\n"
+             "    os.environ['TSJIT_ASSEMBLER'] = 'ptxas'\n"
              "import tsjit\nfrom tsjit.runtime.driver import gpu_available\nGPU = gpu_available()\n"
              "print('GPU present:', GPU)\n"
              "from tsjit.examples import attention\n"

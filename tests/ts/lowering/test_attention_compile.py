@@ -121,10 +121,18 @@ def test_attention_block_n_64_one_q_stage_and_no_lse_compile():
     assert "st.global.f32" not in kernel.ptx          # no LSE stores
 
 
-def test_attention_schedule_verifies_quickly(monkeypatch):
-    """The whole TaskManager construction (all checks, the exhaustive one included) inside a compile."""
-    durations = verification_seconds(monkeypatch, lambda: compile_attention(64, True, block_n=64, stages=2))   # a configuration no other test compiles
+@pytest.mark.parametrize("head_dim,causal,options", [
+    (64, True, dict(block_n=64, stages=2)),                            # configurations no other test compiles
+    (256, False, dict(window=True, schedule="one-tile")),
+    (128, True, dict(varlen=True, window=True, q_stages=1))])
+def test_attention_schedule_verifies_safe_quickly(monkeypatch, head_dim, causal, options):
+    """The whole TaskManager construction (all checks, the exhaustive one included) inside a compile: SAFE in
+    under 2 s."""
+    managers = []
+    monkeypatch.setattr(attention, "MANAGER_OBSERVERS", [managers.append])
+    durations = verification_seconds(monkeypatch, lambda: compile_attention(head_dim, causal, **options))
     assert durations and max(durations) < 2.0, durations
+    assert managers and all(m.exhaustive_result.verdict == "SAFE" for m in managers)
 
 
 def test_too_many_stages_is_rejected_by_m1():
