@@ -3,6 +3,10 @@
 Tests marked ``@pytest.mark.gpu`` need an NVIDIA GPU and driver; they are skipped with a
 reason when :func:`tsjit.runtime.driver.gpu_available` is ``False`` (that call never raises).
 
+Tests marked ``@pytest.mark.gpu_or_interpret`` run twice: ``[gpu]`` (marked ``gpu``) and
+``[interpret]`` under the CPU interpreter (``TSJIT_INTERPRET=1`` for the test; ``tsjit.env.interpret()``
+tells a test to pick its reduced sizes).
+
 The suite never writes into the user's real kernel cache: ``TSJIT_CACHE_DIR`` points at a
 temporary directory for the whole session (set in ``os.environ``, so subprocesses and notebook
 kernels the tests start inherit it), removed at the end.
@@ -38,8 +42,23 @@ def _gpu_available() -> bool:
     return gpu_available()
 
 
+def pytest_generate_tests(metafunc):
+    if metafunc.definition.get_closest_marker("gpu_or_interpret") and "device_backend" in metafunc.fixturenames:
+        metafunc.parametrize("device_backend", [pytest.param("gpu", marks=pytest.mark.gpu), "interpret"],
+                             indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def device_backend(request, monkeypatch):
+    """``"gpu"`` or ``"interpret"`` for a ``gpu_or_interpret`` test (the latter sets TSJIT_INTERPRET=1)."""
+    backend = getattr(request, "param", None)
+    if backend == "interpret":
+        monkeypatch.setenv("TSJIT_INTERPRET", "1")
+    return backend
+
+
 def pytest_collection_modifyitems(config, items):
-    gpu_items = [item for item in items if "gpu" in item.keywords]
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if gpu_items and not _gpu_available():
         skip = pytest.mark.skip(reason=GPU_SKIP_REASON)
         for item in gpu_items:

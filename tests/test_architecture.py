@@ -40,6 +40,8 @@ ALLOWED = {
     "tsjit.frontend": _BASE | {"tsjit.backend", "tsjit.lang"},
     "tsjit.ts": _BASE | {"tsjit.backend", "tsjit.lang", "tsjit.frontend"},
     "tsjit.runtime": _BASE | {"tsjit.backend", "tsjit.lang", "tsjit.frontend"},
+    # the CPU interpreter runs what the frontend and the TS lowering emit, on the runtime's arrays
+    "tsjit.interpret": _BASE | {"tsjit.backend", "tsjit.lang", "tsjit.frontend", "tsjit.ts", "tsjit.runtime"},
 }
 
 #: imports inside functions that are not lazy loads of a heavy dependency, each with the reason it

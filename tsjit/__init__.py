@@ -119,12 +119,22 @@ def static_print(*args) -> None:
     print(*args)
 
 
+def _interpreter_entry():
+    """The CPU interpreter's entry points (:mod:`tsjit.interpret.launch`) for the runtime, which sits
+    below the interpreter and cannot import it."""
+    from tsjit.interpret import launch  # lazily: the interpreter loads the compiler, llvmlite and numpy
+    return launch
+
+
 def __getattr__(name: str):
     """Load the public name ``name`` from the module that provides it, on its first use."""
     if name in _MODULES:
         value = importlib.import_module(_MODULES[name])
     elif name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
+        provider = importlib.import_module(_LAZY[name])
+        if _LAZY[name] == "tsjit.runtime.kernel":
+            provider.interpreter_loader = _interpreter_entry
+        value = getattr(provider, name)
     else:
         raise AttributeError(f"module 'tsjit' has no attribute {name!r}")
     globals()[name] = value  # later accesses are plain attribute lookups

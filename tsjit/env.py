@@ -25,6 +25,8 @@ variable                 type      default
 ``TSJIT_DEBUG_TIMEOUT_MS`` int     ``2000`` (ms a debug-build wait may take)
 ``TSJIT_UNROLL_LIMIT``   int       ``4096`` (iterations of one compile-time loop)
 ``TSJIT_AUTOTUNE``       bool      false: ``tsjit.ops.matmul`` uses its cost model alone
+``TSJIT_INTERPRET``      bool      false: launches run on the GPU
+``TSJIT_INTERPRET_CHECK`` choice   ``none`` (``race``, ``uninit``: the interpreter's checks)
 =======================  ========  ==============================================
 
 Variables marked ``affects_code`` change the generated cubin; the specialization key
@@ -183,9 +185,19 @@ AUTOTUNE = EnvVar(
     "tsjit.ops.matmul times its cost model's best few configurations on the first call of each shape bucket "
     "and keeps the fastest, persisted in TSJIT_CACHE_DIR per (shape bucket, dtypes, layout, device).")
 
+INTERPRET = EnvVar(
+    "TSJIT_INTERPRET", "bool", False,
+    "Run every kernel launch on the CPU interpreter (tsjit.interpret) instead of the GPU; device arrays and "
+    "TensorMaps live in host memory, so no GPU is needed.")
+INTERPRET_CHECK = EnvVar(
+    "TSJIT_INTERPRET_CHECK", "choice", "none",
+    "Extra checks of the CPU interpreter: 'race' (shared-memory races between barrier epochs), 'uninit' "
+    "(reads of never-written shared memory; includes race), or 'none'.",
+    choices=("none", "race", "uninit"))
+
 VARIABLES: dict[str, EnvVar] = {var.name: var for var in (
     CACHE_DIR, DUMP_DIR, ASSEMBLER, TARGET, ALWAYS_COMPILE, DISABLE_CACHE, DEBUG, DEBUG_TIMEOUT_MS,
-    UNROLL_LIMIT, AUTOTUNE)}
+    UNROLL_LIMIT, AUTOTUNE, INTERPRET, INTERPRET_CHECK)}
 
 
 def get(name: str):
@@ -267,6 +279,18 @@ def unroll_limit() -> int:
         TsjitError: the value is not a positive integer.
     """
     return UNROLL_LIMIT.value()
+
+
+def interpret() -> bool:
+    """Whether launches run on the CPU interpreter (``TSJIT_INTERPRET``); read at each launch and
+    allocation."""
+    return INTERPRET.value()
+
+
+def interpret_checks() -> frozenset:
+    """The interpreter's extra checks (``TSJIT_INTERPRET_CHECK``): a subset of {"race", "uninit"}."""
+    value = INTERPRET_CHECK.value()
+    return frozenset() if value == "none" else frozenset({"race"}) if value == "race" else frozenset({"race", "uninit"})
 
 
 def code_affecting_values() -> tuple[tuple[str, str | None], ...]:

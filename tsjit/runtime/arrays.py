@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tsjit import env
 from tsjit.errors import LaunchError, TsjitError, hide_from_pytest
 from tsjit.lang import dtypes
 from tsjit.lang.dtypes import BFloat16, DType
@@ -361,8 +362,38 @@ def describe_array_argument(obj, name: str = "argument") -> ArrayArg | None:
 # ------------------------------------------------------------ device memory
 # Thin checked calls; synchronous with respect to the host, ordered on the legacy stream.
 
+#: interpreter-mode device memory (TSJIT_INTERPRET=1): host buffers by address (tsjit.interpret reads them)
+_HOST_BUFFERS: dict[int, np.ndarray] = {}
+
+
+def host_allocation(address: int):
+    """``(base address, uint8 buffer)`` of the interpreter-mode device allocation holding ``address``,
+    or None (a real device address, or unknown)."""
+    for base, buffer in _HOST_BUFFERS.items():
+        if base <= address < base + max(buffer.nbytes, 1):
+            return base, buffer
+    return None
+
+
+def _host_view(address: int, nbytes: int):
+    found = host_allocation(address)
+    if found is None:
+        return None
+    base, buffer = found
+    return buffer[address - base:address - base + nbytes]
+
+
 def _alloc(nbytes: int) -> int:
-    """``cuMemAlloc`` (256-byte aligned); 0 for ``nbytes == 0``.  LaunchError when out of memory."""
+    """``cuMemAlloc`` (256-byte aligned); 0 for ``nbytes == 0``.  LaunchError when out of memory.
+    Under ``TSJIT_INTERPRET=1`` the memory is a 256-byte aligned host buffer (no GPU needed)."""
+    if env.interpret():
+        if nbytes == 0:
+            return 0
+        raw = np.zeros(nbytes + 256, np.uint8)
+        shift = -raw.ctypes.data % 256
+        buffer = raw[shift:shift + nbytes]
+        _HOST_BUFFERS[int(buffer.ctypes.data)] = buffer
+        return int(buffer.ctypes.data)
     if nbytes == 0:
         driver.ensure_context()
         return 0
@@ -371,6 +402,8 @@ def _alloc(nbytes: int) -> int:
 
 def _free_quietly(address: int) -> None:
     """``cuMemFree`` for finalizers: never raises."""
+    if _HOST_BUFFERS.pop(address, None) is not None:
+        return
     try:
         driver.bindings().cuMemFree(address)
     except Exception:
@@ -379,12 +412,20 @@ def _free_quietly(address: int) -> None:
 
 def _copy_to_device(address: int, host: np.ndarray, nbytes: int) -> None:
     # Host addresses are passed as ints (a 0-d numpy array would convert to an int *value*).
+    view = _host_view(address, nbytes) if _HOST_BUFFERS else None
+    if view is not None:
+        view[:] = np.ascontiguousarray(host).reshape(-1).view(np.uint8)[:nbytes]
+        return
     if nbytes:
         driver.check(driver.bindings().cuMemcpyHtoD(address, host.ctypes.data, nbytes),
                      f"cuMemcpyHtoD({nbytes} bytes)")
 
 
 def _copy_to_host(host: np.ndarray, address: int, nbytes: int) -> None:
+    view = _host_view(address, nbytes) if _HOST_BUFFERS else None
+    if view is not None:
+        host.reshape(-1).view(np.uint8)[:nbytes] = view
+        return
     if nbytes:
         driver.check(driver.bindings().cuMemcpyDtoH(host.ctypes.data, address, nbytes),
                      f"cuMemcpyDtoH({nbytes} bytes)")
@@ -500,7 +541,10 @@ class DeviceArray:
         ``self``.  Use ``0xFF`` to poison an output (NaN for floats, -1 for ints)."""
         if not 0 <= byte <= 255:
             raise LaunchError(f"fill_bytes: byte must be in 0..255; got {byte}")
-        if self.span_bytes:
+        view = _host_view(self.data_ptr, self.span_bytes) if _HOST_BUFFERS and self.span_bytes else None
+        if view is not None:
+            view[:] = byte
+        elif self.span_bytes:
             driver.check(driver.bindings().cuMemsetD8(self.data_ptr, byte, self.span_bytes), "cuMemsetD8")
         return self
 

@@ -112,6 +112,18 @@ class CompiledKernel:
 
 _OPTION_NAMES = ("max_threads", "min_blocks", "max_registers", "unroll_limit")
 
+#: Set by the package face (``tsjit/__init__.py``): a zero-argument callable returning the CPU interpreter's
+#: entry points (``tsjit.interpret.launch``).  The interpreter sits above the runtime, so the runtime never
+#: imports it; ``TSJIT_INTERPRET=1``, ``kernel.interpret[grid, block]`` and ``compile(interpret=True)`` call it.
+interpreter_loader = None
+
+
+def _interpreter():
+    if interpreter_loader is None:
+        raise LaunchError("the CPU interpreter is reached through the package: `import tsjit` and use "
+                          "tsjit.kernel (TSJIT_INTERPRET=1 or kernel.interpret[grid, block])")
+    return interpreter_loader()
+
 
 class Kernel:
     """A ``@tsjit.kernel`` function.
@@ -151,6 +163,21 @@ class Kernel:
     def __call__(self, *args, **kwargs):
         raise LaunchError(f"launch kernel {self.__qualname__} with {self.__name__}[grid, block](...) or "
                           f"{self.__name__}.launch(..., grid=..., block=...)")
+
+    @property
+    def interpret(self) -> "_InterpretLaunch":
+        """``kernel.interpret[grid, block](*args)``: run this launch on the CPU interpreter
+        (:mod:`tsjit.interpret`), whatever ``TSJIT_INTERPRET`` says; arguments as for a GPU launch, and
+        numpy arrays / torch CPU tensors too (the kernel reads and writes them in place)."""
+        return _InterpretLaunch(self)
+
+    def _interpret(self, args, kwargs, grid, block, smem_bytes=0, cluster=None, check_launch=True):
+        values = self._bind(args, kwargs)
+        specs, _ = self._specialize(values, for_compile=True)
+        if callable(grid):
+            grid = grid({p.name: v for p, v in zip(self.params, values)})
+        return _interpreter().run(self, values, specs, grid=grid, block=block, smem_bytes=smem_bytes,
+                                  cluster=cluster, check_launch=check_launch)
 
     def __getitem__(self, config):
         if not isinstance(config, tuple) or len(config) < 2:
@@ -282,6 +309,8 @@ class Kernel:
                 program needs), or the driver refused.
             CompilationError: the kernel does not compile for these arguments.
         """
+        if env.interpret():
+            return self._interpret(args, kwargs, grid, block, smem_bytes, cluster, check_launch)
         values = args if (not kwargs and len(args) == len(self.params)) else self._bind(args, kwargs)
         sig, dyn = argument_signature(values, self.kinds)
         plan = self._plans.get(sig) if sig is not None else None
@@ -354,8 +383,11 @@ class Kernel:
         driver.launch(compiled.function(), grid, block, params, smem_bytes=smem, stream=stream, cluster=cluster,
                       pdl=pdl)
 
-    def compile(self, *args, target: str | None = None, **kwargs) -> CompiledKernel:
+    def compile(self, *args, target: str | None = None, interpret: bool = False, **kwargs) -> CompiledKernel:
         """Compile for ``args`` (device arrays, numpy arrays or ``tsjit.spec`` stand-ins) without launching.
+
+        ``interpret=True`` lowers for the CPU interpreter instead (frontend and TS lowering only, no PTX):
+        the result runs with ``result[grid, block](*args)`` on the CPU (:mod:`tsjit.interpret`).
 
         Raises:
             CompileArgumentError: an argument is missing, unexpected or does not fit its parameter
@@ -369,6 +401,8 @@ class Kernel:
             raise
         except LaunchError as exc:
             raise CompileArgumentError(str(exc)).with_traceback(None) from None
+        if interpret:
+            return _interpreter().lower(self, specs, target or environment_target() or DEFAULT_TARGET)
         return self._get_compiled(specs, target or environment_target() or DEFAULT_TARGET)
 
 
@@ -535,10 +569,29 @@ def kernel(fn=None, **options):
     return Kernel(fn, **options)
 
 
-def compile(kernel_obj: Kernel, *args, target: str | None = None, **kwargs) -> CompiledKernel:  # noqa: A001
+def compile(kernel_obj: Kernel, *args, target: str | None = None, interpret: bool = False,  # noqa: A001
+            **kwargs) -> CompiledKernel:
     """Compile ``kernel_obj`` for ``args`` without a GPU: numpy arrays or ``tsjit.spec(shape, dtype)``
-    stand in for device arrays, constexprs are given as values.  Returns the :class:`CompiledKernel`."""
+    stand in for device arrays, constexprs are given as values.  Returns the :class:`CompiledKernel`;
+    with ``interpret=True`` a kernel lowered for the CPU interpreter (``result[grid, block](*args)`` runs it)."""
     if not isinstance(kernel_obj, Kernel):
         raise UsageTypeError(f"tsjit.compile needs a @tsjit.kernel, got {type(kernel_obj).__name__}; decorate "
                              f"the function with @tsjit.kernel")
-    return kernel_obj.compile(*args, target=target, **kwargs)
+    return kernel_obj.compile(*args, target=target, interpret=interpret, **kwargs)
+
+
+class _InterpretLaunch:
+    """``kernel.interpret``: ``[grid, block]`` or ``[grid, block, smem_bytes]`` gives the CPU launcher."""
+
+    def __init__(self, kernel_obj: Kernel):
+        self.kernel = kernel_obj
+
+    def __getitem__(self, config):
+        if not isinstance(config, tuple) or len(config) < 2:
+            raise LaunchError(f"{self.kernel.__name__}.interpret[grid, block]: give both the grid and the block")
+        grid, block = config[0], config[1]
+        smem = config[2] if len(config) > 2 else 0
+
+        def launcher(*args, stream=None, cluster=None, pdl=False, check_launch=True, **kwargs):
+            return self.kernel._interpret(args, kwargs, grid, block, smem, cluster, check_launch)
+        return launcher

@@ -50,7 +50,7 @@ import operator
 from collections import namedtuple
 from dataclasses import dataclass
 
-from tsjit import abi
+from tsjit import abi, env
 from tsjit.errors import LaunchError
 from tsjit.lang.dtypes import DType
 from tsjit.runtime import driver
@@ -376,6 +376,31 @@ def encode_tensormap(layout: TensorMapLayout, what: str = "a tensor map"):
     ), f"cuTensorMapEncodeTiled for {what} ({args})")
 
 
+INTERPRETER_MAGIC = b"TSJITMAP"
+_INTERPRETER_LAYOUTS: dict[int, tuple] = {}
+
+
+class _InterpreterDescriptor:
+    """The 128 descriptor bytes of a TensorMap made under ``TSJIT_INTERPRET=1``: :data:`INTERPRETER_MAGIC`,
+    then a little-endian u64 handle of the layout (:func:`interpreter_layout` reads it back)."""
+
+    def __init__(self, layout: TensorMapLayout, array):
+        handle = len(_INTERPRETER_LAYOUTS) + 1
+        _INTERPRETER_LAYOUTS[handle] = (layout, array)
+        self._bytes = (ctypes.c_ubyte * DESCRIPTOR_BYTES).from_buffer_copy(
+            INTERPRETER_MAGIC + handle.to_bytes(8, "little") + bytes(DESCRIPTOR_BYTES - 16))
+
+    def getPtr(self) -> int:  # noqa: N802 - the driver object's method name
+        return ctypes.addressof(self._bytes)
+
+
+def interpreter_layout(descriptor: bytes):
+    """``(TensorMapLayout, array)`` of descriptor bytes made under ``TSJIT_INTERPRET=1``, or None for other bytes."""
+    if bytes(descriptor[:8]) != INTERPRETER_MAGIC:
+        return None
+    return _INTERPRETER_LAYOUTS.get(int.from_bytes(bytes(descriptor[8:16]), "little"))
+
+
 class TensorMap:
     """A TMA descriptor for a tiled view of a device array (rank 1 to 5).
 
@@ -402,7 +427,8 @@ class TensorMap:
     def __init__(self, array, box_shape, *, element_strides=None, swizzle: str = "none",
                  l2_promotion: str = "none", oob_fill: str = "zero", interleave: str = "none"):
         arg = describe_array_argument(array, "tensor map array")
-        if arg is None or arg.device_kind != "cuda":
+        interpreting = env.interpret()
+        if arg is None or (arg.device_kind != "cuda" and not interpreting):
             kind = "a host array" if arg is not None else type(array).__name__
             raise LaunchError(f"TensorMap: 'array' must be a device array; got {kind}.\n  Pass tsjit.to_device(x).")
         itemsize = arg.dtype.itemsize
@@ -412,8 +438,11 @@ class TensorMap:
                                          l2_promotion=l2_promotion, oob_fill=oob_fill, interleave=interleave)
         self.box_shape: tuple[int, ...] = self.layout.box_dims[::-1]
         self.dtype: DType = arg.dtype
-        self._tensor_map = encode_tensormap(self.layout, "TensorMap of " + describe_tensor(
-            arg.shape, [s * itemsize for s in arg.strides], arg.dtype, arg.data_ptr))
+        if interpreting:   # the CPU interpreter: a handle to the layout instead of the driver's bytes
+            self._tensor_map = _InterpreterDescriptor(self.layout, array)
+        else:
+            self._tensor_map = encode_tensormap(self.layout, "TensorMap of " + describe_tensor(
+                arg.shape, [s * itemsize for s in arg.strides], arg.dtype, arg.data_ptr))
 
     @property
     def box_bytes(self) -> int:

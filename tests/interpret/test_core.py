@@ -1,0 +1,97 @@
+"""The interpreter's core: launch API, exact arithmetic, memory errors, collectives (issue 13)."""
+import numpy as np
+import pytest
+
+import tsjit
+from tsjit.errors import InterpretError, LaunchError
+
+
+@tsjit.kernel
+def scale_add(x, out, n, alpha):
+    i = tsjit.block_idx().x * tsjit.block_dim().x + tsjit.thread_idx().x
+    if i < n:
+        out[i] = x[i] * alpha + tsjit.Float32(1)
+
+
+@tsjit.kernel
+def int_ops(a, out):
+    i = tsjit.thread_idx().x
+    v = a[i]
+    out[4 * i] = v * 3 + 7
+    out[4 * i + 1] = v >> 3
+    out[4 * i + 2] = v // 5
+    out[4 * i + 3] = v % 5
+
+
+@tsjit.kernel
+def out_of_bounds(x, out):
+    i = tsjit.thread_idx().x
+    out[i] = x[i + 1]
+
+
+@tsjit.kernel
+def bad_shuffle(x, out):
+    i = tsjit.thread_idx().x
+    v = x[i]
+    if i < 16:
+        v = tsjit.shuffle_xor(v, 16, mask=0x0000FFFF)
+    out[i] = v
+
+
+def test_numpy_arguments_are_written_in_place():
+    rng = np.random.default_rng()
+    x = rng.standard_normal(300).astype(np.float32)
+    out = np.full(300, np.nan, np.float32)
+    scale_add.interpret[(3,), (128,)](x, out, 300, 0.5)
+    np.testing.assert_array_equal(out, x * np.float32(0.5) + np.float32(1))
+
+
+def test_device_arrays_live_in_host_memory_under_tsjit_interpret(monkeypatch):
+    monkeypatch.setenv("TSJIT_INTERPRET", "1")
+    rng = np.random.default_rng()
+    x = rng.standard_normal(100).astype(np.float32)
+    out = tsjit.empty(100, tsjit.Float32).fill_bytes(0xFF)
+    scale_add[(1,), (128,)](tsjit.to_device(x), out, 100, -2.0)
+    np.testing.assert_array_equal(out.numpy(), x * np.float32(-2.0) + np.float32(1))
+
+
+def test_compile_interpret_returns_a_cpu_launchable_kernel():
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros(64, np.float32)
+    lowered = tsjit.compile(scale_add, x, out, 64, 1.0, interpret=True)
+    assert "define ptx_kernel" in lowered.llir
+    lowered[(1,), (64,)](x, out, 64, 3.0)
+    np.testing.assert_array_equal(out, x * 3 + 1)
+
+
+def test_int32_wraps_and_divides_toward_zero():
+    a = np.array([2**31 - 1, -17, 123456789, -(2**31)] * 8, np.int32)
+    out = np.zeros(4 * a.size, np.int32)
+    int_ops.interpret[(1,), (a.size,)](a, out)
+    wide = a.astype(np.int64)
+    np.testing.assert_array_equal(out[0::4], ((wide * 3 + 7 + 2**31) % 2**32 - 2**31).astype(np.int32))
+    np.testing.assert_array_equal(out[1::4], a >> 3)
+    np.testing.assert_array_equal(out[2::4], np.trunc(wide / 5).astype(np.int32))
+    np.testing.assert_array_equal(out[3::4], (wide - np.trunc(wide / 5) * 5).astype(np.int32))
+
+
+def test_out_of_bounds_read_names_the_array_index_and_line():
+    x = np.zeros(32, np.float32)
+    out = np.zeros(32, np.float32)
+    with pytest.raises(InterpretError) as info:
+        out_of_bounds.interpret[(1,), (32,)](x, out)
+    text = str(info.value)
+    assert "argument 'x'" in text and "element 32" in text and "test_core.py:" in text
+
+
+def test_shuffle_reading_a_lane_outside_its_mask_is_an_error():
+    x = np.zeros(32, np.float32)
+    with pytest.raises(InterpretError, match="not in the member mask"):
+        bad_shuffle.interpret[(1,), (32,)](x, np.zeros(32, np.float32))
+
+
+def test_gpu_device_array_is_refused_with_advice():
+    class FakeCuda:
+        __cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (0x7000_0000_0000, False), "version": 3}
+    with pytest.raises(LaunchError, match="GPU memory"):
+        scale_add.interpret[(1,), (32,)](FakeCuda(), np.zeros(4, np.float32), 4, 1.0)

@@ -1,0 +1,309 @@
+"""Loads, stores, atomics and ``alloca`` of the interpreter, for every address space.
+
+Each access resolves its address to (typed views, byte offset) of one buffer: a global
+:class:`~tsjit.interpret.memory.Allocation` (the last one hit is cached per instruction), the CTA's
+shared window, another CTA's window (shared::cluster, DSMEM), or the thread's local memory.  An
+address outside every buffer, or misaligned for its type, is an :class:`~tsjit.errors.InterpretError`
+naming the array, the element index and the source line.  Shared accesses also go to the CTA's
+:class:`~tsjit.interpret.races.SharedTracker` when race or uninitialized-read checks are on.
+Atomics are read-modify-write steps: a thread is never interrupted inside one instruction.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from tsjit.errors import InterpretError
+from tsjit.interpret import memory as M
+from tsjit.interpret import scalars as S
+
+__all__ = ["translate", "resolve", "scalar_codec"]
+
+_FORMATS = {1: "B", 2: "H", 4: "I", 8: "Q"}
+
+
+def scalar_codec(t):
+    """(view format, size, decode(raw) -> value, encode(value) -> raw) for scalar type ``t``; decode /
+    encode are None when the view holds the value itself."""
+    kind = S.kind_of(t)
+    if kind == "int":
+        size = max(1, (t.width + 7) // 8)
+        return _FORMATS[size], size, None, None
+    if kind == "ptr":
+        return "Q", 8, None, None
+    if kind == "float":
+        return "f", 4, None, None
+    if kind == "double":
+        return "d", 8, None, None
+    if kind in ("half", "bfloat"):
+        return "H", 2, (lambda raw: S.bits_float(raw, kind)), (lambda v: S.float_bits(v, kind))
+    return None
+
+
+def resolve(th, space: int, address: int, nbytes: int, what: str, where: str):
+    """(views, offset, buffer kind, owner) for ``nbytes`` at ``address`` in LLVM address ``space``.
+
+    Raises:
+        InterpretError: out of bounds (names the array / shared window and ``where``).
+    """
+    if space == 0:
+        top = address & (0xFF << 56)
+        if top == M.GENERIC_SHARED:
+            address &= (1 << 32) - 1
+            space = 7
+        elif top == M.GENERIC_LOCAL:
+            local = th.local
+            offset = address - local.base
+            if not 0 <= offset <= len(local.data) - nbytes:
+                raise InterpretError(f"out-of-bounds local-memory {what} at {where}")
+            return local.views, offset, "local", local
+        else:
+            space = 1
+    if space == 3:
+        window = th.cta.window
+        if address + nbytes > window.nbytes:
+            window.check(address, nbytes, what, where)
+        return window.views, address, "shared", window
+    if space == 7:
+        rank = (address >> M.CLUSTER_SHIFT) - 1
+        ctas = th.cta.cluster.ctas
+        if not 0 <= rank < len(ctas):
+            raise InterpretError(f"shared::cluster {what} at {where}: address 0x{address:x} names CTA rank {rank}, "
+                                 f"but the cluster has {len(ctas)} CTAs (use mapa with a rank below that)")
+        window = ctas[rank].window
+        offset = address & M.OFFSET_MASK
+        if offset + nbytes > window.nbytes:
+            window.check(offset, nbytes, what, where)
+        return window.views, offset, "shared", window
+    alloc = th.machine.gmem.find(address)
+    if alloc is None or address + nbytes > alloc.base + alloc.nbytes:
+        raise InterpretError(th.machine.gmem.out_of_bounds(address, nbytes, f"global {what}") + f" ({where})")
+    return alloc.views, address - alloc.base, "global", alloc
+
+
+def _misaligned(what, address, size, where):
+    return InterpretError(f"misaligned {what}: {size}-byte access at address 0x{address:x} (not a multiple of "
+                          f"{size}) at {where}; the GPU faults with 'misaligned address'")
+
+
+def translate(tr, instr):
+    """The closure for a load, store, atomicrmw, cmpxchg or alloca ``instr``."""
+    if isinstance(instr, ir.AllocaInstr):
+        return _alloca(tr, instr)
+    if isinstance(instr, ir.LoadInstr):
+        return _load(tr, instr)
+    if isinstance(instr, ir.StoreInstr):
+        return _store(tr, instr)
+    if isinstance(instr, ir.AtomicRMW):
+        return _atomic(tr, instr)
+    return _cmpxchg(tr, instr)
+
+
+def _alloca(tr, instr):
+    d = tr.slot(instr)
+    size = S.type_size(instr.allocated_type)
+    align = max(instr.align or 1, S.type_align(instr.allocated_type))
+
+    def alloca(f):
+        f[d] = f[0].local.allocate(size, align)
+    return alloca
+
+
+def _access_parts(t):
+    """[(offset, codec)] of the scalars of a (vector / aggregate) type, and its size."""
+    kind = S.kind_of(t)
+    if kind == "vector":
+        codec = scalar_codec(t.element)
+        return [(i * codec[1], codec) for i in range(t.count)], S.type_size(t)
+    codec = scalar_codec(t)
+    if codec is None:
+        raise InterpretError(f"internal error, please report: the interpreter cannot load/store type {t}")
+    return [(0, codec)], codec[1]
+
+
+def _load(tr, instr):
+    ptr = instr.operands[0]
+    p, d = tr.slot(ptr), tr.slot(instr)
+    space = ptr.type.addrspace
+    where = tr.where(instr)
+    t = instr.type
+    parts, size = _access_parts(t)
+    tracker_on = tr.checks
+    if len(parts) == 1:
+        (_, (fmt, size, decode, _enc)), = parts
+        shift = size.bit_length() - 1
+        if space == 1 and decode is None and not tracker_on:
+            cache = [None]
+
+            def load_global(f):
+                a = f[p]
+                alloc = cache[0]
+                if alloc is None or not 0 <= a - alloc.base <= alloc.nbytes - size:
+                    views, _, _, alloc = resolve(f[0], 1, a, size, "load", where)
+                    cache[0] = alloc
+                off = a - alloc.base
+                if off & (size - 1):
+                    raise _misaligned("load", a, size, where)
+                f[d] = alloc.views[fmt][off >> shift]
+            return load_global
+        if space == 3 and decode is None and not tracker_on:
+            def load_shared(f):
+                a = f[p]
+                window = f[0].cta.window
+                if a + size > window.nbytes:
+                    window.check(a, size, "load", where)
+                if a & (size - 1):
+                    raise _misaligned("shared load", a, size, where)
+                f[d] = window.views[fmt][a >> shift]
+            return load_shared
+
+        def load_any(f):
+            th = f[0]
+            a = f[p]
+            views, off, kind, owner = resolve(th, space, a, size, "load", where)
+            if off & (size - 1):
+                raise _misaligned("load", a, size, where)
+            if kind == "shared" and owner.tracker is not None:
+                owner.tracker.read(th, off, size, where)
+            raw = views[fmt][off >> shift]
+            f[d] = decode(raw) if decode is not None else raw
+        return load_any
+
+    def load_vector(f):
+        th = f[0]
+        a = f[p]
+        views, off, kind, owner = resolve(th, space, a, size, "load", where)
+        if kind == "shared" and owner.tracker is not None:
+            owner.tracker.read(th, off, size, where)
+        values = []
+        for part_offset, (fmt, psize, decode, _e) in parts:
+            o = off + part_offset
+            if o % psize:
+                raise _misaligned("load", a + part_offset, psize, where)
+            raw = views[fmt][o // psize]
+            values.append(decode(raw) if decode is not None else raw)
+        f[d] = tuple(values)
+    return load_vector
+
+
+def _store(tr, instr):
+    value, ptr = instr.operands
+    v, p = tr.slot(value), tr.slot(ptr)
+    space = ptr.type.addrspace
+    where = tr.where(instr)
+    parts, size = _access_parts(value.type)
+    tracker_on = tr.checks
+    if len(parts) == 1:
+        (_, (fmt, size, _dec, encode)), = parts
+        shift = size.bit_length() - 1
+        if space == 1 and encode is None and not tracker_on:
+            cache = [None]
+
+            def store_global(f):
+                a = f[p]
+                alloc = cache[0]
+                if alloc is None or not 0 <= a - alloc.base <= alloc.nbytes - size:
+                    views, _, _, alloc = resolve(f[0], 1, a, size, "store", where)
+                    cache[0] = alloc
+                off = a - alloc.base
+                if off & (size - 1):
+                    raise _misaligned("store", a, size, where)
+                alloc.views[fmt][off >> shift] = f[v]
+            return store_global
+
+        def store_any(f):
+            th = f[0]
+            a = f[p]
+            views, off, kind, owner = resolve(th, space, a, size, "store", where)
+            if off & (size - 1):
+                raise _misaligned("store", a, size, where)
+            if kind == "shared" and owner.tracker is not None:
+                owner.tracker.write(th, off, size, where)
+            x = f[v]
+            views[fmt][off >> shift] = encode(x) if encode is not None else x
+        return store_any
+
+    def store_vector(f):
+        th = f[0]
+        a = f[p]
+        views, off, kind, owner = resolve(th, space, a, size, "store", where)
+        if kind == "shared" and owner.tracker is not None:
+            owner.tracker.write(th, off, size, where)
+        for (part_offset, (fmt, psize, _dec, encode)), x in zip(parts, f[v]):
+            o = off + part_offset
+            if o % psize:
+                raise _misaligned("store", a + part_offset, psize, where)
+            views[fmt][o // psize] = encode(x) if encode is not None else x
+    return store_vector
+
+
+def _atomic_function(op: str, t):
+    kind = S.kind_of(t)
+    if kind in ("float", "double", "half", "bfloat"):
+        rnd = (lambda x: S.round_float(x, kind))
+        table = {"fadd": lambda old, x: rnd(float(old) + float(x)), "fsub": lambda old, x: rnd(float(old) - float(x)),
+                 "fmax": lambda old, x: max(old, x), "fmin": lambda old, x: min(old, x), "xchg": lambda old, x: x}
+        return table[op]
+    mask = S.mask_of(t) if kind == "int" else (1 << 64) - 1
+    width = t.width if kind == "int" else 64
+    sign = 1 << (width - 1)
+    table = {
+        "add": lambda old, x: (old + x) & mask, "sub": lambda old, x: (old - x) & mask,
+        "and": lambda old, x: old & x, "or": lambda old, x: old | x, "xor": lambda old, x: old ^ x,
+        "xchg": lambda old, x: x, "umax": max, "umin": min,
+        "max": lambda old, x: old if (old ^ sign) >= (x ^ sign) else x,
+        "min": lambda old, x: old if (old ^ sign) <= (x ^ sign) else x,
+        "uinc_wrap": lambda old, x: 0 if old >= x else old + 1,
+        "udec_wrap": lambda old, x: x if old == 0 or old > x else old - 1,
+    }
+    return table[op]
+
+
+def _atomic(tr, instr):
+    ptr, value = instr.operands
+    p, v, d = tr.slot(ptr), tr.slot(value), tr.slot(instr)
+    space = ptr.type.addrspace
+    where = tr.where(instr)
+    fmt, size, decode, encode = scalar_codec(value.type)
+    try:
+        fn = _atomic_function(instr.operation, value.type)
+    except KeyError:
+        raise InterpretError(f"the interpreter does not know atomicrmw {instr.operation} ({where})") from None
+
+    def atomic(f):
+        th = f[0]
+        a = f[p]
+        views, off, kind, owner = resolve(th, space, a, size, "atomic", where)
+        if off % size:
+            raise _misaligned("atomic", a, size, where)
+        if kind == "shared" and owner.tracker is not None:
+            owner.tracker.atomic(th, off, size, where)
+        view = views[fmt]
+        raw = view[off // size]
+        old = decode(raw) if decode is not None else raw
+        new = fn(old, f[v])
+        view[off // size] = encode(new) if encode is not None else new
+        f[d] = old
+    return atomic
+
+
+def _cmpxchg(tr, instr):
+    ptr, expected, new = instr.operands
+    p, e, n, d = tr.slot(ptr), tr.slot(expected), tr.slot(new), tr.slot(instr)
+    space = ptr.type.addrspace
+    where = tr.where(instr)
+    fmt, size, _dec, _enc = scalar_codec(new.type)
+
+    def cmpxchg(f):
+        th = f[0]
+        a = f[p]
+        views, off, kind, owner = resolve(th, space, a, size, "atomic compare-and-swap", where)
+        if kind == "shared" and owner.tracker is not None:
+            owner.tracker.atomic(th, off, size, where)
+        view = views[fmt]
+        old = view[off // size]
+        ok = old == f[e]
+        if ok:
+            view[off // size] = f[n]
+        f[d] = (old, 1 if ok else 0)
+    return cmpxchg
+

@@ -1,0 +1,71 @@
+"""The deadlock report: every blocked thread group, what it waits for, where.
+
+Threads are grouped by (CTA, what they wait on, the waiting line, task, step); consecutive warps with
+the same wait are one group.  For each group the report names the CTA, the warps (and lanes when
+not whole warps), the TS task (from the lowering's ``// <task> warp: [a, b)`` comments), the step
+(``// <resource>_<operation>``), the loop iteration (how many times the thread reached that step
+before), the barrier (a TS pipeline barrier is named ``resource.full[stage]`` /
+``resource.empty[stage]`` from the lowering's storages), the phase parity waited for, the barrier's
+state, and the source line of the wait.
+"""
+from __future__ import annotations
+
+import re
+
+from tsjit.errors import InterpretError
+
+__all__ = ["deadlock_error"]
+
+_BARRIER_NAME = re.compile(r"mbarrier (\w+)\.(full|empty)\[(\d+)\]")
+
+
+def _group_key(th):
+    w = th.waiting
+    return (th.cta.rank, th.cta.ctaid, id(w), th.wait_line, th.task, th.step, th.wait_phase)
+
+
+def _lanes_text(threads) -> str:
+    warps = sorted({t.linear // 32 for t in threads})
+    whole = all(sum(1 for t in threads if t.linear // 32 == w) == len(threads[0].warp.threads) for w in warps)
+    warp_text = f"warp {warps[0]}" if len(warps) == 1 else f"warps {warps[0]}-{warps[-1]}" \
+        if warps == list(range(warps[0], warps[-1] + 1)) else "warps " + ", ".join(map(str, warps))
+    if whole:
+        return warp_text
+    ids = sorted(t.linear for t in threads)
+    return f"{warp_text} (threads {ids[0]}-{ids[-1]}, {len(ids)} threads)" if len(ids) > 1 else \
+        f"{warp_text} (thread {ids[0]})"
+
+
+def deadlock_error(machine, threads) -> InterpretError:
+    """The :class:`InterpretError` for a cluster in which every live thread in ``threads`` is blocked."""
+    groups: dict = {}
+    for th in threads:
+        groups.setdefault(_group_key(th), []).append(th)
+    lines = [f"deadlock: all {len(threads)} live threads of kernel {machine.program.lowered.name!r} are blocked "
+             f"(cluster {machine.clusters_done} of the grid; no thread can make progress). Blocked groups:"]
+    for key, members in groups.items():
+        th = members[0]
+        w = th.waiting
+        parts = [f"CTA {th.cta.ctaid}" + (f" (rank {th.cta.rank})" if len(th.cta.cluster.ctas) > 1 else ""),
+                 _lanes_text(members)]
+        if th.task:
+            parts.append(f"task '{th.task}'")
+        what = w.describe() if w is not None else "nothing"
+        match = _BARRIER_NAME.search(what)
+        if match:
+            parts.append(f"resource '{match.group(1)}'")
+            parts.append(f"stage {match.group(3)}")
+        if th.step:
+            iteration = th.steps_seen.get(th.step, 1) - 1
+            parts.append(f"step {th.step}")
+            parts.append(f"loop iteration {iteration}")
+        if th.wait_phase is not None and "mbarrier" in what:
+            parts.append(f"waits for the phase of parity {th.wait_phase & 1}")
+        lines.append("  - " + ", ".join(parts))
+        lines.append(f"      waiting on {what}")
+        if th.wait_line:
+            lines.append(f"      at {th.wait_line}")
+    lines.append("  Check that every wait has a matching arrive/commit (counts and transaction bytes), that the block "
+                 "has every warp the program's tasks use, and that producers and consumers walk the stages in the "
+                 "same order.")
+    return InterpretError("\n".join(lines))

@@ -1,0 +1,2 @@
+"""Tensor-core collectives: wgmma, ldmatrix, stmatrix."""
+from __future__ import annotations
