@@ -93,7 +93,8 @@ def test_describe_lists_every_variable_with_its_doc():
     assert all(doc for _, _, doc in rows)
     assert set(env.VARIABLES) == {"TSJIT_CACHE_DIR", "TSJIT_DUMP_DIR", "TSJIT_ASSEMBLER", "TSJIT_TARGET",
                                   "TSJIT_ALWAYS_COMPILE", "TSJIT_DISABLE_CACHE", "TSJIT_DEBUG",
-                                  "TSJIT_DEBUG_TIMEOUT_MS", "TSJIT_UNROLL_LIMIT", "TSJIT_AUTOTUNE"}
+                                  "TSJIT_DEBUG_TIMEOUT_MS", "TSJIT_UNROLL_LIMIT", "TSJIT_AUTOTUNE",
+                                  "TSJIT_INTERPRET", "TSJIT_INTERPRET_CHECK"}
 
 
 def test_describe_shows_an_invalid_value_instead_of_raising(monkeypatch):

@@ -1,2 +1,315 @@
-"""Asynchronous copies: TMA (cp.async.bulk.tensor), bulk copies, cp.async and their groups."""
+"""Asynchronous copies: TMA (``cp.async.bulk.tensor``), bulk copies, ``cp.async``, and their groups.
+
+* TMA loads (PTX ISA §9.7.9.25.5 ``cp.async.bulk.tensor``) build the box's shared-memory image with
+  :func:`tsjit.interpret.tma.load_box` (swizzle, OOB fill, element strides) at issue, write it into
+  the destination CTA(s) (every CTA of ``cta_mask`` for multicast, same offset) and complete its
+  transaction bytes on the mbarrier at the same offset there.  For the race checker the write is an
+  asynchronous-proxy write made with the issuing thread's clock, released into the mbarrier.
+* TMA stores / reduces read shared memory at issue (:func:`tsjit.interpret.tma.prepare_store`; an
+  asynchronous-proxy read: a generic write without ``fence.proxy.async`` before it is reported) and
+  become visible in global memory when their bulk group completes (``cp.async.bulk.wait_group``) or
+  the thread exits.
+* Bulk copies (``cp.async.bulk`` global <-> shared) behave the same, without a tensor map.
+* ``cp.async`` (PTX ISA §9.7.9.25.3) copies when its group completes (``cp.async.wait_group`` /
+  ``wait_all``) or at ``cp.async.mbarrier.arrive.noinc``, which then arrives on the mbarrier; shared
+  memory read before that holds what was there before, as on the GPU.
+"""
 from __future__ import annotations
+
+import numpy as np
+
+from tsjit.errors import InterpretError
+from tsjit.interpret import memory as M
+from tsjit.interpret.memory_ops import resolve
+from tsjit.interpret.races import snapshot
+from tsjit.interpret.registry import constant_arg, handles, handles_prefix
+from tsjit.interpret.sync import mbarrier_at
+from tsjit.runtime.tensormap import DESCRIPTOR_BYTES, interpreter_layout
+
+_BULK = "llvm.nvvm.cp.async.bulk."
+
+
+def _tma():
+    from tsjit.interpret import tma  # lazily: the tensor side's module (INTERFACE.md), loaded at the first TMA
+    return tma
+
+
+def _layout(th, address: int, where: str):
+    views, off, _kind, _owner = resolve(th, 0, address, DESCRIPTOR_BYTES, "TMA descriptor read", where)
+    found = interpreter_layout(bytes(views["B"][off:off + 16]))
+    if found is None:
+        raise InterpretError(f"TMA at {where}: the tensor-map operand does not point at a TensorMap made under "
+                             f"TSJIT_INTERPRET=1 (pass the tsjit.TensorMap argument itself)")
+    return found[0]
+
+
+def _signed(x: int) -> int:
+    return (x ^ 0x80000000) - 0x80000000
+
+
+def _destinations(th, dst: int, space: int, mask: int | None):
+    """[(cta, offset)] a load writes: every CTA of ``mask`` (multicast) or the one ``dst`` names."""
+    ctas = th.cta.cluster.ctas
+    offset = dst & M.OFFSET_MASK
+    if mask is not None:
+        chosen = [cta for cta in ctas if mask >> cta.rank & 1]
+        if not chosen:
+            raise InterpretError(f"TMA multicast with an empty cta_mask ({th.describe()})")
+        return [(cta, offset) for cta in chosen]
+    if space == 7:
+        rank = (dst >> M.CLUSTER_SHIFT) - 1
+        if not 0 <= rank < len(ctas):
+            raise InterpretError(f"TMA destination 0x{dst:x} names CTA rank {rank} outside the cluster")
+        return [(ctas[rank], offset)]
+    return [(th.cta, offset)]
+
+
+def _deliver(th, image_chunks, nbytes, destinations, bar_offset, where, clock):
+    """Write one copy's image into each destination window and complete its bytes on the barrier."""
+    for cta, offset in destinations:
+        window = cta.window
+        if image_chunks is not None:
+            image_chunks.write_into(window.data)
+            start, end = image_chunks.byte_range()
+        else:
+            start, end = offset, offset + nbytes
+        if window.tracker is not None:
+            window.tracker.write(th, start, end - start, where, proxy="async",
+                                 clock=clock.get(th.uid, 0) if clock else None)
+        barrier = cta.mbarriers.get(bar_offset)
+        if barrier is None:
+            raise InterpretError(f"TMA at {where}: no mbarrier is initialized at "
+                                 f"{th.machine.program.describe_shared(bar_offset)} of CTA rank {cta.rank} to "
+                                 f"signal (initialize it first)")
+        barrier.complete_tx(nbytes, clock)
+
+
+@handles_prefix(_BULK + "tensor.g2s.")
+def _tma_load(tr, instr, d, args):
+    name = instr.callee.name
+    rank = int(name[-2])
+    cta_form = ".g2s.cta." in name
+    dst, bar, tmap = args[0], args[1], args[2]
+    coords = args[3:3 + rank]
+    dst_space = instr.args[0].type.addrspace
+    use_mask = False if cta_form else bool(constant_arg(tr, instr, 3 + rank + 2))
+    mask_slot = None if cta_form else args[3 + rank]
+    where = tr.where(instr)
+
+    def tma_load(f):
+        th = f[0]
+        layout = _layout(th, f[tmap], where)
+        box = tuple(_signed(f[c]) for c in coords)
+        destinations = _destinations(th, f[dst], dst_space, f[mask_slot] if use_mask else None)
+        clock = snapshot(th) if th.machine.checks else None
+        tma = _tma()
+        for cta, offset in destinations:
+            image = tma.load_box(layout, box, th.machine.gmem, offset)
+            _deliver(th, image, image.tx_bytes, [(cta, offset)], f[bar] & M.OFFSET_MASK, where, clock)
+    return tma_load
+
+
+class _PendingCopy:
+    """A global write that becomes visible when its bulk group completes."""
+
+    def __init__(self, write):
+        self.write = write
+
+
+@handles_prefix(_BULK + "tensor.s2g.")
+@handles_prefix(_BULK + "tensor.reduce.")
+def _tma_store(tr, instr, d, args):
+    name = instr.callee.name
+    rank = int(name[-2])
+    reduce = None if ".s2g." in name else name.split(".")[6]
+    src, tmap = args[0], args[1]
+    coords = args[2:2 + rank]
+    where = tr.where(instr)
+
+    def tma_store(f):
+        th = f[0]
+        layout = _layout(th, f[tmap], where)
+        box = tuple(_signed(f[c]) for c in coords)
+        window = th.cta.window
+        pending = _tma().prepare_store(layout, box, th.machine.gmem, window.data, f[src] & M.OFFSET_MASK, reduce)
+        if window.tracker is not None:
+            start, end = pending.source
+            window.tracker.read(th, start, end - start, where, proxy="async")
+        th.bulk.append(pending)
+    return tma_store
+
+
+@handles_prefix(_BULK + "tensor.prefetch.")
+@handles(_BULK + "prefetch.L2", "llvm.nvvm.prefetch.tensormap.p0")
+def _prefetch(tr, instr, d, args):
+    return None
+
+
+@handles(_BULK + "commit.group")
+def _bulk_commit(tr, instr, d, args):
+    def commit(f):
+        f[0].bulk.append("commit")
+    return commit
+
+
+def complete_bulk_groups(th, keep: int) -> None:
+    """Complete every committed bulk group of ``th`` except the ``keep`` most recent ones (their
+    global writes become visible)."""
+    groups, current = [], []
+    for item in th.bulk:
+        if item == "commit":
+            groups.append(current)
+            current = []
+        else:
+            current.append(item)
+    finished = groups[:max(0, len(groups) - keep)]
+    for group in finished:
+        for pending in group:
+            pending.write()
+    remaining = []
+    for group in groups[len(finished):]:
+        remaining.extend(group)
+        remaining.append("commit")
+    th.bulk = remaining + current
+
+
+@handles(_BULK + "wait.group", _BULK + "wait.group.read")
+def _bulk_wait(tr, instr, d, args):
+    keep = constant_arg(tr, instr, 0)
+    read_only = instr.callee.name.endswith(".read")
+
+    def wait(f):
+        if not read_only:
+            complete_bulk_groups(f[0], keep)
+    return wait
+
+
+def finish_thread(th) -> None:
+    """At a thread's exit its outstanding bulk stores and cp.async copies complete."""
+    if th.bulk:
+        th.bulk = [item for item in th.bulk if item != "commit"] + ["commit"]
+        complete_bulk_groups(th, 0)
+    if th.cp_async:
+        _complete_cp_async(th, 0, including_open=True)
+
+
+@handles(_BULK + "global.to.shared.cluster", _BULK + "global.to.shared.cta", _BULK + "shared.cta.to.cluster")
+def _bulk_to_shared(tr, instr, d, args):
+    name = instr.callee.name
+    dst, bar, src, n = args[0], args[1], args[2], args[3]
+    src_space = instr.args[2].type.addrspace
+    dst_space = instr.args[0].type.addrspace
+    use_mask = name.endswith("global.to.shared.cluster") and bool(constant_arg(tr, instr, 6))
+    mask_slot = args[4] if use_mask else None
+    where = tr.where(instr)
+
+    def bulk_copy(f):
+        th = f[0]
+        nbytes = f[n]
+        if nbytes % 16:
+            raise InterpretError(f"cp.async.bulk at {where}: the size {nbytes} is not a multiple of 16 bytes")
+        views, off, _k, _o = resolve(th, src_space, f[src], nbytes, "bulk copy read", where)
+        data = np.frombuffer(views["B"], np.uint8)[off:off + nbytes].copy()
+        clock = snapshot(th) if th.machine.checks else None
+        for cta, offset in _destinations(th, f[dst], dst_space, f[mask_slot] if use_mask else None):
+            cta.window.check(offset, nbytes, "bulk copy write", where)
+            cta.window.data[offset:offset + nbytes] = data
+            _deliver(th, None, nbytes, [(cta, offset)], f[bar] & M.OFFSET_MASK, where, clock)
+    return bulk_copy
+
+
+@handles(_BULK + "shared.cta.to.global")
+def _bulk_to_global(tr, instr, d, args):
+    dst, src, n = args[0], args[1], args[2]
+    where = tr.where(instr)
+
+    def bulk_store(f):
+        th = f[0]
+        nbytes = f[n]
+        window = th.cta.window
+        offset = f[src] & M.OFFSET_MASK
+        window.check(offset, nbytes, "bulk copy read", where)
+        if window.tracker is not None:
+            window.tracker.read(th, offset, nbytes, where, proxy="async")
+        data = window.data[offset:offset + nbytes].copy()
+        alloc = th.machine.gmem.check(f[dst], nbytes, f"bulk copy write at {where}")
+        start = f[dst] - alloc.base
+
+        def write(alloc=alloc, start=start, data=data):
+            alloc.data[start:start + len(data)] = data
+        th.bulk.append(_PendingCopy(write))
+    return bulk_store
+
+
+# -- cp.async (non-bulk) -------------------------------------------------------------------------------
+@handles_prefix("llvm.nvvm.cp.async.ca.shared.global.")
+@handles_prefix("llvm.nvvm.cp.async.cg.shared.global.")
+def _cp_async(tr, instr, d, args):
+    nbytes = int(instr.callee.name.rsplit(".", 1)[1])
+    dst, src = args
+    where = tr.where(instr)
+
+    def cp_async(f):
+        th = f[0]
+        views, off, _k, alloc = resolve(th, 1, f[src], nbytes, "cp.async read", where)
+        window = th.cta.window
+        offset = f[dst] & M.OFFSET_MASK
+        window.check(offset, nbytes, "cp.async write", where)
+        if offset % nbytes:
+            raise InterpretError(f"cp.async at {where}: shared address {offset} is not {nbytes}-byte aligned")
+
+        def copy(views=views, off=off, offset=offset, th=th):
+            if window.tracker is not None:
+                window.tracker.write(th, offset, nbytes, where)
+            window.data[offset:offset + nbytes] = np.frombuffer(views["B"], np.uint8)[off:off + nbytes]
+        _cp_state(th)["open"].append(copy)
+    return cp_async
+
+
+def _cp_state(th) -> dict:
+    """``{"open": copies not yet committed, "groups": committed groups, oldest first}``."""
+    if not th.cp_async:
+        th.cp_async = {"open": [], "groups": []}
+    return th.cp_async
+
+
+@handles("llvm.nvvm.cp.async.commit.group")
+def _cp_commit(tr, instr, d, args):
+    def commit(f):
+        state = _cp_state(f[0])
+        state["groups"].append(state["open"])
+        state["open"] = []
+    return commit
+
+
+def _complete_cp_async(th, keep: int, including_open: bool = False) -> None:
+    state = _cp_state(th)
+    groups = state["groups"]
+    done, state["groups"] = groups[:max(0, len(groups) - keep)], groups[max(0, len(groups) - keep):]
+    if including_open:
+        done.append(state["open"])
+        state["open"] = []
+    for group in done:
+        for copy in group:
+            copy()
+
+
+@handles("llvm.nvvm.cp.async.wait.group", "llvm.nvvm.cp.async.wait.all")
+def _cp_wait(tr, instr, d, args):
+    keep = 0 if instr.callee.name.endswith("wait.all") else constant_arg(tr, instr, 0)
+
+    def wait(f):
+        _complete_cp_async(f[0], keep)
+    return wait
+
+
+@handles("llvm.nvvm.cp.async.mbarrier.arrive.noinc.shared")
+def _cp_arrive(tr, instr, d, args):
+    bar, = args
+    where = tr.where(instr)
+
+    def arrive(f):
+        th = f[0]
+        _complete_cp_async(th, 0, including_open=True)
+        mbarrier_at(th, 3, f[bar], where).arrive(th, 1, where)
+    return arrive

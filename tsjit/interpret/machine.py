@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import deque
 
 from tsjit.errors import InterpretError
+from tsjit.interpret.async_ops import finish_thread
 from tsjit.interpret.memory import LocalMemory, SharedWindow
 from tsjit.interpret.races import attach_trackers
 from tsjit.interpret.report import deadlock_error
@@ -228,6 +229,7 @@ class Machine:
         return woken
 
     def _thread_exited(self, th) -> None:
+        finish_thread(th)
         cta = th.cta
         for barrier in list(cta.named.values()):
             barrier.thread_exited(th)

@@ -1,0 +1,68 @@
+"""Deadlocks end as an InterpretError naming every blocked thread group (issue 13).
+
+The GPU hang programs of issue 9 (tests/gpu/hang_programs.py) run under the interpreter: each must
+end within seconds with a report that names the CTA, the warps, the task, the resource, the stage,
+the barrier, the phase and the source line."""
+import os
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import tsjit
+from tsjit.errors import InterpretError
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gpu"))
+import hang_programs  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::tsjit.ts.diagnostics.VerificationWarning")
+
+
+def _deadlock(launch) -> str:
+    start = time.perf_counter()
+    with pytest.raises(InterpretError) as info:
+        launch()
+    assert time.perf_counter() - start < 30
+    text = str(info.value)
+    assert text.startswith("deadlock"), text
+    return text
+
+
+def test_missing_commit_reports_the_consumer_waiting_on_the_full_barrier(monkeypatch):
+    monkeypatch.setenv("TSJIT_INTERPRET", "1")
+    n = 4096
+    x = tsjit.to_device(np.random.default_rng().standard_normal(n).astype(np.float32))
+    y = tsjit.empty((n,), tsjit.Float32)
+    text = _deadlock(lambda: hang_programs.missing_commit[(1,), (64,)](x, y, n, hang_programs.CHUNK))
+    assert "mbarrier chunks.full[0]" in text
+    assert "resource 'chunks'" in text and "stage 0" in text
+    assert "task 'consume" in text or "task '" in text
+    assert "parity 0" in text
+    assert "hang_programs.py:" in text or "ts_async.py:" in text
+
+
+def test_named_barrier_missing_a_warp_reports_the_barrier_and_its_count(monkeypatch):
+    monkeypatch.setenv("TSJIT_INTERPRET", "1")
+    out = tsjit.empty((64,), tsjit.Float32)
+    text = _deadlock(lambda: hang_programs.named_barrier_short[(2,), (64,)](out))
+    assert "barrier 1 (bar.sync)" in text and "32 of 64 arrived" in text
+    assert "warp 0" in text
+    assert "hang_programs.py:" in text
+
+
+def test_plain_missing_arrive_deadlock_lists_the_cta_and_line():
+    @tsjit.kernel
+    def waits_forever(out):
+        bar = tsjit.shared_array(tsjit.Int64, 1)
+        if tsjit.thread_idx().x == 0:
+            tsjit.mbarrier_init(tsjit.address_of(bar, 0), 2)
+        tsjit.syncthreads()
+        if tsjit.thread_idx().x == 0:
+            tsjit.mbarrier_arrive(tsjit.address_of(bar, 0))
+        tsjit.mbarrier_wait(tsjit.address_of(bar, 0), 0)
+        out[tsjit.thread_idx().x] = 1.0
+
+    text = _deadlock(lambda: waits_forever.interpret[(1,), (32,)](np.zeros(32, np.float32)))
+    assert "CTA (0, 0, 0)" in text and "warp 0" in text and "1 of 2 arrivals" in text
+    assert "test_deadlock.py:" in text
