@@ -1,0 +1,60 @@
+"""The interpreter's shared-memory race and uninitialized-read checks (issue 13, TSJIT_INTERPRET_CHECK)."""
+import numpy as np
+import pytest
+
+import tsjit
+from tsjit.errors import InterpretError
+
+
+@tsjit.kernel
+def neighbours(x, out, SYNC: tsjit.Constexpr[bool]):
+    """out[i] = x[i] + x[i + 1 mod 64] through shared memory; SYNC=False forgets the barrier."""
+    tid = tsjit.thread_idx().x
+    tile = tsjit.shared_array(tsjit.Float32, 64)
+    tile[tid] = x[tid]
+    if tsjit.const_expr(SYNC):
+        tsjit.syncthreads()
+    out[tid] = tile[tid] + tile[(tid + 1) % 64]
+
+
+@tsjit.kernel
+def reads_unwritten(out):
+    tid = tsjit.thread_idx().x
+    tile = tsjit.shared_array(tsjit.Float32, 64)
+    if tid < 32:
+        tile[tid] = tsjit.Float32(1)
+    tsjit.syncthreads()
+    out[tid] = tile[tid]
+
+
+@pytest.fixture
+def race_check(monkeypatch):
+    monkeypatch.setenv("TSJIT_INTERPRET_CHECK", "race")
+
+
+def test_missing_syncthreads_is_a_race_naming_both_lines(race_check):
+    x = np.random.default_rng().standard_normal(64).astype(np.float32)
+    with pytest.raises(InterpretError) as info:
+        neighbours.interpret[(1,), (64,)](x, np.zeros(64, np.float32), False)
+    text = str(info.value)
+    assert "shared-memory race" in text and ("write then read" in text or "read then write" in text)
+    assert text.count("test_races.py:") >= 2, text
+
+
+def test_the_same_program_with_its_barrier_is_race_free_and_exact(race_check):
+    x = np.random.default_rng().standard_normal(64).astype(np.float32)
+    out = np.full(64, np.nan, np.float32)
+    neighbours.interpret[(1,), (64,)](x, out, True)
+    np.testing.assert_array_equal(out, x + np.roll(x, -1))
+
+
+def test_uninitialized_shared_read_is_reported_under_uninit(monkeypatch):
+    monkeypatch.setenv("TSJIT_INTERPRET_CHECK", "uninit")
+    with pytest.raises(InterpretError, match="uninitialized shared memory"):
+        reads_unwritten.interpret[(1,), (64,)](np.zeros(64, np.float32))
+
+
+def test_uninitialized_read_is_not_checked_by_default():
+    out = np.full(64, np.nan, np.float32)
+    reads_unwritten.interpret[(1,), (64,)](out)
+    np.testing.assert_array_equal(out[:32], 1)
