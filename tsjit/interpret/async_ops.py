@@ -20,6 +20,7 @@ import numpy as np
 
 from tsjit.errors import InterpretError
 from tsjit.interpret import memory as M
+from tsjit.interpret import tma
 from tsjit.interpret.memory_ops import resolve
 from tsjit.interpret.races import snapshot
 from tsjit.interpret.registry import constant_arg, handles, handles_prefix
@@ -27,11 +28,6 @@ from tsjit.interpret.sync import mbarrier_at
 from tsjit.runtime.tensormap import DESCRIPTOR_BYTES, interpreter_layout
 
 _BULK = "llvm.nvvm.cp.async.bulk."
-
-
-def _tma():
-    from tsjit.interpret import tma  # lazily: the tensor side's module (INTERFACE.md), loaded at the first TMA
-    return tma
 
 
 def _layout(th, address: int, where: str):
@@ -102,7 +98,6 @@ def _tma_load(tr, instr, d, args):
         box = tuple(_signed(f[c]) for c in coords)
         destinations = _destinations(th, f[dst], dst_space, f[mask_slot] if use_mask else None)
         clock = snapshot(th) if th.machine.checks else None
-        tma = _tma()
         for cta, offset in destinations:
             image = tma.load_box(layout, box, th.machine.gmem, offset)
             _deliver(th, image, image.tx_bytes, [(cta, offset)], f[bar] & M.OFFSET_MASK, where, clock)
@@ -131,7 +126,7 @@ def _tma_store(tr, instr, d, args):
         layout = _layout(th, f[tmap], where)
         box = tuple(_signed(f[c]) for c in coords)
         window = th.cta.window
-        pending = _tma().prepare_store(layout, box, th.machine.gmem, window.data, f[src] & M.OFFSET_MASK, reduce)
+        pending = tma.prepare_store(layout, box, th.machine.gmem, window.data, f[src] & M.OFFSET_MASK, reduce)
         if window.tracker is not None:
             start, end = pending.source
             window.tracker.read(th, start, end - start, where, proxy="async")

@@ -22,6 +22,7 @@ import numpy as np
 from llvmlite import ir
 
 from tsjit.errors import InterpretError
+from tsjit.interpret import numerics
 
 __all__ = ["F32", "fma32", "type_size", "type_align", "kind_of", "mask_of", "to_signed", "constant_value",
            "float_bits", "bits_float", "FLOAT_KINDS"]
@@ -118,7 +119,6 @@ def float_bits(x: float, kind: str) -> int:
         return _I32_STRUCT.unpack(_F32_STRUCT.pack(x))[0]
     if kind == "double":
         return _I64_STRUCT.unpack(_F64_STRUCT.pack(x))[0]
-    from tsjit.interpret import numerics  # lazily: the tensor side's module (INTERFACE.md), needed for 16-bit floats only
     return numerics.to_bits(float(x), kind)
 
 
@@ -128,7 +128,6 @@ def bits_float(bits: int, kind: str):
         return _F32_STRUCT.unpack(_I32_STRUCT.pack(bits & 0xFFFFFFFF))[0]
     if kind == "double":
         return _F64_STRUCT.unpack(_I64_STRUCT.pack(bits & 0xFFFFFFFFFFFFFFFF))[0]
-    from tsjit.interpret import numerics  # lazily: the tensor side's module (INTERFACE.md), needed for 16-bit floats only
     return numerics.from_bits(bits & 0xFFFF, kind)
 
 
@@ -138,7 +137,6 @@ def round_float(x: float, kind: str):
         return F32(x)
     if kind == "double":
         return float(x)
-    from tsjit.interpret import numerics  # lazily: the tensor side's module (INTERFACE.md), needed for 16-bit floats only
     return numerics.round_scalar(float(x), kind)
 
 

@@ -20,22 +20,14 @@ import re
 import numpy as np
 
 from tsjit.errors import InterpretError
+from tsjit.interpret import matrix
 from tsjit.interpret import memory as M
+from tsjit.interpret import wgmma as wgmma_math
 from tsjit.interpret.registry import blocking, handles, handles_asm, handles_prefix
 from tsjit.interpret.sync import join_warp, join_warpgroup
 
 _NV = "llvm.nvvm."
 FULL_MASK = 0xFFFFFFFF
-
-
-def _wgmma_module():
-    from tsjit.interpret import wgmma  # lazily: the tensor side's module (INTERFACE.md), loaded at the first MMA
-    return wgmma
-
-
-def _matrix_module():
-    from tsjit.interpret import matrix  # lazily: the tensor side's module (INTERFACE.md), loaded at first use
-    return matrix
 
 
 @handles_asm(r"wgmma\.mma_async\.sync\.aligned\.m(\d+)n(\d+)k(\d+)\.(\w+)\.(\w+)\.(\w+) \{[^}]*\}, (\{[^}]*\}|\$\d+), "
@@ -75,12 +67,11 @@ def _wgmma(tr, instr, d, args, match):
                                      f"thread {first.linear}; every thread of the warpgroup must give the same")
         acc = np.array([v[3] for v in values], dtype=np.float32)
         a_regs = np.array([v[0] for v in values], dtype=np.uint32) if registers_a else None
-        wg = _wgmma_module()
         window = first.cta.window
         if window.tracker is not None:
-            for start, end in wg.operand_ranges(m, n, k, a_type, b_type, a_desc, b_desc, trans_a, trans_b):
+            for start, end in wgmma_math.operand_ranges(m, n, k, a_type, b_type, a_desc, b_desc, trans_a, trans_b):
                 window.tracker.read(first, start, end - start, where, proxy="async")
-        out = wg.mma(m, n, k, a_type, b_type, d_type, a_desc, a_regs, b_desc, window.data, acc, bool(scale_d),
+        out = wgmma_math.mma(m, n, k, a_type, b_type, d_type, a_desc, a_regs, b_desc, window.data, acc, bool(scale_d),
                      scale_a, scale_b, trans_a, trans_b)
         return {t: tuple(float(x) for x in row) for t, row in zip(threads, out)}
 
@@ -131,7 +122,7 @@ def _ldmatrix(tr, instr, d, args):
         if window.tracker is not None:
             for lane in range(8 * num):
                 window.tracker.read(threads[lane], int(addresses[lane]), 16, where)
-        out = _matrix_module().ldmatrix(window.data, addresses, num, trans)
+        out = matrix.ldmatrix(window.data, addresses, num, trans)
         return {t: (int(out[t.lane, 0]) if num == 1 else tuple(int(x) for x in out[t.lane])) for t in threads}
 
     @blocking
@@ -157,7 +148,7 @@ def _stmatrix(tr, instr, d, args):
         if window.tracker is not None:
             for lane in range(8 * num):
                 window.tracker.write(threads[lane], int(addresses[lane]), 16, where)
-        _matrix_module().stmatrix(window.data, addresses, values, num, trans)
+        matrix.stmatrix(window.data, addresses, values, num, trans)
         return {t: None for t in threads}
 
     @blocking

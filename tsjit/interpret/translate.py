@@ -106,18 +106,18 @@ class Translator:
                 self.slot(instr)
                 continue
             if isinstance(instr, ir.Terminator) or isinstance(instr, (ir.Branch, ir.ConditionalBranch)):
-                block.segments.append((tuple(ops), None))
+                block.segments.append((fuse(ops), None))
                 block.term = self._terminator(bb, instr)
                 return
             result = self._instruction(instr)
             if result is None:
                 continue
             if getattr(result, "blocking", False):
-                block.segments.append((tuple(ops), result))
+                block.segments.append((fuse(ops), result))
                 ops = []
             else:
                 ops.append(result)
-        block.segments.append((tuple(ops), None))
+        block.segments.append((fuse(ops), None))
         block.term = lambda f: None
 
     def _instruction(self, instr):
@@ -204,7 +204,9 @@ class Translator:
             def vop(f):
                 f[d] = vfn(f[a], f[b])
             return vop
-        return _bind2(fn, d, a, b)
+        op = _bind2(fn, d, a, b)
+        text = _binary_source(instr.opname, scalar_type, d, a, b)
+        return source(op, text) if text else op
 
     def _fneg(self, instr):
         a, d = self.slot(instr.operands[0]), self.slot(instr)
@@ -223,6 +225,14 @@ class Translator:
         else:
             width = (t.element if S.kind_of(t) == "vector" else t).width
         sign = 1 << (width - 1)
+        text = None
+        if S.kind_of(t) != "vector":
+            unsigned = {"eq": "==", "ne": "!=", "ugt": ">", "uge": ">=", "ult": "<", "ule": "<="}
+            signed = {"sgt": ">", "sge": ">=", "slt": "<", "sle": "<="}
+            if pred in unsigned:
+                text = f"f[{d}] = f[{a}] {unsigned[pred]} f[{b}]"
+            elif pred in signed:
+                text = f"f[{d}] = (f[{a}] ^ {sign}) {signed[pred]} (f[{b}] ^ {sign})"
         base = {"eq": operator.eq, "ne": operator.ne, "ugt": operator.gt, "uge": operator.ge,
                 "ult": operator.lt, "ule": operator.le}.get(pred)
         if base is None:
@@ -237,7 +247,8 @@ class Translator:
             fn = base
         if S.kind_of(t) == "vector":
             fn = _elementwise(fn, t)
-        return _bind2(fn, d, a, b)
+        op = _bind2(fn, d, a, b)
+        return source(op, text) if text else op
 
     def _fcmp(self, instr):
         a, b = (self.slot(x) for x in instr.operands)
@@ -278,7 +289,7 @@ class Translator:
 
         def select(f):
             f[d] = f[a] if f[c] else f[b]
-        return select
+        return source(select, f"f[{d}] = f[{a}] if f[{c}] else f[{b}]")
 
     def _cast(self, instr):
         a, d = self.slot(instr.operands[0]), self.slot(instr)
@@ -286,7 +297,7 @@ class Translator:
         if fn is None:
             def same(f):
                 f[d] = f[a]
-            return same
+            return source(same, f"f[{d}] = f[{a}]")
         if getattr(fn, "needs_thread", False):
             def thread_cast(f):
                 f[d] = fn(f[0], f[a])
@@ -294,6 +305,16 @@ class Translator:
 
         def cast(f):
             f[d] = fn(f[a])
+        op = instr.opname
+        src_type, dst_type = instr.operands[0].type, instr.type
+        if S.kind_of(src_type) == "int" and S.kind_of(dst_type) == "int":
+            if op == "trunc":
+                return source(cast, f"f[{d}] = f[{a}] & {S.mask_of(dst_type)}")
+            if op == "zext":
+                return source(cast, f"f[{d}] = int(f[{a}])")
+            if op == "sext":
+                sign = 1 << (src_type.width - 1)
+                return source(cast, f"f[{d}] = ((int(f[{a}]) ^ {sign}) - {sign}) & {S.mask_of(dst_type)}")
         return cast
 
     def _gep(self, instr):
@@ -321,14 +342,14 @@ class Translator:
         if not terms:
             def gep0(f):
                 f[d] = (f[base] + offset) & mask
-            return gep0
+            return source(gep0, f"f[{d}] = (f[{base}] + {offset}) & {mask}")
         if len(terms) == 1:
             (s, scale, width), = terms
             sign = 1 << (width - 1)
 
             def gep1(f):
                 f[d] = (f[base] + offset + ((f[s] ^ sign) - sign) * scale) & mask
-            return gep1
+            return source(gep1, f"f[{d}] = (f[{base}] + {offset} + ((f[{s}] ^ {sign}) - {sign}) * {scale}) & {mask}")
 
         def gep(f):
             total = f[base] + offset
@@ -346,7 +367,7 @@ class Translator:
 
             def extract1(f):
                 f[d] = f[a][i]
-            return extract1
+            return source(extract1, f"f[{d}] = f[{a}][{i}]")
 
         def extract(f):
             v = f[a]
@@ -397,6 +418,34 @@ class Translator:
         return None
 
 
+def source(op, text: str):
+    """Attach ``text`` (one Python statement over ``f``, literals only) to ``op``: :func:`fuse` inlines it."""
+    op.source = text
+    return op
+
+
+def fuse(ops) -> tuple:
+    """One function running ``ops`` in order (a 1-tuple, or empty): the ops that carry a ``source`` are
+    inlined as statements, the others are called; a basic block's straight-line code then costs one
+    Python call instead of one per instruction."""
+    if not ops:
+        return ()
+    if len(ops) == 1:
+        return (ops[0],)
+    namespace = {"F32": F32}
+    lines = []
+    for i, op in enumerate(ops):
+        text = getattr(op, "source", None)
+        if text is None:
+            namespace[f"_op{i}"] = op
+            lines.append(f"_op{i}(f)")
+        else:
+            lines.append(text)
+    code = "def fused(f):\n    " + "\n    ".join(lines) + "\n"
+    exec(compile(code, "<tsjit.interpret block>", "exec"), namespace)  # noqa: S102 - code we generated
+    return (namespace["fused"],)
+
+
 def _replace(aggregate, indices, value):
     items = list(aggregate)
     if len(indices) == 1:
@@ -410,6 +459,31 @@ def _bind2(fn, d, a, b):
     def op(f):
         f[d] = fn(f[a], f[b])
     return op
+
+
+_PY_OPS = {"add": "+", "sub": "-", "mul": "*", "and": "&", "or": "|", "xor": "^",
+           "fadd": "+", "fsub": "-", "fmul": "*"}
+
+
+def _binary_source(opname, t, d, a, b):
+    kind = S.kind_of(t)
+    if kind == "int":
+        mask = S.mask_of(t)
+        if opname in ("add", "sub", "mul"):
+            return f"f[{d}] = (f[{a}] {_PY_OPS[opname]} f[{b}]) & {mask}"
+        if opname in ("and", "or", "xor"):
+            return f"f[{d}] = f[{a}] {_PY_OPS[opname]} f[{b}]"
+        if opname == "shl":
+            return f"f[{d}] = (f[{a}] << f[{b}]) & {mask} if f[{b}] < {t.width} else 0"
+        if opname == "lshr":
+            return f"f[{d}] = f[{a}] >> f[{b}] if f[{b}] < {t.width} else 0"
+        if opname == "ashr":
+            sign = 1 << (t.width - 1)
+            return f"f[{d}] = (((f[{a}] ^ {sign}) - {sign}) >> min(f[{b}], {t.width - 1})) & {mask}"
+        return None
+    if kind == "float" and opname in ("fadd", "fsub", "fmul"):
+        return f"f[{d}] = F32(f[{a}] {_PY_OPS[opname]} f[{b}])"
+    return None
 
 
 # -- integer and float binary operators: factory(scalar type, where) -> fn(x, y) --------------------
