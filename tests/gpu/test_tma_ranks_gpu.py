@@ -22,7 +22,7 @@ from tsjit.lang import dtypes
 from tsjit.runtime.arrays import DeviceArray, bfloat16_bits_to_float32
 from tsjit.runtime.tensormap import TensorMapLayout, encode_tensormap, validate_tensormap
 
-pytestmark = pytest.mark.gpu
+# the box tests also run under the CPU interpreter (gpu_or_interpret); the driver-agreement tests need the driver
 
 
 def bits(array: np.ndarray) -> np.ndarray:
@@ -42,6 +42,7 @@ def view_of(case: BoxCase, host_storage: np.ndarray) -> np.ndarray:
     return host_storage[tuple(slice(0, n) for n in case.shape)]
 
 
+@pytest.mark.gpu_or_interpret
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_load_fills_and_store_clips_a_box_sticking_out_of_the_array(case):
     rng = np.random.default_rng()
@@ -76,6 +77,7 @@ def test_load_fills_and_store_clips_a_box_sticking_out_of_the_array(case):
                                   err_msg="the store writes exactly the in-bounds part of the box")
 
 
+@pytest.mark.gpu_or_interpret
 @pytest.mark.parametrize("rank", range(1, 6))
 def test_multicast_load_of_every_rank_reaches_both_ctas(rank):
     case = next(c for c in CASES if c.rank == rank)
@@ -99,6 +101,7 @@ def test_multicast_load_of_every_rank_reaches_both_ctas(rank):
             np.testing.assert_array_equal(bits(got[cta])[outside], 0, err_msg=f"CTA {cta} fill")
 
 
+@pytest.mark.gpu
 def test_the_issue_9_rank_1_descriptor_encodes():
     x = tsjit.to_device(np.random.default_rng().standard_normal(1000).astype(np.float32))
     tensor_map = tsjit.TensorMap(x, (64,))
@@ -171,6 +174,7 @@ def raw_layout(args: dict, base: int) -> TensorMapLayout:
                            args.get("oob_fill", "zero"))
 
 
+@pytest.mark.gpu
 def test_the_driver_agrees_with_the_validator_on_every_edge_case():
     storage = tsjit.empty((1 << 20,), dtypes.Uint8)     # 256-byte aligned; the driver reads no data
     disagreements, stricter = [], []
