@@ -4,9 +4,11 @@ the same inputs (where flash cannot run a case: twice the error of rounding the 
 64/128/256, bf16/fp16, causal/non-causal, sliding windows, GQA/MQA, variable-length batches (lengths 0, 1,
 129), lengths not a multiple of the tile, unequal query/key lengths, strided (packed QKV) inputs, and the
 LaunchErrors."""
+import importlib
 import itertools
 import math
 import os
+import warnings
 
 import pytest
 
@@ -299,3 +301,31 @@ def test_attention_bad_varlen_and_window_arguments_raise_launch_errors(change, w
     q, k, v, cu_q, cu_k = varlen_inputs([30, 20], [50, 10], 2, 2, 64, torch.bfloat16)
     with pytest.raises(tsjit.LaunchError, match=word):
         tsjit.ops.attention(q, k, v, **change(cu_q, cu_k))
+
+
+def test_attention_repeated_calls_reuse_the_packed_launch_correctly():
+    """The host fast path (same tensors' addresses and metadata, options, stream: one driver call) computes on
+    the memory as it is at each call: new data in the same buffers, a new scale, a new output all come out right."""
+    ops_module = importlib.import_module("tsjit.ops.attention")
+    q, k, v = random_inputs(2, 500, 500, 4, 2, 128, torch.bfloat16)
+    out = torch.full_like(q, float("nan"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tsjit.ops.attention(q, k, v, causal=True, out=out)
+    assert not [w for w in caught if "packed launch" in str(w.message)], [str(w.message) for w in caught]
+    assert any(key[3][3] == out.data_ptr() for key in ops_module._FAST), "the call was not packed"
+    for step in range(3):
+        if step:
+            for t in (q, k, v):
+                t.copy_(torch.randn_like(t))              # same addresses, new contents
+            out.fill_(float("nan"))
+        tsjit.ops.attention(q, k, v, causal=True, out=out)
+        ref, _ = reference(q, k, v, True, 1 / math.sqrt(128))
+        assert (out.double() - ref).abs().max().item() < 2 ** -7, step
+    tsjit.ops.attention(q, k, v, causal=True, scale=0.05, out=out)
+    ref, _ = reference(q, k, v, True, 0.05)
+    assert (out.double() - ref).abs().max().item() < 2 ** -7
+    other = torch.full_like(q, float("nan"))
+    tsjit.ops.attention(q, k, v, causal=False, out=other)
+    ref, _ = reference(q, k, v, False, 1 / math.sqrt(128))
+    assert (other.double() - ref).abs().max().item() < 2 ** -7
