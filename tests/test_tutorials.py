@@ -20,6 +20,11 @@ EXPECTED_OUTPUT = {
                                             "setmaxnreg.inc 232"],
     "08_when_the_checker_says_no.ipynb": ["[C0]", "Call ring.commit()", "[P2]", "Set num_bytes=16384",
                                           "[R0]", "0 of 1 slot(s) free", "[race] race on", "smem[0:4096]"],
+    # pipeline groups: the barrier counts read from the PTX of the grouped and the separate-ring programs
+    "09_merge_copy.ipynb": ["barriers: group 12, separate rings 16, saved 4", "[T5]", "The corrected program: SAFE"],
+    "10_merge_gemm.ipynb": ["barriers: group 12, separate rings 16, saved 4", "class CpAsyncTiles"],
+    "11_merge_gemm_residual.ipynb": ["barriers: group 15, separate rings 20, saved 5", "class AccumulatorStage"],
+    "12_fork.ipynb": ["barriers: group 15, separate rings 18, saved 3", "[PG]", "The corrected program: SAFE"],
 }
 
 

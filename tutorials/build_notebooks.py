@@ -357,6 +357,11 @@ NOTEBOOKS = {
 }
 
 
+from group_notebooks import NOTEBOOKS as GROUP_NOTEBOOKS  # noqa: E402  tutorials 9-12 (pipeline groups)
+
+NOTEBOOKS.update(GROUP_NOTEBOOKS)
+
+
 def build() -> list[str]:
     written = []
     for name, cells in NOTEBOOKS.items():

@@ -24,6 +24,11 @@ arrives) or ``cp.async.mbarrier.arrive.noinc`` for AsyncLoad, ``SetStage`` / ``A
 cursor updates.  The producer tail (:func:`tsjit.ts.protocol.tail_actions`) waits on the empty
 barrier of every stage a producing task may still have in flight, so no arrival lands after
 the CTA exits.  Barrier init counts are the table's :class:`~tsjit.ts.protocol.Ring` counts.
+
+Pipeline groups (:mod:`tsjit.ts.group`): a member's full and empty barriers are arrays of its
+group's ((N + 1) x S, placed by ``SmemAllocator.add_pipeline_group``; each array initialised once
+with the group's counts), a Merge member's release cursor is the group's, and a collapsed
+operation's fan-out signals once (:mod:`tsjit.ts.group_protocol`).
 """
 from __future__ import annotations
 
@@ -38,6 +43,8 @@ from tsjit.lang.memory import shared_pointer
 from tsjit.lang.values import Value, cast_to, compare, constant, select
 from tsjit.ts import protocol
 from tsjit.ts.enums import ScheduleStage
+from tsjit.ts.group import group_of
+from tsjit.ts.group_protocol import barrier_owners, cursor_owner, member_actions
 from tsjit.ts.protocol import (Advance, Arrive, ArmTx, BarrierKind, CommitUmma, Ctas, Cursor, Probe, SetStage,
                                WaitParity, Who)
 
@@ -51,13 +58,16 @@ class PipelineStorage:
     CTA of the cluster (remote arrives), and the empty barriers expect C x ``consumer_group.size``.
     """
 
-    def __init__(self, resource, offset: int):
+    def __init__(self, resource, offset: int, empty_offset: int | None = None):
         cfg = resource.pipeline_config
         self.resource = resource
         self.config = cfg
         self.ring = protocol.ring(cfg, resource)
         self.stages = self.ring.stages
         self.offset = offset
+        # a pipeline-group member: its full and empty barriers are separate arrays of the group's
+        self.empty_offset = offset + 8 * self.stages if empty_offset is None else empty_offset
+        self.group = group_of(resource)
         self.cluster = self.ring.cluster
 
     def barrier(self, kind: BarrierKind, index) -> object:
@@ -68,7 +78,15 @@ class PipelineStorage:
         return shared_pointer(self.offset, dt.Int64, 8).offset(index)
 
     def empty(self, index) -> object:
-        return shared_pointer(self.offset + 8 * self.stages, dt.Int64, 8).offset(index)
+        return shared_pointer(self.empty_offset, dt.Int64, 8).offset(index)
+
+    def arrays(self) -> list:
+        """``(offset, stages, count)`` of each barrier array this storage initialises: its full and
+        empty barriers; none for a group member (:func:`initialize` initialises the group's once)."""
+        if self.group is not None:
+            return []
+        return [(self.offset, self.stages, self.ring.full_count),
+                (self.empty_offset, self.stages, self.ring.empty_count)]
 
 
 def place_allocator(manager):
@@ -108,11 +126,21 @@ def allocate(manager) -> dict:
                 f"resource '{resource.name}': the {cfg.pipeline_type.value} pipeline (tcgen05/CLC) has no "
                 f"{km.target.name} lowering in this tsjit build yet; the program verifies on the host "
                 f"(TaskManager), and AsyncAsync / TmaAsync pipelines compile for {km.target.name}")
-        if base is not None and allocator.has_barriers(resource):
-            offset = base + allocator.barrier_offset(resource)
+        group = group_of(resource)
+        if group is not None:
+            if base is None or not allocator.has_barriers(resource):
+                raise CompilationError(
+                    f"resource '{resource.name}' is a member of pipeline group '{group.name}', whose barriers have no "
+                    f"place in shared memory: call smem_allocator.add_pipeline_group({group.name}) before "
+                    f"compute_layout(), or let the TaskManager lay the allocator out")
+            full, empty = allocator.barrier_offsets(resource)
+            storages[resource] = PipelineStorage(resource, base + full, base + empty)
         else:
-            offset = km.reserve_shared(cfg.barrier_bytes, 8)
-        storages[resource] = PipelineStorage(resource, offset)
+            if base is not None and allocator.has_barriers(resource):
+                offset = base + allocator.barrier_offset(resource)
+            else:
+                offset = km.reserve_shared(cfg.barrier_bytes, 8)
+            storages[resource] = PipelineStorage(resource, offset)
         clusters.add(tuple(cfg.cta_layout_vmnk) if cfg.cta_layout_vmnk else None)
     layouts = {c for c in clusters if c is not None}
     if len(layouts) > 1:
@@ -132,11 +160,17 @@ def initialize(storages: dict, clustered: bool = False) -> None:
     if not storages:
         return
 
+    arrays = [array for storage in storages.values() for array in storage.arrays()]
+    groups = barrier_owners([st.group for st in storages.values() if st.group is not None])
+    for group in groups:          # a pipeline group's arrays, each once (shared or per member)
+        member = next(st for st in storages.values() if st.group is group)
+        base = member.offset - 8 * group.num_stages * group.array(member.resource, BarrierKind.Full)[0]
+        arrays += [(base + 8 * group.num_stages * k, a.stages, a.count) for k, a in enumerate(group.barrier_arrays())]
+
     def init_all():
-        for storage in storages.values():
-            for s in range(storage.stages):
-                sync.mbarrier_init(storage.full(s), storage.ring.full_count)
-                sync.mbarrier_init(storage.empty(s), storage.ring.empty_count)
+        for offset, stages, count in arrays:
+            for s in range(stages):
+                sync.mbarrier_init(shared_pointer(offset, dt.Int64, 8).offset(s), count)
         sync.fence_mbarrier_init()
     _guarded(compare("==", B.thread_idx().x, 0), init_all, "pipeline.init", "pipeline.ready")
     if clustered:
@@ -146,12 +180,15 @@ def initialize(storages: dict, clustered: bool = False) -> None:
 
 
 class Cursors:
-    """The cursor keys of one (task, resource, side) in the task's scope."""
+    """The cursor keys of one (task, resource, side) in the task's scope (a Merge member's release
+    cursor is its group's: :func:`tsjit.ts.group_protocol.cursor_owner`)."""
 
     def __init__(self, resource, side: str):
         base = f"pipe:{resource.name}@{id(resource):x}:{side}"
+        closer = cursor_owner(resource, side == "producer", Cursor.Close)
+        shared = f"pipe:{closer.name}@{id(closer):x}:{side}"
         self.open_index, self.open_phase = base + ":open.i", base + ":open.p"
-        self.close_index, self.close_phase = base + ":close.i", base + ":close.p"
+        self.close_index, self.close_phase = shared + ":close.i", shared + ":close.p"
         self.stage = base + ":stage"
         self.probe = base + ":try"
 
@@ -350,7 +387,7 @@ def emit_operation(step, task, storage: PipelineStorage, cursors: Cursors, scope
     em = _Emission(step, task, storage, cursors, scope)
     cfg = storage.config
     stride = cfg.interleave_strides[1 if step.stage.is_producer else 3]
-    for action in protocol.actions(cfg, step.stage, em.signal_warps(stride)):
+    for action in member_actions(step, protocol.actions(cfg, step.stage, em.signal_warps(stride))):
         _EMITTERS[type(action)](action, em)
 
 
