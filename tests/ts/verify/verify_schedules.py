@@ -245,7 +245,7 @@ class TaskSpec:
 
     ``entries`` is a dict with keys ``pre``, ``head``, ``loop``, ``tail``, ``queue`` (the
     per-tile epilogue), ``skippable`` (True: head/loop/tail sit in ``wtl.skippable()``);
-    ``domain`` is ``(start, end, step)``.
+    ``domain`` is ``(start, end, step)``; ``only_cta``: ``Task(run_only_on_cta_id=...)``.
     """
 
     name: str
@@ -257,6 +257,7 @@ class TaskSpec:
     domain: tuple = (0, 8, 1)
     persistent: bool = False
     skip_if: bool = False
+    only_cta: int | None = None
 
 
 def capture(spec: TaskSpec, resources: dict):
@@ -288,7 +289,7 @@ def capture(spec: TaskSpec, resources: dict):
     body.__name__ = f"{spec.name}_schedule"
     captured = schedule(body)(*(resources[n] for n in names))
     return Task(spec.name, [resources[n] for n in spec.src], [resources[n] for n in spec.dst],
-                spec.warp, spec.warps, captured)
+                spec.warp, spec.warps, captured, run_only_on_cta_id=spec.only_cta)
 
 
 @dataclass

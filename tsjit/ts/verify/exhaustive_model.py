@@ -16,8 +16,9 @@ each pipeline operation is the list of barrier actions of the protocol table
   order;
 * ``ArmTx`` / ``Arrive`` become its arrivals ``(barrier, n, bytes)``, with
   ``n`` the :class:`~tsjit.ts.protocol.Who`'s arrivals for the process's warps, times the
-  CTAs whose arrivals land on one barrier (a symmetric reduction of the cluster: every CTA
-  runs the same processes, so one CTA's barriers stand for all);
+  CTAs whose arrivals land on one barrier under the symmetric reduction of a cluster, or, when
+  the CTAs differ, on the barriers of the CTAs the action reaches, every CTA modelled with its
+  own processes, barriers and regions (:mod:`tsjit.ts.verify.exhaustive_cluster`);
 * ``SetStage`` / ``Advance`` move the statically known cursors;
 * the producer tail (:func:`tsjit.ts.protocol.tail_actions`) and PDL ``wait_griddep`` /
   ``launch_griddep`` are ops of their own.
@@ -60,9 +61,10 @@ from tsjit.ts.pipeline import PipelineConfig
 from tsjit.ts.protocol import (Advance, Arrive, ArmTx, BarrierKind, CommitUmma, Cursor, Probe, SetStage,
                                WaitParity)
 from tsjit.ts.verify.async_reads import InFlight, work_events
+from tsjit.ts.verify.exhaustive_cluster import acts_on, cluster_plan, targets
 from tsjit.ts.verify.exhaustive_expand import Variant, expand_task
-from tsjit.ts.verify.exhaustive_regions import RegionTable
-from tsjit.ts.verify.pipelines import co_filling_tasks
+from tsjit.ts.verify.exhaustive_probes import fold_probes
+from tsjit.ts.verify.exhaustive_regions import RegionTable, stage_parts
 
 __all__ = ["Barrier", "Access", "Copy", "Op", "Process", "Program", "compile_program"]
 
@@ -80,10 +82,12 @@ class Barrier:
     kind: str
     slot: int
     count: int
+    cta: int | None = None
 
     @property
     def name(self) -> str:
-        return f"{self.resource.name}.{self.kind}[{self.slot}]"
+        where = f" of CTA {self.cta}" if self.cta is not None else ""
+        return f"{self.resource.name}.{self.kind}[{self.slot}]{where}"
 
 
 @dataclass(frozen=True)
@@ -165,15 +169,19 @@ class Process:
     initial_spawns: tuple = ()
     probe_keys: int = 0
     stuck: object = None         # (queue resource) when the task never advances its tile
+    cta: int | None = None       # its CTA when every CTA of the cluster is modelled
 
     @property
     def name(self) -> str:
-        return self.task.name if self.lane is None else f"{self.task.name}/warp{self.lane}"
+        name = self.task.name if self.lane is None else f"{self.task.name}/warp{self.lane}"
+        return name if self.cta is None else f"{name}@CTA{self.cta}"
 
     def describe(self) -> str:
+        where = f" on CTA {self.cta}" if self.cta is not None else ""
         if self.lane is None:
-            return self.task.describe()
-        return f"task {self.task.name!r} warp {self.task.warp_start + self.lane} (lane {self.lane})"
+            return self.task.describe() + where
+        return (f"task {self.task.name!r} warp {self.task.warp_start + self.lane} (lane "
+                f"{self.lane}){where}")
 
 
 @dataclass
@@ -203,6 +211,7 @@ class _Cursor:
         self.open = [lane, phase]
         self.close = [lane, phase]
         self.stage = None            # set by acquire / wait
+        self.arms = None             # CTAs the last ArmTx reached (None: this CTA, or symmetric)
 
     def work_slot(self) -> int:
         """The stage a work step touches: the one last opened by this process, else (a
@@ -278,43 +287,33 @@ class _Compiler:
         self.barriers: list[Barrier] = []
         self.barrier_ids: dict = {}
         self.copies: list[Copy] = []
-        self.parts = self._stage_parts()
+        self.parts = stage_parts(manager_tasks, ring_config)
+        self.plan = cluster_plan(manager_tasks, ring_config, _PIPELINE_OPS)
 
-    def _stage_parts(self) -> dict:
-        """``(ring, task) -> part`` for TMA rings several producer tasks fill, each arming and
-        bringing its own ``num_bytes_per_warp_per_cta`` (split A/B loads): each task's copies
-        write their own part of the stage.  Without that declaration the tasks write the whole
-        stage (their writes race; check P2 says what to declare)."""
-        parts: dict = {}
-        rings = {id(r): r for t in self.tasks for r in t.resources if ring_config(r) is not None}
-        for rid, resource in rings.items():
-            cfg = resource.pipeline_config
-            if not cfg.protocol.producer_arms_tx or cfg.num_bytes_per_warp_per_cta is None:
-                continue
-            for index, task in enumerate(co_filling_tasks(self.tasks, resource)):
-                parts[(rid, id(task))] = index
-        return parts
-
-    def barrier(self, resource, kind, slot: int) -> int:
+    def barrier(self, resource, kind, slot: int, cta: int | None = None) -> int:
         kind = kind.value if isinstance(kind, BarrierKind) else kind
         owner, count = barrier_array(resource, BarrierKind(kind))   # a group member's may be shared
-        key = (id(owner), kind, slot)
+        key = (id(owner), kind, slot, cta)
         if key not in self.barrier_ids:
             self.barrier_ids[key] = len(self.barriers)
-            self.barriers.append(Barrier(len(self.barriers), owner, kind, slot, count))
+            self.barriers.append(Barrier(len(self.barriers), owner, kind, slot, count, cta))
         return self.barrier_ids[key]
 
     def compile(self) -> list:
         shells = []
-        for task in self.tasks:
-            lanes = range(task.num_warps) if _splits_into_warps(task) else [None]
-            for lane in lanes:
-                shells.append((task, lane))
-        signal_warps = self._signal_warps(shells)
+        for cta in self.plan.ctas:
+            for task in self.tasks:
+                if cta is not None and task.run_only_on_cta_id not in (None, cta):
+                    continue
+                lanes = range(task.num_warps) if _splits_into_warps(task) else [None]
+                for lane in lanes:
+                    shells.append((task, lane, cta))
+        signal_warps = {cta: self._signal_warps([(t, l) for t, l, c in shells if c == cta])
+                        for cta in self.plan.ctas}
         processes = []
-        for index, (task, lane) in enumerate(shells):
+        for index, (task, lane, cta) in enumerate(shells):
             steps = expand_task(task, self.counts[id(task)], self.variant)
-            processes.append(self._compile_process(index, task, lane, steps, signal_warps))
+            processes.append(self._compile_process(index, task, lane, steps, signal_warps[cta], cta))
         return processes
 
     # warps signalling one stage of each (resource, side), over every process doing it
@@ -338,9 +337,9 @@ class _Compiler:
             modes[(rid, producer)] = max(1, total // lanes)
         return modes
 
-    def _compile_process(self, index, task, lane, steps, modes) -> Process:
+    def _compile_process(self, index, task, lane, steps, modes, cta) -> Process:
         warps = 1 if lane is not None else task.num_warps
-        proc = Process(index, task, lane, warps, [])
+        proc = Process(index, task, lane, warps, [], cta=cta)
         cursors: dict = {}
         shared_close: dict = {}         # (cursor owner, producer) -> the closing [index, phase] pair
         probe_keys: dict = {}
@@ -389,7 +388,7 @@ class _Compiler:
             stage = step.stage
             if stage in _PIPELINE_OPS and cfg is not None:
                 op, commit = self._pipeline_op(es, cfg, resource, stage, cursor, probe_key, modes,
-                                               warps, make_op, waited)
+                                               warps, make_op, waited, cta)
                 flush(op)
                 if commit is not None:
                     umma_chain[0] = self._umma_completion(proc, commit, umma_reads, umma_chain[0], spawns)
@@ -413,7 +412,7 @@ class _Compiler:
         flush(None)
         proc.ops.pop()                   # the sentinel None appended by the last flush
         if self.collapse_probes:
-            _collapse_probes(proc)
+            fold_probes(proc)
         self._producer_tail(task, proc, cursors, make_op, tuple(in_flight.active()))
         proc.probe_keys = len(probe_keys)
         queue = task.work_queue
@@ -425,8 +424,9 @@ class _Compiler:
         return proc
 
     def _pipeline_op(self, es, cfg, resource, stage, cursor, probe_key, modes, warps,
-                     make_op, waited):
-        """One op from the protocol table's actions of ``stage`` (see the module docstring)."""
+                     make_op, waited, cta):
+        """One op from the protocol table's actions of ``stage`` (see the module docstring);
+        ``cta``: the process's CTA when every CTA is modelled, else None."""
         producer = stage.is_producer
         cur = cursor(resource, producer)
         per_stage = modes.get((id(resource), producer), warps)
@@ -437,22 +437,31 @@ class _Compiler:
             pair = cur.open if action.cursor is Cursor.Open else cur.close
             if slot is None:             # the op's stage: where its first action's cursor is
                 slot = pair[0]
+            if not acts_on(action, cfg, cta):
+                if isinstance(action, ArmTx):
+                    cur.arms = ()        # a non-leader CTA issues no copies either
+                continue
+            reach = targets(action, cfg, cta) if cta is not None else (None,)
             if isinstance(action, Probe):
-                fields.update(probe_barrier=self.barrier(resource, action.barrier, pair[0]),
+                fields.update(probe_barrier=self.barrier(resource, action.barrier, pair[0], cta),
                               parity=pair[1], probe_key=probe_key(resource, producer))
             elif isinstance(action, WaitParity):
-                fields.update(guard=self.barrier(resource, action.barrier, pair[0]), parity=pair[1])
+                fields.update(guard=self.barrier(resource, action.barrier, pair[0], cta),
+                              parity=pair[1])
                 if action.after_probe:
                     fields["probe_key"] = probe_key(resource, producer)
             elif isinstance(action, ArmTx):
                 n = action.who.arrivals(warps)
-                arrivals.append((self.barrier(resource, action.barrier, pair[0]), n, n * action.nbytes))
+                arrivals += [(self.barrier(resource, action.barrier, pair[0], c), n, n * action.nbytes)
+                             for c in reach]
+                cur.arms = reach
             elif isinstance(action, Arrive):
-                n = action.who.arrivals(warps) * action.ctas.factor(cfg)
-                arrivals.append((self.barrier(resource, action.barrier, pair[0]), n, 0))
+                n = action.who.arrivals(warps) * (action.ctas.factor(cfg) if cta is None else 1)
+                arrivals += [(self.barrier(resource, action.barrier, pair[0], c), n, 0) for c in reach]
             elif isinstance(action, CommitUmma):
-                n = action.ctas.factor(cfg)
-                fields["umma_commit"] = (self.barrier(resource, action.barrier, pair[0]), n)
+                n = action.ctas.factor(cfg) if cta is None else 1
+                fields["umma_commit"] = [(self.barrier(resource, action.barrier, pair[0], c), n)
+                                         for c in reach]
             elif isinstance(action, SetStage):
                 cur.stage = pair[0]
                 if not producer:
@@ -468,16 +477,16 @@ class _Compiler:
         op = make_op(kind, es, resource, slot, arrivals=tuple(arrivals), **fields)
         return op, commit
 
-    def _umma_completion(self, proc, commit, reads: list, after: int, spawns: list) -> int:
-        """The completion of a ``tcgen05.commit``: the reads of the MMAs issued since the last
-        commit stay active until it lands (in order after the previous commit); returns its id."""
-        barrier, arrivals = commit
-        pending = list(reads) or [None]
+    def _umma_completion(self, proc, commits, reads: list, after: int, spawns: list) -> int:
+        """The completion of a ``tcgen05.commit`` (its ``(barrier, arrivals)`` per CTA reached):
+        the reads of the MMAs issued since the last commit stay active until it lands (in order
+        after the previous commit); returns its id."""
+        pending = [(access, commits[0][0], 0) for access in reads]
+        pending += [(None, barrier, arrivals) for barrier, arrivals in commits]
         reads.clear()
-        for k, access in enumerate(pending):
-            last = k == len(pending) - 1
-            copy = Copy(len(self.copies), proc.index, barrier, 0, access, arrivals if last else 0,
-                        after, umma=True)
+        for access, barrier, arrivals in pending:
+            copy = Copy(len(self.copies), proc.index, barrier, 0, access, arrivals, after,
+                        umma=True)
             self.copies.append(copy)
             spawns.append(copy)
             after = copy.id
@@ -491,14 +500,15 @@ class _Compiler:
         if cfg is not None:
             slot = cursor(resource, producer).work_slot()
             part = self.parts.get((id(resource), id(task))) if producer else None
-            region = self.regions.stage_region(resource, slot, role, part)
+            region = self.regions.stage_region(resource, slot, role, part, proc.cta)
             access = Access(mode, region, step, es.iteration, es.tile)
             if producer and cfg.protocol.producer_arms_tx:
-                self._spawn_copies(es, cfg, resource, slot, access, warps, spawns, proc)
+                self._spawn_copies(es, cfg, resource, slot, access, warps, spawns, proc,
+                                   cursor(resource, True).arms)
             else:
                 segment.append(access)
         else:
-            region = self.regions.resource_region(resource, role)
+            region = self.regions.resource_region(resource, role, proc.cta)
             if region is not None:
                 segment.append(Access(mode, region, step, es.iteration, es.tile))
         for ring in _referenced_rings(resource):
@@ -506,30 +516,37 @@ class _Compiler:
             # epilogue after the loop that keeps a reference to the ring reads registers
             if waited.get(id(ring)) == _instance(es) and (id(ring), False) in cursors:
                 slot = cursors[(id(ring), False)].work_slot()
-                region = self.regions.stage_region(ring, slot, "consumer")
+                region = self.regions.stage_region(ring, slot, "consumer", cta=proc.cta)
                 segment.append(Access("read", region, step, es.iteration, es.tile))
             elif (id(ring), True) in cursors and any(
                     s.stage is S.ProducerAcquire and s.resource is ring
                     for s in task.schedule.steps):
                 slot = cursors[(id(ring), True)].work_slot()
-                region = self.regions.stage_region(ring, slot, "producer")
+                region = self.regions.stage_region(ring, slot, "producer", cta=proc.cta)
                 segment.append(Access("write", region, step, es.iteration, es.tile))
 
-    def _spawn_copies(self, es, cfg, resource, slot, access, warps, spawns, proc):
-        """Issue the TMA copy of one producer work step (its share of the stage's bytes)."""
+    def _spawn_copies(self, es, cfg, resource, slot, access, warps, spawns, proc, arms):
+        """Issue the TMA copy of one producer work step (its share of the stage's bytes); when
+        every CTA is modelled, into each CTA the arming reached (``arms``: None for this CTA,
+        ``()`` when this CTA did not arm)."""
         works = [s for s in proc.task.schedule.steps if s.resource is resource and
                  s.stage is S.ProducerWork and not s.is_aux and s.section is es.step.section]
         share = max(1, len(works))
         total, units = protocol.stage_copy_bytes(cfg, warps)
-        position = sum(1 for c in spawns if c.access.region == access.region) // units
-        for unit in range(units):
-            nbytes = total // units // share
-            if position == share - 1:        # the last work of the stage gets the remainder
-                nbytes = total // units - nbytes * (share - 1)
-            copy = Copy(len(self.copies), proc.index, self.barrier(resource, "full", slot),
-                        nbytes, access)
-            self.copies.append(copy)
-            spawns.append(copy)
+        for cta in ((proc.cta,) if arms is None else arms):
+            if cta != proc.cta:
+                access = Access(access.mode, self.regions.stage_region(
+                    resource, slot, "producer", self.regions.keys[access.region][3], cta),
+                    access.step, access.iteration, access.tile)
+            position = sum(1 for c in spawns if c.access.region == access.region) // units
+            for unit in range(units):
+                nbytes = total // units // share
+                if position == share - 1:        # the last work of the stage gets the remainder
+                    nbytes = total // units - nbytes * (share - 1)
+                copy = Copy(len(self.copies), proc.index, self.barrier(resource, "full", slot, cta),
+                            nbytes, access)
+                self.copies.append(copy)
+                spawns.append(copy)
 
     def _producer_tail(self, task, proc, cursors, make_op, in_flight: tuple):
         """Drain: ``S / stride`` waits on ``empty`` for each resource this task acquires; the
@@ -545,47 +562,17 @@ class _Compiler:
                 continue
             cur = cursors[(id(resource), True)]
             pairs = {Cursor.Open: list(cur.open), Cursor.Close: list(cur.close)}
+            acquire_wait = next(a for a in protocol.actions(cfg, S.ProducerAcquire)
+                                if isinstance(a, WaitParity))
             for action in protocol.tail_actions(cfg):
                 pair = pairs[action.cursor]
-                if isinstance(action, WaitParity):
+                if isinstance(action, WaitParity) and acts_on(acquire_wait, cfg, proc.cta):
                     proc.ops.append(make_op("tail_wait", None, resource, pair[0],
-                                            guard=self.barrier(resource, action.barrier, pair[0]),
+                                            guard=self.barrier(resource, action.barrier, pair[0],
+                                                               proc.cta),
                                             parity=pair[1], segment=in_flight))
                 elif isinstance(action, Advance):
                     _Cursor.advance(pair, action.stride, cfg.num_stages)
-
-
-def _collapse_probes(proc) -> None:
-    """Fold each try_acquire / try_wait into the blocking operation it guards.
-
-    A probe only decides whether that blocking wait runs; nothing else reads its result (a
-    schedule has no control flow on it).  Probing is invisible to every other process, and when
-    it succeeds the phase it saw stays complete until this process itself touches the ring
-    again, so a skipped wait and an executed one pass at the same states.  The probe op can
-    therefore be dropped -- exploring its outcomes only multiplies the states -- as long as the
-    process makes no other operation on the same ring before the blocking one (then the barrier
-    could move on, and the skipped wait would matter: the probe is kept).  The accesses and
-    copies that begin at the probe begin at the op before it instead (the probe never blocks).
-    """
-    ops = proc.ops
-    out: list = []
-    for index, op in enumerate(ops):
-        if op.probe_barrier >= 0:
-            blocking = next((j for j in range(index + 1, len(ops))
-                             if ops[j].resource is op.resource), None)
-            target = ops[blocking] if blocking is not None else None
-            if target is not None and target.guard == op.probe_barrier \
-                    and target.probe_key == op.probe_key and target.parity == op.parity:
-                target.probe_key = -1
-                if out:
-                    out[-1].segment += op.segment
-                    out[-1].spawns += op.spawns
-                else:
-                    proc.initial_segment += op.segment
-                    proc.initial_spawns += op.spawns
-                continue
-        out.append(op)
-    proc.ops[:] = out
 
 
 def compile_program(tasks, graph, variant: Variant, counts: dict, regions: RegionTable,
@@ -598,5 +585,10 @@ def compile_program(tasks, graph, variant: Variant, counts: dict, regions: Regio
                                   for t in tasks for s in t.schedule.steps)
     compiler = _Compiler(tasks, graph, counts, variant, regions, check_pdl, collapse_probes)
     processes = compiler.compile()
+    if compiler.plan.explicit:
+        note = (f"every CTA of the {len(compiler.plan.ctas)}-CTA cluster is modelled (no symmetric "
+                f"reduction: {compiler.plan.reason})")
+        if note not in notes:
+            notes.append(note)
     return Program(variant, processes, compiler.barriers, regions, compiler.copies,
                    list(notes), check_pdl)

@@ -28,7 +28,9 @@ two different resources conflict only when their byte ranges overlap (an alias g
 """
 from __future__ import annotations
 
-__all__ = ["RegionTable"]
+from tsjit.ts.verify.pipelines import co_filling_tasks
+
+__all__ = ["RegionTable", "stage_parts"]
 
 #: each memory space (smem bytes, tmem columns, spaces named by ``physical_ranges()``) gets its own
 #: band of this width in the interval numbers, so ranges of different spaces never overlap.
@@ -55,11 +57,27 @@ def _overlap(a: list, b: list) -> tuple | None:
     return None
 
 
+def stage_parts(tasks, ring_config) -> dict:
+    """``(id(ring), id(task)) -> part`` for the TMA rings several producer tasks fill, each
+    arming and bringing its own ``num_bytes_per_warp_per_cta`` (split A/B loads): each task's
+    copies write their own part of the stage.  Without that declaration the tasks write the
+    whole stage (their writes race; check P2 says what to declare)."""
+    parts: dict = {}
+    rings = {id(r): r for t in tasks for r in t.resources if ring_config(r) is not None}
+    for rid, resource in rings.items():
+        config = resource.pipeline_config
+        if not config.protocol.producer_arms_tx or config.num_bytes_per_warp_per_cta is None:
+            continue
+        for index, task in enumerate(co_filling_tasks(tasks, resource)):
+            parts[(rid, id(task))] = index
+    return parts
+
+
 class RegionTable:
     """Regions by id, their byte ranges and conflict bit masks (see the module docstring)."""
 
     def __init__(self, allocator=None):
-        self.keys: list = []             # (resource, slot, role, part)
+        self.keys: list = []             # (resource, slot, role, part, cta)
         self.intervals: list = []        # list of (start, end) per region; [] when unknown
         self.ids: dict = {}
         self.allocator = allocator
@@ -142,30 +160,33 @@ class RegionTable:
         return out + physical
 
     # -- regions -------------------------------------------------------------------------------
-    def _region(self, resource, slot, role, part=None) -> int:
-        key = (id(resource), slot, role, part)
+    def _region(self, resource, slot, role, part=None, cta=None) -> int:
+        key = (id(resource), slot, role, part, cta)
         if key not in self.ids:
             self.ids[key] = len(self.keys)
-            self.keys.append((resource, slot, role, part))
+            self.keys.append((resource, slot, role, part, cta))
             self.intervals.append(self._byte_ranges(resource, slot, role))
             self._masks = None
         return self.ids[key]
 
-    def stage_region(self, resource, slot: int, role: str, part=None) -> int:
+    def stage_region(self, resource, slot: int, role: str, part=None, cta=None) -> int:
         """Region of stage ``slot`` of a pipelined resource, as ``role`` touches it; ``part``
         (a hashable, e.g. the filling task's index) when one of several producer tasks fills
-        its own part of the stage."""
-        return self._region(resource, slot, role, part)
+        its own part of the stage; ``cta`` when every CTA of a cluster is modelled (each has
+        its own shared memory)."""
+        return self._region(resource, slot, role, part, cta)
 
-    def resource_region(self, resource, role: str) -> int | None:
-        """Region of a non-pipelined resource with SMEM, or None when it has none."""
+    def resource_region(self, resource, role: str, cta=None) -> int | None:
+        """Region of a non-pipelined resource with SMEM (on ``cta``), or None when it has none."""
         if not self._byte_ranges(resource, None, role):
             return None
-        return self._region(resource, None, role)
+        return self._region(resource, None, role, None, cta)
 
     def conflicts(self, a: int, b: int) -> bool:
-        ra, sa, _, pa = self.keys[a]
-        rb, sb, _, pb = self.keys[b]
+        ra, sa, _, pa, ca = self.keys[a]
+        rb, sb, _, pb, cb = self.keys[b]
+        if ca != cb:
+            return False                 # two CTAs' shared memories
         ia, ib = self.intervals[a], self.intervals[b]
         if ra is rb:
             if sa is not None and sb is not None and sa != sb:
@@ -185,8 +206,9 @@ class RegionTable:
         return self._masks
 
     def name(self, region: int) -> str:
-        resource, slot, _, _ = self.keys[region]
-        return f"{resource.name!r} stage {slot}" if slot is not None else repr(resource.name)
+        resource, slot, _, _, cta = self.keys[region]
+        where = f" of CTA {cta}" if cta is not None else ""
+        return (f"{resource.name!r} stage {slot}" if slot is not None else repr(resource.name)) + where
 
     def byte_range_text(self, a: int, b: int) -> str:
         """``smem[x:y]`` where the two regions overlap, or a description without ranges."""

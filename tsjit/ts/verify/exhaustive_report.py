@@ -163,6 +163,10 @@ def _deadlock(model, result, event, variant) -> Report:
     fix = ("  Each blocked wait needs a commit/release (or TMA bytes) that no task will still "
            "deliver: check that every wait has a matching commit, every acquire a matching "
            "release, equal trip counts, and arrival counts that match the tasks' warps.")
+    if any(p.cta is not None for p in model.procs):
+        fix += ("\n  In a cluster a barrier counts the arrivals of every CTA its releases or "
+                "commits come from: a task those CTAs need must run there (run_only_on_cta_id), "
+                "and a wait only the leader's barrier can pass belongs on the leader.")
     message = "\n".join([head] + lines + credit + [fix] + block)
     return Report("deadlock", message, tuple(tasks), tuple(dict.fromkeys(resources)), block,
                   ("deadlock",) + tuple(lines))

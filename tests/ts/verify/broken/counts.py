@@ -83,17 +83,24 @@ def split_loads(num_bytes=TILE, per_warp=TILE):
     return program
 
 
-def cluster_consumers(config, producer_work="fill"):
-    """One producer and a 4-warp consumer on every CTA of a cluster (``config`` makes the ring)."""
+def cluster_consumers(config, producer_work="fill", producer_cta=None):
+    """One producer (on every CTA, or on ``producer_cta`` only) and a 4-warp consumer on every
+    CTA of a cluster (``config`` makes the ring)."""
     producer = [("ring", "acquire"), ("ring", producer_work), ("ring", "commit")]
-    return lambda: ring_program(config, producer, CONS, name="cluster ring")
+
+    def program():
+        built = ring_program(config, producer, CONS, name="cluster ring")
+        built.specs[0].only_cta = producer_cta
+        return built
+    return program
 
 
-def umma_pair(consumers):
-    """UmmaAsync over a 2-CTA pair: every epilogue thread of both CTAs arrives on the pair
-    leader's empty barrier (256 for 4 warps per CTA)."""
+def umma_pair(consumers, producer_cta=0):
+    """UmmaAsync over a 2-CTA pair: the pair leader's MMA task commits to both CTAs' full
+    barriers, every epilogue thread of both CTAs arrives on the leader's empty barrier (256 for
+    4 warps per CTA)."""
     return cluster_consumers(lambda: PipelineConfig.create_umma_async_pipeline_cfg(
-        2, threads(1), threads(consumers), cta_layout_vmnk=(2, 1, 1, 1)))
+        2, threads(1), threads(consumers), cta_layout_vmnk=(2, 1, 1, 1)), producer_cta=producer_cta)
 
 
 def multicast(consumers):
@@ -101,6 +108,13 @@ def multicast(consumers):
     of its row and column (M + N - 1 = 3 lanes), 12 for 4 warps."""
     return cluster_consumers(lambda: tma_config(4, TILE, 1, consumers, cta_layout_vmnk=(1, 2, 2, 1),
                                                 mcast_mode_mn=(1, 1)), "tma_load")
+
+
+def clc_ring(consumers):
+    """ClcFetchAsync over 2 CTAs: CTA 0 waits, arms every CTA's full barrier and writes the 16-byte
+    response into each; every consumer thread of both CTAs arrives on CTA 0's empty barrier."""
+    return cluster_consumers(lambda: PipelineConfig.create_clc_fetch_async_pipeline_cfg(
+        2, 16, threads(1), threads(consumers), cta_layout_vmnk=(1, 2, 1, 1)), "tma_load")
 
 
 CASES = [
@@ -153,7 +167,14 @@ CASES = [
     case("umma_pair_counted_for_one_cta", "a 2-CTA UMMA pair's consumer_group counts one CTA's "
          "epilogue threads (128): the second CTA's arrivals overflow the leader's phase",
          umma_pair(128), umma_pair(256), P1=("'cons'", "'ring'", "consumer_group", "V=2"),
-         X=("'cons'", "'ring'", "ConsumerRelease", "256")),
+         X=("'cons'", "'prod'", "'ring'", "CTA 0")),
+    case("clc_consumer_count_for_one_cta", "a 2-CTA CLC ring's consumer_group counts one CTA's "
+         "threads: CTA 0 refills a stage CTA 1 still reads", clc_ring(128), clc_ring(256),
+         P1=("'cons'", "'ring'", "consumer_group", "cluster 2"), X=("'prod'", "'cons'", "CTA 1")),
+    case("umma_pair_mma_task_on_both_ctas", "the MMA task of a 2-CTA pair runs on both CTAs: the "
+         "second CTA waits on an empty barrier only the leader's receives, and both commit to the "
+         "pair", umma_pair(256, producer_cta=None), umma_pair(256),
+         X=("'prod'", "'ring'", "CTA 1")),
     case("multicast_consumer_count_misses_a_peer", "consumer_group counts 2 multicast lanes per "
          "warp where a (1, 1) multicast over 2 x 2 reaches 3 CTAs", multicast(8), multicast(12),
          P1=("'cons'", "'ring'", "consumer_group", "12"),
