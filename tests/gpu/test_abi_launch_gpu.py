@@ -1,4 +1,4 @@
-"""GPU: a kernel reads back every argument kind exactly as the host packed it (issue 11 §1).
+"""GPU (and the CPU interpreter): a kernel reads back every argument kind exactly as the host packed it (issue 11 §1).
 
 ``echo`` stores each run-time scalar, the extents and strides of a strided array and one element
 of it, so any disagreement between the host packing (:mod:`tsjit.abi`) and the kernel's
@@ -11,7 +11,7 @@ import pytest
 
 import tsjit
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.gpu_or_interpret  # also under the CPU interpreter (same values)
 
 
 @tsjit.kernel

@@ -95,3 +95,30 @@ def test_gpu_device_array_is_refused_with_advice():
         __cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (0x7000_0000_0000, False), "version": 3}
     with pytest.raises(LaunchError, match="GPU memory"):
         scale_add.interpret[(1,), (32,)](FakeCuda(), np.zeros(4, np.float32), 4, 1.0)
+
+
+@tsjit.kernel
+def prints(x):
+    i = tsjit.thread_idx().x
+    if i < 2:
+        tsjit.device_print("thread {} sees {}", i, x[i])
+
+
+def test_device_print_prints_each_thread_after_the_launch(capsys):
+    prints.interpret[(1,), (32,)](np.array([1.5, -2.25], np.float32))
+    out = capsys.readouterr().out
+    assert "thread 0 sees 1.5" in out and "thread 1 sees -2.25" in out
+
+
+@tsjit.kernel
+def regs(out):
+    tsjit.setmaxnreg(232, increase=True)
+    out[tsjit.thread_idx().x] = 1
+
+
+def test_setmaxnreg_is_a_warpgroup_collective():
+    out = np.zeros(128, np.int32)
+    regs.interpret[(1,), (128,)](out)
+    assert (out == 1).all()
+    with pytest.raises(InterpretError, match="warpgroup"):
+        regs.interpret[(1,), (64,)](np.zeros(64, np.int32))

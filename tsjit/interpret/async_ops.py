@@ -22,7 +22,7 @@ from tsjit.errors import InterpretError
 from tsjit.interpret import memory as M
 from tsjit.interpret import tma
 from tsjit.interpret.memory_ops import resolve
-from tsjit.interpret.races import snapshot
+from tsjit.interpret.races import retire, snapshot
 from tsjit.interpret.registry import constant_arg, handles, handles_prefix
 from tsjit.interpret.sync import mbarrier_at
 from tsjit.runtime.tensormap import DESCRIPTOR_BYTES, interpreter_layout
@@ -104,11 +104,40 @@ def _tma_load(tr, instr, d, args):
     return tma_load
 
 
-class _PendingCopy:
-    """A global write that becomes visible when its bulk group completes."""
+class _BulkStore:
+    """One TMA / bulk store: ``write()`` makes its global writes visible (at its group's completion);
+    ``records`` are its in-flight shared-memory reads for the race checker (retired by ``.read`` waits)."""
 
-    def __init__(self, write):
+    def __init__(self, write, records=()):
         self.write = write
+        self.records = list(records)
+
+
+def _bulk_state(th) -> dict:
+    """``{"open": stores not yet committed, "groups": committed groups, oldest first}``."""
+    if not th.bulk:
+        th.bulk = {"open": [], "groups": []}
+    return th.bulk
+
+
+def complete_bulk_groups(th, keep: int, read_only: bool = False, including_open: bool = False) -> None:
+    """Complete every committed bulk group of ``th`` but the ``keep`` newest (with ``including_open``,
+    also the stores not committed yet): their sources are read (in-flight reads retired) and, unless
+    ``read_only``, their global writes become visible."""
+    state = _bulk_state(th)
+    finished = state["groups"][:max(0, len(state["groups"]) - keep)]
+    rest = state["groups"][len(finished):]
+    if including_open:
+        finished, rest = state["groups"] + [state["open"]], []
+        state["open"] = []
+    for group in finished:
+        for store in group:
+            retire(th, store.records)
+            store.records = []
+            if not read_only:
+                store.write()
+    if not read_only:
+        state["groups"] = rest
 
 
 @handles_prefix(_BULK + "tensor.s2g.")
@@ -127,10 +156,11 @@ def _tma_store(tr, instr, d, args):
         box = tuple(_signed(f[c]) for c in coords)
         window = th.cta.window
         pending = tma.prepare_store(layout, box, th.machine.gmem, window.data, f[src] & M.OFFSET_MASK, reduce)
+        records = []
         if window.tracker is not None:
             start, end = pending.source
-            window.tracker.read(th, start, end - start, where, proxy="async")
-        th.bulk.append(pending)
+            records.append(window.tracker.read(th, start, end - start, where, proxy="async", pending=True))
+        _bulk_state(th)["open"].append(_BulkStore(pending.write, records))
     return tma_store
 
 
@@ -143,29 +173,10 @@ def _prefetch(tr, instr, d, args):
 @handles(_BULK + "commit.group")
 def _bulk_commit(tr, instr, d, args):
     def commit(f):
-        f[0].bulk.append("commit")
+        state = _bulk_state(f[0])
+        state["groups"].append(state["open"])
+        state["open"] = []
     return commit
-
-
-def complete_bulk_groups(th, keep: int) -> None:
-    """Complete every committed bulk group of ``th`` except the ``keep`` most recent ones (their
-    global writes become visible)."""
-    groups, current = [], []
-    for item in th.bulk:
-        if item == "commit":
-            groups.append(current)
-            current = []
-        else:
-            current.append(item)
-    finished = groups[:max(0, len(groups) - keep)]
-    for group in finished:
-        for pending in group:
-            pending.write()
-    remaining = []
-    for group in groups[len(finished):]:
-        remaining.extend(group)
-        remaining.append("commit")
-    th.bulk = remaining + current
 
 
 @handles(_BULK + "wait.group", _BULK + "wait.group.read")
@@ -174,16 +185,14 @@ def _bulk_wait(tr, instr, d, args):
     read_only = instr.callee.name.endswith(".read")
 
     def wait(f):
-        if not read_only:
-            complete_bulk_groups(f[0], keep)
+        complete_bulk_groups(f[0], keep, read_only)
     return wait
 
 
 def finish_thread(th) -> None:
     """At a thread's exit its outstanding bulk stores and cp.async copies complete."""
     if th.bulk:
-        th.bulk = [item for item in th.bulk if item != "commit"] + ["commit"]
-        complete_bulk_groups(th, 0)
+        complete_bulk_groups(th, 0, including_open=True)
     if th.cp_async:
         _complete_cp_async(th, 0, including_open=True)
 
@@ -224,15 +233,16 @@ def _bulk_to_global(tr, instr, d, args):
         window = th.cta.window
         offset = f[src] & M.OFFSET_MASK
         window.check(offset, nbytes, "bulk copy read", where)
+        records = []
         if window.tracker is not None:
-            window.tracker.read(th, offset, nbytes, where, proxy="async")
+            records.append(window.tracker.read(th, offset, nbytes, where, proxy="async", pending=True))
         data = window.data[offset:offset + nbytes].copy()
         alloc = th.machine.gmem.check(f[dst], nbytes, f"bulk copy write at {where}")
         start = f[dst] - alloc.base
 
         def write(alloc=alloc, start=start, data=data):
             alloc.data[start:start + len(data)] = data
-        th.bulk.append(_PendingCopy(write))
+        _bulk_state(th)["open"].append(_BulkStore(write, records))
     return bulk_store
 
 

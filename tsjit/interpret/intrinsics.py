@@ -14,9 +14,9 @@ from tsjit.errors import InterpretError
 from tsjit.interpret import scalars as S
 from tsjit.interpret.casts import float_to_int
 from tsjit.interpret.races import synchronize
-from tsjit.interpret.registry import blocking, handles, handles_prefix
+from tsjit.interpret.registry import handles, handles_prefix
 from tsjit.interpret.scalars import F32
-from tsjit.interpret.sync import join_warp
+from tsjit.interpret.sync import warp_collective
 
 _NV = "llvm.nvvm."
 _SREG = _NV + "read.ptx.sreg."
@@ -363,14 +363,7 @@ def _shfl(tr, instr, d, args):
     compute = _shuffle_compute(mode)
     kind = f"shfl.sync.{mode}"
 
-    @blocking
-    def shfl(f):
-        th = f[0]
-        rv = join_warp(th, f[m], kind, (f[v], f[b], f[c]), compute, where)
-        while rv.results is None:
-            yield rv
-        f[d] = rv.results[th]
-    return shfl
+    return warp_collective(kind, lambda f: f[m], lambda f: (f[v], f[b], f[c]), compute, where, d)
 
 
 def _vote_compute(mode: str):
@@ -393,14 +386,7 @@ def _vote(tr, instr, d, args):
     compute = _vote_compute(mode)
     kind = f"vote.sync.{mode}"
 
-    @blocking
-    def vote(f):
-        th = f[0]
-        rv = join_warp(th, f[m], kind, f[p], compute, where)
-        while rv.results is None:
-            yield rv
-        f[d] = rv.results[th]
-    return vote
+    return warp_collective(kind, lambda f: f[m], lambda f: f[p], compute, where, d)
 
 
 _REDUX = {"add": lambda xs, w: sum(xs) & 0xFFFFFFFF, "and": None, "or": None, "xor": None,
@@ -427,14 +413,7 @@ def _redux(tr, instr, d, args):
         result = combine(list(rv.inputs.values()))
         return {t: result for t in rv.inputs}
 
-    @blocking
-    def redux(f):
-        th = f[0]
-        rv = join_warp(th, f[m], f"redux.sync.{op}", f[v], compute, where)
-        while rv.results is None:
-            yield rv
-        f[d] = rv.results[th]
-    return redux
+    return warp_collective(f"redux.sync.{op}", lambda f: f[m], lambda f: f[v], compute, where, d)
 
 
 @handles(_NV + "activemask")
@@ -454,14 +433,7 @@ def _elect(tr, instr, d, args):
         leader = min(t.lane for t in rv.inputs)
         return {t: (leader, 1 if t.lane == leader else 0) for t in rv.inputs}
 
-    @blocking
-    def elect(f):
-        th = f[0]
-        rv = join_warp(th, f[m], "elect.sync", None, compute, where)
-        while rv.results is None:
-            yield rv
-        f[d] = rv.results[th]
-    return elect
+    return warp_collective("elect.sync", lambda f: f[m], lambda f: None, compute, where, d)
 
 
 @handles(_NV + "bar.warp.sync")
@@ -474,10 +446,4 @@ def _syncwarp(tr, instr, d, args):
             synchronize(list(rv.inputs))
         return {t: None for t in rv.inputs}
 
-    @blocking
-    def syncwarp(f):
-        th = f[0]
-        rv = join_warp(th, f[m], "bar.warp.sync", None, compute, where)
-        while rv.results is None:
-            yield rv
-    return syncwarp
+    return warp_collective("bar.warp.sync", lambda f: f[m], lambda f: None, compute, where, None)

@@ -17,6 +17,11 @@ wrote through the generic proxy also needs that thread's ``fence.proxy.async`` b
 the copy (PTX ISA §9.7.13.4 "proxy fences"); without it the error says so.  With ``uninit``, a read
 of a byte never written since the launch (shared memory starts undefined) is an error too.
 
+Asynchronous reads stay *in flight* (never ordered before anything) until the issuing thread retires
+them: a wgmma's operands at the ``wgmma.wait_group`` that completes its group, a TMA store's source at
+``cp.async.bulk.wait_group(.read)``; overwriting them earlier (a release before the MMA retired) is a
+race.
+
 Granularity: aligned accesses of four bytes or more are tracked per 4-byte word; smaller ones per
 byte (a window that saw a sub-word access checks both).
 """
@@ -24,7 +29,7 @@ from __future__ import annotations
 
 from tsjit.errors import InterpretError
 
-__all__ = ["SharedTracker", "attach_trackers", "release", "acquire", "join", "synchronize", "snapshot"]
+__all__ = ["SharedTracker", "attach_trackers", "release", "acquire", "join", "synchronize", "snapshot", "retire"]
 
 
 def join(a, b):
@@ -70,6 +75,17 @@ def synchronize(threads) -> None:
         th.vc[th.uid] = th.vc.get(th.uid, 0) + 1
 
 
+def retire(th, records) -> None:
+    """The asynchronous reads ``records`` (issued by ``th``) are complete as of ``th``'s current clock."""
+    if not records or th.vc is None:
+        return
+    now = th.vc.get(th.uid, 0)
+    for record in records:
+        if record is not None:
+            record.pending = False
+            record.clock = now
+
+
 def attach_trackers(machine, cluster) -> None:
     """Give every thread a clock and every CTA's window a tracker (called per cluster)."""
     for cta in cluster.ctas:
@@ -79,9 +95,10 @@ def attach_trackers(machine, cluster) -> None:
 
 
 class _Access:
-    __slots__ = ("uid", "clock", "where", "proxy", "fence_epoch", "thread")
+    __slots__ = ("uid", "clock", "where", "proxy", "fence_epoch", "thread", "pending")
 
-    def __init__(self, th, clock, where, proxy="generic"):
+    def __init__(self, th, clock, where, proxy="generic", pending=False):
+        self.pending = pending
         self.uid = th.uid
         self.clock = clock
         self.where = where
@@ -118,19 +135,28 @@ class SharedTracker:
         return key in writes or word in writes or any(word + i in writes for i in (1, 2, 3))
 
     def _covers(self, th, access) -> bool:
+        if access.pending:
+            return False
         return access.uid == th.uid or th.vc.get(access.uid, 0) >= access.clock
 
     def _race(self, kind, th, where, other, offset, proxy="generic") -> InterpretError:
         name = self.cta.machine.program.describe_shared(offset)
         who = "the asynchronous proxy (TMA / wgmma) for " if other.proxy != "generic" else ""
         me = "the asynchronous proxy (TMA / wgmma) for " if proxy != "generic" else ""
+        if other.pending:
+            return InterpretError(
+                f"shared-memory race ({kind}) on {name} of CTA {self.cta.ctaid}: {me}{th.describe()} at {where} "
+                f"overwrites what the asynchronous operation issued by {other.thread.describe()} at {other.where} "
+                f"still reads; retire it first (wgmma.wait_group / bulk_wait_group(read=True)) before the release "
+                f"or commit that lets the writer in")
         return InterpretError(
             f"shared-memory race ({kind}) on {name} of CTA {self.cta.ctaid}: {me}{th.describe()} at {where} "
             f"and {who}{other.thread.describe()} at {other.where}; no barrier orders the two accesses (add the "
             f"barrier wait / arrive that the pipeline needs between them)")
 
     # -- accesses ------------------------------------------------------------------------------
-    def read(self, th, offset: int, size: int, where: str, proxy: str = "generic") -> None:
+    def read(self, th, offset: int, size: int, where: str, proxy: str = "generic", pending: bool = False):
+        """Record a read (``pending``: an asynchronous read in flight until :func:`retire`); returns its record."""
         uid = th.uid
         clock = th.vc.get(uid, 0)
         check, record = self._keys(offset, size)
@@ -150,13 +176,16 @@ class SharedTracker:
                     f"{th.describe()} at {where} reads {self.cta.machine.program.describe_shared(key)}, written "
                     f"through the generic proxy by {w.thread.describe()} at {w.where} with no fence.proxy.async "
                     f"after the write; add tsjit.fence_proxy_async() between the writes and the copy")
-        access = _Access(th, clock, where, proxy)
+        access = _Access(th, clock, where, proxy, pending)
         for key in record:
             readers = self.reads.get(key)
             if readers is None:
                 self.reads[key] = {uid: access}
+            elif pending:
+                readers[-len(readers) - 1] = access   # an in-flight read never replaces another record
             else:
                 readers[uid] = access
+        return access
 
     def write(self, th, offset: int, size: int, where: str, proxy: str = "generic", clock=None) -> None:
         uid = th.uid

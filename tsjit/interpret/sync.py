@@ -20,7 +20,7 @@ from tsjit.errors import InterpretError
 from tsjit.interpret import memory as M
 from tsjit.interpret.races import join, release
 
-__all__ = ["Waitable", "Rendezvous", "join_warp", "join_warpgroup", "NamedBarrier", "ClusterBarrier", "MBarrier",
+__all__ = ["Waitable", "Rendezvous", "join_warp", "warp_collective", "join_warpgroup", "NamedBarrier", "ClusterBarrier", "MBarrier",
            "mbarrier_at", "lanes_of"]
 
 
@@ -129,6 +129,21 @@ def join_warpgroup(th, kind: str, value, compute, where: str):
         raise InterpretError(f"{kind} at {where}: warpgroup {group} of the CTA has {len(members)} threads; a "
                              f"warpgroup collective needs 4 full warps (launch a multiple of 128 threads)")
     return _join(th, cta.warpgroups, (kind, group), members, value, compute, kind, where, cta)
+
+
+def warp_collective(kind: str, mask_of, value_of, compute, where: str, d):
+    """The blocking op of a warp collective: join the rendezvous of ``kind`` over the lanes
+    ``mask_of(f)`` with this thread's ``value_of(f)``, wait for every member, store this thread's result in
+    slot ``d`` (unless None).  ``compute(rendezvous) -> {thread: result}`` runs once, in the last arrival."""
+    def op(f):
+        th = f[0]
+        rv = join_warp(th, mask_of(f), kind, value_of(f), compute, where)
+        while rv.results is None:
+            yield rv
+        if d is not None:
+            f[d] = rv.results[th]
+    op.blocking = True
+    return op
 
 
 class NamedBarrier(Waitable):

@@ -23,8 +23,9 @@ from tsjit.errors import InterpretError
 from tsjit.interpret import matrix
 from tsjit.interpret import memory as M
 from tsjit.interpret import wgmma as wgmma_math
-from tsjit.interpret.registry import blocking, handles, handles_asm, handles_prefix
-from tsjit.interpret.sync import join_warp, join_warpgroup
+from tsjit.interpret.races import retire
+from tsjit.interpret.registry import blocking, constant_arg, handles, handles_asm, handles_prefix
+from tsjit.interpret.sync import join_warpgroup, warp_collective
 
 _NV = "llvm.nvvm."
 FULL_MASK = 0xFFFFFFFF
@@ -69,8 +70,10 @@ def _wgmma(tr, instr, d, args, match):
         a_regs = np.array([v[0] for v in values], dtype=np.uint32) if registers_a else None
         window = first.cta.window
         if window.tracker is not None:
-            for start, end in wgmma_math.operand_ranges(m, n, k, a_type, b_type, a_desc, b_desc, trans_a, trans_b):
-                window.tracker.read(first, start, end - start, where, proxy="async")
+            records = [window.tracker.read(first, start, end - start, where, proxy="async", pending=True)
+                       for start, end in wgmma_math.operand_ranges(m, n, k, a_type, b_type, a_desc, b_desc,
+                                                                   trans_a, trans_b)]
+            _wgmma_groups(first)["open"].extend(records)
         out = wgmma_math.mma(m, n, k, a_type, b_type, d_type, a_desc, a_regs, b_desc, window.data, acc, bool(scale_d),
                      scale_a, scale_b, trans_a, trans_b)
         return {t: tuple(float(x) for x in row) for t, row in zip(threads, out)}
@@ -86,10 +89,43 @@ def _wgmma(tr, instr, d, args, match):
     return wgmma
 
 
-@handles(_NV + "wgmma.fence.sync.aligned", _NV + "wgmma.commit_group.sync.aligned",
-         _NV + "wgmma.wait_group.sync.aligned")
-def _wgmma_sync(tr, instr, d, args):
+def _wgmma_groups(th) -> dict:
+    """The warpgroup's wgmma groups (kept by its first thread, which issues for the race checker):
+    ``{"open": in-flight operand reads of uncommitted MMAs, "groups": committed groups, oldest first}``."""
+    if not th.wgmma:
+        th.wgmma = {"open": [], "groups": []}
+    return th.wgmma
+
+
+@handles(_NV + "wgmma.fence.sync.aligned")
+def _wgmma_fence(tr, instr, d, args):
     return None
+
+
+@handles(_NV + "wgmma.commit_group.sync.aligned")
+def _wgmma_commit(tr, instr, d, args):
+    def commit(f):
+        th = f[0]
+        if th.linear % 128 == 0 and th.machine.checks:
+            groups = _wgmma_groups(th)
+            groups["groups"].append(groups["open"])
+            groups["open"] = []
+    return commit
+
+
+@handles(_NV + "wgmma.wait_group.sync.aligned")
+def _wgmma_wait(tr, instr, d, args):
+    keep = constant_arg(tr, instr, 0)
+
+    def wait(f):
+        th = f[0]
+        if th.linear % 128 == 0 and th.machine.checks:
+            groups = _wgmma_groups(th)
+            done = groups["groups"][:max(0, len(groups["groups"]) - keep)]
+            groups["groups"] = groups["groups"][len(done):]
+            for group in done:
+                retire(th, group)
+    return wait
 
 
 def _matrix_shape(name: str):
@@ -125,14 +161,7 @@ def _ldmatrix(tr, instr, d, args):
         out = matrix.ldmatrix(window.data, addresses, num, trans)
         return {t: (int(out[t.lane, 0]) if num == 1 else tuple(int(x) for x in out[t.lane])) for t in threads}
 
-    @blocking
-    def ldmatrix(f):
-        th = f[0]
-        rv = join_warp(th, FULL_MASK, f"ldmatrix.x{num}", (f[src],), compute, where)
-        while rv.results is None:
-            yield rv
-        f[d] = rv.results[th]
-    return ldmatrix
+    return warp_collective(f"ldmatrix.x{num}", lambda f: FULL_MASK, lambda f: (f[src],), compute, where, d)
 
 
 @handles_prefix(_NV + "stmatrix.sync.aligned.")
@@ -151,10 +180,5 @@ def _stmatrix(tr, instr, d, args):
         matrix.stmatrix(window.data, addresses, values, num, trans)
         return {t: None for t in threads}
 
-    @blocking
-    def stmatrix(f):
-        th = f[0]
-        rv = join_warp(th, FULL_MASK, f"stmatrix.x{num}", (f[dst], tuple(f[r] for r in regs)), compute, where)
-        while rv.results is None:
-            yield rv
-    return stmatrix
+    return warp_collective(f"stmatrix.x{num}", lambda f: FULL_MASK, lambda f: (f[dst], tuple(f[r] for r in regs)),
+                           compute, where, None)

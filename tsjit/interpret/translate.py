@@ -205,7 +205,9 @@ class Translator:
                 f[d] = vfn(f[a], f[b])
             return vop
         op = _bind2(fn, d, a, b)
-        text = _binary_source(instr.opname, scalar_type, d, a, b)
+        divisor = instr.operands[1]
+        constant = S.constant_value(divisor) if isinstance(divisor, ir.Constant) else None
+        text = _binary_source(instr.opname, scalar_type, d, a, b, constant)
         return source(op, text) if text else op
 
     def _fneg(self, instr):
@@ -430,7 +432,7 @@ def fuse(ops) -> tuple:
     Python call instead of one per instruction."""
     if not ops:
         return ()
-    if len(ops) == 1:
+    if len(ops) == 1 and getattr(ops[0], "source", None) is None:
         return (ops[0],)
     namespace = {"F32": F32}
     lines = []
@@ -465,10 +467,18 @@ _PY_OPS = {"add": "+", "sub": "-", "mul": "*", "and": "&", "or": "|", "xor": "^"
            "fadd": "+", "fsub": "-", "fmul": "*"}
 
 
-def _binary_source(opname, t, d, a, b):
+def _binary_source(opname, t, d, a, b, divisor=None):
     kind = S.kind_of(t)
     if kind == "int":
         mask = S.mask_of(t)
+        sign = 1 << (t.width - 1)
+        if divisor and opname in ("udiv", "urem"):
+            return f"f[{d}] = f[{a}] {'//' if opname == 'udiv' else '%'} {divisor}"
+        if divisor and divisor < sign and opname in ("sdiv", "srem"):   # a positive constant divisor
+            x = f"_x{d}"
+            if opname == "sdiv":
+                return f"{x} = (f[{a}] ^ {sign}) - {sign}; f[{d}] = ({x} // {divisor} if {x} >= 0 else -(-{x} // {divisor})) & {mask}"
+            return f"{x} = (f[{a}] ^ {sign}) - {sign}; f[{d}] = ({x} % {divisor} if {x} >= 0 else -(-{x} % {divisor})) & {mask}"
         if opname in ("add", "sub", "mul"):
             return f"f[{d}] = (f[{a}] {_PY_OPS[opname]} f[{b}]) & {mask}"
         if opname in ("and", "or", "xor"):
