@@ -1,6 +1,7 @@
 """Planted kernel bugs the interpreter catches, by its numerics or its detectors (issue 13 "Sensitivity").
 
-Each test runs a correct program (exact) and the same program with one bug planted."""
+With test_races.py (missing syncthreads), test_core.py (a shuffle lane outside its mask) and
+test_deadlock.py (missing commit, named barrier short of a warp) that makes the issue's ten and more."""
 import os
 import sys
 
@@ -113,3 +114,74 @@ def test_reusing_a_tma_store_source_before_its_read_completes_is_a_race(monkeypa
         else:
             with pytest.raises(InterpretError, match="still reads"):
                 launch()
+
+
+def test_a_wgmma_descriptor_one_stage_off_gives_wrong_numbers(monkeypatch):
+    """The GEMM's MMAs read the A/B tiles of the next ring stage: the descriptors are decoded against
+    shared memory as on the GPU, so the product is wrong (and right with the true stage)."""
+    from tsjit.examples import gemm
+    monkeypatch.setenv("TSJIT_INTERPRET", "1")
+    original = gemm.ABStages.operand_tiles
+
+    def next_stage(self, stage, warpgroup):
+        return original(self, (stage + 1) % self.pipeline_config.num_stages, warpgroup)
+
+    rng = np.random.default_rng()
+    a = gemm._bf16_round(rng.standard_normal((128, 256)).astype(np.float32))
+    b = gemm._bf16_round(rng.standard_normal((256, 256)).astype(np.float32))
+    ref = a.astype(np.float64) @ b.astype(np.float64).T
+    for planted in (False, True):
+        if planted:
+            monkeypatch.setattr(gemm.ABStages, "operand_tiles", next_stage)
+        c = tsjit.empty((128, 256), tsjit.BFloat16).fill_bytes(0xFF)
+        a_map = tsjit.TensorMap(tsjit.to_device(a, tsjit.BFloat16), (gemm.BM, gemm.BK), swizzle="128B")
+        b_map = tsjit.TensorMap(tsjit.to_device(b, tsjit.BFloat16), (256, gemm.BK), swizzle="128B")
+        c_map = tsjit.TensorMap(c, (64, 64), swizzle="128B")
+        group_m = 5 if planted else 7   # distinct specializations: the planted program is lowered afresh
+        gemm.gemm_ts[(1,), (gemm.THREADS,)](a_map, b_map, c, c_map, 128, 256, 256, 256, 3, group_m, 1, "tma", "K")
+        from tsjit.runtime.arrays import bfloat16_bits_to_float32
+        got = bfloat16_bits_to_float32(c.numpy()).astype(np.float64)
+        err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+        assert (err > 0.3) if planted else (err < 1e-2), (planted, err)
+
+
+def test_a_release_before_the_mma_retired_is_a_race(monkeypatch):
+    """The GEMM's consumer drops its wgmma.wait_group(1): the ring releases a stage whose MMA is still
+    reading it, and the producer's next TMA overwrites it.  The TaskManager's checker refuses this program;
+    with skip_validation=True the interpreter's race checker reports both lines."""
+    from tsjit import ts, wgmma
+    from tsjit.examples import gemm
+    from tsjit.ops import gemm_program
+    from tsjit.ts import task_manager
+    monkeypatch.setenv("TSJIT_INTERPRET", "1")
+    monkeypatch.setenv("TSJIT_INTERPRET_CHECK", "race")
+
+    @ts.consumer_work(returns="acc")
+    def mma_without_wait(self, stage_info, acc):
+        warpgroup = tsjit.warp_idx() // 4 - 1
+        x_tile, x_major, y_tile, y_major = self.operand_tiles(stage_info.stage_idx, warpgroup)
+        x_desc = wgmma.make_descriptor(x_tile, major=x_major, swizzle="128B")
+        y_desc = wgmma.make_descriptor(y_tile, major=y_major, swizzle="128B")
+        wgmma.fence()
+        for k in tsjit.range_constexpr(gemm_program.K_STEPS):
+            acc = wgmma.mma_async(acc, x_desc.k_step(k), y_desc.k_step(k), n=self.block_n)
+        wgmma.commit_group()
+        return acc   # the planted bug: no wgmma.wait_group(1) before the stage is released
+
+    original_init = task_manager.TaskManager.__init__
+
+    def unchecked(self, *args, **keywords):
+        original_init(self, *args, **{**keywords, "skip_validation": True})
+    monkeypatch.setattr(gemm.ABStages, "mma", mma_without_wait)
+    monkeypatch.setattr(task_manager.TaskManager, "__init__", unchecked)
+    rng = np.random.default_rng()
+    a = gemm._bf16_round(rng.standard_normal((128, 512)).astype(np.float32))
+    b = gemm._bf16_round(rng.standard_normal((256, 512)).astype(np.float32))
+    c = tsjit.empty((128, 256), tsjit.BFloat16).fill_bytes(0xFF)
+    a_map = tsjit.TensorMap(tsjit.to_device(a, tsjit.BFloat16), (gemm.BM, gemm.BK), swizzle="128B")
+    b_map = tsjit.TensorMap(tsjit.to_device(b, tsjit.BFloat16), (256, gemm.BK), swizzle="128B")
+    c_map = tsjit.TensorMap(c, (64, 64), swizzle="128B")
+    with pytest.raises(InterpretError, match="still reads") as info:
+        gemm.gemm_ts[(1,), (gemm.THREADS,)](a_map, b_map, c, c_map, 128, 256, 512, 256, 3, 6, 1, "tma", "K")
+    text = str(info.value)
+    assert "test_planted_bugs.py:" in text and "gemm.py:" in text and "task 'load" in text
