@@ -718,3 +718,48 @@ def test_mixed_float16_bfloat16_remainder_compiles_without_aborting_llvm(tmp_pat
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "compiled True" in result.stdout
+
+
+MIXED_HALF_TRUNCATION = '''
+import tsjit
+
+@tsjit.kernel
+def kernel(x, y, n: tsjit.Int32):
+    i = tsjit.thread_idx().x
+    y[(i + 4) % 32] = tsjit.Float64(n == 2) % x[(n + tsjit.thread_idx().y) % 32]
+    x[i] = tsjit.math.sin(y[i])
+
+compiled = tsjit.compile(kernel, tsjit.spec((32,), tsjit.Float16), tsjit.spec((32,), tsjit.BFloat16), 7,
+                         target="sm_90a")
+print("compiled", compiled.ptx.count("cvt.rn.bf16.f64") + compiled.ptx.count("cvt.rn.bf16.f32") > 0)
+'''
+
+
+def test_truncating_a_widened_float16_to_bfloat16_compiles_without_aborting_llvm(tmp_path):
+    """fptrunc(frem(Float64 constant, fpext half) to bfloat): InstCombine narrowed the remainder to
+    half and built a half->bfloat cast, aborting the process (fuzz seed 692104572, kernel 122).
+    Kernels mixing the two 16-bit floats now fence each truncation (tsjit.backend.half_fences)."""
+    import subprocess
+    import sys
+    script = tmp_path / "mixed_truncation.py"
+    script.write_text(MIXED_HALF_TRUNCATION)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "compiled True" in result.stdout
+
+
+def test_kernels_with_one_sixteen_bit_float_type_get_no_fences():
+    from llvmlite import ir
+    from tsjit.backend import emit
+    from tsjit.backend.half_fences import fence_mixed_half_truncations
+    for narrow in (ir.HalfType(), emit.BFLOAT):
+        module = ir.Module()
+        fn = ir.Function(module, ir.FunctionType(narrow, [ir.FloatType()]), "f")
+        b = ir.IRBuilder(fn.append_basic_block())
+        b.ret(b.fptrunc(fn.args[0], narrow))
+        assert fence_mixed_half_truncations(module) == 0 and "asm" not in str(module)
+    module = ir.Module()
+    fn = ir.Function(module, ir.FunctionType(emit.BFLOAT, [ir.HalfType()]), "g")
+    b = ir.IRBuilder(fn.append_basic_block())
+    b.ret(b.fptrunc(b.fpext(fn.args[0], ir.DoubleType()), emit.BFLOAT))
+    assert fence_mixed_half_truncations(module) == 1 and '"mov.b64 $0, $1;"' in str(module)

@@ -22,6 +22,7 @@ from tsjit.errors import CompilationError
 from tsjit.frontend import specs as S
 from tsjit.frontend.codegen import CodeGenerator
 from tsjit.frontend.folded import FoldRecorder, render
+from tsjit.backend import half_fences
 from tsjit.frontend.frame import Frame, active_generator
 from tsjit.frontend.source import parse_function
 
@@ -149,6 +150,7 @@ def _check_shared_memory(km, parsed) -> None:
 
 
 def _finalize(km, max_threads, min_blocks, max_registers) -> None:
+    half_fences.fence_mixed_half_truncations(km.module)
     for value, key in ((max_threads, "maxntidx"), (min_blocks, "minctasm"), (max_registers, "maxnreg")):
         if value is not None:
             if not isinstance(value, int) or value <= 0:
