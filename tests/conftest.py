@@ -44,7 +44,8 @@ def _gpu_available() -> bool:
 
 def pytest_generate_tests(metafunc):
     if metafunc.definition.get_closest_marker("gpu_or_interpret") and "device_backend" in metafunc.fixturenames:
-        metafunc.parametrize("device_backend", [pytest.param("gpu", marks=pytest.mark.gpu), "interpret"],
+        metafunc.parametrize("device_backend", [pytest.param("gpu", marks=pytest.mark.gpu),
+                                                pytest.param("interpret", marks=pytest.mark.interpret)],
                              indirect=True)
 
 

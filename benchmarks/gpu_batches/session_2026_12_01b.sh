@@ -3,7 +3,8 @@
 #   bash benchmarks/gpu_batches/session_2026_12_01b.sh tests   # every *_gpu.py file, each in its own process
 #   bash benchmarks/gpu_batches/session_2026_12_01b.sh bench   # gemm sweep, attention, core, groups timing
 # Logs go to $OUT (default /tmp/tsjit-gpu-batch).  A sticky CUDA error poisons a process, so
-# every test file runs alone; the summary line of each is printed with its wall time.
+# every test file runs alone; the summary line of each is printed with its wall time.  The
+# [interpret] variants are CPU tests (CI runs them) and are deselected here.
 set -uo pipefail
 OUT=${OUT:-/tmp/tsjit-gpu-batch}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TSJIT_CACHE_DIR=/tmp/tsjit-cache
@@ -15,7 +16,7 @@ if [ "$phase" = tests ]; then
   for f in $(find tests -name "*_gpu.py" | sort); do
     s=$(date +%s); name=$(echo "$f" | tr '/' '_')
     extra=""; case "$f" in *debug_hangs*) extra="-s";; esac
-    r=$(timeout 170 python3 -m pytest -q -p no:cacheprovider --timeout=150 $extra "$f" 2>&1 | tee "$OUT/$name.log" | tail -1)
+    r=$(timeout 170 python3 -m pytest -q -p no:cacheprovider --timeout=150 -m "not interpret" $extra "$f" 2>&1 | tee "$OUT/$name.log" | tail -1)
     echo "$f: $r ($(( $(date +%s) - s )) s)"
   done 2>&1 | tee "$OUT/summary.txt"
   grep -hE "s to the message|hung \(TSJIT_DEBUG" "$OUT"/*debug_hangs*.log 2>/dev/null | head -8
