@@ -1,32 +1,38 @@
 #!/usr/bin/env bash
-# Coordinator's GPU batch of the second 2026-12-01 session.
+# Coordinator's GPU batch of the second 2026-12-01 session (two run calls, back to back).
 #   bash benchmarks/gpu_batches/session_2026_12_01b.sh tests   # every *_gpu.py file, each in its own process
-#   bash benchmarks/gpu_batches/session_2026_12_01b.sh bench   # gemm sweep, attention, core, groups timing
-# Logs go to $OUT (default /tmp/tsjit-gpu-batch).  A sticky CUDA error poisons a process, so
-# every test file runs alone; the summary line of each is printed with its wall time.  The
+#   bash benchmarks/gpu_batches/session_2026_12_01b.sh bench   # core, gemm sweep, attention, groups
+# Logs go to $OUT (default /tmp/tsjit-gpu-batch).  A sticky CUDA error poisons a process, so every
+# test file runs alone (two lanes: attention with xdist workers, the rest one after another).  The
 # [interpret] variants are CPU tests (CI runs them) and are deselected here.
 set -uo pipefail
 OUT=${OUT:-/tmp/tsjit-gpu-batch}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 TSJIT_CACHE_DIR=/tmp/tsjit-cache
 T0=$(date +%s)
-phase=${1:-tests}
-if [ "$phase" = tests ]; then
+one() {  # one test file in its own process: prints "<file>: <pytest summary> (<s> s)"
+  local f=$1; shift; local s=$(date +%s) name=$(echo "$1" | tr '/' '_')
+  local r=$(timeout ${LIMIT:-200} python3 -m pytest -q -p no:cacheprovider --timeout=150 -m "not interpret" "$@" 2>&1 \
+            | tee "$OUT/$f.log" | tail -1)
+  echo "$f: $r ($(( $(date +%s) - s )) s)"
+}
+if [ "${1:-tests}" = tests ]; then
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
-  git log --oneline -1 2>/dev/null || true
-  for f in $(find tests -name "*_gpu.py" | sort); do
-    s=$(date +%s); name=$(echo "$f" | tr '/' '_')
-    extra=""; case "$f" in *debug_hangs*) extra="-s";; esac
-    r=$(timeout 170 python3 -m pytest -q -p no:cacheprovider --timeout=150 -m "not interpret" $extra "$f" 2>&1 | tee "$OUT/$name.log" | tail -1)
-    echo "$f: $r ($(( $(date +%s) - s )) s)"
-  done 2>&1 | tee "$OUT/summary.txt"
-  grep -hE "s to the message|hung \(TSJIT_DEBUG" "$OUT"/*debug_hangs*.log 2>/dev/null | head -8
+  ( LIMIT=330 one attention tests/gpu/test_attention_gpu.py -n 6 > "$OUT/lane_attention.txt" ) &
+  for f in $(find tests -name "*_gpu.py" -not -name "test_attention_gpu.py" | sort); do
+    extra=""; case "$f" in *debug_hangs*) extra="-s";; *ops_matmul*|*fp8*) extra="-n 4";; esac
+    one "$(basename $f .py)" "$f" $extra
+  done
+  wait; cat "$OUT/lane_attention.txt"
+  python3 -m pytest -q -p no:cacheprovider tests/ts/lowering/test_attention_compile.py -k sass 2>&1 | tail -1
+  grep -hE "s to the message" "$OUT"/*debug_hangs*.log 2>/dev/null | head -6
   echo "tests total $(( $(date +%s) - T0 )) s"
 else
-  echo "== core"; timeout 100 python3 benchmarks/core.py 2>&1 | tee "$OUT/core.log" | tail -16
-  echo "== gemm sweep"; timeout 200 python3 benchmarks/gemm.py --max-seconds 170 2>&1 | tee "$OUT/gemm.log" | tail -60
-  echo "== attention"; timeout 150 python3 benchmarks/attention.py 2>&1 | tee "$OUT/attention.log" | tail -30
-  for b in benchmarks/groups.py benchmarks/fp8_gemm.py; do
-    [ -f "$b" ] && { echo "== $b"; timeout 90 python3 "$b" 2>&1 | tee "$OUT/$(basename $b).log" | tail -20; }
-  done
+  rm -f /tmp/gpu_free
+  ( timeout 100 python3 benchmarks/core.py > "$OUT/core.log" 2>&1; touch /tmp/gpu_free ) &
+  timeout 230 python3 benchmarks/gemm.py --warm-workers 12 --wait-for /tmp/gpu_free --reps 20 > "$OUT/gemm.log" 2>&1
+  echo "gemm sweep rc $? at $(( $(date +%s) - T0 )) s"; wait
+  tail -16 "$OUT/core.log"; grep -v "^$" "$OUT/gemm.log" | tail -75
+  echo "== attention"; timeout 170 python3 benchmarks/attention.py --shapes all 2>&1 | tee "$OUT/attention.log" | tail -30
+  echo "== groups"; timeout 70 python3 benchmarks/groups.py --quick 2>&1 | tee "$OUT/groups.log" | tail -12
   echo "bench total $(( $(date +%s) - T0 )) s"
 fi
