@@ -24,6 +24,10 @@ EXPECTED_OUTPUT = {
     "09_merge_copy.ipynb": ["barriers: group 12, separate rings 16, saved 4", "[T5]", "The corrected program: SAFE"],
     "10_merge_gemm.ipynb": ["barriers: group 12, separate rings 16, saved 4", "class CpAsyncTiles"],
     "11_merge_gemm_residual.ipynb": ["barriers: group 15, separate rings 20, saved 5", "class AccumulatorStage"],
+    # the interpreter's reports (issue 13): a deadlock with its barrier and phase, a race with both lines
+    "14_interpreter_finds_bugs.ipynb": ["deadlock: all 32 live threads", "task 'consumer (warps 1-1)'",
+                                        "mbarrier chunks.full[0]", "parity 0", "missing fence.proxy.async",
+                                        "max relative error vs float64"],
     "12_fork.ipynb": ["barriers: group 15, separate rings 18, saved 3", "[PG]", "The corrected program: SAFE"],
 }
 

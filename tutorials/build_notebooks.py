@@ -359,7 +359,10 @@ NOTEBOOKS = {
 
 from group_notebooks import NOTEBOOKS as GROUP_NOTEBOOKS  # noqa: E402  tutorials 9-12 (pipeline groups)
 
+from interpreter_notebook import NOTEBOOKS as INTERPRETER_NOTEBOOKS  # noqa: E402  tutorial 14 (issue 13)
+
 NOTEBOOKS.update(GROUP_NOTEBOOKS)
+NOTEBOOKS.update(INTERPRETER_NOTEBOOKS)
 
 
 def build() -> list[str]:

@@ -32,7 +32,7 @@ import numpy as np  # noqa: E402
 
 import tsjit  # noqa: E402
 from tsjit import ts  # noqa: E402
-from tsjit.examples import ts_async, ts_tma_copy  # noqa: E402
+from tsjit.examples import interpret_bugs, ts_tma_copy  # noqa: E402
 
 CHUNK = 256
 BOX = (64, 64)
@@ -42,32 +42,7 @@ STAGES = 2
 @tsjit.kernel
 def missing_commit(x, y, n, CHUNK: tsjit.Constexpr[int]):
     """One producer warp fills a 2-stage ring and never commits; one consumer warp waits (64 threads)."""
-    cfg = ts.PipelineConfig.create_async_async_pipeline_cfg(
-        2, ts.CooperativeGroup(ts.Agent.Thread, 32), ts.CooperativeGroup(ts.Agent.Thread, 32))
-    chunks = ts_async.StagedChunks(name="chunks", pipeline_config=cfg, x=x, n=n, chunk=CHUNK, lane_threads=32,
-                                   first_producer_thread=0)
-    out = ts_async.ScaledOutput(name="out", y=y, n=n, chunks=chunks, first_consumer_thread=32)
-    num_chunks = (n + CHUNK - 1) // CHUNK
-
-    @ts.schedule
-    def produce(c: ts_async.StagedChunks):
-        with ts.domain_loop(0, num_chunks, 1):
-            c.acquire()
-            c.fill()            # no c.commit(): the consumer's wait never completes
-
-    @ts.schedule
-    def consume(c: ts_async.StagedChunks, o: ts_async.ScaledOutput):
-        with ts.domain_loop(0, num_chunks, 1):
-            c.wait()
-            stage = c.take()
-            o.write(stage)
-            c.release()
-
-    producer = ts.Task("producer", [], [chunks], warp_idx=0, num_warps=1, schedule=produce(chunks))
-    consumer = ts.Task("consumer", [chunks], [out], warp_idx=1, num_warps=1, schedule=consume(chunks, out))
-    manager = ts.TaskManager([producer, consumer], {out: [chunks]}, verbose=False, skip_validation=True)
-    manager.setup_resources_and_tasks()
-    manager.run()
+    interpret_bugs.build_ring_scale(x, y, n, CHUNK, commit=False)   # no commit: the consumer waits forever
 
 
 @tsjit.kernel
