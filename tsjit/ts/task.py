@@ -35,6 +35,7 @@ import inspect
 from typing import Any
 
 from tsjit.errors import UsageTypeError, VerificationError
+from tsjit.ts.group import PipelineGroup
 from tsjit.ts.resources import MemoryResource
 from tsjit.ts.schedule import Schedule, format_location
 
@@ -56,6 +57,11 @@ def _resource_list(task_name: str, which: str, value: Any) -> tuple:
         if not isinstance(item, MemoryResource):
             raise UsageTypeError(f"task {task_name!r}: {which}[{i}] is a {type(item).__name__}, not "
                                  f"a MemoryResource")
+        if isinstance(item, PipelineGroup):
+            members = ", ".join(m.name for m in item.members)
+            raise VerificationError(f"task {task_name!r}: {which}[{i}] is pipeline group {item.name!r}, which "
+                                    f"only shares barriers; list the members the task uses instead ({members}), "
+                                    f"and pass the group to the schedule for its collapsed operation.", check="PG")
     for i, item in enumerate(items):
         if any(other is item for other in items[:i]):
             raise VerificationError(f"task {task_name!r}: resource {item.name!r} is listed "

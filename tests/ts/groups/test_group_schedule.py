@@ -150,3 +150,13 @@ def test_merge_with_a_lagging_release_verifies():
     tasks = [Task("la", [], [a], 0, 1, load(group.a)), Task("lb", [], [b], 1, 1, load(group.b)),
              Task("mma", [a, b], [out], 2, 4, mma(group, group.a, group.b, out))]
     assert TaskManager(tasks, {out: [a, b]}, verbose=False).exhaustive_result.verdict == "SAFE"
+
+
+def test_a_group_is_not_a_task_resource():
+    from tsjit.errors import VerificationError
+    from tsjit.ts import Task
+    tasks, _, _ = merge_program()
+    group = tasks[2].schedule.steps[-1].via_group
+    with pytest.raises(VerificationError, match=r"pipeline group 'ab'.*smem_a, smem_b") as err:
+        Task("st2", [group], [], 0, 1, tasks[2].schedule)
+    assert err.value.check == "PG"
