@@ -1,4 +1,5 @@
-"""README.md stays true to the tree: its tutorial list names every notebook in ``tutorials/``."""
+"""README.md stays true to the tree: its tutorial list names every notebook in ``tutorials/``, and its first
+kernel runs as written (on the CPU interpreter)."""
 import pathlib
 import re
 
@@ -15,3 +16,20 @@ def test_readme_lists_every_tutorial_notebook():
     listed = re.findall(r"`(\w+\.ipynb)`", section)
     assert sorted(listed) == notebooks, f"README.md lists notebooks that tutorials/ does not have: " \
                                         f"{sorted(set(listed) - set(notebooks))}"
+
+
+def test_readme_first_kernel_runs_as_written_on_the_cpu_interpreter(tmp_path):
+    """The 'A first kernel' block, saved as first.py and run with TSJIT_INTERPRET=1 as the README says."""
+    import os
+    import subprocess
+    import sys
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## A first kernel", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "first.py").write_text(block)
+    env = dict(os.environ, TSJIT_INTERPRET="1", TSJIT_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    result = subprocess.run([sys.executable, "first.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert ".target sm_90a" in result.stdout     # the compile for sm_90a, then the launch's first values
+    assert len(re.findall(r"\d\.\d+", result.stdout.splitlines()[-1])) == 4, result.stdout[-500:]

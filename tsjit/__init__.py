@@ -50,7 +50,8 @@ Tensor cores (:mod:`tsjit.lang.wgmma`, :mod:`tsjit.lang.fragment`, :mod:`tsjit.l
     ``tcgen05`` (:mod:`tsjit.lang.tcgen05`: TMEM alloc, ``tcgen05.mma``, commit, ld/st).
 Errors (:mod:`tsjit.errors`)
     ``TsjitError`` and its kinds ``CompilationError``, ``ScheduleError``,
-    ``VerificationError``, ``LaunchError``, ``UsageError`` (host API misuse: ``UsageTypeError``,
+    ``VerificationError``, ``LaunchError``, ``InterpretError`` (a fault the CPU interpreter
+    found: race, deadlock, out-of-bounds access), ``UsageError`` (host API misuse: ``UsageTypeError``,
     ``UsageValueError``, ``UsageKeyError``, ``UsageStateError``, each also the built-in
     exception it refines; ``CompileArgumentError``: a ``tsjit.compile`` argument that does not
     fit the kernel), ``CacheError``.
@@ -65,9 +66,9 @@ from __future__ import annotations
 
 import importlib
 
-from tsjit.errors import (CacheError, CompilationError, CompileArgumentError, LaunchError, ScheduleError, TsjitError,
-                          UsageError, UsageKeyError, UsageStateError, UsageTypeError, UsageValueError,
-                          VerificationError)
+from tsjit.errors import (CacheError, CompilationError, CompileArgumentError, InterpretError, LaunchError,
+                          ScheduleError, TsjitError, UsageError, UsageKeyError, UsageStateError, UsageTypeError,
+                          UsageValueError, VerificationError)
 from tsjit.errors import install_excepthook as _install_excepthook
 
 _install_excepthook()  # a TsjitError prints with the user's frames only
@@ -110,7 +111,7 @@ _MODULES = {"math": "tsjit.lang.math", "wgmma": "tsjit.lang.wgmma", "tcgen05": "
 _LAZY = {name: module for module, names in _PROVIDERS.items() for name in names}
 
 __all__ = ["TsjitError", "CompilationError", "CompileArgumentError", "ScheduleError", "VerificationError", "LaunchError",
-           "UsageError", "UsageTypeError", "UsageValueError", "UsageKeyError", "UsageStateError",
+           "InterpretError", "UsageError", "UsageTypeError", "UsageValueError", "UsageKeyError", "UsageStateError",
            "CacheError", "static_print", *_LAZY, *_MODULES]
 
 
@@ -126,6 +127,41 @@ def _interpreter_entry():
     return launch
 
 
+#: names a Triton or CUDA user reaches for first -> what tsjit calls them (tsjit is SIMT: one Python
+#: function per thread, like CUDA C++ or numba-cuda, not Triton's block programs)
+_FOREIGN_NAMES = {
+    "program_id": "tsjit.block_idx().x (.y, .z); the thread inside the block is tsjit.thread_idx().x",
+    "num_programs": "tsjit.grid_dim().x (.y, .z)",
+    "arange": "nothing: tsjit kernels are per-thread (SIMT); index with tsjit.thread_idx().x and loop",
+    "jit": "@tsjit.kernel (a kernel) or @tsjit.func (a device function)",
+    "constexpr": "tsjit.Constexpr[int] (a parameter annotation) or tsjit.const_expr(...)",
+    "static_range": "tsjit.range_constexpr",
+    "cdiv": "Python's -(-a // b) or (a + b - 1) // b",
+    "debug_barrier": "tsjit.syncthreads()",
+    "__syncthreads": "tsjit.syncthreads()",
+    "threadIdx": "tsjit.thread_idx()", "blockIdx": "tsjit.block_idx()", "blockDim": "tsjit.block_dim()",
+    "gridDim": "tsjit.grid_dim()",
+}
+
+
+def _missing_name(name: str) -> AttributeError:
+    """The AttributeError for ``tsjit.<name>`` that does not exist, with the closest public names
+    (and the tsjit spelling of a Triton / CUDA name) in its message and in ``.hint``, which the
+    frontend appends to the CompilationError of kernel code."""
+    if name.startswith("__") and name.endswith("__"):
+        return AttributeError(f"module 'tsjit' has no attribute {name!r}")
+    import difflib  # lazily: only a missing name needs it; `import tsjit` stays cheap
+    if name in _FOREIGN_NAMES:
+        hint = f"tsjit's spelling of {name} is {_FOREIGN_NAMES[name]}"
+    else:
+        close = difflib.get_close_matches(name, __all__, n=3, cutoff=0.6)
+        hint = ("did you mean " + " or ".join(f"tsjit.{c}" for c in close) + "?") if close else \
+            "`dir(tsjit)` and `help(tsjit)` list the public names"
+    exc = AttributeError(f"module 'tsjit' has no attribute {name!r}; {hint}")
+    exc.hint = hint
+    return exc
+
+
 def __getattr__(name: str):
     """Load the public name ``name`` from the module that provides it, on its first use."""
     if name in _MODULES:
@@ -136,7 +172,7 @@ def __getattr__(name: str):
             provider.interpreter_loader = _interpreter_entry
         value = getattr(provider, name)
     else:
-        raise AttributeError(f"module 'tsjit' has no attribute {name!r}")
+        raise _missing_name(name)
     globals()[name] = value  # later accesses are plain attribute lookups
     return value
 

@@ -2,6 +2,8 @@
 
 Each notebook compiles and verifies its kernel on any machine; on a machine with an NVIDIA GPU
 it also launches it on fresh random data with a poisoned output and checks it against numpy.
+Without a GPU, notebooks 01-04 and 06 run the same checks at small sizes on the CPU interpreter
+(``cpu_interpreter()`` in ``INTERPRETER_SETUP``: ``TSJIT_INTERPRET=1`` around the launches).
 The notebooks are executed by ``tests/test_tutorials.py`` (CPU) and by hand on the H200.
 """
 from __future__ import annotations
@@ -17,6 +19,26 @@ import tsjit
 from tsjit.runtime.driver import gpu_available
 GPU = gpu_available()
 print("GPU present:", GPU)"""
+
+#: SETUP for the notebooks whose launches also run on the CPU interpreter without a GPU
+INTERPRETER_SETUP = """import contextlib, os
+""" + SETUP + """
+
+@contextlib.contextmanager
+def cpu_interpreter():
+    \"\"\"Launches inside this block run on tsjit's CPU interpreter (TSJIT_INTERPRET=1): no GPU needed.\"\"\"
+    before = os.environ.get("TSJIT_INTERPRET")
+    os.environ["TSJIT_INTERPRET"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TSJIT_INTERPRET"]
+        else:
+            os.environ["TSJIT_INTERPRET"] = before"""
+
+#: the launch cell's ending for a machine without a GPU, after the small-size checks under cpu_interpreter()
+INTERPRETED = "    print('no GPU: ran on the CPU interpreter (TSJIT_INTERPRET=1) at small sizes: exact')"
 
 CHECKER_SETUP = """import os, sys, warnings
 # The broken programs are the test suite's corpus (tests/ts/verify/broken): one real mistake each, with
@@ -54,7 +76,7 @@ NOTEBOOKS = {
                "`domain_loop(start, num_entries, stride)`. The TaskManager checks the program when the kernel "
                "compiles, then lowers it to a warp-range branch and one loop — the same loop a hand-written "
                "kernel has (`copy_plain`)."),
-        ("code", SETUP),
+        ("code", INTERPRETER_SETUP),
         ("code", "import inspect\nfrom tsjit.examples import ts_copy\n"
                  "print(inspect.getsource(ts_copy.GmemSource))\nprint(inspect.getsource(ts_copy.copy_ts.fn))"),
         ("md", "Compile for sm_90a (works without a GPU: numpy arrays stand in for device arrays) and compare the "
@@ -66,21 +88,26 @@ NOTEBOOKS = {
                  "print(body(ts_kernel.ptx)); print(body(plain.ptx))\n"
                  "print('registers', ts_kernel.metadata['registers'], plain.metadata['registers'])"),
         ("md", "On a GPU: 2^24 Int16 elements, several grids and warp counts, `num_entries` of 0 and not a "
-               "multiple of the thread count; results must be exact."),
+               "multiple of the thread count; results must be exact. Without a GPU the same checks run at small "
+               "sizes on the CPU interpreter (`cpu_interpreter()` above sets `TSJIT_INTERPRET=1`)."),
         ("code", "if GPU:\n"
                  "    for n, blocks, warps in [(1 << 24, 1056, 4), (1 << 24, 7, 1), (1_000_003, 77, 3), (0, 16, 4)]:\n"
                  "        got, expected = ts_copy.run_copy_ts(n, blocks, warps)\n"
                  "        assert np.array_equal(got, expected), (n, blocks, warps)\n"
                  "    print('all copies exact')\n"
                  "else:\n"
-                 "    print('no GPU: skipped launching')"),
+                 "    with cpu_interpreter():\n"
+                 "        for n, blocks, warps in [(5000, 3, 4), (1001, 2, 3), (0, 2, 1)]:\n"
+                 "            got, expected = ts_copy.run_copy_ts(n, blocks, warps)\n"
+                 "            assert np.array_equal(got, expected), (n, blocks, warps)\n"
+                 + INTERPRETED),
     ],
     "02_tma_copy.ipynb": [
         ("md", "# Tutorial 2: a 2-D copy through shared memory with TMA and a TmaAsync ring\n\n"
                "One TMA-load warp fills a ring of shared-memory tiles (`try_acquire`, `acquire`, TMA copy signalling "
                "the stage's full barrier, `commit`); four store warps `try_wait`/`wait`, write the tile out with "
                "bounds masks and `release`. Shapes need not be multiples of the tile."),
-        ("code", SETUP),
+        ("code", INTERPRETER_SETUP),
         ("code", "import inspect\nfrom tsjit.examples import ts_tma_copy\n"
                  "print(inspect.getsource(ts_tma_copy.SmemTiles))\nprint(inspect.getsource(ts_tma_copy.GmemTiles))"),
         ("md", "The kernel builds the two resources, one schedule per task, the two tasks and the TaskManager:"),
@@ -96,7 +123,11 @@ NOTEBOOKS = {
                  "        assert np.array_equal(got, expected)\n"
                  "    print('exact')\n"
                  "else:\n"
-                 "    print('no GPU: skipped launching')"),
+                 "    with cpu_interpreter():\n"
+                 "        for shape, box, stages in [((100, 68), (32, 32), 3), ((64, 64), (64, 64), 1)]:\n"
+                 "            got, expected = ts_tma_copy.run_tma_copy_ts(*shape, box=box, stages=stages, blocks=4)\n"
+                 "            assert np.array_equal(got, expected)\n"
+                 + INTERPRETED),
     ],
     "03_persistent_copy.ipynb": [
         ("md", "# Tutorial 3: a static persistent copy with over-launched tiles skipped\n\n"
@@ -104,7 +135,7 @@ NOTEBOOKS = {
                "than the data. `skip_if` marks the tiles past the end and `wtl.skippable()` omits their copy, "
                "while the queue epilogue (`wait`, `get_and_advance_work_tile`, `release`) still runs for every "
                "tile, so every CTA terminates."),
-        ("code", SETUP),
+        ("code", INTERPRETER_SETUP),
         ("code", "import inspect\nfrom tsjit.examples import ts_persistent\n"
                  "print(inspect.getsource(ts_persistent.persistent_copy.fn))"),
         ("code", "c = tsjit.compile(ts_persistent.persistent_copy, np.zeros(64, np.float32), np.zeros(64, np.float32), "
@@ -115,7 +146,11 @@ NOTEBOOKS = {
                  "        assert np.array_equal(got, src)\n"
                  "    print('exact')\n"
                  "else:\n"
-                 "    print('no GPU: skipped launching')"),
+                 "    with cpu_interpreter():\n"
+                 "        for n, extra, blocks in [(10_001, 5, 3), (0, 3, 2)]:\n"
+                 "            got, src, padding = ts_persistent.run_persistent_copy(n, extra_tiles=extra, blocks=blocks)\n"
+                 "            assert np.array_equal(got, src)\n"
+                 + INTERPRETED),
     ],
     "04_varlen_and_pdl.ipynb": [
         ("md", "# Tutorial 4: per-tile dynamic domains, and two kernels chained with PDL\n\n"
@@ -123,7 +158,7 @@ NOTEBOOKS = {
                "loop of each tile (one row) ends at that row's length, given by `Task.get_domain`. Then two TS "
                "kernels are chained with programmatic dependent launch: the second waits on the first's output "
                "(`PdlWaitBarrier.wait_griddep` before its first read, check PDL1)."),
-        ("code", SETUP),
+        ("code", INTERPRETER_SETUP),
         ("code", "import inspect\nfrom tsjit.examples import ts_persistent, ts_pdl\n"
                  "print(inspect.getsource(ts_persistent.VarlenTask))\n"
                  "c = tsjit.compile(ts_persistent.varlen_copy, np.zeros(64, np.float32), np.zeros(9, np.int32), "
@@ -139,7 +174,13 @@ NOTEBOOKS = {
                  "    assert np.allclose(got, ref, rtol=1e-6)\n"
                  "    print('exact')\n"
                  "else:\n"
-                 "    print('no GPU: skipped launching')"),
+                 "    with cpu_interpreter():\n"
+                 "        got, expected = ts_persistent.run_varlen_copy(6, 100, 3)\n"
+                 "        filled = ~np.isnan(expected)\n"
+                 "        assert np.array_equal(got[filled], expected[filled])\n"
+                 "        got, ref = ts_pdl.run_pdl_chain(5000, 3, 2)\n"
+                 "        assert np.allclose(got, ref, rtol=1e-6)\n"
+                 + INTERPRETED),
     ],
     "05_hopper_gemm.ipynb": [
         ("md", "# Tutorial 5: a Hopper GEMM in Task Scheduling\n\n"
@@ -193,7 +234,7 @@ NOTEBOOKS = {
                "Warpgroup 0 produces chunks into shared memory with ordinary stores, warpgroup 1 consumes them "
                "(a 2-stage ring: ping-pong). The interleaved variant shares a 4-stage ring between two warp lanes "
                "with `interleave_stride=2`: lane k uses stages k, k+2, ..."),
-        ("code", SETUP),
+        ("code", INTERPRETER_SETUP),
         ("code", "import inspect\nfrom tsjit.examples import ts_async\n"
                  "print(inspect.getsource(ts_async.StagedChunks))\nprint(inspect.getsource(ts_async.ScaledOutput))"),
         ("md", "Both kernels share one builder: the AsyncAsync ring (`create_async_async_pipeline_cfg`, its "
@@ -210,7 +251,11 @@ NOTEBOOKS = {
                  "        assert np.array_equal(got, ref.astype(np.float32)), kind\n"
                  "    print('exact')\n"
                  "else:\n"
-                 "    print('no GPU: skipped launching')"),
+                 "    with cpu_interpreter():\n"
+                 "        for kind in ('pingpong', 'interleaved'):\n"
+                 "            got, ref = ts_async.run_async(kind, 5001, 3)\n"
+                 "            assert np.array_equal(got, ref.astype(np.float32)), kind\n"
+                 + INTERPRETED),
     ],
     "07_library_gemm.ipynb": [
         ("md", "# Tutorial 7: from the tutorial GEMM to a library GEMM (`tsjit.ops.matmul`)\n\n"

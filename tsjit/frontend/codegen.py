@@ -386,6 +386,8 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
     def _type_name(obj) -> str:
         if isinstance(obj, Value):
             return f"a {obj.dtype.name} value"
+        if isinstance(obj, type(ast)):
+            return f"module `{obj.__name__}`"
         return f"`{type(obj).__name__}` object"
 
     def subscript_key(self, node):

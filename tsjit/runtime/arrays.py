@@ -444,7 +444,8 @@ class DeviceArray:
         owner: object keeping wrapped memory alive.
 
     Allocation is ``cuMemAlloc`` (256-byte aligned) and is freed by ``cuMemFree`` when the
-    array is garbage-collected.  Raises :class:`LaunchError` without a GPU.
+    array is garbage-collected.  Raises :class:`LaunchError` without a GPU, unless
+    ``TSJIT_INTERPRET=1``: then the memory is a host buffer and launches run on the CPU interpreter.
     """
 
     def __init__(self, shape, dtype, *, strides=None, data_ptr: int | None = None, owner=None):
@@ -571,7 +572,8 @@ def to_device(array, dtype=None) -> DeviceArray:
             ``uint16`` array as bit patterns, or floats/ints rounded to nearest even.
 
     Raises:
-        TsjitError: unsupported or unconvertible dtype; LaunchError: no GPU.
+        TsjitError: unsupported or unconvertible dtype; LaunchError: no GPU (and not
+        ``TSJIT_INTERPRET=1``, under which the copy lives in host memory for the CPU interpreter).
     """
     host = np.asarray(array)
     target = resolve_dtype(host.dtype if dtype is None else dtype)

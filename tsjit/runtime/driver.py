@@ -147,7 +147,8 @@ def _initialize() -> None:
             result = cu.cuInit(0)
         except Exception as exc:  # ImportError, DynamicLibNotFoundError, ...
             _init_failure = (f"the CUDA driver is not available ({type(exc).__name__}: {exc}); "
-                             "running kernels needs an NVIDIA GPU and driver (compiling does not)")
+                             "running kernels needs an NVIDIA GPU and driver (compiling does not); without one, "
+                             "TSJIT_INTERPRET=1 runs every launch on the CPU interpreter")
             raise LaunchError(_init_failure) from None
         _cu = cu
         if result[0]:

@@ -422,6 +422,9 @@ class TensorMap:
     Raises:
         LaunchError: ``array`` is not a device array, a rule of :func:`validate_tensormap`
             is broken, no GPU is present, or the driver refuses.
+
+    Under ``TSJIT_INTERPRET=1`` no GPU is needed: the descriptor describes the host memory of an
+    array made by :func:`tsjit.to_device` / :func:`tsjit.empty` in that mode, for the CPU interpreter.
     """
 
     def __init__(self, array, box_shape, *, element_strides=None, swizzle: str = "none",

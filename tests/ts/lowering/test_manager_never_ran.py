@@ -47,7 +47,8 @@ def _line_of(kernel, text: str) -> int:
 
 @pytest.mark.parametrize("kernel, says", [
     (forgets_run, "Call manager.run() after building it"),
-    (forgets_setup_and_run, "Call manager.setup_resources_and_tasks(), the fence and CTA sync, then manager.run()"),
+    (forgets_setup_and_run, "Call manager.setup_resources_and_tasks() (it fences the barrier init and syncs the CTA), "
+                            "then manager.run()"),
 ])
 def test_a_manager_that_never_ran_warns_at_its_construction(kernel, says):
     with pytest.warns(ts.VerificationWarning, match="manager.run\\(\\) was never called") as record:
