@@ -33,7 +33,7 @@ def test_without_gpu_every_driver_use_raises_launch_error():
     for call in (lambda: driver.launch(function, 1, 32, None), lambda: driver.load_module(b"\x7fELF"),
                  driver.device_properties, driver.synchronize, lambda: Event(),
                  lambda: driver.Stream.create()):
-        with pytest.raises(LaunchError, match="CUDA driver is not available.*without one, TSJIT_INTERPRET=1 runs every launch"):
+        with pytest.raises(LaunchError, match="CUDA driver is not available.*TSJIT_INTERPRET=1 runs every launch"):
             call()
 
 

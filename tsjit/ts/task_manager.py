@@ -418,7 +418,8 @@ def _warn_if_never_ran(manager: TaskManager, location) -> None:
     error: building a manager only to print/verify/render it inside a kernel is legitimate."""
     if manager._ran:
         return
-    setup = "" if manager._setup_done else "manager.setup_resources_and_tasks() (it fences the barrier init and syncs the CTA), then "
+    setup = "" if manager._setup_done else ("manager.setup_resources_and_tasks() (it fences the barrier init and "
+                                            "syncs the CTA), then ")
     message = (f"{manager!r} was built in this kernel but manager.run() was never called, so the kernel emits "
                f"none of its tasks (an empty kernel). Call {setup}manager.run() after building it; if it is built "
                f"only to print or verify the program, ignore this VerificationWarning")
