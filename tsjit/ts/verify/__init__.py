@@ -24,9 +24,11 @@ for warning findings.
 ``capacity``    M1/M2 (shared memory and TMEM capacity).
 ``exhaustive``  X: the interleaving checker (deadlocks, races, count mismatches, PDL
                 order), with ``exhaustive_expand`` (schedule expansion),
-                ``exhaustive_model`` (ops and barriers), ``exhaustive_regions`` (aliasing),
-                ``exhaustive_search`` (BFS with partial-order reduction) and
-                ``exhaustive_report`` (messages).
+                ``exhaustive_model`` (ops and barriers), ``exhaustive_cluster`` (symmetric
+                reduction or every CTA of a cluster), ``exhaustive_probes`` (probe
+                folding), ``async_reads`` (wgmma / TMA-store reads in flight),
+                ``exhaustive_regions`` (aliasing, split-stage parts), ``exhaustive_search``
+                (BFS with partial-order reduction) and ``exhaustive_report`` (messages).
 """
 from tsjit.ts.verify.findings import Finding
 

@@ -35,6 +35,7 @@ from tsjit.ts.enums import ScheduleStage
 from tsjit.ts.options import DEFAULTS
 from tsjit.ts.simulate import ScheduleSimulator, SimulatedStep, SimulationResult, expand_schedule, \
     simulated_trip_count
+from tsjit.ts.verify.exhaustive_expand import trip_counts, warp_lane_stride
 from tsjit.ts.verify.pipelines import ROLE_STAGES, is_pipelined, pipeline_config, role_tasks, \
     task_lanes
 
@@ -147,11 +148,20 @@ class PipelineSimulator(ScheduleSimulator):
                  dynamic_trip_count: int = DEFAULTS.dynamic_trip_count):
         super().__init__(manager, max_iterations, dynamic_trip_count)
         self.max_iterations, self.dynamic_trip_count = max_iterations, dynamic_trip_count
+        # with a run-time warp-lane task, run-time domains get the trip counts the exhaustive
+        # checker uses (balanced on a ring: the partner's trips split between the lanes)
+        runtime = {id(t) for t in manager.tasks if t.schedule.domain_loop is not None
+                   and t.schedule.domain_loop.static_trip_count is None}
+        if not any(warp_lane_stride(t) > 1 for t in manager.tasks if id(t) in runtime):
+            runtime = set()
+        balanced = trip_counts(tuple(manager.tasks), dynamic_trip_count, []) if runtime else {}
         for task in manager.tasks:
-            if task.schedule.work_tile_loop is not None:
+            trips = balanced.get(id(task)) if id(task) in runtime else None
+            if trips is None:
                 trips = simulated_trip_count(task.schedule, max_iterations, dynamic_trip_count)
-                self.sequences[id(task)] = expand_schedule(task.schedule, trips,
-                                                           tiles=self.persistent_tiles)
+            if task.schedule.work_tile_loop is not None or id(task) in runtime:
+                tiles = self.persistent_tiles if task.schedule.work_tile_loop is not None else 1
+                self.sequences[id(task)] = expand_schedule(task.schedule, trips, tiles=tiles)
         self.rings = {id(r): Ring(manager, r) for r in manager.resources if is_pipelined(r)}
         self.exact = {id(t): _exact(t.schedule, max_iterations) for t in manager.tasks}
 

@@ -68,10 +68,15 @@ def _asymmetry(tasks, ring_config, pipeline_ops) -> str:
                 continue
             for action in protocol.actions(config, step.stage, task.num_warps):
                 who, ctas = getattr(action, "who", None), getattr(action, "ctas", Ctas.Local)
-                if who is Who.CtaLeader or ctas in (Ctas.PairLeader, Ctas.ClusterLeader) or (
-                        isinstance(action, CommitUmma) and protocol.pair_size(config) > 1):
-                    return (f"{step.resource.name!r} {step.stage.name} signals CTAs unequally "
-                            f"({ctas.value if who is not Who.CtaLeader else who.value})")
+                if who is Who.CtaLeader:
+                    why = f"executed by {who.value}"
+                elif ctas in (Ctas.PairLeader, Ctas.ClusterLeader):
+                    why = f"arrives on {ctas.value}"
+                elif isinstance(action, CommitUmma) and protocol.pair_size(config) > 1:
+                    why = "a tcgen05.commit multicast to the CTAs of a pair"
+                else:
+                    continue
+                return f"{step.resource.name!r} {step.stage.name}: {why}"
     return ""
 
 

@@ -8,9 +8,11 @@ domain unrolls exactly (counts above :data:`STATIC_UNROLL_CAP` shrink by a commo
 so that differences between tasks survive); a ``get_domain`` provider is probed with
 tile ``(0, 0, 0)``; a run-time domain of a task sharing a ring with a static partner runs
 the trips that open as many ring positions as the partner (a warp-lane task of stride k
-against a non-interleaved partner: 1/k of its trips); anything else runs as many trips as the longest static domain of the
-program (a mismatch with a run-time count cannot be judged), or, when every domain is
-run-time, ``2 * max_stages + 1`` trips, so that every ring wraps twice.  Persistent tasks run two work tiles; the skip variants
+against a non-interleaved partner: 1/k of its trips; the partner's count may itself be a
+run-time one, given first); anything else runs as many trips as the longest static domain of
+the program (a mismatch with a run-time count cannot be judged), or, when every domain is
+run-time, ``2 * max_stages + 1`` trips rounded up to a multiple of the warp-lane strides, so
+that every ring wraps twice and the lanes split it evenly.  Persistent tasks run two work tiles; the skip variants
 run ``(full, skipped)`` and ``(skipped, skipped)`` tiles where a task has ``skip_if``.
 Data guards (``when_true`` / ``when_false``): guards with one ``key=`` take one value in
 every task, different keys are independent, unkeyed guards share one value; every
@@ -25,8 +27,8 @@ from itertools import product
 from tsjit.ts.enums import BlockCondition, ScheduleStage, ScheduleStageType
 from tsjit.ts.pipeline import PipelineConfig
 
-__all__ = ["ExpandedStep", "Variant", "trip_counts", "expand_task", "program_variants",
-           "STATIC_UNROLL_CAP"]
+__all__ = ["ExpandedStep", "Variant", "trip_counts", "warp_lane_stride", "expand_task",
+           "program_variants", "STATIC_UNROLL_CAP"]
 
 #: static trip counts above this shrink (keeping the differences between tasks).
 STATIC_UNROLL_CAP = 16
@@ -108,16 +110,33 @@ def trip_counts(tasks, dynamic_trip_count: int, notes: list) -> dict:
     busy = [counts[id(t)] for t in tasks if id(t) in static and counts[id(t)] > 0
             and any(s.section.value == "Loop" for s in t.schedule.steps)]
     representative = max(busy) if busy else max(dynamic_trip_count, 2 * _max_stages(tasks) + 1)
-    for task in dynamic:
+    strides = [warp_lane_stride(t) for t in dynamic]
+    if not busy:
+        # warp-lane tasks then split the partners' trips evenly between their lanes
+        multiple = max(strides, default=1)
+        representative += -representative % multiple
+    # warp-lane tasks last: they balance against partners whose counts are known by then
+    for _, task in sorted(zip(strides, dynamic), key=lambda pair: pair[0] > 1):
         balanced = _balancing_trips(task, tasks, counts)
         counts[id(task)] = representative if balanced is None else balanced
         notes.append(f"{task.describe()}: run-time domain end, checked with "
                      f"{counts[id(task)]} iterations"
-                     + (" (the count that matches its static partner on a ring)" if balanced is not None else ""))
+                     + (" (the count that matches its partner on a ring)" if balanced is not None else ""))
     return counts
 
 
 _OPENS = {True: ScheduleStage.ProducerAcquire, False: ScheduleStage.ConsumerWait}
+
+
+def warp_lane_stride(task) -> int:
+    """The interleave stride of a ring ``task`` covers one lane per warp of (1: none)."""
+    for step in task.schedule.steps:
+        config = getattr(step.resource, "pipeline_config", None)
+        if isinstance(config, PipelineConfig) and step.stage in _OPENS.values():
+            stride = config.interleave_strides[0 if step.stage.is_producer else 2]
+            if stride > 1 and task.num_warps == stride:
+                return stride
+    return 1
 
 
 def _ring_positions(task, resource, producer: bool):
