@@ -19,11 +19,15 @@ if [ "${1:-tests}" = tests ]; then
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
   ( LIMIT=330 one attention tests/gpu/test_attention_gpu.py -n 6 > "$OUT/lane_attention.txt" ) &
   for f in $(find tests -name "*_gpu.py" -not -name "test_attention_gpu.py" | sort); do
-    extra=""; case "$f" in *debug_hangs*) extra="-s";; *ops_matmul*|*fp8*) extra="-n 4";; esac
+    extra=""; case "$f" in *debug_hangs*) extra="-s";; *ops_matmul*|*fp8*) extra="-n 4";;
+      *groups*) extra="--timeout=40";; esac   # first GPU run of the group programs: a hang costs 40 s, not 150
     one "$(basename $f .py)" "$f" $extra
   done
   wait; cat "$OUT/lane_attention.txt"
   python3 -m pytest -q -p no:cacheprovider tests/ts/lowering/test_attention_compile.py -k sass 2>&1 | tail -1
+  echo "== notebooks (code cells as scripts)"
+  timeout 300 python3 benchmarks/gpu_batches/run_notebook_cells.py tutorials/0[5-9]_*.ipynb tutorials/1[0-2]_*.ipynb \
+    tutorials/30_*.ipynb 2>&1 | tee "$OUT/notebooks.log"
   grep -hE "s to the message" "$OUT"/*debug_hangs*.log 2>/dev/null | head -6
   echo "tests total $(( $(date +%s) - T0 )) s"
 else
