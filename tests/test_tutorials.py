@@ -29,6 +29,8 @@ EXPECTED_OUTPUT = {
                                         "mbarrier chunks.full[0]", "parity 0", "missing fence.proxy.async",
                                         "max relative error vs float64"],
     "12_fork.ipynb": ["barriers: group 15, separate rings 18, saved 3", "[PG]", "The corrected program: SAFE"],
+    "13_blackwell_gemm.ipynb": ["class TmemAccumulator", "checker verdicts (sm_100a, sm_90a): ['SAFE', 'SAFE']",
+                                "'tcgen05.mma': 4", "sm_90a: wgmma 4 tcgen05 0"],
 }
 
 #: notebooks whose launch cell, without a GPU, runs the same checks at small sizes on the CPU interpreter

@@ -399,6 +399,60 @@ NOTEBOOKS = {
                "through a pipeline or to stop aliasing buffers that are live at the same time."),
         ("code", "show('two_tasks_write_aliased_buffers')"),
     ],
+    "13_blackwell_gemm.ipynb": [
+        ("md", "# Tutorial 13: a Blackwell GEMM with tcgen05 and tensor memory (CUTLASS TS tutorial 3)\n\n"
+               "A non-persistent 128 x 256 bf16 GEMM, `C = A @ B^T`: a TMA warp fills a **TmaUmma** ring of A/B "
+               "tiles, one MMA warp issues `tcgen05.mma` into a 128 x 256 fp32 accumulator in tensor memory and "
+               "releases each stage with a `tcgen05.commit` (the hardware frees it when the MMAs have read it), "
+               "and hands the accumulator to a store warpgroup through a one-stage **UmmaAsync** ring (another "
+               "commit). The store warps read their rows with `tcgen05.ld` and write bf16. The TaskManager "
+               "allocates the accumulator's TMEM columns in `setup_resources_and_tasks` and frees them after `run`.\n\n"
+               "There is no Blackwell GPU here: the evidence is the checker's proof, ptxas for sm_100a and the SASS. "
+               "The same source builds wgmma code for sm_90a (the MMA resources switch with "
+               "`tsjit.const_expr(tsjit.tcgen05.available())`), which runs on the H200."),
+        ("code", SETUP),
+        ("code", "import inspect\nfrom tsjit.examples import bw_gemm\n"
+                 "print(inspect.getsource(bw_gemm.TmemAccumulator))\nprint(inspect.getsource(bw_gemm.gemm_tutorial3.fn))"),
+        ("md", "Compile for sm_100a. The exhaustive checker runs while the kernel compiles (any deadlock or race "
+               "would stop the compile); its verdict is recorded on the TaskManager. These are the tcgen05 "
+               "instructions in the PTX:"),
+        ("code", "import collections, re\nfrom tsjit.ts.verify import exhaustive\nverdicts = []\n"
+                 "original = exhaustive.check_all_interleavings\n"
+                 "def recording(*args, **kwargs):\n"
+                 "    result = original(*args, **kwargs)\n    verdicts.append(result.verdict)\n    return result\n"
+                 "exhaustive.check_all_interleavings = recording\n"
+                 "blackwell = bw_gemm.compile_for('sm_100a')\nhopper = bw_gemm.compile_for('sm_90a')\n"
+                 "exhaustive.check_all_interleavings = original\n"
+                 "print('checker verdicts (sm_100a, sm_90a):', verdicts)\n"
+                 "print(collections.Counter(re.findall(r'tcgen05\\.[a-z_:]+', blackwell.ptx)))\n"
+                 "print('sm_100a registers', blackwell.metadata['registers'], 'spilled bytes',\n"
+                 "      blackwell.metadata['spill_stores_bytes'])\n"
+                 "print('sm_90a: wgmma', len(re.findall(r'wgmma\\.mma_async', hopper.ptx)), 'tcgen05',\n"
+                 "      hopper.ptx.count('tcgen05'))"),
+        ("md", "The SASS of the sm_100a cubin (`cuobjdump -sass`, from the `nvidia-cuda-cuobjdump` wheel): "
+               "`UTCHMMA` is the UMMA, `UTCBAR` the commit, `LDTM` the TMEM load, `UTMALDG` the TMA load; no "
+               "`LDL`/`STL` (local memory)."),
+        ("code", "import os, shutil, subprocess, tempfile\n"
+                 "tool = os.environ.get('TSJIT_CUOBJDUMP') or shutil.which('cuobjdump')\n"
+                 "if tool:\n"
+                 "    path = os.path.join(tempfile.mkdtemp(), 'k.cubin')\n"
+                 "    open(path, 'wb').write(blackwell.cubin)\n"
+                 "    sass = subprocess.run([tool, '-sass', path], capture_output=True, text=True).stdout\n"
+                 "    ops = collections.Counter(re.findall(r'/\\*[0-9a-f]{4,}\\*/\\s+(?:@!?U?P\\w+\\s+)?([A-Z][A-Z0-9]+)', sass))\n"
+                 "    print({op: ops[op] for op in ('UTCHMMA', 'UTCBAR', 'LDTM', 'UTMALDG', 'LDL', 'STL')})\n"
+                 "else:\n"
+                 "    print('cuobjdump not found: pip install nvidia-cuda-cuobjdump, or set TSJIT_CUOBJDUMP')"),
+        ("md", "On the H200 the sm_90a build of the same source runs; C is poisoned (NaN) first and compared "
+               "with numpy float64."),
+        ("code", "if GPU:\n"
+                 "    for M, N, K in [(256, 512, 256), (1000, 1000, 1000), (257, 300, 136)]:\n"
+                 "        got, ref = bw_gemm.run_tutorial3(M, N, K)\n"
+                 "        err = np.linalg.norm(got - ref) / np.linalg.norm(ref)\n"
+                 "        assert np.isfinite(got).all() and err < 1e-2, (M, N, K, err)\n"
+                 "        print(M, N, K, 'relative error', err)\n"
+                 "else:\n"
+                 "    print('no GPU: skipped launching')"),
+    ],
 }
 
 

@@ -39,7 +39,9 @@ from tsjit.lang.async_copy import cp_async_mbarrier_arrive
 from tsjit.lang import builtins as B
 from tsjit.lang import dtypes as dt
 from tsjit.lang import sync
+from tsjit.lang import tcgen05
 from tsjit.lang.memory import shared_pointer
+from tsjit.lang.tcgen05 import TCGEN05_TARGETS
 from tsjit.lang.values import Value, cast_to, compare, constant, select
 from tsjit.ts import protocol
 from tsjit.ts.enums import ScheduleStage
@@ -117,7 +119,7 @@ def allocate(manager) -> dict:
         cfg = getattr(resource, "pipeline_config", None)
         if cfg is None:
             continue
-        if not cfg.protocol.lowered:
+        if not cfg.protocol.lowered or (cfg.protocol.needs_sm100 and km.target.name not in TCGEN05_TARGETS):
             if km.target.name.startswith("sm_9"):
                 raise CompilationError(
                     f"resource '{resource.name}': {cfg.pipeline_type.value} pipelines need tcgen05/CLC hardware "
@@ -360,7 +362,26 @@ def _emit_arrive(action: Arrive, em: _Emission) -> None:
 
 
 def _emit_commit_umma(action: CommitUmma, em: _Emission) -> None:
-    raise CompilationError(f"resource '{em.storage.resource.name}': tcgen05.commit needs sm_100a")
+    """``tcgen05.commit`` to the barrier from an elected thread of the task's first warp: the thread that
+    issued the MMAs (work bodies issue them under ``tsjit.elect_one()`` in that warp), since a commit
+    tracks the tcgen05 operations of its own thread (PTX ISA 9.1 §9.7.16.12.1).  ``AllInCluster``: the
+    arrival is multicast to the barrier of every CTA of the cluster (each CTA's commit lands on all)."""
+    name = em.storage.resource.name
+    if protocol.pair_size(em.storage.config) > 1:
+        raise CompilationError(f"resource '{name}': 2-CTA UMMA pairs (cta_layout_vmnk V = 2) are not lowered yet; "
+                               f"use V = 1 (one CTA per MMA)")
+    bar = em.barrier(action)
+    cluster = em.storage.cluster
+    mask = (1 << cluster) - 1 if action.ctas is Ctas.AllInCluster and cluster > 1 else None
+
+    def commit():
+        _guarded(sync.elect_one(), lambda: tcgen05.commit(bar, multicast_mask=mask), "umma.commit",
+                 "umma.committed")
+
+    if em.task.num_warps == 1:
+        commit()
+    else:
+        _guarded(compare("==", B.warp_idx(), em.task.warp_start), commit, "umma.warp", "umma.warp.done")
 
 
 def _emit_set_stage(action: SetStage, em: _Emission) -> None:
@@ -388,7 +409,33 @@ def emit_operation(step, task, storage: PipelineStorage, cursors: Cursors, scope
     cfg = storage.config
     stride = cfg.interleave_strides[1 if step.stage.is_producer else 3]
     for action in member_actions(step, protocol.actions(cfg, step.stage, em.signal_warps(stride))):
+        if _thread_sync_follows_tcgen05(cfg, action):
+            tcgen05.fence_before_thread_sync()
         _EMITTERS[type(action)](action, em)
+        if _tcgen05_follows_thread_sync(cfg, action):
+            tcgen05.fence_after_thread_sync()
+
+
+def _umma_side(cfg, barrier: BarrierKind) -> bool:
+    """The arrivals on ``barrier`` of this ring come from tcgen05.commit (an UMMA side signals it)."""
+    row = cfg.protocol
+    signalling = row.producer if barrier is BarrierKind.Full else row.consumer
+    return signalling is protocol.SideKind.Umma
+
+
+def _tcgen05_follows_thread_sync(cfg, action) -> bool:
+    """A wait on a barrier that a UMMA ring's threads or MMAs use: tcgen05 operations after it (MMAs into
+    the freed accumulator, tcgen05.ld of the finished one) need ``tcgen05.fence::after_thread_sync``
+    (PTX ISA 9.1 §9.7.16.6.3)."""
+    return isinstance(action, WaitParity) and cfg.protocol.needs_sm100 and \
+        protocol.SideKind.Umma in (cfg.protocol.producer, cfg.protocol.consumer)
+
+
+def _thread_sync_follows_tcgen05(cfg, action) -> bool:
+    """A thread arrival on a ring whose other side is UMMA: the arriving threads' tcgen05.ld / st (an
+    epilogue reading the accumulator) are ordered before it by ``tcgen05.fence::before_thread_sync``."""
+    return isinstance(action, Arrive) and _umma_side(cfg, BarrierKind.Full if action.barrier is BarrierKind.Empty
+                                                     else BarrierKind.Empty)
 
 
 def stage_barrier(step, storage: PipelineStorage, cursors: Cursors, scope: dict):

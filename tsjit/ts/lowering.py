@@ -33,6 +33,7 @@ from tsjit.lang.values import Value, as_value, cast_to, compare, constant
 from tsjit.lang import sync
 from tsjit.lang.memory import shared_pointer
 from tsjit.ts import lower_debug, lower_pipeline
+from tsjit.ts import lower_tmem as tmem
 from tsjit.ts.diagnostics import VerificationWarning
 from tsjit.ts.enums import BlockCondition, ScheduleStage
 from tsjit.ts.resources import ResourceContext, StageInfo
@@ -49,9 +50,13 @@ def setup(manager) -> None:
     if current_generator() is None or not emit.active():
         raise CompilationError("TaskManager.setup_resources_and_tasks() must be called inside a @tsjit.kernel")
     storages = lower_pipeline.allocate(manager)
+    tmem_allocation = tmem.allocate(manager)       # warp 0: tcgen05.alloc (sm_100a), before the barrier below
     _check_shared_memory(manager, gen_km=emit.current())
     lower_pipeline.initialize(storages, clustered=any(st.cluster > 1 for st in storages.values()))
-    manager.lowering_state = {"storages": storages}
+    if tmem_allocation is not None and not storages:
+        B.syncthreads()
+    manager.lowering_state = {"storages": storages, "tmem": tmem_allocation,
+                              "tmem_base": tmem.read_base(tmem_allocation) if tmem_allocation else None}
     return None
 
 
@@ -336,11 +341,13 @@ def _resource_context(manager):
     allocator = getattr(manager, "smem_allocator", None)
     allocations = getattr(allocator, "allocations", None) or ()
     base = next((a.block_base for a in allocations if getattr(a, "block_base", None) is not None), None)
-    tmem = getattr(getattr(manager, "options", None), "tmem_ptr_i32", None)
-    if base is None and tmem is None:
+    tmem_base = getattr(getattr(manager, "options", None), "tmem_ptr_i32", None)
+    if tmem_base is None:
+        tmem_base = getattr(manager, "lowering_state", {}).get("tmem_base")
+    if base is None and tmem_base is None:
         return None
     return ResourceContext(smem_base=shared_pointer(base, dt.Uint8, 1024) if base is not None else None,
-                           tmem_ptr_i32=tmem)
+                           tmem_ptr_i32=tmem_base)
 
 
 def _typed(value, variable):
@@ -398,8 +405,10 @@ def run(manager) -> None:
         b.position_at_end(next_block)
     b.branch(join)
     b.position_at_end(join)
-    if any(st.cluster > 1 for st in getattr(manager, "lowering_state", {}).get("storages", {}).values()):
+    state = getattr(manager, "lowering_state", {})
+    if any(st.cluster > 1 for st in state.get("storages", {}).values()):
         sync.cluster_sync()   # no CTA leaves while a peer may still multicast into or arrive on it
+    tmem.free(state.get("tmem"), state.get("tmem_base"))   # warp 0: tcgen05.dealloc after every task
 
 
 def _emit_sections(lowering: _TaskLowering, nodes, scope, head_offset) -> None:

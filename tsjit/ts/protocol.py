@@ -35,8 +35,10 @@ advances on its own.  The producer starts at phase 1, the consumer at phase 0.
 
 Hopper status: AsyncAsync and TmaAsync are lowered for sm_90a.  On these rows ``CtaLeader``
 signalling and ``consumer_wait_signaling_threads`` do not change the actions yet (issue 12 §2).
-The Blackwell rows (TmaUmma, UmmaAsync, AsyncUmma, UmmaUmma, ClcFetchAsync) follow the
-Task Scheduling reference's protocol and are read by the model and the checks only.
+The Blackwell rows follow the Task Scheduling reference's protocol; the UMMA rows (TmaUmma,
+UmmaAsync, AsyncUmma, UmmaUmma) are lowered for sm_100a / sm_100f (``CommitUmma``: an elected
+thread of the task's first warp issues ``tcgen05.commit``, the thread that issued the MMAs);
+ClcFetchAsync is read by the model and the checks only.
 """
 from __future__ import annotations
 
@@ -109,7 +111,8 @@ class TypeRow:
 
     Attributes:
         producer, consumer: :class:`SideKind` of each side.
-        lowered: the lowering emits this type (today the Hopper rows, for sm_90a and later).
+        lowered: the lowering emits this type (the Hopper rows for sm_90a and later; the UMMA rows
+            for sm_100a / sm_100f, where :attr:`needs_sm100`).
         interleave_roles: roles that may have ``interleave_stride > 1`` (check P6).
         interleave_single_cta: interleave only without a cluster (TmaAsync).
         paired_side: the thread side whose arrivals go to the pair leader (x V), or None.
@@ -159,12 +162,12 @@ ROWS: dict = {row_.pipeline_type: row_ for row_ in (
     TypeRow(PipelineType.AsyncAsync, SideKind.Threads, SideKind.Threads, True, _ALL_ROLES),
     TypeRow(PipelineType.TmaAsync, SideKind.Tma, SideKind.Threads, True, _ALL_ROLES,
             interleave_single_cta=True),
-    TypeRow(PipelineType.TmaUmma, SideKind.Tma, SideKind.Umma, False, _ALL_ROLES),
-    TypeRow(PipelineType.UmmaAsync, SideKind.Umma, SideKind.Threads, False, ("wait", "release"),
+    TypeRow(PipelineType.TmaUmma, SideKind.Tma, SideKind.Umma, True, _ALL_ROLES),
+    TypeRow(PipelineType.UmmaAsync, SideKind.Umma, SideKind.Threads, True, ("wait", "release"),
             paired_side="consumer"),
-    TypeRow(PipelineType.AsyncUmma, SideKind.Threads, SideKind.Umma, False, ("acquire", "commit"),
+    TypeRow(PipelineType.AsyncUmma, SideKind.Threads, SideKind.Umma, True, ("acquire", "commit"),
             paired_side="producer"),
-    TypeRow(PipelineType.UmmaUmma, SideKind.Umma, SideKind.Umma),
+    TypeRow(PipelineType.UmmaUmma, SideKind.Umma, SideKind.Umma, True),
     TypeRow(PipelineType.ClcFetchAsync, SideKind.Clc, SideKind.Threads),
 )}
 

@@ -9,7 +9,8 @@ records its barrier operations:
   parity-wait loop), with the barrier and the parity;
 * ``probe`` -- any other ``try_wait.parity`` (its result is the ``probe_result`` argument);
 * ``arrive`` / ``arm`` -- ``mbarrier.arrive`` (local, or ``mapa`` + cluster arrive on a peer
-  CTA), ``cp.async.mbarrier.arrive.noinc``, ``mbarrier.arrive.expect_tx`` with its bytes.
+  CTA), ``cp.async.mbarrier.arrive.noinc``, ``tcgen05.commit`` (one arrival, one per CTA of a
+  multicast mask), ``mbarrier.arrive.expect_tx`` with its bytes.
 
 :func:`canonical` folds the per-thread runs of one task into the sequence the interleaving model
 speaks: waits and probes (which every thread of the task must execute identically), separated by
@@ -184,6 +185,10 @@ class _Thread:
             self.events.append(("arrive", args[0][1], args[1], 0, label))
         elif name == "llvm.nvvm.cp.async.mbarrier.arrive.noinc.shared":
             self.events.append(("arrive", args[0][1], 1, 0, label))
+        elif name.startswith("llvm.nvvm.tcgen05.commit.shared."):
+            self.events.append(("arrive", args[0][1], 1, 0, label))       # one arrival when the MMAs finish
+        elif name.startswith("llvm.nvvm.tcgen05.commit.mc.shared."):
+            self.events.append(("arrive", args[0][1], bin(args[1]).count("1"), 0, label))  # one per masked CTA
         elif name == "llvm.nvvm.mbarrier.init.shared":
             self.events.append(("init", args[0][1], args[1], 0, label))
         return 0

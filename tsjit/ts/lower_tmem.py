@@ -1,0 +1,82 @@
+"""Lowering of tensor memory: the kernel code that allocates the TaskManager's TMEM layout before the
+tasks run and frees it after (sm_100a / sm_100f; the layout itself is :mod:`tsjit.ts.tmem`).
+
+``setup_resources_and_tasks()`` calls :func:`allocate` (warp 0: ``tcgen05.alloc`` of the layout's
+columns rounded up to a power of 2, at least 32, into a 4-byte shared-memory mailbox, then
+``tcgen05.relinquish_alloc_permit`` and ``tcgen05.fence::before_thread_sync``; PTX ISA 9.1
+§9.7.16.7.1), its CTA barrier follows, and :func:`read_base` (``fence::after_thread_sync`` + a
+load of the mailbox) gives the base address work bodies see as ``stage_info.context.tmem_ptr_i32``.
+After the tasks ``run()`` calls :func:`free`: fence, CTA barrier, warp 0's ``tcgen05.dealloc``
+(every allocation must be freed before the kernel exits).  The mailbox is the SMEM allocator's
+``add_tmem_ptr`` allocation when there is one, else a reservation of its own.
+"""
+from __future__ import annotations
+
+from tsjit.backend import emit
+from tsjit.errors import CompilationError
+from tsjit.lang import builtins as B
+from tsjit.lang import dtypes as dt
+from tsjit.lang import tcgen05
+from tsjit.lang.memory import shared_pointer
+from tsjit.lang.values import compare
+from tsjit.ts.tmem import allocation_columns
+
+__all__ = ["allocate", "read_base", "free"]
+
+
+def _mailbox(manager):
+    """The shared-memory Uint32 that receives the TMEM base: the SMEM allocator's ``add_tmem_ptr``
+    allocation when there is one, else a 4-byte reservation of its own."""
+    allocator = getattr(manager, "smem_allocator", None)
+    slot = getattr(allocator, "tmem_ptr_allocation", None)
+    if slot is not None and getattr(slot, "block_base", None) is not None and slot.offset is not None:
+        return shared_pointer(slot.block_base + slot.offset, dt.Uint32, 16)
+    offset = emit.current().reserve_shared(4, 16)
+    return shared_pointer(offset, dt.Uint32, 16)
+
+
+def allocate(manager):
+    """Emit the TMEM allocation of ``manager``'s layout (warp 0: ``tcgen05.alloc`` +
+    ``relinquish_alloc_permit``, then ``fence::before_thread_sync``); returns ``(mailbox, columns)``,
+    or None when no resource needs TMEM.  The caller's CTA barrier must follow, then :func:`read_base`.
+
+    Raises:
+        CompilationError: the kernel is not compiled for a tcgen05 target (the resources need TMEM).
+    """
+    columns = allocation_columns(getattr(manager, "tmem_allocator", None))
+    if not columns:
+        return None
+    target = emit.current().target
+    if target.name not in tcgen05.TCGEN05_TARGETS:
+        users = sorted({getattr(a.owner, "name", "?") for a in manager.tmem_allocator.allocations})
+        raise CompilationError(f"resources {users} need tensor memory (get_tmem_requirements), which exists on "
+                               f"sm_100a / sm_100f only; this kernel is being compiled for {target.name}")
+    mailbox = _mailbox(manager)
+    km = emit.current()
+    b = km.builder
+    with b.if_then(compare("==", B.warp_idx(), 0).ir):
+        tcgen05.alloc(mailbox, columns)
+        tcgen05.relinquish_alloc_permit()
+    tcgen05.fence_before_thread_sync()
+    return mailbox, columns
+
+
+def read_base(allocation):
+    """After the CTA barrier that follows :func:`allocate`: ``fence::after_thread_sync`` and the TMEM
+    base address from the mailbox (a Uint32 Value)."""
+    mailbox, _ = allocation
+    tcgen05.fence_after_thread_sync()
+    return mailbox.load()
+
+
+def free(allocation, base) -> None:
+    """Emit the release at the end of the kernel: ``fence::before_thread_sync``, a CTA barrier (every task
+    is done with TMEM), ``fence::after_thread_sync``, and warp 0's ``tcgen05.dealloc``."""
+    if allocation is None:
+        return
+    _, columns = allocation
+    tcgen05.fence_before_thread_sync()
+    B.syncthreads()
+    tcgen05.fence_after_thread_sync()
+    with emit.current().builder.if_then(compare("==", B.warp_idx(), 0).ir):
+        tcgen05.dealloc(base, columns)
