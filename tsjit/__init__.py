@@ -47,7 +47,8 @@ Asynchronous copies (:mod:`tsjit.lang.async_copy`, :mod:`tsjit.lang.tma`)
     ``tma_load tma_store bulk_commit_group bulk_wait_group prefetch_tensormap``.
 Tensor cores (:mod:`tsjit.lang.wgmma`, :mod:`tsjit.lang.fragment`, :mod:`tsjit.lang.epilogue`)
     ``wgmma`` (``tsjit.wgmma.mma_async`` ...), ``Fragment``, ``epilogue``; on Blackwell
-    ``tcgen05`` (:mod:`tsjit.lang.tcgen05`: TMEM alloc, ``tcgen05.mma``, commit, ld/st).
+    ``tcgen05`` (:mod:`tsjit.lang.tcgen05`: TMEM alloc, ``tcgen05.mma``, commit, ld/st) and ``clc``
+    (:mod:`tsjit.lang.clc`: cluster launch control ``try_cancel`` / ``query_cancel``).
 Errors (:mod:`tsjit.errors`)
     ``TsjitError`` and its kinds ``CompilationError``, ``ScheduleError``,
     ``VerificationError``, ``LaunchError``, ``InterpretError`` (a fault the CPU interpreter
@@ -107,7 +108,7 @@ _PROVIDERS: dict[str, tuple[str, ...]] = {
 }
 #: public name -> module, for names that are modules themselves (``tsjit.math.exp``).
 _MODULES = {"math": "tsjit.lang.math", "wgmma": "tsjit.lang.wgmma", "tcgen05": "tsjit.lang.tcgen05",
-            "epilogue": "tsjit.lang.epilogue"}
+            "clc": "tsjit.lang.clc", "epilogue": "tsjit.lang.epilogue"}
 _LAZY = {name: module for module, names in _PROVIDERS.items() for name in names}
 
 __all__ = ["TsjitError", "CompilationError", "CompileArgumentError", "ScheduleError", "VerificationError", "LaunchError",

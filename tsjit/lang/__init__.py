@@ -3,7 +3,9 @@
 Modules: ``dtypes`` (scalar types; needs only numpy), ``values`` (typed SSA values and their
 operators), ``constexpr``, ``memory`` (pointers, tensors, shared memory), ``builtins`` (thread ids,
 atomics, shuffles, barriers), ``math``, ``sync`` (mbarrier, fences, cluster, PDL), ``async_copy``,
-``tma``, ``fragment``, ``wgmma``, ``epilogue``, ``bounded_wait`` (the debug-build bounded waits).
+``tma``, ``fragment``, ``wgmma``, ``epilogue``, ``bounded_wait`` (the debug-build bounded waits),
+``tcgen05`` / ``tmem`` / ``umma_descriptors`` (Blackwell tensor cores and tensor memory), ``clc``
+(cluster launch control).
 
 Every module but ``dtypes`` emits LLVM IR and so loads llvmlite.  This package imports none of
 them itself: ``tsjit.lang.sync`` (attribute access on the package) loads the module on first use.
@@ -16,7 +18,7 @@ from __future__ import annotations
 import importlib
 
 MODULES = ("dtypes", "values", "constexpr", "memory", "builtins", "math", "sync", "async_copy", "tma",
-           "fragment", "wgmma", "epilogue", "bounded_wait")
+           "fragment", "wgmma", "epilogue", "bounded_wait", "tcgen05", "tmem", "umma_descriptors", "clc")
 
 __all__ = list(MODULES)
 

@@ -50,17 +50,18 @@ def available() -> bool:
     return emit.current().target.name in TCGEN05_TARGETS
 
 
-def require_tcgen05_target(what: str) -> None:
-    """Raise unless the kernel is being compiled for a Blackwell target with tcgen05.
+def require_tcgen05_target(what: str, family: str = "tcgen05") -> None:
+    """Raise unless the kernel is being compiled for a Blackwell target (tcgen05, cluster launch control).
 
     Raises:
-        CompilationError: naming ``tsjit.tcgen05.<what>``, the target, and the Hopper alternative.
+        CompilationError: naming ``tsjit.<family>.<what>``, the target, and the Hopper alternative.
     """
     target = emit.current().target
     if target.name not in TCGEN05_TARGETS:
-        raise CompilationError(f"tsjit.tcgen05.{what} needs sm_100a or sm_100f (Blackwell tcgen05, PTX ISA "
-                               f"§9.7.16); this kernel is being compiled for {target.name} (on sm_90a use "
-                               f"tsjit.wgmma)")
+        hopper = "tsjit.wgmma" if family == "tcgen05" else "a static persistent WorkQueue"
+        raise CompilationError(f"tsjit.{family}.{what} needs sm_100a or sm_100f (Blackwell, PTX ISA §9.7.16 / "
+                               f"§9.7.13.17); this kernel is being compiled for {target.name} (on sm_90a use "
+                               f"{hopper})")
 
 
 def tmem_pointer(address, what: str) -> ir.Value:

@@ -321,7 +321,16 @@ def _emit_wait(action: WaitParity, em: _Emission) -> None:
 
 def _emit_arm_tx(action: ArmTx, em: _Emission) -> None:
     bar = em.barrier(action)
-    if action.who is Who.ElectedInFirstWarp and em.task.num_warps > 1:
+    if action.who is Who.CtaLeader:
+        # CLC: CTA 0 arms the full barrier of every CTA with the 16-byte response; one CTA per cluster here
+        if em.storage.cluster > 1:
+            raise CompilationError(f"resource '{em.storage.resource.name}': CLC scheduling across a cluster of "
+                                   f"{em.storage.cluster} CTAs is not lowered yet; use one CTA per cluster")
+        if em.task.num_warps > 1:
+            _first_warp_expect_tx(bar, action.nbytes, em.task)
+        else:
+            _elected_expect_tx(bar, action.nbytes)
+    elif action.who is Who.ElectedInFirstWarp and em.task.num_warps > 1:
         # TaskWarpLeader: every warp waited on empty; only the task's first warp arms the full
         # barrier, with the bytes all of the task's warps' copies deliver (num_bytes).
         _first_warp_expect_tx(bar, action.nbytes, em.task)
@@ -345,10 +354,13 @@ def _emit_arrive(action: Arrive, em: _Emission) -> None:
                 f"cp.async copies); set producer_group size to {warps * 32}, got {group}")
         _async_load_arrive(bar)
         return
+    if action.ctas is Ctas.ClusterLeader and em.storage.cluster == 1:
+        action = protocol.Arrive(action.barrier, action.cursor, action.who)     # CTA 0 is this CTA
     if action.ctas not in (Ctas.Local, Ctas.AllInCluster):
         raise CompilationError(f"resource '{name}': {em.side} arrivals on {action.ctas.value} are not lowered yet "
                                f"(issue 12 §2); drop mcast_mode_mn, or use a non-multicast cluster layout")
-    if not protocol.thread_arrival_who(group, warps)[1]:
+    shared_by_tasks = cfg.protocol.producer is protocol.SideKind.Clc   # every task's threads release (P1)
+    if not shared_by_tasks and not protocol.thread_arrival_who(group, warps)[1]:
         raise CompilationError(
             f"resource '{name}': the {em.side} group has {group} arrivals but task '{em.task.name}' signals "
             f"each stage from {warps} warp(s) ({warps * 32} threads); set the CooperativeGroup size to "

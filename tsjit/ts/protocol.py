@@ -37,8 +37,8 @@ Hopper status: AsyncAsync and TmaAsync are lowered for sm_90a.  On these rows ``
 signalling and ``consumer_wait_signaling_threads`` do not change the actions yet (issue 12 §2).
 The Blackwell rows follow the Task Scheduling reference's protocol; the UMMA rows (TmaUmma,
 UmmaAsync, AsyncUmma, UmmaUmma) are lowered for sm_100a / sm_100f (``CommitUmma``: an elected
-thread of the task's first warp issues ``tcgen05.commit``, the thread that issued the MMAs);
-ClcFetchAsync is read by the model and the checks only.
+thread of the task's first warp issues ``tcgen05.commit``, the thread that issued the MMAs), and
+ClcFetchAsync for one-CTA clusters (the CTA leader is the CTA itself).
 """
 from __future__ import annotations
 
@@ -168,7 +168,7 @@ ROWS: dict = {row_.pipeline_type: row_ for row_ in (
     TypeRow(PipelineType.AsyncUmma, SideKind.Threads, SideKind.Umma, True, ("acquire", "commit"),
             paired_side="producer"),
     TypeRow(PipelineType.UmmaUmma, SideKind.Umma, SideKind.Umma, True),
-    TypeRow(PipelineType.ClcFetchAsync, SideKind.Clc, SideKind.Threads),
+    TypeRow(PipelineType.ClcFetchAsync, SideKind.Clc, SideKind.Threads, True),
 )}
 
 

@@ -33,11 +33,16 @@ has no pipeline and no producer, so its wait/release are no-ops):
     first_m, G)``, ``m = first_m + (r % (G*N)) % rows``, ``n = (r % (G*N)) // rows``
     (a group of G tile rows is walked column by column).
 
-CLC dynamic persistent scheduling (``ClcDynamicPersistent``) needs sm_100a
-(``clusterlaunchcontrol.try_cancel``): it is data here; its work bodies raise a clear
-"needs sm_100a" ``CompilationError`` when lowered.  It needs a ``ClcFetchAsync``
-``pipeline_config`` and exactly one scheduler task (``dst_resources=[wq]``) whose tile
-epilogue starts with ``[try_acquire,] acquire, fetch_work_tile, commit``.
+CLC dynamic persistent scheduling (``ClcDynamicPersistent``, sm_100a / sm_100f; one CTA per
+cluster here) steals tiles with cluster launch control (:mod:`tsjit.lang.clc`).  The grid is
+launched over every tile (CTA ``b`` starts with tile ``b``); a ``ClcFetchAsync`` ring of 16-byte
+responses carries the stolen ones.  Exactly one scheduler task (``dst_resources=[wq]``, one warp)
+starts each tile epilogue with ``[try_acquire,] acquire, fetch_work_tile, commit``:
+``fetch_work_tile`` issues ``clusterlaunchcontrol.try_cancel`` into the stage's response slot,
+completing the stage's full barrier (armed with 16 bytes by the acquire).  Every task's
+``get_and_advance_work_tile`` (after ``wait``) decodes the response with ``query_cancel``: the
+canceled CTA's ``%ctaid.x`` is the next tile, valid while a cluster was canceled.  On sm_90a the
+lowering refuses the ring ("needs sm_100a").
 
 Work bodies (compiled by the frontend with ``self`` bound to the queue) use only
 ``lang.builtins.block_idx()``, ``lang.builtins.grid_dim()``, integer arithmetic and
@@ -344,9 +349,17 @@ class WorkQueue(MemoryResource):
         """CLC: one 16-byte response slot per stage; static: nothing."""
         if self.is_static:
             return []
-        stages = self.pipeline_config.num_stages
-        return [SmemAllocation(f"{self.name}.clc_responses", CLC_RESPONSE_BYTES * stages,
-                               alignment=16)]
+        if getattr(self, "_clc_responses", None) is None:
+            stages = self.pipeline_config.num_stages
+            self._clc_responses = SmemAllocation(f"{self.name}.clc_responses", CLC_RESPONSE_BYTES * stages,
+                                                 alignment=16, dtype=lang.dtypes.Uint8,
+                                                 count=CLC_RESPONSE_BYTES * stages)
+        return [self._clc_responses]
+
+    def response_slot(self, stage):
+        """CLC: the 16-byte response slot of ring stage ``stage`` (device code)."""
+        (responses,) = self.get_smem_requirements()
+        return lang.clc.response_slot(responses.tensor(), stage)
 
     # -- compile-time helpers (run on run-time values; no branching on them) ----------------
     def tile_info(self, tile_idx: Any) -> WorkTileInfo:
@@ -355,9 +368,15 @@ class WorkQueue(MemoryResource):
         return WorkTileInfo(tile_idx, config.coords(tile_idx), tile_idx < config.num_tiles)
 
     def initial_work_tile(self) -> WorkTileInfo:
-        """Static: tile ``blockIdx.x`` (call inside a kernel)."""
-        self.require_static("init_work_tile")
+        """Tile ``blockIdx.x`` (call inside a kernel): static, and CLC (whose grid covers every tile)."""
         return self.tile_info(lang.builtins.block_idx().x)
+
+    def stolen_work_tile(self, stage) -> WorkTileInfo:
+        """CLC: the tile of the cluster the response of ring stage ``stage`` canceled (``%ctaid.x`` of its
+        first CTA), valid when one was canceled (``query_cancel``, PTX ISA 9.1 §9.7.13.18)."""
+        canceled, first = lang.clc.query_cancel(self.response_slot(stage))
+        info = self.tile_info(first.x)
+        return info._replace(is_valid=canceled & info.is_valid)
 
     def next_work_tile(self, tile: WorkTileInfo) -> WorkTileInfo:
         """Static: the tile ``gridDim.x`` further on."""
@@ -372,13 +391,10 @@ class WorkQueue(MemoryResource):
                 f"TileSchedulerConfig.create_static_persistent_tile_scheduler_params(...)")
 
     def require_clc(self, what: str) -> None:
-        if self.is_static:
-            raise CompilationError(
-                f"WorkQueue {self.name!r}: {what} is the CLC scheduler's producer work; a "
-                f"static persistent queue has no producer (remove it from the schedule)")
+        """Raise: ``what`` is the CLC scheduler's producer work and this queue is static."""
         raise CompilationError(
-            f"WorkQueue {self.name!r}: {what} (CLC dynamic scheduling) needs sm_100a; on "
-            f"sm_90a use TileSchedulerConfig.create_static_persistent_tile_scheduler_params(...)")
+            f"WorkQueue {self.name!r}: {what} is the CLC scheduler's producer work; a "
+            f"static persistent queue has no producer (remove it from the schedule)")
 
     def skip_work_tile_if(self, tile: WorkTileInfo) -> Any:
         """Default ``skip_if`` predicate: skip nothing.  Override in a subclass (and pass
@@ -393,10 +409,18 @@ class WorkQueue(MemoryResource):
 
     @consumer_work(returns="work_tile")
     def get_and_advance_work_tile(self, stage_info):
-        """Move to the next tile of this CTA (static: ``tile_idx + gridDim.x``)."""
-        return self.next_work_tile(stage_info.work_tile)
+        """Move to the next tile of this CTA (static: ``tile_idx + gridDim.x``; CLC: the stolen tile of
+        the waited stage's response)."""
+        if self.is_static:
+            return self.next_work_tile(stage_info.work_tile)
+        return self.stolen_work_tile(stage_info.stage_idx)
 
     @producer_work
     def fetch_work_tile(self, stage_info):
-        """CLC scheduler task: query the next tile into the stage's response slot (sm_100a)."""
-        self.require_clc("fetch_work_tile")
+        """CLC scheduler task (one warp): one elected thread asks for the next tile,
+        ``clusterlaunchcontrol.try_cancel`` into the stage's response slot, completing the stage's
+        full barrier (``stage_info.barrier``)."""
+        if self.is_static:
+            self.require_clc("fetch_work_tile")
+        if lang.sync.elect_one():
+            lang.clc.try_cancel(self.response_slot(stage_info.stage_idx), stage_info.barrier)

@@ -1,6 +1,6 @@
-"""The UMMA rows of the protocol table, lowered for sm_100a: the barrier sequence read back from the
+"""The UMMA rows and ClcFetchAsync (one-CTA clusters) of the protocol table, lowered for sm_100a: the barrier sequence read back from the
 emitted LLVM IR equals the one the interleaving model executes (the Blackwell half of
-``test_protocol_matches_model``), for every UMMA PipelineType x operation x SignalingThreads of
+``test_protocol_matches_model``), for every Blackwell PipelineType x operation x SignalingThreads of
 ``test_protocol_blackwell_model`` (whose expectations come from the inventory's table), with the probe
 failing and succeeding; the barrier init counts equal the model's.  A ``tcgen05.commit`` reads back as
 one arrival on its barrier (the hardware's, when the MMAs before it finish)."""
@@ -21,6 +21,7 @@ from .protocol_readback import barrier_names, canonical, init_counts, ir_barrier
 from .test_protocol_blackwell_model import _cases, _config, _expected, _program
 
 UMMA_ROWS = (T.TmaUmma, T.UmmaAsync, T.AsyncUmma, T.UmmaUmma)
+LOWERED_ROWS = UMMA_ROWS + (T.ClcFetchAsync,)          # ClcFetchAsync: one CTA per cluster
 _CURRENT: list = []
 
 
@@ -34,12 +35,12 @@ def _kernel(dst):
     _CURRENT.append((tasks, graph))
 
 
-@pytest.mark.parametrize("ptype, op, signaling", [c for c in _cases() if c.values[0] in UMMA_ROWS])
-def test_umma_row_lowering_equals_the_model(ptype, op, signaling, monkeypatch):
+@pytest.mark.parametrize("ptype, op, signaling", [c for c in _cases() if c.values[0] in LOWERED_ROWS])
+def test_blackwell_row_lowering_equals_the_model(ptype, op, signaling, monkeypatch):
     monkeypatch.setenv("TSJIT_DISABLE_CACHE", "1")
     _CURRENT[:] = [(ptype, op, signaling)]
     compiled = tsjit.compile(tsjit.kernel(_kernel), np.zeros(4, np.int32), target="sm_100a")
-    assert "tcgen05.commit" in compiled.ptx
+    assert ("tcgen05.commit" in compiled.ptx) == (ptype in UMMA_ROWS)
     tasks, graph = _CURRENT[1]
     notes: list = []
     (variant,) = program_variants(tasks)
