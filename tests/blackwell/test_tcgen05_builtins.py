@@ -358,3 +358,17 @@ def test_descriptor_of_a_tile_is_its_address_field_or_the_constant_bits():
     upper = ud.smem_descriptor_bits(leading_byte_offset=16, stride_byte_offset=1024, swizzle="128B")
     assert re.search(rf"or i64 %\S+, {upper}\b", llir)
     assert re.search(r"add i64 %\S+, 6\b", llir)            # k_step(3): +96 bytes = +6 in the address field
+
+
+@tsjit.kernel
+def mixed_cta_groups(out):
+    slot = tsjit.shared_array(tsjit.Uint32, (1,))
+    bar = tsjit.shared_array(tsjit.Int64, (1,))
+    if tsjit.warp_idx() == 0:
+        tc.alloc(slot, 32, cta_group=2)
+    tc.commit(bar.ptr, cta_group=1)
+
+
+def test_one_cta_group_per_kernel():
+    err = compile_error(mixed_cta_groups, OUT_U32)
+    assert "cta_group=1" in err.message and "tsjit.tcgen05.alloc" in err.message and "cta_group=2" in err.message

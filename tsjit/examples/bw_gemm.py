@@ -14,7 +14,8 @@ walks ``ceil(K / 64)`` K tiles; A and B tiles are 128-byte swizzled TMA boxes (1
   (the full barrier armed with the stage's bytes), ``ab.commit`` -- a **TmaUmma** ring.
 * ``mma`` (warp 1): ``acc.acquire`` (the TMEM accumulator is free), then per K tile ``ab.wait``,
   ``ab.operands`` routes the stage index to ``acc.mma``, whose elected thread issues the four
-  ``tcgen05.mma`` m128n256k16 into TMEM (``accumulate`` false on the first), ``ab.release`` (a ``tcgen05.commit`` to the stage's empty barrier: the hardware
+  ``tcgen05.mma`` m128n256k16 into TMEM (``accumulate`` false on the first), ``ab.release`` (a
+  ``tcgen05.commit`` to the stage's empty barrier: the hardware
   frees the stage when these MMAs have read it); after the loop ``acc.commit`` (a
   ``tcgen05.commit`` to the accumulator's full barrier) -- a one-stage **UmmaAsync** ring.
 * ``store`` (warps 2-5, one warpgroup): ``acc.wait``, each thread loads its accumulator row from

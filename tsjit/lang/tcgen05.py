@@ -39,9 +39,9 @@ from tsjit.lang import dtypes as dt
 from tsjit.lang import umma_descriptors as ud
 from tsjit.lang.dtypes import DType
 from tsjit.lang.memory import Pointer, Tensor
-from tsjit.lang.tmem import (TCGEN05_TARGETS, AccumulatorView, available, TMEM_COLUMNS, TMEM_LANES, accumulator, fence_after_thread_sync,
-                             fence_before_thread_sync, ld, require_tcgen05_target, st, tmem_address,
-                             tmem_pointer, wait_ld, wait_st)
+from tsjit.lang.tmem import (TCGEN05_TARGETS, TMEM_COLUMNS, TMEM_LANES, AccumulatorView, accumulator, available,
+                             fence_after_thread_sync, fence_before_thread_sync, ld, record_cta_group,
+                             require_tcgen05_target, st, tmem_address, tmem_pointer, wait_ld, wait_st)
 from tsjit.lang.values import Value, cast_to, constant
 from tsjit.lang.wgmma import advance_descriptor
 
@@ -58,6 +58,7 @@ MAJORS = ("K", "MN")
 def _cta_group(cta_group, what: str) -> int:
     if isinstance(cta_group, bool) or cta_group not in (1, 2):
         raise CompilationError(f"tsjit.tcgen05.{what}: cta_group must be 1 or 2, got {cta_group!r}")
+    record_cta_group(cta_group, what)
     return cta_group
 
 

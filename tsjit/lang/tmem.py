@@ -22,6 +22,8 @@ consecutive columns: the registers of one thread are one row segment, ready for 
 """
 from __future__ import annotations
 
+import weakref
+
 from llvmlite import ir
 
 from tsjit.backend import emit
@@ -62,6 +64,25 @@ def require_tcgen05_target(what: str, family: str = "tcgen05") -> None:
         raise CompilationError(f"tsjit.{family}.{what} needs sm_100a or sm_100f (Blackwell, PTX ISA §9.7.16 / "
                                f"§9.7.13.17); this kernel is being compiled for {target.name} (on sm_90a use "
                                f"{hopper})")
+
+
+_CTA_GROUPS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # kernel module -> (group, first user)
+
+
+def record_cta_group(group: int, what: str) -> None:
+    """Note that ``tsjit.tcgen05.<what>`` uses ``.cta_group::<group>`` in the kernel being compiled.
+
+    Raises:
+        CompilationError: an earlier tcgen05 instruction of this kernel used the other CTA group ("All
+            tcgen05 instructions within a kernel must specify the same value for the .cta_group
+            qualifier", PTX ISA 9.1 §9.7.16.10.9.1).
+    """
+    km = emit.current()
+    first = _CTA_GROUPS.setdefault(km, (group, what))
+    if first[0] != group:
+        raise CompilationError(f"tsjit.tcgen05.{what}: cta_group={group}, but tsjit.tcgen05.{first[1]} earlier in "
+                               f"this kernel used cta_group={first[0]}; every tcgen05 instruction of a kernel "
+                               f"must use the same CTA group (PTX ISA 9.1 §9.7.16.10.9.1)")
 
 
 def tmem_pointer(address, what: str) -> ir.Value:

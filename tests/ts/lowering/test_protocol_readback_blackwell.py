@@ -1,4 +1,5 @@
-"""The UMMA rows and ClcFetchAsync (one-CTA clusters) of the protocol table, lowered for sm_100a: the barrier sequence read back from the
+"""The UMMA rows and ClcFetchAsync (one-CTA clusters) of the protocol table, lowered for sm_100a: the
+barrier sequence read back from the
 emitted LLVM IR equals the one the interleaving model executes (the Blackwell half of
 ``test_protocol_matches_model``), for every Blackwell PipelineType x operation x SignalingThreads of
 ``test_protocol_blackwell_model`` (whose expectations come from the inventory's table), with the probe
