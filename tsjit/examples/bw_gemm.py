@@ -240,8 +240,7 @@ def run_tutorial3(M: int, N: int, K: int, rng=None):
     c = tsjit.empty((M, N), tsjit.BFloat16).fill_bytes(0xFF)
     a_map = tsjit.TensorMap(da, (BM, BK), swizzle="128B")
     b_map = tsjit.TensorMap(db, (BN, BK), swizzle="128B")
-    major, minor = device_properties().compute_capability
     grid = ((N + BN - 1) // BN, (M + BM - 1) // BM)
-    gemm_tutorial3[grid, (threads_for(f"sm_{major}{minor}"),)](a_map, b_map, c, K)
+    gemm_tutorial3[grid, (threads_for(device_properties().default_target),)](a_map, b_map, c, K)
     got = bfloat16_bits_to_float32(c.numpy()).astype(np.float64)
     return got, a.astype(np.float64) @ b.astype(np.float64).T
