@@ -41,6 +41,22 @@ def test_missing_syncthreads_is_a_race_naming_both_lines(race_check):
     assert text.count("test_races.py:") >= 2, text
 
 
+def test_race_message_lists_the_accesses_in_the_order_it_names_and_suggests_syncthreads(race_check):
+    import inspect
+    lines, first = inspect.getsourcelines(neighbours.fn)
+    store = first + next(i for i, line in enumerate(lines) if "tile[tid] = x[tid]" in line)
+    load = first + next(i for i, line in enumerate(lines) if "out[tid] = tile[tid]" in line)
+    x = np.random.default_rng().standard_normal(64).astype(np.float32)
+    with pytest.raises(InterpretError) as info:
+        neighbours.interpret[(1,), (64,)](x, np.zeros(64, np.float32), False)
+    text = str(info.value)
+    kind = "write then read" if "write then read" in text else "read then write"
+    order = [store, load] if kind == "write then read" else [load, store]
+    at = [text.index(f"test_races.py:{line}") for line in order]
+    assert at[0] < at[1], text
+    assert "tsjit.syncthreads()" in text
+
+
 def test_the_same_program_with_its_barrier_is_race_free_and_exact(race_check):
     x = np.random.default_rng().standard_normal(64).astype(np.float32)
     out = np.full(64, np.nan, np.float32)

@@ -149,10 +149,10 @@ class SharedTracker:
                 f"overwrites what the asynchronous operation issued by {other.thread.describe()} at {other.where} "
                 f"still reads; retire it first (wgmma.wait_group / bulk_wait_group(read=True)) before the release "
                 f"or commit that lets the writer in")
-        return InterpretError(
-            f"shared-memory race ({kind}) on {name} of CTA {self.cta.ctaid}: {me}{th.describe()} at {where} "
-            f"and {who}{other.thread.describe()} at {other.where}; no barrier orders the two accesses (add the "
-            f"barrier wait / arrive that the pipeline needs between them)")
+        return InterpretError(   # the two accesses in the order ``kind`` names them: the earlier one first
+            f"shared-memory race ({kind}) on {name} of CTA {self.cta.ctaid}: {who}{other.thread.describe()} at "
+            f"{other.where}, then {me}{th.describe()} at {where}; no barrier orders the two accesses (add "
+            f"tsjit.syncthreads() between them in a plain kernel, or the barrier wait / arrive the pipeline needs)")
 
     # -- accesses ------------------------------------------------------------------------------
     def read(self, th, offset: int, size: int, where: str, proxy: str = "generic", pending: bool = False):
