@@ -2,7 +2,9 @@
 where the hardware is deterministic: the raw shared-memory image of TMA loads (every swizzle, box rows
 narrower than the span, NaN fill), one wgmma per operand layout (K-/MN-major, each swizzle, no swizzle,
 TF32, FP8) on identical shared-memory bytes, and Float32 conversions (NaN, overflow, ties).  Kernels:
-tests/interpret/tensor_probe_kernels.py."""
+tests/interpret/tensor_probe_kernels.py.  ``gpu_or_interpret``: the ``[interpret]`` runs check the
+interpreter's plumbing of the same instructions (kernel arguments to descriptors, register order,
+multicast-free TMA delivery) against the tensor-side functions called directly."""
 import numpy as np
 import pytest
 
@@ -17,11 +19,11 @@ from tsjit.lang import dtypes
 from tsjit.lang.wgmma import MMA_K
 from tsjit.runtime.tensormap import validate_tensormap
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.gpu_or_interpret
 
 
 @pytest.mark.parametrize("case", TMA_IMAGE_CASES, ids=lambda c: c.name)
-def test_tma_shared_memory_image_is_the_interpreters(case):
+def test_tma_shared_memory_image_is_the_interpreters(case, device_backend):
     rng = np.random.default_rng()
     if case.dtype is dtypes.Float32:
         host = rng.standard_normal(case.shape).astype(np.float32)
@@ -46,7 +48,7 @@ def test_tma_shared_memory_image_is_the_interpreters(case):
 
 
 @pytest.mark.parametrize("case", WGMMA_CASES, ids=lambda c: c.name)
-def test_wgmma_reads_the_operands_the_interpreter_decodes(case):
+def test_wgmma_reads_the_operands_the_interpreter_decodes(case, device_backend):
     rng = np.random.default_rng()
     raw = random_operand_bytes(case, rng)
     a_desc, b_desc = case.descriptors()
@@ -64,7 +66,7 @@ def test_wgmma_reads_the_operands_the_interpreter_decodes(case):
     assert np.abs(gpu - want).max() <= 1e-5 * scale, (np.abs(gpu - want).max(), scale)
 
 
-def test_float32_conversions_are_the_interpreters():
+def test_float32_conversions_are_the_interpreters(device_backend):
     rng = np.random.default_rng()
     specials = np.array([np.nan, -np.nan, np.inf, -np.inf, 3.4e38, -3.4e38, 65504.0, 65519.0, 65520.0, 70000.0,
                          1e-8, -1e-8, 6e-8, 2.0 ** -24, 1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8, 1.0 + 2.0 ** -11,

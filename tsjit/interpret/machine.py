@@ -20,6 +20,7 @@ from collections import deque
 
 from tsjit.errors import InterpretError
 from tsjit.interpret.async_ops import finish_thread
+from tsjit.interpret.tcgen05_ops import finish_cta
 from tsjit.interpret.memory import LocalMemory, SharedWindow
 from tsjit.interpret.races import attach_trackers
 from tsjit.interpret.report import deadlock_error
@@ -231,6 +232,8 @@ class Machine:
     def _thread_exited(self, th) -> None:
         finish_thread(th)
         cta = th.cta
+        if not cta.live_threads():
+            finish_cta(cta)                 # its TMEM must be freed (tcgen05)
         for barrier in list(cta.named.values()):
             barrier.thread_exited(th)
         cta.cluster.barrier.thread_exited(th)

@@ -1,0 +1,53 @@
+"""A Blackwell UMMA kernel (sm_100a: TMEM alloc, TMA, tcgen05.mma x4, commit to an mbarrier,
+tcgen05.ld 32x32b, dealloc) run by the CPU interpreter against float64 numpy, and a planted bug:
+A loaded without the swizzle its descriptor says."""
+import numpy as np
+import pytest
+
+import tsjit
+from interpret.tensor_tcgen05_kernels import umma_tile
+from tsjit.errors import InterpretError
+from tsjit.interpret import numerics
+
+BF16 = tsjit.BFloat16
+
+
+@pytest.fixture(autouse=True)
+def blackwell_interpreter(monkeypatch):
+    monkeypatch.setenv("TSJIT_INTERPRET", "1")
+    monkeypatch.setenv("TSJIT_TARGET", "sm_100a")
+
+
+def run(n=128, a_swizzle="128B"):
+    rng = np.random.default_rng()
+    a = numerics.encode(rng.standard_normal((128, 64)), BF16)
+    b = numerics.encode(rng.standard_normal((n, 64)), BF16)
+    a_map = tsjit.TensorMap(tsjit.to_device(a, BF16), (128, 64), swizzle=a_swizzle)
+    b_map = tsjit.TensorMap(tsjit.to_device(b, BF16), (n, 64), swizzle="128B")
+    out = tsjit.empty((128, n), tsjit.Float32).fill_bytes(0xFF)
+    umma_tile[(1,), (128,)](a_map, b_map, out, N=n)
+    want = numerics.decode(a, BF16).astype(np.float64) @ numerics.decode(b, BF16).astype(np.float64).T
+    return np.linalg.norm(np.nan_to_num(out.numpy() - want, nan=1e30)) / np.linalg.norm(want)
+
+
+@pytest.mark.parametrize("n", [64, 256])
+def test_umma_through_tmem_is_a_at_b(n):
+    assert run(n) < 1e-6
+
+
+def test_a_tiles_loaded_without_the_descriptors_swizzle_give_wrong_numbers():
+    assert run(a_swizzle="none") > 0.3
+
+
+@tsjit.kernel
+def leaks_tmem(out):
+    slot = tsjit.shared_array(tsjit.Uint32, (1,), align=4)
+    if tsjit.warp_idx() == 0:
+        tsjit.tcgen05.alloc(slot, 64)
+    tsjit.syncthreads()
+    out[tsjit.thread_idx().x] = slot[0]
+
+
+def test_a_cta_that_exits_with_tmem_allocated_is_reported():
+    with pytest.raises(InterpretError, match="still allocated .64 columns at column 0"):
+        leaks_tmem[(1,), (64,)](np.zeros(64, np.uint32))

@@ -1,0 +1,211 @@
+"""Handlers of the tcgen05 intrinsics (Blackwell, sm_100a / sm_100f) over :mod:`tsjit.interpret.tcgen05`.
+
+* ``tcgen05.alloc`` / ``dealloc`` / ``relinquish_alloc_permit`` (PTX ISA 9.1 §9.7.16.7.1) are warp
+  collectives: the warp rendezvous, one allocation is made in the CTA's :class:`TensorMemory` and its
+  address written to the shared-memory slot.  A request that does not fit is an error (on the GPU
+  the warp would wait for another CTA on the SM to free columns; the interpreter runs one CTA of a
+  cluster per SM and has no such CTA).
+* ``tcgen05.mma.shared`` / ``.tensor`` (§9.7.16.10.9) run in the issuing thread: the operands are
+  read and D written when it issues (an asynchronous-proxy read for the race checker), so
+  ``tcgen05.commit`` (§9.7.16.12.1) arrives on its mbarrier(s) at once.
+* ``tcgen05.ld`` / ``tcgen05.st`` ``32x32b`` are warp collectives (§9.7.16.8.3-4); ``wait::ld`` /
+  ``wait::st`` and the tcgen05 fences order nothing more in this model.
+* Every CTA's TMEM must be freed before it exits: :func:`finish_cta`, for the core to call when a
+  CTA's last thread finishes.
+"""
+from __future__ import annotations
+
+from tsjit.errors import InterpretError
+from tsjit.interpret import memory as M
+from tsjit.interpret import tcgen05
+from tsjit.interpret.registry import blocking, constant_arg, handles, handles_prefix
+from tsjit.interpret.sync import join_warp, mbarrier_at
+
+_TC = "llvm.nvvm.tcgen05."
+FULL_MASK = 0xFFFFFFFF
+KIND_NAMES = {0: "f16", 1: "tf32", 2: "f8f6f4", 3: "i8"}
+
+
+def tensor_memory(cta) -> tcgen05.TensorMemory:
+    """The CTA's tensor memory (made at first use)."""
+    tmem = getattr(cta, "tmem", None)
+    if tmem is None:
+        tmem = cta.tmem = tcgen05.TensorMemory()
+    return tmem
+
+
+def finish_cta(cta) -> None:
+    """At the exit of ``cta``'s last thread: its TMEM must be free (PTX ISA 9.1 §9.7.16.7.1).
+
+    Raises:
+        InterpretError: naming the allocations never freed.
+    """
+    tmem = getattr(cta, "tmem", None)
+    if tmem is not None:
+        tmem.check_freed()
+
+
+def _collective(kind: str, value_of, compute, where: str):
+    """A warp-collective op: every lane gives ``value_of(f)``; ``compute(rv)`` runs once."""
+    @blocking
+    def op(f):
+        th = f[0]
+        rv = join_warp(th, FULL_MASK, kind, value_of(f), compute, where)
+        while rv.results is None:
+            yield rv
+        return rv.results.get(th)
+    return op
+
+
+def _warp_once(kind: str, value_of, action, where: str):
+    """A warp-collective op with no result: every lane gives ``value_of(f)``; ``action(first thread,
+    its value)`` runs once when the warp has arrived."""
+    def compute(rv):
+        threads = sorted(rv.inputs, key=lambda t: t.lane)
+        action(threads[0], rv.inputs[threads[0]])
+        return {t: None for t in threads}
+    return _collective(kind, value_of, compute, where)
+
+
+@handles(_TC + "alloc.shared.cg1", _TC + "alloc.cg1")
+def _alloc(tr, instr, d, args):
+    slot, count = args
+    where = tr.where(instr)
+
+    def allocate(th, value):
+        offset, columns = value
+        tmem = tensor_memory(th.cta)
+        base = tmem.alloc(columns)
+        if base is None:
+            raise InterpretError(f"tcgen05.alloc of {columns} columns at {where}: only "
+                                 f"{tcgen05.TMEM_COLUMNS - sum(tmem.allocations.values())} TMEM columns are free in "
+                                 f"CTA rank {th.cta.rank} and no other CTA can free them; dealloc first or ask "
+                                 f"for fewer")
+        window = th.cta.window
+        window.check(offset, 4, "the tcgen05.alloc address slot", where)
+        window.data[offset:offset + 4] = memoryview(base.to_bytes(4, "little"))
+        if window.tracker is not None:
+            window.tracker.write(th, offset, 4, where, proxy="async")
+
+    return _warp_once("tcgen05.alloc", lambda f: (f[slot] & M.OFFSET_MASK, f[count]), allocate, where)
+
+
+@handles(_TC + "dealloc.cg1")
+def _dealloc(tr, instr, d, args):
+    address, count = args
+    return _warp_once("tcgen05.dealloc", lambda f: (f[address] & 0xFFFFFFFF, f[count]),
+                      lambda th, value: tensor_memory(th.cta).dealloc(*value), tr.where(instr))
+
+
+@handles(_TC + "relinq.alloc.permit.cg1")
+def _relinquish(tr, instr, d, args):
+    def relinquish(f):
+        tensor_memory(f[0].cta).relinquish()
+    return relinquish
+
+
+@handles(_TC + "mma.shared", _TC + "mma.tensor")
+def _mma(tr, instr, d, args):
+    d_slot, a_slot, b_slot, idesc_slot, enable_slot = args[:5]
+    kind = KIND_NAMES.get(constant_arg(tr, instr, 5))
+    group = constant_arg(tr, instr, 6)
+    a_in_tmem = instr.callee.name.endswith(".tensor")
+    where = tr.where(instr)
+
+    def mma(f):
+        th = f[0]
+        window = th.cta.window
+        tmem = tensor_memory(th.cta)
+        try:
+            if window.tracker is not None:
+                for start, end in tcgen05.operand_ranges(f[idesc_slot], f[a_slot], f[b_slot], kind=kind,
+                                                         a_in_tmem=a_in_tmem, cta_group=group):
+                    window.tracker.read(th, start, end - start, where, proxy="async")
+            tcgen05.mma(tmem, window.data, f[idesc_slot], f[a_slot], f[b_slot], f[d_slot] & 0xFFFFFFFF,
+                        bool(f[enable_slot]), kind=kind, a_in_tmem=a_in_tmem, cta_group=group)
+        except InterpretError as error:
+            raise InterpretError(f"{error}\n  at {where}, {th.describe()}") from None
+    return mma
+
+
+@handles(_TC + "commit.shared.cg1", _TC + "commit.cg1")
+def _commit(tr, instr, d, args):
+    bar, = args
+    where = tr.where(instr)
+
+    def commit(f):
+        th = f[0]
+        mbarrier_at(th, 3, f[bar], where).arrive(th, 1, where)
+    return commit
+
+
+@handles(_TC + "commit.mc.shared.cg1", _TC + "commit.mc.cg1")
+def _commit_multicast(tr, instr, d, args):
+    bar, mask = args
+    where = tr.where(instr)
+
+    def commit(f):
+        th = f[0]
+        offset = f[bar] & M.OFFSET_MASK
+        for cta in th.cta.cluster.ctas:
+            if f[mask] >> cta.rank & 1:
+                mbarrier_at(th, 7, ((cta.rank + 1) << M.CLUSTER_SHIFT) | offset, where).arrive(th, 1, where)
+    return commit
+
+
+def _shape_of(name: str, op: str):
+    shape, repeat = name[len(_TC) + len(op) + 1:].split(".")[:2]
+    return shape, int(repeat[1:])
+
+
+def _tmem_transfer(tr, instr, op: str, value_of, apply):
+    """The factory of a warp-collective ``tcgen05.<op>.<shape>.x<num>``: every lane gives
+    ``value_of(f)``; ``apply(tmem, values by lane, shape, num, warp)`` runs once and returns each
+    lane's result (or None)."""
+    shape, num = _shape_of(instr.callee.name, op)
+    where = tr.where(instr)
+    modifier = constant_arg(tr, instr, len(instr.args) - 1)
+    if modifier:
+        raise InterpretError(f"tcgen05.{op} with .pack::16b / .unpack::16b at {where} is not modelled by the "
+                             f"interpreter")
+
+    def compute(rv):
+        threads = sorted(rv.inputs, key=lambda t: t.lane)
+        first = threads[0]
+        results = apply(tensor_memory(first.cta), [rv.inputs[t] for t in threads], shape, num, first.linear // 32)
+        return {t: None if results is None else results[i] for i, t in enumerate(threads)}
+
+    return _collective(f"tcgen05.{op}.{shape}.x{num}", value_of, compute, where)
+
+
+@handles_prefix(_TC + "ld.")
+def _ld(tr, instr, d, args):
+    address = args[0]
+
+    def apply(tmem, addresses, shape, num, warp):
+        values = tcgen05.ld(tmem, addresses[0], shape, num, warp)
+        return [int(row[0]) if num == 1 else tuple(int(v) for v in row) for row in values]
+
+    inner = _tmem_transfer(tr, instr, "ld", lambda f: f[address] & 0xFFFFFFFF, apply)
+
+    @blocking
+    def ld(f):
+        f[d] = yield from inner(f)
+    return ld
+
+
+@handles_prefix(_TC + "st.")
+def _st(tr, instr, d, args):
+    address, value = args[0], args[1]
+
+    def apply(tmem, inputs, shape, num, warp):
+        rows = [[v] if num == 1 else list(v) for _, v in inputs]
+        tcgen05.st(tmem, inputs[0][0], shape, rows, warp)
+        return None
+
+    return _tmem_transfer(tr, instr, "st", lambda f: (f[address] & 0xFFFFFFFF, f[value]), apply)
+
+
+@handles(_TC + "wait.ld", _TC + "wait.st", _TC + "fence.before.thread.sync", _TC + "fence.after.thread.sync")
+def _ordering(tr, instr, d, args):
+    return None
