@@ -128,28 +128,24 @@ def _mma(tr, instr, d, args):
     return mma
 
 
-@handles(_TC + "commit.shared.cg1", _TC + "commit.cg1")
+@handles(_TC + "commit.shared.cg1", _TC + "commit.cg1", _TC + "commit.mc.shared.cg1", _TC + "commit.mc.cg1")
 def _commit(tr, instr, d, args):
-    bar, = args
+    """One arrival on the barrier (or, ``.multicast::cluster``, on the barrier at the same offset in
+    each CTA of the mask): the MMAs before it are complete in this model."""
+    bar = args[0]
+    mask = args[1] if len(args) > 1 else None
     where = tr.where(instr)
 
     def commit(f):
         th = f[0]
-        mbarrier_at(th, 3, f[bar], where).arrive(th, 1, where)
-    return commit
-
-
-@handles(_TC + "commit.mc.shared.cg1", _TC + "commit.mc.cg1")
-def _commit_multicast(tr, instr, d, args):
-    bar, mask = args
-    where = tr.where(instr)
-
-    def commit(f):
-        th = f[0]
-        offset = f[bar] & M.OFFSET_MASK
-        for cta in th.cta.cluster.ctas:
-            if f[mask] >> cta.rank & 1:
-                mbarrier_at(th, 7, ((cta.rank + 1) << M.CLUSTER_SHIFT) | offset, where).arrive(th, 1, where)
+        if mask is None:
+            targets = [(3, f[bar])]
+        else:
+            offset = f[bar] & M.OFFSET_MASK
+            targets = [(7, ((cta.rank + 1) << M.CLUSTER_SHIFT) | offset) for cta in th.cta.cluster.ctas
+                       if f[mask] >> cta.rank & 1]
+        for space, address in targets:
+            mbarrier_at(th, space, address, where).arrive(th, 1, where)
     return commit
 
 
