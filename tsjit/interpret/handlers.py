@@ -5,7 +5,8 @@ Inline PTX tsjit emits and its meaning here:
 
 * ``// <task> warp: [a, b)`` and ``// <resource>_<operation>`` (the TS lowering's step comments,
   :mod:`tsjit.ts.lower_debug`): the thread's current task and step, for reports;
-* an empty template whose outputs are tied to its inputs (``tsjit.wgmma.fence_operand``): identity;
+* an empty template whose outputs are tied to its inputs (``tsjit.wgmma.fence_operand``), and the
+  ``mov.b32 $0, $1;`` that fences a conversion to a 16-bit float from LLVM's InstCombine: identity;
 * ``wgmma.mma_async``: :mod:`tsjit.interpret.tensor_ops`;
 * the debug-build helpers (``nanosleep``, ``fence.sc.sys``, ``st.volatile``, ``trap``).
 """
@@ -72,7 +73,7 @@ def _comment(tr, instr, d, args, match):
     return step
 
 
-@handles_asm(r"^$")
+@handles_asm(r"^$|^mov\.b(16|32|64) \$0, \$1;$")
 def _identity(tr, instr, d, args, match):
     if d is None:
         return None
