@@ -33,6 +33,7 @@ from collections import defaultdict
 
 from tsjit.ts.enums import ScheduleStage
 from tsjit.ts.options import DEFAULTS
+from tsjit.ts.schedule import format_location
 from tsjit.ts.simulate import ScheduleSimulator, SimulatedStep, SimulationResult, expand_schedule, \
     simulated_trip_count
 from tsjit.ts.verify.exhaustive_expand import trip_counts, warp_lane_stride
@@ -202,7 +203,8 @@ class PipelineSimulator(ScheduleSimulator):
         where = (f"schedule step #{step.id}"
                  + (f", iteration {entry.iteration}" if entry.iteration is not None else "")
                  + (f", tile {entry.tile}" if step.work_loop_slot is None
-                    and task.schedule.work_tile_loop is not None else ""))
+                    and task.schedule.work_tile_loop is not None else "")
+                 + (f", {format_location(step.location)}" if step.location is not None else ""))
         text = (f"{task.describe()}: {step.resource.name} {step.stage.name} {step.call_index} "
                 f"is blocked! ({where})")
         ring, role = self._ring_role(entry)
