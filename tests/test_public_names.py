@@ -42,3 +42,9 @@ def test_interpret_error_is_public_and_a_tsjit_error():
     from tsjit.errors import InterpretError
     assert tsjit.InterpretError is InterpretError and issubclass(InterpretError, tsjit.TsjitError)
     assert "InterpretError" in tsjit.__all__ and "InterpretError" in tsjit.__doc__
+
+
+def test_dir_lists_the_public_names_and_not_this_files_own_imports():
+    names = dir(tsjit)
+    assert {"kernel", "compile", "InterpretError", "math"} <= set(names)
+    assert "annotations" not in names and "importlib" not in names

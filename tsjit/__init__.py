@@ -16,6 +16,10 @@ Kernels and compilation (:mod:`tsjit.runtime.kernel`)
     ``kernel`` (decorator; ``k[grid, block](*args)`` launches), ``compile`` (LLVM IR, PTX and
     cubin for given argument specs, no GPU needed), ``Kernel``, ``CompiledKernel``; ``func``
     (a device function, inlined where kernel code calls it), ``DeviceFunction``.
+    Without a GPU, ``k.interpret[grid, block](*args)`` (numpy arrays as arguments),
+    ``tsjit.compile(..., interpret=True)`` or ``TSJIT_INTERPRET=1`` (every launch, and
+    ``to_device`` / ``empty`` / ``TensorMap`` in host memory) run kernels on the CPU
+    interpreter (:mod:`tsjit.interpret`); ``TSJIT_INTERPRET_CHECK=race`` adds race checks.
 Host arrays and arguments (:mod:`tsjit.runtime.arrays`, :mod:`tsjit.runtime.tensormap`)
     ``DeviceArray``, ``empty``, ``zeros``, ``to_device``, ``spec`` (an argument's shape and
     dtype without data, for ``compile``), ``TensorMap`` (a TMA descriptor), ``tensormap_spec``.
@@ -179,5 +183,6 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    """The module's names, the not yet loaded public ones included."""
-    return sorted(set(globals()) | set(__all__))
+    """The module's names, the not yet loaded public ones included (not the ``annotations`` and
+    ``importlib`` this file uses itself)."""
+    return sorted((set(globals()) - {"annotations", "importlib"}) | set(__all__))
