@@ -39,12 +39,6 @@ def test_ts_tma_copy_is_exact(shape, box, stages, blocks):
 def test_ts_tma_bandwidth_copy_is_exact(shape, box, stages, in_flight):
     import tsjit
     needs_tensor_side()
-    if env.interpret():
-        # Found by the interpreted run (2026-12-01): after one tma_copy_bw compile, compiling another
-        # configuration in the same process raises a VerificationError ([race] on 'smem' stage 0) that the
-        # same configuration does not raise in a fresh process; a state leak in the TS checker, not the
-        # interpreter (reproduced with tsjit.compile alone).  Visible as an xfail until it is fixed.
-        pytest.xfail("TS checker state leak across tma_copy_bw compiles in one process (reported, issue 13 run)")
     shape = small(shape, (min(shape[0], box[0] * (in_flight + 2) + 1), min(shape[1], box[1] + 4)))
     a = np.random.default_rng().standard_normal(shape).astype(np.float32)
     src = tsjit.to_device(a)

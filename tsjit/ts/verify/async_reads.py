@@ -14,7 +14,8 @@ This module finds those calls in a work method's body, statically: :func:`work_e
 walks the function's syntax tree in source order and returns what each call does
 (:class:`Event`: issue, commit or wait), following calls of the resource's own methods and of
 plain module functions.  Only calls made unconditionally retire or commit (a wait inside an
-``if`` may not run, so it retires nothing); an issue anywhere counts.  A ``wait_group``
+``if`` may not run, so it retires nothing; the body of an ``if elect_one():`` without ``else``
+is unconditional for the one lane that runs it); an issue anywhere counts.  A ``wait_group``
 argument that is not a literal, a Constexpr parameter of the work, an int field of the
 resource or a conditional expression of those retires nothing.  Each of these choices keeps a read in flight longer, never shorter.
 
@@ -78,7 +79,7 @@ class Event:
 
 
 _MAX_DEPTH = 3
-_cache: dict = {}
+_parsed: dict = {}             # code object -> its body statements (_statements)
 
 
 def _resolve(node, scope: dict, resource):
@@ -94,6 +95,10 @@ def _resolve(node, scope: dict, resource):
             found = vars(base).get(node.attr, _MISSING)
             if found is _MISSING and base.__name__ == "tsjit" and node.attr in ("wgmma",):
                 return _ModuleName(f"tsjit.lang.{node.attr}")
+            if found is _MISSING and "__getattr__" in vars(base):
+                # a PEP 562 lazy name (``tsjit.tma_store``): resolve it as the kernel will, not by
+                # whether an earlier compile of this process happened to load it already
+                found = getattr(base, node.attr, _MISSING)
             return found
         if isinstance(base, _ModuleName):
             return _Named(base.name, node.attr)
@@ -174,7 +179,24 @@ class _Walker(ast.NodeVisitor):
         self.generic_visit(node)
         self.conditional -= 1
 
-    visit_If = visit_While = visit_Try = visit_IfExp = _conditional
+    visit_While = visit_Try = visit_IfExp = _conditional
+
+    def visit_If(self, node):
+        if node.orelse or not self._elects_one(node.test):
+            self._conditional(node)
+            return
+        self.visit(node.test)
+        for statement in node.body:         # the same lane runs it every time: unconditional for it
+            self.visit(statement)
+
+    def _elects_one(self, test) -> bool:
+        """``elect_one()`` with the default (full) mask: PTX ISA "elect.sync" elects the
+        same leader lane for the same membermask every time, so the lane that issues a group in
+        such a branch is the one that commits and waits for it in every such branch."""
+        if not (isinstance(test, ast.Call) and not test.args and not test.keywords):
+            return False
+        target = _resolve(test.func, self.scope, self.resource)
+        return target is not _MISSING and _identify(target) == ("tsjit.lang.sync", "elect_one")
 
     def visit_FunctionDef(self, node):
         pass                    # a nested def runs only when called
@@ -212,16 +234,24 @@ class _Walker(ast.NodeVisitor):
                 self.events.append(event)
 
 
+def _statements(function) -> list:
+    """The body statements of ``function``'s source, parsed once per code object (the syntax is
+    all that is cached: what the names mean is resolved again for every step)."""
+    code = function.__code__
+    if code not in _parsed:
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+        except (OSError, TypeError, SyntaxError, IndentationError):
+            tree = None                 # no source (built at run time): nothing is known
+        body = tree.body[0] if tree is not None and tree.body and \
+            isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)) else tree
+        _parsed[code] = list(getattr(body, "body", []))
+    return _parsed[code]
+
+
 def _function_events(function, step, resource, depth: int, seen: set) -> list:
-    try:
-        source = textwrap.dedent(inspect.getsource(function))
-        tree = ast.parse(source)
-    except (OSError, TypeError, SyntaxError, IndentationError):
-        return []                       # no source (built at run time): nothing is known
     walker = _Walker(function, step, resource, depth, seen)
-    body = tree.body[0] if tree.body and isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)) \
-        else tree
-    for statement in getattr(body, "body", []):
+    for statement in _statements(function):
         walker.visit(statement)
     return walker.events
 
@@ -232,17 +262,8 @@ def work_events(step) -> tuple:
     function = getattr(step, "function", None)
     if function is None or not inspect.isfunction(function):
         return ()
-    key = (function, id(step.resource), tuple(sorted((getattr(step, "constexpr_kwargs", None)
-                                                      or {}).items(), key=lambda kv: kv[0])))
-    try:
-        hit = _cache.get(key)
-    except TypeError:                   # an unhashable Constexpr value: do not cache
-        hit, key = None, None
-    if hit is None:
-        hit = tuple(_function_events(function, step, step.resource, 0, {function}))
-        if key is not None:
-            _cache[key] = hit
-    return hit
+    # not memoized per resource: the events depend on this step's resource and Constexpr values
+    return tuple(_function_events(function, step, step.resource, 0, {function}))
 
 
 @dataclass
