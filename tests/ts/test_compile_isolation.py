@@ -25,8 +25,10 @@ import tsjit
 
 
 def _targets() -> dict:
-    """name -> (kernel, compile arguments): two configurations of every TS kernel of tsjit/examples."""
+    """name -> (kernel, compile arguments[, compile options]): two configurations of every TS kernel of
+    tsjit/examples (but attention's, whose compiles take minutes here, and interpret_bugs', planted bugs)."""
     import tsjit
+    from tsjit.examples import bw_clc_copy, bw_gemm, gemm
     from tsjit.examples import (ts_async, ts_copy, ts_fork, ts_merge_copy, ts_merge_gemm, ts_merge_resadd, ts_pdl,
                                 ts_persistent, ts_tma_copy)
     f32, i16, i32 = (lambda n: np.zeros(n, np.float32)), (lambda n: np.zeros(n, np.int16)), np.int32
@@ -65,6 +67,19 @@ def _targets() -> dict:
         "merge_gemm_resadd/b": (ts_merge_resadd.merge_gemm_resadd,
                                 ts_merge_resadd.compile_args(stages=2, grouped=False)),
     }
+    spec = tsjit.tensormap_spec
+    bf16 = tsjit.BFloat16
+    for name, stages, epilogue in (("gemm_ts/a", 3, "tma"), ("gemm_ts/b", 4, "direct")):
+        targets[name] = (gemm.gemm_ts, (spec(bf16, (gemm.BM, gemm.BK), swizzle="128B"),
+                                        spec(bf16, (256, gemm.BK), swizzle="128B"), tsjit.spec((256, 256), bf16),
+                                        spec(bf16, (64, 64), swizzle="128B"), 256, 256, 256, 256, stages, 8, 1,
+                                        epilogue, "K"))
+    for name, tile, warps in (("clc_copy/a", 1024, 4), ("clc_copy/b", 256, 2)):
+        targets[name] = (bw_clc_copy.clc_copy, (f32(64), f32(64), 4, tile, warps), {"target": "sm_100a"})
+    for name, k, target in (("gemm_tutorial3/a", 256, "sm_90a"), ("gemm_tutorial3/b", 512, "sm_100a")):
+        targets[name] = (bw_gemm.gemm_tutorial3, (spec(bf16, (bw_gemm.BM, bw_gemm.BK), swizzle="128B"),
+                                                  spec(bf16, (bw_gemm.BN, bw_gemm.BK), swizzle="128B"),
+                                                  tsjit.spec((256, 512), bf16), k), {"target": target})
     for kind, kernel in (("pingpong", ts_async.pingpong_scale), ("interleaved", ts_async.interleaved_scale),
                          ("asyncload", ts_async.asyncload_scale)):
         targets[f"{kind}_scale/a"] = (kernel, (f32(64), f32(64), 64, 1024))
@@ -135,9 +150,9 @@ def _compile_all(names) -> None:
     import tsjit
     targets = _targets()
     for name in names:
-        kernel, args = targets[name]
+        kernel, args, *options = targets[name]
         try:
-            digest = hashlib.sha256(tsjit.compile(kernel, *args).ptx.encode()).hexdigest()
+            digest = hashlib.sha256(tsjit.compile(kernel, *args, **(options or [{}])[0]).ptx.encode()).hexdigest()
         except Exception as error:      # reported to the test, which names the configuration
             digest = f"ERROR {type(error).__name__}: {str(error).splitlines()[0]}"
         print(f"{name}\t{digest}", flush=True)
