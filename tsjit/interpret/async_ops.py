@@ -22,6 +22,7 @@ from tsjit.errors import InterpretError
 from tsjit.interpret import memory as M
 from tsjit.interpret import tma
 from tsjit.interpret.memory_ops import resolve
+from tsjit.interpret.pdl import check_access, check_allocation
 from tsjit.interpret.races import retire, snapshot
 from tsjit.interpret.registry import constant_arg, handles, handles_prefix
 from tsjit.interpret.sync import mbarrier_at
@@ -95,6 +96,7 @@ def _tma_load(tr, instr, d, args):
     def tma_load(f):
         th = f[0]
         layout = _layout(th, f[tmap], where)
+        check_allocation(th, th.machine.gmem.find(layout.global_address), "TMA load", where)
         box = tuple(_signed(f[c]) for c in coords)
         destinations = _destinations(th, f[dst], dst_space, f[mask_slot] if use_mask else None)
         clock = snapshot(th) if th.machine.checks else None
@@ -153,6 +155,7 @@ def _tma_store(tr, instr, d, args):
     def tma_store(f):
         th = f[0]
         layout = _layout(th, f[tmap], where)
+        check_allocation(th, th.machine.gmem.find(layout.global_address), "TMA store", where)
         box = tuple(_signed(f[c]) for c in coords)
         window = th.cta.window
         pending = tma.prepare_store(layout, box, th.machine.gmem, window.data, f[src] & M.OFFSET_MASK, reduce)
@@ -239,6 +242,8 @@ def _bulk_to_global(tr, instr, d, args):
         data = window.data[offset:offset + nbytes].copy()
         alloc = th.machine.gmem.check(f[dst], nbytes, f"bulk copy write at {where}")
         start = f[dst] - alloc.base
+        if alloc.pdl_guard is not None:
+            check_access(th, alloc, start, nbytes, "bulk copy write", where)
 
         def write(alloc=alloc, start=start, data=data):
             alloc.data[start:start + len(data)] = data

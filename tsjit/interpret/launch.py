@@ -11,7 +11,9 @@ and :func:`lower` for ``tsjit.compile(..., interpret=True)``.  A launch:
    (interpreter-mode device arrays, numpy arrays and torch CPU tensors are used in place, so the
    kernel's writes land in them) and builds the parameter values;
 4. runs the clusters one after another (:class:`~tsjit.interpret.machine.Machine`) and prints what
-   ``device_print`` printed.
+   ``device_print`` printed;
+5. records the global bytes the launch changed: the primary grid of a following ``pdl=True`` launch,
+   whose accesses to them before ``griddepcontrol.wait`` are errors (:mod:`tsjit.interpret.pdl`).
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import numpy as np
 from tsjit import abi, env
 from tsjit.abi import dims3
 from tsjit.errors import LaunchError
+from tsjit.interpret import pdl as pdl_checks
 from tsjit.interpret import scalars as S
 from tsjit.interpret.handlers import call_handler
 from tsjit.interpret.machine import Machine
@@ -76,21 +79,24 @@ class InterpretedKernel:
         return self.translator.entry
 
 
-def lower(kernel, specs, target_name: str) -> InterpretedKernel:
+def lower(kernel, specs, target_name: str, pdl: bool = False) -> InterpretedKernel:
     """Lower and translate ``kernel`` for ``specs`` (cached per specialization on the kernel).
+
+    ``pdl``: for a dependent launch (``pdl=True``): translated without the fast global load/store
+    paths, so every access reaches the checks of :mod:`tsjit.interpret.pdl`.
 
     Raises:
         CompilationError / VerificationError: as compiling for the GPU would.
     """
     cache = kernel.__dict__.setdefault("_interpret_programs", {})
-    key = (memory_spec_key(specs), target_name)
+    key = (memory_spec_key(specs), target_name, pdl)
     found = cache.get(key)
     if found is not None:
         return found
     arg_specs = {p.name: s for p, s in zip(kernel.params, specs)}
     program = lower_for_interpreter(kernel.fn, arg_specs, get_target(target_name), kernel.options)
     tr = Translator(program, call_handler)
-    tr.checks = bool(env.interpret_checks())
+    tr.checks = bool(env.interpret_checks()) or pdl
     tr.entry = tr.translate()
     constants = _module_constants(program, tr)
     compiled = InterpretedKernel(kernel, program, tr, constants)
@@ -113,15 +119,18 @@ def _module_constants(program, tr) -> list:
     return out
 
 
-def run(kernel, values, specs, *, grid, block, smem_bytes=0, cluster=None, check_launch=True) -> None:
+def run(kernel, values, specs, *, grid, block, smem_bytes=0, cluster=None, check_launch=True, pdl=False) -> None:
     """Run one launch of ``kernel`` on the CPU (see the module docstring).
+
+    ``pdl=True`` (a programmatic dependent launch): the previous interpreted launch is its primary
+    grid; touching what that grid wrote before ``griddepcontrol.wait`` is an error (:mod:`.pdl`).
 
     Raises:
         LaunchError: a bad launch configuration or an argument the interpreter cannot read.
         InterpretError: the kernel deadlocked, accessed memory out of bounds, raced, ...
         CompilationError: the kernel does not compile for these arguments.
     """
-    compiled = lower(kernel, specs, environment_target() or DEFAULT_TARGET)
+    compiled = lower(kernel, specs, environment_target() or DEFAULT_TARGET, bool(pdl))
     lowered = compiled.program.lowered
     g, b = dims3(grid, "grid"), dims3(block, "block")
     requirements = lowered.launch_requirements
@@ -141,11 +150,17 @@ def run(kernel, values, specs, *, grid, block, smem_bytes=0, cluster=None, check
     for slot, data, name in compiled.constants:
         alloc = gmem.add(data, name)
         params.append((slot, alloc.base))
-    machine = Machine(compiled.program, gmem, g, b, c, smem, params, compiled, env.interpret_checks())
+    checks = env.interpret_checks()
+    if pdl:
+        pdl_checks.guard_dependent(gmem, pdl_checks.last_primary())
+        checks = checks | {"pdl"}
+    before = pdl_checks.snapshot(gmem)
+    machine = Machine(compiled.program, gmem, g, b, c, smem, params, compiled, checks)
     errstate = np.seterr(all="ignore")
     try:
         machine.run()
     finally:
+        pdl_checks.record_primary(lowered.name, before)   # also after an error: it is still the last grid
         np.seterr(**errstate)
         for line in machine.output:
             print(line, end="" if line.endswith("\n") else "\n")

@@ -105,6 +105,7 @@ class Cluster:
         self.cluster_id = cluster_id
         self.ctas = []
         self.barrier = None
+        self.pdl_waits = []   # (thread uid, its clock) at each griddepcontrol.wait (tsjit.interpret.pdl)
 
 
 class Machine:
@@ -176,6 +177,10 @@ class Machine:
         cluster.barrier = ClusterBarrier(cluster)
         if "race" in self.checks or "uninit" in self.checks:
             attach_trackers(self, cluster)
+        elif "pdl" in self.checks:   # clocks only: orders accesses after griddepcontrol.wait
+            for cta in cluster.ctas:
+                for th in cta.threads:
+                    th.vc = {th.uid: 1}
         return cluster
 
     def _run_cluster(self, index, cluster_id) -> None:

@@ -56,6 +56,9 @@ class Allocation:
         name: what it is called in messages (the kernel argument's name, ``"device array (64,) Float32"``).
         itemsize: element size used to express offsets as element indices in messages.
         views: typed ``memoryview`` casts of ``data`` (format letter -> view), for fast scalar access.
+        pdl_guard: in a ``pdl=True`` launch, the bytes the primary grid wrote (:mod:`tsjit.interpret.pdl`),
+            else None (a ``pdl=True`` launch is translated without the fast global load/store paths, so
+            every access to it reaches :func:`tsjit.interpret.memory_ops.resolve`, which checks it).
     """
 
     def __init__(self, data: np.ndarray, name: str, itemsize: int = 1, owner=None):
@@ -66,6 +69,7 @@ class Allocation:
         self.itemsize = itemsize
         self.owner = owner
         self.views = _views(data) if self.nbytes else {}
+        self.pdl_guard = None
 
     def describe(self, address: int) -> str:
         offset = address - self.base
@@ -94,6 +98,10 @@ class GlobalMemory:
         self._bases.insert(i, alloc.base)
         self._allocs.insert(i, alloc)
         return alloc
+
+    def allocations(self) -> list[Allocation]:
+        """Every registered allocation, by address."""
+        return list(self._allocs)
 
     def find(self, address: int) -> Allocation | None:
         """The allocation holding ``address``, or ``None``."""

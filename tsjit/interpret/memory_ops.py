@@ -15,6 +15,7 @@ from llvmlite import ir
 from tsjit.errors import InterpretError
 from tsjit.interpret import memory as M
 from tsjit.interpret import scalars as S
+from tsjit.interpret.pdl import check_access as check_pdl_access
 
 __all__ = ["translate", "resolve", "scalar_codec"]
 
@@ -77,6 +78,8 @@ def resolve(th, space: int, address: int, nbytes: int, what: str, where: str):
     alloc = th.machine.gmem.find(address)
     if alloc is None or address + nbytes > alloc.base + alloc.nbytes:
         raise InterpretError(th.machine.gmem.out_of_bounds(address, nbytes, f"global {what}") + f" ({where})")
+    if alloc.pdl_guard is not None:
+        check_pdl_access(th, alloc, address - alloc.base, nbytes, what, where)
     return alloc.views, address - alloc.base, "global", alloc
 
 

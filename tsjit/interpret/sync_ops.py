@@ -5,13 +5,14 @@ intrinsics' operands (PTX ISA §9.7.13) and parks threads on the objects.  ``try
 the phase completes; when every live thread is parked the scheduler lets such waits return false
 once (a hardware time limit), then reports the deadlock.  ``test_wait`` returns the current status
 at once (a false result parks the thread until the barrier changes, so a polling loop cannot spin
-forever).  ``griddepcontrol.wait`` / ``launch_dependents`` are no-ops (one grid at a time) whose
-order is checked; ``setmaxnreg`` checks the PTX rules (24..256, a multiple of 8, warpgroup-uniform).
+forever).  ``griddepcontrol.wait`` / ``launch_dependents`` are no-ops (one grid at a time); in a
+``pdl=True`` launch the wait orders the thread for the checks of :mod:`tsjit.interpret.pdl`; ``setmaxnreg`` checks the PTX rules (24..256, a multiple of 8, warpgroup-uniform).
 """
 from __future__ import annotations
 
 from tsjit.errors import InterpretError
 from tsjit.interpret import memory as M
+from tsjit.interpret.pdl import note_wait
 from tsjit.interpret.printf import format_printf
 from tsjit.interpret.races import acquire
 from tsjit.interpret.registry import blocking, constant_arg, handles, handles_prefix
@@ -287,7 +288,7 @@ def _getctarank(tr, instr, d, args):
 @handles(_NV + "griddepcontrol.wait")
 def _pdl_wait(tr, instr, d, args):
     def pdl_wait(f):
-        f[0].pdl_waited = True
+        note_wait(f[0])
     return pdl_wait
 
 

@@ -171,13 +171,13 @@ class Kernel:
         numpy arrays / torch CPU tensors too (the kernel reads and writes them in place)."""
         return _InterpretLaunch(self)
 
-    def _interpret(self, args, kwargs, grid, block, smem_bytes=0, cluster=None, check_launch=True):
+    def _interpret(self, args, kwargs, grid, block, smem_bytes=0, cluster=None, check_launch=True, pdl=False):
         values = self._bind(args, kwargs)
         specs, _ = self._specialize(values, for_compile=True)
         if callable(grid):
             grid = grid({p.name: v for p, v in zip(self.params, values)})
         return _interpreter().run(self, values, specs, grid=grid, block=block, smem_bytes=smem_bytes,
-                                  cluster=cluster, check_launch=check_launch)
+                                  cluster=cluster, check_launch=check_launch, pdl=pdl)
 
     def __getitem__(self, config):
         if not isinstance(config, tuple) or len(config) < 2:
@@ -310,7 +310,7 @@ class Kernel:
             CompilationError: the kernel does not compile for these arguments.
         """
         if env.interpret():
-            return self._interpret(args, kwargs, grid, block, smem_bytes, cluster, check_launch)
+            return self._interpret(args, kwargs, grid, block, smem_bytes, cluster, check_launch, pdl)
         values = args if (not kwargs and len(args) == len(self.params)) else self._bind(args, kwargs)
         sig, dyn = argument_signature(values, self.kinds)
         plan = self._plans.get(sig) if sig is not None else None
@@ -593,5 +593,5 @@ class _InterpretLaunch:
         smem = config[2] if len(config) > 2 else 0
 
         def launcher(*args, stream=None, cluster=None, pdl=False, check_launch=True, **kwargs):
-            return self.kernel._interpret(args, kwargs, grid, block, smem, cluster, check_launch)
+            return self.kernel._interpret(args, kwargs, grid, block, smem, cluster, check_launch, pdl)
         return launcher
