@@ -452,15 +452,15 @@ def test_setup_and_run_delegate_to_lowering(monkeypatch):
     calls = []
     fake = types.ModuleType("tsjit.ts.lowering")
     fake.setup = lambda m: calls.append(("setup", m)) or "smem"
-    fake.run = lambda m: calls.append(("run", m))
+    fake.run = lambda m, lowered: calls.append(("run", m, lowered))
     monkeypatch.setitem(sys.modules, "tsjit.ts.lowering", fake)
     monkeypatch.setattr(tsjit.ts, "lowering", fake, raising=False)
     task, src, dst = copy_task()
     m = manager([task], {dst: [src]})
     with pytest.raises(RuntimeError, match="setup_resources_and_tasks"):
         m.run()
-    assert m.setup_resources_and_tasks() == "smem"
+    assert m.setup_resources_and_tasks() is None      # what setup placed goes to run(), not to the user
     m.run()
-    assert calls == [("setup", m), ("run", m)]
+    assert calls == [("setup", m), ("run", m, "smem")]
     with pytest.raises(RuntimeError, match="already called"):
         m.setup_resources_and_tasks()

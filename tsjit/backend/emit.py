@@ -95,6 +95,8 @@ class KernelModule:
             :meth:`reserve_shared`).
         launch_requirements: the launch contract code generators declare while emitting
             (:class:`~tsjit.abi.LaunchRequirements`; replace it with ``.merged(...)``).
+        loop_unroll_hints: ``(back-edge branch, count)`` of each run-time loop with an unroll hint.
+        grid_constant_params: indices of the ``__grid_constant__`` (by-value TMA descriptor) parameters.
     """
 
     def __init__(self, name: str, target: Target):
@@ -111,6 +113,8 @@ class KernelModule:
         self._counter = 0
         self.annotations: list = []
         self.launch_requirements = LaunchRequirements()
+        self.loop_unroll_hints: list = []
+        self.grid_constant_params: list = []
         self.completion_checks: list = []   # callables run when the kernel body is complete
         self.statement = None   # (parsed source, ast node) of the kernel statement being compiled
 

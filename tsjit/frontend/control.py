@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 from tsjit.errors import CompilationError
-from tsjit.frontend import guards, ssa
+from tsjit.frontend import guards, ssa, structured
 from tsjit.frontend.source import assigned_names
 from tsjit.lang import dtypes as dt
 from tsjit.lang.constexpr import DynamicRange
@@ -105,7 +105,7 @@ class ControlFlowMixin:
 
     A mixin: it relies on these members of the generator it is mixed into:
     ``frame`` (the innermost :class:`~.frame.Frame`: ``scope``, ``loops``, ``dynamic_depth``,
-    ``dropped``, ``returns``, ``is_kernel``), ``builder``, ``km`` (``loop_unroll_hints``), ``dead``,
+    ``dropped``, ``returns``, ``is_kernel``), ``builder``, ``km``, ``dead``,
     ``folder``, ``unroll_limit``, ``regions``, and the methods ``expr``, ``assign``, ``visit_body``,
     ``new_block``, ``location`` and ``error``.
     """
@@ -272,22 +272,15 @@ class ControlFlowMixin:
         finally:
             frame.loops.pop()
 
-    def _loop_setup(self, body, extra_names=()):
+    def _carried(self, body, extra_names=()) -> tuple[set, dict]:
+        """The names a run-time loop carries (assigned in ``body``, or ``extra_names``, and bound
+        before it) and their bindings before the loop (to find the opaque ones after the phis)."""
         frame = self.frame
-        b = self.builder
         carried = (assigned_names(body) | set(extra_names)) & set(frame.scope)
         # `frag[i] = v` rebinds a value-semantics container (tsjit.Fragment): carry it too.
         carried |= {name for name in _item_store_names(body)
                     if getattr(type(frame.scope.get(name)), "__tsjit_value_semantics__", False)}
-        preheader = b.block
-        header = self.new_block("loop.header")
-        b.branch(header)
-        b.position_at_end(header)
-        before_opaque = {name: frame.scope[name] for name in carried}
-        records = ssa.loop_header_phis(b, frame.scope, carried, preheader)
-        phi_names = {r.name for r in records}
-        opaque = {n: o for n, o in before_opaque.items() if n not in phi_names}
-        return header, records, opaque, preheader
+        return carried, {name: frame.scope[name] for name in carried}
 
     def _run_loop_body(self, body, ctx: LoopContext) -> set[str]:
         """Visit a run-time loop's body once; returns the names it assigns that did not exist before
@@ -314,78 +307,53 @@ class ControlFlowMixin:
                                            f"tsjit.range_constexpr to unroll the loop at compile time)")
 
     def _dynamic_for(self, node: ast.For, rng: DynamicRange) -> None:
-        frame = self.frame
-        b = self.builder
         if not isinstance(node.target, ast.Name):
             raise self.error(node.target, "a run-time loop variable must be a single name")
-        start, end, step = rng.start, rng.end, rng.step
-        index_dtype = dt.Int32
-        for v in (start, end, step):
-            if isinstance(v, Value):
-                if not v.dtype.is_int:
-                    raise self.error(node.iter, f"range() needs integers, got {v.dtype.name}")
-                if v.dtype.bits == 64:
-                    index_dtype = dt.Int64 if v.dtype.is_signed else dt.Uint64
-            elif not isinstance(v, int):
-                raise self.error(node.iter, f"range() needs integers, got {type(v).__name__}")
-        start_v = cast_to(as_value(start, index_dtype), index_dtype)
-        end_v = cast_to(as_value(end, index_dtype), index_dtype)
-        step_v = cast_to(as_value(step, index_dtype), index_dtype)
-        header, records, opaque, preheader = self._loop_setup(node.body)
-        iv = b.phi(start_v.ir.type, name=node.target.id)
-        iv.add_incoming(start_v.ir, preheader)
-        iv_value = Value(iv, index_dtype)
-        if isinstance(step, int):
-            cond = compare("<" if step > 0 else ">", iv_value, end_v)
-        else:
-            up = compare("<", iv_value, end_v)
-            down = compare(">", iv_value, end_v)
-            cond = Value(b.select(compare(">", step_v, 0).ir, up.ir, down.ir), dt.Boolean)
-        def advance(latch):
-            iv.add_incoming(b.add(iv, step_v.ir, name=f"{node.target.id}.next"), latch)
+        try:
+            bounds = structured.loop_bounds(rng.start, rng.end, rng.step)
+        except CompilationError as exc:
+            raise exc.with_location(self.location(node.iter)) from None
+        carried, before = self._carried(node.body)
+        name = node.target.id
+        loop_locals: set = set()
+        exit_ = structured.counted_loop(
+            self, self.frame.scope, carried, bounds, rng.step,
+            lambda iv, scope, state: self._loop_body(node, scope, state, before, {name: iv}, loop_locals),
+            iv_name=name, unroll=rng.unroll)
+        self._exit_loop(exit_, loop_locals, name)
 
-        self._loop_body_and_latch(node, cond, header, records, opaque, {node.target.id: iv_value}, advance,
-                                  rng.unroll, node.target.id)
-
-    def _loop_body_and_latch(self, node, cond, header, records, opaque, bind: dict, advance, unroll,
-                             loop_var) -> None:
-        """Branch on ``cond`` into the body (visited once), merge its fall-through and ``continue``
-        edges into a latch that completes the header phis, and merge the exits after the loop."""
+    def _loop_body(self, node, scope: dict, state, before: dict, bind: dict, loop_locals: set) -> tuple[list, list]:
+        """The body of a run-time loop (:func:`.structured.loop`'s ``body``): visited once with
+        ``bind`` added; returns its latch edges (fall-through and ``continue``) and ``break`` edges,
+        and adds the names first bound in it to ``loop_locals``."""
         frame = self.frame
-        b = self.builder
-        header_scope = dict(frame.scope)
-        body_block, exit_block = self.new_block("loop.body"), self.new_block("loop.exit")
-        b.cbranch(cond.ir, body_block, exit_block)
-        cond_block = b.block
-        b.position_at_end(body_block)
-        frame.scope.update(bind)
+        frame.scope = scope
+        scope.update(bind)
+        phi_names = {r.name for r in state.records}
+        opaque = {n: o for n, o in before.items() if n not in phi_names}
         ctx = LoopContext()
         if self.folder is not None:
             self.folder.open_block()
         try:
-            loop_locals = self._run_loop_body(node.body, ctx)
+            loop_locals |= self._run_loop_body(node.body, ctx)
         finally:
             if self.folder is not None:
                 self.folder.runtime_loop(node, self.folder.close_block())
         latch_edges = list(ctx.continues)
         if not self.dead:
-            latch_edges.append(ssa.Edge(b.block, frame.scope))
+            latch_edges.append(ssa.Edge(self.builder.block, frame.scope))
         self._check_opaque(node, opaque, [e.scope for e in latch_edges + ctx.breaks])
-        if latch_edges:
-            latch = self.new_block("loop.latch")
-            latch_scope = ssa.merge_scopes(b, latch_edges, latch, names={r.name for r in records})
-            if advance is not None:
-                advance(latch)
-            ssa.complete_loop_phis(b, records, latch_scope, latch)
-            branch = b.branch(header)
-            if unroll:
-                self._attach_unroll(branch, unroll)
-        exit_edges = [ssa.Edge(cond_block, header_scope, open=False)] + ctx.breaks
-        self._exit_loop(exit_edges, exit_block, header_scope, loop_locals, loop_var)
+        return latch_edges, ctx.breaks
 
-    def _exit_loop(self, exit_edges, exit_block, header_scope, loop_locals: set[str], loop_var=None) -> None:
+    def _exit_loop(self, exit_: "structured.LoopExit", loop_locals: set, loop_var=None) -> None:
+        """Merge a run-time loop's exits (the header's closed edge and the ``break`` edges) after it."""
         frame = self.frame
         b = self.builder
+        header_scope, exit_block = exit_.header_scope, exit_.exit_block
+        if exit_.cond_block is None:  # the condition was false at compile time: no body, no exit merge
+            frame.scope = header_scope
+            return
+        exit_edges = [ssa.Edge(exit_.cond_block, header_scope, open=False)] + exit_.breaks
         if len(exit_edges) == 1:
             b.position_at_end(exit_block)
             scope = dict(header_scope)
@@ -402,9 +370,6 @@ class ControlFlowMixin:
         frame.scope = scope
         self.dead = False
 
-    def _attach_unroll(self, branch, count: int) -> None:
-        self.km.loop_unroll_hints.append((branch, count))
-
     def stmt_while(self, node: ast.While) -> None:
         """``while cond``: a run-time loop (its carried names found from the body and the condition); a
         condition that is false at compile time emits no loop.
@@ -414,24 +379,20 @@ class ControlFlowMixin:
         """
         if node.orelse:
             raise self.error(node, "`while ... else` is not supported in device code")
-        frame = self.frame
-        b = self.builder
         test_names = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        header, records, opaque, _ = self._loop_setup(node.body, test_names)
-        test = self.expr(node.test)
-        if not isinstance(test, Value):
-            if not test:
-                # while False-at-compile-time: the header only falls through.
-                if self.folder is not None:
+        carried, before = self._carried(node.body, test_names)
+        loop_locals: set = set()
+
+        def condition(_scope, _state):
+            test = self.expr(node.test)
+            if not isinstance(test, Value):
+                if not test and self.folder is not None:
                     self.folder.comment("folded: while " + ast.unparse(node.test) + "  ->  no iteration")
-                exit_block = self.new_block("loop.exit")
-                b.branch(exit_block)
-                header_scope = dict(frame.scope)
-                b.position_at_end(exit_block)
-                frame.scope = header_scope
-                return
-            test = constant(True)
-        self._loop_body_and_latch(node, _as_condition(test), header, records, opaque, {}, None, None, None)
+                return bool(test)
+            return _as_condition(test)
+        exit_ = structured.loop(self, self.frame.scope, carried, label="loop", condition=condition,
+                                body=lambda scope, state: self._loop_body(node, scope, state, before, {}, loop_locals))
+        self._exit_loop(exit_, loop_locals)
 
     def stmt_break(self, node) -> None:
         """``break``: an edge to the loop's exit (a run-time loop) or the end of an unrolled loop."""

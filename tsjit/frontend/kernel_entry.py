@@ -91,7 +91,6 @@ def compile_to_llvm(fn, arg_specs: dict, target: Target, *, max_threads: int | N
     parsed = parse_function(fn)
     name = kernel_symbol(fn)
     km = emit.KernelModule(name, target)
-    km.loop_unroll_hints = []
     param_types, layout = [], []
     for pname, spec in arg_specs.items():
         types = S.parameter_types(spec)
@@ -111,7 +110,7 @@ def compile_to_llvm(fn, arg_specs: dict, target: Target, *, max_threads: int | N
             if isinstance(spec, S.TensorMapSpec):
                 params[0].attributes.add("byval")
                 params[0].attributes.align = 128
-                km.grid_constant_params = getattr(km, "grid_constant_params", []) + [pos]
+                km.grid_constant_params.append(pos)
             scope[pname] = S.build_argument(spec, list(params), pname)
         folder = FoldRecorder()
         for pname, spec in arg_specs.items():
@@ -156,7 +155,7 @@ def _finalize(km, max_threads, min_blocks, max_registers) -> None:
             if not isinstance(value, int) or value <= 0:
                 raise CompilationError(f"launch bound {key} must be a positive int, got {value!r}")
             km.annotate(key, value)
-    for index in getattr(km, "grid_constant_params", []):
+    for index in km.grid_constant_params:
         km.module.add_named_metadata("nvvm.annotations", [
             km.function, ir.MetaDataString(km.module, "grid_constant"),
             km.module.add_metadata([ir.Constant(emit.I32, index)])])

@@ -148,6 +148,7 @@ def merge_scopes(builder: ir.IRBuilder, edges: list[Edge], join: ir.Block, *,
         names = set(edges[0].scope)
         for e in edges[1:]:
             names &= set(e.scope)
+    names = sorted(names)      # phis in name order: the IR (and PTX) must not depend on the hash seed
     plans = {}
     for name in names:
         plans[name] = _structure([e.scope[name] for e in edges], name)[0]

@@ -102,6 +102,14 @@ def mbarrier_arrive_cluster(bar, cta_rank, count=1) -> None:
     _call("llvm.nvvm.mbarrier.arrive.scope.cluster.space.cluster", [remote.ir, _i32(count, "count").ir])
 
 
+def mbarrier_arrive_expect_tx_cluster(bar, cta_rank, nbytes) -> None:
+    """Arrive on the mbarrier at ``bar``'s offset in cluster CTA ``cta_rank`` and raise its expected
+    transaction count by ``nbytes`` (``mapa`` + ``mbarrier.arrive.expect_tx.release.cluster.shared::cluster``;
+    PTX ISA 8.0, sm_90): arming a peer CTA's barrier for the copies this CTA multicasts into it."""
+    remote = map_shared_rank(_barrier(bar, "mbarrier_arrive_expect_tx_cluster"), cta_rank)
+    _call("llvm.nvvm.mbarrier.arrive.expect.tx.scope.cluster.space.cluster", [remote.ir, _i32(nbytes, "nbytes").ir])
+
+
 def fence_mbarrier_init() -> None:
     """Make prior ``mbarrier.init`` visible to the cluster and the async proxy (``fence.mbarrier_init``)."""
     _call("llvm.nvvm.fence.mbarrier_init.release.cluster", [])

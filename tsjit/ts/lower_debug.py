@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 
-from tsjit.backend import emit
 from tsjit.lang import builtins as B
 from tsjit.lang import dtypes as dt
 from tsjit.lang.values import Value, cast_to, compare, constant
@@ -38,22 +37,23 @@ def operation_name(step) -> str:
     return f"{step.resource.name}_{step.label or _OPERATIONS.get(step.stage, step.stage.name)}"
 
 
-def ptx_comment(text: str) -> None:
-    """Emit ``// text`` into the PTX (an empty inline-asm statement; one line, ``$`` escaped)."""
-    line = re.sub(r"[\r\n]+", " ", text).replace("$", "$$")
-    emit.current().inline_asm(emit.VOID, f"// {line}", "", [])
+def ptx_comment(ctx, text: str) -> None:
+    """Emit ``// text`` into the PTX through ``ctx`` (:class:`~tsjit.frontend.structured.Structured`):
+    an empty inline-asm statement, one line, ``$`` escaped."""
+    ctx.ptx_comment(re.sub(r"[\r\n]+", " ", text).replace("$", "$$"))
 
 
-def task_comment(task) -> None:
+def task_comment(ctx, task) -> None:
     """``// <task> warp: [start, end)`` at the top of the task's branch."""
     if getattr(task, "emit_ptx_comments", True):
-        ptx_comment(f"{task.name} warp: [{task.warp_start}, {task.warp_end})")
+        ptx_comment(ctx, f"{task.name} warp: [{task.warp_start}, {task.warp_end})")
 
 
-def annotate_step(task, step, stage, loop) -> None:
+def annotate_step(ctx, task, step, stage, loop) -> None:
     """The PTX comment and (with ``debug_print``) the run-time print of one step.
 
     Args:
+        ctx: the :class:`~tsjit.frontend.structured.Structured` interface of the kernel.
         task: the Task being lowered.
         step: the schedule Step about to be emitted.
         stage: its stage index (Int32 Value or int), or None without a pipeline.
@@ -61,29 +61,25 @@ def annotate_step(task, step, stage, loop) -> None:
     """
     name = operation_name(step)
     if getattr(task, "emit_ptx_comments", True):
-        ptx_comment(name)
+        ptx_comment(ctx, name)
     if not getattr(task, "debug_print", False):
         return
-    km = emit.current()
-    b = km.builder
     tid = cast_to(B.thread_idx().x, dt.Int32)
     bid = B.block_idx()
     block0 = compare("==", bid.x, 0) & compare("==", bid.y, 0) & compare("==", bid.z, 0)
     elected = block0 & compare("==", tid, task.warp_start * 32)
-    then, done = km.function.append_basic_block("ts.debug"), km.function.append_basic_block("ts.debug.done")
-    b.cbranch(elected.ir, then, done)
-    b.position_at_end(then)
-    stage_value = constant(-1, dt.Int32) if stage is None else cast_to(stage, dt.Int32) \
-        if isinstance(stage, Value) else constant(int(stage), dt.Int32)
-    head = f"[ts] block 0 thread {{}} task {task.name} step #{step.id} {name} stage {{}}"
-    if step.section is ScheduleStageType.Loop and loop is not None:
-        offset, start, _, stride = loop
-        iteration = cast_to((offset - start) // stride, dt.Int32)
-        B.device_print(head + " Loop iteration {}", tid, stage_value, iteration)
-    else:
-        B.device_print(head + f" {step.section.name}", tid, stage_value)
-    b.branch(done)
-    b.position_at_end(done)
+
+    def print_step():
+        stage_value = constant(-1, dt.Int32) if stage is None else cast_to(stage, dt.Int32) \
+            if isinstance(stage, Value) else constant(int(stage), dt.Int32)
+        head = f"[ts] block 0 thread {{}} task {task.name} step #{step.id} {name} stage {{}}"
+        if step.section is ScheduleStageType.Loop and loop is not None:
+            offset, start, _, stride = loop
+            iteration = cast_to((offset - start) // stride, dt.Int32)
+            B.device_print(head + " Loop iteration {}", tid, stage_value, iteration)
+        else:
+            B.device_print(head + f" {step.section.name}", tid, stage_value)
+    ctx.if_then(elected, print_step, "ts.debug", "ts.debug.done")
 
 
 def step_stage(step, cursors, scope):

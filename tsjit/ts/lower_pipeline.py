@@ -32,7 +32,6 @@ operation's fan-out signals once (:mod:`tsjit.ts.group_protocol`).
 """
 from __future__ import annotations
 
-from tsjit.backend import emit
 from tsjit.errors import CompilationError
 from tsjit.lang import bounded_wait
 from tsjit.lang.async_copy import cp_async_mbarrier_arrive
@@ -47,7 +46,7 @@ from tsjit.ts import protocol
 from tsjit.ts.enums import ScheduleStage
 from tsjit.ts.group import group_of
 from tsjit.ts.group_protocol import barrier_owners, cursor_owner, member_actions
-from tsjit.ts.protocol import (Advance, Arrive, ArmTx, BarrierKind, CommitUmma, Ctas, Cursor, Probe, SetStage,
+from tsjit.ts.protocol import (Advance, Arrive, ArmTx, BarrierKind, CommitUmma, Ctas, Cursor, Gate, Probe, SetStage,
                                WaitParity, Who)
 
 
@@ -91,43 +90,45 @@ class PipelineStorage:
                 (self.empty_offset, self.stages, self.ring.empty_count)]
 
 
-def place_allocator(manager):
+def place_allocator(ctx, manager):
     """Reserve the TaskManager's SMEM-allocator layout (data allocations and ring barriers) as one region
     of the kernel's dynamic shared-memory block; returns its byte offset (None without an allocator).
-    Every :class:`~tsjit.ts.memory.SmemAllocation` then knows its device address."""
+    Every :class:`~tsjit.ts.memory.SmemAllocation` then knows its device address (``block_base``)."""
     allocator = getattr(manager, "smem_allocator", None)
     if allocator is None or not allocator.is_laid_out or allocator.total_bytes == 0:
         return None
-    km = emit.current()
-    base = km.reserve_shared(allocator.total_bytes, max(1024, allocator.max_alignment))
+    base = ctx.reserve_shared(allocator.total_bytes, max(1024, allocator.max_alignment))
     for alloc in allocator.allocations:
         alloc.block_base = base
     return base
 
 
-def allocate(manager) -> dict:
-    """Place the allocator's layout and each pipelined resource's barriers; returns {resource: PipelineStorage}.
+def allocate(ctx, manager, base) -> dict:
+    """Place each pipelined resource's barriers; returns {resource: PipelineStorage}.  Declares the
+    cluster shape of the rings' ``cta_layout_vmnk`` as part of the launch contract.
 
-    Barriers go where the allocator put them (``barrier_offset``); a resource the allocator does not
-    know gets its own reservation."""
-    km = emit.current()
-    base = place_allocator(manager)
+    Barriers go where the allocator put them (``barrier_offset`` from the allocator region at ``base``);
+    a resource the allocator does not know gets its own reservation.
+
+    Raises:
+        CompilationError: a pipeline type this target cannot lower; rings disagree on the cluster."""
     allocator = getattr(manager, "smem_allocator", None)
     storages = {}
     clusters = set()
+    target = ctx.target_name
     for resource in manager.resources:
         cfg = getattr(resource, "pipeline_config", None)
         if cfg is None:
             continue
-        if not cfg.protocol.lowered or (cfg.protocol.needs_sm100 and km.target.name not in TCGEN05_TARGETS):
-            if km.target.name.startswith("sm_9"):
+        if not cfg.protocol.lowered or (cfg.protocol.needs_sm100 and target not in TCGEN05_TARGETS):
+            if target.startswith("sm_9"):
                 raise CompilationError(
                     f"resource '{resource.name}': {cfg.pipeline_type.value} pipelines need tcgen05/CLC hardware "
-                    f"(sm_100a); on {km.target.name} use AsyncAsync or TmaAsync")
+                    f"(sm_100a); on {target} use AsyncAsync or TmaAsync")
             raise CompilationError(
                 f"resource '{resource.name}': the {cfg.pipeline_type.value} pipeline (tcgen05/CLC) has no "
-                f"{km.target.name} lowering in this tsjit build yet; the program verifies on the host "
-                f"(TaskManager), and AsyncAsync / TmaAsync pipelines compile for {km.target.name}")
+                f"{target} lowering in this tsjit build yet; the program verifies on the host "
+                f"(TaskManager), and AsyncAsync / TmaAsync pipelines compile for {target}")
         group = group_of(resource)
         if group is not None:
             if base is None or not allocator.has_barriers(resource):
@@ -141,7 +142,7 @@ def allocate(manager) -> dict:
             if base is not None and allocator.has_barriers(resource):
                 offset = base + allocator.barrier_offset(resource)
             else:
-                offset = km.reserve_shared(cfg.barrier_bytes, 8)
+                offset = ctx.reserve_shared(cfg.barrier_bytes, 8)
             storages[resource] = PipelineStorage(resource, offset)
         clusters.add(tuple(cfg.cta_layout_vmnk) if cfg.cta_layout_vmnk else None)
     layouts = {c for c in clusters if c is not None}
@@ -151,13 +152,11 @@ def allocate(manager) -> dict:
         v, m, n, k = (tuple(next(iter(layouts))) + (1, 1, 1, 1))[:4]
         cluster = (v * m, n, k)
         if cluster != (1, 1, 1):
-            km.launch_requirements = km.launch_requirements.merged(cluster=cluster)
-            for axis, extent in zip("xyz", cluster):
-                km.annotate(f"cluster_dim_{axis}", extent)
+            ctx.require_launch(cluster=cluster)
     return storages
 
 
-def initialize(storages: dict, clustered: bool = False) -> None:
+def initialize(ctx, storages: dict, clustered: bool = False) -> None:
     """One elected thread of warp 0 initializes every barrier; fence; CTA (or cluster) barrier."""
     if not storages:
         return
@@ -174,7 +173,7 @@ def initialize(storages: dict, clustered: bool = False) -> None:
             for s in range(stages):
                 sync.mbarrier_init(shared_pointer(offset, dt.Int64, 8).offset(s), count)
         sync.fence_mbarrier_init()
-    _guarded(compare("==", B.thread_idx().x, 0), init_all, "pipeline.init", "pipeline.ready")
+    ctx.if_then(compare("==", B.thread_idx().x, 0), init_all, "pipeline.init", "pipeline.ready")
     if clustered:
         sync.cluster_sync()
     else:
@@ -183,12 +182,14 @@ def initialize(storages: dict, clustered: bool = False) -> None:
 
 class Cursors:
     """The cursor keys of one (task, resource, side) in the task's scope (a Merge member's release
-    cursor is its group's: :func:`tsjit.ts.group_protocol.cursor_owner`)."""
+    cursor is its group's: :func:`tsjit.ts.group_protocol.cursor_owner`).  ``numbers`` numbers the
+    cursor owners (resources, groups) in a fixed order: the keys must not depend on addresses."""
 
-    def __init__(self, resource, side: str):
-        base = f"pipe:{resource.name}@{id(resource):x}:{side}"
-        closer = cursor_owner(resource, side == "producer", Cursor.Close)
-        shared = f"pipe:{closer.name}@{id(closer):x}:{side}"
+    def __init__(self, resource, side: str, numbers: dict):
+        def key(owner):
+            return f"pipe:{owner.name}#{numbers.setdefault(id(owner), len(numbers))}:{side}"
+        base = key(resource)
+        shared = key(cursor_owner(resource, side == "producer", Cursor.Close))
         self.open_index, self.open_phase = base + ":open.i", base + ":open.p"
         self.close_index, self.close_phase = shared + ":close.i", shared + ":close.p"
         self.stage = base + ":stage"
@@ -219,9 +220,10 @@ def init_cursors(task, storages: dict, scope: dict) -> dict:
         if step.resource in storages:
             side = "producer" if step.stage.name.startswith("Producer") else "consumer"
             used[(step.resource, side)] = None
+    numbers = {id(resource): n for n, resource in enumerate(storages)}
     for (resource, side) in used:
         cfg = storages[resource].config
-        cur = Cursors(resource, side)
+        cur = Cursors(resource, side, numbers)
         strides = cfg.interleave_strides
         open_stride = strides[0] if side == "producer" else strides[2]
         lane = _lane(task, open_stride)
@@ -241,26 +243,13 @@ def _advance(scope, idx_key, ph_key, stride: int, stages: int) -> None:
     scope[ph_key] = scope[ph_key] ^ cast_to(wrapped, dt.Int32)
 
 
-def _guarded(condition, body, label: str, done_label: str) -> None:
-    """Emit ``body()`` so that it runs only where ``condition`` (a Boolean Value) holds: the one
-    place this module builds control flow (blocks ``label`` and ``done_label``)."""
-    km = emit.current()
-    b = km.builder
-    then, done = km.function.append_basic_block(label), km.function.append_basic_block(done_label)
-    b.cbranch(condition.ir, then, done)
-    b.position_at_end(then)
-    body()
-    b.branch(done)
-    b.position_at_end(done)
-
-
-def _blocking_wait(bar, phase, scope, probe_key) -> None:
+def _blocking_wait(ctx, bar, phase, scope, probe_key) -> None:
     """Parity-wait ``bar``, skipped when the side's preceding probe (``scope[probe_key]``) succeeded."""
     probe = scope.pop(probe_key, None) if probe_key is not None else None
     if probe is None:
         sync.mbarrier_wait(bar, phase)
         return
-    _guarded(compare("==", probe, 0), lambda: sync.mbarrier_wait(bar, phase), "pipe.wait", "pipe.waited")
+    ctx.if_then(compare("==", probe, 0), lambda: sync.mbarrier_wait(bar, phase), "pipe.wait", "pipe.waited")
 
 
 def _async_load_arrive(bar) -> None:
@@ -278,19 +267,21 @@ def _arrive_everywhere(bar, cluster: int) -> None:
         sync.mbarrier_arrive_cluster(bar, (rank + peer) % cluster)
 
 
-def _elected_expect_tx(bar, nbytes: int) -> None:
-    _guarded(sync.elect_one(), lambda: sync.mbarrier_arrive_expect_tx(bar, nbytes), "tma.arm", "tma.armed")
+def _elected_expect_tx(ctx, bar, nbytes: int, arm=sync.mbarrier_arrive_expect_tx) -> None:
+    """One elected lane of the warp arms ``bar`` (``arm(bar, nbytes)``: the local or the cluster-wide arm)."""
+    ctx.if_then(sync.elect_one(), lambda: arm(bar, nbytes), "tma.arm", "tma.armed")
 
 
-def _first_warp_expect_tx(bar, nbytes: int, task) -> None:
-    _guarded(compare("==", B.warp_idx(), task.warp_start), lambda: _elected_expect_tx(bar, nbytes),
+def _first_warp_expect_tx(ctx, bar, nbytes: int, task, arm=sync.mbarrier_arrive_expect_tx) -> None:
+    ctx.if_then(compare("==", B.warp_idx(), task.warp_start), lambda: _elected_expect_tx(ctx, bar, nbytes, arm),
              "tma.leader", "tma.leader.done")
 
 
 class _Emission:
     """What the action emitters of one operation need: the ring, the cursors, the task."""
 
-    def __init__(self, step, task, storage: PipelineStorage, cursors: Cursors, scope: dict):
+    def __init__(self, ctx, step, task, storage: PipelineStorage, cursors: Cursors, scope: dict):
+        self.ctx = ctx
         self.step, self.task, self.storage, self.cursors, self.scope = step, task, storage, cursors, scope
         self.side = "producer" if step is None or step.stage.is_producer else "consumer"
 
@@ -308,15 +299,36 @@ class _Emission:
         return protocol.warps_per_stage(self.task.num_warps, stride)
 
 
+def _leader_cta():
+    """``cluster rank == 0``: the CTA a ``CtaLeader`` side's gated actions run on (Boolean Value)."""
+    return compare("==", B.cluster_ctarank(), 0)
+
+
+def _gated(em: _Emission, action, emit) -> None:
+    """``emit()`` on every CTA, or (``Gate.Leader``) only on the cluster's leader CTA."""
+    if action.gate is Gate.Leader:
+        em.ctx.if_then(_leader_cta(), emit, "cta.leader", "cta.leader.done")
+    else:
+        emit()
+
+
 def _emit_probe(action: Probe, em: _Emission) -> None:
-    em.scope[em.cursors.probe] = cast_to(sync.mbarrier_try_wait(em.barrier(action), em.phase(action)), dt.Int32)
+    def probe(scope):
+        scope[em.cursors.probe] = cast_to(sync.mbarrier_try_wait(em.barrier(action), em.phase(action)), dt.Int32)
+    if action.gate is Gate.Leader:
+        # the other CTAs skip the gated wait that follows: their probe reads as succeeded
+        em.scope[em.cursors.probe] = constant(1, dt.Int32)
+        em.ctx.guard(_leader_cta(), em.scope, probe, label="cta.leader.probe")
+    else:
+        probe(em.scope)
 
 
 def _emit_wait(action: WaitParity, em: _Emission) -> None:
+    bar, phase = em.barrier(action), em.phase(action)
     if action.after_probe:
-        _blocking_wait(em.barrier(action), em.phase(action), em.scope, em.cursors.probe)
+        _gated(em, action, lambda: _blocking_wait(em.ctx, bar, phase, em.scope, em.cursors.probe))
     else:
-        sync.mbarrier_wait(em.barrier(action), em.phase(action))
+        _gated(em, action, lambda: sync.mbarrier_wait(bar, phase))
 
 
 def _emit_arm_tx(action: ArmTx, em: _Emission) -> None:
@@ -327,15 +339,28 @@ def _emit_arm_tx(action: ArmTx, em: _Emission) -> None:
             raise CompilationError(f"resource '{em.storage.resource.name}': CLC scheduling across a cluster of "
                                    f"{em.storage.cluster} CTAs is not lowered yet; use one CTA per cluster")
         if em.task.num_warps > 1:
-            _first_warp_expect_tx(bar, action.nbytes, em.task)
+            _first_warp_expect_tx(em.ctx, bar, action.nbytes, em.task)
         else:
-            _elected_expect_tx(bar, action.nbytes)
-    elif action.who is Who.ElectedInFirstWarp and em.task.num_warps > 1:
+            _elected_expect_tx(em.ctx, bar, action.nbytes)
+        return
+    if action.ctas is Ctas.AllInCluster:
+        cluster = em.storage.cluster
+
+        def arm(bar_, nbytes):
+            rank = B.cluster_ctarank()
+            for peer in range(cluster):
+                sync.mbarrier_arrive_expect_tx_cluster(bar_, (rank + peer) % cluster, nbytes)
+    elif action.ctas is Ctas.Local:
+        arm = sync.mbarrier_arrive_expect_tx
+    else:
+        raise CompilationError(f"resource '{em.storage.resource.name}': arming expect_tx on {action.ctas.value} is "
+                               f"not lowered for {em.ctx.target_name}")
+    if action.who is Who.ElectedInFirstWarp and em.task.num_warps > 1:
         # TaskWarpLeader: every warp waited on empty; only the task's first warp arms the full
         # barrier, with the bytes all of the task's warps' copies deliver (num_bytes).
-        _first_warp_expect_tx(bar, action.nbytes, em.task)
+        _gated(em, action, lambda: _first_warp_expect_tx(em.ctx, bar, action.nbytes, em.task, arm))
     elif action.who in (Who.ElectedPerWarp, Who.ElectedInFirstWarp):
-        _elected_expect_tx(bar, action.nbytes)
+        _gated(em, action, lambda: _elected_expect_tx(em.ctx, bar, action.nbytes, arm))
     else:
         raise CompilationError(f"resource '{em.storage.resource.name}': arming expect_tx by {action.who.value} "
                                f"is not lowered for this target")
@@ -352,25 +377,62 @@ def _emit_arrive(action: Arrive, em: _Emission) -> None:
             raise CompilationError(
                 f"resource '{name}': an AsyncLoad producer arrives from every thread (its own "
                 f"cp.async copies); set producer_group size to {warps * 32}, got {group}")
-        _async_load_arrive(bar)
+        if action.ctas is not Ctas.Local:
+            raise CompilationError(
+                f"resource '{name}': an AsyncLoad producer's arrivals (cp.async.mbarrier.arrive.noinc) land on its "
+                f"own CTA's barrier only, but with SignalingThreads.CtaLeader in a cluster they would have to reach "
+                f"{action.ctas.value}; use producer_op=PipelineOp.AsyncThread, or drop CtaLeader")
+        _gated(em, action, lambda: _async_load_arrive(bar))
         return
     if action.ctas is Ctas.ClusterLeader and em.storage.cluster == 1:
         action = protocol.Arrive(action.barrier, action.cursor, action.who)     # CTA 0 is this CTA
-    if action.ctas not in (Ctas.Local, Ctas.AllInCluster):
-        raise CompilationError(f"resource '{name}': {em.side} arrivals on {action.ctas.value} are not lowered yet "
-                               f"(issue 12 §2); drop mcast_mode_mn, or use a non-multicast cluster layout")
+    if action.ctas is Ctas.MulticastPeers:
+        _multicast_release(em, bar, group, warps)
+        return
+    if action.ctas not in (Ctas.Local, Ctas.AllInCluster, Ctas.ClusterLeader):
+        raise CompilationError(f"resource '{name}': {em.side} arrivals on {action.ctas.value} are not lowered "
+                               f"for {em.ctx.target_name}")
     shared_by_tasks = cfg.protocol.producer is protocol.SideKind.Clc   # every task's threads release (P1)
     if not shared_by_tasks and not protocol.thread_arrival_who(group, warps)[1]:
         raise CompilationError(
             f"resource '{name}': the {em.side} group has {group} arrivals but task '{em.task.name}' signals "
             f"each stage from {warps} warp(s) ({warps * 32} threads); set the CooperativeGroup size to "
             f"{warps * 32} (every thread arrives) or {warps} (one lane per warp)")
-    cluster = em.storage.cluster if action.ctas is Ctas.AllInCluster else 1
+    if action.ctas is Ctas.ClusterLeader:
+        def signal():
+            sync.mbarrier_arrive_cluster(bar, 0)
+    else:
+        cluster = em.storage.cluster if action.ctas is Ctas.AllInCluster else 1
+
+        def signal():
+            _arrive_everywhere(bar, cluster)
     if action.who is Who.AllThreads:
-        _arrive_everywhere(bar, cluster)
+        _gated(em, action, signal)
         return
+
+    def lane0():
+        B.syncwarp()
+        em.ctx.if_then(compare("==", B.lane_idx(), 0), signal, "arrive.lane0", "arrive.done")
+    _gated(em, action, lane0)
+
+
+def _multicast_release(em: _Emission, bar, group: int, warps: int) -> None:
+    """A TmaAsync release under TMA multicast: in each consumer warp, lane ``j`` (< the lanes of
+    :func:`tsjit.ts.protocol.multicast_peers`) arrives on the empty barrier of the ``j``-th CTA whose
+    copies fill this CTA's stage (``mapa`` + ``mbarrier.arrive.release.cluster``)."""
+    cfg = em.storage.config
+    lanes = len(protocol.multicast_peers(cfg, 0))
+    if group != warps * lanes:
+        raise CompilationError(
+            f"resource '{em.storage.resource.name}': under TMA multicast {cfg.mcast_mode_mn} each consumer warp "
+            f"arrives from {lanes} lanes (one per CTA filling its stage), so the consumer group of task "
+            f"'{em.task.name}' ({warps} warp(s)) must have {warps * lanes} arrivals, got {group}")
     B.syncwarp()
-    _guarded(compare("==", B.lane_idx(), 0), lambda: _arrive_everywhere(bar, cluster), "arrive.lane0", "arrive.done")
+    lane = cast_to(B.lane_idx(), dt.Int32)
+    rank = cast_to(B.cluster_ctarank(), dt.Int32)
+    em.ctx.if_then(compare("<", lane, lanes),
+                   lambda: sync.mbarrier_arrive_cluster(bar, protocol.multicast_peer_rank(cfg, lane, rank, select)),
+                   "arrive.peers", "arrive.peers.done")
 
 
 def _emit_commit_umma(action: CommitUmma, em: _Emission) -> None:
@@ -387,13 +449,13 @@ def _emit_commit_umma(action: CommitUmma, em: _Emission) -> None:
     mask = (1 << cluster) - 1 if action.ctas is Ctas.AllInCluster and cluster > 1 else None
 
     def commit():
-        _guarded(sync.elect_one(), lambda: tcgen05.commit(bar, multicast_mask=mask), "umma.commit",
-                 "umma.committed")
+        em.ctx.if_then(sync.elect_one(), lambda: tcgen05.commit(bar, multicast_mask=mask), "umma.commit",
+                       "umma.committed")
 
     if em.task.num_warps == 1:
         commit()
     else:
-        _guarded(compare("==", B.warp_idx(), em.task.warp_start), commit, "umma.warp", "umma.warp.done")
+        em.ctx.if_then(compare("==", B.warp_idx(), em.task.warp_start), commit, "umma.warp", "umma.warp.done")
 
 
 def _emit_set_stage(action: SetStage, em: _Emission) -> None:
@@ -412,12 +474,12 @@ _EMITTERS = {Probe: _emit_probe, WaitParity: _emit_wait, ArmTx: _emit_arm_tx, Ar
              CommitUmma: _emit_commit_umma, SetStage: _emit_set_stage, Advance: _emit_advance}
 
 
-def emit_operation(step, task, storage: PipelineStorage, cursors: Cursors, scope: dict) -> None:
+def emit_operation(ctx, step, task, storage: PipelineStorage, cursors: Cursors, scope: dict) -> None:
     """Emit pipeline operation ``step`` (acquire, try_acquire, commit, wait, try_wait, release): one code
     fragment per action of the protocol table (:func:`tsjit.ts.protocol.actions`)."""
     if step.stage not in protocol.OPERATIONS:
         raise CompilationError(f"internal: {step.stage} is not a pipeline operation")
-    em = _Emission(step, task, storage, cursors, scope)
+    em = _Emission(ctx, step, task, storage, cursors, scope)
     cfg = storage.config
     stride = cfg.interleave_strides[1 if step.stage.is_producer else 3]
     for action in member_actions(step, protocol.actions(cfg, step.stage, em.signal_warps(stride))):
@@ -466,13 +528,13 @@ def stages_in_flight(storage: PipelineStorage, cursors: Cursors, scope: dict):
     return ((opened - closed + 2 * stages) % (2 * stages)) // storage.config.producer_acquire_interleave_stride
 
 
-def producer_tail(task, storages: dict, cursors_by_key: dict, scope: dict) -> None:
+def producer_tail(ctx, task, storages: dict, cursors_by_key: dict, scope: dict) -> None:
     """Drain: wait on the empty barrier of each stage still in flight (:func:`tsjit.ts.protocol.tail_actions`)."""
     for (resource, side), cursors in cursors_by_key.items():
         if side != "producer" or not any(s.stage is ScheduleStage.ProducerAcquire and s.resource is resource
                                          for s in task.schedule.steps):
             continue
-        em = _Emission(None, task, storages[resource], cursors, scope)
+        em = _Emission(ctx, None, task, storages[resource], cursors, scope)
         for action in protocol.tail_actions(storages[resource].config):
             if not isinstance(action, WaitParity):
                 _EMITTERS[type(action)](action, em)

@@ -1,9 +1,10 @@
 """Lowering a verified :class:`~tsjit.ts.task_manager.TaskManager` into kernel code.
 
-``run(manager)`` is called from inside a ``@tsjit.kernel`` (``manager.run()``) and emits,
-into the kernel being compiled:
+``setup(manager)`` and ``run(manager, lowered)`` are called from inside a ``@tsjit.kernel``
+(``manager.setup_resources_and_tasks()``, ``manager.run()``); ``run`` emits, into the kernel:
 
-* one warp-range branch per task: ``if warp_start <= warp_idx < warp_end`` (warp-uniform);
+* one warp-range branch per task: ``if warp_start <= warp_idx < warp_end`` (warp-uniform; with
+  ``run_only_on_cta_id=k`` also ``and cluster_ctarank == k``);
 * the task's schedule, straight-line: Head steps, the domain loop as a real loop (start,
   end and step may be run-time values; ``Task.get_domain`` gives a per-tile end), Tail
   steps; FirstIter / LastIter / Every / WhenTrue / WhenFalse blocks as real guards;
@@ -18,18 +19,23 @@ into the kernel being compiled:
 Pipeline operations (acquire/commit/wait/release) are lowered by :mod:`.lower_pipeline`
 (cursors are more SSA values of the task's scope); ``Task.num_registers`` becomes a
 ``setmaxnreg`` at the top of the task's branch.
+
+All code is built through :class:`tsjit.frontend.structured.Structured` (``if_then``, ``guard``,
+``arms``, the counted and while loops the frontend's own ``for`` / ``while`` use, ``inline_work``,
+``require_launch``); the loop guards are read by :meth:`tsjit.ts.schedule.Guard.holds_on`, as in
+the simulations.  ``setup`` returns a :class:`LoweringResult` that ``run`` takes back.
 """
 from __future__ import annotations
 
 
-from tsjit.backend import emit
+from dataclasses import dataclass
+
 from tsjit.errors import CompilationError, VerificationError, warn
-from tsjit.frontend import ssa
-from tsjit.frontend.frame import current_generator
+from tsjit.frontend import structured
 from tsjit.lang import bounded_wait
 from tsjit.lang import builtins as B
 from tsjit.lang import dtypes as dt
-from tsjit.lang.values import Value, as_value, cast_to, compare, constant
+from tsjit.lang.values import Value, as_value, cast_to, compare, constant, logical_not
 from tsjit.lang import sync
 from tsjit.lang.memory import shared_pointer
 from tsjit.ts import lower_debug, lower_pipeline
@@ -37,48 +43,95 @@ from tsjit.ts import lower_tmem as tmem
 from tsjit.ts.diagnostics import VerificationWarning
 from tsjit.ts.enums import BlockCondition, ScheduleStage
 from tsjit.ts.resources import ResourceContext, StageInfo
-from tsjit.ts.schedule import DomainLoop, GuardBlock, Step, WorkTileLoop
+from tsjit.ts.schedule import DomainLoop, GuardBlock, Step, Trip, WorkTileLoop
 
 _WORK_STAGES = {ScheduleStage.ConsumerWork, ScheduleStage.ProducerWork, ScheduleStage.ConsumerAuxWork,
                 ScheduleStage.ProducerAuxWork}
 
 
-def setup(manager) -> None:
+@dataclass(frozen=True)
+class LoweringResult:
+    """What ``setup_resources_and_tasks()`` placed, for ``run()``: ``storages`` maps each pipelined
+    resource to its :class:`~tsjit.ts.lower_pipeline.PipelineStorage`; ``smem_base`` is the byte
+    offset of the SMEM allocator's region in the dynamic shared-memory block (None without one);
+    ``tmem`` / ``tmem_base`` the TMEM allocation (:mod:`tsjit.ts.lower_tmem`) and its base address
+    (None without one)."""
+
+    storages: dict
+    smem_base: int | None
+    tmem: object = None
+    tmem_base: object = None
+
+    @property
+    def clustered(self) -> bool:
+        """Some ring spans more than one CTA (the kernel ends with a cluster barrier)."""
+        return any(st.cluster > 1 for st in self.storages.values())
+
+
+def setup(manager) -> LoweringResult:
     """Place every pipelined resource's mbarriers in the dynamic shared-memory block and initialize
     them (one elected thread, ``fence.mbarrier_init``, CTA barrier).  Every thread of the CTA must
-    call ``setup_resources_and_tasks()``."""
-    if current_generator() is None or not emit.active():
-        raise CompilationError("TaskManager.setup_resources_and_tasks() must be called inside a @tsjit.kernel")
-    storages = lower_pipeline.allocate(manager)
+    call ``setup_resources_and_tasks()``; warp 0 allocates the TMEM the resources declare (sm_100a).
+    Returns the :class:`LoweringResult` ``run`` needs.
+
+    Raises:
+        CompilationError: called outside a ``@tsjit.kernel``; a pipeline this target cannot lower.
+        VerificationError: the kernel's shared memory exceeds the capacity (M1).
+    """
+    ctx = structured.context("TaskManager.setup_resources_and_tasks()")
+    base = lower_pipeline.place_allocator(ctx, manager)
+    storages = lower_pipeline.allocate(ctx, manager, base)
     tmem_allocation = tmem.allocate(manager)       # warp 0: tcgen05.alloc (sm_100a), before the barrier below
-    _check_shared_memory(manager, gen_km=emit.current())
-    lower_pipeline.initialize(storages, clustered=any(st.cluster > 1 for st in storages.values()))
+    _check_shared_memory(manager, ctx.smem_bytes)
+    clustered = any(st.cluster > 1 for st in storages.values())
+    lower_pipeline.initialize(ctx, storages, clustered=clustered)
     if tmem_allocation is not None and not storages:
         B.syncthreads()
-    manager.lowering_state = {"storages": storages, "tmem": tmem_allocation,
-                              "tmem_base": tmem.read_base(tmem_allocation) if tmem_allocation else None}
-    return None
+    return LoweringResult(storages, base, tmem_allocation,
+                          tmem.read_base(tmem_allocation) if tmem_allocation else None)
+
+
+class _LoopTrip(Trip):
+    """The current trip of the domain loop being lowered, as run-time Values computed on demand
+    (:meth:`~tsjit.ts.schedule.Guard.holds_on` reads the ones its guard needs)."""
+
+    def __init__(self, offset, start, end, step):
+        self._offset, self._start, self._end, self._step = offset, start, end, step
+
+    @property
+    def index(self):
+        return (self._offset - self._start) // self._step
+
+    @property
+    def first(self):
+        return compare("==", self._offset, self._start)
+
+    @property
+    def last(self):
+        step = self._step
+        return compare(">=", self._offset + step, self._end) if not isinstance(step, int) or step > 0 \
+            else compare("<=", self._offset + step, self._end)
 
 
 class _TaskLowering:
     """Emits one task's schedule.  ``scope`` maps slot keys to the current SSA value of each variable."""
 
-    def __init__(self, manager, task, gen):
+    def __init__(self, manager, task, ctx: structured.Structured, lowered: LoweringResult):
         self.manager = manager
         self.task = task
-        self.gen = gen
-        self.km = gen.km
-        self.slots = {}
+        self.ctx = ctx
+        self.slots = {}   # id(variable) -> its number in this task: scope keys must not depend on addresses
         self.task_cache = task.make_task_cache() if hasattr(task, "make_task_cache") else None
         self.loop = None  # (iv Value, start, end, step) inside the domain loop
-        self.storages = getattr(manager, "lowering_state", {}).get("storages", {})
+        self.storages = lowered.storages
         self.cursors = {}
         self.queue = getattr(task, "work_queue", None)
-        self.context = _resource_context(manager)
+        self.context = _resource_context(manager, lowered)
 
     # -- variables ------------------------------------------------------------------------
     def key(self, variable) -> str:
-        return f"{variable.name}@{id(variable):x}" if getattr(variable, "name", None) else f"var@{id(variable):x}"
+        number = self.slots.setdefault(id(variable), len(self.slots))
+        return f"{getattr(variable, 'name', None) or 'var'}#{number}"
 
     def init_variables(self, scope: dict) -> None:
         for variable in self.task.local_variables:
@@ -88,7 +141,7 @@ class _TaskLowering:
     # -- nodes --------------------------------------------------------------------------
     def emit_nodes(self, nodes, scope: dict, offset) -> None:
         for node in nodes:
-            if self.gen.dead:
+            if not self.ctx.reachable:
                 return
             if isinstance(node, Step):
                 self.emit_step(node, scope, offset)
@@ -126,7 +179,7 @@ class _TaskLowering:
         if loop.end_provider is not None:
             tile = self.work_tile(scope)
             coords = tuple(tile.coords) if tile is not None else tuple(B.block_idx())
-            end = self.gen.inline(loop.end_provider, [self.task, coords], {}, None)
+            end = self.ctx.inline_work(loop.end_provider, [self.task, coords])
         return loop.start, end, loop.step
 
     def wait_context(self, step, side: str, stage) -> dict:
@@ -161,20 +214,18 @@ class _TaskLowering:
                     step.location)
             side = "producer" if step.stage.name.startswith("Producer") else "consumer"
             cursors = self.cursors[(step.resource, side)]
-            lower_debug.annotate_step(self.task, step, lower_debug.step_stage(step, cursors, scope), self.loop)
+            stage = lower_debug.step_stage(step, cursors, scope)
+            lower_debug.annotate_step(self.ctx, self.task, step, stage, self.loop)
             described = self.wait_context(step, side, scope[cursors.open_index]) if bounded_wait.enabled() else {}
             with bounded_wait.wait_context(**described):
-                lower_pipeline.emit_operation(step, self.task, storage, cursors, scope)
+                lower_pipeline.emit_operation(self.ctx, step, self.task, storage, cursors, scope)
             return
         kwargs = dict(step.constexpr_kwargs)
         for param, token in step.inputs.items():
             kwargs[param] = scope[self.key(token.variable)]
         info = self.stage_info(step, offset, scope)
-        lower_debug.annotate_step(self.task, step, info.stage_idx, self.loop)
-        try:
-            result = self.gen.inline(step.function, [step.resource, info], kwargs, None)
-        except CompilationError as exc:
-            raise exc.with_caller(step.location) if step.location is not None else exc
+        lower_debug.annotate_step(self.ctx, self.task, step, info.stage_idx, self.loop)
+        result = self.ctx.inline_work(step.function, [step.resource, info], kwargs, step.location)
         outputs = tuple(step.outputs)
         if not outputs:
             return
@@ -204,67 +255,34 @@ class _TaskLowering:
             if cond:
                 self.emit_nodes(node.body, scope, offset)
             return
-        b = self.km.builder
-        then_block, skip_block = self.gen.new_block("guard.then"), self.gen.new_block("guard.skip")
-        b.cbranch(cond.ir, then_block, skip_block)
-        before = dict(scope)
-        b.position_at_end(then_block)
-        inner = dict(scope)
-        self.emit_nodes(node.body, inner, offset)
-        edges = [ssa.Edge(b.block, inner), ssa.Edge(skip_block, before)]
-        join = self.gen.new_block("guard.end")
-        scope.update(ssa.merge_scopes(b, edges, join))
+        self.ctx.guard(cond, scope, lambda inner: self.emit_nodes(node.body, inner, offset))
 
     def guard_condition(self, guard, scope, offset):
         c = guard.condition
         if c is BlockCondition.Skippable:
-            skip = scope[self.key(self.queue.skip_work_tile)]
-            return Value(self.km.builder.not_(cast_to(as_value(skip), dt.Boolean).ir), dt.Boolean) \
-                if isinstance(skip, Value) else not skip
+            return logical_not(scope[self.key(self.queue.skip_work_tile)])
         if c in (BlockCondition.WhenTrue, BlockCondition.WhenFalse):
             value = scope[self.key(guard.variable)]
             truth = compare("!=", value, 0)
-            return truth if c is BlockCondition.WhenTrue else Value(self.km.builder.not_(truth.ir), dt.Boolean)
+            return truth if c is BlockCondition.WhenTrue else logical_not(truth)
+        if not c.is_loop_guard:
+            raise CompilationError(f"task '{self.task.name}': {c.name} blocks are lowered by the persistent layer")
         if self.loop is None:
             raise CompilationError(f"task '{self.task.name}': {c.name} guard outside the domain loop")
         _, start, end, step = self.loop
-        trip = (offset - start) // step
-        if c is BlockCondition.FirstIter:
-            return compare("==", offset, start)
-        if c is BlockCondition.LastIter:
-            return compare(">=", offset + step, end) if not isinstance(step, int) or step > 0 \
-                else compare("<=", offset + step, end)
-        if c is BlockCondition.Every:
-            first = guard.start or 0
-            return (trip >= first) & (((trip - first) % guard.period) == 0)
-        raise CompilationError(f"task '{self.task.name}': {c.name} blocks are lowered by the persistent layer")
+        return guard.holds_on(_LoopTrip(offset, start, end, step))
 
     def emit_work_tile_loop(self, node: WorkTileLoop, scope: dict) -> None:
         """``while work_tile.is_valid``: the persistent loop; ``skip_if`` is evaluated once per tile."""
         queue = node.queue
         tile_key = self.key(queue.work_tile)
-        b = self.km.builder
-        preheader = b.block
-        header = self.gen.new_block("worktile.header")
-        b.branch(header)
-        b.position_at_end(header)
-        records = ssa.loop_header_phis(b, scope, set(scope), preheader)
-        valid = scope[tile_key].is_valid
-        header_scope = dict(scope)
-        body, exit_block = self.gen.new_block("worktile.body"), self.gen.new_block("worktile.exit")
-        b.cbranch(cast_to(as_value(valid), dt.Boolean).ir if isinstance(valid, Value) else
-                  as_value(bool(valid)).ir, body, exit_block)
-        b.position_at_end(body)
-        inner = dict(scope)
-        if node.skip_if is not None:
-            skip = node.skip_if(queue, inner[tile_key])
-            inner[self.key(queue.skip_work_tile)] = _typed(skip, queue.skip_work_tile)
-        _emit_sections(self, node.body, inner, self.head_offset)    # Head / Loop / Tail of each tile
-        ssa.complete_loop_phis(b, records, inner, b.block)
-        b.branch(header)
-        b.position_at_end(exit_block)
-        scope.clear()
-        scope.update(header_scope)
+
+        def body(inner):
+            if node.skip_if is not None:
+                skip = node.skip_if(queue, inner[tile_key])
+                inner[self.key(queue.skip_work_tile)] = _typed(skip, queue.skip_work_tile)
+            _emit_sections(self, node.body, inner, self.head_offset)    # Head / Loop / Tail of each tile
+        self.ctx.while_loop(lambda s: s[tile_key].is_valid, scope, body, label="worktile")
 
     def emit_domain_loop(self, loop: DomainLoop, scope: dict) -> None:
         start, step = loop.start, loop.step
@@ -272,57 +290,27 @@ class _TaskLowering:
         if loop.end_provider is not None:
             tile = self.work_tile(scope)
             coords = tuple(tile.coords) if tile is not None else tuple(B.block_idx())
-            end = self.gen.inline(loop.end_provider, [self.task, coords], {}, None)
-        index_dtype = dt.Int32
-        for v in (start, end, step):
-            if isinstance(v, Value) and v.dtype.bits == 64:
-                index_dtype = dt.Int64
-        start_v, end_v, step_v = (cast_to(as_value(v, index_dtype), index_dtype) for v in (start, end, step))
-        b = self.km.builder
-        preheader = b.block
-        header = self.gen.new_block("domain.header")
-        b.branch(header)
-        b.position_at_end(header)
-        records = ssa.loop_header_phis(b, scope, set(scope), preheader)
-        iv_phi = b.phi(start_v.ir.type, name="loop_offset")
-        iv_phi.add_incoming(start_v.ir, preheader)
-        iv = Value(iv_phi, index_dtype)
-        if isinstance(step, int):
-            cond = compare("<" if step > 0 else ">", iv, end_v)
-        else:
-            cond = Value(b.select(compare(">", step_v, 0).ir, compare("<", iv, end_v).ir,
-                                  compare(">", iv, end_v).ir), dt.Boolean)
-        header_scope = dict(scope)
-        body, exit_block = self.gen.new_block("domain.body"), self.gen.new_block("domain.exit")
-        br = b.cbranch(cond.ir, body, exit_block)
-        b.position_at_end(body)
+            end = self.ctx.inline_work(loop.end_provider, [self.task, coords])
+        _, start_v, end_v, step_v = structured.loop_bounds(start, end, step, "a domain loop")
+        step_arg = step if isinstance(step, int) else step_v
         outer = self.loop
-        self.loop = (iv, start_v, end_v, step if isinstance(step, int) else step_v)
-        inner = dict(scope)
-        self.emit_nodes(loop.body, inner, iv)
+
+        def body(iv, inner):
+            self.loop = (iv, start_v, end_v, step_arg)
+            self.emit_nodes(loop.body, inner, iv)
+        self.ctx.counted_loop(start_v, end_v, step_arg, scope, body, label="domain", iv_name="loop_offset",
+                              unroll=loop.unroll)
         self.loop = outer
-        next_iv = b.add(iv_phi, step_v.ir, name="loop_offset.next")
-        ssa.complete_loop_phis(b, records, inner, b.block)
-        iv_phi.add_incoming(next_iv, b.block)
-        back = b.branch(header)
-        if loop.unroll:
-            self.km.loop_unroll_hints.append((back, int(loop.unroll)))
-        b.position_at_end(exit_block)
-        scope.clear()
-        scope.update(header_scope)
         # Tail steps see the last index of the domain.
         self.tail_offset = end_v - 1 if isinstance(step, int) and step == 1 else \
             start_v + ((end_v - start_v - 1) // step_v) * step_v
         self.loop = (self.tail_offset, start_v, end_v, step if isinstance(step, int) else step_v)
-        del br
 
-
-def _check_shared_memory(manager, gen_km) -> None:
+def _check_shared_memory(manager, used: int) -> None:
     """M1 over everything the kernel placed in its dynamic shared-memory block: resource buffers made
     with ``tsjit.shared_array`` and the pipeline barriers (the allocator's own report covers only what
     resources declared through ``get_smem_requirements``)."""
     capacity = manager.smem_capacity_bytes
-    used = gen_km.smem_bytes
     if used > capacity:
         barrier_bytes = sum(getattr(r.pipeline_config, "barrier_bytes", 0) for r in manager.resources
                             if getattr(r, "pipeline_config", None) is not None)
@@ -335,15 +323,13 @@ def _check_shared_memory(manager, gen_km) -> None:
             raise VerificationError(message, check="M1")
 
 
-def _resource_context(manager):
+def _resource_context(manager, lowered: LoweringResult):
     """``StageInfo.context``: the allocator region's base pointer and the TMEM pointer, or None when the
     kernel uses neither."""
-    allocator = getattr(manager, "smem_allocator", None)
-    allocations = getattr(allocator, "allocations", None) or ()
-    base = next((a.block_base for a in allocations if getattr(a, "block_base", None) is not None), None)
+    base = lowered.smem_base
     tmem_base = getattr(getattr(manager, "options", None), "tmem_ptr_i32", None)
     if tmem_base is None:
-        tmem_base = getattr(manager, "lowering_state", {}).get("tmem_base")
+        tmem_base = lowered.tmem_base
     if base is None and tmem_base is None:
         return None
     return ResourceContext(smem_base=shared_pointer(base, dt.Uint8, 1024) if base is not None else None,
@@ -359,33 +345,25 @@ def _typed(value, variable):
     return value
 
 
-def run(manager) -> None:
-    """Emit every task of ``manager`` into the kernel being compiled (see module docstring).
+def run(manager, lowered: LoweringResult) -> None:
+    """Emit every task of ``manager`` into the kernel being compiled (see module docstring);
+    ``lowered`` is what :func:`setup` returned.
 
     Raises:
         CompilationError: called outside a ``@tsjit.kernel``, or a schedule needs a layer this
             build does not lower (pipelines, work-tile loops).
     """
-    gen = current_generator()
-    if gen is None or not emit.active():
-        raise CompilationError("TaskManager.run() must be called inside a @tsjit.kernel function")
-    km = gen.km
-    b = km.builder
+    ctx = structured.context("TaskManager.run()")
     # The CTA is exactly the tasks' warps: the launcher refuses any other block (issue 9 §2).
-    km.launch_requirements = km.launch_requirements.merged(threads=manager.total_warps * 32)
-    if any(task.num_registers for task in manager.tasks):
-        # setmaxnreg needs the register count at kernel entry, which ptxas derives from .maxntid
-        # (without it: "C7508 setmaxnreg ignored").
-        km.annotate("maxntidx", manager.total_warps * 32)
+    # setmaxnreg needs the register count at kernel entry, which ptxas derives from .maxntid
+    # (without it: "C7508 setmaxnreg ignored").
+    ctx.require_launch(threads=manager.total_warps * 32,
+                       threads_at_entry=any(task.num_registers for task in manager.tasks))
     warp = B.warp_idx()
-    join = gen.new_block("tasks.end")
-    for task in manager.tasks:
-        in_range = compare(">=", warp, task.warp_start) & compare("<", warp, task.warp_end)
-        body, next_block = gen.new_block(f"task.{task.name}"), gen.new_block(f"task.{task.name}.skip")
-        b.cbranch(in_range.ir, body, next_block)
-        b.position_at_end(body)
-        lowering = _TaskLowering(manager, task, gen)
-        lower_debug.task_comment(task)
+
+    def emit_task(task):
+        lowering = _TaskLowering(manager, task, ctx, lowered)
+        lower_debug.task_comment(ctx, task)
         kind, registers = manager.register_request(task)
         if kind is not None:
             sync.setmaxnreg(registers, increase=(kind == "inc"))
@@ -397,18 +375,21 @@ def run(manager) -> None:
         head_offset = start if isinstance(start, (int, Value)) else constant(0)
         lowering.head_offset = head_offset
         _emit_sections(lowering, task.schedule.body, scope, head_offset)
-        if not gen.dead:
-            lower_pipeline.producer_tail(task, lowering.storages, lowering.cursors, scope)
-        if not gen.dead:
-            b.branch(join)
-        gen.dead = False
-        b.position_at_end(next_block)
-    b.branch(join)
-    b.position_at_end(join)
-    state = getattr(manager, "lowering_state", {})
-    if any(st.cluster > 1 for st in state.get("storages", {}).values()):
+        if ctx.reachable:
+            lower_pipeline.producer_tail(ctx, task, lowering.storages, lowering.cursors, scope)
+
+    def runs_here(task):
+        """The task's warps, and (``run_only_on_cta_id=k``) only on cluster CTA ``k``."""
+        cond = compare(">=", warp, task.warp_start) & compare("<", warp, task.warp_end)
+        if task.run_only_on_cta_id is not None:
+            cond = cond & compare("==", B.cluster_ctarank(), task.run_only_on_cta_id)
+        return cond
+
+    ctx.arms([(lambda task=task: runs_here(task), f"task.{task.name}", lambda task=task: emit_task(task))
+              for task in manager.tasks], "tasks.end")
+    if lowered.clustered:
         sync.cluster_sync()   # no CTA leaves while a peer may still multicast into or arrive on it
-    tmem.free(state.get("tmem"), state.get("tmem_base"))   # warp 0: tcgen05.dealloc after every task
+    tmem.free(lowered.tmem, lowered.tmem_base)   # warp 0: tcgen05.dealloc after every task
 
 
 def _emit_sections(lowering: _TaskLowering, nodes, scope, head_offset) -> None:

@@ -33,25 +33,42 @@ closing one (commit / release).  Without ``advance_on_acquire`` / ``advance_on_w
 operation advances and the opening cursor follows it (``Advance.open_follows``); with it, each
 advances on its own.  The producer starts at phase 1, the consumer at phase 0.
 
-Hopper status: AsyncAsync and TmaAsync are lowered for sm_90a.  On these rows ``CtaLeader``
-signalling and ``consumer_wait_signaling_threads`` do not change the actions yet (issue 12 §2).
+Which CTAs execute an action (:class:`Gate`): every CTA, or the cluster's leader (rank 0) only.
+
+Hopper status: AsyncAsync and TmaAsync are lowered for sm_90a.  In a cluster of C > 1 CTAs,
+``SignalingThreads.CtaLeader`` makes a side leader-only (:func:`leader_only`; the wait side
+reads ``consumer_wait_signaling_threads`` when set, the split consumer):
+
+* a leader-only consumer waits on the leader only and releases from the leader to every CTA's
+  empty barrier (counted once); every CTA's TMA copies land on the leader's stage and barrier
+  (``multicast_mask`` to rank 0), which only the leader arms, with all C CTAs' bytes; thread
+  producers arrive on the leader's full barrier (``mapa`` + cluster arrive, C x the group);
+* a leader-only producer acquires on the leader only and arms (TMA: remote ``arrive.expect_tx``)
+  or arrives on every CTA's full barrier; every CTA's consumers release to the leader's empty
+  barrier (C x the group);
+* cursors advance on every CTA (a gated action is skipped, not its cursor update).
+
 The Blackwell rows follow the Task Scheduling reference's protocol; the UMMA rows (TmaUmma,
 UmmaAsync, AsyncUmma, UmmaUmma) are lowered for sm_100a / sm_100f (``CommitUmma``: an elected
 thread of the task's first warp issues ``tcgen05.commit``, the thread that issued the MMAs), and
-ClcFetchAsync for one-CTA clusters (the CTA leader is the CTA itself).
+ClcFetchAsync for one-CTA clusters (the CTA leader is the CTA itself).  Gates apply to the Hopper
+rows only.
 """
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
 
+from tsjit.ts.cluster_layout import (cluster_size, mcast_lanes, multicast_peer_rank,  # noqa: F401 (re-exported)
+                                     multicast_peers, pair_size)
 from tsjit.ts.enums import ScheduleStage
 
 __all__ = ["PipelineType", "SignalingThreads", "PipelineOp", "SideKind", "TypeRow", "ROWS", "row",
-           "Who", "BarrierKind", "Cursor", "Ctas", "Probe", "WaitParity", "ArmTx", "Arrive",
+           "Who", "BarrierKind", "Cursor", "Ctas", "Gate", "Probe", "WaitParity", "ArmTx", "Arrive",
            "CommitUmma", "SetStage", "Advance", "Ring", "ring", "actions", "tail_actions",
            "thread_arrival_who", "warps_per_stage", "cluster_size", "pair_size", "Signal",
-           "signals", "stage_copy_bytes", "tx_cta_factor", "OPERATIONS"]
+           "signals", "stage_copy_bytes", "tx_cta_factor", "OPERATIONS", "multicast_peers",
+           "multicast_peer_rank", "landing_factor", "leader_only"]
 
 
 class PipelineType(enum.Enum):
@@ -225,14 +242,22 @@ class Ctas(enum.Enum):
         if self is Ctas.PairLeader:
             return pair_size(config)
         if self is Ctas.MulticastPeers:
-            return _mcast_lanes(config)[0]
+            return mcast_lanes(config)[0]
         return cluster_size(config)
+
+
+class Gate(enum.Enum):
+    """Which CTAs of the cluster execute an action (``SignalingThreads.CtaLeader``: the leader only)."""
+
+    Everywhere = "every CTA"
+    Leader = "the cluster's leader CTA (rank 0) only"
 
 
 @dataclass(frozen=True)
 class Probe:
     barrier: BarrierKind
     cursor: Cursor
+    gate: Gate = Gate.Everywhere
 
 
 @dataclass(frozen=True)
@@ -241,6 +266,7 @@ class WaitParity:
     cursor: Cursor
     who: Who = Who.AllThreads
     after_probe: bool = True         # skipped when the side's preceding probe succeeded
+    gate: Gate = Gate.Everywhere
 
 
 @dataclass(frozen=True)
@@ -250,6 +276,11 @@ class ArmTx:
     nbytes: int
     who: Who
     ctas: Ctas = Ctas.Local
+    gate: Gate = Gate.Everywhere
+
+    def landing(self, config) -> int:
+        """CTAs' arming actions that land on one CTA's barrier (see :func:`landing_factor`)."""
+        return landing_factor(self, config)
 
 
 @dataclass(frozen=True)
@@ -259,6 +290,21 @@ class Arrive:
     who: Who
     ctas: Ctas = Ctas.Local
     on_copy_completion: bool = False  # cp.async.mbarrier.arrive.noinc (AsyncLoad)
+    gate: Gate = Gate.Everywhere
+
+    def landing(self, config) -> int:
+        """CTAs' arrivals that land on one CTA's barrier (see :func:`landing_factor`)."""
+        return landing_factor(self, config)
+
+
+def landing_factor(action, config) -> int:
+    """For an ``Arrive`` / ``ArmTx``: how many CTAs' executions of it land on one CTA's barrier (the
+    barrier the waiting side watches).  Gated to the leader: 1 (only the leader acts, on every CTA's
+    barrier or its own); otherwise :meth:`Ctas.factor` (every CTA acts: C on a cluster-wide or
+    leader-routed arrival, the multicast peers, the pair)."""
+    if action.gate is Gate.Leader:
+        return 1
+    return action.ctas.factor(config)
 
 
 @dataclass(frozen=True)
@@ -289,24 +335,6 @@ OPERATIONS = (ScheduleStage.ProducerTryAcquire, ScheduleStage.ProducerAcquire,
               ScheduleStage.ConsumerWait, ScheduleStage.ConsumerRelease)
 
 
-# -- cluster shape ----------------------------------------------------------------------------------
-def cluster_size(config) -> int:
-    """CTAs per cluster: the product of a tuple ``cta_layout_vmnk`` (1 when None or opaque)."""
-    layout = getattr(config, "cta_layout_vmnk", None)
-    if isinstance(layout, tuple) and all(isinstance(x, int) for x in layout):
-        size = 1
-        for extent in layout:
-            size *= extent
-        return size
-    return 1
-
-
-def pair_size(config) -> int:
-    """V of ``cta_layout_vmnk`` (V, M, N, K): the CTAs of one UMMA pair (1 without a layout)."""
-    layout = getattr(config, "cta_layout_vmnk", None)
-    return layout[0] if isinstance(layout, tuple) and layout and isinstance(layout[0], int) else 1
-
-
 # -- the ring ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Ring:
@@ -330,30 +358,67 @@ class Ring:
 def _thread_release_ctas(config) -> Ctas:
     """Where a thread consumer's release lands (see :func:`actions`): under TMA multicast, the CTAs
     whose copies filled this CTA's stage (CUTLASS: lane j < cluster size of each warp arrives on
-    CTA j, filtered to the multicast row and column)."""
+    CTA j, filtered to the multicast row and column).  On the Hopper rows in a cluster: a
+    ``CtaLeader`` consumer releases from the leader to every CTA (both sides leader-only: its own);
+    consumers release to the leader's barrier when the producer is ``CtaLeader`` (leader-routed)."""
     r = row(config)
     if r.pipeline_type is PipelineType.ClcFetchAsync:
         return Ctas.ClusterLeader
-    if r.pipeline_type is PipelineType.TmaAsync and _mcast_lanes(config)[0] > 1:
-        return Ctas.MulticastPeers
     if r.paired_side == "consumer":
         return Ctas.PairLeader if pair_size(config) > 1 else Ctas.Local
-    return Ctas.AllInCluster if cluster_size(config) > 1 else Ctas.Local
+    if cluster_size(config) == 1:
+        return Ctas.Local
+    producer_leader, consumer_leader = leader_only(config, "producer"), leader_only(config, "release")
+    if consumer_leader:
+        return Ctas.Local if producer_leader else Ctas.AllInCluster
+    if producer_leader:
+        return Ctas.ClusterLeader
+    if r.pipeline_type is PipelineType.TmaAsync and mcast_lanes(config)[0] > 1:
+        return Ctas.MulticastPeers
+    return Ctas.AllInCluster
+
+
+def leader_only(config, side: str) -> bool:
+    """Whether ``side`` (``"producer"``: acquire / commit; ``"wait"``: try_wait / wait, from
+    ``consumer_wait_signaling_threads`` when set; ``"release"``) of a Hopper-row ring runs on the
+    cluster's leader CTA only: ``SignalingThreads.CtaLeader`` in a cluster of more than one CTA.
+    (The Blackwell rows route by their own rules: pairs, the CLC leader.)"""
+    if row(config).needs_sm100 or cluster_size(config) == 1:
+        return False
+    if side == "producer":
+        threads = config.producer_signaling_threads
+    elif side == "wait" and config.consumer_wait_signaling_threads is not None:
+        threads = config.consumer_wait_signaling_threads
+    else:
+        threads = config.consumer_signaling_threads
+    return bool(threads & SignalingThreads.CtaLeader)
+
+
+def _gate(config, side: str) -> Gate:
+    return Gate.Leader if leader_only(config, side) else Gate.Everywhere
 
 
 def ring(config, owner=None) -> Ring:
     """The :class:`Ring` of ``config``.
 
-    On the Hopper rows the consumer group counts one CTA's threads; a release lands on every
-    CTA of the cluster, so the empty barriers expect ``cluster x consumer_group.size``.  Under
-    TMA multicast (a lane per multicast peer) and on the Blackwell rows the groups count their
-    CTAs already (check P1).
+    On the Hopper rows the groups count one CTA's signalling threads (check P1); the barrier
+    counts multiply them by the CTAs whose arrivals land on one barrier (:func:`landing_factor`):
+    a release from every CTA to every CTA (or, for a ``CtaLeader`` producer, to the leader) makes
+    the empty barriers expect ``cluster x consumer_group.size``; a producer commit routed to a
+    ``CtaLeader`` consumer's CTA makes the full barriers expect ``cluster x producer_group.size``;
+    a leader-only side counts its own CTA.  Under TMA multicast (a lane per multicast peer) and on
+    the Blackwell rows the groups count their CTAs already.
     """
-    empty = config.consumer_group.size
+    full, empty = config.producer_group.size, config.consumer_group.size
     r = row(config)
-    if not r.needs_sm100 and _thread_release_ctas(config) is Ctas.AllInCluster:
-        empty *= cluster_size(config)
-    return Ring(owner, config.num_stages, config.producer_group.size, empty, cluster_size(config))
+    if not r.needs_sm100:
+        commit = [a for a in actions(config, ScheduleStage.ProducerCommit) if isinstance(a, Arrive)]
+        if commit and commit[0].ctas is not Ctas.PairLeader:
+            full *= commit[0].landing(config)
+        release = [a for a in actions(config, ScheduleStage.ConsumerRelease) if isinstance(a, Arrive)]
+        if release[0].ctas is not Ctas.MulticastPeers:
+            empty *= release[0].landing(config)
+    return Ring(owner, config.num_stages, full, empty, cluster_size(config))
 
 
 # -- who arrives ------------------------------------------------------------------------------------
@@ -403,16 +468,22 @@ def actions(config, stage: ScheduleStage, warps: int = 1) -> tuple:
     r = row(config)
     s_acq, s_commit, s_wait, s_release = config.interleave_strides
     full, empty, open_, close = BarrierKind.Full, BarrierKind.Empty, Cursor.Open, Cursor.Close
+    producer_gate, wait_gate = _gate(config, "producer"), _gate(config, "wait")
     if stage is S.ProducerTryAcquire:
-        return (Probe(empty, open_),)
+        return (Probe(empty, open_, producer_gate),)
     if stage is S.ConsumerTryWait:
-        return (Probe(full, open_),)
+        return (Probe(full, open_, wait_gate),)
     if stage is S.ProducerAcquire:
         who = Who.CtaLeader if r.producer is SideKind.Clc else Who.AllThreads
-        out = [WaitParity(empty, open_, who)]
+        out = [WaitParity(empty, open_, who, gate=producer_gate)]
         if r.producer_arms_tx:
             ctas = Ctas.AllInCluster if r.producer is SideKind.Clc else Ctas.Local
-            out.append(ArmTx(full, open_, config.num_bytes, _producer_arm_who(config), ctas))
+            arm_gate = producer_gate
+            if producer_gate is Gate.Leader and wait_gate is Gate.Everywhere:
+                ctas = Ctas.AllInCluster     # the leader arms every CTA's full barrier (its multicast copies)
+            elif wait_gate is Gate.Leader:
+                arm_gate = Gate.Leader       # every CTA's copies land on the leader's barrier: it arms them all
+            out.append(ArmTx(full, open_, config.num_bytes, _producer_arm_who(config), ctas, arm_gate))
         out.append(SetStage(open_))
         if config.advance_on_acquire:
             out.append(Advance(open_, s_acq))
@@ -422,18 +493,22 @@ def actions(config, stage: ScheduleStage, warps: int = 1) -> tuple:
         if r.producer is SideKind.Threads:
             ctas = Ctas.PairLeader if r.paired_side == "producer" and pair_size(config) > 1 \
                 else Ctas.Local
+            if producer_gate is Gate.Leader and wait_gate is Gate.Everywhere:
+                ctas = Ctas.AllInCluster     # the leader filled every CTA's stage
+            elif producer_gate is Gate.Everywhere and wait_gate is Gate.Leader:
+                ctas = Ctas.ClusterLeader    # every CTA filled part of the leader's stage
             if config.producer_op is PipelineOp.AsyncLoad:
-                out.append(Arrive(full, close, Who.AllThreads, ctas, on_copy_completion=True))
+                out.append(Arrive(full, close, Who.AllThreads, ctas, on_copy_completion=True, gate=producer_gate))
             else:
                 who, _ = thread_arrival_who(config.producer_group.size, warps)
-                out.append(Arrive(full, close, who, ctas))
+                out.append(Arrive(full, close, who, ctas, gate=producer_gate))
         elif r.producer is SideKind.Umma:
             # the (pair leader's) MMA warp commits once, multicast to the pair: one per barrier
             out.append(CommitUmma(full, close, Ctas.Local))
         out.append(Advance(close, s_commit, open_follows=not config.advance_on_acquire))
         return tuple(out)
     if stage is S.ConsumerWait:
-        out = [WaitParity(full, open_), SetStage(open_)]
+        out = [WaitParity(full, open_, gate=wait_gate), SetStage(open_)]
         if config.advance_on_wait:
             out.append(Advance(open_, s_wait))
         return tuple(out)
@@ -445,17 +520,19 @@ def actions(config, stage: ScheduleStage, warps: int = 1) -> tuple:
             ctas = _thread_release_ctas(config)
             who = Who.LanePerWarp if ctas is Ctas.MulticastPeers else \
                 thread_arrival_who(config.consumer_group.size, warps)[0]
-            signal = Arrive(empty, close, who, ctas)
+            signal = Arrive(empty, close, who, ctas, gate=_gate(config, "release"))
         return (signal, Advance(close, s_release, open_follows=not config.advance_on_wait))
     raise RuntimeError(f"internal error, please report: {stage} is not a pipeline operation")
 
 
 def tail_actions(config) -> tuple:
     """The producer tail after a producing task's schedule: wait on the empty barrier of every
-    stage it may still have in flight (``S / stride`` waits), so no arrival lands after exit."""
+    stage it may still have in flight (``S / stride`` waits), so no arrival lands after exit
+    (on the leader CTA only when the producer is ``CtaLeader``: only its barriers get releases)."""
     cursor = Cursor.Close if config.advance_on_acquire else Cursor.Open
     stride = config.interleave_strides[0]
-    step = (WaitParity(BarrierKind.Empty, cursor, after_probe=False), Advance(cursor, stride))
+    step = (WaitParity(BarrierKind.Empty, cursor, after_probe=False, gate=_gate(config, "producer")),
+            Advance(cursor, stride))
     return step * (config.num_stages // stride)
 
 
@@ -475,17 +552,6 @@ class Signal:
     factor: int
     formula: str
     count: int = 0
-
-
-def _mcast_lanes(config) -> tuple[int, str]:
-    """Lanes per consumer warp of a CUTLASS TmaAsync release: CTAs it reaches under multicast."""
-    layout = config.cta_layout_vmnk
-    mode = tuple(config.mcast_mode_mn) if config.mcast_mode_mn is not None else None
-    if not isinstance(layout, tuple) or cluster_size(config) == 1 or mode is None:
-        return 1, "1 lane (single CTA, no multicast)"
-    _, m, n, _ = layout
-    lanes = {(1, 0): m, (0, 1): n, (1, 1): m + n - 1}[mode]
-    return lanes, f"{lanes} lanes (multicast {mode} over cluster M={m}, N={n})"
 
 
 def signals(config, side: str) -> tuple:
@@ -523,7 +589,10 @@ def signals(config, side: str) -> tuple:
         return (Signal("release", Who.AllThreads, cluster,
                        f"every thread of every CTA: warps x 32 x cluster {cluster}"),)
     if r.pipeline_type is PipelineType.TmaAsync:
-        lanes, lanes_text = _mcast_lanes(config)
+        lanes, lanes_text = mcast_lanes(config)
+        if lanes > 1 and _thread_release_ctas(config) is not Ctas.MulticastPeers:
+            # a CtaLeader side routes the release (leader to all, or all to the leader): no multicast lanes
+            lanes, lanes_text = 1, "1 lane (a CtaLeader side routes the release, no multicast lanes)"
         out = [Signal("release", Who.LanePerWarp, lanes, f"warps x {lanes_text}")]
         if lanes == 1 or leader:
             out.insert(0, Signal("release", Who.AllThreads, 1,
@@ -537,9 +606,13 @@ def signals(config, side: str) -> tuple:
 
 # -- transaction bytes -----------------------------------------------------------------------------
 def tx_cta_factor(config) -> int:
-    """CTAs whose bytes one armed barrier receives (check P2): with a ``CtaLeader``-only consumer
-    the leader's barrier gets V (TmaUmma) or the cluster's (otherwise) CTAs' bytes; else 1."""
-    if not config.consumer_signaling_threads & SignalingThreads.CtaLeader:
+    """CTAs whose bytes one armed barrier receives (check P2): with a ``CtaLeader``-only waiting
+    consumer (``consumer_wait_signaling_threads`` when set) the leader's barrier gets V (TmaUmma) or
+    the cluster's (otherwise) CTAs' bytes; else 1."""
+    wait = config.consumer_wait_signaling_threads
+    if wait is None:
+        wait = config.consumer_signaling_threads
+    if not wait & SignalingThreads.CtaLeader:
         return 1
     return pair_size(config) if row(config).pipeline_type is PipelineType.TmaUmma \
         else cluster_size(config)
@@ -548,10 +621,14 @@ def tx_cta_factor(config) -> int:
 def stage_copy_bytes(config, warps: int) -> tuple[int, int]:
     """``(total bytes, units)`` the asynchronous copies of one stage deliver to one CTA's full
     barrier when ``warps`` producer warps issue them: with ``num_bytes_per_warp_per_cta`` each
-    warp's copy brings that much from every CTA (``units = warps``); otherwise the bytes the
-    arming actions announced, as one unit."""
+    warp's copy brings that much from each CTA whose copies land on the barrier (on the Hopper
+    rows :func:`tx_cta_factor` of them; ``units = warps``); otherwise the bytes the arming actions
+    announced, as one unit."""
     per_warp = config.num_bytes_per_warp_per_cta
     if per_warp is not None:
-        return per_warp * cluster_size(config) * warps, warps
+        # Hopper rows: the CTAs whose copies land on one armed barrier (every CTA's on a leader-only
+        # consumer's, else this CTA's own or the leader's multicast); Blackwell rows: every CTA's
+        ctas = tx_cta_factor(config) if not row(config).needs_sm100 else cluster_size(config)
+        return per_warp * ctas * warps, warps
     arm = _producer_arm_who(config)
     return config.num_bytes * arm.arrivals(warps), 1

@@ -66,7 +66,7 @@ from tsjit.ts.enums import BlockCondition, ScheduleStage, ScheduleStageType, Wor
 from tsjit.ts.resources import MemoryResource, TaskLocalVariable
 from tsjit.ts.work import WorkSpec
 
-__all__ = ["DataFlowToken", "Route", "Guard", "SkipPredicate", "Step", "DomainLoop",
+__all__ = ["DataFlowToken", "Route", "Guard", "Trip", "SkipPredicate", "Step", "DomainLoop",
            "GuardBlock", "WorkTileLoop", "Schedule", "Node", "is_static", "format_value",
            "format_location"]
 
@@ -176,6 +176,20 @@ class SkipPredicate:
         return getattr(self.function, "__qualname__", repr(self.function))
 
 
+class Trip:
+    """One trip of a domain loop as the loop guards read it (:meth:`Guard.holds_on`): ``index``
+    (0, 1, ...), ``first`` and ``last`` (whether it is the first / last trip).  The simulations use
+    :meth:`counted`; the lowering a subclass whose attributes are run-time Values."""
+
+    def __init__(self, index, first, last):
+        self.index, self.first, self.last = index, first, last
+
+    @classmethod
+    def counted(cls, iteration: int, trip_count: int) -> "Trip":
+        """Trip ``iteration`` of a loop of ``trip_count`` trips."""
+        return cls(iteration, iteration == 0, iteration == trip_count - 1)
+
+
 @dataclass(frozen=True, eq=False)
 class Guard:
     """The condition of a guard block.
@@ -200,14 +214,23 @@ class Guard:
         return self.token.variable if self.token is not None else None
 
     def holds(self, iteration: int, trip_count: int) -> bool | None:
-        """Whether a loop guard runs on trip index ``iteration``; None if data-dependent."""
+        """Whether a loop guard runs on trip index ``iteration`` of ``trip_count``; None if
+        data-dependent (:meth:`holds_on` of :meth:`Trip.counted`)."""
+        return self.holds_on(Trip.counted(iteration, trip_count))
+
+    def holds_on(self, trip: "Trip"):
+        """The one reading of FirstIter / LastIter / Every: whether this guard runs on ``trip``.
+
+        The simulations pass Python ints (the result is a bool); the lowering passes run-time
+        Values (the result is a Boolean Value).  None for a data-dependent guard."""
         c = self.condition
         if c is BlockCondition.FirstIter:
-            return iteration == 0
+            return trip.first
         if c is BlockCondition.LastIter:
-            return iteration == trip_count - 1
+            return trip.last
         if c is BlockCondition.Every:
-            return iteration >= self.start and (iteration - self.start) % self.period == 0
+            index = trip.index
+            return (index >= self.start) & (((index - self.start) % self.period) == 0)
         return None
 
     def __str__(self) -> str:

@@ -156,6 +156,7 @@ class TaskManager:
         self.notes: list[str] = []
         self.simulation = None
         self._setup_done = False
+        self._lowered = None   # the LoweringResult of setup_resources_and_tasks(), for run()
         self._check_inputs()
         self._derive_pipeline_metadata()
         self.smem_allocator: SmemAllocator | None = None
@@ -390,9 +391,9 @@ class TaskManager:
             raise UsageStateError("TaskManager.setup_resources_and_tasks() was already called; "
                                   "call it once per kernel, before run().")
         from tsjit.ts import lowering  # lazily: the lowering needs llvmlite; the model imports without it
-        result = lowering.setup(self)
+        self._lowered = lowering.setup(self)
         self._setup_done = True
-        return result
+        return None
 
     def run(self) -> Any:
         """Emit every task's warp branch (``tsjit.ts.lowering.run``)."""
@@ -403,7 +404,7 @@ class TaskManager:
                                   "manager.run().")
         from tsjit.ts import lowering  # lazily: as in setup_resources_and_tasks
         self._ran = True
-        return lowering.run(self)
+        return lowering.run(self, self._lowered)
 
     def __repr__(self) -> str:
         return f"<TaskManager {', '.join(t.label for t in self.tasks)}>"

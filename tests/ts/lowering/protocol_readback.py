@@ -10,7 +10,8 @@ records its barrier operations:
 * ``probe`` -- any other ``try_wait.parity`` (its result is the ``probe_result`` argument);
 * ``arrive`` / ``arm`` -- ``mbarrier.arrive`` (local, or ``mapa`` + cluster arrive on a peer
   CTA), ``cp.async.mbarrier.arrive.noinc``, ``tcgen05.commit`` (one arrival, one per CTA of a
-  multicast mask), ``mbarrier.arrive.expect_tx`` with its bytes.
+  multicast mask), ``mbarrier.arrive.expect_tx`` with its bytes (local, or ``mapa`` + cluster arm
+  of a peer CTA's barrier); a cluster one records the rank it lands on.
 
 :func:`canonical` folds the per-thread runs of one task into the sequence the interleaving model
 speaks: waits and probes (which every thread of the task must execute identically), separated by
@@ -37,6 +38,7 @@ class IRFunction:
 
     def __init__(self, llir: str):
         body = llir[llir.index("define ptx_kernel"):]
+        self.params = _NAME.findall(body[:body.index("{")])[1:]       # the kernel's parameters
         body = body[body.index("{") + 1:body.index("\n}")]
         self.blocks: dict = {}
         self.order: list = []
@@ -72,9 +74,12 @@ def _ops(text: str) -> list:
 class _Thread:
     """One thread's run (see the module docstring)."""
 
-    def __init__(self, fn: IRFunction, tid: int, block_dim: int, probe_result: bool):
+    def __init__(self, fn: IRFunction, tid: int, block_dim: int, probe_result: bool, cta_rank: int = 0,
+                 params: dict | None = None):
         self.fn, self.tid, self.block_dim, self.probe_result = fn, tid, block_dim, probe_result
-        self.values: dict = {}
+        self.cta_rank = cta_rank
+        self.values: dict = {name: 0 for name in fn.params}       # unbound parameters (pointers, maps) read 0
+        self.values.update({f'%"{name}"': value for name, value in (params or {}).items()})
         self.events: list = []
 
     def value(self, token: str):
@@ -164,7 +169,8 @@ class _Thread:
         name = callee.group(1)
         args = [self.value(t) for t in _ops(text.split(name, 1)[1][1:])]
         sreg = {"tid.x": self.tid, "tid.y": 0, "tid.z": 0, "ntid.x": self.block_dim, "ntid.y": 1,
-                "ntid.z": 1, "laneid": self.tid % 32, "cluster.ctarank": 0}
+                "ntid.z": 1, "laneid": self.tid % 32, "cluster.ctarank": self.cta_rank,
+                "nctaid.x": 1, "nctaid.y": 1, "nctaid.z": 1}
         if name.startswith("llvm.nvvm.read.ptx.sreg."):
             return sreg.get(name[len("llvm.nvvm.read.ptx.sreg."):], 0)
         if name == "llvm.nvvm.shfl.sync.idx.i32":
@@ -179,10 +185,13 @@ class _Thread:
             return True if kind == "wait" else self.probe_result
         if name == "llvm.nvvm.mbarrier.arrive.expect.tx.scope.cta.space.cta":
             self.events.append(("arm", args[0][1], 1, args[1], label))
+        elif name == "llvm.nvvm.mbarrier.arrive.expect.tx.scope.cluster.space.cluster":
+            self.events.append(("arm", args[0][1], 1, args[1], label, args[0][2]))
         elif name == "llvm.nvvm.mbarrier.arrive.scope.cta.space.cta":
             self.events.append(("arrive", args[0][1], args[1], 0, label))
         elif name == "llvm.nvvm.mbarrier.arrive.scope.cluster.space.cluster":
-            self.events.append(("arrive", args[0][1], args[1], 0, label))
+            target = args[0][2] if args[0][0] == "remote" else self.cta_rank
+            self.events.append(("arrive", args[0][1], args[1], 0, label, target))
         elif name == "llvm.nvvm.cp.async.mbarrier.arrive.noinc.shared":
             self.events.append(("arrive", args[0][1], 1, 0, label))
         elif name.startswith("llvm.nvvm.tcgen05.commit.shared."):
@@ -194,10 +203,13 @@ class _Thread:
         return 0
 
 
-def ir_barrier_events(llir: str, block_dim: int, probe_result: bool = False) -> dict:
-    """``{thread id: [event, ...]}`` for every thread of one CTA (see the module docstring)."""
+def ir_barrier_events(llir: str, block_dim: int, probe_result: bool = False, cta_rank: int = 0,
+                      params: dict | None = None) -> dict:
+    """``{thread id: [event, ...]}`` for every thread of the CTA of cluster rank ``cta_rank`` (see the
+    module docstring; a grid of one CTA per cluster position); ``params`` binds scalar kernel
+    parameters by name.  A cluster arrive records the rank it lands on as the event's sixth element."""
     fn = IRFunction(llir)
-    return {tid: _Thread(fn, tid, block_dim, probe_result).run() for tid in range(block_dim)}
+    return {tid: _Thread(fn, tid, block_dim, probe_result, cta_rank, params).run() for tid in range(block_dim)}
 
 
 def barrier_names(events: dict, stages: int) -> dict:
@@ -237,20 +249,36 @@ def _merge_order(runs: list) -> list:
     return order
 
 
-def canonical(events: dict, threads, names: dict) -> list:
-    """The task's barrier sequence (see the module docstring) from the runs of ``threads``."""
+def _target(event, rank: int) -> int:
+    """The CTA an arrival lands on: a cluster arrive's recorded rank, else the thread's own CTA."""
+    return event[5] if len(event) > 5 else rank
+
+
+def canonical(events: dict, threads, names: dict, peers: dict | None = None, view: int = 0) -> list:
+    """The task's barrier sequence (see the module docstring) from the runs of ``threads``.
+
+    Without ``peers`` every arrival the CTA makes counts, wherever it lands (the symmetric view).
+    With ``peers`` (``{rank: events}`` of the other CTAs of the cluster, ``events`` being rank 0's)
+    the sequence is the leader CTA's view: its waits and probes, and the arrivals that land on its
+    barriers, from whichever CTA (a ``CtaLeader`` side acts on one CTA only); ``view`` picks another
+    CTA's view (its waits, the arrivals landing on it)."""
     runs, by_key = [], {}
-    for tid in threads:
-        seen, run = Counter(), []
-        for event in events[tid]:
-            if event[0] == "init":
-                continue
-            site = (event[0], event[3] if event[0] in ("wait", "probe") else event[4])
-            key = site + (seen[site],)
-            seen[site] += 1
-            run.append(key)
-            by_key.setdefault(key, []).append((tid, event))
-        runs.append(run)
+    ranks = {0: events} if peers is None else {0: events, **peers}
+    for rank, rank_events in ranks.items():
+        for tid in threads:
+            seen, run = Counter(), []
+            for event in rank_events[tid]:
+                if event[0] == "init":
+                    continue
+                site = (event[0], event[3] if event[0] in ("wait", "probe") else event[4])
+                key = site + (seen[site],)
+                seen[site] += 1
+                if peers is not None and (event[0] in ("wait", "probe") and rank != view or
+                                          event[0] in ("arrive", "arm") and _target(event, rank) != view):
+                    continue
+                run.append(key)
+                by_key.setdefault(key, []).append((tid, event))
+            runs.append(run)
     out, pending = [], Counter()
 
     def flush():

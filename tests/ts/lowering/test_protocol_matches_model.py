@@ -40,17 +40,22 @@ class Case:
     async_load: bool = False
     advance: bool = False          # advance_on_acquire / advance_on_wait on the op's side
     mcast: bool = False            # 2 x 2 cluster with TMA multicast (1, 1): 3 arrivals per consumer warp
+    wait_signaling: Sig | None = None   # consumer_wait_signaling_threads (the consumer's wait side)
 
     @property
     def id(self) -> str:
         extra = "".join(f"-{k}" for k, on in (("cluster2", self.cluster > 1), ("asyncload", self.async_load),
                                               ("advance", self.advance)) if on)
+        if self.wait_signaling is not None:
+            extra += f"-wait{self.wait_signaling.name}"
         return f"{self.ptype.value}-{self.op.name}-{self.signaling.name or int(self.signaling)}{extra}"
 
     def config(self):
         producer_side = self.op.is_producer
         sig = dict(producer_signaling_threads=self.signaling) if producer_side else \
             dict(consumer_signaling_threads=self.signaling)
+        if self.wait_signaling is not None:
+            sig["consumer_wait_signaling_threads"] = self.wait_signaling
         layout = dict(cta_layout_vmnk=(1, self.cluster, 1, 1)) if self.cluster > 1 else {}
         if self.ptype is T.AsyncAsync:
             op = ts.PipelineOp.AsyncLoad if self.async_load else ts.PipelineOp.AsyncThread
@@ -59,13 +64,20 @@ class Case:
                 ts.CooperativeGroup(ts.Agent.Thread, 32 * self.consumer_warps), producer_op=op,
                 advance_on_acquire=self.advance and producer_side,
                 advance_on_wait=self.advance and not producer_side, **sig, **layout)
-        arming = 1 if self.signaling & Sig.TaskWarpLeader else self.producer_warps
+        arming = 1 if producer_side and self.signaling & Sig.TaskWarpLeader else self.producer_warps
         if self.mcast:
             layout = dict(cta_layout_vmnk=(1, 2, 2, 1), mcast_mode_mn=(1, 1))
+        # a leader-only waiting consumer in a cluster gets every CTA's bytes on the leader's barrier (P2)
+        waits = self.wait_signaling if self.wait_signaling is not None else \
+            (Sig.All if producer_side else self.signaling)
+        ctas = self.cluster if waits & Sig.CtaLeader else 1
+        per_warp = 1024 if arming == 1 or ctas > 1 else None
+        consumers = self.consumer_warps * (3 if self.mcast else 1) * (32 if ctas > 1 else 1)
         return ts.PipelineConfig.create_tma_async_pipeline_cfg(
-            STAGES, 1024 * (self.producer_warps if arming == 1 else 1), ts.CooperativeGroup(ts.Agent.Thread, arming),
-            ts.CooperativeGroup(ts.Agent.Thread, self.consumer_warps * (3 if self.mcast else 1)),
-            num_bytes_per_warp_per_cta=1024 if arming == 1 else None,
+            STAGES, 1024 * (self.producer_warps if arming == 1 else 1) * ctas,
+            ts.CooperativeGroup(ts.Agent.Thread, arming),
+            ts.CooperativeGroup(ts.Agent.Thread, consumers),
+            num_bytes_per_warp_per_cta=per_warp,
             advance_on_wait=self.advance and not producer_side, **sig, **layout)
 
 
@@ -105,10 +117,40 @@ def _program(dst):
         with ts.domain_loop(0, 0, 1):
             pass
 
-    producer = ts.Task("producer", [], [ring], warp_idx=0, num_warps=case.producer_warps, schedule=produce(ring))
-    consumer = ts.Task("consumer", [ring], [out], warp_idx=case.producer_warps, num_warps=case.consumer_warps,
-                       schedule=consume(ring, out))
-    manager = ts.TaskManager([producer, consumer], {out: [ring]}, verbose=False)
+    @ts.schedule
+    def wait_only(r: Ring, o: Out):
+        if probe_consumer:
+            r.try_wait()
+        r.wait()
+        r.read()
+        o.store()
+        with ts.domain_loop(0, 0, 1):
+            pass
+
+    @ts.schedule
+    def release_only(r: Ring):
+        r.release()
+        with ts.domain_loop(0, 0, 1):
+            pass
+
+    # a leader-only side's task runs on the leader only (its work would be unordered elsewhere)
+    leader_side = case.cluster > 1 and case.signaling & Sig.CtaLeader
+    producer = ts.Task("producer", [], [ring], warp_idx=0, num_warps=case.producer_warps, schedule=produce(ring),
+                       run_only_on_cta_id=0 if leader_side and case.op.is_producer else None)
+    if case.wait_signaling is None:
+        consumer = ts.Task("consumer", [ring], [out], warp_idx=case.producer_warps, num_warps=case.consumer_warps,
+                           schedule=consume(ring, out),
+                           run_only_on_cta_id=0 if leader_side and not case.op.is_producer else None)
+        tasks = [producer, consumer]
+    else:
+        # the split consumer (consumer_wait_signaling_threads): one task waits, another releases
+        waiter = ts.Task("waiter", [ring], [out], warp_idx=case.producer_warps, num_warps=case.consumer_warps,
+                         schedule=wait_only(ring, out))
+        releaser = ts.Task("releaser", [ring], [], warp_idx=case.producer_warps + case.consumer_warps,
+                           num_warps=case.consumer_warps, schedule=release_only(ring))
+        tasks = [producer, waiter, releaser]
+    # the split consumer's release is not ordered after the wait here: the checker's side (issue 12 §3)
+    manager = ts.TaskManager(tasks, {out: [ring]}, verbose=False, skip_validation=case.wait_signaling is not None)
     manager.setup_resources_and_tasks()
     manager.run()
     _keep(manager)
@@ -137,6 +179,16 @@ def _model(manager, collapse_probes=False):
                            collapse_probes=collapse_probes)
 
 
+def _lowered(process, events, peers, names, first):
+    """The read-back sequence a model process stands for: with every CTA modelled, the run of its own CTA
+    (its waits and the arrivals it makes); in the symmetric reduction of a cluster, the leader CTA's view."""
+    threads = range(first, first + 32 * process.task.num_warps)
+    cta = getattr(process, "cta", None)
+    if cta is not None:
+        return canonical(events if cta == 0 else peers[cta], threads, names)
+    return canonical(events, threads, names, peers)
+
+
 def _hopper_cases():
     cases = []
     for ptype in (T.AsyncAsync, T.TmaAsync):
@@ -151,6 +203,17 @@ def _hopper_cases():
               Case(T.TmaAsync, S.ConsumerRelease, Sig.All, cluster=2),
               Case(T.TmaAsync, S.ConsumerWait, Sig.All, advance=True),
               Case(T.AsyncAsync, S.ConsumerRelease, Sig.All, producer_warps=1, consumer_warps=4)]
+    # issue 12 §2: CtaLeader in a 2-CTA cluster, every operation of the leader-only side
+    for ptype in (T.AsyncAsync, T.TmaAsync):
+        for op in protocol.OPERATIONS:
+            sides = (Sig.CtaLeader, Sig.CtaLeader | Sig.TaskWarpLeader) if op.is_producer and ptype is T.TmaAsync \
+                else (Sig.CtaLeader,)
+            cases += [Case(ptype, op, signaling, cluster=2) for signaling in sides]
+        # the split consumer: waits on every CTA, releases on the leader only; and the reverse
+        cases += [Case(ptype, S.ConsumerWait, Sig.CtaLeader, cluster=2, wait_signaling=Sig.All),
+                  Case(ptype, S.ConsumerRelease, Sig.CtaLeader, cluster=2, wait_signaling=Sig.All),
+                  Case(ptype, S.ConsumerTryWait, Sig.All, cluster=2, wait_signaling=Sig.CtaLeader),
+                  Case(ptype, S.ConsumerRelease, Sig.All, cluster=2, wait_signaling=Sig.CtaLeader)]
     return cases
 
 
@@ -168,16 +231,19 @@ def test_lowered_barrier_sequence_equals_the_model(case, monkeypatch):
         return
     llir, manager = _compile(case, monkeypatch)
     program = _model(manager)
-    threads = 32 * (case.producer_warps + case.consumer_warps)
+    threads = 32 * sum(t.num_warps for t in manager.tasks)
     for probe_result in (False, True):
         events = ir_barrier_events(llir, threads, probe_result)
+        # in a cluster: the leader CTA's view (its waits, the arrivals landing on its barriers)
+        peers = {rank: ir_barrier_events(llir, threads, probe_result, cta_rank=rank)
+                 for rank in range(1, case.cluster)} if case.cluster > 1 else None
         names = barrier_names(events, STAGES)
         counts = init_counts(events, names)
         for barrier in program.barriers:
             assert counts[f"{barrier.kind}[{barrier.slot}]"] == barrier.count, barrier.name
         for process in program.processes:
             first = 32 * process.task.warp_start
-            lowered = canonical(events, range(first, first + 32 * process.task.num_warps), names)
+            lowered = _lowered(process, events, peers, names, first)
             modelled = model_events(process, program.barriers, probe_result)
             assert lowered == modelled, (process.name, probe_result)
         if not probe_result:
@@ -186,10 +252,10 @@ def test_lowered_barrier_sequence_equals_the_model(case, monkeypatch):
             folded = _model(manager, collapse_probes=True)
             for process in folded.processes:
                 first = 32 * process.task.warp_start
-                lowered = canonical(events, range(first, first + 32 * process.task.num_warps), names)
+                lowered = _lowered(process, events, peers, names, first)
                 assert [e for e in lowered if e[0] != "probe"] == model_events(process, folded.barriers)
         # the operation under test is present in the sequence it belongs to
-        producer, consumer = program.processes
+        producer, consumer = program.processes[:2]
         mine = model_events(producer if case.op.is_producer else consumer, program.barriers, probe_result)
         if case.op in (S.ProducerTryAcquire, S.ConsumerTryWait):
             assert mine[0][0] == "probe"
@@ -216,9 +282,35 @@ def test_the_readback_sees_a_wrong_lowering(monkeypatch):
     assert canonical(events, range(64, 128), names) != model_events(consumer, program.barriers)
 
 
-def test_multicast_release_is_refused_with_a_clear_message(monkeypatch):
-    """P1 and the model accept a multicast consumer count (one arrival per multicast peer); the sm_90a
-    lowering does not emit multicast-filtered releases yet and says so (issue 12 §2)."""
-    with pytest.raises(tsjit.CompilationError) as err:
-        _compile(Case(T.TmaAsync, S.ConsumerRelease, Sig.All, mcast=True), monkeypatch)
-    assert "multicast" in str(err.value) and "ring" in str(err.value)
+def test_multicast_release_is_lowered_as_the_model_counts_it(monkeypatch):
+    """Issue 12 §4: a multicast consumer count that P1 accepts (one arrival per multicast peer: a 2 x 2
+    cluster, mcast (1, 1), 3 lanes per warp) is lowered, not refused: the read-back release sequence
+    equals the model's, and on every CTA lane j of each consumer warp arrives on the empty barrier of
+    CTA ``protocol.multicast_peers(config, rank)[j]`` (its multicast row and column)."""
+    case = Case(T.TmaAsync, S.ConsumerRelease, Sig.All, mcast=True)
+    llir, manager = _compile(case, monkeypatch)
+    program = _model(manager)
+    threads = 32 * (case.producer_warps + case.consumer_warps)
+    config = manager.resources[0].pipeline_config if manager.resources[0].name == "ring" else \
+        manager.resources[1].pipeline_config
+    for rank in range(4):
+        events = ir_barrier_events(llir, threads, cta_rank=rank)
+        names = barrier_names(events, STAGES)
+        consumer = program.processes[1]
+        assert canonical(events, range(64, 128), names) == model_events(consumer, program.barriers)
+        peers = protocol.multicast_peers(config, rank)
+        assert len(set(peers)) == 3 and rank in peers
+        for tid in range(64, 128):
+            targets = [e[5] for e in events[tid] if e[0] == "arrive" and len(e) > 5]
+            lane = tid % 32
+            assert targets == ([peers[lane]] if lane < 3 else []), (rank, tid, targets)
+
+
+@pytest.mark.parametrize("mode,expected", [((1, 0), {0: (0, 1), 3: (2, 3)}), ((0, 1), {0: (0, 2), 3: (1, 3)}),
+                                           ((1, 1), {0: (0, 1, 2), 3: (2, 3, 1)})])
+def test_multicast_peers_are_the_row_and_column(mode, expected):
+    cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(
+        2, 1024, ts.CooperativeGroup(ts.Agent.Thread, 1), ts.CooperativeGroup(ts.Agent.Thread, 3),
+        cta_layout_vmnk=(1, 2, 2, 1), mcast_mode_mn=mode)
+    for rank, peers in expected.items():
+        assert protocol.multicast_peers(cfg, rank) == peers

@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tsjit.ts import protocol
-from tsjit.ts.protocol import CommitUmma, Ctas, SideKind, Who
+from tsjit.ts.protocol import CommitUmma, Ctas, Gate, SideKind, Who
 
 __all__ = ["ClusterPlan", "cluster_plan", "targets", "acts_on"]
 
@@ -100,7 +100,11 @@ def _leader(config, cta: int) -> int:
 
 def acts_on(action, config, cta) -> bool:
     """Whether the process on ``cta`` (None: the symmetric reduction) executes ``action``."""
-    if cta is None or getattr(action, "who", None) is not Who.CtaLeader:
+    if cta is None:
+        return True
+    if getattr(action, "gate", None) is Gate.Leader:      # a CtaLeader side of a Hopper ring
+        return cta == 0
+    if getattr(action, "who", None) is not Who.CtaLeader:
         return True
     return _leader(config, cta) == cta
 

@@ -197,6 +197,12 @@ class Program:
     pdl_checked: bool = True
 
 
+def _copies_to_leader(cfg) -> bool:
+    """Every CTA's TMA copies land on the leader's stage (a leader-only waiting consumer, producers
+    everywhere: the leader arms for all of them)."""
+    return protocol.leader_only(cfg, "wait") and not protocol.leader_only(cfg, "producer")
+
+
 def ring_config(resource) -> PipelineConfig | None:
     """The resource's PipelineConfig (None without one, or for a stand-in object)."""
     config = getattr(resource, "pipeline_config", None)
@@ -439,7 +445,9 @@ class _Compiler:
                 slot = pair[0]
             if not acts_on(action, cfg, cta):
                 if isinstance(action, ArmTx):
-                    cur.arms = ()        # a non-leader CTA issues no copies either
+                    # a non-leader CTA issues no copies either, except into a leader-only consumer's
+                    # stage: every CTA's copies land on the leader's barrier (protocol, CtaLeader)
+                    cur.arms = (0,) if _copies_to_leader(cfg) else ()
                 continue
             reach = targets(action, cfg, cta) if cta is not None else (None,)
             if isinstance(action, Probe):
@@ -456,7 +464,8 @@ class _Compiler:
                              for c in reach]
                 cur.arms = reach
             elif isinstance(action, Arrive):
-                n = action.who.arrivals(warps) * (action.ctas.factor(cfg) if cta is None else 1)
+                # symmetric reduction: the leader CTA's view (a gated action lands once)
+                n = action.who.arrivals(warps) * (action.landing(cfg) if cta is None else 1)
                 arrivals += [(self.barrier(resource, action.barrier, pair[0], c), n, 0) for c in reach]
             elif isinstance(action, CommitUmma):
                 n = action.ctas.factor(cfg) if cta is None else 1
@@ -533,11 +542,15 @@ class _Compiler:
                  s.stage is S.ProducerWork and not s.is_aux and s.section is es.step.section]
         share = max(1, len(works))
         total, units = protocol.stage_copy_bytes(cfg, warps)
+        routed = proc.cta is not None and _copies_to_leader(cfg)
+        if routed:
+            total //= protocol.tx_cta_factor(cfg)     # this CTA's share of what the leader's barrier expects
         for cta in ((proc.cta,) if arms is None else arms):
-            if cta != proc.cta:
-                access = Access(access.mode, self.regions.stage_region(
-                    resource, slot, "producer", self.regions.keys[access.region][3], cta),
-                    access.step, access.iteration, access.tile)
+            if cta != proc.cta or routed:
+                # a copy into another CTA's stage; routed to the leader, each CTA fills its own part
+                part = ("from CTA", proc.cta) if routed else self.regions.keys[access.region][3]
+                access = Access(access.mode, self.regions.stage_region(resource, slot, "producer", part, cta),
+                                access.step, access.iteration, access.tile)
             position = sum(1 for c in spawns if c.access.region == access.region) // units
             for unit in range(units):
                 nbytes = total // units // share
