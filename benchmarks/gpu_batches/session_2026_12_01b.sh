@@ -23,6 +23,9 @@ if [ "${1:-tests}" = tests ]; then
       *groups*) extra="--timeout=40";; esac   # first GPU run of the group programs: a hang costs 40 s, not 150
     one "$(basename $f .py)" "$f" $extra
   done
+  for f in tests/ts/lowering/test_cta_leader.py tests/ts/lowering/test_split_producers.py; do  # gpu-marked tests
+    one "$(basename $f .py)" "$f" -m gpu                                                   # outside *_gpu.py
+  done
   wait; cat "$OUT/lane_attention.txt"
   python3 -m pytest -q -p no:cacheprovider tests/ts/lowering/test_attention_compile.py -k sass 2>&1 | tail -1
   echo "== notebooks (code cells as scripts)"
