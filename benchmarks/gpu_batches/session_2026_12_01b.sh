@@ -18,6 +18,8 @@ one() {  # one test file in its own process: prints "<file>: <pytest summary> (<
 if [ "${1:-tests}" = tests ]; then
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
   ( LIMIT=330 one attention tests/gpu/test_attention_gpu.py -n 6 > "$OUT/lane_attention.txt" ) &
+  ( timeout 400 python3 benchmarks/gpu_batches/run_notebook_cells.py tutorials/0[5-9]_*.ipynb tutorials/1[0-2]_*.ipynb \
+      tutorials/30_*.ipynb > "$OUT/notebooks.log" 2>&1 ) &
   for f in $(find tests -name "*_gpu.py" -not -name "test_attention_gpu.py" | sort); do
     extra=""; case "$f" in *debug_hangs*) extra="-s";; *ops_matmul*|*fp8*) extra="-n 4";;
       *groups*) extra="--timeout=40";; esac   # first GPU run of the group programs: a hang costs 40 s, not 150
@@ -28,18 +30,12 @@ if [ "${1:-tests}" = tests ]; then
   done
   wait; cat "$OUT/lane_attention.txt"
   python3 -m pytest -q -p no:cacheprovider tests/ts/lowering/test_attention_compile.py -k sass 2>&1 | tail -1
-  echo "== notebooks (code cells as scripts)"
-  timeout 300 python3 benchmarks/gpu_batches/run_notebook_cells.py tutorials/0[5-9]_*.ipynb tutorials/1[0-2]_*.ipynb \
-    tutorials/30_*.ipynb 2>&1 | tee "$OUT/notebooks.log"
+  echo "== notebooks (code cells as scripts)"; cat "$OUT/notebooks.log"
   grep -hE "s to the message" "$OUT"/*debug_hangs*.log 2>/dev/null | head -6
   echo "tests total $(( $(date +%s) - T0 )) s"
-else
-  rm -f /tmp/gpu_free
-  ( timeout 100 python3 benchmarks/core.py > "$OUT/core.log" 2>&1; touch /tmp/gpu_free ) &
-  timeout 230 python3 benchmarks/gemm.py --warm-workers 12 --wait-for /tmp/gpu_free --reps 20 > "$OUT/gemm.log" 2>&1
-  echo "gemm sweep rc $? at $(( $(date +%s) - T0 )) s"; wait
-  tail -16 "$OUT/core.log"; grep -v "^$" "$OUT/gemm.log" | tail -75
-  echo "== attention"; timeout 170 python3 benchmarks/attention.py --shapes all 2>&1 | tee "$OUT/attention.log" | tail -30
-  echo "== groups"; timeout 70 python3 benchmarks/groups.py --quick 2>&1 | tee "$OUT/groups.log" | tail -12
+else   # a short bench phase (the full sweeps ran earlier this session, see BENCHMARKS.md)
+  echo "== core"; timeout 90 python3 benchmarks/core.py 2>&1 | tee "$OUT/core.log" | tail -16
+  echo "== attention --quick"; timeout 70 python3 benchmarks/attention.py --quick 2>&1 | tee "$OUT/attention.log" | tail -14
+  echo "== groups --quick"; timeout 60 python3 benchmarks/groups.py --quick 2>&1 | tee "$OUT/groups.log" | tail -10
   echo "bench total $(( $(date +%s) - T0 )) s"
 fi
