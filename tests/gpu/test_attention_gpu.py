@@ -321,11 +321,18 @@ def test_attention_repeated_calls_reuse_the_packed_launch_correctly():
             out.fill_(float("nan"))
         tsjit.ops.attention(q, k, v, causal=True, out=out)
         ref, _ = reference(q, k, v, True, 1 / math.sqrt(128))
-        assert (out.double() - ref).abs().max().item() < 2 ** -7, step
+        assert _within_bf16(out, ref), step
     tsjit.ops.attention(q, k, v, causal=True, scale=0.05, out=out)
     ref, _ = reference(q, k, v, True, 0.05)
-    assert (out.double() - ref).abs().max().item() < 2 ** -7
+    assert _within_bf16(out, ref)
     other = torch.full_like(q, float("nan"))
     tsjit.ops.attention(q, k, v, causal=False, out=other)
     ref, _ = reference(q, k, v, False, 1 / math.sqrt(128))
-    assert (other.double() - ref).abs().max().item() < 2 ** -7
+    assert _within_bf16(other, ref)
+
+
+
+def _within_bf16(out, ref) -> bool:
+    """Every element within 1-2 bf16 ulps (2**-7 relative, plus a small absolute floor) of the float64 reference (a stale buffer or pointer is off by O(1);
+    an absolute 2**-7 was under one ulp for outputs above 1, which fresh N(0, 1) inputs produce)."""
+    return bool(((out.double() - ref).abs() <= 2 ** -7 * (ref.abs() + 2 ** -3)).all())

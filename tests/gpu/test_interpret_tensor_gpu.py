@@ -5,6 +5,8 @@ TF32, FP8) on identical shared-memory bytes, and Float32 conversions (NaN, overf
 tests/interpret/tensor_probe_kernels.py.  ``gpu_or_interpret``: the ``[interpret]`` runs check the
 interpreter's plumbing of the same instructions (kernel arguments to descriptors, register order,
 multicast-free TMA delivery) against the tensor-side functions called directly."""
+import os
+
 import numpy as np
 import pytest
 
@@ -20,6 +22,14 @@ from tsjit.lang.wgmma import MMA_K
 from tsjit.runtime.tensormap import validate_tensormap
 
 pytestmark = pytest.mark.gpu_or_interpret
+
+
+def _dump(name, **arrays):
+    """With TSJIT_PROBE_DUMP=<dir>, keep each probe's input, hardware and model images (.npz) for study."""
+    folder = os.environ.get("TSJIT_PROBE_DUMP")
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+        np.savez_compressed(os.path.join(folder, name + ".npz"), **arrays)
 
 
 @pytest.mark.parametrize("case", TMA_IMAGE_CASES, ids=lambda c: c.name)
@@ -43,6 +53,7 @@ def test_tma_shared_memory_image_is_the_interpreters(case, device_backend):
                                 address, case.box, swizzle=case.swizzle, oob_fill=case.oob_fill)
     want = np.full(words * 4, 0xFF, np.uint8)
     load_box(layout, case.coords[::-1], memory, case.offset).write_into(want)
+    _dump(f"tma-{case.name}", host=host, gpu=gpu, want=want)
     mismatched = np.nonzero(gpu != want)[0]
     assert mismatched.size == 0, f"{mismatched.size} bytes differ, first at {mismatched[:8]}"
 
@@ -62,6 +73,7 @@ def test_wgmma_reads_the_operands_the_interpreter_decodes(case, device_backend):
     want = mma(64, case.n, MMA_K[case.a_type], case.a_type, case.b_type, "f32", a_desc, None, b_desc, smem, zero,
                False, 1, 1, case.trans_a, case.trans_b).astype(np.float64)
     scale = np.abs(want).max()
+    _dump(f"wgmma-{case.name}", raw=raw, gpu=gpu, want=want)
     assert np.isfinite(gpu).all()
     assert np.abs(gpu - want).max() <= 1e-5 * scale, (np.abs(gpu - want).max(), scale)
 
