@@ -20,6 +20,7 @@ import numpy as np
 
 import tsjit
 from tsjit.interpret import numerics
+from tsjit.interpret.swizzle import SWIZZLE_SPANS
 from tsjit.lang import dtypes
 from tsjit.lang.fragment import Fragment
 from tsjit.lang.wgmma import descriptor_constant_bits
@@ -117,8 +118,11 @@ TMA_IMAGE_CASES = [
 
 
 def tile_words(case: TmaImageCase) -> int:
-    """32-bit words of the shared tile of ``case``: its box, rounded up to whole 1024-byte patterns."""
-    nbytes = int(np.prod(case.box)) * case.dtype.itemsize + case.offset
+    """32-bit words of the shared tile of ``case``: its box, each innermost row at least one swizzle span
+    long (the H200 starts every row of a swizzled box at a span boundary), rounded up to whole
+    1024-byte patterns."""
+    row_bytes = case.box[-1] * case.dtype.itemsize
+    nbytes = int(np.prod(case.box[:-1])) * max(row_bytes, SWIZZLE_SPANS[case.swizzle]) + case.offset
     return -(-nbytes // 1024) * 256
 
 

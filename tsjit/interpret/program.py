@@ -155,8 +155,8 @@ def _hook_storages():
     the function that restores it."""
     original = lower_pipeline.allocate
 
-    def allocate(manager):
-        storages = original(manager)
+    def allocate(*args, **kwargs):   # lower_pipeline.allocate(ctx, manager, base)
+        storages = original(*args, **kwargs)
         km = emit.current()
         names = getattr(km, "interpret_barrier_names", None)
         if names is None:
@@ -174,6 +174,7 @@ def _hook_storages():
 
 
 def _barrier_offset(storage, kind: str, stage: int) -> int:
-    """The shared offset of ``storage``'s ``kind`` barrier of ``stage`` (full barriers first, then empty:
-    :class:`tsjit.ts.lower_pipeline.PipelineStorage`)."""
-    return int(storage.offset) + 8 * stage + (8 * storage.stages if kind == "empty" else 0)
+    """The shared offset of ``storage``'s ``kind`` barrier of ``stage`` (its full and empty arrays:
+    :class:`tsjit.ts.lower_pipeline.PipelineStorage`; a group member's arrays are its group's)."""
+    base = storage.offset if kind == "full" else getattr(storage, "empty_offset", storage.offset + 8 * storage.stages)
+    return int(base) + 8 * stage

@@ -37,7 +37,7 @@ import numpy as np
 
 from tsjit.errors import InterpretError
 from tsjit.interpret import numerics
-from tsjit.interpret.swizzle import CHUNK_BYTES, swizzle_addresses
+from tsjit.interpret.swizzle import SWIZZLE_SPANS, CHUNK_BYTES, swizzle_addresses
 from tsjit.runtime.tensormap import TensorMapLayout, traversed_box
 
 SMEM_ALIGN = 128            # bytes: the shared-memory operand of cp.async.bulk.tensor (PTX ISA)
@@ -147,9 +147,16 @@ def _global_bytes(offsets: np.ndarray, itemsize: int) -> np.ndarray:
     return (offsets[:, None] + np.arange(itemsize)).ravel()
 
 
-def _smem_chunks(smem_offset: int, nbytes: int, swizzle: str) -> np.ndarray:
-    """Physical chunk indices of the logical chunks of ``[smem_offset, smem_offset + nbytes)``."""
-    logical = smem_offset + CHUNK_BYTES * np.arange(nbytes // CHUNK_BYTES, dtype=np.int64)
+def _smem_chunks(smem_offset: int, nbytes: int, swizzle: str, row_bytes: int) -> np.ndarray:
+    """Physical chunk indices of the ``nbytes // 16`` chunks of a packed box image whose innermost rows
+    are ``row_bytes`` long.  Under a swizzle, each row starts at a multiple of the swizzle span even
+    when it is narrower: measured on the H200 (tests/gpu/test_interpret_tensor_gpu.py, 2026-12-01), a
+    32B-swizzled box of 16-byte rows puts row r at bytes [32 r, 32 r + 16) before the XOR, leaving the
+    other half of each span unwritten, so its image is span / row_bytes times the box."""
+    per_row = max(1, row_bytes // CHUNK_BYTES)
+    pitch = max(row_bytes, SWIZZLE_SPANS.get(swizzle, 0))
+    k = np.arange(nbytes // CHUNK_BYTES, dtype=np.int64)
+    logical = smem_offset + (k // per_row) * pitch + (k % per_row) * CHUNK_BYTES
     return swizzle_addresses(logical, swizzle) // CHUNK_BYTES
 
 
@@ -191,7 +198,8 @@ def load_box(layout: TensorMapLayout, coords, gmem, smem_offset: int) -> SmemIma
         start = layout.global_address + low - allocation.base
         tile[flat_inside] = allocation.data[start + _global_bytes(wanted - low, itemsize)].reshape(-1, itemsize)
     data = tile.reshape(-1, CHUNK_BYTES)
-    return SmemImage(_smem_chunks(smem_offset, data.size, layout.swizzle), data, layout.box_bytes)
+    row_bytes = offsets.shape[-1] * itemsize
+    return SmemImage(_smem_chunks(smem_offset, data.size, layout.swizzle, row_bytes), data, layout.box_bytes)
 
 
 def _reduce(old: np.ndarray, new: np.ndarray, dtype, op: str) -> np.ndarray:
@@ -278,7 +286,7 @@ def prepare_store(layout: TensorMapLayout, coords, gmem, smem: np.ndarray, smem_
     _check_smem_offset(smem_offset, what)
     itemsize = layout.dtype.itemsize
     nbytes = layout.box_bytes
-    chunks = _smem_chunks(smem_offset, nbytes, layout.swizzle)
+    chunks = _smem_chunks(smem_offset, nbytes, layout.swizzle, layout.box_dims[0] * itemsize)
     source = (int(chunks.min()) * CHUNK_BYTES, (int(chunks.max()) + 1) * CHUNK_BYTES)
     if source[1] > smem.size:
         raise InterpretError(f"{what}: the source [{smem_offset}, {smem_offset + nbytes}) lies outside the CTA's "
