@@ -32,6 +32,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,9 +91,18 @@ def assembler_setting() -> str:
     return env.assembler()
 
 
-@functools.cache
+_discovery_lock = threading.Lock()  # one discovery at a time: prewarm()'s thread and the compiling thread
+
+
 def _nvjitlink() -> tuple[tuple[int, int] | None, str]:
-    """((major, minor) or None, version text or the reason it is unavailable)."""
+    """((major, minor) or None, version text or the reason it is unavailable); loaded once per
+    process (a caller racing :func:`prewarm`'s thread waits for it instead of loading twice)."""
+    with _discovery_lock:
+        return _load_nvjitlink()
+
+
+@functools.cache
+def _load_nvjitlink() -> tuple[tuple[int, int] | None, str]:
     try:
         from cuda import pathfinder  # lazily: cuda-bindings load only when a cubin is assembled
         loaded = pathfinder.load_nvidia_dynamic_lib("nvJitLink")
@@ -102,14 +112,29 @@ def _nvjitlink() -> tuple[tuple[int, int] | None, str]:
         return None, f"{type(err).__name__}: {err}"
     text = f"nvJitLink {major}.{minor}"
     if "site-packages" in str(getattr(loaded, "abs_path", "")):
-        try:
-            from importlib.metadata import version  # lazily: only for a pip-installed nvJitLink
-            wheel = version("nvidia-nvjitlink")
-            if wheel.startswith(f"{major}.{minor}."):
-                text = f"nvJitLink {wheel}"
-        except Exception:
-            pass
+        wheel = _wheel_nvjitlink()  # its dist-info name: importlib.metadata costs 30-100 ms to import
+        if wheel is not None and wheel[0] == (int(major), int(minor)):
+            text = wheel[1]
     return (int(major), int(minor)), text
+
+
+def prewarm(tool: str | None = None) -> threading.Thread | None:
+    """Start loading the assembler :func:`select_tool` will want (cuda.pathfinder's discovery, the
+    cuda-bindings import and nvJitLink's dlopen: 100-300 ms) on a daemon thread, so that it overlaps
+    the LLVM step of a compile (which releases the GIL; the imports and ``dlopen`` hold it, so a start
+    before the frontend would only interleave with it); :func:`select_tool` then finds it loaded (or
+    waits for it).
+    Does nothing (``None``) when ``ptxas`` is asked for, the setting is invalid (reported later by
+    :func:`select_tool`), or nvJitLink is already loaded.  Never raises."""
+    try:
+        setting = tool.strip().lower() if tool else assembler_setting()
+    except Exception:
+        return None
+    if setting == "ptxas" or _load_nvjitlink.cache_info().currsize:
+        return None
+    thread = threading.Thread(target=_nvjitlink, name="tsjit-assembler-prewarm", daemon=True)
+    thread.start()
+    return thread
 
 
 @functools.cache

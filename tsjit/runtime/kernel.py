@@ -271,6 +271,7 @@ class Kernel:
         with artifacts.recording() as written:
             lowered = compile_to_llvm(self.fn, arg_specs, target, **self.options)
         t1 = time.perf_counter()
+        assembler.prewarm()  # nvJitLink's discovery and dlopen (they hold the GIL) overlap LLVM (it does not)
         ptx = nvptx.llvm_to_ptx(lowered.llir, target)
         t2 = time.perf_counter()
         asm = assembler.assemble(ptx, target, kernel_name=lowered.name)

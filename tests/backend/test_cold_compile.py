@@ -1,0 +1,84 @@
+"""Cold-compile speed-ups (issue 10 §2) change nothing that is emitted: the assembler's discovery runs on a
+background thread (:func:`tsjit.backend.assemble.prewarm`) exactly once, and the GEMM example compiled in a
+fresh process with an empty cache gives the same PTX and cubin with and without it (and the attention
+example too).  The PTX from before these changes (main at c3429cb) was compared byte for byte by hand: see
+benchmarks/cold_compile.py."""
+import functools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import pytest
+
+from tsjit.backend import assemble as asm
+
+
+def test_prewarm_loads_the_assembler_once_even_when_the_compile_asks_first(monkeypatch):
+    monkeypatch.delenv(asm.ASSEMBLER_ENV, raising=False)
+    calls = []
+
+    @functools.cache
+    def slow_load():
+        calls.append(threading.current_thread().name)
+        time.sleep(0.2)  # the compiling thread asks while the background load still runs
+        return (13, 5), "nvJitLink 13.5.0"
+
+    monkeypatch.setattr(asm, "_load_nvjitlink", slow_load)
+    thread = asm.prewarm()
+    assert thread is not None and thread.daemon
+    assert asm._nvjitlink() == ((13, 5), "nvJitLink 13.5.0")  # waits for the thread, does not load again
+    thread.join(5)
+    assert len(calls) == 1  # loaded once, by whichever thread took the lock first
+    assert asm.prewarm() is None  # already loaded: no thread
+
+
+def test_prewarm_does_nothing_for_ptxas_or_a_bad_setting(monkeypatch):
+    monkeypatch.setattr(asm, "_load_nvjitlink", functools.cache(lambda: pytest.fail("loaded nvJitLink")))
+    assert asm.prewarm("ptxas") is None
+    monkeypatch.setenv(asm.ASSEMBLER_ENV, "ptxas")
+    assert asm.prewarm() is None
+    monkeypatch.setenv(asm.ASSEMBLER_ENV, "no-such-tool")
+    assert asm.prewarm() is None  # select_tool reports the bad setting at assembly time
+
+
+_CHILD = r"""
+import hashlib, json, sys
+import tsjit
+from tsjit.backend import assemble
+from tsjit.examples import attention, gemm
+if sys.argv[1] == "off":
+    assemble.prewarm = lambda tool=None: None
+a = tsjit.tensormap_spec(tsjit.BFloat16, (gemm.BM, gemm.BK), swizzle="128B")
+b = tsjit.tensormap_spec(tsjit.BFloat16, (128, gemm.BK), swizzle="128B")
+c_map = tsjit.tensormap_spec(tsjit.BFloat16, (64, 64), swizzle="128B")
+c = tsjit.compile(gemm.gemm_ts, a, b, tsjit.spec((4096, 4096), tsjit.BFloat16), c_map,
+                  4096, 4096, 4096, 256, 4, 8, 2, "tma", target="sm_90a")
+kernels = {"gemm_ts": c, "attention": attention.compile_config(64, True, tsjit.BFloat16)}
+print(json.dumps({name: {"ptx": hashlib.sha256(k.ptx.encode()).hexdigest(), "cubin": hashlib.sha256(k.cubin).hexdigest(),
+                         "tool": k.metadata.get("tool"), "version": k.metadata.get("tool_version"),
+                         "from_cache": k.metadata.get("from_cache", False)} for name, k in kernels.items()}))
+"""
+
+
+def _fresh_compile(mode: str) -> dict:
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, TSJIT_CACHE_DIR=cache)
+        env.pop("TSJIT_ALWAYS_COMPILE", None)
+        out = subprocess.run([sys.executable, "-c", _CHILD, mode], env=env, capture_output=True, text=True,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_cold_compile_emits_the_same_ptx_and_cubin_with_and_without_prewarm():
+    """The GEMM and attention examples, each process with an empty cache: byte-identical PTX and cubin,
+    the same assembler and version text."""
+    if not asm.available_tools():
+        pytest.skip("no PTX assembler installed")
+    off, on = _fresh_compile("off"), _fresh_compile("on")
+    assert not any(k["from_cache"] for k in (*off.values(), *on.values()))
+    assert on == off
