@@ -75,7 +75,10 @@ def test_wgmma_reads_the_operands_the_interpreter_decodes(case, device_backend):
     scale = np.abs(want).max()
     _dump(f"wgmma-{case.name}", raw=raw, gpu=gpu, want=want)
     assert np.isfinite(gpu).all()
-    assert np.abs(gpu - want).max() <= 1e-5 * scale, (np.abs(gpu - want).max(), scale)
+    # fp8 wgmma sums its products with fewer mantissa bits than fp32 (7e-5 of the largest output measured
+    # on the H200 at K=32); the interpreter sums exactly in fp32, so fp8 cases get a 2e-4 bound
+    fp8 = {"e4m3", "e5m2"} & {case.a_type, case.b_type}
+    assert np.abs(gpu - want).max() <= (2e-4 if fp8 else 1e-5) * scale, (np.abs(gpu - want).max(), scale)
 
 
 def test_float32_conversions_are_the_interpreters(device_backend):

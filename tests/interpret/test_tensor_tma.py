@@ -53,7 +53,7 @@ def test_load_fills_out_of_bounds_and_matches_the_hardware_reference(case):
     want, outside = expected_load(case, view)
     np.testing.assert_array_equal(bits(got)[~outside], bits(want)[~outside])
     if case.oob_fill == "nan":
-        assert (bits(got)[outside] == 0x7FFF).all()          # canonical NaN of a 16-bit float
+        assert (bits(got)[outside] == 0x7FF7).all()          # the H200's NaN fill of a 16-bit element
     else:
         assert (bits(got)[outside] == 0).all()
     assert (smem[:2048] == 0xFF).all() and (smem[2048 + nbytes:] == 0xFF).all()
@@ -136,7 +136,8 @@ def test_a_swizzle_mismatch_between_load_and_store_scrambles_the_tile():
     np.testing.assert_array_equal(np.sort(got.ravel()), np.sort(source[:, :32].ravel()))   # a permutation
 
 
-def test_nan_fill_of_float32_is_the_canonical_nan():
+def test_nan_fill_of_float32_is_the_h200_pattern():
+    """0x7FF7 in each half-word (measured on the H200, tests/gpu/test_interpret_tensor_gpu.py nan-fill-f32)."""
     memory = ArrayMemory()
     source = np.ones((4, 8), np.float32)
     layout = layout_of(memory, source, source.shape, dtypes.Float32, (4, 8), oob_fill="nan")
@@ -144,7 +145,7 @@ def test_nan_fill_of_float32_is_the_canonical_nan():
     load_box(layout, (4, 2), memory, 0).write_into(smem)
     got = smem[:128].view(np.uint32).reshape(4, 8)
     assert (got[:2, :4] == np.float32(1).view(np.uint32)).all()
-    assert (got[2:] == 0x7FFFFFFF).all() and (got[:, 4:] == 0x7FFFFFFF).all()
+    assert (got[2:] == 0x7FF77FF7).all() and (got[:, 4:] == 0x7FF77FF7).all()
 
 
 def test_reduce_add_store_adds_with_one_rounding_per_element():

@@ -44,7 +44,10 @@ SMEM_ALIGN = 128            # bytes: the shared-memory operand of cp.async.bulk.
 START_GRANULE = 16          # bytes: the innermost start of a copy and the store's clipping unit
 INT32_RANGE = range(-2 ** 31, 2 ** 31)
 UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
-NAN_BITS = {2: 0x7FFF, 4: 0x7FFF_FFFF, 8: 0x7FFF_FFFF_FFFF_FFFF}   # the NaN fill per element size
+# The NaN fill per element size: the H200 writes the 16-bit pattern 0x7FF7 into every half-word of an
+# out-of-bounds element (bf16/f16 0x7FF7, f32 0x7FF77FF7), measured 2026-12-01 by
+# tests/gpu/test_interpret_tensor_gpu.py (nan-fill-f32 / -f16-128B / -bf16); 8 bytes by the same rule.
+NAN_BITS = {2: 0x7FF7, 4: 0x7FF7_7FF7, 8: 0x7FF7_7FF7_7FF7_7FF7}
 REDUCTIONS = ("add", "min", "max")
 
 
