@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import struct
 import inspect
 import os
 import threading
@@ -41,7 +40,7 @@ from tsjit.runtime.cache import CacheEntry, KernelCache
 from tsjit.runtime.metadata import KernelMetadata
 from tsjit.lang.constexpr import is_constexpr_annotation
 from tsjit.runtime.launch import (BoundLaunch, HotLaunch, LaunchPlan, argument_signature, constexpr_kind, plan_layout,
-                                  raw_cu_launch_kernel_ex, split_dynamic)
+                                  raw_cu_launch_kernel_ex)
 from tsjit.runtime.specialize import (disk_spec_key, kernel_identity, memory_spec_key, specialize_one,
                                       tsjit_version_digest)
 
@@ -328,12 +327,8 @@ class Kernel:
         except (KeyError, TypeError):  # a new configuration (or an unhashable one: checked every time)
             prepared = _prepare(plan, config)
         stream_value = driver.stream_value(stream)
-        packed, descriptors = split_dynamic(dyn) if plan.tensormap_slots else (dyn, ())
         with plan.lock:
-            if packed:
-                struct.pack_into(plan.dyn_format, plan.buffer, 0, *packed)
-            for slot, address in zip(plan.tensormap_slots, descriptors):
-                plan.pointer_array[slot] = address
+            plan.pack(dyn)
             driver.launch_prepared(plan.function, prepared, plan.params, stream_value)
 
     def bind(self, *args, grid, block, smem_bytes: int = 0, cluster=None, pdl: bool = False) -> BoundLaunch:
@@ -452,7 +447,7 @@ class Launcher:
     def __call__(self, *args, stream=None, cluster=None, pdl=False, check_launch=True, **kwargs):
         kernel = self.kernel
         if self.fast and not kwargs and cluster is None and not pdl and check_launch \
-                and len(args) == len(kernel.params):
+                and len(args) == len(kernel.params) and not env.interpret():
             sig, dyn = argument_signature(args, kernel.kinds)
             hot = self.hot.get(sig)
             if hot is not None and hot.thread == threading.get_ident():

@@ -164,6 +164,26 @@ class LaunchPlan:
         self.params = ctypes.addressof(self.pointer_array) if pointers else 0
         self.lock = threading.Lock()
 
+    def pack(self, dyn) -> None:
+        """Write one call's changing values (:func:`argument_signature`'s ``dyn``) into the parameter
+        block and the descriptor slots; the caller holds :attr:`lock` until its driver call returns."""
+        packed, descriptors = split_dynamic(dyn) if self.tensormap_slots else (dyn, ())
+        if packed:
+            struct.pack_into(self.dyn_format, self.buffer, 0, *packed)
+        for slot, descriptor in zip(self.tensormap_slots, descriptors):
+            self.pointer_array[slot] = descriptor
+
+
+def config_address(prepared, addresses: dict, stream: int) -> int:
+    """The address of ``prepared``'s ``CUlaunchConfig`` for raw stream handle ``stream`` (the
+    struct is kept alive by ``prepared``), memoized in ``addresses``."""
+    address = addresses.get(stream)
+    if address is None:
+        if len(addresses) >= 64:
+            addresses.clear()
+        address = addresses[stream] = prepared.for_stream(stream).getPtr()
+    return address
+
 def plan_layout(specs, packed_values):
     """Split the packed ctypes values of a launch into (formats, values, dynamic flags) per
     argument with parameters, as each spec's :meth:`parameters` (:mod:`tsjit.abi`) lays them out.
@@ -219,24 +239,11 @@ class HotLaunch:
         self.addresses: dict = {}
         self.thread = threading.get_ident()
 
-    def address(self, stream: int) -> int:
-        """The ``CUlaunchConfig*`` for raw stream handle ``stream`` (kept alive by ``prepared``)."""
-        address = self.addresses.get(stream)
-        if address is None:
-            if len(self.addresses) >= 64:
-                self.addresses.clear()
-            address = self.addresses[stream] = self.prepared.for_stream(stream).getPtr()
-        return address
-
     def __call__(self, dyn, stream: int) -> None:
         plan = self.plan
-        address = self.addresses.get(stream) or self.address(stream)
-        packed, descriptors = split_dynamic(dyn) if plan.tensormap_slots else (dyn, ())
+        address = self.addresses.get(stream) or config_address(self.prepared, self.addresses, stream)
         with plan.lock:
-            if packed:
-                struct.pack_into(plan.dyn_format, plan.buffer, 0, *packed)
-            for slot, descriptor in zip(plan.tensormap_slots, descriptors):
-                plan.pointer_array[slot] = descriptor
+            plan.pack(dyn)
             err = self.launch_ex(address, self.handle, plan.params, None)
         if err:
             raise LaunchError(f"launch of kernel {plan.function.name!r} ({self.prepared.config}) failed: "
@@ -278,11 +285,7 @@ class BoundLaunch:
     def __call__(self, stream: int = 0) -> None:
         raw = self.raw
         if raw is not None and stream.__class__ is int and threading.get_ident() == self.thread:
-            address = self.addresses.get(stream)
-            if address is None:
-                if len(self.addresses) >= 64:
-                    self.addresses.clear()
-                address = self.addresses[stream] = self.prepared.for_stream(stream).getPtr()
+            address = self.addresses.get(stream) or config_address(self.prepared, self.addresses, stream)
             err = raw(address, self.handle, self.params, None)
             if err:
                 raise LaunchError(f"launch of kernel {self.function.name!r} ({self.prepared.config}) failed: "
