@@ -602,19 +602,14 @@ _STREAM_HANDLES: dict = {}
 
 
 def stream_handle(stream):
-    """The ``CUstream`` for ``stream`` (see :func:`launch` for the accepted forms)."""
-    if stream is None:
-        stream = _tls.stream or _LEGACY_STREAM
-    if type(stream) is Stream:
-        return stream.handle
+    """The ``CUstream`` for ``stream`` (see :func:`launch` for the accepted forms; the object is
+    reused per raw handle)."""
     if _cu is not None and isinstance(stream, _cu.CUstream):
         return stream
-    if type(stream) is int:   # torch's .cuda_stream etc.: reuse the CUstream object (hot launch path)
-        cached = _STREAM_HANDLES.get(stream)
-        if cached is None:
-            if len(_STREAM_HANDLES) > 64:
-                _STREAM_HANDLES.clear()
-            cached = _STREAM_HANDLES[stream] = _import_bindings().CUstream(stream)
-        return cached
-    return _import_bindings().CUstream(_stream_value(stream))
-
+    value = stream_value(stream)
+    cached = _STREAM_HANDLES.get(value)
+    if cached is None:
+        if len(_STREAM_HANDLES) > 64:
+            _STREAM_HANDLES.clear()
+        cached = _STREAM_HANDLES[value] = _import_bindings().CUstream(value)
+    return cached
