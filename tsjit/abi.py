@@ -454,6 +454,27 @@ def round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
+def tma_smem_footprint(tile_shape, itemsize: int, swizzle: str) -> int:
+    """Bytes of shared memory one TMA tiled copy of a full box spans at its destination.
+
+    Args:
+        tile_shape: the packed tile, outermost first (``ceil(box / element_stride)`` per dimension).
+        itemsize: bytes per element.
+        swizzle: ``"none"``, ``"32B"``, ``"64B"`` or ``"128B"``.
+
+    Returns:
+        The product of the tile times ``itemsize`` (the ``expect_tx`` count), except under a
+        swizzle whose span is wider than the innermost row: then every row starts at a multiple
+        of the span and the copy spans ``rows * span`` bytes.  Measured on the H200 2026-12-01
+        (tests/gpu/test_interpret_tensor_gpu.py: a 64B-swizzled box of 16-byte rows overwrote the
+        mbarrier placed right after its ``box_bytes``).
+    """
+    rows = math.prod(tile_shape[:-1])
+    inner = tile_shape[-1] * itemsize
+    span = TMA_SWIZZLE_BYTES.get(swizzle, 0)
+    return rows * max(inner, span)
+
+
 def check_tma_box(box, itemsize: int, swizzle: str, interleave: str, refuse: Refusal) -> None:
     """The ``cuTensorMapEncodeTiled`` box rules (CUDA Driver API 12.x/13.x): every extent of
     ``box`` (outermost first) in 1..256; without interleave the innermost box row

@@ -60,9 +60,9 @@ def load_with(src_map, COORDS: tsjit.Constexpr[tuple], TILE: tsjit.Constexpr[int
     tsjit.tma_load(src_map, tile, bar.ptr, COORDS, multicast_mask=MASK)
 
 
-def compile_load(box=(8, 16), coords=(0, 0), tile=128, mask=None):
-    return tsjit.compile(load_with, tsjit.tensormap_spec(tsjit.Float32, box), COORDS=coords, TILE=tile,
-                         MASK=mask, target="sm_90a")
+def compile_load(box=(8, 16), coords=(0, 0), tile=128, mask=None, swizzle="none"):
+    return tsjit.compile(load_with, tsjit.tensormap_spec(tsjit.Float32, box, swizzle=swizzle), COORDS=coords,
+                         TILE=tile, MASK=mask, target="sm_90a")
 
 
 def test_a_valid_load_compiles():
@@ -90,6 +90,23 @@ def test_tile_smaller_than_the_box_is_refused():
     with pytest.raises(tsjit.CompilationError, match=r"tile has 508 bytes but one box \(8, 16\) of Float32 is "
                                                      r"512 bytes.*shared_array\(Float32, \(8, 16\)\)"):
         compile_load(tile=127)
+
+
+def test_a_swizzled_box_of_rows_narrower_than_the_span_needs_rows_times_the_span():
+    # 8 rows of 4 Float32 (16 bytes) under the 64B swizzle span 8 x 64 bytes on the H200, not 128.
+    with pytest.raises(tsjit.CompilationError, match=r"tile has 128 bytes but one box \(8, 4\) of Float32 with "
+                                                     r"swizzle='64B' spans 512 bytes.*allocate 512 bytes"):
+        compile_load(box=(8, 4), tile=32, swizzle="64B")
+    assert compile_load(box=(8, 4), tile=128, swizzle="64B").cubin
+    assert compile_load(box=(8, 16), tile=128, swizzle="64B").cubin   # span-wide rows: the box itself
+
+
+def test_smem_bytes_of_host_and_device_descriptors_agree():
+    spec = tsjit.tensormap_spec(tsjit.BFloat16, (64, 8), swizzle="128B")
+    assert tsjit.abi.tma_smem_footprint((64, 8), 2, "128B") == 64 * 128
+    assert tsjit.abi.tma_smem_footprint((64, 64), 2, "128B") == 64 * 128
+    assert tsjit.abi.tma_smem_footprint((64, 8), 2, "none") == 64 * 16
+    assert TensorMapHandle(None, spec).smem_bytes == 64 * 128 and TensorMapHandle(None, spec).box_bytes == 64 * 16
 
 
 @tsjit.kernel

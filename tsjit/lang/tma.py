@@ -26,6 +26,7 @@ import math
 
 from llvmlite import ir
 
+from tsjit import abi
 from tsjit.backend import emit
 from tsjit.errors import CompilationError
 from tsjit.lang import dtypes as dt
@@ -43,6 +44,8 @@ class TensorMapHandle:
         tile_shape: the packed shared-memory tile one copy fills, ``ceil(box / step)`` per dimension.
         box_bytes: bytes one full-box copy delivers (the ``expect_tx`` count), out-of-bounds
             elements included.
+        smem_bytes: bytes of shared memory one copy spans: ``box_bytes``, or ``rows * span`` when a
+            swizzle's span is wider than the innermost row (see :func:`tsjit.abi.tma_smem_footprint`).
     """
 
     def __init__(self, param, spec):
@@ -58,6 +61,7 @@ class TensorMapHandle:
         for extent in self.tile_shape:
             nbytes *= extent
         self.box_bytes = nbytes
+        self.smem_bytes = abi.tma_smem_footprint(self.tile_shape, self.dtype.itemsize, self.swizzle)
 
     def __repr__(self) -> str:
         return f"TensorMapHandle[{self.dtype.name}, box {self.box_shape}]"
@@ -100,7 +104,14 @@ def _smem_address(tile, tmap: TensorMapHandle, name: str, align: int = 128):
     if tile.alignment < align:
         raise CompilationError(f"tsjit.{name}: the shared-memory tile must be {align}-byte aligned "
                                f"(PTX ISA cp.async.bulk.tensor); it is only known to be {tile.alignment}-byte aligned")
-    if nbytes is not None and nbytes < tmap.box_bytes:
+    if nbytes is not None and nbytes < tmap.smem_bytes:
+        if tmap.smem_bytes > tmap.box_bytes:
+            raise CompilationError(
+                f"tsjit.{name}: the shared-memory tile has {nbytes} bytes but one box {tmap.box_shape} of "
+                f"{tmap.dtype.name} with swizzle={tmap.swizzle!r} spans {tmap.smem_bytes} bytes: its rows of "
+                f"{tmap.tile_shape[-1] * tmap.dtype.itemsize} bytes are narrower than the swizzle span, and the "
+                f"hardware starts every row at a span boundary; allocate {tmap.smem_bytes} bytes, or widen the "
+                f"box rows to the span, or use a narrower swizzle")
         raise CompilationError(f"tsjit.{name}: the shared-memory tile has {nbytes} bytes but one box "
                                f"{tmap.box_shape} of {tmap.dtype.name} is {tmap.box_bytes} bytes; allocate "
                                f"a tile of at least the box (e.g. tsjit.shared_array({tmap.dtype.name}, "

@@ -119,6 +119,13 @@ class TensorMapLayout:
         times the element size (see :func:`traversed_box`)."""
         return math.prod(traversed_box(self.box_dims, self.element_strides)) * self.dtype.itemsize
 
+    @property
+    def smem_bytes(self) -> int:
+        """Bytes of shared memory one copy of a full box spans: :attr:`box_bytes`, or rows times the
+        swizzle span when the span is wider than the innermost row (:func:`tsjit.abi.tma_smem_footprint`)."""
+        tile = traversed_box(self.box_dims, self.element_strides)[::-1]
+        return abi.tma_smem_footprint(tile, self.dtype.itemsize, self.swizzle)
+
 
 def traversed_box(box_dims, element_strides) -> tuple[int, ...]:
     """Elements one TMA copy visits per dimension: ``ceil(box[i] / element_stride[i])``.
@@ -451,6 +458,11 @@ class TensorMap:
     def box_bytes(self) -> int:
         """Bytes one TMA copy of a full box delivers (see :attr:`TensorMapLayout.box_bytes`)."""
         return self.layout.box_bytes
+
+    @property
+    def smem_bytes(self) -> int:
+        """Bytes of shared memory one copy spans (see :attr:`TensorMapLayout.smem_bytes`)."""
+        return self.layout.smem_bytes
 
     @property
     def element_strides(self) -> tuple[int, ...]:
