@@ -2,6 +2,8 @@
 afresh.  They skip, with the reason, when the assembler cannot build for sm_100a."""
 import pytest
 
+from tsjit.ts.verify import exhaustive
+
 from blackwell.toolchain import sm100_unavailable_reason
 
 
@@ -18,3 +20,18 @@ def _needs_sm100():
     reason = sm100_unavailable_reason()
     if reason:
         pytest.skip(reason)
+
+
+@pytest.fixture
+def verdicts(monkeypatch):
+    """The exhaustive checker's verdict of every TaskManager built while compiling (a list, in order)."""
+    seen = []
+    original = exhaustive.check_all_interleavings
+
+    def recording(*args, **kwargs):
+        result = original(*args, **kwargs)
+        seen.append(result)
+        return result
+
+    monkeypatch.setattr(exhaustive, "check_all_interleavings", recording)
+    return seen

@@ -1,29 +1,10 @@
 """Tutorial 3 (non-persistent 128 x 256 bf16 GEMM, load -> MMA -> TMEM -> store): for sm_100a it compiles,
 the exhaustive checker proves it SAFE, ptxas assembles it, and its SASS has the UMMA / UTCBAR instructions and
 no local memory; the same source builds wgmma code for sm_90a."""
-import re
-
 import pytest
 
 from tsjit.examples import bw_gemm
-from tsjit.ts.verify import exhaustive
-
-from blackwell.toolchain import cuobjdump, sass
-
-
-@pytest.fixture
-def verdicts(monkeypatch):
-    """The exhaustive checker's verdict of every TaskManager built while compiling."""
-    seen = []
-    original = exhaustive.check_all_interleavings
-
-    def recording(*args, **kwargs):
-        result = original(*args, **kwargs)
-        seen.append(result)
-        return result
-
-    monkeypatch.setattr(exhaustive, "check_all_interleavings", recording)
-    return seen
+from blackwell.toolchain import cuobjdump, sass_opcodes
 
 
 def test_sm100a_build_is_verified_safe_and_uses_tcgen05(verdicts):
@@ -49,8 +30,7 @@ def test_sm90a_build_of_the_same_source_uses_wgmma(verdicts):
 def test_sm100a_sass_has_umma_and_no_local_memory(tmp_path):
     if cuobjdump() is None:
         pytest.skip("cuobjdump not found (PATH, TSJIT_CUOBJDUMP, or pip install nvidia-cuda-cuobjdump)")
-    text = sass(bw_gemm.compile_for("sm_100a").cubin, tmp_path)
-    opcodes = set(re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9]+)", text))
+    opcodes = sass_opcodes(bw_gemm.compile_for("sm_100a").cubin, tmp_path)
     assert "UTCHMMA" in opcodes, "no UMMA (UTC*MMA) instruction in the SASS"
     assert "UTCBAR" in opcodes, "no tcgen05.commit (UTCBAR) in the SASS"
     assert "UTMALDG" in opcodes and "LDTM" in opcodes

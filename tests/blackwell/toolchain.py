@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import subprocess
 
@@ -47,3 +48,11 @@ def sass(cubin: bytes, tmp_path) -> str:
     path = tmp_path / "kernel.cubin"
     path.write_bytes(cubin)
     return subprocess.run([cuobjdump(), "-sass", str(path)], check=True, capture_output=True, text=True).stdout
+
+
+_OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9]+)")
+
+
+def sass_opcodes(cubin: bytes, tmp_path) -> set:
+    """The opcodes (``UTCHMMA``, ``UTCBAR``, ``LDL``, ...) in ``cuobjdump -sass`` of ``cubin``."""
+    return set(_OPCODE.findall(sass(cubin, tmp_path)))
