@@ -49,10 +49,12 @@ from dataclasses import dataclass
 import numpy as np
 
 import tsjit
-from tsjit import tcgen05, ts, wgmma
+from tsjit import tcgen05, ts
 from tsjit.errors import UsageValueError
 from tsjit.frontend import structured
+from tsjit.examples.bw_umma import UmmaAccumulator
 from tsjit.lang.fragment import Fragment
+from tsjit.ops.gemm_program import WarpgroupMmaRing
 
 BM, BN, BK = 128, 128, 64
 STAGES = 4
@@ -84,9 +86,11 @@ def open_peers(free, split):
 
 
 @dataclass(kw_only=True)
-class SliceTiles(ts.MemoryResource):
-    """The CTA's ring of A (128 x 64) and B (128 x 64) tiles of its K slice, loaded by TMA; its
-    consumer works issue the wgmma (sm_90a) or route the stage to the UMMA (sm_100a)."""
+class SliceTiles(WarpgroupMmaRing):
+    """The CTA's ring of A (128 x 64) and B (128 x 64) tiles of its K slice, loaded by TMA into
+    allocations of the alias group (:func:`smem_layout`).  sm_90a: its consumer works (of
+    :class:`~tsjit.ops.gemm_program.WarpgroupMmaRing`) run the wgmma; sm_100a: ``operands`` routes the
+    stage to :class:`~tsjit.examples.bw_umma.UmmaAccumulator`, which reads :meth:`umma_tiles`."""
 
     a_map: object
     b_map: object
@@ -106,73 +110,27 @@ class SliceTiles(ts.MemoryResource):
     def get_smem_requirements(self):
         return [self.a_alloc, self.b_alloc]
 
-    @property
-    def a_tiles(self):
-        return self.a_alloc.tensor((STAGES, BM, BK))
+    def umma_tiles(self, stage):
+        """The A and B tiles of ``stage`` (128 x 64 each)."""
+        return self.a_alloc.tensor((STAGES, BM, BK))[stage], self.b_alloc.tensor((STAGES, BN, BK))[stage]
 
-    @property
-    def b_tiles(self):
-        return self.b_alloc.tensor((STAGES, BN, BK))
+    def operand_tiles(self, stage, warpgroup):
+        """sm_90a: this warpgroup's 64 rows of A and the B tile of ``stage``, both K-major."""
+        return self.a_alloc.tensor((STAGES, BM // 64, 64, BK))[stage, warpgroup], "K", \
+            self.b_alloc.tensor((STAGES, BN, BK))[stage], "K"
 
     @ts.producer_work()
     def tma_load(self, stage_info):
         k = (self.k_begin + stage_info.loop_offset) * BK
         if tsjit.elect_one():
-            stage = stage_info.stage_idx
-            tsjit.tma_load(self.a_map, self.a_tiles[stage], stage_info.barrier, (tsjit.block_idx().y * BM, k))
-            tsjit.tma_load(self.b_map, self.b_tiles[stage], stage_info.barrier, (tsjit.block_idx().x * BN, k))
+            a_tile, b_tile = self.umma_tiles(stage_info.stage_idx)
+            tsjit.tma_load(self.a_map, a_tile, stage_info.barrier, (tsjit.block_idx().y * BM, k))
+            tsjit.tma_load(self.b_map, b_tile, stage_info.barrier, (tsjit.block_idx().x * BN, k))
 
     @ts.consumer_work(returns="stage")
     def operands(self, stage_info):
         """sm_100a: the ring stage whose tiles the MMA warp multiplies (routed to ``acc.mma``)."""
         return stage_info.stage_idx
-
-    @ts.consumer_work(returns="acc", work_attrs=ts.WorkAttr.AUXILIARY)
-    def zero_accumulator(self, stage_info):
-        return Fragment.zeros(BN // 2)
-
-    @ts.consumer_work(returns="acc")
-    def wgmma(self, stage_info, acc):
-        """sm_90a: this warpgroup's 64 rows, four wgmma m64n128k16, retired before the release."""
-        warpgroup = tsjit.warp_idx() // 4 - 1
-        a_tile = self.a_tiles.reshape((STAGES, BM // 64, 64, BK))[stage_info.stage_idx, warpgroup]
-        a_desc = wgmma.make_descriptor(a_tile, major="K", swizzle="128B")
-        b_desc = wgmma.make_descriptor(self.b_tiles[stage_info.stage_idx], major="K", swizzle="128B")
-        wgmma.fence()
-        for kk in tsjit.range_constexpr(BK // MMA_K):
-            acc = wgmma.mma_async(acc, a_desc.k_step(kk), b_desc.k_step(kk), n=BN)
-        wgmma.commit_group()
-        wgmma.wait_group(0)
-        return wgmma.fence_operand(acc)
-
-
-@dataclass(kw_only=True)
-class TmemPartial(ts.MemoryResource):
-    """sm_100a: the CTA's 128 x 128 fp32 partial in tensor memory (a one-stage UmmaAsync ring)."""
-
-    ab: object
-    tmem: object = None
-
-    def __post_init__(self):
-        self.tmem = ts.TmemAllocation("partial", BN)
-
-    def view(self, stage_info):
-        """The accumulator in TMEM (each epilogue thread holds one row)."""
-        return tcgen05.accumulator(stage_info.context.tmem_ptr_i32 + self.tmem.offset, columns=BN)
-
-    def get_tmem_requirements(self):
-        return [self.tmem]
-
-    @ts.producer_work()
-    def mma(self, stage_info, stage):
-        """One thread issues the K tile's four MMAs (A, B of ring stage ``stage``)."""
-        d = stage_info.context.tmem_ptr_i32 + self.tmem.offset
-        if tsjit.elect_one():
-            a_desc = tcgen05.make_smem_descriptor(self.ab.a_tiles[stage])
-            b_desc = tcgen05.make_smem_descriptor(self.ab.b_tiles[stage])
-            for kk in tsjit.range_constexpr(BK // MMA_K):
-                tcgen05.mma(d, a_desc.k_step(kk), b_desc.k_step(kk), m=BM, n=BN,
-                            accumulate=(stage_info.loop_offset > 0) | (kk > 0))
 
 
 @dataclass(kw_only=True)
@@ -236,7 +194,7 @@ class ReduceScatter(ts.MemoryResource):
     def scatter_tmem(self, stage_info):
         """sm_100a: this thread's row of the TMEM partial (``partial``), 32 columns at a time, into the
         owner's staging slot (zeros where this CTA had no K tile)."""
-        view = self.partial.view(stage_info)
+        view = self.partial.view(stage_info)          # the one-stage accumulator
         row = view.row()
         open_peers(self.free.ptr, self.split)
         slot = self.remote_row(row)
@@ -320,12 +278,12 @@ def splitk_gemm(a_map, b_map, c, K, SPLIT: tsjit.Constexpr[int]):
         ab_cfg = ts.PipelineConfig.create_tma_umma_pipeline_cfg(STAGES, stage_bytes, one, one, (1, 1, 1, 1))
         acc_cfg = ts.PipelineConfig.create_umma_async_pipeline_cfg(1, one, ts.CooperativeGroup(ts.Agent.Thread, 128),
                                                                    (1, 1, 1, 1))
-        ab = SliceTiles(name="ab", pipeline_config=ab_cfg, a_map=a_map, b_map=b_map, k_begin=k_begin)
-        acc = TmemPartial(name="acc", pipeline_config=acc_cfg, ab=ab)
+        ab = SliceTiles(name="ab", pipeline_config=ab_cfg, a_map=a_map, b_map=b_map, k_begin=k_begin, block_n=BN)
+        acc = UmmaAccumulator(name="acc", pipeline_config=acc_cfg, operands=ab, block_n=BN)
         out = ReduceScatter(name="c", c=c, split=SPLIT, k_count=k_count, first_thread=64, threads=128, partial=acc)
 
         @ts.schedule
-        def mma_schedule(s: SliceTiles, t: TmemPartial):
+        def mma_schedule(s: SliceTiles, t: UmmaAccumulator):
             t.acquire()
             with ts.domain_loop(0, k_count, 1):
                 s.wait()
@@ -335,7 +293,7 @@ def splitk_gemm(a_map, b_map, c, K, SPLIT: tsjit.Constexpr[int]):
             t.commit()
 
         @ts.schedule
-        def epilogue_schedule(t: TmemPartial, o: ReduceScatter):
+        def epilogue_schedule(t: UmmaAccumulator, o: ReduceScatter):
             with ts.domain_loop(0, 0, 1):
                 pass
             t.wait()
@@ -351,7 +309,7 @@ def splitk_gemm(a_map, b_map, c, K, SPLIT: tsjit.Constexpr[int]):
     else:
         ab_cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(STAGES, stage_bytes, one,
                                                                  ts.CooperativeGroup(ts.Agent.Thread, 8))
-        ab = SliceTiles(name="ab", pipeline_config=ab_cfg, a_map=a_map, b_map=b_map, k_begin=k_begin)
+        ab = SliceTiles(name="ab", pipeline_config=ab_cfg, a_map=a_map, b_map=b_map, k_begin=k_begin, block_n=BN)
         out = ReduceScatter(name="c", c=c, split=SPLIT, k_count=k_count, first_thread=128, threads=256)
 
         @ts.schedule
@@ -364,7 +322,8 @@ def splitk_gemm(a_map, b_map, c, K, SPLIT: tsjit.Constexpr[int]):
             acc = s.zero_accumulator()
             with ts.domain_loop(0, k_count, 1):
                 s.wait()
-                acc = s.wgmma(acc)
+                acc = s.mma(acc)
+                acc = s.retire(acc)      # wait_group(0): the stage's reads are done before its release
                 s.release()
             o.scatter_registers(acc)
             o.reduce()
