@@ -37,9 +37,11 @@ class UmmaAccumulator(ts.MemoryResource):
     operands: object
     block_n: int
     tmem: object = None
+    stage: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
 
     def __post_init__(self):
         self.tmem = ts.TmemAllocation(self.name, self.block_n * self.pipeline_config.num_stages)
+        self.stage = ts.TaskLocalVariable(tsjit.Int32, default=0, docs="the accumulator stage the epilogue reads")
 
     def get_tmem_requirements(self):
         return [self.tmem]
@@ -51,6 +53,11 @@ class UmmaAccumulator(ts.MemoryResource):
     def view(self, stage_info, stage=0):
         """Accumulator ``stage`` as a :class:`tsjit.tcgen05.AccumulatorView` (one row per epilogue thread)."""
         return tcgen05.accumulator(self.address(stage_info, stage), columns=self.block_n)
+
+    @ts.consumer_work(returns="stage")
+    def read(self, stage_info):
+        """The accumulator stage the epilogue waited on (routed to the work that reads it)."""
+        return stage_info.stage_idx
 
     @ts.producer_work()
     def mma(self, stage_info, stage):
@@ -64,3 +71,24 @@ class UmmaAccumulator(ts.MemoryResource):
             for kk in tsjit.range_constexpr(BK // MMA_K):
                 tcgen05.mma(d, a_desc.k_step(kk), b_desc.k_step(kk), m=BM, n=self.block_n,
                             accumulate=(stage_info.loop_offset > 0) | (kk > 0))
+
+
+@dataclass(kw_only=True)
+class StoredAccumulator(UmmaAccumulator):
+    """An :class:`UmmaAccumulator` whose consumer (the epilogue warpgroup) writes the accumulator stage
+    it waited on to ``c`` at the current work tile (persistent kernels: ``stage_info.work_tile``),
+    through ``fn(value, row, col)`` when given (ReLU, ...), bounds-masked, converted to C's dtype."""
+
+    c: object
+    fn: object = None
+
+    @ts.consumer_work()
+    def store(self, stage_info):
+        m, n, _ = stage_info.work_tile.coords
+        self.view(stage_info, stage_info.stage_idx).store_global(self.c, m * BM, n * self.block_n, chunk=32,
+                                                                 fn=self.fn)
+
+
+def relu(value, row, col):
+    """``max(value, 0)``: the tutorials' activation, as an epilogue ``fn(value, row, col)``."""
+    return tsjit.math.max(value, 0.0)
