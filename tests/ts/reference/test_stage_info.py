@@ -209,3 +209,18 @@ def test_staged_ring_runs(kernel, in_flight):
     np.testing.assert_allclose(y.numpy(), x.astype(np.float64) + 1.0, rtol=1e-6)
     # acquire -> fill -> commit: while fill runs, the stage it fills is the one in flight
     assert (seen.numpy() == in_flight).all()
+
+
+@conformance("A3", "label", reason="the pasted label example, compiled for Blackwell (issue 14): the reference's "
+                                   "examples are Blackwell kernels, so they must build for sm_100a unchanged")
+def test_label_example_compiles_unchanged_for_sm100a():
+    from blackwell.toolchain import sm100_unavailable_reason
+    if sm100_unavailable_reason():
+        pytest.skip(sm100_unavailable_reason())
+    x = np.zeros(256, np.float32)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TSJIT_ALWAYS_COMPILE", "1")
+        PROBES.clear()
+        compiled = tsjit.compile(STAGED, x, x, 8, x, np.zeros(8, np.int32), target="sm_100a")
+    assert compiled.cubin[:4] == b"\x7fELF" and ".target sm_100a" in compiled.ptx
+    assert dict(PROBES)["k"].label == "k_desc" and dict(PROBES)["v"].label == "v_desc"
