@@ -31,6 +31,17 @@ EXPECTED_OUTPUT = {
     "12_fork.ipynb": ["barriers: group 15, separate rings 18, saved 3", "[PG]", "The corrected program: SAFE"],
     "13_blackwell_gemm.ipynb": ["class TmemAccumulator", "checker verdicts (sm_100a, sm_90a): ['SAFE', 'SAFE']",
                                 "'tcgen05.mma': 4", "sm_90a: wgmma 4 tcgen05 0"],
+    # the ported Blackwell tutorials (issue 14): the checker's verdicts, PTX counts, interpreted numerics
+    "15_blackwell_split_k.ipynb": ["def scatter_tmem(",
+                                   "checker verdicts (sm_100a, sm_90a): ['SAFE', 'SAFE']", "cluster (1, 1, 2)",
+                                   "sm_100a interpreted, split 2", "sm_90a interpreted, split 4"],
+    "16_blackwell_merge_gemm.ipynb": ["tutorial 11: checker ['SAFE'], barriers: group 16, separate rings 20, saved 4",
+                                      "tutorial 12: checker ['SAFE'], barriers: group 18, separate rings 24, saved 6",
+                                      "tutorial 11 interpreted", "tutorial 12 interpreted"],
+    "17_blackwell_fork.ipynb": ["checker ['SAFE']; barriers: group 19, separate rings 22, saved 3",
+                                "TMA loads per K tile: fork 2, separate 3", "R = relu(A) exact"],
+    "18_blackwell_nvfp4.ipynb": ["checker ['SAFE'] | target sm_100f", "'tcgen05.cp': 2", "sm_100a:", "sm_100f",
+                                 "reference C (128, 128) float64"],
 }
 
 #: notebooks whose launch cell, without a GPU, runs the same checks at small sizes on the CPU interpreter

@@ -460,8 +460,11 @@ from group_notebooks import NOTEBOOKS as GROUP_NOTEBOOKS  # noqa: E402  tutorial
 
 from interpreter_notebook import NOTEBOOKS as INTERPRETER_NOTEBOOKS  # noqa: E402  tutorial 14 (issue 13)
 
+from blackwell_notebooks import NOTEBOOKS as BLACKWELL_NOTEBOOKS  # noqa: E402  tutorials 15-18 (issue 14)
+
 NOTEBOOKS.update(GROUP_NOTEBOOKS)
 NOTEBOOKS.update(INTERPRETER_NOTEBOOKS)
+NOTEBOOKS.update(BLACKWELL_NOTEBOOKS)
 
 
 def build() -> list[str]:
