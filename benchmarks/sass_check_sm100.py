@@ -1,7 +1,8 @@
 """SASS evidence for the Blackwell builds (issue 14), on a machine without a Blackwell GPU: compile tutorial 3
-(tsjit/examples/bw_gemm.py) and the CLC persistent copy for sm_100a, disassemble with cuobjdump (PATH,
-TSJIT_CUOBJDUMP, or the nvidia-cuda-cuobjdump wheel: ``pip download nvidia-cuda-cuobjdump`` and unpack) and
-count the UMMA (UTC*MMA), commit (UTCBAR), TMEM load (LDTM), TMA, CLC and local-memory instructions.
+(tsjit/examples/bw_gemm.py), the CLC persistent copy and the ported tutorials 9, 11, 12, 13 (sm_100a) and 8
+(sm_100f), disassemble with cuobjdump (PATH, TSJIT_CUOBJDUMP, or the nvidia-cuda-cuobjdump wheel: ``pip download nvidia-cuda-cuobjdump`` and unpack) and
+count the UMMA (UTC*MMA), commit (UTCBAR), TMEM copy / load (UTCCP, LDTM), TMA, cp.async (LDGSTS), CLC and
+local-memory instructions.
 PYTHONPATH=. python benchmarks/sass_check_sm100.py"""
 import collections
 import os
@@ -13,10 +14,11 @@ import tempfile
 import numpy as np
 
 import tsjit
-from tsjit.examples import bw_clc_copy, bw_gemm
+from tsjit.examples import (bw_clc_copy, bw_fork_gemm, bw_gemm, bw_merge_gemm, bw_merge_resadd, bw_nvfp4_gemm,
+                            bw_splitk)
 
 _OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9]+)")
-WATCHED = ("UTCHMMA", "UTCBAR", "LDTM", "UTMALDG", "UTCATOMSWS", "SYNCS", "LDL", "STL")
+WATCHED = ("UTCHMMA", "UTCOMMA", "UTCBAR", "UTCCP", "LDTM", "UTMALDG", "LDGSTS", "UTCATOMSWS", "SYNCS", "LDL", "STL")
 
 
 def cuobjdump() -> str | None:
@@ -38,7 +40,12 @@ def main() -> None:
     f32 = np.zeros(4096, np.float32)
     builds = [("tutorial 3 GEMM 128x256 bf16 (sm_100a)", bw_gemm.compile_for("sm_100a")),
               ("CLC persistent copy (sm_100a)", tsjit.compile(bw_clc_copy.clc_copy, f32, f32, 16, 256, 4,
-                                                               target="sm_100a"))]
+                                                               target="sm_100a")),
+              ("tutorial 9 split-K, DSMEM reduce-scatter, SPLIT=2 (sm_100a)", bw_splitk.compile_for("sm_100a")),
+              ("tutorial 11 Merge(AsyncUmma + TmaUmma) GEMM+ReLU (sm_100a)", bw_merge_gemm.compile_for()),
+              ("tutorial 12 Merge GEMM + residual, two groups (sm_100a)", bw_merge_resadd.compile_for()),
+              ("tutorial 13 Fork(TmaUmma + TmaAsync) GEMM + ReLU(A) (sm_100a)", bw_fork_gemm.compile_for()),
+              ("tutorial 8 NVFP4 block-scaled GEMM (sm_100f, compile-only)", bw_nvfp4_gemm.compile_for())]
     for name, k in builds:
         meta = k.metadata
         print(f"{name}: {meta['registers']} registers, spill stores {meta['spill_stores_bytes']} B, spill loads "
