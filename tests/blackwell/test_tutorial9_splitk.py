@@ -67,3 +67,23 @@ def test_runs_under_the_interpreter_and_matches_float64(monkeypatch, target, M, 
     ref = a.astype(np.float64) @ b.astype(np.float64).T
     assert np.isfinite(got).all(), "an element of C was not written (still the NaN poison)"
     assert np.max(np.abs(got - ref) - (2.0 ** -8 * np.abs(ref) + 1e-3 * np.sqrt(K))) <= 0
+
+
+def test_a_launch_without_the_cluster_is_a_launch_error_naming_it(monkeypatch):
+    """The kernel carries its cluster (1, 1, SPLIT) in the launch contract: a 1-CTA cluster would send the DSMEM
+    stores to a CTA that does not exist."""
+    monkeypatch.setenv("TSJIT_INTERPRET", "1")
+    monkeypatch.setenv("TSJIT_TARGET", "sm_100a")
+    a, b = bw_splitk.random_operands(128, 128, 128)
+    c = tsjit.empty((128, 128), tsjit.BFloat16)
+    a_map = tsjit.TensorMap(tsjit.to_device(a, dtype=tsjit.BFloat16), (bw_splitk.BM, bw_splitk.BK), swizzle="128B")
+    b_map = tsjit.TensorMap(tsjit.to_device(b, dtype=tsjit.BFloat16), (bw_splitk.BN, bw_splitk.BK), swizzle="128B")
+    with pytest.raises(tsjit.LaunchError, match="cluster"):
+        bw_splitk.splitk_gemm[(1, 1, 2), (bw_splitk.threads_for("sm_100a"),)](a_map, b_map, c, 128, 2,
+                                                                              cluster=(1, 1, 1))
+
+
+def test_run_splitk_refuses_a_split_of_three_naming_it():
+    a, b = bw_splitk.random_operands(128, 128, 128)
+    with pytest.raises(tsjit.UsageError, match="split must be one of"):
+        bw_splitk.run_splitk(a, b, 3, target="sm_100a")

@@ -25,6 +25,7 @@ import numpy as np
 
 import tsjit
 from tsjit import ts
+from tsjit.errors import UsageValueError
 from tsjit.examples.bw_merge_gemm import LAYOUT, ONE, UmmaOperandB, accumulator_config, tile_end
 from tsjit.examples.bw_umma import BK, BM, StoredAccumulator
 from tsjit.examples.ts_fork import ForkView, ReluOutput, TmaTilesA
@@ -150,10 +151,10 @@ def run_fork_umma(M: int, N: int, K: int, *, block_n: int = 256, stages: int = 3
     Blackwell device or the CPU interpreter; returns ``(C, C reference, R, R reference)`` as float64.
 
     Raises:
-        ValueError: K is not a multiple of 8 (16-byte rows of R)."""
+        UsageValueError: K is not a multiple of 8 (16-byte rows of R)."""
     from tsjit.runtime.arrays import bfloat16_bits_to_float32
     if K % 8:
-        raise ValueError(f"fork_gemm_act_umma needs K a multiple of 8 (16-byte rows of R), got K={K}")
+        raise UsageValueError(f"fork_gemm_act_umma needs K a multiple of 8 (16-byte rows of R), got K={K}")
     a, b = random_operands(M, N, K, rng)
     da, db = tsjit.to_device(a, dtype=tsjit.BFloat16), tsjit.to_device(b, dtype=tsjit.BFloat16)
     c = tsjit.empty((M, N), tsjit.BFloat16).fill_bytes(0xFF)

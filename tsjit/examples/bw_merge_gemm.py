@@ -31,6 +31,7 @@ import numpy as np
 
 import tsjit
 from tsjit import ts
+from tsjit.errors import UsageValueError
 from tsjit.examples.bw_umma import BK, BM, StoredAccumulator, relu
 from tsjit.examples.ts_merge_gemm import CpAsyncTiles, TmaOperandB, random_operands
 from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
@@ -175,10 +176,10 @@ def run_merge_gemm_umma(M: int, N: int, K: int, *, block_n: int = 256, stages: i
     (C as float64, the float64 reference).
 
     Raises:
-        ValueError: K is not a multiple of 8 (16-byte A rows for cp.async)."""
+        UsageValueError: K is not a multiple of 8 (16-byte A rows for cp.async)."""
     from tsjit.runtime.arrays import bfloat16_bits_to_float32
     if K % 8:
-        raise ValueError(f"merge_gemm_umma needs K a multiple of 8 (16-byte A rows for cp.async), got K={K}")
+        raise UsageValueError(f"merge_gemm_umma needs K a multiple of 8 (16-byte A rows for cp.async), got K={K}")
     a, b = random_operands(M, N, K, rng)
     c = tsjit.empty((M, N), tsjit.BFloat16).fill_bytes(0xFF)
     b_map = tsjit.TensorMap(tsjit.to_device(b, dtype=tsjit.BFloat16), (block_n, BK), swizzle="128B")

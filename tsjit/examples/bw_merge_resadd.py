@@ -27,6 +27,7 @@ import numpy as np
 
 import tsjit
 from tsjit import ts
+from tsjit.errors import UsageValueError
 from tsjit.examples.bw_merge_gemm import LAYOUT, ONE, UmmaOperandB, accumulator_config, tile_end
 from tsjit.examples.bw_umma import BK, BM, UmmaAccumulator
 from tsjit.examples.ts_fork import TmaTilesA
@@ -165,10 +166,10 @@ def run_resadd_umma(M: int, N: int, K: int, *, block_n: int = 128, stages: int =
     or the CPU interpreter; returns (D as float64, the float64 reference).
 
     Raises:
-        ValueError: N or K is not a multiple of 8 (16-byte TMA rows)."""
+        UsageValueError: N or K is not a multiple of 8 (16-byte TMA rows)."""
     from tsjit.runtime.arrays import bfloat16_bits_to_float32
     if N % 8 or K % 8:
-        raise ValueError(f"merge_gemm_resadd_umma needs N and K multiples of 8, got N={N}, K={K}")
+        raise UsageValueError(f"merge_gemm_resadd_umma needs N and K multiples of 8, got N={N}, K={K}")
     rng = rng or np.random.default_rng()
     a, b = random_operands(M, N, K, rng)
     res = _bf16_round(rng.standard_normal((M, N)).astype(np.float32))

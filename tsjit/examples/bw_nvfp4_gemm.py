@@ -40,6 +40,7 @@ import numpy as np
 
 import tsjit
 from tsjit import tcgen05, ts
+from tsjit.errors import UsageValueError
 from tsjit.examples.bw_umma import UmmaAccumulator
 
 BM, BN = 128, 128
@@ -80,12 +81,12 @@ def quantize_nvfp4(x: np.ndarray):
         (sign in bit 3), uint8 (R, K / 16) UE4M3 codes, and the float64 values they encode.
 
     Raises:
-        ValueError: K is not a multiple of 16, or ``x`` is not finite.
+        UsageValueError: K is not a multiple of 16, or ``x`` is not finite.
     """
     x = np.asarray(x, dtype=np.float64)
     rows, k = x.shape
     if k % SF_VECTOR or not np.isfinite(x).all():
-        raise ValueError(f"quantize_nvfp4 needs finite values and K a multiple of {SF_VECTOR}, got K={k}")
+        raise UsageValueError(f"quantize_nvfp4 needs finite values and K a multiple of {SF_VECTOR}, got K={k}")
     blocks = x.reshape(rows, k // SF_VECTOR, SF_VECTOR)
     amax = np.abs(blocks).max(axis=2)
     scale_codes = np.minimum(np.searchsorted(UE4M3_VALUES, amax / 6.0), 126)

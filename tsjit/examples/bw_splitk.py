@@ -361,14 +361,14 @@ def run_splitk(a: np.ndarray, b: np.ndarray, split: int = 2, target: str | None 
     returns C as float64.
 
     Raises:
-        ValueError: ``split`` not 2 or 4, or K not a multiple of 8 (TMA rows of 16 bytes)."""
+        UsageValueError: ``split`` not 2 or 4, or K not a multiple of 8 (TMA rows of 16 bytes)."""
     from tsjit.runtime.arrays import bfloat16_bits_to_float32
     if split not in SPLITS:
-        raise ValueError(f"run_splitk: split must be one of {SPLITS}, got {split!r}")
+        raise UsageValueError(f"run_splitk: split must be one of {SPLITS}, got {split!r}")
     M, K = a.shape
     N = b.shape[0]
     if K % 8:
-        raise ValueError(f"run_splitk needs K a multiple of 8 (16-byte TMA rows), got K={K}")
+        raise UsageValueError(f"run_splitk needs K a multiple of 8 (16-byte TMA rows), got K={K}")
     if target is None:
         from tsjit.runtime.driver import device_properties
         target = device_properties().default_target
