@@ -355,26 +355,43 @@ def random_operands(M: int, N: int, K: int, rng=None):
                  for shape in ((M, K), (N, K)))
 
 
+def check_arguments(split: int, K: int) -> None:
+    """Raise UsageValueError unless ``split`` is 2 or 4 and K a multiple of 8 (TMA rows of 16 bytes)."""
+    if split not in SPLITS:
+        raise UsageValueError(f"split-K GEMM: split must be one of {SPLITS}, got {split!r}")
+    if K % 8:
+        raise UsageValueError(f"split-K GEMM needs K a multiple of 8 (16-byte TMA rows), got K={K}")
+
+
+def splitk_launcher(a, b, c, split: int = 2, target: str | None = None):
+    """A zero-argument launcher of C = A @ B^T on device arrays (or torch tensors): bf16 A (M, K), B (N, K),
+    C (M, N); ``target`` defaults to the current device's.
+
+    Raises:
+        UsageValueError: ``split`` not 2 or 4, or K not a multiple of 8 (TMA rows of 16 bytes)."""
+    M, K = a.shape
+    N = b.shape[0]
+    check_arguments(split, K)
+    if target is None:
+        from tsjit.runtime.driver import device_properties
+        target = device_properties().default_target
+    a_map = tsjit.TensorMap(a, (BM, BK), swizzle="128B")
+    b_map = tsjit.TensorMap(b, (BN, BK), swizzle="128B")
+    grid = ((N + BN - 1) // BN, (M + BM - 1) // BM, split)
+    launch = splitk_gemm[grid, (threads_for(target),)]       # cluster (1, 1, split): the kernel's launch contract
+    return lambda: launch(a_map, b_map, c, K, split)
+
+
 def run_splitk(a: np.ndarray, b: np.ndarray, split: int = 2, target: str | None = None) -> np.ndarray:
     """C = A @ B^T (bf16 A (M, K), B (N, K) given as float32 arrays of bf16 values) on the current device
     (or the CPU interpreter with ``TSJIT_INTERPRET=1``), C poisoned with 0xFFFF (a bf16 NaN) first;
     returns C as float64.
 
     Raises:
-        UsageValueError: ``split`` not 2 or 4, or K not a multiple of 8 (TMA rows of 16 bytes)."""
+        UsageValueError: as :func:`splitk_launcher`."""
     from tsjit.runtime.arrays import bfloat16_bits_to_float32
-    if split not in SPLITS:
-        raise UsageValueError(f"run_splitk: split must be one of {SPLITS}, got {split!r}")
-    M, K = a.shape
-    N = b.shape[0]
-    if K % 8:
-        raise UsageValueError(f"run_splitk needs K a multiple of 8 (16-byte TMA rows), got K={K}")
-    if target is None:
-        from tsjit.runtime.driver import device_properties
-        target = device_properties().default_target
-    c = tsjit.empty((M, N), tsjit.BFloat16).fill_bytes(0xFF)
-    a_map = tsjit.TensorMap(tsjit.to_device(a, dtype=tsjit.BFloat16), (BM, BK), swizzle="128B")
-    b_map = tsjit.TensorMap(tsjit.to_device(b, dtype=tsjit.BFloat16), (BN, BK), swizzle="128B")
-    grid = ((N + BN - 1) // BN, (M + BM - 1) // BM, split)
-    splitk_gemm[grid, (threads_for(target),)](a_map, b_map, c, K, split)   # cluster (1, 1, split): the kernel's
+    check_arguments(split, a.shape[1])
+    c = tsjit.empty((a.shape[0], b.shape[0]), tsjit.BFloat16).fill_bytes(0xFF)
+    splitk_launcher(tsjit.to_device(a, dtype=tsjit.BFloat16), tsjit.to_device(b, dtype=tsjit.BFloat16), c, split,
+                    target)()
     return bfloat16_bits_to_float32(c.numpy()).astype(np.float64)
