@@ -1,4 +1,4 @@
-"""The UMMA accumulator of the ported Blackwell tutorials (9, 11, 12, 13): a TMEM resource whose
+"""The UMMA accumulator of the ported Blackwell tutorials (8, 9, 11, 12, 13): a TMEM resource whose
 producer work issues one K tile's ``tcgen05.mma`` from the operand ring stage the MMA warp waited on.
 
 :class:`UmmaAccumulator` holds ``num_stages`` accumulators of ``128 x block_n`` fp32 in tensor
