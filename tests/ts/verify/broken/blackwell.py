@@ -110,6 +110,13 @@ CASES = [
     case("accumulator_released_before_its_tmem_is_read", "the epilogue releases the TMEM accumulator before "
          "its tcgen05.ld", tutorial3(epilogue=(("acc", "wait"), ("acc", "release"), ("acc", "read"), ("c", "store"))),
          tutorial3(), B1=("'epilogue'", "'acc'", "ConsumerWork 'read'")),
+    case("accumulator_read_before_its_wait", "the epilogue loads the TMEM accumulator before waiting for the MMA "
+         "warp's tcgen05.commit", tutorial3(epilogue=(("acc", "read"), ("c", "store"), ("acc", "wait"),
+                                                        ("acc", "release"))), tutorial3(),
+         B1=("'epilogue'", "'acc'", "ConsumerWork 'read'"), X=("'mma'", "'epilogue'", "race on 'acc'")),
+    case("accumulator_never_committed", "the MMA warp never commits the TMEM accumulator: the epilogue waits for a "
+         "tcgen05.commit that never comes", tutorial3(mma_tail=()), tutorial3(),
+         C0=("'epilogue'", "acc ConsumerWait"), X=("'epilogue'", "'acc'", "ConsumerWait")),
     case("accumulator_committed_per_k_tile", "the MMA warp acquires and commits the accumulator inside the K "
          "loop, handing the epilogue a partial sum per K tile",
          tutorial3(mma_head=(), mma_tail=(), mma_loop=[("acc", "acquire")] + MMA + [("acc", "commit")]), tutorial3(),
