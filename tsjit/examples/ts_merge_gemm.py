@@ -59,19 +59,33 @@ class CpAsyncTiles(ts.MemoryResource):
 
     @ts.producer_work()
     def fill(self, stage_info):
+        """Copy this stage's BM x BK A tile: thread ``t`` of the task owns 16-byte chunk ``t % 8`` of rows
+        ``t // 8 + i * R`` (``R = threads / 8`` rows per pass, so each warp reads four whole 128-byte rows:
+        coalesced).  The chunk's swizzled position ``c ^ (row % 8)`` and every shared address are fixed per
+        thread up to compile-time offsets (``R`` is a multiple of 4, and adding 4 to a row flips bit 2 of
+        ``row % 8``), so each copy costs an add, a clamp and an address multiply."""
         m, _, _ = stage_info.work_tile.coords
-        k0 = stage_info.loop_offset * BK
         rows, cols = self.a.shape[0], self.a.shape[1]
+        per_row = BK // 8                              # 16-byte chunks in one row of the tile
+        rows_per_pass = self.threads // per_row
+        t = tsjit.thread_idx().x - self.first_thread
+        c = t & (per_row - 1)
+        r0 = t >> 3
+        swizzled = c ^ (r0 & 7)
+        col = tsjit.math.min(stage_info.loop_offset * BK + c * 8, cols - 8)
+        first_row = m * BM + r0
         tile = self.tiles[stage_info.stage_idx]
-        for chunk in range(tsjit.thread_idx().x - self.first_thread, BM * (BK // 8), self.threads):
-            r = chunk // (BK // 8)
-            c = chunk % (BK // 8)
-            row = tsjit.math.min(m * BM + r, rows - 1)
-            col = tsjit.math.min(k0 + c * 8, cols - 8)
-            local = r % 64
-            dst = tile[r // 64].element_pointer((local, (c ^ (local % 8)) * 8))
-            tsjit.cp_async(_aligned(dst, 16), _aligned(self.a.element_pointer((row, col)), 16), 16,
-                           cache_global_only=True)   # cp.async.cg: A streams through L2, not L1
+        # rows r0 + d with d % 8 == 0 land at chunk `swizzled`, with d % 8 == 4 at `swizzled ^ 4`
+        starts = (tile.element_pointer((0, r0, swizzled * 8)), tile.element_pointer((0, r0, (swizzled ^ 4) * 8)))
+        for i in tsjit.range_constexpr(-(-BM // rows_per_pass)):
+            d = i * rows_per_pass
+            dst = _aligned(starts[(d % 8) // 4].offset(d * BK), 16)
+            src = _aligned(self.a.element_pointer((tsjit.math.min(first_row + d, rows - 1), col)), 16)
+            if tsjit.const_expr(d + rows_per_pass <= BM):
+                tsjit.cp_async(dst, src, 16, cache_global_only=True)   # cp.async.cg: A streams through L2
+            else:
+                if r0 + d < BM:                                        # the last, partial pass
+                    tsjit.cp_async(dst, src, 16, cache_global_only=True)
 
 
 @dataclass(kw_only=True)
@@ -247,8 +261,9 @@ def merge_gemm_launcher(a, b, c, *, block_n: int = 256, stages: int = 4, group_m
     c_map = tsjit.TensorMap(c, (64, 64), swizzle="128B")
     tiles = -(-M // BM) * -(-N // block_n)
     if sms is None:
+        from tsjit import env
         from tsjit.runtime.driver import device_properties
-        sms = device_properties().sm_count
+        sms = 132 if env.interpret() else device_properties().sm_count   # the CPU interpreter: an H200's SMs
     launch = merge_gemm[(min(tiles, sms),), (THREADS,)]
     return lambda: launch(a, b_map, c, c_map, M, N, K, block_n, stages, group_m, grouped, stream=stream)
 
