@@ -7,7 +7,7 @@ Inline PTX tsjit emits and its meaning here:
   :mod:`tsjit.ts.lower_debug`): the thread's current task and step, for reports;
 * an empty template whose outputs are tied to its inputs (``tsjit.wgmma.fence_operand``), and the
   ``mov.b32 $0, $1;`` that fences a conversion to a 16-bit float from LLVM's InstCombine: identity;
-* ``wgmma.mma_async``: :mod:`tsjit.interpret.tensor_ops`;
+* ``wgmma.mma_async``: :mod:`tsjit.interpret.wgmma_ops`;
 * the debug-build helpers (``nanosleep``, ``fence.sc.sys``, ``st.volatile``, ``trap``).
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import re
 from llvmlite import ir
 
 from tsjit.errors import InterpretError
-from tsjit.interpret import async_ops, intrinsics, sync_ops, tcgen05_ops, tensor_ops  # noqa: F401 - registrations
+from tsjit.interpret import async_ops, intrinsics, sync_ops, tcgen05_ops, tensor_ops, wgmma_ops  # noqa: F401 - registrations
 from tsjit.interpret.registry import ASM_PATTERNS, EXACT, PREFIXES, handles_asm
 
 __all__ = ["call_handler"]

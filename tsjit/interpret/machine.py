@@ -127,6 +127,7 @@ class Machine:
         self.current = None
         self.clusters_done = 0
         self.uid = 0
+        self.at_quiescence = []   # jobs run when every live thread is parked (asynchronous units finish)
 
     # -- scheduling ---------------------------------------------------------------------------
     def notify(self, waitable) -> None:
@@ -215,6 +216,11 @@ class Machine:
                 th.waiting = waitable
                 waitable.waiters.append(th)
             if live:
+                if self.at_quiescence:   # asynchronous MMAs finish as late as they may (wgmma_ops, tcgen05_ops)
+                    jobs, self.at_quiescence = self.at_quiescence, []
+                    for job in jobs:
+                        job()
+                    continue
                 # Every live thread is parked: first let try_wait-style waits time out once (the
                 # hardware may return false after a time limit); then it is a deadlock.
                 if self.progress != timed_out_at and self._time_out_waits(threads):
