@@ -39,6 +39,7 @@ WARP = 32
 _TYPE_NAMES = {kind: {code: name for name, code in codes.items()} for kind, codes in ud.TYPE_CODES.items()}
 _D_NAMES = {kind: {code: name for name, code in codes.items()} for kind, codes in ud.D_TYPE_CODES.items()}
 LD_SHAPES_MODELLED = ("32x32b",)
+POISON = 0x7FFFFFFF   # a Float32 NaN: TMEM cells read while an MMA that writes them is in flight
 
 
 def split_address(address: int) -> tuple[int, int]:
@@ -58,6 +59,18 @@ class TensorMemory:
         self.cells = np.zeros((TMEM_LANES, TMEM_COLUMNS), dtype=np.uint32)
         self.allocations: dict[int, int] = {}
         self.relinquished = False
+        self.in_flight = []   # queued asynchronous operations (.lanes, .columns ranges) that write here
+
+    def poison(self, values: np.ndarray, lane: int, column: int) -> np.ndarray:
+        """``values`` (the cells at lanes ``lane..``, columns ``column..``) with :data:`POISON` where an
+        operation in flight (an MMA or copy not yet complete) writes: what a read before its commit
+        arrived may see."""
+        for op in self.in_flight:
+            l0, l1 = max(op.lanes[0], lane), min(op.lanes[1], lane + values.shape[0])
+            c0, c1 = max(op.columns[0], column), min(op.columns[1], column + values.shape[1])
+            if l0 < l1 and c0 < c1:
+                values[l0 - lane:l1 - lane, c0 - column:c1 - column] = POISON
+        return values
 
     def alloc(self, num_columns: int) -> int | None:
         """The TMEM address (lane 0) of ``num_columns`` newly allocated columns, or None when no
@@ -91,6 +104,11 @@ class TensorMemory:
             raise InterpretError(f"tcgen05.dealloc of {num_columns} columns at TMEM address 0x{int(address):08x}: no "
                                  f"allocation of that size starts there (live: {live}); pass the address and "
                                  f"count that tcgen05.alloc used")
+        for op in self.in_flight:
+            if op.columns[0] < column + num_columns and column < op.columns[1]:
+                raise InterpretError(f"tcgen05.dealloc of {num_columns} columns at TMEM address 0x{int(address):08x}: "
+                                     f"an MMA or copy issued at {op.where} still writes columns {op.columns[0]}.."
+                                     f"{op.columns[1] - 1}; wait on its tcgen05.commit's mbarrier before the dealloc")
         del self.allocations[column]
 
     def relinquish(self) -> None:
@@ -150,7 +168,8 @@ def ld(tmem: TensorMemory, address: int, shape: str, num: int, warp: int) -> np.
             an allocation.
     """
     lane, column = _warp_access(tmem, address, f"tcgen05.ld.{shape}.x{num}", shape, num, warp)
-    return tmem.cells[lane:lane + WARP, column:column + num].copy()
+    values = tmem.cells[lane:lane + WARP, column:column + num].copy()
+    return tmem.poison(values, lane, column) if tmem.in_flight else values
 
 
 def st(tmem: TensorMemory, address: int, shape: str, values, warp: int) -> None:
@@ -244,6 +263,16 @@ def operand_ranges(idesc: int, a, b_desc: int, *, kind: str, a_in_tmem: bool = F
     return ranges + byte_ranges(_smem_addresses(b_desc, n, k, b_type, fields["transpose_b"], "operand B")[0])
 
 
+def mma_shape(idesc: int, kind: str, cta_group: int = 1) -> tuple[int, int]:
+    """(M, N) of the D tile one :func:`mma` writes in this CTA's TMEM (lanes x columns).
+
+    Raises:
+        InterpretError: as :func:`mma` for an unmodelled or illegal instruction descriptor.
+    """
+    fields = _instruction(idesc, kind, cta_group)[0]
+    return fields["m"], fields["n"]
+
+
 def _instruction(idesc: int, kind: str, cta_group: int):
     """(fields, A type, B type) of a modelled instruction descriptor (module docstring).
 
@@ -271,4 +300,4 @@ def _instruction(idesc: int, kind: str, cta_group: int):
     return fields, a_type, b_type
 
 
-__all__ = ["TensorMemory", "split_address", "ld", "st", "mma", "operand_ranges", "TMEM_LANES", "TMEM_COLUMNS"]
+__all__ = ["TensorMemory", "split_address", "ld", "st", "mma", "mma_shape", "operand_ranges", "POISON", "TMEM_LANES", "TMEM_COLUMNS"]

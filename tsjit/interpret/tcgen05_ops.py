@@ -5,9 +5,15 @@
   address written to the shared-memory slot.  A request that does not fit is an error (on the GPU
   the warp would wait for another CTA on the SM to free columns; the interpreter runs one CTA of a
   cluster per SM and has no such CTA).
-* ``tcgen05.mma.shared`` / ``.tensor`` (§9.7.16.10.9) run in the issuing thread: the operands are
-  read and D written when it issues (an asynchronous-proxy read for the race checker), so
-  ``tcgen05.commit`` (§9.7.16.12.1) arrives on its mbarrier(s) at once.
+* ``tcgen05.mma.shared`` / ``.tensor`` (§9.7.16.10.9) are asynchronous: the issuing thread validates
+  them and queues them in its CTA (the operands' shared-memory reads are in flight for the race
+  checker).  ``tcgen05.commit`` (§9.7.16.12.1: the mbarrier tracks the completion of the tcgen05
+  operations the thread issued before) schedules their execution and then its arrival(s) for the next
+  quiescence (every thread parked: :attr:`Machine.at_quiescence`), as late as the hardware may
+  complete them.  So shared memory is read after everything that could run before the arrival ran
+  (an operand stage released or overwritten early gives new bytes), a ``tcgen05.ld`` of cells an MMA
+  in flight writes reads :data:`tsjit.interpret.tcgen05.POISON` (NaN), and a ``dealloc`` of them is
+  an error.
 * ``tcgen05.ld`` / ``tcgen05.st`` ``32x32b`` are warp collectives (§9.7.16.8.3-4); ``wait::ld`` /
   ``wait::st`` and the tcgen05 fences order nothing more in this model.
 * Every CTA's TMEM must be freed before it exits: :func:`finish_cta`, for the core to call when a
@@ -18,6 +24,7 @@ from __future__ import annotations
 from tsjit.errors import InterpretError
 from tsjit.interpret import memory as M
 from tsjit.interpret import tcgen05
+from tsjit.interpret.races import join, retire, snapshot
 from tsjit.interpret.registry import blocking, constant_arg, handles, handles_prefix
 from tsjit.interpret.sync import join_warp, mbarrier_at
 
@@ -104,6 +111,49 @@ def _relinquish(tr, instr, d, args):
     return relinquish
 
 
+class _Async:
+    """One asynchronous tcgen05 operation (``mma``, ``cp``) queued in its CTA until a commit executes it."""
+
+    __slots__ = ("run", "issuer", "where", "records", "lanes", "columns", "done", "targets")
+
+    def __init__(self, run, issuer, where, records, lanes, columns, targets):
+        self.run = run              # run() performs it (reads shared memory / TMEM now)
+        self.issuer = issuer
+        self.where = where
+        self.records = records      # in-flight asynchronous-proxy reads (race checker)
+        self.lanes = lanes          # (first, end) of the TMEM lanes it writes
+        self.columns = columns      # (first, end) of the TMEM columns it writes
+        self.done = False
+        self.targets = targets      # the TensorMemory objects it writes (reads of them see poison until done)
+        for tmem in targets:
+            tmem.in_flight.append(self)
+
+    def execute(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        for tmem in self.targets:
+            tmem.in_flight.remove(self)
+        try:
+            self.run()
+        except InterpretError as error:
+            raise InterpretError(f"{error}\n  at {self.where}, issued by {self.issuer.describe()}") from None
+        retire(self.issuer, self.records)
+
+
+def queue_of(cta) -> list:
+    """The CTA's queued asynchronous tcgen05 operations (oldest first; executed ones are dropped)."""
+    queue = getattr(cta, "umma_queue", None)
+    if queue is None:
+        queue = cta.umma_queue = []
+    return queue
+
+
+def enqueue(th, op: _Async) -> None:
+    """Queue ``op`` in ``th``'s CTA; a later ``tcgen05.commit`` of ``th`` executes it."""
+    queue_of(th.cta).append(op)
+
+
 @handles(_TC + "mma.shared", _TC + "mma.tensor")
 def _mma(tr, instr, d, args):
     d_slot, a_slot, b_slot, idesc_slot, enable_slot = args[:5]
@@ -116,22 +166,55 @@ def _mma(tr, instr, d, args):
         th = f[0]
         window = th.cta.window
         tmem = tensor_memory(th.cta)
+        idesc, a, b, d_address, accumulate = f[idesc_slot], f[a_slot], f[b_slot], f[d_slot] & 0xFFFFFFFF, \
+            bool(f[enable_slot])
         try:
-            if window.tracker is not None:
-                for start, end in tcgen05.operand_ranges(f[idesc_slot], f[a_slot], f[b_slot], kind=kind,
-                                                         a_in_tmem=a_in_tmem, cta_group=group):
-                    window.tracker.read(th, start, end - start, where, proxy="async")
-            tcgen05.mma(tmem, window.data, f[idesc_slot], f[a_slot], f[b_slot], f[d_slot] & 0xFFFFFFFF,
-                        bool(f[enable_slot]), kind=kind, a_in_tmem=a_in_tmem, cta_group=group)
+            ranges = tcgen05.operand_ranges(idesc, a, b, kind=kind, a_in_tmem=a_in_tmem, cta_group=group)
+            m, n = tcgen05.mma_shape(idesc, kind, group)
         except InterpretError as error:
             raise InterpretError(f"{error}\n  at {where}, {th.describe()}") from None
+        records = []
+        if window.tracker is not None:
+            records = [window.tracker.read(th, start, end - start, where, proxy="async", pending=True)
+                       for start, end in ranges]
+        lane, column = tcgen05.split_address(d_address)
+
+        def run():
+            tcgen05.mma(tmem, window.data, idesc, a, b, d_address, accumulate, kind=kind, a_in_tmem=a_in_tmem,
+                        cta_group=group)
+        enqueue(th, _Async(run, th, where, records, (lane, lane + m), (column, column + n), [tmem]))
     return mma
+
+
+def _arrive_later(th, targets, where: str) -> None:
+    """``tcgen05.commit`` of ``th``: at the next quiescence, every operation ``th``'s CTA queued before it
+    executes (reading shared memory then), then the arrivals on ``targets`` [(space, address)] fire,
+    releasing ``th``'s clock as of the commit."""
+    queue = queue_of(th.cta)
+    ops = [op for op in queue if op.issuer is th and not op.done]
+    barriers = [mbarrier_at(th, space, address, where) for space, address in targets]
+    clock = snapshot(th) if th.machine.checks else None
+
+    def complete():
+        for op in ops:
+            op.execute()
+        queue[:] = [op for op in queue if not op.done]
+        for barrier in barriers:
+            if barrier.pending < 1:
+                raise InterpretError(f"tcgen05.commit at {where}: its arrival on {barrier.name} finds no arrival "
+                                     f"pending in phase {barrier.phase} (issued by {th.describe()}); more "
+                                     f"arrivals than the barrier's count")
+            if clock is not None:
+                barrier.clock = join(barrier.clock, clock)
+            barrier.arrive(None, 1, where)
+    th.machine.at_quiescence.append(complete)
 
 
 @handles(_TC + "commit.shared.cg1", _TC + "commit.cg1", _TC + "commit.mc.shared.cg1", _TC + "commit.mc.cg1")
 def _commit(tr, instr, d, args):
     """One arrival on the barrier (or, ``.multicast::cluster``, on the barrier at the same offset in
-    each CTA of the mask): the MMAs before it are complete in this model."""
+    each CTA of the mask) once the tcgen05 operations this thread issued before have executed
+    (:func:`_arrive_later`)."""
     bar = args[0]
     mask = args[1] if len(args) > 1 else None
     where = tr.where(instr)
@@ -144,8 +227,7 @@ def _commit(tr, instr, d, args):
             offset = f[bar] & M.OFFSET_MASK
             targets = [(7, ((cta.rank + 1) << M.CLUSTER_SHIFT) | offset) for cta in th.cta.cluster.ctas
                        if f[mask] >> cta.rank & 1]
-        for space, address in targets:
-            mbarrier_at(th, space, address, where).arrive(th, 1, where)
+        _arrive_later(th, targets, where)
     return commit
 
 
