@@ -131,8 +131,10 @@ def test_ld_checks_the_warps_lane_quarter_and_the_allocation():
         ld(tmem, base, "32x32b", 8, warp=1)
     with pytest.raises(InterpretError, match="not inside an allocation"):
         ld(tmem, base + 16, "32x32b", 32, warp=0)
-    with pytest.raises(InterpretError, match="models"):
-        ld(tmem, base, "16x64b", 8, warp=0)
+    with pytest.raises(InterpretError, match="models the"):
+        ld(tmem, base, "16x32bx2", 8, warp=0)
+    with pytest.raises(InterpretError, match="warp 0 accesses TMEM lanes 24..39"):
+        ld(tmem, base + (24 << 16), "16x64b", 8, warp=0)
 
 
 def test_an_instruction_descriptor_with_m_64_is_refused_by_name():

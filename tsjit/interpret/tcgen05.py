@@ -10,21 +10,24 @@ hardware's placement is not specified; kernels read the address that alloc write
 None when no such range is free (the warp blocks until a ``dealloc``).  Every allocation must be
 freed before the CTA exits (§9.7.16.7.1): :meth:`TensorMemory.check_freed`.
 
-**MMA** (§9.7.16.10.9): ``D = A x B (+ D)`` with ``M = 128`` rows for ``cta_group::1`` (lane ``r``
+**MMA** (§9.7.16.10.9): ``D = A x B (+ D)`` with ``M = 128`` rows per CTA (``cta_group::1``; a pair of CTAs
+with ``cta_group::2`` and ``M = 256``: :func:`mma_pair`) (lane ``r``
 of the D columns holds row ``r``: Data-path Layout D, §9.7.16.10.5.4) and 32-bit D (Float32).  The
 32-bit instruction descriptor and the 64-bit shared-memory descriptors are decoded with
 :mod:`tsjit.lang.umma_descriptors` (the encoder's own inverse); the shared-memory operand layouts
 are wgmma's canonical layouts (:func:`tsjit.interpret.wgmma.canonical_addresses`; §9.7.16.3).
 Products are exact and the K products plus D are summed in float64 and rounded once to Float32.
-Not modelled (an :class:`~tsjit.errors.InterpretError`): ``M = 64``, ``cta_group::2`` pairs, ``.ws``,
+Not modelled (an :class:`~tsjit.errors.InterpretError`): ``M = 64``, ``M = 128`` pairs, ``.ws``,
 sparse and block-scaled MMAs, Float16/Int32 D, the ``128B_base32B`` swizzle, a non-zero base offset
 and the absolute-LBO mode.
 
-**ld / st** (§9.7.16.8.3): shape ``32x32b``: thread ``t`` of the warp accesses lane
+**ld / st** (§9.7.16.8.3): shapes ``32x32b``, ``16x64b``, ``16x128b``, ``16x256b`` (:func:`fragment_cells`); ``32x32b``: thread ``t`` of the warp accesses lane
 ``base_lane + t`` and register ``j`` is column ``base_column + j``; warp ``w`` may access only
 lanes ``32 (w % 4) .. 32 (w % 4) + 31`` (§9.7.16.8.1).
 """
 from __future__ import annotations
+
+from functools import lru_cache
 
 import numpy as np
 
@@ -38,7 +41,6 @@ TMEM_COLUMNS = 512
 WARP = 32
 _TYPE_NAMES = {kind: {code: name for name, code in codes.items()} for kind, codes in ud.TYPE_CODES.items()}
 _D_NAMES = {kind: {code: name for name, code in codes.items()} for kind, codes in ud.D_TYPE_CODES.items()}
-LD_SHAPES_MODELLED = ("32x32b",)
 POISON = 0x7FFFFFFF   # a Float32 NaN: TMEM cells read while an MMA that writes them is in flight
 
 
@@ -72,9 +74,10 @@ class TensorMemory:
                 values[l0 - lane:l1 - lane, c0 - column:c1 - column] = POISON
         return values
 
-    def alloc(self, num_columns: int) -> int | None:
+    def alloc(self, num_columns: int, peers=()) -> int | None:
         """The TMEM address (lane 0) of ``num_columns`` newly allocated columns, or None when no
-        aligned free range exists now (the allocating warp waits).
+        aligned free range exists now (the allocating warp waits).  With ``peers`` (the other CTA of a
+        pair, ``cta_group::2``) the same columns are allocated in each of them too.
 
         Raises:
             InterpretError: ``num_columns`` is not a power of two in 32..512, or the CTA gave up
@@ -87,8 +90,10 @@ class TensorMemory:
             raise InterpretError("tcgen05.alloc after tcgen05.relinquish_alloc_permit in this CTA: the CTA gave up "
                                  "its right to allocate; allocate before relinquishing")
         for base in range(0, TMEM_COLUMNS, num_columns):
-            if all(b + n <= base or base + num_columns <= b for b, n in self.allocations.items()):
-                self.allocations[base] = num_columns
+            if all(b + n <= base or base + num_columns <= b
+                   for tmem in (self, *peers) for b, n in tmem.allocations.items()):
+                for tmem in (self, *peers):
+                    tmem.allocations[base] = num_columns
                 return base
         return None
 
@@ -136,31 +141,61 @@ class TensorMemory:
                                  f"are not inside an allocation (allocated: {live})")
 
 
-def _lanes_of_warp(lane: int, warp: int, what: str) -> None:
-    quarter = 32 * (warp % 4)
-    if not quarter <= lane < quarter + 32 or lane + WARP > quarter + 32:
-        raise InterpretError(f"{what}: warp {warp} accesses TMEM lanes {lane}..{lane + WARP - 1}, but warp w may only "
-                             f"access lanes {quarter}..{quarter + 31} (32 * (w % 4) on; PTX ISA §9.7.16.8.1)")
+#: shape -> (TMEM lanes, 32-bit columns per repetition, registers per thread per repetition).
+LD_SHAPES = {"32x32b": (32, 1, 1), "16x64b": (16, 2, 1), "16x128b": (16, 4, 2), "16x256b": (16, 8, 4)}
+
+
+@lru_cache(maxsize=64)
+def fragment_cells(shape: str, num: int) -> tuple[np.ndarray, np.ndarray]:
+    """(lanes, columns), each ``(32, registers)`` int64: the TMEM cell (relative to the instruction's
+    address) that register ``r`` of thread ``t`` of the warp loads or stores in ``tcgen05.{ld,st}.<shape>.x<num>``
+    (PTX ISA 9.1 §9.7.16.8.3, "Matrix fragments for tcgen05.ld / tcgen05.st"; repetition ``i`` covers
+    the atom's columns shifted by ``i`` atom widths):
+
+    * ``32x32b``: lane ``t``, column ``r``;
+    * ``16x64b`` (one register per repetition): lane ``t // 4 + 8 (t % 2)``, column ``(t // 2) % 2 + 2 r``;
+    * ``16x128b`` (two): lane ``t // 4 + 8 (r % 2)``, column ``t % 4 + 4 (r // 2)``;
+    * ``16x256b`` (four): lane ``t // 4 + 8 ((r // 2) % 2)``, column ``r % 2 + 2 (t % 4) + 8 (r // 4)``.
+    """
+    _lanes, _columns, per = LD_SHAPES[shape]
+    t = np.arange(WARP, dtype=np.int64)[:, None]
+    r = np.arange(per * num, dtype=np.int64)[None, :]
+    if shape == "32x32b":
+        lanes, columns = t + 0 * r, r + 0 * t
+    elif shape == "16x64b":
+        lanes, columns = t // 4 + 8 * (t % 2) + 0 * r, (t // 2) % 2 + 2 * r
+    elif shape == "16x128b":
+        lanes, columns = t // 4 + 8 * (r % 2), t % 4 + 4 * (r // 2)
+    else:
+        lanes, columns = t // 4 + 8 * ((r // 2) % 2), r % 2 + 2 * (t % 4) + 8 * (r // 4)
+    lanes.setflags(write=False)
+    columns.setflags(write=False)
+    return lanes, columns
 
 
 def _warp_access(tmem: TensorMemory, address: int, what: str, shape: str, num: int, warp: int) -> tuple[int, int]:
     """(lane, column) of a warp's ld/st, checked: a modelled shape, the warp's lanes, an allocation."""
     lane, column = split_address(address)
-    if shape not in LD_SHAPES_MODELLED:
-        raise InterpretError(f"{what}: the interpreter models the {LD_SHAPES_MODELLED} shapes only")
-    _lanes_of_warp(lane, warp, what)
-    tmem.check(lane, column, WARP, num, what)
+    if shape not in LD_SHAPES:
+        raise InterpretError(f"{what}: the interpreter models the {list(LD_SHAPES)} shapes (PTX ISA §9.7.16.8.3)")
+    lanes, columns, _per = LD_SHAPES[shape]
+    quarter = 32 * (warp % 4)
+    if not quarter <= lane < quarter + 32 or lane + lanes > quarter + 32:
+        raise InterpretError(f"{what}: warp {warp} accesses TMEM lanes {lane}..{lane + lanes - 1}, but warp w may only "
+                             f"access lanes {quarter}..{quarter + 31} (32 * (w % 4) on; PTX ISA §9.7.16.8.1)")
+    tmem.check(lane, column, lanes, columns * num, what)
     return lane, column
 
 
 def ld(tmem: TensorMemory, address: int, shape: str, num: int, warp: int) -> np.ndarray:
-    """``tcgen05.ld.sync.aligned.<shape>.x<num>.b32`` of one warp: ``(32, num)`` uint32, thread by register.
+    """``tcgen05.ld.sync.aligned.<shape>.x<num>.b32`` of one warp: ``(32, registers)`` uint32, thread by
+    register (:func:`fragment_cells` places them).
 
     Args:
         tmem: the CTA's tensor memory.
         address: the TMEM address every thread gave (lane, column).
-        shape: ``"32x32b"`` (the others raise).
-        num: repetitions (registers per thread), a power of 2 up to 128.
+        shape: ``"32x32b"``, ``"16x64b"``, ``"16x128b"`` or ``"16x256b"``.
+        num: repetitions, a power of 2 (at most 128 registers per thread).
         warp: the warp's index in the CTA (``warp % 4`` selects its lanes).
 
     Raises:
@@ -168,17 +203,27 @@ def ld(tmem: TensorMemory, address: int, shape: str, num: int, warp: int) -> np.
             an allocation.
     """
     lane, column = _warp_access(tmem, address, f"tcgen05.ld.{shape}.x{num}", shape, num, warp)
-    values = tmem.cells[lane:lane + WARP, column:column + num].copy()
-    return tmem.poison(values, lane, column) if tmem.in_flight else values
+    if tmem.in_flight:
+        view = tmem.poison(tmem.cells[lane:lane + 32, column:column + LD_SHAPES[shape][1] * num].copy(), lane, column)
+    else:
+        view = tmem.cells[lane:lane + 32, column:]
+    if shape == "32x32b":
+        return view[:, :num].copy()
+    lanes, columns = fragment_cells(shape, num)
+    return view[lanes, columns]
 
 
 def st(tmem: TensorMemory, address: int, shape: str, values, warp: int) -> None:
-    """``tcgen05.st.sync.aligned.<shape>.x<num>.b32`` of one warp: ``values`` ``(32, num)`` uint32
+    """``tcgen05.st.sync.aligned.<shape>.x<num>.b32`` of one warp: ``values`` ``(32, registers)`` uint32
     (thread by register) into TMEM (layout as :func:`ld`)."""
     registers = np.asarray(values, dtype=np.uint64).astype(np.uint32)
-    num = registers.shape[1]
+    num = registers.shape[1] // LD_SHAPES[shape][2] if shape in LD_SHAPES else registers.shape[1]
     lane, column = _warp_access(tmem, address, f"tcgen05.st.{shape}.x{num}", shape, num, warp)
-    tmem.cells[lane:lane + WARP, column:column + num] = registers
+    if shape == "32x32b":
+        tmem.cells[lane:lane + WARP, column:column + num] = registers
+        return
+    lanes, columns = fragment_cells(shape, num)
+    tmem.cells[lane + lanes, column + columns] = registers
 
 
 def _smem_addresses(desc: int, rows: int, k: int, ptx_type: str, mn_major: int, what: str):
@@ -237,40 +282,64 @@ def mma(tmem: TensorMemory, smem: np.ndarray, idesc: int, a, b_desc: int, d_addr
         InterpretError: an unmodelled form (module docstring), types the kind lacks, operands or D
             outside shared memory / TMEM allocations.
     """
-    fields, a_type, b_type = _instruction(idesc, kind, cta_group)
-    m, n, k = fields["m"], fields["n"], ud.KIND_K[kind]
-    if a_in_tmem:
-        operand_a = _tmem_operand(tmem, a, m, k, a_type)
-    else:
-        operand_a = _smem_operand(smem, a, m, k, a_type, fields["transpose_a"], "operand A")
-    operand_b = _smem_operand(smem, b_desc, n, k, b_type, fields["transpose_b"], "operand B")
-    sign = (-1.0) ** (fields["negate_a"] + fields["negate_b"])
+    if cta_group != 1:
+        raise InterpretError("tcgen05.mma: a cta_group::2 MMA spans a CTA pair; use mma_pair")
+    mma_pair([tmem], [smem], idesc, a, b_desc, d_address, accumulate, kind=kind, a_in_tmem=a_in_tmem)
+
+
+def mma_pair(tmems, smems, idesc: int, a, b_desc: int, d_address: int, accumulate: bool, *, kind: str,
+             a_in_tmem: bool = False) -> None:
+    """One ``tcgen05.mma.cta_group::G`` over the ``G`` CTAs of ``tmems`` / ``smems`` (one CTA, or the
+    even and the odd CTA of a pair, in that order).
+
+    With ``cta_group::2`` (M = 256; PTX ISA 9.1 §9.7.16.10.9, the pair's data path) CTA ``c`` holds rows
+    ``128 c .. 128 c + 127`` of A (its own shared memory at A's descriptor, or its TMEM) and rows
+    ``N/2 c .. N/2 c + N/2 - 1`` of B (N x K) at B's descriptor, and gets rows ``128 c ..`` of D in its
+    TMEM at ``d_address`` (lane r = row 128 c + r, all N columns): ``D_c = A_c [B_0; B_1]^T (+ D_c)``.
+    The descriptors and the D address are the same numbers in both CTAs.
+
+    Raises:
+        InterpretError: as :func:`mma` (M = 128 pairs are not modelled).
+    """
+    group = len(tmems)
+    fields, a_type, b_type = _instruction(idesc, kind, group)
+    m, n, k = fields["m"] // group, fields["n"], ud.KIND_K[kind]
     lane, column = split_address(d_address)
-    tmem.check(lane, column, m, n, "tcgen05.mma: D")
-    product = sign * (operand_a @ operand_b.T)
-    if accumulate:
-        product = product + tmem.cells[lane:lane + m, column:column + n].view(np.float32).astype(np.float64)
-    tmem.cells[lane:lane + m, column:column + n] = numerics.to_float32(product).view(np.uint32)
+    operands_a = []
+    for tmem, smem in zip(tmems, smems):
+        if a_in_tmem:
+            operands_a.append(_tmem_operand(tmem, a, m, k, a_type))
+        else:
+            operands_a.append(_smem_operand(smem, a, m, k, a_type, fields["transpose_a"], "operand A"))
+        tmem.check(lane, column, m, n, "tcgen05.mma: D")
+    operand_b = np.concatenate([_smem_operand(smem, b_desc, n // group, k, b_type, fields["transpose_b"],
+                                              "operand B") for smem in smems])
+    sign = (-1.0) ** (fields["negate_a"] + fields["negate_b"])
+    for tmem, operand_a in zip(tmems, operands_a):
+        product = sign * (operand_a @ operand_b.T)
+        if accumulate:
+            product = product + tmem.cells[lane:lane + m, column:column + n].view(np.float32).astype(np.float64)
+        tmem.cells[lane:lane + m, column:column + n] = numerics.to_float32(product).view(np.uint32)
 
 
 def operand_ranges(idesc: int, a, b_desc: int, *, kind: str, a_in_tmem: bool = False,
                    cta_group: int = 1) -> list[tuple[int, int]]:
     """The shared-memory byte ranges ``[start, end)`` one :func:`mma` reads (A's unless it is in
-    TMEM, then B's), for the race checker."""
+    TMEM, then B's), for the race checker; with ``cta_group=2`` those it reads in each CTA of the pair."""
     fields, a_type, b_type = _instruction(idesc, kind, cta_group)
-    m, n, k = fields["m"], fields["n"], ud.KIND_K[kind]
+    m, n, k = fields["m"] // cta_group, fields["n"] // cta_group, ud.KIND_K[kind]
     ranges = [] if a_in_tmem else byte_ranges(_smem_addresses(a, m, k, a_type, fields["transpose_a"], "operand A")[0])
     return ranges + byte_ranges(_smem_addresses(b_desc, n, k, b_type, fields["transpose_b"], "operand B")[0])
 
 
 def mma_shape(idesc: int, kind: str, cta_group: int = 1) -> tuple[int, int]:
-    """(M, N) of the D tile one :func:`mma` writes in this CTA's TMEM (lanes x columns).
+    """(M, N) of the D tile one :func:`mma` writes in each CTA's TMEM (lanes x columns).
 
     Raises:
         InterpretError: as :func:`mma` for an unmodelled or illegal instruction descriptor.
     """
     fields = _instruction(idesc, kind, cta_group)[0]
-    return fields["m"], fields["n"]
+    return fields["m"] // cta_group, fields["n"]
 
 
 def _instruction(idesc: int, kind: str, cta_group: int):
@@ -281,16 +350,16 @@ def _instruction(idesc: int, kind: str, cta_group: int):
     """
     fields = ud.decode_instruction_descriptor(int(idesc))
     what = f"tcgen05.mma.kind::{kind} (instruction descriptor 0x{int(idesc) & 0xFFFFFFFF:08x})"
-    if cta_group != 1 or kind not in ("f16", "tf32", "f8f6f4") or fields["sparse"]:
-        raise InterpretError(f"{what}: the interpreter models dense cta_group::1 MMAs of kinds f16, tf32 and f8f6f4 "
-                             f"only")
+    if cta_group not in (1, 2) or kind not in ("f16", "tf32", "f8f6f4") or fields["sparse"]:
+        raise InterpretError(f"{what}: the interpreter models dense MMAs of kinds f16, tf32 and f8f6f4 only")
     m, n = fields["m"], fields["n"]
     try:
-        ud.check_shape(kind, m, n, cta_group=1)
+        ud.check_shape(kind, m, n, cta_group=cta_group)
     except CompilationError as error:
         raise InterpretError(f"{what}: {error}") from None
-    if m != 128:
-        raise InterpretError(f"{what}: M = {m} is not modelled by the interpreter (M = 128 only)")
+    if m != 128 * cta_group:
+        raise InterpretError(f"{what}: M = {m} is not modelled by the interpreter with cta_group::{cta_group} "
+                             f"(M = 128 per CTA only: 128, or 256 for a pair)")
     a_type = _TYPE_NAMES[kind].get(fields["a_type"])
     b_type = _TYPE_NAMES[kind].get(fields["b_type"])
     d_type = _D_NAMES[kind].get(fields["d_type"])
@@ -300,4 +369,4 @@ def _instruction(idesc: int, kind: str, cta_group: int):
     return fields, a_type, b_type
 
 
-__all__ = ["TensorMemory", "split_address", "ld", "st", "mma", "mma_shape", "operand_ranges", "POISON", "TMEM_LANES", "TMEM_COLUMNS"]
+__all__ = ["LD_SHAPES", "fragment_cells", "TensorMemory", "split_address", "ld", "st", "mma", "mma_pair", "mma_shape", "operand_ranges", "POISON", "TMEM_LANES", "TMEM_COLUMNS"]

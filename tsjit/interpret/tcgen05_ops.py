@@ -4,7 +4,12 @@
   collectives: the warp rendezvous, one allocation is made in the CTA's :class:`TensorMemory` and its
   address written to the shared-memory slot.  A request that does not fit is an error (on the GPU
   the warp would wait for another CTA on the SM to free columns; the interpreter runs one CTA of a
-  cluster per SM and has no such CTA).
+  cluster per SM and has no such CTA).  ``cta_group::2`` forms: one warp of each CTA of the pair
+  (cluster ranks 2p, 2p + 1) executes them; the pair waits for both warps and allocates the same
+  columns in both CTAs' TMEM (a pair's MMA writes both at one address).
+* ``tcgen05.mma.cta_group::2`` (M = 256) is issued by one thread of the pair's even CTA and reads
+  both CTAs' shared memory (:func:`tsjit.interpret.tcgen05.mma_pair`); its commit (``.multicast``
+  to the pair's barriers, or one barrier, local or the peer's shared::cluster address) as below.
 * ``tcgen05.mma.shared`` / ``.tensor`` (§9.7.16.10.9) are asynchronous: the issuing thread validates
   them and queues them in its CTA (the operands' shared-memory reads are in flight for the race
   checker).  ``tcgen05.commit`` (§9.7.16.12.1: the mbarrier tracks the completion of the tcgen05
@@ -14,7 +19,7 @@
   (an operand stage released or overwritten early gives new bytes), a ``tcgen05.ld`` of cells an MMA
   in flight writes reads :data:`tsjit.interpret.tcgen05.POISON` (NaN), and a ``dealloc`` of them is
   an error.
-* ``tcgen05.ld`` / ``tcgen05.st`` ``32x32b`` are warp collectives (§9.7.16.8.3-4); ``wait::ld`` /
+* ``tcgen05.ld`` / ``tcgen05.st`` (every shape, ``.xN``) are warp collectives (§9.7.16.8.3-4); ``wait::ld`` /
   ``wait::st`` and the tcgen05 fences order nothing more in this model.
 * Every CTA's TMEM must be freed before it exits: :func:`finish_cta`, for the core to call when a
   CTA's last thread finishes.
@@ -26,7 +31,7 @@ from tsjit.interpret import memory as M
 from tsjit.interpret import tcgen05
 from tsjit.interpret.races import join, retire, snapshot
 from tsjit.interpret.registry import blocking, constant_arg, handles, handles_prefix
-from tsjit.interpret.sync import join_warp, mbarrier_at
+from tsjit.interpret.sync import Waitable, join_warp, mbarrier_at
 
 _TC = "llvm.nvvm.tcgen05."
 FULL_MASK = 0xFFFFFFFF
@@ -74,37 +79,119 @@ def _warp_once(kind: str, value_of, action, where: str):
     return _collective(kind, value_of, compute, where)
 
 
-@handles(_TC + "alloc.shared.cg1", _TC + "alloc.cg1")
+class _PairOp(Waitable):
+    """One ``cta_group::2`` collective of a CTA pair: one warp of each CTA gives its value; the action
+    runs when both have (``done``)."""
+
+    __slots__ = ("kind", "ranks", "values", "done", "where")
+
+    def __init__(self, kind, ranks, where):
+        super().__init__()
+        self.kind = kind
+        self.ranks = ranks
+        self.values = {}
+        self.done = False
+        self.where = where
+
+    def describe(self) -> str:
+        waiting = [r for r in self.ranks if r not in self.values]
+        return (f"{self.kind} (cta_group::2) of the CTA pair {self.ranks} at {self.where}: waiting for a warp of "
+                f"CTA rank {waiting[0] if waiting else '?'} to execute it too")
+
+
+def _pair_ctas(th, what: str, where: str):
+    """(even CTA, odd CTA) of ``th``'s CTA pair (cluster ranks 2 p, 2 p + 1)."""
+    ctas = th.cta.cluster.ctas
+    base = th.cta.rank & ~1
+    if base + 1 >= len(ctas):
+        raise InterpretError(f"{what} (cta_group::2) at {where}: CTA rank {th.cta.rank} has no peer CTA (the cluster "
+                             f"has {len(ctas)} CTA(s)); launch with cluster dimensions that pair the CTAs, or use "
+                             f"cta_group=1")
+    return ctas[base], ctas[base + 1]
+
+
+def _collective_op(kind: str, group: int, value_of, action, where: str):
+    """The op of a warp collective (``group`` 1) or of a CTA pair's collective (``group`` 2: one warp of
+    each CTA; the pair waits for both).  ``action(threads, values)`` runs once, with the first thread and
+    value of each participating warp (even CTA first)."""
+    if group == 1:
+        return _warp_once(kind, value_of, lambda th, value: action([th], [value]), where)
+
+    def compute(rv):
+        threads = sorted(rv.inputs, key=lambda t: t.lane)
+        first = threads[0]
+        pair = _pair_ctas(first, kind, where)
+        counters = first.cta.__dict__.setdefault("pair_calls", {})
+        n = counters[kind] = counters.get(kind, 0) + 1
+        pending = pair[0].__dict__.setdefault("pair_ops", {})
+        op = pending.get((kind, n))
+        if op is None:
+            op = pending[(kind, n)] = _PairOp(kind, (pair[0].rank, pair[1].rank), where)
+        op.values[first.cta.rank] = (first, rv.inputs[first])
+        if len(op.values) == 2:
+            del pending[(kind, n)]
+            ordered = [op.values[r] for r in op.ranks]
+            action([t for t, _ in ordered], [v for _, v in ordered])
+            op.done = True
+            first.machine.notify(op)
+        return {t: op for t in threads}
+
+    @blocking
+    def pair_op(f):
+        th = f[0]
+        rv = join_warp(th, FULL_MASK, kind, value_of(f), compute, where)
+        while rv.results is None:
+            yield rv
+        op = rv.results[th]
+        while not op.done:
+            yield op
+    return pair_op
+
+
+def _group_of(name: str) -> int:
+    return 2 if name.endswith("cg2") else 1
+
+
+@handles(_TC + "alloc.shared.cg1", _TC + "alloc.cg1", _TC + "alloc.shared.cg2", _TC + "alloc.cg2")
 def _alloc(tr, instr, d, args):
     slot, count = args
     where = tr.where(instr)
 
-    def allocate(th, value):
-        offset, columns = value
-        tmem = tensor_memory(th.cta)
-        base = tmem.alloc(columns)
+    def allocate(threads, values):
+        columns = values[0][1]
+        if any(v[1] != columns for v in values):
+            raise InterpretError(f"tcgen05.alloc.cta_group::2 at {where}: the CTAs of the pair ask for different "
+                                 f"column counts ({[v[1] for v in values]}); give both the same")
+        tmems = [tensor_memory(th.cta) for th in threads]
+        base = tmems[0].alloc(columns, tmems[1:])
         if base is None:
             raise InterpretError(f"tcgen05.alloc of {columns} columns at {where}: only "
-                                 f"{tcgen05.TMEM_COLUMNS - sum(tmem.allocations.values())} TMEM columns are free in "
-                                 f"CTA rank {th.cta.rank} and no other CTA can free them; dealloc first or ask "
-                                 f"for fewer")
-        window = th.cta.window
-        window.check(offset, 4, "the tcgen05.alloc address slot", where)
-        window.data[offset:offset + 4] = memoryview(base.to_bytes(4, "little"))
-        if window.tracker is not None:
-            window.tracker.write(th, offset, 4, where, proxy="async")
+                                 f"{tcgen05.TMEM_COLUMNS - sum(tmems[0].allocations.values())} TMEM columns are free "
+                                 f"in CTA rank {threads[0].cta.rank} and no other CTA can free them; dealloc first "
+                                 f"or ask for fewer")
+        for th, (offset, _) in zip(threads, values):
+            window = th.cta.window
+            window.check(offset, 4, "the tcgen05.alloc address slot", where)
+            window.data[offset:offset + 4] = memoryview(base.to_bytes(4, "little"))
+            if window.tracker is not None:
+                window.tracker.write(th, offset, 4, where, proxy="async")
 
-    return _warp_once("tcgen05.alloc", lambda f: (f[slot] & M.OFFSET_MASK, f[count]), allocate, where)
+    return _collective_op("tcgen05.alloc", _group_of(instr.callee.name),
+                          lambda f: (f[slot] & M.OFFSET_MASK, f[count]), allocate, where)
 
 
-@handles(_TC + "dealloc.cg1")
+@handles(_TC + "dealloc.cg1", _TC + "dealloc.cg2")
 def _dealloc(tr, instr, d, args):
     address, count = args
-    return _warp_once("tcgen05.dealloc", lambda f: (f[address] & 0xFFFFFFFF, f[count]),
-                      lambda th, value: tensor_memory(th.cta).dealloc(*value), tr.where(instr))
+
+    def free(threads, values):
+        for th, value in zip(threads, values):
+            tensor_memory(th.cta).dealloc(*value)
+    return _collective_op("tcgen05.dealloc", _group_of(instr.callee.name),
+                          lambda f: (f[address] & 0xFFFFFFFF, f[count]), free, tr.where(instr))
 
 
-@handles(_TC + "relinq.alloc.permit.cg1")
+@handles(_TC + "relinq.alloc.permit.cg1", _TC + "relinq.alloc.permit.cg2")
 def _relinquish(tr, instr, d, args):
     def relinquish(f):
         tensor_memory(f[0].cta).relinquish()
@@ -164,25 +251,29 @@ def _mma(tr, instr, d, args):
 
     def mma(f):
         th = f[0]
-        window = th.cta.window
-        tmem = tensor_memory(th.cta)
         idesc, a, b, d_address, accumulate = f[idesc_slot], f[a_slot], f[b_slot], f[d_slot] & 0xFFFFFFFF, \
             bool(f[enable_slot])
         try:
+            ctas = (th.cta,) if group == 1 else _pair_ctas(th, "tcgen05.mma", where)
+            if group == 2 and th.cta is not ctas[0]:
+                raise InterpretError(f"tcgen05.mma.cta_group::2: issued in CTA rank {th.cta.rank}; the even CTA of "
+                                     f"the pair issues a pair's MMA (cluster rank {ctas[0].rank})")
             ranges = tcgen05.operand_ranges(idesc, a, b, kind=kind, a_in_tmem=a_in_tmem, cta_group=group)
             m, n = tcgen05.mma_shape(idesc, kind, group)
         except InterpretError as error:
             raise InterpretError(f"{error}\n  at {where}, {th.describe()}") from None
         records = []
-        if window.tracker is not None:
-            records = [window.tracker.read(th, start, end - start, where, proxy="async", pending=True)
-                       for start, end in ranges]
+        for cta in ctas:
+            if cta.window.tracker is not None:
+                records += [cta.window.tracker.read(th, start, end - start, where, proxy="async", pending=True)
+                            for start, end in ranges]
+        tmems = [tensor_memory(cta) for cta in ctas]
+        smems = [cta.window.data for cta in ctas]
         lane, column = tcgen05.split_address(d_address)
 
         def run():
-            tcgen05.mma(tmem, window.data, idesc, a, b, d_address, accumulate, kind=kind, a_in_tmem=a_in_tmem,
-                        cta_group=group)
-        enqueue(th, _Async(run, th, where, records, (lane, lane + m), (column, column + n), [tmem]))
+            tcgen05.mma_pair(tmems, smems, idesc, a, b, d_address, accumulate, kind=kind, a_in_tmem=a_in_tmem)
+        enqueue(th, _Async(run, th, where, records, (lane, lane + m), (column, column + n), tmems))
     return mma
 
 
@@ -210,7 +301,8 @@ def _arrive_later(th, targets, where: str) -> None:
     th.machine.at_quiescence.append(complete)
 
 
-@handles(_TC + "commit.shared.cg1", _TC + "commit.cg1", _TC + "commit.mc.shared.cg1", _TC + "commit.mc.cg1")
+@handles(_TC + "commit.shared.cg1", _TC + "commit.cg1", _TC + "commit.mc.shared.cg1", _TC + "commit.mc.cg1",
+         _TC + "commit.shared.cg2", _TC + "commit.cg2", _TC + "commit.mc.shared.cg2", _TC + "commit.mc.cg2")
 def _commit(tr, instr, d, args):
     """One arrival on the barrier (or, ``.multicast::cluster``, on the barrier at the same offset in
     each CTA of the mask) once the tcgen05 operations this thread issued before have executed
@@ -222,7 +314,8 @@ def _commit(tr, instr, d, args):
     def commit(f):
         th = f[0]
         if mask is None:
-            targets = [(3, f[bar])]
+            address = f[bar]   # a shared::cluster address (mapa) names the peer's barrier
+            targets = [(7 if address & ~M.OFFSET_MASK and address >> M.CLUSTER_SHIFT <= 16 else 3, address)]
         else:
             offset = f[bar] & M.OFFSET_MASK
             targets = [(7, ((cta.rank + 1) << M.CLUSTER_SHIFT) | offset) for cta in th.cta.cluster.ctas
@@ -262,7 +355,7 @@ def _ld(tr, instr, d, args):
 
     def apply(tmem, addresses, shape, num, warp):
         values = tcgen05.ld(tmem, addresses[0], shape, num, warp)
-        return [int(row[0]) if num == 1 else tuple(int(v) for v in row) for row in values]
+        return [int(row[0]) if values.shape[1] == 1 else tuple(int(v) for v in row) for row in values]
 
     inner = _tmem_transfer(tr, instr, "ld", lambda f: f[address] & 0xFFFFFFFF, apply)
 
@@ -277,7 +370,7 @@ def _st(tr, instr, d, args):
     address, value = args[0], args[1]
 
     def apply(tmem, inputs, shape, num, warp):
-        rows = [[v] if num == 1 else list(v) for _, v in inputs]
+        rows = [list(v) if isinstance(v, tuple) else [v] for _, v in inputs]
         tcgen05.st(tmem, inputs[0][0], shape, rows, warp)
         return None
 

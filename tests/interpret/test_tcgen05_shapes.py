@@ -1,0 +1,162 @@
+"""tcgen05.ld / tcgen05.st shapes 16x64b, 16x128b, 16x256b with .xN repetitions (issue 13): the cells each
+thread's registers address, against layouts written out here from the PTX ISA 9.1 figures "Matrix fragments
+for tcgen05.ld / st" (§9.7.16.8.3), and a UMMA kernel that reads its accumulator with each shape."""
+import numpy as np
+import pytest
+
+import tsjit
+from tsjit import tcgen05
+from tsjit.errors import InterpretError
+from tsjit.interpret import numerics
+from tsjit.interpret.tcgen05 import TensorMemory, ld, st
+
+BF16 = tsjit.BFloat16
+
+
+def expected_cells(shape: str, num: int):
+    """{(thread, register): (lane, column)} per the PTX ISA figures, one repetition at a time.
+
+    16x256b: the m16n8 accumulator image: thread 4 g + q holds rows g and g + 8, columns 2 q, 2 q + 1 of
+    each 8-column block, registers in the order (g, 2q) (g, 2q+1) (g+8, 2q) (g+8, 2q+1).
+    16x128b: rows g and g + 8, column q of each 4-column block.
+    16x64b: each 2-column block: row 0 of it is held by threads 0 and 2, row 8 by threads 1 and 3,
+    row 1 by threads 4 and 6, ...: thread t holds row t // 4 + 8 * (t odd), column (t // 2) % 2."""
+    cells = {}
+    for t in range(32):
+        g, q = divmod(t, 4)
+        for i in range(num):
+            if shape == "16x256b":
+                for j, (row, col) in enumerate([(g, 2 * q), (g, 2 * q + 1), (g + 8, 2 * q), (g + 8, 2 * q + 1)]):
+                    cells[(t, 4 * i + j)] = (row, 8 * i + col)
+            elif shape == "16x128b":
+                cells[(t, 2 * i)] = (g, 4 * i + q)
+                cells[(t, 2 * i + 1)] = (g + 8, 4 * i + q)
+            elif shape == "16x64b":
+                cells[(t, i)] = (g + (8 if t % 2 else 0), 2 * i + (t // 2) % 2)
+            else:
+                cells[(t, i)] = (t, i)
+    return cells
+
+
+CASES = [(shape, num) for shape in ("16x64b", "16x128b", "16x256b", "32x32b") for num in (1, 2, 4, 8)]
+
+
+@pytest.mark.parametrize("shape,num", CASES)
+def test_ld_reads_the_cells_of_the_ptx_fragment(shape, num):
+    tmem = TensorMemory()
+    base = tmem.alloc(128)
+    tmem.cells[:] = np.arange(128)[:, None] * 1000 + np.arange(512)[None, :]
+    lane0, col0 = (32 if shape == "32x32b" else 48), 8   # warp 1's quarter (the upper half for 16 lanes)
+    got = ld(tmem, base | (lane0 << 16) | col0, shape, num, warp=1)
+    want = np.zeros_like(got)
+    for (t, r), (row, col) in expected_cells(shape, num).items():
+        want[t, r] = (lane0 + row) * 1000 + col0 + col
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("shape,num", CASES)
+def test_st_writes_the_cells_ld_reads_and_no_others(shape, num):
+    tmem = TensorMemory()
+    base = tmem.alloc(128)
+    cells = expected_cells(shape, num)
+    registers = max(r for _, r in cells) + 1
+    values = np.random.default_rng().integers(1, 2**32, (32, registers), dtype=np.uint64).astype(np.uint32)
+    lane0 = 0 if shape == "32x32b" else 16
+    st(tmem, base | (lane0 << 16) | 4, shape, values, warp=0)
+    want = np.zeros((128, 512), np.uint32)
+    for (t, r), (row, col) in cells.items():
+        want[lane0 + row, 4 + col] = values[t, r]
+    np.testing.assert_array_equal(tmem.cells, want)
+    np.testing.assert_array_equal(ld(tmem, base | (lane0 << 16) | 4, shape, num, warp=0), values)
+
+
+def test_a_16_lane_shape_must_stay_in_the_warps_quarter():
+    tmem = TensorMemory()
+    base = tmem.alloc(32)
+    ld(tmem, base | (80 << 16), "16x256b", 1, warp=2)
+    with pytest.raises(InterpretError, match="warp 2 accesses TMEM lanes 88..103"):
+        ld(tmem, base | (88 << 16), "16x256b", 1, warp=2)
+
+
+@tsjit.kernel
+def umma_read_back(a_map, b_map, out, SHAPE: tsjit.Constexpr[str], NUM: tsjit.Constexpr[int]):
+    """out (128, 64) Float32 = A (128, 64) @ B (64, 64)^T by 4 tcgen05.mma k16 into TMEM, read back by each
+    warp with tcgen05.ld.<SHAPE>.x<NUM> over its quarter (two 16-lane halves) and stored at the cells
+    the PTX fragment names (16x256b: the m16n8 image)."""
+    a = tsjit.shared_array(BF16, (128, 64), align=1024)
+    b = tsjit.shared_array(BF16, (64, 64), align=1024)
+    bars = tsjit.shared_array(tsjit.Int64, 2, align=8)
+    slot = tsjit.shared_array(tsjit.Uint32, (1,), align=4)
+    tid = tsjit.thread_idx().x
+    warp = tsjit.warp_idx()
+    lane = tsjit.lane_idx()
+    if tid == 0:
+        tsjit.mbarrier_init(bars.ptr, 1)
+        tsjit.mbarrier_init(bars.ptr + 1, 1)
+        tsjit.fence_mbarrier_init()
+    if warp == 0:
+        tcgen05.alloc(slot, 64)
+        tcgen05.relinquish_alloc_permit()
+    tcgen05.fence_before_thread_sync()
+    tsjit.syncthreads()
+    tcgen05.fence_after_thread_sync()
+    tmem = slot[0]
+    if tid == 0:
+        tsjit.mbarrier_arrive_expect_tx(bars.ptr, a_map.box_bytes + b_map.box_bytes)
+        tsjit.tma_load(a_map, a, bars.ptr, (0, 0))
+        tsjit.tma_load(b_map, b, bars.ptr, (0, 0))
+    tsjit.mbarrier_wait(bars.ptr, 0)
+    if tid == 0:
+        a_desc = tcgen05.make_smem_descriptor(a)
+        b_desc = tcgen05.make_smem_descriptor(b)
+        for kk in tsjit.range_constexpr(4):
+            tcgen05.mma(tmem, a_desc.k_step(kk), b_desc.k_step(kk), m=128, n=64, a_dtype=BF16, accumulate=kk > 0)
+        tcgen05.commit(bars.ptr + 1)
+    tsjit.mbarrier_wait(bars.ptr + 1, 0)
+    tcgen05.fence_after_thread_sync()
+    g = lane // 4
+    q = lane % 4
+    for half in tsjit.range_constexpr(2):
+        row0 = 32 * (warp % 4) + 16 * half
+        if tsjit.const_expr(SHAPE == "16x256b"):
+            for c in tsjit.range_constexpr(64 // (8 * NUM)):
+                v = tcgen05.ld(tcgen05.tmem_address(tmem, lane=row0, column=8 * NUM * c), shape=SHAPE, num=NUM)
+                tcgen05.wait_ld()
+                for i in tsjit.range_constexpr(NUM):
+                    col = 8 * NUM * c + 8 * i + 2 * q
+                    out[row0 + g, col] = v[4 * i]
+                    out[row0 + g, col + 1] = v[4 * i + 1]
+                    out[row0 + g + 8, col] = v[4 * i + 2]
+                    out[row0 + g + 8, col + 1] = v[4 * i + 3]
+        if tsjit.const_expr(SHAPE == "16x128b"):
+            for c in tsjit.range_constexpr(64 // (4 * NUM)):
+                v = tcgen05.ld(tcgen05.tmem_address(tmem, lane=row0, column=4 * NUM * c), shape=SHAPE, num=NUM)
+                tcgen05.wait_ld()
+                for i in tsjit.range_constexpr(NUM):
+                    out[row0 + g, 4 * NUM * c + 4 * i + q] = v[2 * i]
+                    out[row0 + g + 8, 4 * NUM * c + 4 * i + q] = v[2 * i + 1]
+        if tsjit.const_expr(SHAPE == "16x64b"):
+            for c in tsjit.range_constexpr(64 // (2 * NUM)):
+                v = tcgen05.ld(tcgen05.tmem_address(tmem, lane=row0, column=2 * NUM * c), shape=SHAPE, num=NUM)
+                tcgen05.wait_ld()
+                for i in tsjit.range_constexpr(NUM):
+                    out[row0 + g + 8 * (lane % 2), 2 * NUM * c + 2 * i + (lane // 2) % 2] = v[i]
+    tcgen05.fence_before_thread_sync()
+    tsjit.syncthreads()
+    if warp == 0:
+        tcgen05.dealloc(tmem, 64)
+
+
+@pytest.mark.parametrize("shape,num", [("16x64b", 4), ("16x128b", 2), ("16x256b", 1), ("16x256b", 8)])
+def test_an_accumulator_read_with_each_shape_is_a_at_b(shape, num, monkeypatch):
+    monkeypatch.setenv("TSJIT_INTERPRET", "1")
+    monkeypatch.setenv("TSJIT_TARGET", "sm_100a")
+    rng = np.random.default_rng()
+    a = numerics.encode(rng.standard_normal((128, 64)), BF16)
+    b = numerics.encode(rng.standard_normal((64, 64)), BF16)
+    a_map = tsjit.TensorMap(tsjit.to_device(a, BF16), (128, 64), swizzle="128B")
+    b_map = tsjit.TensorMap(tsjit.to_device(b, BF16), (64, 64), swizzle="128B")
+    out = tsjit.empty((128, 64), tsjit.Float32).fill_bytes(0xFF)
+    umma_read_back[(1,), (128,)](a_map, b_map, out, SHAPE=shape, NUM=num)
+    want = numerics.decode(a, BF16).astype(np.float64) @ numerics.decode(b, BF16).astype(np.float64).T
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
