@@ -54,9 +54,12 @@ def tma_image(src_map, out, c0, c1, TILE_WORDS: tsjit.Constexpr[int], OFFSET_WOR
 
 @tsjit.kernel
 def wgmma_probe(raw, out, desc_a, desc_b, N: tsjit.Constexpr[int], A_TYPE: tsjit.Constexpr[str],
-                B_TYPE: tsjit.Constexpr[str], TRANS_A: tsjit.Constexpr[int], TRANS_B: tsjit.Constexpr[int]):
+                B_TYPE: tsjit.Constexpr[str], TRANS_A: tsjit.Constexpr[int], TRANS_B: tsjit.Constexpr[int],
+                MODE: tsjit.Constexpr[str] = "probe"):
     """Shared memory = raw (SMEM_WORDS words); one m64nNk* wgmma with the descriptors desc_a / desc_b
-    (their start addresses relative to the tile); out[tid * N/2 + i] = accumulator i of thread tid."""
+    (their start addresses relative to the tile); out[tid * N/2 + i] = accumulator i of thread tid.
+    Other MODEs chain a second wgmma (acc = 2 A B) for the interpreter's wait_group tests: "ok" waits,
+    then stores; "early" stores before the wait; "overwrite" zeroes shared memory before the wait."""
     smem = tsjit.shared_array(tsjit.Uint32, SMEM_WORDS, align=1024)
     tid = tsjit.thread_idx().x
     for i in range(tid, SMEM_WORDS, THREADS):
@@ -70,11 +73,22 @@ def wgmma_probe(raw, out, desc_a, desc_b, N: tsjit.Constexpr[int], A_TYPE: tsjit
     tsjit.wgmma.fence()
     acc = tsjit.wgmma.mma_async(acc, field + desc_a, field + desc_b, n=N, a_dtype=A_TYPE, b_dtype=B_TYPE,
                                 trans_a=TRANS_A, trans_b=TRANS_B)
+    if tsjit.const_expr(MODE != "probe"):
+        acc = tsjit.wgmma.mma_async(acc, field + desc_a, field + desc_b, n=N, a_dtype=A_TYPE, b_dtype=B_TYPE,
+                                    trans_a=TRANS_A, trans_b=TRANS_B)
     tsjit.wgmma.commit_group()
+    if tsjit.const_expr(MODE == "early"):
+        for i in tsjit.range_constexpr(N // 2):
+            out[tid * (N // 2) + i] = acc[i]
+    if tsjit.const_expr(MODE == "overwrite"):
+        for i in range(tid, SMEM_WORDS, THREADS):
+            smem[i] = tsjit.Uint32(0)
+        tsjit.syncthreads()
     tsjit.wgmma.wait_group(0)
     acc = tsjit.wgmma.fence_operand(acc)
-    for i in tsjit.range_constexpr(N // 2):
-        out[tid * (N // 2) + i] = acc[i]
+    if tsjit.const_expr(MODE != "early"):
+        for i in tsjit.range_constexpr(N // 2):
+            out[tid * (N // 2) + i] = acc[i]
 
 
 @tsjit.kernel

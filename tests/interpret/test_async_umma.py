@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import tsjit
-from tsjit import tcgen05
 from interpret.tensor_tcgen05_kernels import umma_tile
 from tsjit.errors import InterpretError
 from tsjit.interpret import numerics
@@ -55,41 +54,7 @@ def test_overwriting_an_operand_before_the_commit_arrives_is_a_race_under_the_ch
     assert "tensor_tcgen05_kernels.py:" in str(info.value)
 
 
-@tsjit.kernel
-def dealloc_in_flight(a_map, out):
-    """One MMA into TMEM, committed, and the TMEM freed without waiting on the commit's barrier."""
-    a = tsjit.shared_array(tsjit.BFloat16, (128, 64), align=1024)
-    bars = tsjit.shared_array(tsjit.Int64, 2, align=8)
-    slot = tsjit.shared_array(tsjit.Uint32, (1,), align=4)
-    tid = tsjit.thread_idx().x
-    if tid == 0:
-        tsjit.mbarrier_init(bars.ptr, 1)
-        tsjit.mbarrier_init(bars.ptr + 1, 1)
-        tsjit.fence_mbarrier_init()
-    if tsjit.warp_idx() == 0:
-        tcgen05.alloc(slot, 64)
-        tcgen05.relinquish_alloc_permit()
-    tcgen05.fence_before_thread_sync()
-    tsjit.syncthreads()
-    tcgen05.fence_after_thread_sync()
-    tmem = slot[0]
-    if tid == 0:
-        tsjit.mbarrier_arrive_expect_tx(bars.ptr, a_map.box_bytes)
-        tsjit.tma_load(a_map, a, bars.ptr, (0, 0))
-    tsjit.mbarrier_wait(bars.ptr, 0)
-    if tid == 0:
-        desc = tcgen05.make_smem_descriptor(a)
-        tcgen05.mma(tmem, desc, desc, m=128, n=64, a_dtype=tsjit.BFloat16, accumulate=False)
-        tcgen05.commit(bars.ptr + 1)
-    tsjit.syncthreads()
-    if tsjit.warp_idx() == 0:
-        tcgen05.dealloc(tmem, 64)
-    out[tid] = tsjit.Float32(1)
-
-
 def test_freeing_tmem_that_an_mma_in_flight_writes_is_reported():
-    a = numerics.encode(np.random.default_rng().standard_normal((128, 64)), BF16)
-    a_map = tsjit.TensorMap(tsjit.to_device(a, BF16), (128, 64), swizzle="128B")
     with pytest.raises(InterpretError, match="still writes columns 0..63") as info:
-        dealloc_in_flight[(1,), (128,)](a_map, tsjit.empty((128,), tsjit.Float32))
+        _run("free")
     assert "wait on its tcgen05.commit" in str(info.value)

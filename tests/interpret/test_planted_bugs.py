@@ -149,39 +149,11 @@ def test_a_release_before_the_mma_retired_is_a_race(monkeypatch):
     """The GEMM's consumer drops its wgmma.wait_group(1): the ring releases a stage whose MMA is still
     reading it, and the producer's next TMA overwrites it.  The TaskManager's checker refuses this program;
     with skip_validation=True the interpreter's race checker reports both lines."""
-    from tsjit import ts, wgmma
-    from tsjit.examples import gemm
-    from tsjit.ops import gemm_program
-    from tsjit.ts import task_manager
+    from interpret.planted_gemm import gemm_error, plant_early_release
     monkeypatch.setenv("TSJIT_INTERPRET", "1")
     monkeypatch.setenv("TSJIT_INTERPRET_CHECK", "race")
-
-    @ts.consumer_work(returns="acc")
-    def mma_without_wait(self, stage_info, acc):
-        warpgroup = tsjit.warp_idx() // 4 - 1
-        x_tile, x_major, y_tile, y_major = self.operand_tiles(stage_info.stage_idx, warpgroup)
-        x_desc = wgmma.make_descriptor(x_tile, major=x_major, swizzle="128B")
-        y_desc = wgmma.make_descriptor(y_tile, major=y_major, swizzle="128B")
-        wgmma.fence()
-        for k in tsjit.range_constexpr(gemm_program.K_STEPS):
-            acc = wgmma.mma_async(acc, x_desc.k_step(k), y_desc.k_step(k), n=self.block_n)
-        wgmma.commit_group()
-        return acc   # the planted bug: no wgmma.wait_group(1) before the stage is released
-
-    original_init = task_manager.TaskManager.__init__
-
-    def unchecked(self, *args, **keywords):
-        original_init(self, *args, **{**keywords, "skip_validation": True})
-    monkeypatch.setattr(gemm.ABStages, "mma", mma_without_wait)
-    monkeypatch.setattr(task_manager.TaskManager, "__init__", unchecked)
-    rng = np.random.default_rng()
-    a = gemm._bf16_round(rng.standard_normal((128, 512)).astype(np.float32))
-    b = gemm._bf16_round(rng.standard_normal((256, 512)).astype(np.float32))
-    c = tsjit.empty((128, 256), tsjit.BFloat16).fill_bytes(0xFF)
-    a_map = tsjit.TensorMap(tsjit.to_device(a, tsjit.BFloat16), (gemm.BM, gemm.BK), swizzle="128B")
-    b_map = tsjit.TensorMap(tsjit.to_device(b, tsjit.BFloat16), (256, gemm.BK), swizzle="128B")
-    c_map = tsjit.TensorMap(c, (64, 64), swizzle="128B")
+    plant_early_release(monkeypatch, None)
     with pytest.raises(InterpretError, match="still reads") as info:
-        gemm.gemm_ts[(1,), (gemm.THREADS,)](a_map, b_map, c, c_map, 128, 256, 512, 256, 3, 6, 1, "tma", "K")
+        gemm_error(6)
     text = str(info.value)
-    assert "test_planted_bugs.py:" in text and "gemm.py:" in text and "task 'load" in text
+    assert "planted_gemm.py:" in text and "gemm.py:" in text and "task 'load" in text

@@ -1,11 +1,11 @@
 """tcgen05.ld / tcgen05.st shapes 16x64b, 16x128b, 16x256b with .xN repetitions (issue 13): the cells each
 thread's registers address, against layouts written out here from the PTX ISA 9.1 figures "Matrix fragments
-for tcgen05.ld / st" (§9.7.16.8.3), and a UMMA kernel that reads its accumulator with each shape."""
+for tcgen05.ld / st" (§9.7.16.8.3), and a UMMA kernel (tensor_tcgen05_kernels.umma_tile) that reads its accumulator with each shape."""
 import numpy as np
 import pytest
 
 import tsjit
-from tsjit import tcgen05
+from interpret.tensor_tcgen05_kernels import umma_tile
 from tsjit.errors import InterpretError
 from tsjit.interpret import numerics
 from tsjit.interpret.tcgen05 import TensorMemory, ld, st
@@ -78,75 +78,6 @@ def test_a_16_lane_shape_must_stay_in_the_warps_quarter():
         ld(tmem, base | (88 << 16), "16x256b", 1, warp=2)
 
 
-@tsjit.kernel
-def umma_read_back(a_map, b_map, out, SHAPE: tsjit.Constexpr[str], NUM: tsjit.Constexpr[int]):
-    """out (128, 64) Float32 = A (128, 64) @ B (64, 64)^T by 4 tcgen05.mma k16 into TMEM, read back by each
-    warp with tcgen05.ld.<SHAPE>.x<NUM> over its quarter (two 16-lane halves) and stored at the cells
-    the PTX fragment names (16x256b: the m16n8 image)."""
-    a = tsjit.shared_array(BF16, (128, 64), align=1024)
-    b = tsjit.shared_array(BF16, (64, 64), align=1024)
-    bars = tsjit.shared_array(tsjit.Int64, 2, align=8)
-    slot = tsjit.shared_array(tsjit.Uint32, (1,), align=4)
-    tid = tsjit.thread_idx().x
-    warp = tsjit.warp_idx()
-    lane = tsjit.lane_idx()
-    if tid == 0:
-        tsjit.mbarrier_init(bars.ptr, 1)
-        tsjit.mbarrier_init(bars.ptr + 1, 1)
-        tsjit.fence_mbarrier_init()
-    if warp == 0:
-        tcgen05.alloc(slot, 64)
-        tcgen05.relinquish_alloc_permit()
-    tcgen05.fence_before_thread_sync()
-    tsjit.syncthreads()
-    tcgen05.fence_after_thread_sync()
-    tmem = slot[0]
-    if tid == 0:
-        tsjit.mbarrier_arrive_expect_tx(bars.ptr, a_map.box_bytes + b_map.box_bytes)
-        tsjit.tma_load(a_map, a, bars.ptr, (0, 0))
-        tsjit.tma_load(b_map, b, bars.ptr, (0, 0))
-    tsjit.mbarrier_wait(bars.ptr, 0)
-    if tid == 0:
-        a_desc = tcgen05.make_smem_descriptor(a)
-        b_desc = tcgen05.make_smem_descriptor(b)
-        for kk in tsjit.range_constexpr(4):
-            tcgen05.mma(tmem, a_desc.k_step(kk), b_desc.k_step(kk), m=128, n=64, a_dtype=BF16, accumulate=kk > 0)
-        tcgen05.commit(bars.ptr + 1)
-    tsjit.mbarrier_wait(bars.ptr + 1, 0)
-    tcgen05.fence_after_thread_sync()
-    g = lane // 4
-    q = lane % 4
-    for half in tsjit.range_constexpr(2):
-        row0 = 32 * (warp % 4) + 16 * half
-        if tsjit.const_expr(SHAPE == "16x256b"):
-            for c in tsjit.range_constexpr(64 // (8 * NUM)):
-                v = tcgen05.ld(tcgen05.tmem_address(tmem, lane=row0, column=8 * NUM * c), shape=SHAPE, num=NUM)
-                tcgen05.wait_ld()
-                for i in tsjit.range_constexpr(NUM):
-                    col = 8 * NUM * c + 8 * i + 2 * q
-                    out[row0 + g, col] = v[4 * i]
-                    out[row0 + g, col + 1] = v[4 * i + 1]
-                    out[row0 + g + 8, col] = v[4 * i + 2]
-                    out[row0 + g + 8, col + 1] = v[4 * i + 3]
-        if tsjit.const_expr(SHAPE == "16x128b"):
-            for c in tsjit.range_constexpr(64 // (4 * NUM)):
-                v = tcgen05.ld(tcgen05.tmem_address(tmem, lane=row0, column=4 * NUM * c), shape=SHAPE, num=NUM)
-                tcgen05.wait_ld()
-                for i in tsjit.range_constexpr(NUM):
-                    out[row0 + g, 4 * NUM * c + 4 * i + q] = v[2 * i]
-                    out[row0 + g + 8, 4 * NUM * c + 4 * i + q] = v[2 * i + 1]
-        if tsjit.const_expr(SHAPE == "16x64b"):
-            for c in tsjit.range_constexpr(64 // (2 * NUM)):
-                v = tcgen05.ld(tcgen05.tmem_address(tmem, lane=row0, column=2 * NUM * c), shape=SHAPE, num=NUM)
-                tcgen05.wait_ld()
-                for i in tsjit.range_constexpr(NUM):
-                    out[row0 + g + 8 * (lane % 2), 2 * NUM * c + 2 * i + (lane // 2) % 2] = v[i]
-    tcgen05.fence_before_thread_sync()
-    tsjit.syncthreads()
-    if warp == 0:
-        tcgen05.dealloc(tmem, 64)
-
-
 @pytest.mark.parametrize("shape,num", [("16x64b", 4), ("16x128b", 2), ("16x256b", 1), ("16x256b", 8)])
 def test_an_accumulator_read_with_each_shape_is_a_at_b(shape, num, monkeypatch):
     monkeypatch.setenv("TSJIT_INTERPRET", "1")
@@ -157,6 +88,6 @@ def test_an_accumulator_read_with_each_shape_is_a_at_b(shape, num, monkeypatch):
     a_map = tsjit.TensorMap(tsjit.to_device(a, BF16), (128, 64), swizzle="128B")
     b_map = tsjit.TensorMap(tsjit.to_device(b, BF16), (64, 64), swizzle="128B")
     out = tsjit.empty((128, 64), tsjit.Float32).fill_bytes(0xFF)
-    umma_read_back[(1,), (128,)](a_map, b_map, out, SHAPE=shape, NUM=num)
+    umma_tile[(1,), (128,)](a_map, b_map, out, N=64, SHAPE=shape, NUM=num)
     want = numerics.decode(a, BF16).astype(np.float64) @ numerics.decode(b, BF16).astype(np.float64).T
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)

@@ -30,6 +30,7 @@ reads recorded at issue and in flight until the MMA executes; a generic write to
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
 
 from tsjit.errors import InterpretError
 from tsjit.interpret import wgmma as wgmma_math
@@ -134,7 +135,6 @@ def register_slots(translator) -> tuple:
     found = translator.__dict__.get("register_slots")
     if found is not None:
         return found
-    from llvmlite import ir
     copies = (ir.ExtractValue, ir.InsertValue, ir.PhiInstr, ir.SelectInstr)
     instructions = [instr for bb in translator.program.function.blocks for instr in bb.instructions]
     carrying = {id(instr) for instr in instructions
