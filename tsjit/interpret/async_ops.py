@@ -61,8 +61,15 @@ def _destinations(th, dst: int, space: int, mask: int | None):
     return [(th.cta, offset)]
 
 
-def _deliver(th, image_chunks, nbytes, destinations, bar_offset, where, clock):
-    """Write one copy's image into each destination window and complete its bytes on the barrier."""
+def deliver(th, image_chunks, nbytes, destinations, bar_offset, where, clock):
+    """Write one copy's image (``image_chunks``: a :class:`tsjit.interpret.tma.SmemImage`, or None when the
+    bytes ``[offset, offset + nbytes)`` are already written) into each ``(cta, offset)`` of ``destinations``,
+    record it as an asynchronous-proxy write made with ``clock`` (the issuing thread's), and complete
+    ``nbytes`` transaction bytes on the mbarrier at ``bar_offset`` of each destination CTA.
+
+    Raises:
+        InterpretError: no mbarrier is initialized there.
+    """
     for cta, offset in destinations:
         window = cta.window
         if image_chunks is not None:
@@ -102,7 +109,7 @@ def _tma_load(tr, instr, d, args):
         clock = snapshot(th) if th.machine.checks else None
         for cta, offset in destinations:
             image = tma.load_box(layout, box, th.machine.gmem, offset)
-            _deliver(th, image, image.tx_bytes, [(cta, offset)], f[bar] & M.OFFSET_MASK, where, clock)
+            deliver(th, image, image.tx_bytes, [(cta, offset)], f[bar] & M.OFFSET_MASK, where, clock)
     return tma_load
 
 
@@ -221,7 +228,7 @@ def _bulk_to_shared(tr, instr, d, args):
         for cta, offset in _destinations(th, f[dst], dst_space, f[mask_slot] if use_mask else None):
             cta.window.check(offset, nbytes, "bulk copy write", where)
             cta.window.data[offset:offset + nbytes] = data
-            _deliver(th, None, nbytes, [(cta, offset)], f[bar] & M.OFFSET_MASK, where, clock)
+            deliver(th, None, nbytes, [(cta, offset)], f[bar] & M.OFFSET_MASK, where, clock)
     return bulk_copy
 
 

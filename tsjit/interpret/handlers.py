@@ -17,7 +17,7 @@ import re
 from llvmlite import ir
 
 from tsjit.errors import InterpretError
-from tsjit.interpret import async_ops, intrinsics, sync_ops, tcgen05_ops, tensor_ops, wgmma_ops  # noqa: F401 - registrations
+from tsjit.interpret import async_ops, clc, intrinsics, sync_ops, tcgen05_ops, tensor_ops, wgmma_ops  # noqa: F401 - registrations
 from tsjit.interpret.registry import ASM_PATTERNS, EXACT, PREFIXES, handles_asm
 
 __all__ = ["call_handler"]

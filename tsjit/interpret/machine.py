@@ -9,7 +9,9 @@ at synchronization points, warps are lockstep exactly where the program asks for
 are rendezvous of their lanes), and the order is deterministic.
 
 The CTAs of one cluster run together; clusters run one after another (a grid without clusters has
-clusters of one CTA).  When no thread is runnable but some are still alive, the program is
+clusters of one CTA), taken from :attr:`Machine.launch_queue` (CLC ``try_cancel`` takes clusters off it:
+:mod:`tsjit.interpret.clc`).  Asynchronous units (wgmma groups, tcgen05 MMAs) complete from
+:attr:`Machine.at_quiescence` when every live thread is parked.  When no thread is runnable but some are still alive, the program is
 deadlocked: :func:`tsjit.interpret.report.deadlock_error` builds the :class:`~tsjit.errors.InterpretError`
 that lists every blocked thread group (CTA, warp, task, step, the barrier or collective, its phase,
 and the source line).
@@ -127,6 +129,7 @@ class Machine:
         self.current = None
         self.clusters_done = 0
         self.uid = 0
+        self.launch_queue = deque()
         self.at_quiescence = []   # jobs run when every live thread is parked (asynchronous units finish)
 
     # -- scheduling ---------------------------------------------------------------------------
@@ -142,12 +145,10 @@ class Machine:
         gx, gy, gz = self.grid
         cx, cy, cz = self.cluster_dims
         nclusters = (gx // cx, gy // cy, gz // cz)
-        index = 0
-        for kz in range(nclusters[2]):
-            for ky in range(nclusters[1]):
-                for kx in range(nclusters[0]):
-                    self._run_cluster(index, (kx, ky, kz))
-                    index += 1
+        ids = [(kx, ky, kz) for kz in range(nclusters[2]) for ky in range(nclusters[1]) for kx in range(nclusters[0])]
+        self.launch_queue = deque(enumerate(ids))   # clusters not started yet (CLC try_cancel takes from it)
+        while self.launch_queue:
+            self._run_cluster(*self.launch_queue.popleft())
 
     def _make_cluster(self, index, cluster_id) -> Cluster:
         cluster = Cluster(index, cluster_id)

@@ -129,6 +129,15 @@ def _load(tr, instr):
     space = ptr.type.addrspace
     where = tr.where(instr)
     t = instr.type
+    if S.kind_of(t) == "int" and t.width > 64:   # i128 (a CLC response): little-endian bytes
+        nbytes = t.width // 8
+
+        def load_wide(f):
+            views, off, kind, owner = resolve(f[0], space, f[p], nbytes, "load", where)
+            if kind == "shared" and owner.tracker is not None:
+                owner.tracker.read(f[0], off, nbytes, where)
+            f[d] = int.from_bytes(views["B"][off:off + nbytes], "little")
+        return load_wide
     parts, size = _access_parts(t)
     tracker_on = tr.checks
     if len(parts) == 1:
