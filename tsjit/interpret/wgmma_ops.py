@@ -129,24 +129,26 @@ def _queue(th) -> WarpgroupQueue:
 
 
 def register_slots(translator) -> tuple:
-    """(Float32 slots, aggregate slots): the frame slots of ``translator``'s function that can hold an in-flight accumulator register
-    (cached): the results of inline asm (wgmma, ``fence_operand``) and whatever copies them
-    unchanged (``extractvalue``, ``insertvalue``, phi, select), found by a fixpoint over the function."""
+    """(Float32 slots, aggregate slots): the frame slots of ``translator``'s function that can hold an
+    in-flight accumulator register (cached): the results of ``wgmma.mma_async`` and whatever copies them unchanged (``extractvalue``,
+    ``insertvalue``, phi, select, the empty asm of ``fence_operand``), found by a fixpoint over the function."""
     found = translator.__dict__.get("register_slots")
     if found is not None:
         return found
     copies = (ir.ExtractValue, ir.InsertValue, ir.PhiInstr, ir.SelectInstr)
     instructions = [instr for bb in translator.program.function.blocks for instr in bb.instructions]
-    carrying = {id(instr) for instr in instructions
-                if isinstance(instr, ir.CallInstr) and isinstance(instr.callee, ir.InlineAsm)
-                and not isinstance(instr.type, ir.VoidType)}
+
+    def asm(instr):
+        return instr.callee.asm if isinstance(instr, ir.CallInstr) and isinstance(instr.callee, ir.InlineAsm) else None
+    carrying = {id(instr) for instr in instructions if "wgmma.mma_async" in (asm(instr) or "")}
     changed = True
     while changed:
         changed = False
         for instr in instructions:
-            if id(instr) in carrying or not isinstance(instr, copies):
+            if id(instr) in carrying or not (isinstance(instr, copies) or asm(instr) == ""):
                 continue
-            operands = [v for v, _ in instr.incomings] if isinstance(instr, ir.PhiInstr) else instr.operands
+            operands = [v for v, _ in instr.incomings] if isinstance(instr, ir.PhiInstr) else \
+                instr.args if isinstance(instr, ir.CallInstr) else instr.operands
             if any(id(v) in carrying for v in operands):
                 carrying.add(id(instr))
                 changed = True
