@@ -58,3 +58,36 @@ def test_freeing_tmem_that_an_mma_in_flight_writes_is_reported():
     with pytest.raises(InterpretError, match="still writes columns 0..63") as info:
         _run("free")
     assert "wait on its tcgen05.commit" in str(info.value)
+
+
+def _bw_gemm_error(k: int) -> float:
+    from tsjit.examples import bw_gemm
+    from tsjit.runtime.arrays import bfloat16_bits_to_float32
+    rng = np.random.default_rng()
+    a = numerics.encode(rng.standard_normal((128, k)), BF16)
+    b = numerics.encode(rng.standard_normal((256, k)), BF16)
+    c = tsjit.empty((128, 256), BF16).fill_bytes(0xFF)
+    a_map = tsjit.TensorMap(tsjit.to_device(a, BF16), (bw_gemm.BM, bw_gemm.BK), swizzle="128B")
+    b_map = tsjit.TensorMap(tsjit.to_device(b, BF16), (bw_gemm.BN, bw_gemm.BK), swizzle="128B")
+    bw_gemm.gemm_tutorial3[(1, 1), (bw_gemm.threads_for("sm_100a"),)](a_map, b_map, c, k)
+    got = bfloat16_bits_to_float32(c.numpy()).astype(np.float64)
+    want = numerics.decode(a, BF16).astype(np.float64) @ numerics.decode(b, BF16).astype(np.float64).T
+    return float(np.linalg.norm(np.nan_to_num(got - want, nan=1e6)) / np.linalg.norm(want))
+
+
+def test_a_stage_released_before_its_umma_completed_gives_wrong_numbers(monkeypatch):
+    """Planted bug: the Blackwell GEMM tutorial's A/B ring releases a stage with a plain mbarrier arrive (a
+    TmaAsync ring) instead of the MMA's tcgen05.commit (TmaUmma): the producer's next TMA overwrites the
+    stage before the queued MMAs that read it complete."""
+    from tsjit import ts
+    from tsjit.examples import bw_gemm
+    from tsjit.ts import task_manager
+    assert _bw_gemm_error(448) < 4e-3
+    monkeypatch.setattr(ts.PipelineConfig, "create_tma_umma_pipeline_cfg", staticmethod(
+        lambda stages, nbytes, producer, consumer, cluster:
+        ts.PipelineConfig.create_tma_async_pipeline_cfg(stages, nbytes, producer, consumer)))
+    original_init = task_manager.TaskManager.__init__
+    monkeypatch.setattr(task_manager.TaskManager, "__init__", lambda self, *args, **keywords: original_init(
+        self, *args, **{**keywords, "skip_validation": True}))
+    monkeypatch.setitem(bw_gemm.gemm_tutorial3.__dict__, "_interpret_programs", {})   # lower the planted program
+    assert _bw_gemm_error(448) > 0.3
