@@ -212,12 +212,27 @@ def ir_barrier_events(llir: str, block_dim: int, probe_result: bool = False, cta
     return {tid: _Thread(fn, tid, block_dim, probe_result, cta_rank, params).run() for tid in range(block_dim)}
 
 
-def barrier_names(events: dict, stages: int) -> dict:
+def barrier_names(events: dict, stages: int, rings: tuple = ("",)) -> dict:
     """``{smem address: "full[i]" / "empty[i]"}`` from the init events: one ring's 2 x S barriers,
-    full[0..S) then empty[0..S) (inventory §3)."""
+    full[0..S) then empty[0..S) (inventory §3).  ``rings``: the name prefixes of several rings of ``stages``
+    stages each, in address order (``("", "done.")``: the second ring's barriers are ``done.full[i]``...)."""
     inits = sorted({e[1] for e in events[0] if e[0] == "init"})
-    assert len(inits) == 2 * stages, inits
-    return {addr: f"{'full' if i < stages else 'empty'}[{i % stages}]" for i, addr in enumerate(inits)}
+    assert len(inits) == 2 * stages * len(rings), inits
+    names = {}
+    for k, prefix in enumerate(rings):
+        for i, addr in enumerate(inits[2 * stages * k:2 * stages * (k + 1)]):
+            names[addr] = f"{prefix}{'full' if i < stages else 'empty'}[{i % stages}]"
+    return names
+
+
+def ring_prefixes(manager, first: str = "ring") -> tuple[tuple, dict]:
+    """For :func:`barrier_names` / :func:`model_events` of a program with several rings: the name
+    prefixes in the allocator's barrier order and ``{ring name: prefix}`` (``first`` unprefixed, every
+    other ring ``"<name>."``)."""
+    rings = [r for r in manager.resources if getattr(r, "pipeline_config", None) is not None]
+    rings.sort(key=manager.smem_allocator.barrier_offset)
+    prefixes = {r.name: ("" if r.name == first else f"{r.name}.") for r in rings}
+    return tuple(prefixes[r.name] for r in rings), prefixes
 
 
 def init_counts(events: dict, names: dict) -> dict:
@@ -254,14 +269,16 @@ def _target(event, rank: int) -> int:
     return event[5] if len(event) > 5 else rank
 
 
-def canonical(events: dict, threads, names: dict, peers: dict | None = None, view: int = 0) -> list:
+def canonical(events: dict, threads, names: dict, peers: dict | None = None, view: int = 0,
+              own_rank: int | None = None) -> list:
     """The task's barrier sequence (see the module docstring) from the runs of ``threads``.
 
     Without ``peers`` every arrival the CTA makes counts, wherever it lands (the symmetric view).
     With ``peers`` (``{rank: events}`` of the other CTAs of the cluster, ``events`` being rank 0's)
     the sequence is the leader CTA's view: its waits and probes, and the arrivals that land on its
     barriers, from whichever CTA (a ``CtaLeader`` side acts on one CTA only); ``view`` picks another
-    CTA's view (its waits, the arrivals landing on it)."""
+    CTA's view (its waits, the arrivals landing on it).  ``own_rank``: ``events`` are that CTA's, and each
+    arrival is named with the CTA it lands on (``full[0]@CTA1``), for a model with every CTA modelled."""
     runs, by_key = [], {}
     ranks = {0: events} if peers is None else {0: events, **peers}
     for rank, rank_events in ranks.items():
@@ -298,21 +315,28 @@ def canonical(events: dict, threads, names: dict, peers: dict | None = None, vie
             out.append((kind,) + forms.pop())
         else:
             for _, e in hits:
-                pending[(names[e[1]], "arrivals")] += e[2]
+                where = names[e[1]] if own_rank is None else f"{names[e[1]]}@CTA{_target(e, own_rank)}"
+                pending[(where, "arrivals")] += e[2]
                 if e[0] == "arm":
-                    pending[(names[e[1]], "bytes")] += e[3]
+                    pending[(where, "bytes")] += e[3]
     flush()
     return out
 
 
-def model_events(process, barriers, probe_result: bool = False) -> list:
+def model_events(process, barriers, probe_result: bool = False, prefixes: dict | None = None,
+                 with_cta: bool = False) -> list:
     """The same sequence for one model process (its ops, in order; TMA copies are not barrier
-    operations of the task and are left out)."""
+    operations of the task and are left out).  ``prefixes``: ``{ring name: prefix}`` as in
+    :func:`barrier_names`; ``with_cta``: arrivals are named with the CTA they land on (waits are on the
+    process's own CTA), as :func:`canonical` with ``rank``."""
     out, pending = [], Counter()
     probed = set()
 
-    def name(b):
-        return f"{barriers[b].kind}[{barriers[b].slot}]"
+    def name(b, arrival=False):
+        barrier = barriers[b]
+        prefix = (prefixes or {}).get(getattr(barrier.resource, "name", None), "")
+        where = f"@CTA{barrier.cta}" if with_cta and arrival else ""
+        return f"{prefix}{barrier.kind}[{barrier.slot}]{where}"
 
     def flush():
         if pending:
@@ -332,12 +356,12 @@ def model_events(process, barriers, probe_result: bool = False) -> list:
                 flush()
                 out.append(("wait", name(op.guard), op.parity))
         for b, n, tx in op.arrivals:
-            pending[(name(b), "arrivals")] += n
+            pending[(name(b, True), "arrivals")] += n
             if tx:
-                pending[(name(b), "bytes")] += tx
+                pending[(name(b, True), "bytes")] += tx
         for copy in op.spawns:           # a tcgen05.commit's arrival is issued with its op
             if copy.umma and copy.arrivals:
-                pending[(name(copy.barrier), "arrivals")] += copy.arrivals
+                pending[(name(copy.barrier, True), "arrivals")] += copy.arrivals
     flush()
     return out
 
@@ -360,3 +384,24 @@ class Out(ts.MemoryResource):
     @ts.producer_work()
     def store(self, stage_info):
         pass
+
+
+@dataclass(kw_only=True)
+class Done(ts.MemoryResource):
+    """A signal ring without data: the waiter of a split consumer commits it after its reads, the releaser
+    waits on it before releasing the data ring (check B1: the downstream proxy that orders the release)."""
+
+
+def done_config(config, waiter_warps: int, releaser_warps: int):
+    """The ``Done`` ring of a split consumer over the ring ``config`` (same stages and cluster): one lane per
+    warp signals each side.  When the data ring's release is leader-only, every CTA's waiter commits to the
+    leader (``consumer_signaling_threads=CtaLeader``); when its wait is leader-only, the leader's waiter
+    commits to every CTA (``producer_signaling_threads=CtaLeader``)."""
+    from tsjit.ts import protocol
+    layout = dict(cta_layout_vmnk=config.cta_layout_vmnk) if config.cta_layout_vmnk else {}
+    leader = ts.SignalingThreads.CtaLeader
+    sides = dict(consumer_signaling_threads=leader) if protocol.leader_only(config, "release") else \
+        dict(producer_signaling_threads=leader) if protocol.leader_only(config, "wait") else {}
+    return ts.PipelineConfig.create_async_async_pipeline_cfg(
+        config.num_stages, ts.CooperativeGroup(ts.Agent.Thread, waiter_warps),
+        ts.CooperativeGroup(ts.Agent.Thread, releaser_warps), **layout, **sides)

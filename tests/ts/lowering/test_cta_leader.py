@@ -17,10 +17,13 @@ from tsjit import ts
 from tsjit.ts.protocol import PipelineType as T
 from tsjit.ts.protocol import SignalingThreads as Sig
 
-from .protocol_readback import Out, Ring, barrier_names, init_counts, ir_barrier_events
+from tsjit.ts import protocol
+
+from .protocol_readback import Done, Out, Ring, barrier_names, done_config, init_counts, ir_barrier_events, ring_prefixes
 
 STAGES = 2
 _SETUP: list = []
+_MANAGERS: list = []
 
 
 def _config(ptype, producer=Sig.All, consumer=Sig.All, wait=None):
@@ -61,33 +64,43 @@ def _kernel_source(dst):
             pass
 
     @ts.schedule
-    def wait_only(r: Ring, o: Out):
+    def wait_only(r: Ring, o: Out, d: Done):
         r.wait()
         r.read()
         o.store()
+        d.acquire()
+        d.commit()
         with ts.domain_loop(0, 0, 1):
             pass
 
     @ts.schedule
-    def release_only(r: Ring):
+    def release_only(r: Ring, d: Done):
+        d.wait()
         r.release()
+        d.release()
         with ts.domain_loop(0, 0, 1):
             pass
 
     producer = ts.Task("producer", [], [ring], warp_idx=0, num_warps=1, schedule=produce(ring),
                        run_only_on_cta_id=run_on.get("producer"))
-    split = config.consumer_wait_signaling_threads is not None
-    if split:
-        # the split consumer: warp 1 waits, warp 2 releases (their order is the checker's side, issue 12 §3)
-        consumers = [ts.Task("consumer", [ring], [out], warp_idx=1, num_warps=1, schedule=wait_only(ring, out)),
-                     ts.Task("releaser", [ring], [], warp_idx=2, num_warps=1, schedule=release_only(ring))]
+    graph = {out: [ring]}
+    if config.consumer_wait_signaling_threads is not None:
+        # the split consumer: warp 1 waits, warp 2 releases once `done` says warp 1 has read the stage; the
+        # leader-only side's task runs on the leader only
+        done = Done(name="done", pipeline_config=done_config(config, 1, 1))
+        wait_leader = protocol.leader_only(config, "wait")
+        consumers = [ts.Task("consumer", [ring], [out, done], warp_idx=1, num_warps=1,
+                             schedule=wait_only(ring, out, done), run_only_on_cta_id=0 if wait_leader else None),
+                     ts.Task("releaser", [ring, done], [], warp_idx=2, num_warps=1, schedule=release_only(ring, done),
+                             run_only_on_cta_id=None if wait_leader else 0)]
+        graph[done] = [ring]
     else:
         consumers = [ts.Task("consumer", [ring], [out], warp_idx=1, num_warps=1, schedule=consume(ring, out),
                              run_only_on_cta_id=run_on.get("consumer"))]
-    manager = ts.TaskManager([producer] + consumers, {out: [ring]}, verbose=False,
-                             skip_validation=split or run_on["skip_validation"])
+    manager = ts.TaskManager([producer] + consumers, graph, verbose=False, skip_validation=run_on["skip_validation"])
     manager.setup_resources_and_tasks()
     manager.run()
+    _MANAGERS[:] = [manager]
 
 
 def _compile(monkeypatch, config, skip_validation=False, **run_on):
@@ -98,12 +111,14 @@ def _compile(monkeypatch, config, skip_validation=False, **run_on):
 
 def _actions(llir) -> dict:
     """``{(rank, task): [(kind, barrier, target rank or bytes), ...]}`` of lane 0 of each task's warp
-    (waits: the barrier; arrivals: where they land; arms: where, with the bytes), and the init counts."""
+    (waits: the barrier; arrivals: where they land; arms: where, with the bytes), and the init counts
+    (a split consumer's ``done`` ring: ``done.full[i]`` ...)."""
     out, counts = {}, None
+    order, _ = ring_prefixes(_MANAGERS[0])
     for rank in (0, 1):
         threads = 96 if "releaser" in llir else 64
         events = ir_barrier_events(llir, threads, cta_rank=rank)
-        names = barrier_names(events, STAGES)
+        names = barrier_names(events, STAGES, order)
         counts = init_counts(events, names)
         for task, tid in (("producer", 0), ("consumer", 32), ("releaser", 64))[:threads // 32]:
             acts = []
@@ -119,6 +134,7 @@ def _actions(llir) -> dict:
 
 
 TAIL = [("wait", "empty[1]"), ("wait", "empty[0]")]     # the producer's drain of both stages
+DONE_TAIL = [("wait", "done.empty[1]"), ("wait", "done.empty[0]")]     # the waiter's drain of `done`
 
 
 def test_without_leader_every_cta_signals_locally_and_releases_everywhere(monkeypatch):
@@ -169,17 +185,26 @@ def test_leader_routed_thread_commits_land_on_the_leader(monkeypatch):
 @pytest.mark.parametrize("ptype", [T.AsyncAsync, T.TmaAsync])
 def test_split_consumer_waits_everywhere_and_releases_on_the_leader(monkeypatch, ptype):
     """``consumer_signaling_threads=CtaLeader`` with ``consumer_wait_signaling_threads=All``: the wait runs on
-    every CTA, the release on the leader only (to every CTA); without the override both are the leader's."""
-    acts, _ = _actions(_compile(monkeypatch, _config(ptype, consumer=Sig.CtaLeader, wait=Sig.All)).llir)
+    every CTA, the release on the leader only (to every CTA), after ``done`` collected both CTAs' waiters
+    (their commits land on the leader's ``done.full``); the reverse split waits on the leader, whose
+    ``done`` commit reaches both CTAs, and releases everywhere."""
+    acts, counts = _actions(_compile(monkeypatch, _config(ptype, consumer=Sig.CtaLeader, wait=Sig.All)).llir)
     for rank in (0, 1):
-        assert acts[(rank, "consumer")] == [("wait", "full[0]")]
-    assert acts[(0, "releaser")] == [("arrive", "empty[0]", 0), ("arrive", "empty[0]", 1)]
+        assert acts[(rank, "consumer")] == [("wait", "full[0]"), ("wait", "done.empty[0]"),
+                                            ("arrive", "done.full[0]", 0)] + DONE_TAIL
+    assert acts[(0, "releaser")] == [("wait", "done.full[0]"), ("arrive", "empty[0]", 0), ("arrive", "empty[0]", 1),
+                                     ("arrive", "done.empty[0]", 0), ("arrive", "done.empty[0]", 1)]
     assert acts[(1, "releaser")] == []
+    assert counts["done.full[0]"] == 2 and counts["done.empty[0]"] == 1 and counts["empty[0]"] == 32
     # the reverse split: waits on the leader, releases everywhere
-    acts, _ = _actions(_compile(monkeypatch, _config(ptype, consumer=Sig.All, wait=Sig.CtaLeader)).llir)
-    assert acts[(0, "consumer")] == [("wait", "full[0]")] and acts[(1, "consumer")] == []
+    acts, counts = _actions(_compile(monkeypatch, _config(ptype, consumer=Sig.All, wait=Sig.CtaLeader)).llir)
+    assert acts[(0, "consumer")] == [("wait", "full[0]"), ("wait", "done.empty[0]"),
+                                     ("arrive", "done.full[0]", 0), ("arrive", "done.full[0]", 1)] + DONE_TAIL
+    assert acts[(1, "consumer")] == []
     for rank in (0, 1):
-        assert acts[(rank, "releaser")] == [("arrive", "empty[0]", rank), ("arrive", "empty[0]", 1 - rank)]
+        assert acts[(rank, "releaser")] == [("wait", "done.full[0]"), ("arrive", "empty[0]", rank),
+                                            ("arrive", "empty[0]", 1 - rank), ("arrive", "done.empty[0]", 0)]
+    assert counts["done.full[0]"] == 1 and counts["done.empty[0]"] == 2 and counts["empty[0]"] == 64
 
 
 @pytest.mark.filterwarnings("ignore::tsjit.ts.diagnostics.VerificationWarning")

@@ -24,7 +24,8 @@ from tsjit.ts.verify.exhaustive_expand import program_variants, trip_counts
 from tsjit.ts.verify.exhaustive_model import compile_program
 from tsjit.ts.verify.exhaustive_regions import RegionTable
 
-from .protocol_readback import Out, Ring, barrier_names, canonical, init_counts, ir_barrier_events, model_events
+from .protocol_readback import (Done, Out, Ring, barrier_names, canonical, done_config, init_counts, ir_barrier_events,
+                               model_events, ring_prefixes)
 
 STAGES = 2
 
@@ -118,18 +119,22 @@ def _program(dst):
             pass
 
     @ts.schedule
-    def wait_only(r: Ring, o: Out):
+    def wait_only(r: Ring, o: Out, d: Done):
         if probe_consumer:
             r.try_wait()
         r.wait()
         r.read()
         o.store()
+        d.acquire()
+        d.commit()
         with ts.domain_loop(0, 0, 1):
             pass
 
     @ts.schedule
-    def release_only(r: Ring):
+    def release_only(r: Ring, d: Done):
+        d.wait()
         r.release()
+        d.release()
         with ts.domain_loop(0, 0, 1):
             pass
 
@@ -137,20 +142,26 @@ def _program(dst):
     leader_side = case.cluster > 1 and case.signaling & Sig.CtaLeader
     producer = ts.Task("producer", [], [ring], warp_idx=0, num_warps=case.producer_warps, schedule=produce(ring),
                        run_only_on_cta_id=0 if leader_side and case.op.is_producer else None)
+    graph = {out: [ring]}
     if case.wait_signaling is None:
         consumer = ts.Task("consumer", [ring], [out], warp_idx=case.producer_warps, num_warps=case.consumer_warps,
                            schedule=consume(ring, out),
                            run_only_on_cta_id=0 if leader_side and not case.op.is_producer else None)
         tasks = [producer, consumer]
     else:
-        # the split consumer (consumer_wait_signaling_threads): one task waits, another releases
-        waiter = ts.Task("waiter", [ring], [out], warp_idx=case.producer_warps, num_warps=case.consumer_warps,
-                         schedule=wait_only(ring, out))
-        releaser = ts.Task("releaser", [ring], [], warp_idx=case.producer_warps + case.consumer_warps,
-                           num_warps=case.consumer_warps, schedule=release_only(ring))
+        # the split consumer (consumer_wait_signaling_threads): one task waits, another releases once the
+        # waiter's commit of `done` says it has read the stage; the leader-only side's task on the leader only
+        done = Done(name="done", pipeline_config=done_config(ring.pipeline_config, case.consumer_warps,
+                                                             case.consumer_warps))
+        wait_leader = protocol.leader_only(ring.pipeline_config, "wait")
+        waiter = ts.Task("waiter", [ring], [out, done], warp_idx=case.producer_warps, num_warps=case.consumer_warps,
+                         schedule=wait_only(ring, out, done), run_only_on_cta_id=0 if wait_leader else None)
+        releaser = ts.Task("releaser", [ring, done], [], warp_idx=case.producer_warps + case.consumer_warps,
+                           num_warps=case.consumer_warps, schedule=release_only(ring, done),
+                           run_only_on_cta_id=None if wait_leader else 0)
         tasks = [producer, waiter, releaser]
-    # the split consumer's release is not ordered after the wait here: the checker's side (issue 12 §3)
-    manager = ts.TaskManager(tasks, {out: [ring]}, verbose=False, skip_validation=case.wait_signaling is not None)
+        graph[done] = [ring]
+    manager = ts.TaskManager(tasks, graph, verbose=False)
     manager.setup_resources_and_tasks()
     manager.run()
     _keep(manager)
@@ -181,12 +192,18 @@ def _model(manager, collapse_probes=False):
 
 def _lowered(process, events, peers, names, first):
     """The read-back sequence a model process stands for: with every CTA modelled, the run of its own CTA
-    (its waits and the arrivals it makes); in the symmetric reduction of a cluster, the leader CTA's view."""
+    (its waits, and its arrivals named with the CTA each lands on: ``model_events(with_cta=True)``); in the
+    symmetric reduction of a cluster, the leader CTA's view."""
     threads = range(first, first + 32 * process.task.num_warps)
     cta = getattr(process, "cta", None)
     if cta is not None:
-        return canonical(events if cta == 0 else peers[cta], threads, names)
+        return canonical(events if cta == 0 else peers[cta], threads, names, own_rank=cta)
     return canonical(events, threads, names, peers)
+
+
+def _modelled(process, barriers, prefixes, probe_result=False):
+    return model_events(process, barriers, probe_result, prefixes=prefixes,
+                        with_cta=getattr(process, "cta", None) is not None)
 
 
 def _hopper_cases():
@@ -237,14 +254,16 @@ def test_lowered_barrier_sequence_equals_the_model(case, monkeypatch):
         # in a cluster: the leader CTA's view (its waits, the arrivals landing on its barriers)
         peers = {rank: ir_barrier_events(llir, threads, probe_result, cta_rank=rank)
                  for rank in range(1, case.cluster)} if case.cluster > 1 else None
-        names = barrier_names(events, STAGES)
+        order, prefixes = ring_prefixes(manager)
+        names = barrier_names(events, STAGES, order)
         counts = init_counts(events, names)
         for barrier in program.barriers:
-            assert counts[f"{barrier.kind}[{barrier.slot}]"] == barrier.count, barrier.name
+            assert counts[f"{prefixes[barrier.resource.name]}{barrier.kind}[{barrier.slot}]"] == barrier.count, \
+                barrier.name
         for process in program.processes:
             first = 32 * process.task.warp_start
             lowered = _lowered(process, events, peers, names, first)
-            modelled = model_events(process, program.barriers, probe_result)
+            modelled = _modelled(process, program.barriers, prefixes, probe_result)
             assert lowered == modelled, (process.name, probe_result)
         if not probe_result:
             # the checker's own model folds each probe into its wait: the lowered sequence without
@@ -253,10 +272,10 @@ def test_lowered_barrier_sequence_equals_the_model(case, monkeypatch):
             for process in folded.processes:
                 first = 32 * process.task.warp_start
                 lowered = _lowered(process, events, peers, names, first)
-                assert [e for e in lowered if e[0] != "probe"] == model_events(process, folded.barriers)
+                assert [e for e in lowered if e[0] != "probe"] == _modelled(process, folded.barriers, prefixes)
         # the operation under test is present in the sequence it belongs to
         producer, consumer = program.processes[:2]
-        mine = model_events(producer if case.op.is_producer else consumer, program.barriers, probe_result)
+        mine = _modelled(producer if case.op.is_producer else consumer, program.barriers, prefixes, probe_result)
         if case.op in (S.ProducerTryAcquire, S.ConsumerTryWait):
             assert mine[0][0] == "probe"
         elif case.op in (S.ProducerAcquire, S.ConsumerWait) and not probe_result:

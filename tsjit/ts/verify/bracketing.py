@@ -10,7 +10,9 @@ B1  On a pipelined resource, each side's work must sit in a bracket: consumer wo
     ``commit``.  Auxiliary works and ``try_*`` probes are exempt.  A second open before
     the close needs the split cursor (``advance_on_wait`` / ``advance_on_acquire``).
     Split roles: a task may only open (wait without release) when another task closes
-    that side, and only close when another task opens it.  A task with works but no open
+    that side, and only close when another task opens it; a split consumer's release must
+    follow a wait on a resource downstream of the ring (the waiting task signals it after
+    its reads), or nothing orders the release after the reads.  A task with works but no open
     and no close of that side is allowed only when it opens (waits on or acquires) a
     resource transitively downstream of this one earlier (that open proves the data is
     ready: split consumer/producer).
@@ -140,12 +142,33 @@ def _bracket_side(manager, task, resource, config, side, rule, entries) -> list[
                            f"preceding {open_call}",
                            f"Add {open_call} before it, or move the {rule['close_name']} "
                            f"to the task that calls {rule['open_name']}.")
+                elif side == "consumer" and not _proxy_open(manager, task, resource, entries, index):
+                    report(entry, "unordered-close", *_unordered_release(manager, task, resource))
             else:
                 depth -= 1
     if depth > 0 and not (not closes and other_closes):
         report(last_open, "missing-close", f"opens {name!r} with {open_call} but never "
                f"calls {close_call} after it", f"Add {close_call} after the work on {name}.")
     return list(found.values())
+
+
+def _unordered_release(manager, task, resource) -> tuple[str, str]:
+    """What and fix of a split consumer's release that nothing orders after the other task's wait."""
+    name = resource.name
+    waiters = [t for t in manager.tasks if t is not task and any(
+        s.resource is resource and s.stage is ScheduleStage.ConsumerWait for s in t.schedule.steps)]
+    waiter = waiters[0].name if waiters else "the waiting task"
+    downstream = [r.name for r in downstream_closure(manager, resource)
+                  if is_pipelined(r) and any(contains(t.dst_resources, r) for t in waiters)]
+    signal = downstream[0] if downstream else "done"
+    graph = "" if downstream else f" (a ring downstream of {name}: graph {{done: [{name}]}})"
+    what = (f"releases {name!r} without waiting on it or on a resource downstream of it; the wait is in "
+            f"task {waiter!r}, and nothing orders this release after that task's reads of the stage "
+            f"(the stage may be refilled while it reads, or released before it is filled)")
+    fix = (f"Split consumer: let {waiter!r} signal {signal}{graph} after its reads ({signal}.acquire(); "
+           f"{signal}.commit()), and call {signal}.wait() in {task.name!r} before {name}.release() (then "
+           f"{signal}.release()); or release {name} in {waiter!r} itself.")
+    return what, fix
 
 
 def check_try_ops(manager) -> list[Finding]:
