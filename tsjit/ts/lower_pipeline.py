@@ -42,7 +42,7 @@ from tsjit.lang import tcgen05
 from tsjit.lang.memory import shared_pointer
 from tsjit.lang.tcgen05 import TCGEN05_TARGETS
 from tsjit.lang.values import Value, cast_to, compare, constant, select
-from tsjit.ts import protocol
+from tsjit.ts import protocol, tx_bytes
 from tsjit.ts.enums import ScheduleStage
 from tsjit.ts.group import group_of
 from tsjit.ts.group_protocol import barrier_owners, cursor_owner, member_actions
@@ -482,7 +482,10 @@ def emit_operation(ctx, step, task, storage: PipelineStorage, cursors: Cursors, 
     em = _Emission(ctx, step, task, storage, cursors, scope)
     cfg = storage.config
     stride = cfg.interleave_strides[1 if step.stage.is_producer else 3]
-    for action in member_actions(step, protocol.actions(cfg, step.stage, em.signal_warps(stride))):
+    warps = em.signal_warps(stride)
+    arm = tx_bytes.arm_bytes(cfg, storage.resource, task, step, warps) if step.stage is ScheduleStage.ProducerAcquire \
+        else None
+    for action in member_actions(step, protocol.actions(cfg, step.stage, warps, arm)):
         if _thread_sync_follows_tcgen05(cfg, action):
             tcgen05.fence_before_thread_sync()
         _EMITTERS[type(action)](action, em)

@@ -15,25 +15,14 @@ A pipeline type is a row (:data:`ROWS`): the kind of each side (:class:`SideKind
 that follow from it.  :func:`actions` gives, for a config and one schedule operation, the
 barrier actions in program order:
 
-``Probe``       ``mbarrier.try_wait.parity`` once, result kept (try_acquire / try_wait)
-``WaitParity``  block until the phase with the cursor's parity completes (skipped when the
-                preceding probe of the same side succeeded)
-``ArmTx``       ``mbarrier.arrive.expect_tx(nbytes)``: one arrival plus the bytes the copies bring
-``Arrive``      ``mbarrier.arrive`` (or ``cp.async.mbarrier.arrive.noinc`` for AsyncLoad)
-``CommitUmma``  ``tcgen05.commit`` to the barrier (the hardware arrives when the MMAs finish)
-``SetStage``    the following work steps see this cursor's stage
-``Advance``     cursor += stride, wrap at S flipping the phase
-
-Who acts (:class:`Who`): all threads, one lane per warp, an elected thread of the first warp, an
-elected thread per warp, or the CTA leader only.  Which CTAs an arrival lands on (:class:`Ctas`):
-the local one, every CTA of the cluster, the pair leader, or the cluster's leader CTA.
+(the vocabulary -- ``Probe``, ``WaitParity``, ``ArmTx``, ``Arrive``, ``CommitUmma``, ``SetStage``,
+``Advance``; who acts, on which CTAs, gated to which -- is :mod:`tsjit.ts.protocol_actions`, re-exported
+here).  What an ``ArmTx`` announces when several tasks fill one stage is :mod:`tsjit.ts.tx_bytes`.
 
 Cursors (:class:`Cursor`): each side of a ring has an opening cursor (acquire / wait) and a
 closing one (commit / release).  Without ``advance_on_acquire`` / ``advance_on_wait`` the closing
 operation advances and the opening cursor follows it (``Advance.open_follows``); with it, each
 advances on its own.  The producer starts at phase 1, the consumer at phase 0.
-
-Which CTAs execute an action (:class:`Gate`): every CTA, or the cluster's leader (rank 0) only.
 
 Hopper status: AsyncAsync and TmaAsync are lowered for sm_90a.  In a cluster of C > 1 CTAs,
 ``SignalingThreads.CtaLeader`` makes a side leader-only (:func:`leader_only`; the wait side
@@ -46,7 +35,10 @@ reads ``consumer_wait_signaling_threads`` when set, the split consumer):
 * a leader-only producer acquires on the leader only and arms (TMA: remote ``arrive.expect_tx``)
   or arrives on every CTA's full barrier; every CTA's consumers release to the leader's empty
   barrier (C x the group);
-* cursors advance on every CTA (a gated action is skipped, not its cursor update).
+* cursors advance on every CTA (a gated action is skipped, not its cursor update): a CTA that keeps
+  working the ring -- a producer whose copies land on the leader's stage, which skips its arming --
+  stays in step with the leader; a task working on a leader-only side elsewhere would use a stage no
+  barrier guards there, and check SG2 (:mod:`tsjit.ts.verify.leader_tasks`) keeps it on CTA 0.
 
 The Blackwell rows follow the Task Scheduling reference's protocol; the UMMA rows (TmaUmma,
 UmmaAsync, AsyncUmma, UmmaUmma) are lowered for sm_100a / sm_100f (``CommitUmma``: an elected
@@ -62,12 +54,15 @@ from dataclasses import dataclass
 from tsjit.ts.cluster_layout import (cluster_size, mcast_lanes, multicast_peer_rank,  # noqa: F401 (re-exported)
                                      multicast_peers, pair_size)
 from tsjit.ts.enums import ScheduleStage
+from tsjit.ts.protocol_actions import (OPERATIONS, Advance, ArmTx, Arrive, BarrierKind,  # noqa: F401 (re-exported)
+                                       CommitUmma, Ctas, Cursor, Gate, Probe, SetStage, WaitParity, Who,
+                                       landing_factor)
 
 __all__ = ["PipelineType", "SignalingThreads", "PipelineOp", "SideKind", "TypeRow", "ROWS", "row",
            "Who", "BarrierKind", "Cursor", "Ctas", "Gate", "Probe", "WaitParity", "ArmTx", "Arrive",
            "CommitUmma", "SetStage", "Advance", "Ring", "ring", "actions", "tail_actions",
            "thread_arrival_who", "warps_per_stage", "cluster_size", "pair_size", "Signal",
-           "signals", "stage_copy_bytes", "tx_cta_factor", "OPERATIONS", "multicast_peers",
+           "signals", "producer_arm_who", "OPERATIONS", "multicast_peers",
            "multicast_peer_rank", "landing_factor", "leader_only"]
 
 
@@ -195,146 +190,6 @@ def row(config) -> TypeRow:
     return ROWS[ptype]
 
 
-# -- the action vocabulary ------------------------------------------------------------------------
-class Who(enum.Enum):
-    """The threads that execute one action."""
-
-    AllThreads = "all threads"
-    LanePerWarp = "one lane per warp"
-    ElectedInFirstWarp = "an elected thread of the first warp"
-    ElectedPerWarp = "an elected thread per warp"
-    CtaLeader = "the CTA leader only"
-
-    def arrivals(self, warps: int) -> int:
-        """Arrivals one signalling unit (a task, or one lane of an interleaved task) with
-        ``warps`` warps makes on one barrier."""
-        if self is Who.AllThreads:
-            return 32 * warps
-        if self in (Who.LanePerWarp, Who.ElectedPerWarp):
-            return warps
-        return 1
-
-
-class BarrierKind(enum.Enum):
-    Full = "full"
-    Empty = "empty"
-
-
-class Cursor(enum.Enum):
-    Open = "open"            # acquire / wait
-    Close = "close"          # commit / release
-
-
-class Ctas(enum.Enum):
-    """Which CTAs' copy of the barrier an arrival lands on."""
-
-    Local = "local"
-    AllInCluster = "every CTA of the cluster"
-    MulticastPeers = "the CTAs of its TMA multicast row and column"
-    PairLeader = "the leader CTA of the pair"
-    ClusterLeader = "CTA 0 of the cluster"
-
-    def factor(self, config) -> int:
-        """For an action every CTA performs (Arrive, CommitUmma): how many CTAs' actions land on
-        one CTA's barrier; the symmetric one-CTA model multiplies the arrivals by it."""
-        if self is Ctas.Local:
-            return 1
-        if self is Ctas.PairLeader:
-            return pair_size(config)
-        if self is Ctas.MulticastPeers:
-            return mcast_lanes(config)[0]
-        return cluster_size(config)
-
-
-class Gate(enum.Enum):
-    """Which CTAs of the cluster execute an action (``SignalingThreads.CtaLeader``: the leader only)."""
-
-    Everywhere = "every CTA"
-    Leader = "the cluster's leader CTA (rank 0) only"
-
-
-@dataclass(frozen=True)
-class Probe:
-    barrier: BarrierKind
-    cursor: Cursor
-    gate: Gate = Gate.Everywhere
-
-
-@dataclass(frozen=True)
-class WaitParity:
-    barrier: BarrierKind
-    cursor: Cursor
-    who: Who = Who.AllThreads
-    after_probe: bool = True         # skipped when the side's preceding probe succeeded
-    gate: Gate = Gate.Everywhere
-
-
-@dataclass(frozen=True)
-class ArmTx:
-    barrier: BarrierKind
-    cursor: Cursor
-    nbytes: int
-    who: Who
-    ctas: Ctas = Ctas.Local
-    gate: Gate = Gate.Everywhere
-
-    def landing(self, config) -> int:
-        """CTAs' arming actions that land on one CTA's barrier (see :func:`landing_factor`)."""
-        return landing_factor(self, config)
-
-
-@dataclass(frozen=True)
-class Arrive:
-    barrier: BarrierKind
-    cursor: Cursor
-    who: Who
-    ctas: Ctas = Ctas.Local
-    on_copy_completion: bool = False  # cp.async.mbarrier.arrive.noinc (AsyncLoad)
-    gate: Gate = Gate.Everywhere
-
-    def landing(self, config) -> int:
-        """CTAs' arrivals that land on one CTA's barrier (see :func:`landing_factor`)."""
-        return landing_factor(self, config)
-
-
-def landing_factor(action, config) -> int:
-    """For an ``Arrive`` / ``ArmTx``: how many CTAs' executions of it land on one CTA's barrier (the
-    barrier the waiting side watches).  Gated to the leader: 1 (only the leader acts, on every CTA's
-    barrier or its own); otherwise :meth:`Ctas.factor` (every CTA acts: C on a cluster-wide or
-    leader-routed arrival, the multicast peers, the pair)."""
-    if action.gate is Gate.Leader:
-        return 1
-    return action.ctas.factor(config)
-
-
-@dataclass(frozen=True)
-class CommitUmma:
-    """``tcgen05.commit`` to the barrier; ``ctas``: whose commits land on one barrier (Local: one
-    commit, possibly multicast by the pair leader; AllInCluster: every CTA's)."""
-
-    barrier: BarrierKind
-    cursor: Cursor
-    ctas: Ctas = Ctas.Local
-
-
-@dataclass(frozen=True)
-class SetStage:
-    cursor: Cursor
-
-
-@dataclass(frozen=True)
-class Advance:
-    cursor: Cursor
-    stride: int
-    open_follows: bool = False       # the opening cursor is set to the advanced closing one
-
-
-#: the schedule operations the table answers for.
-OPERATIONS = (ScheduleStage.ProducerTryAcquire, ScheduleStage.ProducerAcquire,
-              ScheduleStage.ProducerCommit, ScheduleStage.ConsumerTryWait,
-              ScheduleStage.ConsumerWait, ScheduleStage.ConsumerRelease)
-
-
 # -- the ring ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Ring:
@@ -443,7 +298,9 @@ def thread_arrival_who(group_size: int, warps: int) -> tuple[Who, bool]:
     return (Who.LanePerWarp if lane else Who.AllThreads), False
 
 
-def _producer_arm_who(config) -> Who:
+def producer_arm_who(config) -> Who:
+    """Who arms a TMA / CLC producer's full barrier: CTA 0's elected thread (CLC), the first warp of the
+    task (``TaskWarpLeader``), or an elected lane of every producer warp."""
     if row(config).producer is SideKind.Clc:
         return Who.CtaLeader
     if config.producer_signaling_threads & SignalingThreads.TaskWarpLeader:
@@ -452,7 +309,7 @@ def _producer_arm_who(config) -> Who:
 
 
 # -- the operations ---------------------------------------------------------------------------------
-def actions(config, stage: ScheduleStage, warps: int = 1) -> tuple:
+def actions(config, stage: ScheduleStage, warps: int = 1, arm_bytes: int | None = None) -> tuple:
     """The barrier actions of one operation, in program order.
 
     Args:
@@ -460,6 +317,8 @@ def actions(config, stage: ScheduleStage, warps: int = 1) -> tuple:
         stage: one of :data:`OPERATIONS`.
         warps: warps of the acting task (or lane) that signal one stage; it decides whether a
             thread side arrives from every thread or from one lane per warp.
+        arm_bytes: the bytes each ``ArmTx`` of this acquire announces when they are the acting task's
+            own (:func:`tsjit.ts.tx_bytes.arm_bytes`: per-work bytes); None: ``num_bytes``.
 
     Raises:
         RuntimeError: ``stage`` is not a pipeline operation (an internal error).
@@ -483,7 +342,8 @@ def actions(config, stage: ScheduleStage, warps: int = 1) -> tuple:
                 ctas = Ctas.AllInCluster     # the leader arms every CTA's full barrier (its multicast copies)
             elif wait_gate is Gate.Leader:
                 arm_gate = Gate.Leader       # every CTA's copies land on the leader's barrier: it arms them all
-            out.append(ArmTx(full, open_, config.num_bytes, _producer_arm_who(config), ctas, arm_gate))
+            nbytes = config.num_bytes if arm_bytes is None else arm_bytes
+            out.append(ArmTx(full, open_, nbytes, producer_arm_who(config), ctas, arm_gate))
         out.append(SetStage(open_))
         if config.advance_on_acquire:
             out.append(Advance(open_, s_acq))
@@ -569,7 +429,7 @@ def signals(config, side: str) -> tuple:
                                   f"one lane per warp: warps x 1{suffix}"))
             return tuple(out)
         if r.producer is SideKind.Tma:
-            if _producer_arm_who(config) is Who.ElectedInFirstWarp:
+            if producer_arm_who(config) is Who.ElectedInFirstWarp:
                 return (Signal("acquire", Who.ElectedInFirstWarp, 1,
                                "TaskWarpLeader: 1 arming warp per task"),)
             return (Signal("acquire", Who.ElectedPerWarp, 1,
@@ -602,33 +462,3 @@ def signals(config, side: str) -> tuple:
     suffix = f" x V={v}" if scale > 1 else ""
     return (Signal("release", Who.AllThreads, scale, f"every thread: warps x 32{suffix}"),
             Signal("release", Who.LanePerWarp, scale, f"one lane per warp: warps x 1{suffix}"))
-
-
-# -- transaction bytes -----------------------------------------------------------------------------
-def tx_cta_factor(config) -> int:
-    """CTAs whose bytes one armed barrier receives (check P2): with a ``CtaLeader``-only waiting
-    consumer (``consumer_wait_signaling_threads`` when set) the leader's barrier gets V (TmaUmma) or
-    the cluster's (otherwise) CTAs' bytes; else 1."""
-    wait = config.consumer_wait_signaling_threads
-    if wait is None:
-        wait = config.consumer_signaling_threads
-    if not wait & SignalingThreads.CtaLeader:
-        return 1
-    return pair_size(config) if row(config).pipeline_type is PipelineType.TmaUmma \
-        else cluster_size(config)
-
-
-def stage_copy_bytes(config, warps: int) -> tuple[int, int]:
-    """``(total bytes, units)`` the asynchronous copies of one stage deliver to one CTA's full
-    barrier when ``warps`` producer warps issue them: with ``num_bytes_per_warp_per_cta`` each
-    warp's copy brings that much from each CTA whose copies land on the barrier (on the Hopper
-    rows :func:`tx_cta_factor` of them; ``units = warps``); otherwise the bytes the arming actions
-    announced, as one unit."""
-    per_warp = config.num_bytes_per_warp_per_cta
-    if per_warp is not None:
-        # Hopper rows: the CTAs whose copies land on one armed barrier (every CTA's on a leader-only
-        # consumer's, else this CTA's own or the leader's multicast); Blackwell rows: every CTA's
-        ctas = tx_cta_factor(config) if not row(config).needs_sm100 else cluster_size(config)
-        return per_warp * ctas * warps, warps
-    arm = _producer_arm_who(config)
-    return config.num_bytes * arm.arrivals(warps), 1

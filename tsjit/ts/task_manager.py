@@ -56,8 +56,8 @@ from tsjit.ts.render import render
 from tsjit.ts.printout import format_register_report, format_schedule_table
 from tsjit.ts.resources import MemoryResource
 from tsjit.ts.task import Task
-from tsjit.ts.verify import (bracketing, capacity, counts, interleave, pdl, queues, registers,
-                             routing, structure)
+from tsjit.ts.verify import (bracketing, capacity, counts, interleave, leader_tasks, pdl, queues,
+                             registers, routing, structure)
 from tsjit.ts.verify import exhaustive
 from tsjit.ts.verify.credits import PipelineSimulator
 from tsjit.ts.verify.findings import Finding
@@ -82,6 +82,7 @@ CHECKS: tuple[tuple[str, Callable], ...] = (
     ("Q1", queues.check_work_queues),
     ("D1", bracketing.check_dma_ordering),
     ("SG1", interleave.check_split_signaling),
+    ("SG2", leader_tasks.check_leader_side_tasks),
     ("P1", counts.check_arrival_counts),
     ("P2", counts.check_tma_bytes),
     ("P6", interleave.check_interleave),

@@ -75,9 +75,9 @@ class _Thread:
     """One thread's run (see the module docstring)."""
 
     def __init__(self, fn: IRFunction, tid: int, block_dim: int, probe_result: bool, cta_rank: int = 0,
-                 params: dict | None = None):
+                 params: dict | None = None, grid_x: int = 1):
         self.fn, self.tid, self.block_dim, self.probe_result = fn, tid, block_dim, probe_result
-        self.cta_rank = cta_rank
+        self.cta_rank, self.grid_x = cta_rank, grid_x
         self.values: dict = {name: 0 for name in fn.params}       # unbound parameters (pointers, maps) read 0
         self.values.update({f'%"{name}"': value for name, value in (params or {}).items()})
         self.events: list = []
@@ -170,7 +170,8 @@ class _Thread:
         args = [self.value(t) for t in _ops(text.split(name, 1)[1][1:])]
         sreg = {"tid.x": self.tid, "tid.y": 0, "tid.z": 0, "ntid.x": self.block_dim, "ntid.y": 1,
                 "ntid.z": 1, "laneid": self.tid % 32, "cluster.ctarank": self.cta_rank,
-                "nctaid.x": 1, "nctaid.y": 1, "nctaid.z": 1}
+                "nctaid.x": self.grid_x, "nctaid.y": 1, "nctaid.z": 1,
+                "ctaid.x": self.cta_rank if self.grid_x > 1 else 0}
         if name.startswith("llvm.nvvm.read.ptx.sreg."):
             return sreg.get(name[len("llvm.nvvm.read.ptx.sreg."):], 0)
         if name == "llvm.nvvm.shfl.sync.idx.i32":
@@ -204,12 +205,14 @@ class _Thread:
 
 
 def ir_barrier_events(llir: str, block_dim: int, probe_result: bool = False, cta_rank: int = 0,
-                      params: dict | None = None) -> dict:
+                      params: dict | None = None, grid_x: int = 1) -> dict:
     """``{thread id: [event, ...]}`` for every thread of the CTA of cluster rank ``cta_rank`` (see the
-    module docstring; a grid of one CTA per cluster position); ``params`` binds scalar kernel
+    module docstring; a grid of one CTA per cluster position, or with ``grid_x`` > 1 a grid of one
+    cluster of ``grid_x`` CTAs: ``blockIdx.x`` is the rank); ``params`` binds scalar kernel
     parameters by name.  A cluster arrive records the rank it lands on as the event's sixth element."""
     fn = IRFunction(llir)
-    return {tid: _Thread(fn, tid, block_dim, probe_result, cta_rank, params).run() for tid in range(block_dim)}
+    return {tid: _Thread(fn, tid, block_dim, probe_result, cta_rank, params, grid_x).run()
+            for tid in range(block_dim)}
 
 
 def barrier_names(events: dict, stages: int, rings: tuple = ("",)) -> dict:

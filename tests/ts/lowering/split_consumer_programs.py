@@ -92,9 +92,10 @@ def _done_config(stages):
         cta_layout_vmnk=(1, 2, 1, 1), consumer_signaling_threads=ts.SignalingThreads.CtaLeader)
 
 
-def build(src_map, dst, num_tiles, box_m, box_n, stages, broken=False, first=None, step=None):
+def build(src_map, dst, num_tiles, box_m, box_n, stages, broken=False, first=None, step=None, releaser_on=0):
     """The three tasks and their TaskManager (see the module docstring); ``first`` / ``step``: the
-    domain loop's start and step (default: cluster ``blockIdx.x // 2`` of ``gridDim.x // 2``)."""
+    domain loop's start and step (default: cluster ``blockIdx.x // 2`` of ``gridDim.x // 2``);
+    ``releaser_on``: the releaser's ``run_only_on_cta_id`` (None: every CTA, where only the leader acts)."""
     box_bytes = box_m * box_n * src_map.dtype.itemsize
     tiles = Tiles(name="tiles", pipeline_config=_config(stages, box_bytes), src_map=src_map, box_m=box_m,
                   box_n=box_n)
@@ -133,7 +134,7 @@ def build(src_map, dst, num_tiles, box_m, box_n, stages, broken=False, first=Non
     waiter = ts.Task("waiter", [tiles], [out] + ([] if broken else [done]), warp_idx=1, num_warps=WAIT_WARPS,
                      schedule=wait_schedule(tiles, out, done))
     releaser = ts.Task("releaser", [tiles] + ([] if broken else [done]), [], warp_idx=1 + WAIT_WARPS, num_warps=1,
-                       schedule=release_schedule(tiles, done), run_only_on_cta_id=0)
+                       schedule=release_schedule(tiles, done), run_only_on_cta_id=releaser_on)
     graph = {out: [tiles]} if broken else {out: [tiles], done: [tiles]}
     return ts.TaskManager([load, waiter, releaser], graph, verbose=False)
 

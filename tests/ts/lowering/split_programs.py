@@ -1,8 +1,8 @@
-"""Two TMA producer tasks committing to one ring (issue 12 §3; CUTLASS TS tutorial 04's split A/B loads):
+"""Two TMA producer tasks committing to one ring (issue 12 §2; CUTLASS TS tutorial 04's split A/B loads):
 task ``load_a`` copies the top ``BOX_A`` rows of each tile, task ``load_b`` the bottom ``BOX_B`` rows, into the
-same stage; each task's warp waits on the stage's empty barrier and arms the full barrier once
-(``producer_group`` = 2 arming warps, ``num_bytes`` = ``num_bytes_per_warp_per_cta`` = the stage's bytes / 2:
-``expect_tx`` is additive, so the stage completes when both tasks' copies have landed, whatever each brings).  Four store warps write
+same stage; each task's warp waits on the stage's empty barrier and arms the full barrier once with exactly
+the bytes its own copy brings (``producer_group`` = 2 arming warps; ``tma_bytes_per_stage()`` gives the bytes
+of each producer work, :mod:`tsjit.ts.tx_bytes`; ``num_bytes`` is the stage's sum).  Four store warps write
 each tile out.  For :mod:`.test_split_producers` (compile, read-back, GPU)."""
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ class SplitStage(ts.MemoryResource):
         self.stage = ts.TaskLocalVariable(tsjit.Int32, default=0, docs="ring stage holding the tile")
 
     def tma_bytes_per_stage(self):
-        """Both tasks' boxes land in one stage."""
-        return (self.box_a + self.box_b) * self.cols * 4
+        """Both tasks' boxes land in one stage: each producer work's bytes."""
+        return {"load_a": self.box_a * self.cols * 4, "load_b": self.box_b * self.cols * 4}
 
     @ts.producer_work()
     def load_a(self, stage_info):
@@ -77,8 +77,8 @@ def split_ab_copy(map_a, map_b, dst, num_tiles, BOX_A: tsjit.Constexpr[int], BOX
     """dst = src through a ring whose stages two TMA tasks fill (see the module docstring); block 192."""
     stage_bytes = (BOX_A + BOX_B) * COLS * 4
     cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(
-        STAGES, stage_bytes // 2, ts.CooperativeGroup(ts.Agent.Thread, 2),     # one arming warp per task
-        ts.CooperativeGroup(ts.Agent.Thread, STORE_WARPS * 32), num_bytes_per_warp_per_cta=stage_bytes // 2)
+        STAGES, stage_bytes, ts.CooperativeGroup(ts.Agent.Thread, 2),     # one arming warp per task
+        ts.CooperativeGroup(ts.Agent.Thread, STORE_WARPS * 32))
     smem = SplitStage(name="smem", pipeline_config=cfg, map_a=map_a, map_b=map_b, box_a=BOX_A, box_b=BOX_B,
                       cols=COLS)
     out = TileRows(name="out", dst=dst, smem=smem)

@@ -33,7 +33,7 @@ def _compile(monkeypatch, broken=False):
     monkeypatch.setenv("TSJIT_DISABLE_CACHE", "1")
     _KEEP.clear()
     _BROKEN[0] = broken
-    compiled = tsjit.compile(tsjit.kernel(_kept), *sc.specs(256, 64, 32), 4, 32, 64, STAGES, target="sm_90a")
+    compiled = tsjit.compile(tsjit.kernel(_kept), *sc.specs(256, 8, 8), 4, 8, 8, STAGES, target="sm_90a")
     return compiled, _KEEP[0]
 
 

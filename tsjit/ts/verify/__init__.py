@@ -19,6 +19,7 @@ for warning findings.
 ``counts``      P1 (barrier arrival counts), P2 (TMA transaction bytes).
 ``interleave``  P6 (interleave lanes), L1 (cluster layouts), SG1 (split-consumer
                 signalling), PP (ping-pong self-edges).
+``leader_tasks`` SG2 (works on a ``CtaLeader``-only side run on CTA 0 only).
 ``queues``      Q1 (WorkQueue placement and the tile epilogue).
 ``pdl``         PDL1 (wait before dependent work).
 ``capacity``    M1/M2 (shared memory and TMEM capacity).

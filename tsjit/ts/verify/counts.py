@@ -33,11 +33,16 @@ P2  A TMA producer's ``num_bytes`` must match what its copies deliver.  When the
     task's warps under ``TaskWarpLeader``); that field is required for a multi-warp
     ``TaskWarpLeader`` task, for a leader-only consumer in a cluster and for several producer
     tasks filling one stage (split A/B loads: each task arms and brings its own bytes, into its
-    own part of the stage).
+    own part of the stage).  With per-work bytes (``tma_bytes_per_stage()`` returns
+    ``{producer work label: bytes}``, :mod:`tsjit.ts.tx_bytes`) each acquire arms exactly its
+    bracket's bytes: every work must be listed, ``num_bytes`` must be the stage's sum (x the CTAs
+    of a leader-only consumer), and ``num_bytes_per_warp_per_cta``, if given, every warp's share.
 """
 from __future__ import annotations
 
-from tsjit.ts.protocol import SideKind, Signal, Who, signals, tx_cta_factor
+from tsjit.ts.protocol import SideKind, Signal, Who, signals, warps_per_stage
+from tsjit.ts.enums import ScheduleStage
+from tsjit.ts.tx_bytes import arming_units, bracket_works, tx_cta_factor, work_bytes
 from tsjit.ts.verify.findings import Finding, error, warning
 from tsjit.ts.verify.pipelines import co_filling_tasks, pipeline_config, role_tasks, task_lanes
 
@@ -171,6 +176,57 @@ def _co_filling_error(resource, config, fillers) -> Finding:
         f"num_bytes = it x CTAs, armed by each producer warp), or give each task its own ring."))
 
 
+def _check_work_bytes(resource, config, tasks, fillers) -> list[Finding]:
+    """P2 with per-work bytes (``tma_bytes_per_stage()`` returns ``{label: bytes}``): every bracket's works
+    are listed, each acquire's bytes split over its arming warps, the stage's works sum to ``num_bytes``,
+    and ``num_bytes_per_warp_per_cta``, when given, is every arming warp's share."""
+    table, name = work_bytes(resource), resource.name
+    ctas = tx_cta_factor(config)
+    out, per_task, shares = [], {}, {}
+    for task in tasks:
+        for acquire in (s for s in task.schedule.steps if s.resource is resource
+                        and s.stage is ScheduleStage.ProducerAcquire):
+            works = bracket_works(task, resource, acquire)
+            missing = sorted({w.label for w in works if w.label not in table})
+            if missing:
+                out.append(error("P2", (
+                    f"resource {name!r}: {name}.tma_bytes_per_stage() gives the bytes of the producer works "
+                    f"{sorted(table)}, but {task.describe()} fills the stage with "
+                    f"{', '.join(repr(m) for m in missing)} after {acquire.describe()}.\n  Add "
+                    f"{', '.join(repr(m) for m in missing)} to the mapping (bytes one call brings into one "
+                    f"CTA's stage).")))
+                continue
+            total = sum(table[w.label] for w in works) * ctas
+            units = arming_units(config, task, warps_per_stage(task.num_warps, config.interleave_strides[1]))
+            if total % units:
+                out.append(error("P2", (
+                    f"resource {name!r}: {task.describe()}'s copies after {acquire.describe()} bring {total} B, "
+                    f"which its {units} arming warps cannot split evenly.\n  Use one producer warp per task "
+                    f"(or TaskWarpLeader), or boxes whose bytes divide by {units}.")))
+                continue
+            per_task.setdefault(task.name, total)
+            shares[task.name] = total // units // ctas
+    if out:
+        return out
+    filling = [t.name for t in (fillers or tasks) if t.name in per_task]
+    stage_total = sum(per_task[t] for t in filling) if fillers else max(per_task.values(), default=0)
+    if stage_total != config.num_bytes:
+        parts = " + ".join(f"{per_task[t]} ({t!r})" for t in filling)
+        out.append(error("P2", (
+            f"resource {name!r} ({config.pipeline_type.value}): num_bytes is {config.num_bytes}, but one "
+            f"stage's copies bring {parts} = {stage_total} B (per-work bytes of {name}.tma_bytes_per_stage()"
+            f"{f' x CTAs {ctas}' if ctas > 1 else ''}); each task arms its own part.\n  Set "
+            f"num_bytes={stage_total}.")))
+    per_warp = config.num_bytes_per_warp_per_cta
+    if per_warp is not None and any(share != per_warp for share in shares.values()):
+        listed = ", ".join(f"{t!r} {share} B" for t, share in shares.items())
+        out.append(error("P2", (
+            f"resource {name!r}: num_bytes_per_warp_per_cta={per_warp}, but the arming warps' copies bring "
+            f"{listed} per CTA (per-work bytes of {name}.tma_bytes_per_stage()).\n  Drop "
+            f"num_bytes_per_warp_per_cta (each task arms its own bytes), or set it to the common share.")))
+    return out
+
+
 def check_tma_bytes(manager) -> list[Finding]:
     """P2: TMA transaction bytes per stage (see the module docstring)."""
     out: list[Finding] = []
@@ -182,6 +238,9 @@ def check_tma_bytes(manager) -> list[Finding]:
         if not tasks:
             continue
         fillers = co_filling_tasks(manager.tasks, resource)
+        if work_bytes(resource) is not None:
+            out += _check_work_bytes(resource, config, tasks, fillers)
+            continue
         if len(fillers) > 1 and config.num_bytes_per_warp_per_cta is None:
             out.append(_co_filling_error(resource, config, fillers))
             continue

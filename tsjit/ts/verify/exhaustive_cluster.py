@@ -12,7 +12,9 @@ by the CTAs whose arrivals land on one barrier (:meth:`~tsjit.ts.protocol.Ctas.f
 *Every CTA* (:func:`cluster_plan` says when).  The reduction is unsound as soon as CTAs differ:
 
 * a task with ``run_only_on_cta_id=k`` runs on CTA ``k`` only;
-* an action executed by the CTA leader only (:attr:`~tsjit.ts.protocol.Who.CtaLeader`);
+* an action executed by the CTA leader only (:attr:`~tsjit.ts.protocol.Who.CtaLeader`), or gated to the
+  cluster's leader CTA (:attr:`~tsjit.ts.protocol.Gate.Leader`, ``SignalingThreads.CtaLeader``): the other
+  CTAs skip it, and their cursors advance all the same (check SG2 keeps works of such a side on CTA 0);
 * an arrival routed to one CTA (``PairLeader``, ``ClusterLeader``), or a ``tcgen05.commit``
   multicast to a 2-CTA pair (``pair_size > 1``): the leader's barrier receives what the
   others' do not.
@@ -68,7 +70,9 @@ def _asymmetry(tasks, ring_config, pipeline_ops) -> str:
                 continue
             for action in protocol.actions(config, step.stage, task.num_warps):
                 who, ctas = getattr(action, "who", None), getattr(action, "ctas", Ctas.Local)
-                if who is Who.CtaLeader:
+                if getattr(action, "gate", None) is Gate.Leader:
+                    why = f"{type(action).__name__} on {Gate.Leader.value}"
+                elif who is Who.CtaLeader:
                     why = f"executed by {who.value}"
                 elif ctas in (Ctas.PairLeader, Ctas.ClusterLeader):
                     why = f"arrives on {ctas.value}"

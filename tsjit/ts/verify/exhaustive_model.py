@@ -52,9 +52,7 @@ rules the lowering follows).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from tsjit.ts import protocol
+from tsjit.ts import protocol, tx_bytes
 from tsjit.ts.enums import ScheduleStage
 from tsjit.ts.group_protocol import barrier_array, cursor_owner, member_actions
 from tsjit.ts.pipeline import PipelineConfig
@@ -64,6 +62,8 @@ from tsjit.ts.verify.async_reads import InFlight, work_events
 from tsjit.ts.verify.exhaustive_cluster import acts_on, cluster_plan, targets
 from tsjit.ts.verify.exhaustive_expand import Variant, expand_task
 from tsjit.ts.verify.exhaustive_probes import fold_probes
+from tsjit.ts.verify.exhaustive_program import (Access, Barrier, Copy, Op, Process,  # noqa: F401 (re-exported)
+                                                Program)
 from tsjit.ts.verify.exhaustive_regions import RegionTable, stage_parts
 
 __all__ = ["Barrier", "Access", "Copy", "Op", "Process", "Program", "compile_program"]
@@ -71,130 +71,6 @@ __all__ = ["Barrier", "Access", "Copy", "Op", "Process", "Program", "compile_pro
 S = ScheduleStage
 _PIPELINE_OPS = {S.ProducerAcquire, S.ProducerCommit, S.ConsumerWait, S.ConsumerRelease,
                  S.ProducerTryAcquire, S.ConsumerTryWait}
-
-
-@dataclass(frozen=True)
-class Barrier:
-    """One mbarrier: ``resource.full[slot]`` or ``resource.empty[slot]``."""
-
-    id: int
-    resource: object
-    kind: str
-    slot: int
-    count: int
-    cta: int | None = None
-
-    @property
-    def name(self) -> str:
-        where = f" of CTA {self.cta}" if self.cta is not None else ""
-        return f"{self.resource.name}.{self.kind}[{self.slot}]{where}"
-
-
-@dataclass(frozen=True)
-class Access:
-    """A data access of a work step: ``mode`` is ``"read"`` or ``"write"``; ``in_flight``
-    says, for a read an asynchronous operation keeps going after its step (wgmma operands, a
-    TMA store's source), what keeps it (for messages), else ``""``."""
-
-    mode: str
-    region: int
-    step: object
-    iteration: int | None
-    tile: int | None
-    in_flight: str = ""
-
-
-@dataclass(frozen=True)
-class Copy:
-    """An asynchronous operation in flight: a TMA write of one stage, completing with
-    ``complete_tx(nbytes)``, or the MMAs behind a ``tcgen05.commit`` (``umma``), whose reads
-    (``access``, or None) last until the commit's ``arrivals`` land.  A copy with ``after >= 0``
-    completes only after copy ``after`` (one thread's tcgen05 operations complete in order)."""
-
-    id: int
-    process: int
-    barrier: int
-    nbytes: int
-    access: Access | None
-    arrivals: int = 0
-    after: int = -1
-    umma: bool = False
-
-
-@dataclass
-class Op:
-    """One synchronising transition of a process (see the module docstring)."""
-
-    kind: str
-    step: object                 # the schedule Step (None for the producer tail)
-    resource: object
-    slot: int | None
-    iteration: int | None
-    tile: int | None
-    guard: int = -1              # barrier id of a blocking parity wait, -1 for none
-    parity: int = 0
-    probe_key: int = -1          # probe flag that skips the guard / that a try op sets
-    probe_barrier: int = -1      # barrier a try op tests
-    arrivals: tuple = ()         # (barrier id, arrivals, transaction bytes)
-    spawns: tuple = ()           # Copies issued in the segment this op opens
-    pdl: int = 0                 # 1: griddepcontrol.wait, 2: launch_dependents
-    segment: tuple = ()          # Accesses active from this op to the next
-    footprint: int = 0           # packed footprint (see exhaustive_search)
-
-    def describe(self) -> str:
-        where = []
-        if self.slot is not None:
-            where.append(f"stage {self.slot}")
-        if self.tile is not None:
-            where.append(f"tile {self.tile}")
-        if self.iteration is not None:
-            where.append(f"iteration {self.iteration}")
-        ctx = f" ({', '.join(where)})" if where else ""
-        if self.step is None:
-            return (f"{self.resource.name!r} ProducerAcquire of the producer tail (the drain "
-                    f"after the schedule waits for every stage to be released){ctx}")
-        return f"{self.step.describe()}{ctx}"
-
-
-@dataclass
-class Process:
-    """One task (or one warp lane of an interleaved task) as a list of ops."""
-
-    index: int
-    task: object
-    lane: int | None
-    warps: int
-    ops: list
-    initial_segment: tuple = ()
-    initial_spawns: tuple = ()
-    probe_keys: int = 0
-    stuck: object = None         # (queue resource) when the task never advances its tile
-    cta: int | None = None       # its CTA when every CTA of the cluster is modelled
-
-    @property
-    def name(self) -> str:
-        name = self.task.name if self.lane is None else f"{self.task.name}/warp{self.lane}"
-        return name if self.cta is None else f"{name}@CTA{self.cta}"
-
-    def describe(self) -> str:
-        where = f" on CTA {self.cta}" if self.cta is not None else ""
-        if self.lane is None:
-            return self.task.describe() + where
-        return (f"task {self.task.name!r} warp {self.task.warp_start + self.lane} (lane "
-                f"{self.lane}){where}")
-
-
-@dataclass
-class Program:
-    """Everything the search needs for one variant."""
-
-    variant: Variant
-    processes: list
-    barriers: list
-    regions: RegionTable
-    copies: list = field(default_factory=list)
-    notes: list = field(default_factory=list)
-    pdl_checked: bool = True
 
 
 def _copies_to_leader(cfg) -> bool:
@@ -394,7 +270,7 @@ class _Compiler:
             stage = step.stage
             if stage in _PIPELINE_OPS and cfg is not None:
                 op, commit = self._pipeline_op(es, cfg, resource, stage, cursor, probe_key, modes,
-                                               warps, make_op, waited, cta)
+                                               warps, make_op, waited, cta, task)
                 flush(op)
                 if commit is not None:
                     umma_chain[0] = self._umma_completion(proc, commit, umma_reads, umma_chain[0], spawns)
@@ -430,7 +306,7 @@ class _Compiler:
         return proc
 
     def _pipeline_op(self, es, cfg, resource, stage, cursor, probe_key, modes, warps,
-                     make_op, waited, cta):
+                     make_op, waited, cta, task):
         """One op from the protocol table's actions of ``stage`` (see the module docstring);
         ``cta``: the process's CTA when every CTA is modelled, else None."""
         producer = stage.is_producer
@@ -439,7 +315,8 @@ class _Compiler:
         fields: dict = {}
         arrivals: list = []
         slot = None
-        for action in member_actions(es.step, protocol.actions(cfg, stage, per_stage)):
+        arm = tx_bytes.arm_bytes(cfg, resource, task, es.step, warps) if stage is S.ProducerAcquire else None
+        for action in member_actions(es.step, protocol.actions(cfg, stage, per_stage, arm)):
             pair = cur.open if action.cursor is Cursor.Open else cur.close
             if slot is None:             # the op's stage: where its first action's cursor is
                 slot = pair[0]
@@ -541,10 +418,14 @@ class _Compiler:
         works = [s for s in proc.task.schedule.steps if s.resource is resource and
                  s.stage is S.ProducerWork and not s.is_aux and s.section is es.step.section]
         share = max(1, len(works))
-        total, units = protocol.stage_copy_bytes(cfg, warps)
+        total, units = tx_bytes.stage_copy_bytes(cfg, warps)
         routed = proc.cta is not None and _copies_to_leader(cfg)
+        per_work = tx_bytes.work_bytes(resource)
+        if per_work is not None and es.step.label in per_work:
+            # per-work bytes: this work's copy brings its own (every CTA's into a leader-only consumer's)
+            total, units, share = per_work[es.step.label] * tx_bytes.tx_cta_factor(cfg), 1, 1
         if routed:
-            total //= protocol.tx_cta_factor(cfg)     # this CTA's share of what the leader's barrier expects
+            total //= tx_bytes.tx_cta_factor(cfg)     # this CTA's share of what the leader's barrier expects
         for cta in ((proc.cta,) if arms is None else arms):
             if cta != proc.cta or routed:
                 # a copy into another CTA's stage; routed to the leader, each CTA fills its own part

@@ -28,6 +28,7 @@ two different resources conflict only when their byte ranges overlap (an alias g
 """
 from __future__ import annotations
 
+from tsjit.ts.tx_bytes import work_bytes
 from tsjit.ts.verify.pipelines import co_filling_tasks
 
 __all__ = ["RegionTable", "stage_parts"]
@@ -59,14 +60,16 @@ def _overlap(a: list, b: list) -> tuple | None:
 
 def stage_parts(tasks, ring_config) -> dict:
     """``(id(ring), id(task)) -> part`` for the TMA rings several producer tasks fill, each
-    arming and bringing its own ``num_bytes_per_warp_per_cta`` (split A/B loads): each task's
+    arming and bringing its own ``num_bytes_per_warp_per_cta`` or per-work bytes
+    (:func:`tsjit.ts.tx_bytes.work_bytes`; split A/B loads): each task's
     copies write their own part of the stage.  Without that declaration the tasks write the
     whole stage (their writes race; check P2 says what to declare)."""
     parts: dict = {}
     rings = {id(r): r for t in tasks for r in t.resources if ring_config(r) is not None}
     for rid, resource in rings.items():
         config = resource.pipeline_config
-        if not config.protocol.producer_arms_tx or config.num_bytes_per_warp_per_cta is None:
+        if not config.protocol.producer_arms_tx or (config.num_bytes_per_warp_per_cta is None
+                                                    and work_bytes(resource) is None):
             continue
         for index, task in enumerate(co_filling_tasks(tasks, resource)):
             parts[(rid, id(task))] = index
