@@ -408,3 +408,19 @@ def done_config(config, waiter_warps: int, releaser_warps: int):
     return ts.PipelineConfig.create_async_async_pipeline_cfg(
         config.num_stages, ts.CooperativeGroup(ts.Agent.Thread, waiter_warps),
         ts.CooperativeGroup(ts.Agent.Thread, releaser_warps), **layout, **sides)
+
+
+def model_program(manager, collapse_probes: bool = False):
+    """The interleaving model's program of ``manager``'s tasks (one variant, every probe its own op unless
+    ``collapse_probes``) and the trips its run-time domains take (each ring wraps twice): the ``num_tiles``
+    to read the IR back with."""
+    from tsjit.ts.verify.exhaustive_expand import program_variants, trip_counts
+    from tsjit.ts.verify.exhaustive_model import compile_program
+    from tsjit.ts.verify.exhaustive_regions import RegionTable
+    tasks = tuple(manager.tasks)
+    notes: list = []
+    counts = trip_counts(tasks, 2, notes)
+    (variant,) = program_variants(tasks)
+    (trips,) = set(counts.values())
+    return compile_program(tasks, manager.resource_dependency_graph, variant, counts, RegionTable(None), notes,
+                           collapse_probes=collapse_probes), trips

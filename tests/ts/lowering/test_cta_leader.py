@@ -19,7 +19,8 @@ from tsjit.ts.protocol import SignalingThreads as Sig
 
 from tsjit.ts import protocol
 
-from .protocol_readback import Done, Out, Ring, barrier_names, done_config, init_counts, ir_barrier_events, ring_prefixes
+from .protocol_readback import (Done, Out, Ring, barrier_names, done_config, init_counts, ir_barrier_events,
+                               ring_prefixes)
 
 STAGES = 2
 _SETUP: list = []

@@ -15,13 +15,11 @@ import pytest
 
 import tsjit
 from tsjit import ts
-from tsjit.ts.verify.exhaustive_expand import program_variants, trip_counts
-from tsjit.ts.verify.exhaustive_model import compile_program
-from tsjit.ts.verify.exhaustive_regions import RegionTable
 
 from . import leader_programs as lp
 from . import multicast_programs as mp
-from .protocol_readback import barrier_names, canonical, init_counts, ir_barrier_events, model_events
+from .protocol_readback import (barrier_names, canonical, init_counts, ir_barrier_events, model_events,
+                               model_program)
 
 STAGES = 3
 
@@ -42,18 +40,8 @@ def _compile(monkeypatch, kernel, specs, *args):
     return compiled, _Recording.kept[0]
 
 
-def _model(manager):
-    tasks = tuple(manager.tasks)
-    notes: list = []
-    counts = trip_counts(tasks, 2, notes)
-    (variant,) = program_variants(tasks)
-    (trips,) = set(counts.values())
-    return compile_program(tasks, manager.resource_dependency_graph, variant, counts, RegionTable(None), notes,
-                           collapse_probes=False), trips
-
-
 def _check_every_cta(compiled, manager, threads):
-    program, trips = _model(manager)
+    program, trips = model_program(manager)
     assert trips > 2 * STAGES
     events = {rank: ir_barrier_events(compiled.llir, threads, cta_rank=rank, params={"num_tiles": trips}, grid_x=2)
               for rank in (0, 1)}

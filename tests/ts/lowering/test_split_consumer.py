@@ -9,12 +9,10 @@ import warnings
 import pytest
 
 import tsjit
-from tsjit.ts.verify.exhaustive_expand import program_variants, trip_counts
-from tsjit.ts.verify.exhaustive_model import compile_program
-from tsjit.ts.verify.exhaustive_regions import RegionTable
 
 from . import split_consumer_programs as sc
-from .protocol_readback import barrier_names, canonical, init_counts, ir_barrier_events, model_events, ring_prefixes
+from .protocol_readback import (barrier_names, canonical, init_counts, ir_barrier_events, model_events,
+                               model_program, ring_prefixes)
 
 STAGES = 3
 _KEEP: list = []
@@ -58,21 +56,11 @@ def test_unordered_release_is_refused_with_the_split_consumer_fix(monkeypatch):
     assert "done.wait()" in text and "{done: [tiles]}" in text and "before tiles.release()" in text
 
 
-def _model(manager):
-    """The model's program (every probe its own op) and the trips it runs (the ring wraps twice)."""
-    tasks = tuple(manager.tasks)
-    notes: list = []
-    counts = trip_counts(tasks, 2, notes)
-    (variant,) = program_variants(tasks)
-    (trips,) = set(counts.values())
-    return compile_program(tasks, manager.resource_dependency_graph, variant, counts, RegionTable(None), notes,
-                           collapse_probes=False), trips
-
-
 def test_every_ctas_barrier_sequence_equals_the_model(monkeypatch):
-    """As many trips as the model runs (``num_tiles`` = 2 S + 1, both rings wrap twice): the waits, and the arrivals with the CTA each lands on, of every task on every CTA."""
+    """As many trips as the model runs (``num_tiles`` = 2 S + 1, both rings wrap twice): the waits, and the
+    arrivals with the CTA each lands on, of every task on every CTA."""
     compiled, manager = _compile(monkeypatch)
-    program, trips = _model(manager)
+    program, trips = model_program(manager)
     assert trips > 2 * STAGES
     threads = sc.THREADS
     params = {"num_tiles": trips}

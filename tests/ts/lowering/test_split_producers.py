@@ -116,11 +116,7 @@ def test_p2_checks_num_bytes_per_warp_per_cta_against_each_task(monkeypatch):
 def test_the_model_arms_what_the_lowering_arms(monkeypatch):
     """Per task, the barrier sequence the interleaving model runs -- waits, arrivals and armed bytes -- equals
     the one read back from the IR, over as many trips as the checker runs."""
-    from tsjit.ts.verify.exhaustive_expand import program_variants, trip_counts
-    from tsjit.ts.verify.exhaustive_model import compile_program
-    from tsjit.ts.verify.exhaustive_regions import RegionTable
-
-    from .protocol_readback import canonical, model_events
+    from .protocol_readback import canonical, model_events, model_program
     kept = []
 
     class Recording(ts.TaskManager):
@@ -131,12 +127,7 @@ def test_the_model_arms_what_the_lowering_arms(monkeypatch):
     monkeypatch.setenv("TSJIT_DISABLE_CACHE", "1")
     compiled = tsjit.compile(tsjit.kernel(sp.split_ab_copy.fn), *sp.specs(480, 8, 32, 16), 10, 32, 16, 8, 3,
                              target="sm_90a")       # 8 columns: few store iterations to read back
-    tasks = tuple(kept[0].tasks)
-    notes: list = []
-    counts = trip_counts(tasks, 2, notes)
-    (variant,) = program_variants(tasks)
-    (trips,) = set(counts.values())
-    program = compile_program(tasks, kept[0].resource_dependency_graph, variant, counts, RegionTable(None), notes)
+    program, trips = model_program(kept[0], collapse_probes=True)
     events = ir_barrier_events(compiled.llir, 192, params={"num_tiles": trips})
     names = barrier_names(events, 3)
     for process in program.processes:
