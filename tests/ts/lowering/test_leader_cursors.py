@@ -11,6 +11,8 @@ the split consumer.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
 import tsjit
@@ -87,9 +89,22 @@ def test_multicast_copy_cursors_match_the_model_on_every_cta(monkeypatch):
     assert all(p.cta is None for p in program.processes)       # symmetric: one CTA stands for both
 
 
-def test_a_leader_only_consumer_on_every_cta_is_refused(monkeypatch):
+@dataclass(kw_only=True)
+class _FirstStageOut(lp.RowsOut):
+    """A store reading the ring's stage 0 through its ``smem`` field (no consumer work on the ring)."""
+
+    @ts.producer_work()
+    def store(self, stage_info):
+        tile = self.smem.tiles[0]
+        for i in range(tsjit.thread_idx().x - self.first_thread, self.rows * self.smem.box_n, lp.STORE_WARPS * 32):
+            self.dst[i // self.smem.box_n, i % self.smem.box_n] = tile[0][0][i % self.smem.box_n]
+
+
+@pytest.mark.parametrize("through", ["consumer work", "referencing resource"])
+def test_a_leader_only_consumer_on_every_cta_is_refused(monkeypatch, through):
     """The leader-consumer copy with its store task on both CTAs: CTA 1's store would read a stage nothing
-    fills (every CTA's copies land on the leader) -- it verified SAFE under the symmetric reduction."""
+    fills (every CTA's copies land on the leader) -- it verified SAFE under the symmetric reduction.  Found
+    whether the task reads the stage with a consumer work or through a resource whose field is the ring."""
     def kernel(src_map, dst, num_tiles, BOX_M: tsjit.Constexpr[int], BOX_N: tsjit.Constexpr[int],
                STAGES: tsjit.Constexpr[int]):
         box_bytes = BOX_M * BOX_N * src_map.dtype.itemsize
@@ -98,8 +113,32 @@ def test_a_leader_only_consumer_on_every_cta_is_refused(monkeypatch):
             ts.CooperativeGroup(ts.Agent.Thread, lp.STORE_WARPS * 32), cta_layout_vmnk=(1, 2, 1, 1),
             consumer_signaling_threads=ts.SignalingThreads.CtaLeader, num_bytes_per_warp_per_cta=box_bytes)
         smem = lp.SplitTiles(name="smem", pipeline_config=cfg, src_map=src_map, box_m=BOX_M, box_n=BOX_N, parts=2)
-        lp._copy(smem, lp.RowsOut(name="out", dst=dst, smem=smem, rows=2 * BOX_M, first_thread=32), num_tiles,
-                 None, None)
+        if through == "consumer work":
+            lp._copy(smem, lp.RowsOut(name="out", dst=dst, smem=smem, rows=2 * BOX_M, first_thread=32), num_tiles,
+                     None, None)
+            return
+        out = _FirstStageOut(name="out", dst=dst, smem=smem, rows=2 * BOX_M, first_thread=32)
+
+        @ts.schedule
+        def load_schedule(s: lp.SplitTiles):
+            with ts.domain_loop(0, num_tiles, 1):
+                s.acquire()
+                s.load()
+                s.commit()
+
+        @ts.schedule
+        def store_schedule(s: lp.SplitTiles, o: _FirstStageOut):
+            with ts.domain_loop(0, num_tiles, 1):
+                s.wait()
+                o.store()
+                s.release()
+
+        tasks = [ts.Task("load", [], [smem], warp_idx=0, num_warps=1, schedule=load_schedule(smem)),
+                 ts.Task("store", [smem], [out], warp_idx=1, num_warps=lp.STORE_WARPS,
+                         schedule=store_schedule(smem, out))]
+        manager = ts.TaskManager(tasks, {out: [smem]}, verbose=False)
+        manager.setup_resources_and_tasks()
+        manager.run()
 
     monkeypatch.setenv("TSJIT_DISABLE_CACHE", "1")
     with pytest.raises(tsjit.VerificationError) as err:
@@ -108,6 +147,7 @@ def test_a_leader_only_consumer_on_every_cta_is_refused(monkeypatch):
     assert err.value.check == "SG2"
     assert "'store'" in text and "'smem'" in text and "run_only_on_cta_id=0" in text
     assert "consumer_signaling_threads" in text
+    assert ("'out' ProducerWork" in text) == (through == "referencing resource")
 
 
 def test_a_leader_gated_release_on_every_cta_is_modelled_per_cta(monkeypatch):

@@ -143,7 +143,7 @@ def _instance(es) -> tuple:
     return (es.tile, es.iteration, es.step.section)
 
 
-def _referenced_rings(resource) -> list:
+def referenced_rings(resource) -> list:
     """Pipelined resources a resource's fields point at (``GmemTiles.smem``)."""
     out = []
     for value in list(getattr(resource, "__dict__", {}).values()):
@@ -397,7 +397,7 @@ class _Compiler:
             region = self.regions.resource_region(resource, role, proc.cta)
             if region is not None:
                 segment.append(Access(mode, region, step, es.iteration, es.tile))
-        for ring in _referenced_rings(resource):
+        for ring in referenced_rings(resource):
             # only inside the loop iteration (or Head / Tail) that waited on the ring: an
             # epilogue after the loop that keeps a reference to the ring reads registers
             if waited.get(id(ring)) == _instance(es) and (id(ring), False) in cursors:
