@@ -337,7 +337,7 @@ def model_events(process, barriers, probe_result: bool = False, prefixes: dict |
 
     def name(b, arrival=False):
         barrier = barriers[b]
-        prefix = (prefixes or {}).get(getattr(barrier.resource, "name", None), "")
+        prefix = prefixes.get(barrier.resource.name, "") if prefixes else ""
         where = f"@CTA{barrier.cta}" if with_cta and arrival else ""
         return f"{prefix}{barrier.kind}[{barrier.slot}]{where}"
 
