@@ -12,7 +12,7 @@ the previous grid's output before griddepcontrol.wait, a queue advanced per iter
 Modules: ``rings`` (bracket, order and trip-count mistakes on one ring), ``counts``
 (arrival / TMA byte counts, two consumers), ``programs`` (persistent kernels, skip_if,
 aliasing, PDL, interleave lanes, routing), ``blackwell`` (UMMA rings, TMEM accumulators and split-K
-staging of the ported Blackwell tutorials).
+staging of the ported Blackwell tutorials), ``leaders`` (leader signalling in a cluster).
 """
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ class BrokenCase:
 
 
 def _collect() -> list:
-    from broken import blackwell, counts, programs, rings
-    cases = rings.CASES + counts.CASES + programs.CASES + blackwell.CASES
+    from broken import blackwell, counts, leaders, programs, rings
+    cases = rings.CASES + counts.CASES + programs.CASES + blackwell.CASES + leaders.CASES
     names = [c.name for c in cases]
     duplicates = {n for n in names if names.count(n) > 1}
     if duplicates:
