@@ -73,15 +73,19 @@ NOTEBOOKS = {
     "10_merge_gemm.ipynb": [
         ("md", "# Tutorial 10: a Merge GEMM — A by cp.async, B by TMA, one release\n\n"
                "`C = relu(A @ B^T)` with tutorial 5's wgmma warpgroups. The operands arrive through two different "
-               "mechanisms: three producer warps copy A with `cp.async` (an AsyncAsync ring with "
-               "`producer_op=AsyncLoad`: each thread's arrival on the full barrier lands when *its* copies have), "
-               "writing straight into the 128-byte swizzled layout a TMA would produce (chunk `c` of row `r` at "
-               "`c ^ (r % 8)`); one warp loads B by TMA. The Merge group `ab` lets the MMA warpgroups wait on "
-               "both and release the previous stage once, `ab.release()`. Since the A stage was written through "
-               "the generic proxy, the MMA work fences (`fence.proxy.async`) before wgmma reads it."),
+               "mechanisms, both from one producer warpgroup (4 warps at 40 registers): its 128 threads copy A "
+               "with `cp.async` (an AsyncAsync ring with `producer_op=AsyncLoad`: each thread's arrival on the "
+               "full barrier lands when *its* copies have), writing straight into the 128-byte swizzled layout a "
+               "TMA would produce (chunk `c` of row `r` at `c ^ (r % 8)`), and an elected thread of its first "
+               "warp loads B by TMA (`SignalingThreads.TaskWarpLeader`). Each thread owns one 16-byte column "
+               "chunk of 8 rows, so every address is fixed up to compile-time offsets and a stage costs a thread "
+               "8 copies of a few instructions each. The Merge group `ab` lets the MMA warpgroups wait on both "
+               "and release the previous stage once, `ab.release()`. Since the A stage was written through the "
+               "generic proxy, the MMA work fences (`fence.proxy.async`) before wgmma reads it."),
         ("code", SETUP),
         ("code", "from tsjit.examples import ts_merge_gemm\n"
                  "print(inspect.getsource(ts_merge_gemm.CpAsyncTiles))\n"
+                 "print(inspect.getsource(ts_merge_gemm.operand_load_schedule))\n"
                  "print(inspect.getsource(ts_merge_gemm.mainloop_schedules))"),
         ("code", COUNTS.format(module="ts_merge_gemm")),
         ("code", "c = tsjit.compile(ts_merge_gemm.merge_gemm, *ts_merge_gemm.compile_args())\n"

@@ -119,7 +119,8 @@ def merge_gemm_resadd(a, b_map, r_map, d, M, N, K, BN: tsjit.Constexpr[int], STA
     tiles_m, tiles_n, k_tiles = (M + BM - 1) // BM, (N + BN - 1) // BN, (K + 63) // 64
     wq = WorkQueue(name="tiles", tile_scheduler_config=TileSchedulerConfig.create_static_persistent_tile_scheduler_params(
         tiles_m, tiles_n, order="grouped", group_size_m=GROUP_M))
-    smem_a, smem_b, ab = mainloop_rings(a, b_map, BN, STAGES, GROUPED, a_first_warp=2, a_warps=2)
+    smem_a, smem_b, ab = mainloop_rings(a, b_map, BN, STAGES, GROUPED, a_first_warp=2, a_warps=2,
+                                        b_with_a=False)
     epilogue_threads = ts.CooperativeGroup(ts.Agent.Thread, 128)            # every epilogue thread releases
     acc = AccumulatorStage(name="acc", block_n=BN, pipeline_config=ts.PipelineConfig.create_async_async_pipeline_cfg(
         EPI_STAGES, ts.CooperativeGroup(ts.Agent.Thread, 256), epilogue_threads))

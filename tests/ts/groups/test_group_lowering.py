@@ -32,8 +32,9 @@ def test_merge_gemm_compiles_with_cp_async_a_and_one_release_per_stage():
     compiled = tsjit.compile(ts_merge_gemm.merge_gemm, *ts_merge_gemm.compile_args(stages=4))
     ptx = compiled.ptx
     assert ptx.count("mbarrier.init") == (2 + 1) * 4
-    load_a = _task_ptx(ptx, "load_a")
-    assert "cp.async.cg.shared.global" in load_a and "cp.async.mbarrier.arrive.noinc" in load_a
+    load = _task_ptx(ptx, "load")        # the producer warpgroup: A by cp.async, B by one TMA of warp 0
+    assert "cp.async.cg.shared.global" in load and "cp.async.mbarrier.arrive.noinc" in load
+    assert load.count("cp.async.bulk.tensor") == 1 and load.count("mbarrier.arrive.expect_tx") == 1
     mma = _task_ptx(ptx, "mma")
     assert "fence.proxy.async" in mma and "wgmma.mma_async" in mma
     # the lagging release in the loop and the last one after it: one arrival each, on the shared empty barrier
