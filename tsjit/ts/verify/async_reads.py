@@ -15,7 +15,8 @@ walks the function's syntax tree in source order and returns what each call does
 (:class:`Event`: issue, commit or wait), following calls of the resource's own methods and of
 plain module functions.  Only calls made unconditionally retire or commit (a wait inside an
 ``if`` may not run, so it retires nothing; the body of an ``if elect_one():`` without ``else``
-is unconditional for the one lane that runs it); an issue anywhere counts.  A ``wait_group``
+is unconditional for the one lane that runs it; a guarded branch that retires its own groups,
+followed by a CTA barrier, retires them: ``_Walker._guarded``); an issue anywhere counts.  A ``wait_group``
 argument that is not a literal, a Constexpr parameter of the work, an int field of the
 resource or a conditional expression of those retires nothing.  Each of these choices keeps a read in flight longer, never shorter.
 
@@ -157,7 +158,7 @@ def _constexpr_names(step) -> dict:
 
 
 class _Walker(ast.NodeVisitor):
-    def __init__(self, function, step, resource, depth: int, seen: set):
+    def __init__(self, function, step, resource, depth: int, seen: set, barriers):
         self.scope = dict(getattr(function, "__globals__", {}))
         closure = getattr(function, "__closure__", None) or ()
         for name, cell in zip(function.__code__.co_freevars, closure):
@@ -168,8 +169,10 @@ class _Walker(ast.NodeVisitor):
         self.filename = function.__code__.co_filename
         self.offset = function.__code__.co_firstlineno - 1
         self.step, self.resource, self.depth, self.seen = step, resource, depth, seen
+        self.barriers = barriers
         self.conditional = 0
         self.events: list = []
+        self.guarded: list = []         # issues retired in a guarded branch, not yet ordered
 
     def _where(self, node) -> str:
         return f"{short_path(self.filename)}:{node.lineno + self.offset}"
@@ -182,12 +185,67 @@ class _Walker(ast.NodeVisitor):
     visit_While = visit_Try = visit_IfExp = _conditional
 
     def visit_If(self, node):
+        known = self._const_expr(node.test)
+        if known is not _MISSING:           # decided at compile time: only that branch exists
+            for statement in (node.body if known else node.orelse):
+                self.visit(statement)
+            return
         if node.orelse or not self._elects_one(node.test):
-            self._conditional(node)
+            self.conditional += 1
+            self.visit(node.test)
+            self.conditional -= 1
+            for branch in (node.body, node.orelse):
+                self._guarded(branch)
             return
         self.visit(node.test)
         for statement in node.body:         # the same lane runs it every time: unconditional for it
             self.visit(statement)
+
+    def _guarded(self, branch) -> None:
+        """A branch that may not run: its issues count; its commits and waits retire nothing,
+        except that a branch which itself retires every group it issues (``if tid == 0:
+        tma_store; commit; wait(0)``) retires them for the threads that ran it, and a later
+        unconditional CTA barrier (:data:`_BARRIERS`; ``syncwarp`` in a one-warp task) orders every other thread after that
+        wait: its issues are then dropped (kept, as in flight, when no such barrier follows)."""
+        saved = self.events, self.conditional, self.guarded
+        self.events, self.conditional, self.guarded = [], 0, []
+        for statement in branch:
+            self.visit(statement)
+        self._flush()
+        events = self.events
+        self.events, self.conditional, self.guarded = saved
+        issues = [e for e in events if e.kind == "issue"]
+        if issues and not self.conditional and _retires_all(events):
+            self.guarded += issues
+        else:
+            self.events += issues
+
+    def _add(self, event) -> None:
+        if event.kind != "issue":
+            self._flush()           # a guarded issue not yet ordered stays in flight from here
+        self.events.append(event)
+
+    def _flush(self) -> None:
+        self.events += self.guarded
+        self.guarded = []
+
+    def _const_expr(self, test):
+        """The value of ``if tsjit.const_expr(e):`` evaluated as the compiler does (module
+        globals, closure, the step's Constexpr values), or ``_MISSING`` when not such a test
+        or when ``e`` cannot be evaluated here."""
+        if not (isinstance(test, ast.Call) and len(test.args) == 1 and not test.keywords):
+            return _MISSING
+        target = _resolve(test.func, self.scope, self.resource)
+        if target is _MISSING or _identify(target) != ("tsjit.lang.constexpr", "const_expr"):
+            return _MISSING
+        names = dict(self.scope)
+        if self.depth == 0:
+            names.update(_constexpr_names(self.step))
+        try:
+            code = compile(ast.Expression(test.args[0]), self.filename, "eval")
+            return bool(eval(code, names))
+        except Exception:           # anything not known before the launch: both branches may run
+            return _MISSING
 
     def _elects_one(self, test) -> bool:
         """``elect_one()`` with the default (full) mask: PTX ISA "elect.sync" elects the
@@ -209,29 +267,32 @@ class _Walker(ast.NodeVisitor):
         ident = _identify(target) if target is not _MISSING else None
         if ident is None:
             return
+        if ident in self.barriers and not self.conditional:
+            self.guarded = []
+            return
         for family in FAMILIES:
             if ident[0] != family.module:
                 continue
             if ident[1] == family.issue:
-                self.events.append(Event(family, "issue", None, self._where(node)))
+                self._add(Event(family, "issue", None, self._where(node)))
             elif ident[1] == family.commit and not self.conditional:
-                self.events.append(Event(family, "commit", None, self._where(node)))
+                self._add(Event(family, "commit", None, self._where(node)))
             elif ident[1] == family.wait and not self.conditional:
                 arg = node.args[0] if node.args else next(
                     (k.value for k in node.keywords if k.arg == "pending"), None)
                 names = _constexpr_names(self.step) if self.depth == 0 else {}
                 pending = 0 if arg is None else _int(_constant(arg, names, self.resource))
-                self.events.append(Event(family, "wait", pending, self._where(node)))
+                self._add(Event(family, "wait", pending, self._where(node)))
             return
         if isinstance(target, staticmethod):
             target = target.__func__
         if inspect.isfunction(target) and not (target.__module__ or "").startswith("tsjit.lang") \
                 and self.depth < _MAX_DEPTH and target not in self.seen:
             for event in _function_events(target, self.step, self.resource, self.depth + 1,
-                                          self.seen | {target}):
+                                          self.seen | {target}, self.barriers):
                 if self.conditional and event.kind != "issue":
                     continue
-                self.events.append(event)
+                self._add(event)
 
 
 def _statements(function) -> list:
@@ -249,21 +310,47 @@ def _statements(function) -> list:
     return _parsed[code]
 
 
-def _function_events(function, step, resource, depth: int, seen: set) -> list:
-    walker = _Walker(function, step, resource, depth, seen)
+def _function_events(function, step, resource, depth: int, seen: set, barriers) -> list:
+    walker = _Walker(function, step, resource, depth, seen, barriers)
     for statement in _statements(function):
         walker.visit(statement)
+    walker._flush()
     return walker.events
 
 
-def work_events(step) -> tuple:
+#: CTA-wide barriers that order every thread of the task after a guarded branch's wait
+_BARRIERS = frozenset({("tsjit.lang.builtins", "named_barrier_sync"),
+                       ("tsjit.lang.builtins", "syncthreads")})
+_SYNCWARP = ("tsjit.lang.builtins", "syncwarp")
+
+
+def _retires_all(events) -> bool:
+    """Whether ``events``, replayed alone, leave no group of theirs open or pending."""
+    open_, groups = {}, {}
+    for event in events:
+        name = event.family.name
+        if event.kind == "issue":
+            open_[name] = True
+        elif event.kind == "commit":
+            if open_.pop(name, False):
+                groups[name] = groups.get(name, 0) + 1
+        elif event.pending is not None:
+            groups[name] = min(groups.get(name, 0), event.pending)
+        else:
+            return False
+    return not any(open_.values()) and not any(groups.values())
+
+
+def work_events(step, num_warps: int | None = None) -> tuple:
     """The asynchronous-read :class:`Event` list of one work step's method, in source order
-    (empty when the method issues none or its source is unavailable)."""
+    (empty when the method issues none or its source is unavailable).  ``num_warps``: the
+    task's warps; with one, ``syncwarp()`` orders the whole task as a CTA barrier does."""
     function = getattr(step, "function", None)
     if function is None or not inspect.isfunction(function):
         return ()
     # not memoized per resource: the events depend on this step's resource and Constexpr values
-    return tuple(_function_events(function, step, step.resource, 0, {function}))
+    barriers = _BARRIERS | ({_SYNCWARP} if num_warps == 1 else set())
+    return tuple(_function_events(function, step, step.resource, 0, {function}, barriers))
 
 
 @dataclass

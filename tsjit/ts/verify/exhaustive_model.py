@@ -288,7 +288,7 @@ class _Compiler:
                 if cfg is not None and stage.is_consumer and \
                         cfg.protocol.consumer is protocol.SideKind.Umma:
                     umma_reads += [a for a in segment[start:] if a.mode == "read"]
-                events = work_events(step)
+                events = work_events(step, getattr(task, "num_warps", None))
                 if events:
                     in_flight.apply(step, events, segment[start:])
         flush(None)

@@ -222,4 +222,5 @@ class RegionTable:
             band = overlap[0] // _SPACE_BAND
             space = next((k for k, v in self._spaces.items() if v == band), "smem")
             return f"{space}[{overlap[0] - band * _SPACE_BAND}:{overlap[1] - band * _SPACE_BAND}]"
-        return "no SMEM byte range known: no SmemAllocation for it"
+        return ("bytes not known: a tsjit.shared_array buffer, not a ts.SmemAllocation, so its "
+                "aliasing with other buffers is not checked")
