@@ -48,3 +48,23 @@ def test_dir_lists_the_public_names_and_not_this_files_own_imports():
     names = dir(tsjit)
     assert {"kernel", "compile", "InterpretError", "math"} <= set(names)
     assert "annotations" not in names and "importlib" not in names
+
+
+def test_tsjit_ops_resolves_in_a_fresh_interpreter():
+    """``import tsjit; tsjit.ops.matmul`` (README, help(tsjit)) without importing tsjit.ops first."""
+    import subprocess
+    import sys
+    code = "import tsjit, sys; assert 'tsjit.ops' not in sys.modules; print(tsjit.ops.matmul.__module__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "tsjit.ops.matmul"
+    assert "ops" in dir(tsjit)
+
+
+@tsjit.kernel
+def _reads_thread_idx_w(x):
+    x[0] = tsjit.thread_idx().w
+
+
+def test_a_dim3_field_that_does_not_exist_lists_x_y_z():
+    with pytest.raises(tsjit.CompilationError, match=r"no attribute `w`.*\.x, \.y and \.z only"):
+        _reads_thread_idx_w.compile(tsjit.spec((4,), tsjit.Int32), interpret=True)

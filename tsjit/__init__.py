@@ -112,7 +112,7 @@ _PROVIDERS: dict[str, tuple[str, ...]] = {
 }
 #: public name -> module, for names that are modules themselves (``tsjit.math.exp``).
 _MODULES = {"math": "tsjit.lang.math", "wgmma": "tsjit.lang.wgmma", "tcgen05": "tsjit.lang.tcgen05",
-            "clc": "tsjit.lang.clc", "epilogue": "tsjit.lang.epilogue"}
+            "clc": "tsjit.lang.clc", "epilogue": "tsjit.lang.epilogue", "ops": "tsjit.ops"}
 _LAZY = {name: module for module, names in _PROVIDERS.items() for name in names}
 
 __all__ = ["TsjitError", "CompilationError", "CompileArgumentError", "ScheduleError", "VerificationError", "LaunchError",

@@ -26,7 +26,7 @@ variable                 type      default
 ``TSJIT_UNROLL_LIMIT``   int       ``4096`` (iterations of one compile-time loop)
 ``TSJIT_AUTOTUNE``       bool      false: ``tsjit.ops.matmul`` uses its cost model alone
 ``TSJIT_INTERPRET``      bool      false: launches run on the GPU
-``TSJIT_INTERPRET_CHECK`` choice   ``none`` (``race``, ``uninit``: the interpreter's checks)
+``TSJIT_INTERPRET_CHECK`` choices  ``none`` (``race``, ``uninit`` or ``race,uninit``: the interpreter's checks)
 =======================  ========  ==============================================
 
 Variables marked ``affects_code`` change the generated cubin; the specialization key
@@ -53,12 +53,12 @@ class EnvVar:
 
     Attributes:
         name: the variable's name (``"TSJIT_CACHE_DIR"``).
-        type: ``"path"``, ``"bool"``, ``"choice"``, ``"target"`` or ``"int"`` (a positive
-            decimal integer).
+        type: ``"path"``, ``"bool"``, ``"choice"``, ``"choices"`` (a comma-separated list of
+            choices), ``"target"`` or ``"int"`` (a positive decimal integer).
         default: the value when unset, or a zero-argument callable computing it, or
             ``None`` (meaning "off" / "decided elsewhere").
         doc: one sentence for ``tsjit.env.describe()`` and the docs.
-        choices: the allowed values of a ``"choice"`` variable (lower case).
+        choices: the allowed values of a ``"choice"`` / ``"choices"`` variable (lower case).
         affects_code: whether the value changes the generated code (and so belongs in
             the specialization key).
     """
@@ -113,6 +113,10 @@ def _parse_choice(var: EnvVar, text: str) -> str:
     return lowered
 
 
+def _parse_choices(var: EnvVar, text: str) -> frozenset:
+    return frozenset(_parse_choice(var, part.strip()) for part in text.split(",") if part.strip())
+
+
 def _parse_target(var: EnvVar, text: str) -> str:
     lowered = text.lower()
     if not _TARGET_PATTERN.match(lowered):
@@ -133,6 +137,7 @@ _PARSERS: dict[str, Callable[[EnvVar, str], object]] = {
     "path": _parse_path,
     "bool": _parse_bool,
     "choice": _parse_choice,
+    "choices": _parse_choices,
     "target": _parse_target,
 }
 
@@ -190,9 +195,9 @@ INTERPRET = EnvVar(
     "Run every kernel launch on the CPU interpreter (tsjit.interpret) instead of the GPU; device arrays and "
     "TensorMaps live in host memory, so no GPU is needed.")
 INTERPRET_CHECK = EnvVar(
-    "TSJIT_INTERPRET_CHECK", "choice", "none",
+    "TSJIT_INTERPRET_CHECK", "choices", frozenset({"none"}),
     "Extra checks of the CPU interpreter: 'race' (shared-memory races between barrier epochs), 'uninit' "
-    "(reads of never-written shared memory; includes race), or 'none'.",
+    "(reads of never-written shared memory; includes race), both as 'race,uninit', or 'none'.",
     choices=("none", "race", "uninit"))
 
 VARIABLES: dict[str, EnvVar] = {var.name: var for var in (
@@ -290,7 +295,7 @@ def interpret() -> bool:
 def interpret_checks() -> frozenset:
     """The interpreter's extra checks (``TSJIT_INTERPRET_CHECK``): a subset of {"race", "uninit"}."""
     value = INTERPRET_CHECK.value()
-    return frozenset() if value == "none" else frozenset({"race"}) if value == "race" else frozenset({"race", "uninit"})
+    return frozenset({"race", "uninit"}) if "uninit" in value else value & {"race"}
 
 
 def code_affecting_values() -> tuple[tuple[str, str | None], ...]:

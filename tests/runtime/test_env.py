@@ -126,3 +126,16 @@ def test_get_by_name_and_unknown_name(monkeypatch):
     assert env.get("TSJIT_ASSEMBLER") == "ptxas"
     with pytest.raises(TsjitError, match="TSJIT_NOPE"):
         env.get("TSJIT_NOPE")
+
+
+@pytest.mark.parametrize("text, expected", [("none", set()), ("race", {"race"}), ("uninit", {"race", "uninit"}),
+                                            ("race,uninit", {"race", "uninit"}), (" Race , uninit ", {"race", "uninit"})])
+def test_interpret_checks_take_a_comma_separated_list(monkeypatch, text, expected):
+    monkeypatch.setenv("TSJIT_INTERPRET_CHECK", text)
+    assert env.interpret_checks() == expected
+
+
+def test_a_bad_interpret_check_in_a_list_names_it(monkeypatch):
+    monkeypatch.setenv("TSJIT_INTERPRET_CHECK", "race,bogus")
+    with pytest.raises(TsjitError, match="TSJIT_INTERPRET_CHECK='bogus'.*'race', 'uninit'"):
+        env.interpret_checks()

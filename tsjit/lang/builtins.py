@@ -19,8 +19,22 @@ from tsjit.lang import dtypes as dt
 from tsjit.lang.memory import Pointer, convert_for_store
 from tsjit.lang.values import Value, as_value, cast_to, constant, immediate
 
-Dim3 = namedtuple("Dim3", "x y z")
-Dim3.__doc__ = "A (x, y, z) triple of Int32 values; unpacks as ``x, y, z = tsjit.thread_idx()``."
+class Dim3(namedtuple("Dim3", "x y z")):
+    """A (x, y, z) triple of Int32 values; unpacks as ``x, y, z = tsjit.thread_idx()``.
+
+    Raises:
+        AttributeError: another field name (``.w``), naming the valid ones.
+    """
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        exc = AttributeError(f"'Dim3' object has no attribute {name!r}")
+        exc.hint = ("tsjit.thread_idx(), block_idx(), block_dim() and grid_dim() have the fields "
+                    ".x, .y and .z only")          # the frontend appends it to its error
+        raise exc
 
 FULL_MASK = 0xFFFFFFFF
 
