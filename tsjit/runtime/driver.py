@@ -26,6 +26,7 @@ import weakref
 from dataclasses import dataclass
 from operator import index as _as_int
 
+from tsjit import env
 from tsjit.errors import LaunchError, hide_from_pytest
 
 __tracebackhide__ = hide_from_pytest  # pytest shows a TsjitError without tsjit's frames
@@ -217,7 +218,10 @@ def bindings():
 
 def synchronize() -> None:
     """Wait for all work on device 0 (``cuCtxSynchronize``); raises ``LaunchError`` when an
-    earlier asynchronous launch faulted (that is where kernel faults surface)."""
+    earlier asynchronous launch faulted (that is where kernel faults surface).  Under
+    ``TSJIT_INTERPRET=1`` a no-op: interpreted launches finish before they return."""
+    if env.interpret():
+        return
     ensure_context()
     check(_cu.cuCtxSynchronize(), "cuCtxSynchronize")
 
@@ -524,7 +528,10 @@ class Stream:
 
     @classmethod
     def create(cls, *, non_blocking: bool = True) -> "Stream":
-        """A new stream; ``non_blocking`` ones do not synchronize with the legacy stream."""
+        """A new stream; ``non_blocking`` ones do not synchronize with the legacy stream.  Under
+        ``TSJIT_INTERPRET=1`` the legacy stream's handle (interpreted launches run in order)."""
+        if env.interpret():
+            return cls(0)
         ensure_context()
         flags = _cu.CUstream_flags.CU_STREAM_NON_BLOCKING if non_blocking else _cu.CUstream_flags.CU_STREAM_DEFAULT
         raw = check(_cu.cuStreamCreate(flags), "cuStreamCreate")
@@ -538,7 +545,10 @@ class Stream:
         return cls(2)
 
     def synchronize(self) -> None:
-        """Wait for all work queued on this stream (``cuStreamSynchronize``)."""
+        """Wait for all work queued on this stream (``cuStreamSynchronize``); a no-op under
+        ``TSJIT_INTERPRET=1``."""
+        if env.interpret():
+            return
         check(bindings().cuStreamSynchronize(self.handle), "cuStreamSynchronize")
 
     def __int__(self) -> int:
