@@ -281,7 +281,7 @@ NOTEBOOKS = {
                "`m64nNk32.e4m3.e4m3`; fp8 wgmma reads only K-major operands, so pass `a` row-major and `b = w.t()`.\n\n"
                "`tsjit.ops.configs` picks the configuration per shape with a cost model fitted to H200 timings; "
                "`TSJIT_AUTOTUNE=1` measures the model's best four on the first call of each shape bucket and keeps "
-               "the winner in the disk cache. `tsjit.ops.matmul.explain(a, b)` prints the choice and why."),
+               "the winner in the disk cache. `tsjit.ops.matmul.explain(a, b)` returns the choice and why as text."),
         ("code", SETUP),
         ("code", "from tsjit.ops import configs\n"
                  "for M, N, K in [(16, 4096, 4096), (512, 512, 8192), (4096, 4096, 4096)]:\n"

@@ -21,6 +21,9 @@ def no_gpu(monkeypatch):
 def test_explain_takes_specs_and_says_it_assumed_132_sms(no_gpu, capsys):
     before = len(mm._PLANS)
     text = tsjit.ops.matmul.explain(tsjit.spec((256, 512), tsjit.BFloat16), tsjit.spec((512, 1024), tsjit.BFloat16))
+    assert capsys.readouterr().out == "", "explain returns its text (print() it); it prints only with verbose=True"
+    assert tsjit.ops.matmul.explain(tsjit.spec((256, 512), tsjit.BFloat16), tsjit.spec((512, 1024), tsjit.BFloat16),
+                                    verbose=True) == text
     assert capsys.readouterr().out.strip() == text
     assert text.startswith("problem: D (256 x 1024) = X (256 x 512) @ Y (512 x 1024), batch 1; X K-major, Y MN-major")
     assert "on 132 SMs" in text and "sms: 132 assumed (no GPU here: tsjit.ops.matmul.DEFAULT_SMS" in text

@@ -529,8 +529,9 @@ def bmm(a, b, *, bias=None, activation=None, residual=None, alpha=1.0, beta=0.0,
                  True)
 
 
-def explain(a, b, *, verbose: bool = True, dtype=None, sms: int | None = None, **kwargs) -> str:
-    """Print (with ``verbose``) and return the configuration :func:`matmul` uses for these
+def explain(a, b, *, verbose: bool = False, dtype=None, sms: int | None = None, **kwargs) -> str:
+    """Return the text (``print(tsjit.ops.matmul.explain(a, b))``; ``verbose=True`` also prints
+    it) of the configuration :func:`matmul` uses for these
     arguments and why (same keyword arguments as :func:`matmul`, plus ``batched=True`` for
     :func:`bmm`).  Nothing is launched and no GPU is needed: the plan needs only shapes, strides,
     dtypes and alignment, and the device's SM count.
