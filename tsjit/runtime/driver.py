@@ -203,8 +203,21 @@ def gpu_available() -> bool:
     return _available
 
 
+def _interpreted() -> bool:
+    """``TSJIT_INTERPRET=1`` without a GPU: launches run synchronously on the CPU interpreter, so streams
+    and synchronization are no-ops and the device is an H200 by its limits."""
+    return env.interpret() and not gpu_available()
+
+
 def device_properties() -> DeviceProperties:
-    """Properties of device 0 (see :class:`DeviceProperties`); ``LaunchError`` without a GPU."""
+    """Properties of device 0 (see :class:`DeviceProperties`); ``LaunchError`` without a GPU, except
+    under ``TSJIT_INTERPRET=1``: there the H200's limits (132 SMs), with the capability of the
+    interpreter's target (``TSJIT_TARGET``, default sm_90a), so launchers that size a grid run unchanged."""
+    if _interpreted():
+        digits = "".join(c for c in (env.target() or "sm_90a")[3:] if c.isdigit())     # "sm_100a" -> "100"
+        major, minor = int(digits[:-1]), int(digits[-1])
+        return DeviceProperties("CPU interpreter (H200 limits)", (major, minor), 132, 232448, 49152, 1024,
+                                (1024, 1024, 64), (2 ** 31 - 1, 65535, 65535))
     ensure_context()
     return _properties
 
@@ -218,9 +231,9 @@ def bindings():
 
 def synchronize() -> None:
     """Wait for all work on device 0 (``cuCtxSynchronize``); raises ``LaunchError`` when an
-    earlier asynchronous launch faulted (that is where kernel faults surface).  Under
-    ``TSJIT_INTERPRET=1`` a no-op: interpreted launches finish before they return."""
-    if env.interpret():
+    earlier asynchronous launch faulted (that is where kernel faults surface).  A no-op under
+    ``TSJIT_INTERPRET=1`` without a GPU (interpreted launches are synchronous)."""
+    if _interpreted():
         return
     ensure_context()
     check(_cu.cuCtxSynchronize(), "cuCtxSynchronize")
@@ -529,9 +542,9 @@ class Stream:
     @classmethod
     def create(cls, *, non_blocking: bool = True) -> "Stream":
         """A new stream; ``non_blocking`` ones do not synchronize with the legacy stream.  Under
-        ``TSJIT_INTERPRET=1`` the legacy stream's handle (interpreted launches run in order)."""
-        if env.interpret():
-            return cls(0)
+        ``TSJIT_INTERPRET=1`` without a GPU, a stand-in handle (interpreted launches ignore streams)."""
+        if _interpreted():
+            return cls(0x7F00)
         ensure_context()
         flags = _cu.CUstream_flags.CU_STREAM_NON_BLOCKING if non_blocking else _cu.CUstream_flags.CU_STREAM_DEFAULT
         raw = check(_cu.cuStreamCreate(flags), "cuStreamCreate")
@@ -545,9 +558,8 @@ class Stream:
         return cls(2)
 
     def synchronize(self) -> None:
-        """Wait for all work queued on this stream (``cuStreamSynchronize``); a no-op under
-        ``TSJIT_INTERPRET=1``."""
-        if env.interpret():
+        """Wait for all work queued on this stream (``cuStreamSynchronize``; a no-op under the interpreter)."""
+        if _interpreted():
             return
         check(bindings().cuStreamSynchronize(self.handle), "cuStreamSynchronize")
 
