@@ -279,9 +279,14 @@ def test_option_names_are_checked(field, value):
     assert repr(value) in message and "Pass one of" in message
 
 
-def test_tensor_map_of_a_host_array_is_rejected_before_the_driver():
+def test_tensor_map_of_a_host_array_is_rejected_before_the_driver(monkeypatch):
+    """With a GPU present (stood in for here) and TSJIT_INTERPRET unset; without a GPU a host array
+    gets an interpreter descriptor (tests/interpret/test_interpret_host_tensormap.py)."""
+    from tsjit.runtime import driver
     from tsjit.runtime.tensormap import TensorMap
 
+    monkeypatch.delenv("TSJIT_INTERPRET", raising=False)
+    monkeypatch.setattr(driver, "gpu_available", lambda: True)
     with pytest.raises(LaunchError, match="(?s)'array'.*to_device"):
         TensorMap(np.zeros((64, 64), dtype=np.float32), (16, 16))
 

@@ -432,15 +432,22 @@ class TensorMap:
 
     Under ``TSJIT_INTERPRET=1`` no GPU is needed: the descriptor describes the host memory of an
     array made by :func:`tsjit.to_device` / :func:`tsjit.empty` in that mode, for the CPU interpreter.
+    Without a GPU, a host array (numpy) also gets such a descriptor, for
+    ``kernel.interpret[grid, block](...)``.
     """
 
     def __init__(self, array, box_shape, *, element_strides=None, swizzle: str = "none",
                  l2_promotion: str = "none", oob_fill: str = "zero", interleave: str = "none"):
         arg = describe_array_argument(array, "tensor map array")
-        interpreting = env.interpret()
+        # a host array without a GPU: a descriptor for kernel.interpret[grid, block](...) (README)
+        interpreting = env.interpret() or (arg is not None and arg.device_kind != "cuda"
+                                           and not driver.gpu_available())
         if arg is None or (arg.device_kind != "cuda" and not interpreting):
             kind = "a host array" if arg is not None else type(array).__name__
-            raise LaunchError(f"TensorMap: 'array' must be a device array; got {kind}.\n  Pass tsjit.to_device(x).")
+            raise LaunchError(f"TensorMap: 'array' must be a device array; got {kind}.\n  Pass "
+                              f"tsjit.to_device(x) for a GPU launch; a numpy array describes host memory for the "
+                              f"CPU interpreter (kernel.interpret[grid, block](...) on a machine without a GPU, "
+                              f"or any launch under TSJIT_INTERPRET=1).")
         itemsize = arg.dtype.itemsize
         self.array = array
         self.layout = validate_tensormap(arg.shape, [s * itemsize for s in arg.strides], arg.dtype, arg.data_ptr,
