@@ -121,3 +121,77 @@ def test_a_new_signature_is_a_new_plan(fake_driver):
     assert fake_driver[-1][0] == "slow"
     launch(_fake_array(0x1000, 32), _fake_array(0x2000, 32), 1.0, 1)
     assert fake_driver[-1][0] == "hot"
+
+
+def test_hot_path_defers_to_tsjit_interpret_set_after_warm_up(fake_driver, monkeypatch):
+    launch = axpy[(1,), (64,)]
+    args = (_fake_array(0x1000), _fake_array(0x2000), 1.0, 1)
+    launch(*args)
+    launch(*args)
+    assert fake_driver[-1][0] == "hot"
+    seen = []
+    monkeypatch.setattr(axpy, "_interpret", lambda *a, **k: seen.append(a))
+    monkeypatch.setenv("TSJIT_INTERPRET", "1")
+    count = len(fake_driver)
+    launch(*args)
+    assert seen and len(fake_driver) == count   # the interpreter ran it, not the driver
+    monkeypatch.setenv("TSJIT_INTERPRET", "0")
+    launch(*args)
+    assert fake_driver[-1][0] == "hot"
+
+
+class Tensor:   # recognized as a torch tensor type by module and name, as torch.Tensor is
+    def __init__(self, ptr, shape=(8,), dtype="float32"):
+        self.ptr, self.shape, self.dtype = ptr, shape, dtype
+
+    def data_ptr(self):
+        return self.ptr
+
+    def stride(self):
+        return (1,)
+
+    def get_device(self):
+        return 0
+
+
+Tensor.__module__ = "torch"
+
+
+@pytest.mark.parametrize("kinds, args", [
+    ([None, None, None, None], (_fake_array(0x1000), 5, 2.5, True)),
+    ([None, None], (_fake_array(0x1008), 2 ** 40)),                      # unaligned pointer, 64-bit int
+    ([tsjit.Float32, tsjit.Int32, tsjit.Int64], (3, 1.5, False)),        # annotated scalars, any Python scalar
+    ([L._CONSTEXPR, None, L._CONSTEXPR], (128, Tensor(0x5000), "tma")),  # constexprs around a torch tensor
+    ([L._CONSTEXPR], ((1, 2),)),
+    ([], ()),
+])
+def test_the_generated_warm_launch_computes_argument_signature(kinds, args):
+    sig, dyn = L.argument_signature(args, kinds)   # the reference (it also registers the torch type)
+    assert sig is not None
+    packed = []
+
+    class Hot:
+        thread = __import__("threading").get_ident()
+        tensormap_slots = []
+        addresses = {0: 1234}
+        handle, params, buffer = 7, 8, None
+
+        def pack_into(self, buffer, offset, *values):
+            packed.append(values)
+
+        def launch_ex(self, address, handle, params, extra):
+            assert (address, handle, params) == (1234, 7, 8)
+            return 0
+
+    call = L.hot_caller(kinds)
+    assert call({sig: Hot()}, args, 0) is True
+    assert packed == [tuple(dyn)]
+    assert call({}, args, 0) is False   # not warm: the caller takes the general path
+
+
+def test_the_generated_warm_launch_declines_what_it_does_not_handle():
+    call = L.hot_caller([L._CONSTEXPR, None])
+    hots = {}
+    assert call(hots, ([1, 2], 3), 0) is False          # an unhashable constexpr
+    assert call(hots, (1, object()), 0) is False        # an argument of no known type
+    assert L.hot_caller([tsjit.Float32])({}, (_fake_array(0x1000),), 0) is False

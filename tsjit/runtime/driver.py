@@ -40,6 +40,9 @@ class _ThreadState(threading.local):
 
 
 _tls = _ThreadState()
+#: The thread-local state: ``thread_state.stream`` is this thread's innermost :func:`use_stream` stream
+#: (a :class:`Stream`) or ``None``; read by the warm launch path (:func:`tsjit.runtime.launch.hot_caller`).
+thread_state = _tls
 _cu = None                      # the cuda.bindings.driver module, once imported
 _context = None                 # CUcontext: primary context of device 0
 _properties: "DeviceProperties | None" = None

@@ -39,8 +39,8 @@ from tsjit.runtime import driver, hang_report
 from tsjit.runtime.cache import CacheEntry, KernelCache
 from tsjit.runtime.metadata import KernelMetadata
 from tsjit.lang.constexpr import is_constexpr_annotation
-from tsjit.runtime.launch import (BoundLaunch, HotLaunch, LaunchPlan, argument_signature, constexpr_kind, plan_layout,
-                                  raw_cu_launch_kernel_ex)
+from tsjit.runtime.launch import (BoundLaunch, HotLaunch, LaunchPlan, argument_signature, constexpr_kind, hot_caller,
+                                  plan_layout, raw_cu_launch_kernel_ex)
 from tsjit.runtime.specialize import (disk_spec_key, kernel_identity, memory_spec_key, specialize_one,
                                       tsjit_version_digest)
 
@@ -150,6 +150,7 @@ class Kernel:
                 raise TsjitError(f"kernel {fn.__qualname__}: *args/**kwargs parameters are not supported")
         self.annotations = [_resolve_annotation(p.annotation, fn) for p in self.params]
         self.kinds = [constexpr_kind(a, is_constexpr_annotation(a)) for a in self.annotations]
+        self.hot_call = hot_caller(self.kinds)  # the warm launch of Launcher.__call__, generated for these kinds
         self._plans: dict = {}
         self._launchers: dict = {}
         self._loaded: dict = {}
@@ -423,9 +424,10 @@ class Launcher:
     with that configuration (keywords ``stream``, ``cluster``, ``pdl``, ``check_launch`` as
     :meth:`Kernel.launch`).
 
-    The warm path (positional arguments, no cluster/pdl override, a fixed grid): one walk of the
-    arguments for their signature, a dict hit, packing the changing values into the plan's
-    parameter block and one ``cuLaunchKernelEx`` through ctypes
+    The warm path (positional arguments, no cluster/pdl override, a fixed grid): the kernel's
+    generated :func:`~tsjit.runtime.launch.hot_caller` computes the arguments' signature, finds the
+    :class:`~tsjit.runtime.launch.HotLaunch`, packs the changing values into its private parameter
+    block and makes one ``cuLaunchKernelEx`` through ctypes
     (:func:`~tsjit.runtime.launch.raw_cu_launch_kernel_ex`).  ``stream=None`` is this thread's
     :func:`tsjit.use_stream` stream, else the legacy default stream.  Everything else, and every
     first call of a signature, goes through :meth:`Kernel.launch`.
@@ -447,7 +449,9 @@ class Launcher:
     def __call__(self, *args, stream=None, cluster=None, pdl=False, check_launch=True, **kwargs):
         kernel = self.kernel
         if self.fast and not kwargs and cluster is None and not pdl and check_launch \
-                and len(args) == len(kernel.params) and not env.interpret():
+                and len(args) == len(kernel.kinds) and not env.interpret_requested():
+            if kernel.hot_call(self.hot, args, stream):   # the warm launch, generated for this kernel
+                return None
             sig, dyn = argument_signature(args, kernel.kinds)
             hot = self.hot.get(sig)
             if hot is not None and hot.thread == threading.get_ident():

@@ -80,6 +80,74 @@ def argument_signature(values, kinds):
 _TORCH_TYPES: set = set()
 
 
+def hot_caller(kinds):
+    """``call(hots, args, stream) -> bool``: the warm launch, generated for one kernel's parameter
+    ``kinds`` (as :func:`argument_signature` takes them).
+
+    It computes the same signature as :func:`argument_signature` for the common argument types
+    (tsjit and torch arrays, Python scalars, hashable constexprs) with one branch chain per
+    parameter and no loop, looks the :class:`HotLaunch` up in ``hots`` and, when it exists and
+    belongs to this thread, packs the changing values and makes the driver call.  It returns
+    ``False`` without side effects for anything else (other argument types, TMA descriptors, a
+    signature not yet warm, another thread), and the caller takes the general path.
+    ``len(args)`` must equal ``len(kinds)``."""
+    lines, keys, dyn, names = [], [], [], {"DeviceArray": DeviceArray, "TORCH": _TORCH_TYPES, "type": type,
+                                           "get_ident": threading.get_ident, "stream_value": driver.stream_value,
+                                           "thread_state": driver.thread_state}
+    for i, kind in enumerate(kinds):
+        a, t, k, p = f"a{i}", f"t{i}", f"k{i}", f"p{i}"
+        lines.append(f"    {t} = type({a})")
+        keys.append(k)
+        if kind is _CONSTEXPR:
+            lines.append(f"    {k} = ({t}, {a})")
+            continue
+        dyn.append(p)
+        if kind is None:
+            lines += [f"    if {t} is DeviceArray:",
+                      f"        {p} = {a}.data_ptr",
+                      f"        {k} = ({t}, {a}.dtype, {a}.shape, {a}.strides, not {p} & 15)",
+                      f"    elif {t} is int:",
+                      f"        {p}, {k} = {a}, ({t}, -2147483648 <= {a} < 2147483648)",
+                      f"    elif {t} is float:",
+                      f"        {p}, {k} = {a}, {t}",
+                      f"    elif {t} in TORCH:",
+                      f"        {p} = {a}.data_ptr()",
+                      f"        {k} = ({t}, {a}.dtype, {a}.shape, {a}.stride(), not {p} & 15, {a}.get_device())",
+                      f"    elif {t} is bool:",
+                      f"        {p}, {k} = {a}, ({t}, None)",
+                      "    else:",
+                      "        return False"]
+        else:
+            names[f"kind{i}"] = kind
+            lines += [f"    if {t} is int or {t} is float or {t} is bool:",
+                      f"        {p}, {k} = {a}, ({t}, kind{i})",
+                      "    else:",
+                      "        return False"]
+    unpack = "".join(f"a{i}, " for i in range(len(kinds)))
+    source = "\n".join([
+        "def call(hots, args, stream):",
+        f"    {unpack or '_'} = args" if kinds else "    pass",
+        *lines,
+        "    try:",
+        f"        hot = hots.get(({''.join(k + ', ' for k in keys)}))",
+        "    except TypeError:  # an unhashable constexpr",
+        "        return False",
+        "    if hot is None or hot.thread != get_ident() or hot.tensormap_slots:",
+        "        return False",
+        "    if stream is None:   # this thread's use_stream() stream, else the legacy one (driver.stream_value)",
+        "        stream = thread_state.stream",
+        "        stream = 0 if stream is None else stream.value",
+        "    elif stream.__class__ is not int:",
+        "        stream = stream_value(stream)",
+        f"    hot.pack_into(hot.buffer, 0, {', '.join(dyn)})",
+        "    err = hot.launch_ex(hot.addresses.get(stream) or hot.address(stream), hot.handle, hot.params, None)",
+        "    if err:",
+        "        hot.fail(err)",
+        "    return True"])
+    exec(compile(source, f"<tsjit warm launch of {len(kinds)} parameters>", "exec"), names)  # noqa: S102
+    return names["call"]
+
+
 def _is_torch_tensor_type(t) -> bool:
     """True (and remembered) for torch.Tensor and its subclasses, recognized without importing torch."""
     for base in t.__mro__:
@@ -225,29 +293,61 @@ def raw_cu_launch_kernel_ex():
     return _RAW_LAUNCH_EX[0]
 
 
-class HotLaunch:
-    """What a warm ``kernel[grid, block](...)`` needs for one argument signature: the plan (its
-    parameter block), the driver function's handle and, per stream handle, the address of the
-    prepared ``CUlaunchConfig``.  Owned by one :class:`~tsjit.runtime.kernel.Launcher` and used
-    only on the thread that built it (the driver context is current there)."""
+def private_block(plan: LaunchPlan, packed=(), descriptors=()):
+    """A copy of ``plan``'s parameter block (buffer, ``void*[]`` and its address) whose entries point
+    into the copy, with ``packed`` changing values and TMA ``descriptors`` written in: a launcher
+    owning one needs no lock around its driver call."""
+    buffer = ctypes.create_string_buffer(plan.buffer.raw, len(plan.buffer))
+    if packed:
+        struct.pack_into(plan.dyn_format, buffer, 0, *packed)
+    old, new = ctypes.addressof(plan.buffer), ctypes.addressof(buffer)
+    pointers = [0 if p is None else p - old + new for p in plan.pointer_array]
+    for slot, address in zip(plan.tensormap_slots, descriptors):
+        pointers[slot] = address
+    pointer_array = (ctypes.c_void_p * len(pointers))(*pointers)
+    return buffer, pointer_array, ctypes.addressof(pointer_array) if plan.params else 0
 
-    __slots__ = ("plan", "prepared", "handle", "addresses", "thread", "launch_ex")
+
+class HotLaunch:
+    """What a warm ``kernel[grid, block](...)`` needs for one argument signature: a private copy of
+    the plan's parameter block (so no lock), the packer of its changing values, the driver
+    function's handle and, per stream handle, the address of the prepared ``CUlaunchConfig``.
+    Owned by one :class:`~tsjit.runtime.kernel.Launcher` and used only on the thread that built it
+    (the driver context is current there)."""
+
+    __slots__ = ("plan", "prepared", "handle", "addresses", "thread", "launch_ex", "buffer", "pointer_array",
+                 "params", "pack_into", "tensormap_slots")
 
     def __init__(self, plan: LaunchPlan, prepared, launch_ex):
         self.plan, self.prepared, self.launch_ex = plan, prepared, launch_ex
         self.handle = int(plan.function.handle)
         self.addresses: dict = {}
         self.thread = threading.get_ident()
+        self.buffer, self.pointer_array, self.params = private_block(plan)
+        self.pack_into = struct.Struct(plan.dyn_format).pack_into
+        self.tensormap_slots = plan.tensormap_slots
+
+    def address(self, stream: int) -> int:
+        """The ``CUlaunchConfig`` address for raw stream handle ``stream``."""
+        return self.addresses.get(stream) or config_address(self.prepared, self.addresses, stream)
 
     def __call__(self, dyn, stream: int) -> None:
-        plan = self.plan
-        address = self.addresses.get(stream) or config_address(self.prepared, self.addresses, stream)
-        with plan.lock:
-            plan.pack(dyn)
-            err = self.launch_ex(address, self.handle, plan.params, None)
+        """Launch with one call's changing values (:func:`argument_signature`'s ``dyn``)."""
+        if self.tensormap_slots:
+            packed, descriptors = split_dynamic(dyn)
+            for slot, descriptor in zip(self.tensormap_slots, descriptors):
+                self.pointer_array[slot] = descriptor
+        else:
+            packed = dyn
+        self.pack_into(self.buffer, 0, *packed)
+        err = self.launch_ex(self.addresses.get(stream) or self.address(stream), self.handle, self.params, None)
         if err:
-            raise LaunchError(f"launch of kernel {plan.function.name!r} ({self.prepared.config}) failed: "
-                              f"{driver.describe_result(err)}")
+            self.fail(err)
+
+    def fail(self, err) -> None:
+        """Raise the ``LaunchError`` for driver result ``err``."""
+        raise LaunchError(f"launch of kernel {self.plan.function.name!r} ({self.prepared.config}) failed: "
+                          f"{driver.describe_result(err)}")
 
 
 class BoundLaunch:
@@ -267,16 +367,7 @@ class BoundLaunch:
         self.function = plan.function
         self.prepared = prepared
         self.arguments = arguments
-        self.buffer = ctypes.create_string_buffer(plan.buffer.raw, len(plan.buffer))
-        packed, descriptors = split_dynamic(dyn)
-        if packed:
-            struct.pack_into(plan.dyn_format, self.buffer, 0, *packed)
-        old, new = ctypes.addressof(plan.buffer), ctypes.addressof(self.buffer)
-        pointers = [0 if p is None else p - old + new for p in plan.pointer_array]
-        for slot, address in zip(plan.tensormap_slots, descriptors):
-            pointers[slot] = address
-        self.pointer_array = (ctypes.c_void_p * len(pointers))(*pointers)
-        self.params = ctypes.addressof(self.pointer_array) if plan.params else 0
+        self.buffer, self.pointer_array, self.params = private_block(plan, *split_dynamic(dyn))
         self.raw = raw_cu_launch_kernel_ex()
         self.handle = None if self.raw is None else int(self.function.handle)
         self.addresses: dict = {}
