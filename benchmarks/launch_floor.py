@@ -38,7 +38,7 @@ import time
 import torch
 
 import tsjit
-from tsjit.runtime import driver
+from tsjit.runtime import driver, launch_config, streams
 from tsjit.runtime.launch import config_address
 
 C_SOURCE = r"""
@@ -96,7 +96,7 @@ def python_pieces(x, darr, results: dict) -> None:
     kinds = empty_kernel.kinds
     pieces = {"argument_signature(tsjit array, n)": lambda: argument_signature((darr, 16), kinds),
               "argument_signature(torch tensor, n)": lambda: argument_signature((x, 16), kinds),
-              "driver.stream_value(None)": lambda: driver.stream_value(None),
+              "streams.stream_value(None)": lambda: streams.stream_value(None),
               "x.data_ptr() (torch)": x.data_ptr, "empty lambda": lambda: None}
     out = {}
     for name, fn in pieces.items():
@@ -121,7 +121,7 @@ def main() -> None:
     helper = build_helper(args.clib)
     x = torch.empty(16, device="cuda")
     darr = tsjit.empty(16, tsjit.Float32)
-    created = driver.Stream.create()
+    created = streams.Stream.create()
     streams = {"legacy": 0, "nonblocking": created.value}
     bound = empty_kernel.bind(darr, 16, grid=(1,), block=(32,))
     bound(0)

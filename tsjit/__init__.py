@@ -23,7 +23,7 @@ Kernels and compilation (:mod:`tsjit.runtime.kernel`)
 Host arrays and arguments (:mod:`tsjit.runtime.arrays`, :mod:`tsjit.runtime.tensormap`)
     ``DeviceArray``, ``empty``, ``zeros``, ``to_device``, ``spec`` (an argument's shape and
     dtype without data, for ``compile``), ``TensorMap`` (a TMA descriptor), ``tensormap_spec``.
-Streams (:mod:`tsjit.runtime.driver`)
+Streams (:mod:`tsjit.runtime.streams`)
     ``Stream``, ``use_stream`` (``with tsjit.use_stream(s):`` launches go to ``s``),
     ``current_stream``, ``synchronize`` (wait for the device).
 Types (:mod:`tsjit.lang.dtypes`)
@@ -85,7 +85,8 @@ _PROVIDERS: dict[str, tuple[str, ...]] = {
     "tsjit.runtime.kernel": ("kernel", "compile", "Kernel", "CompiledKernel"),
     "tsjit.runtime.arrays": ("DeviceArray", "empty", "zeros", "to_device", "spec"),
     "tsjit.runtime.tensormap": ("TensorMap",),
-    "tsjit.runtime.driver": ("Stream", "use_stream", "current_stream", "synchronize"),
+    "tsjit.runtime.streams": ("Stream", "use_stream", "current_stream"),
+    "tsjit.runtime.driver": ("synchronize",),
     "tsjit.frontend.calls": ("func", "DeviceFunction"),
     "tsjit.abi": ("tensormap_spec",),
     "tsjit.lang.dtypes": ("DType", "Int8", "Int16", "Int32", "Int64", "Uint8", "Uint16", "Uint32",

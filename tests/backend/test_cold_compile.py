@@ -36,13 +36,40 @@ def test_prewarm_loads_the_assembler_once_even_when_the_compile_asks_first(monke
     assert asm.prewarm() is None  # already loaded: no thread
 
 
-def test_prewarm_does_nothing_for_ptxas_or_a_bad_setting(monkeypatch):
+def test_prewarm_finds_ptxas_without_loading_nvjitlink_and_ignores_a_bad_setting(monkeypatch):
     monkeypatch.setattr(asm, "_load_nvjitlink", functools.cache(lambda: pytest.fail("loaded nvJitLink")))
-    assert asm.prewarm("ptxas") is None
+    found = []
+    monkeypatch.setattr(asm, "_find_ptxas", functools.cache(lambda: found.append(1) or ("/x/ptxas", "ptxas 13.0.88")))
+    thread = asm.prewarm("ptxas")
+    assert thread is not None
+    thread.join(5)
+    assert asm._ptxas() == ("/x/ptxas", "ptxas 13.0.88") and found == [1]   # found once, on the thread
     monkeypatch.setenv(asm.ASSEMBLER_ENV, "ptxas")
-    assert asm.prewarm() is None
+    assert asm.prewarm() is None   # already found
     monkeypatch.setenv(asm.ASSEMBLER_ENV, "no-such-tool")
     assert asm.prewarm() is None  # select_tool reports the bad setting at assembly time
+
+
+def test_auto_passes_over_an_old_nvjitlink_wheel_without_loading_it(monkeypatch):
+    """The H200 image: an nvJitLink 13.0 wheel (which auto skips) and ptxas 13.0.88."""
+    monkeypatch.delenv(asm.ASSEMBLER_ENV, raising=False)
+    monkeypatch.setattr(asm, "_load_nvjitlink", functools.cache(lambda: pytest.fail("loaded nvJitLink")))
+    monkeypatch.setattr(asm, "_wheel_nvjitlink", lambda: ((13, 0), "nvJitLink 13.0.88"))
+    monkeypatch.setattr(asm, "_find_ptxas", functools.cache(lambda: ("/x/ptxas", "ptxas 13.0.88")))
+    thread = asm.prewarm()
+    assert thread is not None and thread.name == "tsjit-assembler-prewarm"
+    thread.join(5)
+    assert asm.select_tool() == "ptxas"
+    assert asm.assembler_version() == "ptxas 13.0.88"
+
+
+def test_auto_loads_an_old_nvjitlink_when_it_is_the_only_tool(monkeypatch):
+    monkeypatch.delenv(asm.ASSEMBLER_ENV, raising=False)
+    monkeypatch.setattr(asm, "_load_nvjitlink", functools.cache(lambda: ((13, 0), "nvJitLink 13.0.88")))
+    monkeypatch.setattr(asm, "_wheel_nvjitlink", lambda: ((13, 0), "nvJitLink 13.0.88"))
+    monkeypatch.setattr(asm, "_find_ptxas", functools.cache(lambda: (None, "ptxas not found")))
+    with pytest.warns(UserWarning, match="misaligns dynamic shared memory"):
+        assert asm.select_tool() == "nvjitlink"
 
 
 _CHILD = r"""

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tsjit
-from tsjit.runtime import driver
+from tsjit.runtime import streams
 
 pytestmark = pytest.mark.gpu
 
@@ -45,7 +45,7 @@ def test_warm_launch_honours_use_stream_and_stream_handles():
     rng = np.random.default_rng()
     n = 4096
     launch = scale_add[(n // 256,), (256,)]
-    stream = driver.Stream.create()
+    stream = streams.Stream.create()
     x, y, dx, dy = _arrays(rng, n)
     out = _poisoned(n)
     launch(dx, dy, out, 1.0, n)            # cold

@@ -13,7 +13,7 @@ import pytest
 
 import tsjit
 import tsjit.ops
-from tsjit.runtime import arrays, driver, kernel, tensormap
+from tsjit.runtime import arrays, driver, kernel, launch_config, tensormap
 
 mm = sys.modules["tsjit.ops.matmul"]
 
@@ -66,11 +66,11 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(tensormap, "encode_tensormap", lambda *args, **kwargs: Encoded())
     monkeypatch.setattr(kernel.CompiledKernel, "function",
                         lambda self: types.SimpleNamespace(name=self.name, handle=self.name, _prepared={}))
-    monkeypatch.setattr(driver, "prepare_launch", lambda fn, grid, block, smem, cluster=None, pdl=False:
+    monkeypatch.setattr(launch_config, "prepare_launch", lambda fn, grid, block, smem, cluster=None, pdl=False:
                         types.SimpleNamespace(grid=grid, block=block, smem=smem, config=types.SimpleNamespace(
                             grid=tuple(grid) + (1,) * (3 - len(grid)), block=tuple(block) + (1,) * (3 - len(block)),
                             smem_bytes=smem, cluster=cluster, pdl=pdl)))
-    monkeypatch.setattr(driver, "launch_prepared", lambda fn, prepared, params, stream=0:
+    monkeypatch.setattr(launch_config, "launch_prepared", lambda fn, prepared, params, stream=0:
                         launches.append((fn.name, prepared.grid, prepared.block, params, stream)))
     monkeypatch.setattr(driver, "check", lambda result, what: None)
     monkeypatch.setattr(driver, "bindings", lambda: types.SimpleNamespace(cuCtxSynchronize=lambda: 0))
@@ -260,7 +260,7 @@ def test_packed_launches_call_cu_launch_kernel_ex_directly(fake_gpu, monkeypatch
                                                                   cluster=cluster, pdl=pdl))
 
     monkeypatch.setattr(launch, "_RAW_LAUNCH_EX", [fake_cu_launch_kernel_ex])
-    monkeypatch.setattr(driver, "prepare_launch", prepare)
+    monkeypatch.setattr(launch_config, "prepare_launch", prepare)
     monkeypatch.setattr(kernel.CompiledKernel, "function",
                         lambda self: types.SimpleNamespace(name=self.name, handle=0x1234, _prepared={}))
     a, b, out = FakeCai((256, 512)), FakeCai((512, 1024)), FakeCai((256, 1024))

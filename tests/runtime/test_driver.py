@@ -6,9 +6,10 @@ import pytest
 
 from tsjit.errors import LaunchError
 from tsjit.lang import dtypes
-from tsjit.runtime import driver
+from tsjit.runtime import driver, launch_config, streams
 from tsjit.runtime.events import Event
-from tsjit.runtime.driver import DeviceProperties, validate_launch_config
+from tsjit.runtime.driver import DeviceProperties
+from tsjit.runtime.launch_config import validate_launch_config
 
 H200 = DeviceProperties(name="NVIDIA H200", capability=(9, 0), sm_count=132, max_dynamic_smem_optin=232448,
                         max_smem_per_block=49152, max_threads_per_block=1024, max_block_dims=(1024, 1024, 64),
@@ -30,9 +31,9 @@ def test_gpu_available_never_raises_and_is_stable():
 def test_without_gpu_every_driver_use_raises_launch_error():
     needs_no_gpu()
     function = driver.Function(handle=None, name="k", module=None)  # stands for a loaded kernel
-    for call in (lambda: driver.launch(function, 1, 32, None), lambda: driver.load_module(b"\x7fELF"),
+    for call in (lambda: launch_config.launch(function, 1, 32, None), lambda: driver.load_module(b"\x7fELF"),
                  driver.device_properties, driver.synchronize, lambda: Event(),
-                 lambda: driver.Stream.create()):
+                 lambda: streams.Stream.create()):
         with pytest.raises(LaunchError, match="CUDA driver is not available.*TSJIT_INTERPRET=1 runs every launch"):
             call()
 
@@ -124,19 +125,19 @@ class FakeTorchStream:
 
 
 def test_stream_handles_from_foreign_objects():
-    assert int(driver.stream_handle(FakeTorchStream())) == 0x1234
-    assert int(driver.stream_handle(77)) == 77
-    assert int(driver.stream_handle(driver.Stream.per_thread())) == 2
+    assert int(streams.stream_handle(FakeTorchStream())) == 0x1234
+    assert int(streams.stream_handle(77)) == 77
+    assert int(streams.stream_handle(streams.Stream.per_thread())) == 2
     with pytest.raises(LaunchError, match="'stream'"):
-        driver.stream_handle("default")
+        streams.stream_handle("default")
 
 
 def test_use_stream_sets_the_current_stream_for_this_thread():
-    assert int(driver.current_stream()) == 0
-    with driver.use_stream(driver.Stream(99)):
-        assert int(driver.current_stream()) == 99
-        assert int(driver.stream_handle(None)) == 99
-    assert int(driver.current_stream()) == 0
+    assert int(streams.current_stream()) == 0
+    with streams.use_stream(streams.Stream(99)):
+        assert int(streams.current_stream()) == 99
+        assert int(streams.stream_handle(None)) == 99
+    assert int(streams.current_stream()) == 0
 
 
 # ---------------------------------------------------------------------- GPU
@@ -232,8 +233,8 @@ def test_plain_launch_and_function_attributes(module):
     host = np.random.default_rng().standard_normal(1000).astype(np.float32)
     data = arrays.to_device(host)
     params, _keep = pack(ctypes.c_uint64(data.data_ptr), ctypes.c_uint32(1000))
-    driver.launch(kernel, 8, 128, ctypes.addressof(params))
-    driver.launch(kernel, (8,), (128, 1), params)
+    launch_config.launch(kernel, 8, 128, ctypes.addressof(params))
+    launch_config.launch(kernel, (8,), (128, 1), params)
     driver.synchronize()
     assert np.array_equal(data.numpy(), (host + np.float32(1)) + np.float32(1))
     attributes = driver.function_attributes(kernel)
@@ -246,7 +247,7 @@ def test_cluster_launch_sets_cluster_ranks(module):
 
     out = arrays.empty((8,), dtypes.Int32).fill_bytes(0xFF)
     params, _keep = pack(ctypes.c_uint64(out.data_ptr))
-    driver.launch(module.get_function("cluster_rank"), 8, 32, params, cluster=(2, 1, 1))
+    launch_config.launch(module.get_function("cluster_rank"), 8, 32, params, cluster=(2, 1, 1))
     driver.synchronize()
     assert out.numpy().tolist() == [0, 1] * 4
 
@@ -255,12 +256,12 @@ def test_cluster_launch_sets_cluster_ranks(module):
 def test_pdl_launches_stay_ordered_on_a_stream(module):
     from tsjit.runtime import arrays
 
-    stream = driver.Stream.create()
+    stream = streams.Stream.create()
     host = np.random.default_rng().standard_normal(4096).astype(np.float32)
     data = arrays.to_device(host)
     params, _keep = pack(ctypes.c_uint64(data.data_ptr), ctypes.c_uint32(4096))
     for _ in range(3):
-        driver.launch(module.get_function("add_one"), 32, 128, params, stream=stream, pdl=True)
+        launch_config.launch(module.get_function("add_one"), 32, 128, params, stream=stream, pdl=True)
     stream.synchronize()
     assert np.array_equal(data.numpy(), ((host + np.float32(1)) + np.float32(1)) + np.float32(1))
 
@@ -272,11 +273,11 @@ def test_large_dynamic_smem_is_opted_in_automatically(module):
     kernel = module.get_function("smem_touch")
     out = arrays.zeros((1,), dtypes.Uint32)
     params, _keep = pack(ctypes.c_uint64(out.data_ptr), ctypes.c_uint32(150 * 1024))
-    driver.launch(kernel, 1, 1, params, smem_bytes=200 * 1024)
+    launch_config.launch(kernel, 1, 1, params, smem_bytes=200 * 1024)
     driver.synchronize()
     assert out.numpy().tolist() == [7] and kernel.max_dynamic_smem == 200 * 1024
     with pytest.raises(LaunchError, match="'smem_bytes'"):
-        driver.launch(kernel, 1, 1, params, smem_bytes=driver.device_properties().max_dynamic_smem_optin + 1)
+        launch_config.launch(kernel, 1, 1, params, smem_bytes=driver.device_properties().max_dynamic_smem_optin + 1)
 
 
 @pytest.mark.gpu
@@ -287,7 +288,7 @@ def test_events_time_work_on_a_stream(module):
     params, _keep = pack(ctypes.c_uint64(data.data_ptr), ctypes.c_uint32(1 << 20))
     start, end = Event(), Event()
     start.record()
-    driver.launch(module.get_function("add_one"), 4096, 256, params)
+    launch_config.launch(module.get_function("add_one"), 4096, 256, params)
     end.record()
     assert start.elapsed_ms(end) > 0
 

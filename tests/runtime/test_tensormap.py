@@ -344,7 +344,7 @@ DONE:
 def test_descriptor_loads_the_right_tile_on_the_gpu():
     import ctypes
 
-    from tsjit.runtime import arrays, driver
+    from tsjit.runtime import arrays, driver, launch_config
     from tsjit.runtime.tensormap import TensorMap
 
     host = np.random.default_rng().standard_normal((64, 96)).astype(np.float32)
@@ -358,7 +358,7 @@ def test_descriptor_loads_the_right_tile_on_the_gpu():
     values = [ctypes.c_uint64(out.data_ptr), ctypes.c_uint32(32), ctypes.c_uint32(16), ctypes.c_uint32(16 * 32),
               ctypes.c_uint32(tensor_map.box_bytes)]
     params = (ctypes.c_void_p * 6)(tensor_map.address(), *[ctypes.addressof(v) for v in values])
-    driver.launch(kernel, 1, 128, params, smem_bytes=1024 + tensor_map.box_bytes)
+    launch_config.launch(kernel, 1, 128, params, smem_bytes=1024 + tensor_map.box_bytes)
     driver.synchronize()
     assert np.array_equal(out.numpy(), host[16:32, 32:64])
 

@@ -9,7 +9,7 @@ import types
 import pytest
 
 import tsjit
-from tsjit.runtime import driver
+from tsjit.runtime import launch_config
 from tsjit.runtime import kernel as K
 from tsjit.runtime import launch as L
 from tsjit.runtime.arrays import DeviceArray
@@ -62,7 +62,7 @@ def fake_driver(monkeypatch):
     monkeypatch.setattr(axpy, "_plans", {})
     monkeypatch.setattr(K, "_launch_target", lambda: "sm_90a")
     monkeypatch.setattr(K, "_prepare", prepare)
-    monkeypatch.setattr(driver, "launch_prepared", slow_launch)
+    monkeypatch.setattr(launch_config, "launch_prepared", slow_launch)
     monkeypatch.setattr(L, "_RAW_LAUNCH_EX", [launch_ex])
     monkeypatch.setattr(K, "raw_cu_launch_kernel_ex", lambda: launch_ex)
     return calls

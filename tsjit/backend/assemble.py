@@ -119,22 +119,37 @@ def _load_nvjitlink() -> tuple[tuple[int, int] | None, str]:
 
 
 def prewarm(tool: str | None = None) -> threading.Thread | None:
-    """Start loading the assembler :func:`select_tool` will want (cuda.pathfinder's discovery, the
-    cuda-bindings import and nvJitLink's dlopen: 100-300 ms) on a daemon thread, so that it overlaps
-    the LLVM step of a compile (which releases the GIL; the imports and ``dlopen`` hold it, so a start
-    before the frontend would only interleave with it); :func:`select_tool` then finds it loaded (or
-    waits for it).
-    Does nothing (``None``) when ``ptxas`` is asked for, the setting is invalid (reported later by
-    :func:`select_tool`), or nvJitLink is already loaded.  Never raises."""
+    """Start the discovery of the assembler :func:`select_tool` will want on a daemon thread, so that
+    it overlaps the LLVM step of a compile (which releases the GIL); :func:`select_tool` then finds it
+    done (or waits for it).  For nvJitLink that is cuda.pathfinder's discovery, the cuda-bindings
+    import and the ``dlopen`` (100-300 ms; they hold the GIL, so a start before the frontend would
+    only interleave with it); for ptxas (``TSJIT_ASSEMBLER=ptxas``, or ``auto`` with an nvJitLink
+    wheel older than 13.1, which ``auto`` skips without loading it) the search and ``ptxas
+    --version``, a subprocess.
+    Does nothing (``None``) when the setting is invalid (reported later by :func:`select_tool`) or
+    the tool is already found.  Never raises."""
     try:
         setting = tool.strip().lower() if tool else assembler_setting()
+        wants_ptxas = setting == "ptxas" or (setting == "auto" and _skips_nvjitlink_wheel())
     except Exception:
         return None
-    if setting == "ptxas" or _load_nvjitlink.cache_info().currsize:
-        return None
-    thread = threading.Thread(target=_nvjitlink, name="tsjit-assembler-prewarm", daemon=True)
+    if wants_ptxas:
+        if _find_ptxas.cache_info().currsize:
+            return None
+        thread = threading.Thread(target=_ptxas, name="tsjit-assembler-prewarm", daemon=True)
+    else:
+        if _load_nvjitlink.cache_info().currsize:
+            return None
+        thread = threading.Thread(target=_nvjitlink, name="tsjit-assembler-prewarm", daemon=True)
     thread.start()
     return thread
+
+
+def _skips_nvjitlink_wheel() -> bool:
+    """Whether ``auto`` can pass over nvJitLink without loading it: the ``nvidia-nvjitlink`` wheel
+    (the library cuda.pathfinder loads first) is older than 13.1."""
+    wheel = _wheel_nvjitlink()
+    return wheel is not None and wheel[0] < _NVJITLINK_FIXED
 
 
 @functools.cache
@@ -162,9 +177,18 @@ def _wheel_nvjitlink() -> tuple[tuple[int, int], str] | None:
     return None
 
 
-@functools.cache
+_ptxas_lock = threading.Lock()  # prewarm()'s thread and the compiling thread find ptxas once
+
+
 def _ptxas() -> tuple[str | None, str]:
-    """(path or None, version text or the reason it is unavailable)."""
+    """(path or None, version text or the reason it is unavailable); found once per process (a
+    caller racing :func:`prewarm`'s thread waits for it)."""
+    with _ptxas_lock:
+        return _find_ptxas()
+
+
+@functools.cache
+def _find_ptxas() -> tuple[str | None, str]:
     path = None
     try:
         from cuda import pathfinder  # lazily: cuda-bindings load only when a cubin is assembled
@@ -235,8 +259,15 @@ def select_tool(tool: str | None = None) -> str:
     Warns (``UserWarning``) when ``auto`` falls back to nvJitLink 13.0.
     """
     setting = tool.strip().lower() if tool else assembler_setting()
-    # Probe only what the rule needs: `ptxas --version` is a subprocess, nvJitLink a dlopen.
-    version = None if setting == "ptxas" else _nvjitlink()[0]
+    # Probe only what the rule needs: `ptxas --version` is a subprocess, nvJitLink a dlopen (an
+    # nvJitLink wheel older than 13.1 is known by its version without loading it, unless it is the
+    # only tool).
+    if setting == "ptxas":
+        version = None
+    elif setting == "auto" and _skips_nvjitlink_wheel() and _ptxas()[0] is not None:
+        version = _wheel_nvjitlink()[0]
+    else:
+        version = _nvjitlink()[0]
     needs_ptxas = setting == "ptxas" or (
         setting == "auto" and (version or (0, 0)) < _NVJITLINK_FIXED)
     chosen, warning = choose_tool(setting, version, needs_ptxas and _ptxas()[0] is not None)

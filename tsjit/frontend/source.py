@@ -89,19 +89,19 @@ def parse_function(fn) -> ParsedFunction:
     indent = len(lines[0]) - len(lines[0].lstrip()) if lines else 0
     where = SourceLocation(os.path.abspath(filename), first_line, indent, fn.__name__)
     try:
-        module = ast.parse(source)
+        # blank lines first: the nodes get the file's line numbers without a pass over the tree
+        module = ast.parse("\n" * (first_line - 1) + source)
     except SyntaxError as exc:
-        at = SourceLocation(where.filename, first_line + (exc.lineno or 1) - 1, indent, fn.__name__)
+        at = SourceLocation(where.filename, exc.lineno or first_line, indent, fn.__name__)
         raise CompilationError(f"cannot parse the source of {fn.__qualname__}: {exc.msg}", at) from None
     fdefs = [n for n in module.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     if len(fdefs) == 1 and isinstance(fdefs[0], ast.AsyncFunctionDef):
-        at = SourceLocation(where.filename, first_line + fdefs[0].lineno - 1, indent, fn.__name__)
+        at = SourceLocation(where.filename, fdefs[0].lineno, indent, fn.__name__)
         raise CompilationError(f"{fn.__qualname__} is an `async def`; a kernel or device function must be a "
                                f"plain `def` (device code has no coroutines): remove `async`", at)
     if len(fdefs) != 1:
         raise CompilationError(f"{fn.__qualname__} must be a plain `def` function", where)
     node = fdefs[0]
-    ast.increment_lineno(node, first_line - 1)
     if indent:
         for sub in ast.walk(node):
             if hasattr(sub, "col_offset"):

@@ -16,7 +16,7 @@ import sys
 
 from tsjit.errors import LaunchError, TsjitError
 from tsjit.lang import dtypes as dt
-from tsjit.runtime import driver
+from tsjit.runtime import streams
 from tsjit.runtime.arrays import ArraySpec, DeviceArray, describe_array_argument, spec_from_object
 
 TORCH_DTYPES = {"torch.bfloat16": dt.BFloat16, "torch.float16": dt.Float16, "torch.float32": dt.Float32,
@@ -191,7 +191,7 @@ def stream_handle(stream, like) -> int:
             if raw is not None:
                 return raw(like.get_device())
             return torch.cuda.current_stream().cuda_stream
-        return driver.current_stream().value
+        return streams.current_stream().value
     if type(stream) is int:
         return stream
     for attribute in ("cuda_stream", "ptr", "value"):

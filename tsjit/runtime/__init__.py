@@ -1,7 +1,13 @@
 """The host runtime: everything between a compiled cubin and a running kernel.
 
 - :mod:`tsjit.runtime.driver`: checked wrapper over ``cuda.bindings.driver`` (context,
-  modules, functions, launch, streams, events, raw memory).
+  device properties, modules, functions and their attributes).
+- :mod:`tsjit.runtime.streams`: :class:`Stream`, ``use_stream`` and the raw handle of every stream form.
+- :mod:`tsjit.runtime.launch_config`: launch configurations checked against the device, the
+  driver's ``CUlaunchConfig`` per stream, and the ``cuLaunchKernelEx`` call.
+- :mod:`tsjit.runtime.launch`: the warm launch path (argument signatures, parameter blocks,
+  the generated per-kernel launcher) and ``Kernel.bind``'s :class:`BoundLaunch`.
+- :mod:`tsjit.runtime.events`: CUDA events.
 - :mod:`tsjit.runtime.arrays`: :class:`DeviceArray`, host/device copies, bfloat16
   conversion, and the adapter that describes any array-like argument (DeviceArray,
   ``__cuda_array_interface__``, DLPack, torch tensors, numpy specs).

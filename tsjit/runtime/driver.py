@@ -9,12 +9,9 @@ its properties; each thread makes that context current once (a thread-local flag
 Without libcuda, importing works, :func:`gpu_available` is ``False``, and anything that
 needs the driver raises ``LaunchError``.
 
-:func:`launch` (= :func:`prepare_launch` + :func:`launch_prepared`) validates a
-configuration once per ``(grid, block, smem_bytes, cluster, pdl)`` and function, caches a
-``CUlaunchConfig`` per stream (with the cluster-dimension / programmatic-stream-
-serialization attributes when asked for), then makes one ``cuLaunchKernelEx`` call.  On
-H200 hosts (cuda-bindings 13.3, Python 3.12) that call with a cached config was 0.2-0.6 µs
-cheaper than ``cuLaunchKernel`` (median 3.8 vs 4.0 µs; 5.4 vs 6.0 µs on a busier host).
+Loaded code: :func:`load_module` (``CUmodule``), :class:`Function` (``CUfunction``) with its
+:func:`function_attributes` and :func:`set_max_dynamic_smem`.  Launch configurations and the
+launch call are :mod:`tsjit.runtime.launch_config`; streams are :mod:`tsjit.runtime.streams`.
 
 Sources: CUDA Driver API reference; calls verified on an H200 (reference/toolchain.md §4).
 """
@@ -24,7 +21,6 @@ import contextlib
 import threading
 import weakref
 from dataclasses import dataclass
-from operator import index as _as_int
 
 from tsjit import env
 from tsjit.errors import LaunchError, hide_from_pytest
@@ -36,18 +32,13 @@ _lock = threading.Lock()
 
 class _ThreadState(threading.local):
     ready = False    # device 0's primary context is current on this thread
-    stream = None    # the innermost use_stream() of this thread
 
 
 _tls = _ThreadState()
-#: The thread-local state: ``thread_state.stream`` is this thread's innermost :func:`use_stream` stream
-#: (a :class:`Stream`) or ``None``; read by the warm launch path (:func:`tsjit.runtime.launch.hot_caller`).
-thread_state = _tls
 _cu = None                      # the cuda.bindings.driver module, once imported
 _context = None                 # CUcontext: primary context of device 0
 _properties: "DeviceProperties | None" = None
 _available: bool | None = None
-_PREPARED_CACHE_LIMIT = 256     # launch configurations remembered per Function
 _init_failure: str | None = None  # sticky message when the driver cannot be initialized
 
 
@@ -59,7 +50,7 @@ def check(result, what: str = "CUDA driver call"):
             the result (``CUDA_ERROR_OUT_OF_MEMORY (2)``) and the driver's description.
     """
     if result[0]:
-        raise LaunchError(_with_notes(f"{what} failed: {describe_result(result[0])}"))
+        raise LaunchError(with_notes(f"{what} failed: {describe_result(result[0])}"))
     n = len(result)
     return None if n == 1 else result[1] if n == 2 else tuple(result[1:])
 
@@ -73,7 +64,8 @@ def add_error_note(note) -> None:
     _error_notes.append(note)
 
 
-def _with_notes(message: str) -> str:
+def with_notes(message: str) -> str:
+    """``message`` led by the registered error notes' texts (:func:`add_error_note`), if any."""
     notes = [text for text in (note() for note in _error_notes) if text]
     return "\n".join(notes + [f"  (the driver: {message})"]) if notes else message
 
@@ -127,12 +119,15 @@ def _call_quietly(function_name: str, *args) -> None:
             getattr(_cu, function_name)(*args)
 
 
-def _finalize_quietly(owner, function_name: str, handle) -> None:
-    """Release ``handle`` when ``owner`` is garbage-collected; not at exit (the process ends)."""
+def finalize_quietly(owner, function_name: str, handle) -> None:
+    """Call the driver's ``function_name(handle)`` when ``owner`` is garbage-collected (never raises;
+    not at exit: the process ends)."""
     weakref.finalize(owner, _call_quietly, function_name, handle).atexit = False
 
 
-def _import_bindings():  # cuda.bindings.driver imports without libcuda; cuInit needs it
+def import_bindings():
+    """The ``cuda.bindings.driver`` module, imported without initializing the driver (it imports
+    without libcuda; ``cuInit`` needs it)."""
     from cuda.bindings import driver  # lazily: cuda-bindings is heavy and `import tsjit` needs no GPU
     return driver
 
@@ -147,7 +142,7 @@ def _initialize() -> None:
         if _init_failure is not None:
             raise LaunchError(_init_failure)
         try:
-            cu = _import_bindings()
+            cu = import_bindings()
             result = cu.cuInit(0)
         except Exception as exc:  # ImportError, DynamicLibNotFoundError, ...
             _init_failure = (f"the CUDA driver is not available ({type(exc).__name__}: {exc}); "
@@ -206,17 +201,20 @@ def gpu_available() -> bool:
     return _available
 
 
-def _interpreted() -> bool:
+def interpreted() -> bool:
     """``TSJIT_INTERPRET=1`` without a GPU: launches run synchronously on the CPU interpreter, so streams
     and synchronization are no-ops and the device is an H200 by its limits."""
     return env.interpret() and not gpu_available()
+
+
+_interpreted = interpreted
 
 
 def device_properties() -> DeviceProperties:
     """Properties of device 0 (see :class:`DeviceProperties`); ``LaunchError`` without a GPU, except
     under ``TSJIT_INTERPRET=1``: there the H200's limits (132 SMs), with the capability of the
     interpreter's target (``TSJIT_TARGET``, default sm_90a), so launchers that size a grid run unchanged."""
-    if _interpreted():
+    if interpreted():
         digits = "".join(c for c in (env.target() or "sm_90a")[3:] if c.isdigit())     # "sm_100a" -> "100"
         major, minor = int(digits[:-1]), int(digits[-1])
         return DeviceProperties("CPU interpreter (H200 limits)", (major, minor), 132, 232448, 49152, 1024,
@@ -232,11 +230,17 @@ def bindings():
     return _cu
 
 
+def loaded_bindings():
+    """The ``cuda.bindings.driver`` module if the driver was initialized in this process, else ``None``
+    (never initializes anything)."""
+    return _cu
+
+
 def synchronize() -> None:
     """Wait for all work on device 0 (``cuCtxSynchronize``); raises ``LaunchError`` when an
     earlier asynchronous launch faulted (that is where kernel faults surface).  A no-op under
     ``TSJIT_INTERPRET=1`` without a GPU (interpreted launches are synchronous)."""
-    if _interpreted():
+    if interpreted():
         return
     ensure_context()
     check(_cu.cuCtxSynchronize(), "cuCtxSynchronize")
@@ -266,7 +270,7 @@ class Module:
     def __init__(self, handle, image_bytes: int):
         self.handle, self.image_bytes = handle, image_bytes
         self._functions: dict[str, Function] = {}
-        _finalize_quietly(self, "cuModuleUnload", handle)
+        finalize_quietly(self, "cuModuleUnload", handle)
 
     def get_function(self, name: str) -> "Function":
         """The kernel ``name`` (cached ``cuModuleGetFunction``); ``LaunchError`` if absent."""
@@ -347,294 +351,3 @@ def set_max_dynamic_smem(fn: Function, nbytes: int) -> None:
     check(_cu.cuFuncSetAttribute(fn.handle, attr, nbytes),
           f"cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES={nbytes}) of kernel {fn.name!r}")
     fn.max_dynamic_smem = nbytes
-
-
-@dataclass(frozen=True)
-class LaunchConfig:  # a validated launch configuration; dimension tuples are (x, y, z)
-
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    smem_bytes: int
-    cluster: tuple[int, int, int] | None
-    pdl: bool
-
-
-MAX_PORTABLE_CLUSTER_SIZE = 8  # CUDA C++ Programming Guide, "Thread Block Clusters"
-
-
-def _dims(value, field: str, limits=None) -> tuple[int, int, int]:
-    items = list(value) if isinstance(value, (tuple, list)) else [value]
-    dims = ()
-    if 1 <= len(items) <= 3:
-        try:
-            dims = tuple([_as_int(v) for v in items] + [1] * (3 - len(items)))
-        except TypeError:
-            dims = ()
-    if not dims:
-        raise LaunchError(f"launch field '{field}' must be an int or a tuple of 1-3 ints; got {value!r}")
-    for axis, (extent, limit) in enumerate(zip(dims, limits or ())):
-        if not 1 <= extent <= limit:
-            raise LaunchError(f"launch field '{field}[{axis}]' must be in 1..{limit}; got {extent} "
-                              f"({field}={dims})")
-    return dims
-
-
-def validate_launch_config(grid, block, *, smem_bytes: int = 0, cluster=None, pdl: bool = False,
-                           properties: DeviceProperties, static_smem_bytes: int = 0,
-                           kernel_max_threads: int | None = None) -> LaunchConfig:
-    """Check a launch configuration against device limits, without calling the driver.
-
-    Args:
-        grid: CTAs per grid, an int or ``(x[, y[, z]])``; each in ``1..max_grid_dims[i]``.
-        block: threads per CTA, likewise; each within ``max_block_dims[i]``, the product at
-            most ``max_threads_per_block`` (and ``kernel_max_threads`` when given).
-        smem_bytes: dynamic shared memory per CTA, bytes; at most the opt-in limit minus
-            ``static_smem_bytes``.
-        cluster: CTAs per cluster or ``None``; each divides the grid's dimension, the
-            product at most 8 (portable cluster size); needs sm_90.
-        pdl: programmatic dependent launch (``griddepcontrol``); needs sm_90.
-        properties: the device's limits.
-
-    Raises:
-        LaunchError: naming the field (``grid[1]``, ``block``, ``smem_bytes``,
-            ``cluster[0]``, ...), the allowed range and the value given.
-    """
-    g = _dims(grid, "grid", properties.max_grid_dims)
-    b = _dims(block, "block", properties.max_block_dims)
-    threads = b[0] * b[1] * b[2]
-    for limit, who in ((properties.max_threads_per_block, "the device"),
-                       (kernel_max_threads, "this kernel (register use, launch bounds)")):
-        if limit is not None and threads > limit:
-            raise LaunchError(f"launch field 'block' has {threads} threads per CTA; {who} allows at most "
-                              f"{limit} (block={b})")
-    smem_limit = properties.max_dynamic_smem_optin - static_smem_bytes
-    if not hasattr(smem_bytes, "__index__") or not 0 <= smem_bytes <= smem_limit:
-        raise LaunchError(f"launch field 'smem_bytes' must be an int in 0..{smem_limit} (opt-in limit "
-                          f"{properties.max_dynamic_smem_optin} - {static_smem_bytes} static); got {smem_bytes!r}")
-    c = None
-    if cluster is not None:
-        c = _dims(cluster, "cluster")
-        for axis in range(3):
-            if c[axis] < 1 or g[axis] % c[axis]:
-                raise LaunchError(f"launch field 'cluster[{axis}]' must be >= 1 and divide grid[{axis}]="
-                                  f"{g[axis]}; got {c[axis]} (cluster={c}, grid={g})")
-        size = c[0] * c[1] * c[2]
-        if size > MAX_PORTABLE_CLUSTER_SIZE:
-            raise LaunchError(f"launch field 'cluster' has {size} CTAs per cluster; at most "
-                              f"{MAX_PORTABLE_CLUSTER_SIZE} (portable cluster size) are allowed (cluster={c})")
-    for field, used in (("cluster", c is not None), ("pdl", pdl)):
-        if used and properties.capability < (9, 0):
-            raise LaunchError(f"launch field '{field}' needs compute capability 9.0+; got {properties.capability}")
-    return LaunchConfig(g, b, _as_int(smem_bytes), c, bool(pdl))
-
-
-class PreparedLaunch:
-    """A validated :class:`LaunchConfig` of one kernel and its ``CUlaunchConfig`` per stream
-    (built once each and never mutated, so launches from several threads need no lock)."""
-
-    __slots__ = ("config", "default", "by_stream")
-
-    def __init__(self, config: LaunchConfig):
-        self.config, self.by_stream = config, {}
-        self.default = self.for_stream(0)  # the legacy default stream
-
-    def for_stream(self, stream):
-        value = stream if stream.__class__ is int else int(stream)
-        cfg = self.by_stream.get(value)
-        if cfg is None:
-            cfg, config = _cu.CUlaunchConfig(), self.config
-            cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = config.grid
-            cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = config.block
-            cfg.sharedMemBytes, cfg.hStream = config.smem_bytes, _cu.CUstream(value)
-            ids, launch_attrs = _cu.CUlaunchAttributeID, []
-            if config.cluster is not None:
-                launch_attrs.append(_cu.CUlaunchAttribute())
-                launch_attrs[-1].id = ids.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-                dim = launch_attrs[-1].value.clusterDim
-                dim.x, dim.y, dim.z = config.cluster
-            if config.pdl:
-                launch_attrs.append(_cu.CUlaunchAttribute())
-                launch_attrs[-1].id = ids.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-                launch_attrs[-1].value.programmaticStreamSerializationAllowed = 1
-            cfg.attrs, cfg.numAttrs = launch_attrs, len(launch_attrs)
-            if len(self.by_stream) >= 64:
-                self.by_stream.clear()
-            self.by_stream[value] = cfg
-        return cfg
-
-
-def launch(fn: Function, grid, block, params, *, smem_bytes: int = 0, stream=None,
-           cluster=None, pdl: bool = False) -> None:
-    """Launch ``fn`` asynchronously on ``stream``.
-
-    Args:
-        fn: a :class:`Function`; grid, block, smem_bytes, cluster, pdl: see
-            :func:`validate_launch_config` (a larger ``smem_bytes`` raises the kernel's limit).
-        params: ``kernelParams``: the int address of a ``void*[N]`` whose entry ``i`` points
-            at argument ``i``'s bytes (a TMA descriptor's entry is ``TensorMap.address()``),
-            or a buffer-protocol object holding that array (ctypes array), or ``None``.
-            The driver copies the arguments before returning; buffers may be reused.
-        stream: ``None`` (:func:`current_stream`), a :class:`Stream`, an int handle, or a
-            torch/cupy/cuda.core stream.
-
-    Raises:
-        LaunchError: invalid configuration (checked once per distinct configuration), no GPU,
-            or the driver refused.  Faults inside the kernel surface at the next sync.
-    """
-    prepared = prepare_launch(fn, grid, block, smem_bytes, cluster, pdl)
-    if stream is None:
-        stream = _tls.stream
-    launch_prepared(fn, prepared, params, 0 if stream is None else stream_handle(stream))
-
-
-def prepare_launch(fn: Function, grid, block, smem_bytes: int = 0, cluster=None,
-                   pdl: bool = False) -> PreparedLaunch:
-    """Validate a launch configuration once (cached on ``fn``; a larger ``smem_bytes`` raises
-    the kernel's dynamic shared-memory limit) for :func:`launch_prepared`.  Raises like
-    :func:`launch`."""
-    key = (grid, block, smem_bytes, cluster, pdl)
-    try:
-        return fn._prepared[key]
-    except (KeyError, TypeError):  # first use of this configuration, or unhashable (a list)
-        pass
-    attrs = function_attributes(fn)
-    config = validate_launch_config(grid, block, smem_bytes=smem_bytes, cluster=cluster, pdl=pdl,
-                                    properties=_properties, static_smem_bytes=attrs.static_smem_bytes,
-                                    kernel_max_threads=attrs.max_threads_per_block)
-    limit = attrs.max_dynamic_smem_bytes if fn.max_dynamic_smem is None else fn.max_dynamic_smem
-    if config.smem_bytes > limit:
-        set_max_dynamic_smem(fn, config.smem_bytes)
-    prepared = PreparedLaunch(config)
-    with contextlib.suppress(TypeError):  # an unhashable configuration is validated every time
-        if len(fn._prepared) >= _PREPARED_CACHE_LIMIT:
-            fn._prepared.clear()
-        fn._prepared[key] = prepared
-    return prepared
-
-
-def launch_prepared(fn: Function, prepared: PreparedLaunch, params, stream=0) -> None:
-    """The hot path of ``kernel[grid, block](...)``: one ``cuLaunchKernelEx`` with the cached
-    config for ``stream`` (an int handle or ``CUstream``; 0 is the legacy default stream).
-    ``params`` as in :func:`launch`.  Raises ``LaunchError`` if the driver refuses."""
-    if not _tls.ready:
-        ensure_context()
-    cfg = prepared.default if stream.__class__ is int and stream == 0 else prepared.for_stream(stream)
-    err = _cu.cuLaunchKernelEx(cfg, fn.handle, params, 0)[0]
-    if err:
-        raise LaunchError(_with_notes(f"launch of kernel {fn.name!r} ({prepared.config}) failed: "
-                                      f"{describe_result(err)}"))
-
-
-class Stream:
-    """A CUDA stream. ``Stream(0)`` is the legacy default stream, ``Stream.per_thread()`` the
-    per-thread default stream; ``Stream.create()`` owns (and destroys) a new one."""
-
-    def __init__(self, handle: int, *, owned: bool = False):
-        self.value = int(handle)
-        self._handle = None
-        if owned:
-            _finalize_quietly(self, "cuStreamDestroy", handle)
-
-    @property
-    def handle(self):
-        """The ``CUstream`` object passed to the driver."""
-        if self._handle is None:
-            self._handle = _import_bindings().CUstream(self.value)
-        return self._handle
-
-    @classmethod
-    def create(cls, *, non_blocking: bool = True) -> "Stream":
-        """A new stream; ``non_blocking`` ones do not synchronize with the legacy stream.  Under
-        ``TSJIT_INTERPRET=1`` without a GPU, a stand-in handle (interpreted launches ignore streams)."""
-        if _interpreted():
-            return cls(0x7F00)
-        ensure_context()
-        flags = _cu.CUstream_flags.CU_STREAM_NON_BLOCKING if non_blocking else _cu.CUstream_flags.CU_STREAM_DEFAULT
-        raw = check(_cu.cuStreamCreate(flags), "cuStreamCreate")
-        stream = cls(int(raw), owned=True)
-        stream._handle = raw
-        return stream
-
-    @classmethod
-    def per_thread(cls) -> "Stream":
-        """The calling thread's per-thread default stream (``CU_STREAM_PER_THREAD``)."""
-        return cls(2)
-
-    def synchronize(self) -> None:
-        """Wait for all work queued on this stream (``cuStreamSynchronize``; a no-op under the interpreter)."""
-        if _interpreted():
-            return
-        check(bindings().cuStreamSynchronize(self.handle), "cuStreamSynchronize")
-
-    def __int__(self) -> int:
-        return self.value
-
-    def __cuda_stream__(self) -> tuple[int, int]:  # the cuda.core stream protocol
-        return (0, self.value)
-
-    def __repr__(self) -> str:
-        return f"<tsjit Stream 0x{self.value:x}>"
-
-
-_LEGACY_STREAM = Stream(0)  # handle 0
-
-
-def current_stream() -> Stream:
-    """The stream launches use by default: this thread's :func:`use_stream`, else the legacy one."""
-    return _tls.stream or _LEGACY_STREAM
-
-
-@contextlib.contextmanager
-def use_stream(stream: Stream):
-    """``with use_stream(s):`` makes ``s`` this thread's :func:`current_stream`."""
-    previous, _tls.stream = _tls.stream, (
-        stream if isinstance(stream, Stream) else Stream(_stream_value(stream)))
-    try:
-        yield _tls.stream
-    finally:
-        _tls.stream = previous
-
-
-def _stream_value(stream) -> int:
-    for attribute in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
-        value = getattr(stream, attribute, None)
-        if isinstance(value, int):
-            return value
-    if hasattr(stream, "__cuda_stream__"):  # cuda.core protocol: (version, handle)
-        return int(stream.__cuda_stream__()[1])
-    try:
-        return int(stream)  # int, CUstream
-    except (TypeError, ValueError):
-        raise LaunchError(f"launch field 'stream' must be a tsjit Stream, an int handle or a CUDA stream "
-                          f"object (torch/cupy/cuda.core); got {type(stream).__name__}") from None
-
-
-def stream_value(stream) -> int:
-    """The raw handle of ``stream`` (the forms of :func:`launch`): ``None`` is this thread's
-    :func:`use_stream` stream, else 0 (the legacy default stream).  Raises ``LaunchError`` for
-    an object that is no stream."""
-    if stream is None:
-        current = _tls.stream
-        return 0 if current is None else current.value
-    if stream.__class__ is int:
-        return stream
-    if type(stream) is Stream:
-        return stream.value
-    return _stream_value(stream)
-
-
-_STREAM_HANDLES: dict = {}
-
-
-def stream_handle(stream):
-    """The ``CUstream`` for ``stream`` (see :func:`launch` for the accepted forms; the object is
-    reused per raw handle)."""
-    if _cu is not None and isinstance(stream, _cu.CUstream):
-        return stream
-    value = stream_value(stream)
-    cached = _STREAM_HANDLES.get(value)
-    if cached is None:
-        if len(_STREAM_HANDLES) > 64:
-            _STREAM_HANDLES.clear()
-        cached = _STREAM_HANDLES[value] = _import_bindings().CUstream(value)
-    return cached

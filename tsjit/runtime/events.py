@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import weakref
 
-from tsjit.runtime import driver
+from tsjit.runtime import driver, streams
 
 
 def _destroy_quietly(handle) -> None:
@@ -29,7 +29,7 @@ class Event:
 
     def record(self, stream=None) -> "Event":
         """Record the event on ``stream`` (default: the current stream); returns ``self``."""
-        driver.check(driver.bindings().cuEventRecord(self.handle, driver.stream_handle(stream)), "cuEventRecord")
+        driver.check(driver.bindings().cuEventRecord(self.handle, streams.stream_handle(stream)), "cuEventRecord")
         return self
 
     def synchronize(self) -> None:

@@ -35,7 +35,7 @@ from tsjit.errors import CompilationError, CompileArgumentError, LaunchError, Ts
 from tsjit.frontend import artifacts
 from tsjit.frontend.dependencies import unchanged as dependencies_unchanged
 from tsjit.frontend.kernel_entry import compile_to_llvm
-from tsjit.runtime import driver, hang_report
+from tsjit.runtime import driver, hang_report, launch_config, streams
 from tsjit.runtime.cache import CacheEntry, KernelCache
 from tsjit.runtime.metadata import KernelMetadata
 from tsjit.lang.constexpr import is_constexpr_annotation
@@ -327,10 +327,10 @@ class Kernel:
             prepared = plan.prepared[config]
         except (KeyError, TypeError):  # a new configuration (or an unhashable one: checked every time)
             prepared = _prepare(plan, config)
-        stream_value = driver.stream_value(stream)
+        stream_value = streams.stream_value(stream)
         with plan.lock:
             plan.pack(dyn)
-            driver.launch_prepared(plan.function, prepared, plan.params, stream_value)
+            launch_config.launch_prepared(plan.function, prepared, plan.params, stream_value)
 
     def bind(self, *args, grid, block, smem_bytes: int = 0, cluster=None, pdl: bool = False) -> BoundLaunch:
         """Pack a launch once (arguments, grid, block) and return it as a :class:`BoundLaunch`:
@@ -377,7 +377,7 @@ class Kernel:
         smem = max(int(smem_bytes), compiled.metadata.smem_bytes)
         cluster = _check_configuration(compiled, grid, block, smem, cluster, check_launch)
         params = (ctypes.c_void_p * len(packed))(*[ctypes.addressof(v) for v in packed]) if packed else None
-        driver.launch(compiled.function(), grid, block, params, smem_bytes=smem, stream=stream, cluster=cluster,
+        launch_config.launch(compiled.function(), grid, block, params, smem_bytes=smem, stream=stream, cluster=cluster,
                       pdl=pdl)
 
     def compile(self, *args, target: str | None = None, interpret: bool = False, **kwargs) -> CompiledKernel:
@@ -455,7 +455,7 @@ class Launcher:
             sig, dyn = argument_signature(args, kernel.kinds)
             hot = self.hot.get(sig)
             if hot is not None and hot.thread == threading.get_ident():
-                hot(dyn, driver.stream_value(stream))
+                hot(dyn, streams.stream_value(stream))
                 return None
             if sig is not None:
                 kernel.launch(*args, grid=self.grid, block=self.block, smem_bytes=self.smem, stream=stream)
@@ -486,7 +486,7 @@ def _prepare(plan: LaunchPlan, config: tuple):
     cluster = _check_configuration(plan.compiled, grid, block, smem, cluster, check_launch)
     if plan.function is None:
         plan.function = plan.compiled.function()
-    prepared = driver.prepare_launch(plan.function, grid, block, smem, cluster, pdl)
+    prepared = launch_config.prepare_launch(plan.function, grid, block, smem, cluster, pdl)
     try:
         if len(plan.prepared) >= 256:
             plan.prepared.clear()

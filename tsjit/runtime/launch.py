@@ -26,7 +26,7 @@ import threading
 
 from tsjit.abi import BY_REFERENCE
 from tsjit.errors import LaunchError
-from tsjit.runtime import driver
+from tsjit.runtime import driver, launch_config, streams
 from tsjit.runtime.arrays import DeviceArray
 
 _CONSTEXPR = object()
@@ -92,8 +92,8 @@ def hot_caller(kinds):
     signature not yet warm, another thread), and the caller takes the general path.
     ``len(args)`` must equal ``len(kinds)``."""
     lines, keys, dyn, names = [], [], [], {"DeviceArray": DeviceArray, "TORCH": _TORCH_TYPES, "type": type,
-                                           "get_ident": threading.get_ident, "stream_value": driver.stream_value,
-                                           "thread_state": driver.thread_state}
+                                           "get_ident": threading.get_ident, "stream_value": streams.stream_value,
+                                           "thread_state": streams.thread_state}
     for i, kind in enumerate(kinds):
         a, t, k, p = f"a{i}", f"t{i}", f"k{i}", f"p{i}"
         lines.append(f"    {t} = type({a})")
@@ -134,7 +134,7 @@ def hot_caller(kinds):
         "        return False",
         "    if hot is None or hot.thread != get_ident() or hot.tensormap_slots:",
         "        return False",
-        "    if stream is None:   # this thread's use_stream() stream, else the legacy one (driver.stream_value)",
+        "    if stream is None:   # this thread's use_stream() stream, else the legacy one (streams.stream_value)",
         "        stream = thread_state.stream",
         "        stream = 0 if stream is None else stream.value",
         "    elif stream.__class__ is not int:",
@@ -189,7 +189,7 @@ class LaunchPlan:
     def __init__(self, compiled, specs, values_per_param):
         self.compiled = compiled
         self.smem = compiled.metadata.smem_bytes
-        #: (grid, block, smem, cluster, pdl, check_launch) -> driver.PreparedLaunch: each
+        #: (grid, block, smem, cluster, pdl, check_launch) -> launch_config.PreparedLaunch: each
         #: configuration is checked against the launch contract once, before the driver sees it.
         self.prepared: dict = {}
         self.function = None  # the driver function, loaded by the first prepared configuration
@@ -382,4 +382,4 @@ class BoundLaunch:
                 raise LaunchError(f"launch of kernel {self.function.name!r} ({self.prepared.config}) failed: "
                                   f"{driver.describe_result(err)}")
             return
-        driver.launch_prepared(self.function, self.prepared, self.params, stream)
+        launch_config.launch_prepared(self.function, self.prepared, self.params, stream)
