@@ -38,7 +38,8 @@ c = tsjit.compile(gemm.gemm_ts, a, b, tsjit.spec((4096, 4096), tsjit.BFloat16), 
 t2 = time.perf_counter()
 cpu2 = time.process_time()
 print(json.dumps({"compile_ms": (t2 - t1) * 1e3, "cpu_ms": (cpu2 - cpu1) * 1e3,
-                  "stages": c.metadata.get("compile_ms"), "from_cache": c.metadata.get("from_cache", False)}))
+                  "stages": c.metadata.get("compile_ms"), "from_cache": c.metadata.get("from_cache", False),
+                  "tool": c.metadata.get("tool_version")}))
 """
 
 

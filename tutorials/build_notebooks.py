@@ -391,7 +391,8 @@ NOTEBOOKS = {
         ("md", "## 4. A ring too shallow\n\nA one-stage ring (`advance_on_acquire=True`) is acquired twice per "
                "iteration: the second acquire needs a free slot that only the consumer's release can give, and that "
                "release needs the commit after the second acquire. C0 shows both blocked tasks and the credit state "
-               "(`0 of 1 slot(s) free`): give the ring more stages or acquire once per iteration."),
+               "(`0 of 1 slot(s) free`), and names the cause: the producer holds every stage of the ring, so give "
+               "the ring at least 2 stages or commit before acquiring again."),
         ("code", "show('acquire_twice_one_stage')"),
         ("md", "## 5. A race on an aliased buffer\n\nTwo tasks write shared-memory buffers that the allocator "
                "placed on the same bytes (one alias group). No barrier orders the two writes. The exhaustive "

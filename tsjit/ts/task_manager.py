@@ -334,17 +334,21 @@ class TaskManager:
                      for t, e in self.simulation.blocked]
             cause = self._structural_cause()
             blocked_count = len(lines)
+            shallow = getattr(simulator, "too_shallow", lambda blocked: [])(self.simulation.blocked)
+            lines += [f"  Cause: {reason}" for reason in shallow]
             if cause is not None:
                 # Where the deadlock shows up is often not where the mistake is: name the likely cause.
                 check, messages = cause
                 lines.append(f"  Likely cause, found by check {check}: " + messages[0].replace("\n", "\n  "))
+            # a structural finding or a ring shallower than what one task holds is a mistake whatever
+            # the trip counts; otherwise the simulated counts may be what deadlocks
+            note = "" if cause is not None or shallow else (
+                f"  Note: run-time domains are simulated with {self.options.dynamic_trip_count} iterations "
+                f"and static ones with at most {self.options.max_simulated_iterations}; the deadlock may be a "
+                f"false positive there.")
             lines.append(f"  All {blocked_count} remaining task(s) are blocked: deadlock in the "
-                         f"lock-step walk of Head + Loop x N + Tail.  Note: run-time domains "
-                         f"are simulated with {self.options.dynamic_trip_count} iterations "
-                         f"and static ones with at most "
-                         f"{self.options.max_simulated_iterations}; the deadlock may be a "
-                         f"false positive there.\n  Reorder the blocked operations (a task must "
-                         f"not wait for a commit that depends on its own later steps), add "
+                         f"lock-step walk of Head + Loop x N + Tail.{note}\n  Reorder the blocked operations "
+                         f"(a task must not wait for a commit that depends on its own later steps), add "
                          f"stages, or add the missing commit/release.")
             self._fail("C0", lines)
         elif hasattr(simulator, "imbalances"):

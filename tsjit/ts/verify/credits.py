@@ -116,6 +116,25 @@ class Ring:
                 f"{free} of {self.stages} slot(s) free ({acquired} acquires, {released} "
                 f"releases)")
 
+    def too_shallow(self, task, role: str) -> str | None:
+        """Why ``task`` cannot run ``role`` on a ring this deep, when it holds every stage itself: with
+        ``advance_on_acquire`` it acquired them all and committed none (its next acquire waits for a
+        release that needs those commits, after it), or with ``advance_on_wait`` it waited on them all
+        and released none.  ``None`` otherwise."""
+        closing = {"acquire": ("commit", self.advance_on_acquire, "acquired", "committed"),
+                   "wait": ("release", self.advance_on_wait, "waited on", "released")}.get(role)
+        if closing is None or not closing[1]:
+            return None
+        close, _, opened_how, closed_how = closing
+        opened = self.counters[(id(task), role)] - self.counters[(id(task), close)]
+        if opened < self.stages:
+            return None
+        name = self.resource.name
+        return (f"'{name}' is too shallow for this schedule: {task.describe()} holds {opened} stage(s) "
+                f"{opened_how} and not yet {closed_how}, and '{name}' has {self.stages}; its next "
+                f"{role}() needs one of them back.  Give '{name}' at least {opened + 1} stages, or "
+                f"{close}() before the next {role}().")
+
     def imbalances(self) -> list[str]:
         name = self.resource.name
         committed, waited = self.completed("commit"), self.completed("wait")
@@ -215,6 +234,17 @@ class PipelineSimulator(ScheduleSimulator):
                            for p in positions)
         need = ("a commit of " if role == "wait" else "a release freeing ")
         return f"{text}\n    needs {need}{stages}; {ring.state()}"
+
+    def too_shallow(self, blocked) -> list[str]:
+        """:meth:`Ring.too_shallow` for each blocked ``(task, entry)`` of a walk: a certain deadlock
+        whatever the trip counts."""
+        found = []
+        for task, entry in blocked:
+            ring, role = self._ring_role(entry)
+            reason = ring.too_shallow(task, role) if ring is not None else None
+            if reason is not None and reason not in found:
+                found.append(reason)
+        return found
 
     def imbalances(self) -> list[str]:
         out = []
