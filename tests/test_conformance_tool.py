@@ -54,3 +54,50 @@ def test_statuses_come_from_markers_outcomes_and_the_deferred_list(tmp_path):
     collector.outcomes["t.py::test_b"] = "failed"
     _, problems = tool.render(tool.audit_rows(report), collector, "abc")
     assert "A1 'field b': FAILING" in problems
+
+
+_COLLECT = r"""
+import json, sys, pytest
+sys.path.insert(0, sys.argv[1])
+import conformance as tool
+collector = tool._Collector()
+code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", str(tool.TESTS)], plugins=[collector])
+print("MARKERS " + json.dumps([[s, i, entries] for (s, i), entries in collector.markers.items()]))
+"""
+
+
+def test_docs_conformance_md_is_generated_from_the_current_markers():
+    """Every row of docs/conformance.md cites exactly the tests now marked for it, with the reasons they
+    carry: a marker added, moved or reworded without regenerating the file (tools/conformance.py) fails."""
+    import json
+    import re
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", _COLLECT, str(_PATH.parent)], capture_output=True, text=True,
+                         cwd=_PATH.parent.parent, timeout=300)
+    line = next(l for l in out.stdout.splitlines() if l.startswith("MARKERS "))
+    marked = {}
+    for section, item, entries in json.loads(line[len("MARKERS "):]):
+        tests = {f"{n.split('::', 1)[0].rsplit('/', 1)[-1]}::{n.split('::', 1)[1].split('[')[0]}" for n, _ in entries}
+        marked[(section, item)] = (tests, "; ".join(sorted({r for _, r in entries if r})))
+    doc = (_PATH.parent.parent / "docs" / "conformance.md").read_text()
+    section, rows = None, {}
+    for text in doc.splitlines():
+        heading = re.match(r"## (A\d|§1\.\d+) ", text)
+        if heading or text.startswith("## "):
+            section = heading.group(1) if heading else None
+            continue
+        cells = [c.strip() for c in text.strip().strip("|").split("|")]
+        if section is None or not text.startswith("| ") or len(cells) != 5 or cells[0] == "item":
+            continue
+        rows[(section, cells[0])] = (set(re.findall(r"`([^`]+)`", cells[4])), cells[2], cells[3])
+    for key, (tests, reason) in marked.items():
+        if key not in rows:   # a marker for a row the audit found working is listed under "Also pinned"
+            assert f"- {key[0]} {key[1]}: " in doc, f"{key}: marked but not in docs/conformance.md; regenerate it"
+            continue
+        cited, status, shown = rows[key]
+        assert cited == tests, f"{key}: docs/conformance.md cites {sorted(cited)}, the markers {sorted(tests)}"
+        if status == "**different**":
+            assert shown == reason, f"{key}: reason {shown!r} in the file, {reason!r} in the markers"
+    for key, (cited, status, _) in rows.items():
+        assert not cited or key in marked, f"{key}: docs/conformance.md cites {sorted(cited)}, no test is marked"

@@ -68,6 +68,7 @@ def test_constexpr_annotation_type_is_enforced_naming_the_argument(block, scale,
         tsjit.compile(blocked, np.zeros(8, np.float32), block, scale, flag)
     text = str(err.value)
     assert name in text and given in text and "tsjit.Constexpr[" in text
+    assert text.endswith({"'BLOCK'": "pass an int", "'SCALE'": "pass a float", "'FLAG'": "pass a bool"}[name])
 
 
 def test_constexpr_accepts_numpy_integers_and_ints_for_float():

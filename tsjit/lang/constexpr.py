@@ -50,7 +50,7 @@ class _ConstexprAnnotation:
             ok = isinstance(value, inner)
         if not ok:
             raise LaunchError(f"argument '{name}' is {self!r}, got {type(value).__name__} {value!r}; "
-                              f"pass a {inner.__name__}")
+                              f"pass {'an' if inner.__name__[:1] in 'aeiou' else 'a'} {inner.__name__}")
 
 
 class Constexpr:
