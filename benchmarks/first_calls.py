@@ -87,7 +87,13 @@ print(json.dumps({"ms": ms, "ok": bool((out == 2).all())}))
 
 
 def _child(code: str, env: dict) -> dict:
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    """The JSON line ``code`` prints, run as a script file in a fresh interpreter (triton's ``@jit`` needs
+    its source in a file)."""
+    with tempfile.TemporaryDirectory() as folder:
+        script = os.path.join(folder, "child.py")
+        with open(script, "w") as fh:
+            fh.write(code)
+        out = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -38,7 +38,7 @@ import time
 import torch
 
 import tsjit
-from tsjit.runtime import driver, launch_config, streams
+from tsjit.runtime import driver, streams
 from tsjit.runtime.launch import config_address
 
 C_SOURCE = r"""
@@ -122,16 +122,16 @@ def main() -> None:
     x = torch.empty(16, device="cuda")
     darr = tsjit.empty(16, tsjit.Float32)
     created = streams.Stream.create()
-    streams = {"legacy": 0, "nonblocking": created.value}
+    handles = {"legacy": 0, "nonblocking": created.value}
     bound = empty_kernel.bind(darr, 16, grid=(1,), block=(32,))
     bound(0)
     torch.cuda.synchronize()
     handle, params = bound.handle, bound.params
-    cfg = {name: config_address(bound.prepared, bound.addresses, s) for name, s in streams.items()}
+    cfg = {name: config_address(bound.prepared, bound.addresses, s) for name, s in handles.items()}
     cu = driver.bindings()
-    cb_cfg = {name: bound.prepared.for_stream(s) for name, s in streams.items()}
+    cb_cfg = {name: bound.prepared.for_stream(s) for name, s in handles.items()}
     cb_fn = bound.function.handle
-    cb_stream = {name: cu.CUstream(s) for name, s in streams.items()}
+    cb_stream = {name: cu.CUstream(s) for name, s in handles.items()}
 
     libcuda = ctypes.CDLL("libcuda.so.1")
     ex = libcuda.cuLaunchKernelEx
@@ -153,7 +153,7 @@ def main() -> None:
 
     t16 = torch.zeros(16, device="cuda")
     launch = empty_kernel[(1,), (32,)]
-    s_nb = streams["nonblocking"]
+    s_nb = handles["nonblocking"]
     torch_nb = torch.cuda.ExternalStream(s_nb)
     launchers = {
         "ctypes cuLaunchKernelEx (CDLL)": lambda: ex(cfg["legacy"], handle, params, None),
@@ -205,7 +205,7 @@ def main() -> None:
                 if kind == "ex":
                     ns = helper.loop_ex(ex_ptr, cfg[stream_name], handle, params, n, ctypes.byref(err))
                 else:
-                    ns = helper.loop_k(k_ptr, handle, streams[stream_name], params, n, ctypes.byref(err))
+                    ns = helper.loop_k(k_ptr, handle, handles[stream_name], params, n, ctypes.byref(err))
                 assert err.value == 0, f"C loop launch failed: {err.value}"
                 return ns / n / 1e3
             return run

@@ -76,8 +76,18 @@ def test_assembles_a_cubin_with_statistics(tool, target_name):
 def test_static_shared_memory_is_read_from_the_cubin(tool):
     kernel = asm.assemble(STATIC_SMEM_PTX.format(target="sm_90a"), "sm_90a",
                           kernel_name="with_static", tool=tool)
-    # 8 bytes of `bar`, padded so the extern block keeps its 1024-byte alignment.
-    assert kernel.static_smem_bytes > 0 and kernel.static_smem_bytes % 1024 == 0
+    # 8 bytes of `bar`, padded so the extern block keeps its 1024-byte alignment (the section also holds
+    # the CTA's reserved kilobyte, which is not static memory: ptxas' own log says "1024 bytes smem").
+    assert kernel.static_smem_bytes == 1024
+    assert asm._elf_section(kernel.cubin, ".nv.shared.with_static")[0] == 1024 + asm.RESERVED_SMEM_BYTES
+
+
+def test_a_kernel_with_only_the_dynamic_block_has_no_static_shared_memory(tool):
+    ptx = STATIC_SMEM_PTX.format(target="sm_90a").replace("    .shared .align 8 .b64 bar;\n", "").replace(
+        "mov.u32 %r2, bar;", "mov.u32 %r2, 0;").replace("    st.shared.u32 [bar], %r1;\n", "")
+    kernel = asm.assemble(ptx, "sm_90a", kernel_name="with_static", tool=tool)
+    assert asm._elf_section(kernel.cubin, ".nv.shared.with_static")[0] == asm.RESERVED_SMEM_BYTES
+    assert kernel.static_smem_bytes == 0
 
 
 def test_broken_ptx_reports_the_log_and_the_line(tool):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tsjit
-from tsjit.runtime import streams
+from tsjit.runtime import driver, streams
 
 pytestmark = pytest.mark.gpu
 
@@ -89,3 +89,29 @@ def test_bound_launch_replays_with_its_arguments():
         out.fill_bytes(0xFF)
         bound(0)
         np.testing.assert_allclose(out.numpy(), np.float32(3.0) * x + y, rtol=1e-6, atol=1e-6)
+
+
+@tsjit.kernel
+def reverse32(x, out):
+    s = tsjit.shared_array(tsjit.Float32, (32,))
+    t = tsjit.thread_idx().x
+    s[t] = x[t]
+    tsjit.syncthreads()
+    out[t] = s[31 - t]
+
+
+def test_static_shared_memory_is_the_drivers_and_the_rest_of_the_opt_in_limit_launches():
+    """The cubin's reserved kilobyte is not static memory: metadata, the driver and the launch check agree."""
+    rng = np.random.default_rng()
+    x = rng.standard_normal(32).astype(np.float32)
+    dx = tsjit.to_device(x)
+    compiled = reverse32.compile(dx, dx)
+    function = compiled.function()
+    assert compiled.metadata.static_smem_bytes == driver.function_attributes(function).static_smem_bytes == 0
+    limit = driver.device_properties().max_dynamic_smem_optin - compiled.metadata.static_smem_bytes
+    for smem in (0, limit):
+        out = _poisoned(32)
+        reverse32[(1,), (32,), smem](dx, out)
+        np.testing.assert_array_equal(out.numpy(), x[::-1])
+    with pytest.raises(tsjit.LaunchError, match="smem"):
+        reverse32[(1,), (32,), limit + 1](dx, _poisoned(32))

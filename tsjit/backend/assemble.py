@@ -42,12 +42,19 @@ from tsjit.errors import CompilationError, warn
 
 __all__ = ["AssembledKernel", "assemble", "assembler_setting", "select_tool",
            "choose_tool", "assembler_version", "available_tools", "parse_statistics",
-           "check_dynamic_smem_alignment", "ASSEMBLER_ENV"]
+           "check_dynamic_smem_alignment", "ASSEMBLER_ENV", "RESERVED_SMEM_BYTES"]
 
 #: Environment variable choosing the assembler: ``auto``, ``nvjitlink`` or ``ptxas``.
 ASSEMBLER_ENV = env.ASSEMBLER.name
 _SETTINGS = env.ASSEMBLER.choices
 _NVJITLINK_FIXED = (13, 1)      # first nvJitLink that keeps the dynamic-smem alignment
+#: Shared memory the hardware reserves at the start of every CTA's window on sm_80 and later (CUDA C++
+#: Programming Guide, "Technical Specifications per Compute Capability": 1 KB reserved for system use per
+#: block).  The ELF's ``.nv.shared.<kernel>`` section covers it (a kernel whose shared memory is all in the
+#: dynamic block has a 1024-byte section, and its dynamic block starts at 0x400), but neither the driver's
+#: ``CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES`` nor the opt-in limit counts it: on the H200 such a kernel reports
+#: 0 static bytes and launches with the whole 232448-byte opt-in limit as dynamic shared memory.
+RESERVED_SMEM_BYTES = 1024
 _INSTALL_NVJITLINK = "pip install 'nvidia-nvjitlink>=13.1'"
 _INSTALL_PTXAS = "pip install --no-deps nvidia-cuda-nvcc==13.0.88"
 
@@ -64,7 +71,11 @@ class AssembledKernel:
         registers: registers per thread.
         spill_stores_bytes / spill_loads_bytes: bytes spilled to local memory per thread.
         stack_frame_bytes: per-thread stack frame, bytes.
-        static_smem_bytes: static shared memory per CTA, bytes (ELF section size).
+        static_smem_bytes: static shared memory per CTA, bytes: the ``.nv.shared.<kernel>`` ELF
+            section (static variables, and the padding that keeps the dynamic block 1024-byte
+            aligned after them) less the :data:`RESERVED_SMEM_BYTES` it starts with.  This is what
+            the driver reports (``CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES``) and subtracts from the
+            opt-in limit: 0 for a kernel whose shared memory is all in the dynamic block.
         info_log: the assembler's full info log (kept even when parsing missed fields).
     """
 
@@ -473,8 +484,8 @@ def assemble(ptx: str, target: Target | str, *, kernel_name: str,
             f"{_log_excerpt(str(failed), ptx)}") from None
     stats = parse_statistics(log, kernel_name)
     section = _elf_section(cubin, f".nv.shared.{kernel_name}")
-    if section is not None:
-        stats["static_smem_bytes"] = section[0]
+    if section is not None:   # the section starts with the block's reserved kilobyte, which no limit counts
+        stats["static_smem_bytes"] = max(0, section[0] - RESERVED_SMEM_BYTES)
     if chosen == "nvjitlink" and (_nvjitlink()[0] or (0, 0)) < _NVJITLINK_FIXED:
         check_dynamic_smem_alignment(cubin, ptx, kernel_name, version)
     return AssembledKernel(cubin=cubin, tool=chosen, tool_version=version, info_log=log,
