@@ -19,7 +19,8 @@ EXPECTED_OUTPUT = {
     "30_attention_warp_specialized.ipynb": ["def consumer_schedule", "verdict: SAFE", "spill stores 0 B",
                                             "setmaxnreg.inc 232"],
     "08_when_the_checker_says_no.ipynb": ["[C0]", "Call ring.commit()", "[P2]", "Set num_bytes=16384",
-                                          "[R0]", "0 of 1 slot(s) free", "[race] race on", "smem[0:4096]"],
+                                          "[R0]", "0 of 1 slot(s) free", "'ring' is too shallow for this schedule",
+                                          "Give 'ring' at least 2 stages", "[race] race on", "smem[0:4096]"],
     # pipeline groups: the barrier counts read from the PTX of the grouped and the separate-ring programs
     "09_merge_copy.ipynb": ["barriers: group 12, separate rings 16, saved 4", "[T5]", "The corrected program: SAFE"],
     "10_merge_gemm.ipynb": ["barriers: group 12, separate rings 16, saved 4", "class CpAsyncTiles"],

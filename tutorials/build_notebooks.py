@@ -41,10 +41,18 @@ def cpu_interpreter():
 INTERPRETED = "    print('no GPU: ran on the CPU interpreter (TSJIT_INTERPRET=1) at small sizes: exact')"
 
 CHECKER_SETUP = """import os, sys, warnings
-# The broken programs are the test suite's corpus (tests/ts/verify/broken): one real mistake each, with
-# its corrected twin. They are Task Scheduling programs built on the host, so no kernel is compiled.
-ROOT = os.path.dirname(os.path.abspath(os.path.dirname(tsjit.__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests", "ts", "verify"))
+# The broken programs are the test suite's corpus (tests/ts/verify/broken of the checkout these notebooks
+# come with): one real mistake each, with its corrected twin. They are Task Scheduling programs built on the
+# host, so no kernel is compiled. The corpus is found next to this notebook's folder (run from tutorials/,
+# whichever way tsjit is installed) or next to the tsjit package (a checkout on the path).
+CORPUS = next((folder for folder in (os.path.join(os.pardir, "tests", "ts", "verify"),
+                                     os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(tsjit.__file__))),
+                                                  "tests", "ts", "verify"))
+               if os.path.isdir(os.path.join(folder, "broken"))), None)
+if CORPUS is None:
+    raise FileNotFoundError("this tutorial shows the broken programs of a tsjit checkout (tests/ts/verify/broken): "
+                            "run it from the checkout's tutorials/ folder")
+sys.path.insert(0, os.path.abspath(CORPUS))
 from broken import CASES
 from tsjit.errors import VerificationError
 from tsjit.ts import ScheduleWarning, TaskManager
