@@ -109,3 +109,34 @@ def test_cold_compile_emits_the_same_ptx_and_cubin_with_and_without_prewarm():
     off, on = _fresh_compile("off"), _fresh_compile("on")
     assert not any(k["from_cache"] for k in (*off.values(), *on.values()))
     assert on == off
+
+
+_HIT_CHILD = r"""
+import json, sys
+import numpy as np
+import tsjit
+
+@tsjit.kernel
+def copy(x, out):
+    i = tsjit.thread_idx().x
+    out[i] = x[i]
+
+x = np.zeros(8, np.float32)
+c = tsjit.compile(copy, x, x)
+print(json.dumps({"from_cache": c.metadata["from_cache"],
+                  "loaded": [m for m in ("llvmlite.binding", "cuda.bindings.driver", "cuda.bindings.nvjitlink",
+                                         "cuda.pathfinder") if m in sys.modules]}))
+"""
+
+
+def test_a_disk_cache_hit_loads_neither_llvm_nor_the_cuda_bindings(tmp_path):
+    """Issue 10 §2: a process whose kernels come from the disk cache does not pay for LLVM's native library
+    or cuda-bindings (they load on the first compile and the first launch)."""
+    script = tmp_path / "hit.py"
+    script.write_text(_HIT_CHILD)
+    env = dict(os.environ, TSJIT_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("TSJIT_ALWAYS_COMPILE", None)
+    runs = [json.loads(subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                                      check=True).stdout.splitlines()[-1]) for _ in range(2)]
+    assert runs[0]["from_cache"] is False and "llvmlite.binding" in runs[0]["loaded"]   # the cold compile
+    assert runs[1] == {"from_cache": True, "loaded": []}

@@ -113,5 +113,5 @@ def test_static_shared_memory_is_the_drivers_and_the_rest_of_the_opt_in_limit_la
         out = _poisoned(32)
         reverse32[(1,), (32,), smem](dx, out)
         np.testing.assert_array_equal(out.numpy(), x[::-1])
-    with pytest.raises(tsjit.LaunchError, match="smem"):
+    with pytest.raises(tsjit.LaunchError, match=f"{limit + 1} bytes of dynamic shared memory"):
         reverse32[(1,), (32,), limit + 1](dx, _poisoned(32))

@@ -19,8 +19,7 @@ from llvmlite import ir
 
 from tsjit.abi import LaunchRequirements
 from tsjit.backend import intrinsics as intrinsic_table
-from tsjit.backend import nvptx
-from tsjit.backend.targets import Target
+from tsjit.backend.targets import DATA_LAYOUT, TRIPLE, Target
 from tsjit.errors import CompilationError
 
 GLOBAL = 1
@@ -101,8 +100,8 @@ class KernelModule:
 
     def __init__(self, name: str, target: Target):
         self.module = ir.Module(name=name)
-        self.module.triple = nvptx.TRIPLE
-        self.module.data_layout = nvptx.DATA_LAYOUT
+        self.module.triple = TRIPLE
+        self.module.data_layout = DATA_LAYOUT
         self.target = target
         self.builder: ir.IRBuilder | None = None
         self.function: ir.Function | None = None

@@ -27,18 +27,12 @@ import threading
 
 import llvmlite.binding as llvm
 
-from tsjit.backend.targets import Target, get_target
+from tsjit.backend.targets import DATA_LAYOUT, TRIPLE, Target, get_target
 from tsjit.errors import CompilationError
 
 __all__ = ["TRIPLE", "DATA_LAYOUT", "llvm_to_ptx", "optimize_llvm", "parse_and_verify",
            "target_machine"]
 
-#: LLVM target triple of every tsjit module.
-TRIPLE = "nvptx64-nvidia-cuda"
-
-#: NVPTX64 data layout of LLVM 22 (``str(target_machine.target_data)``; the same for
-#: every sm_* cpu): 64-bit pointers, 32-bit tensor-memory pointers (address space 6).
-DATA_LAYOUT = "e-p6:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
 
 _lock = threading.RLock()
 _initialized = False

@@ -31,8 +31,16 @@ from dataclasses import dataclass
 from tsjit import env
 from tsjit.errors import CompilationError, TsjitError
 
-__all__ = ["Target", "DEFAULT_TARGET", "KNOWN_TARGETS", "environment_target", "get_target",
+__all__ = ["TRIPLE", "DATA_LAYOUT", "Target", "DEFAULT_TARGET", "KNOWN_TARGETS", "environment_target", "get_target",
            "target_for_capability"]
+
+#: LLVM target triple of every tsjit module.
+TRIPLE = "nvptx64-nvidia-cuda"
+
+#: NVPTX64 data layout of LLVM 22 (``str(target_machine.target_data)``; the same for
+#: every sm_* cpu): 64-bit pointers, 32-bit tensor-memory pointers (address space 6).
+#: Here, not in :mod:`tsjit.backend.nvptx`, so that building IR does not load LLVM's native library.
+DATA_LAYOUT = "e-p6:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
 
 #: The target used when neither the caller nor the device says otherwise (an H200).
 DEFAULT_TARGET = "sm_90a"

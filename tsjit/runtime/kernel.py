@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from tsjit import env
 from tsjit.abi import LaunchRequirements
 from tsjit.backend import assemble as assembler
-from tsjit.backend import nvptx
 from tsjit.backend.targets import DEFAULT_TARGET, environment_target, get_target, target_for_capability
 from tsjit.errors import CompilationError, CompileArgumentError, LaunchError, TsjitError, UsageTypeError, hide_from_pytest
 from tsjit.frontend import artifacts
@@ -272,6 +271,7 @@ class Kernel:
             lowered = compile_to_llvm(self.fn, arg_specs, target, **self.options)
         t1 = time.perf_counter()
         assembler.prewarm()  # nvJitLink's discovery and dlopen (they hold the GIL) overlap LLVM (it does not)
+        from tsjit.backend import nvptx  # lazily: LLVM's native library loads only when a kernel is compiled
         ptx = nvptx.llvm_to_ptx(lowered.llir, target)
         t2 = time.perf_counter()
         asm = assembler.assemble(ptx, target, kernel_name=lowered.name)
