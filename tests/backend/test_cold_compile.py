@@ -139,4 +139,6 @@ def test_a_disk_cache_hit_loads_neither_llvm_nor_the_cuda_bindings(tmp_path):
     runs = [json.loads(subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
                                       check=True).stdout.splitlines()[-1]) for _ in range(2)]
     assert runs[0]["from_cache"] is False and "llvmlite.binding" in runs[0]["loaded"]   # the cold compile
-    assert runs[1] == {"from_cache": True, "loaded": []}
+    assert runs[1]["from_cache"] is True
+    # (a host whose assembler is ptxas finds it, with cuda.pathfinder, for the key's version text)
+    assert not {"llvmlite.binding", "cuda.bindings.driver"} & set(runs[1]["loaded"]), runs[1]
