@@ -68,6 +68,7 @@ from tsjit.examples.attention_tiles import BLOCK_M, AttentionShape
 from tsjit.examples.attention_softmax import (NEG_INF, initial_stats, mask_scores, online_softmax,
                                               pack_probabilities, plus, quad_reduce, row_half)
 from tsjit.lang.epilogue import store_fragment_global, store_fragment_shared
+from tsjit.lang import turns
 from tsjit.lang.fragment import Fragment
 from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
 
@@ -78,7 +79,7 @@ HEAD_DIMS = (64, 128, 256)
 LOG2_E = 1.4426950408889634
 PRODUCER_REGISTERS = 40        # setmaxnreg of the load warps and the consumer warpgroups: what the load warps
 CONSUMER_REGISTERS = 232       # give up (168 - 40, the default 65536 / 384 rounded to 8), each consumer takes (232 - 168)
-PINGPONG_BARRIER = 3          # named barriers 3 and 4: the tensor-core turn of warpgroup 0 / 1 (1, 2: epilogue)
+PINGPONG_BARRIER = turns.TURN_BARRIER   # named barriers 3, 4: the tensor-core turn of warpgroup 0 / 1 (1, 2: epilogue)
 
 #: default KV tile rows and ring stages per head_dim (shared memory: Q + 2 rings + O staging < 227 KiB; head_dim
 #: 256 stores O from registers, its staging buffer would not fit)
@@ -206,7 +207,7 @@ class KTiles(KVRing):
         shape = self.shape
         warpgroup = tsjit.warp_idx() // 4 - 1
         if tsjit.const_expr(shape.pingpong):
-            tsjit.named_barrier_sync(PINGPONG_BARRIER + warpgroup, 256)
+            turns.take_turn(warpgroup, PINGPONG_BARRIER)
         stage = stage_info.stage_idx
         s = wgmma.fence_operand(Fragment.zeros(shape.block_n // 2))   # defined before the wgmma fence
         wgmma.fence()
@@ -218,7 +219,7 @@ class KTiles(KVRing):
                                 scale_d=0 if kk == 0 else 1)
         wgmma.commit_group()
         if tsjit.const_expr(shape.pingpong and peeled):
-            tsjit.named_barrier_arrive(PINGPONG_BARRIER + 1 - warpgroup, 256)
+            turns.pass_turn(warpgroup, PINGPONG_BARRIER)
         return s
 
     @ts.consumer_work(returns=("s", "stats"))
@@ -274,7 +275,7 @@ class VTiles(KVRing):
         """Ping-pong: warpgroup 1 gives warpgroup 0 the first turn at the tensor cores (once per CTA)."""
         if tsjit.const_expr(self.shape.pingpong):
             if tsjit.warp_idx() // 4 == 2:
-                tsjit.named_barrier_arrive(PINGPONG_BARRIER, 256)
+                turns.give_first_turn(PINGPONG_BARRIER)
 
     @ts.consumer_work(returns="o")
     def issue_accumulate(self, stage_info, p, o, *, last: tsjit.Constexpr[bool] = False):
@@ -284,7 +285,7 @@ class VTiles(KVRing):
         shape = self.shape
         warpgroup = tsjit.warp_idx() // 4 - 1
         if tsjit.const_expr(shape.pingpong and last):
-            tsjit.named_barrier_sync(PINGPONG_BARRIER + warpgroup, 256)
+            turns.take_turn(warpgroup, PINGPONG_BARRIER)
         b_desc = wgmma.make_descriptor(self.tiles[stage_info.stage_idx], major="MN", swizzle="128B")
         o = wgmma.fence_operand(o)           # the rescale and the P conversion stay above the wgmma fence
         p = wgmma.fence_operand(p)
@@ -294,7 +295,7 @@ class VTiles(KVRing):
             o = wgmma.mma_async(o, a, b_desc.k_step(kk), n=shape.head_dim, a_dtype=self.tmap.dtype)
         wgmma.commit_group()
         if tsjit.const_expr(shape.pingpong):
-            tsjit.named_barrier_arrive(PINGPONG_BARRIER + 1 - warpgroup, 256)
+            turns.pass_turn(warpgroup, PINGPONG_BARRIER)
         return o
 
     @ts.consumer_work(returns="o", work_attrs=ts.WorkAttr.AUXILIARY)

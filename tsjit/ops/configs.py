@@ -47,6 +47,7 @@ SM_L2_BYTES_PER_S = 120e9          # what one SM streams to / from L2 (the split
 REDUCTION_PASS_S = 0.8e-6          # one pass of the reducer: an L2 round trip for every split's partial
 K_TILE_LATENCY_S = 0.2e-6          # least time per K tile (wait, MMAs, wait_group, release): bounds small tiles
 BLOCK_MS = (128, 64)
+PINGPONG_SCHEDULES = ("pingpong", "pingpong-shared")
 BLOCK_NS = (256, 128, 64, 32, 16)
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
 MIN_K_TILES_PER_SPLIT = 4
@@ -96,6 +97,11 @@ class GemmConfig:
         splits: split-K factor (1: none).
         group_m: rows of tiles per group of the grouped (L2-friendly) tile order.
         block_k: K elements per stage (64 for 16-bit inputs, 128 for fp8).
+        schedule: ``"cooperative"`` (both MMA warpgroups multiply their 64 rows of a tile together) or
+            ``"pingpong"`` (:mod:`tsjit.ops.gemm_pingpong`: BM = 128, each warpgroup multiplies its 64-row
+            half of a tile in turn, from a ring of its own, so one's epilogue runs under the other's MMAs;
+            ``stages`` is per warpgroup's ring; no split-K), or ``"pingpong-shared"`` (the same with one
+            ring shared by both warpgroups, whose domain walks half 0's K tiles, then half 1's).
         estimate_us: the cost model's estimate (microseconds).
     """
 
@@ -107,10 +113,23 @@ class GemmConfig:
     splits: int
     group_m: int = 8
     block_k: int = BK
+    schedule: str = "cooperative"
     estimate_us: float = field(default=0.0, compare=False)
+
+    @property
+    def load_rows(self) -> int:
+        """Rows of X one TMA load brings per stage: the tile's (cooperative), one half (ping-pong)."""
+        return self.block_m // 2 if self.schedule in PINGPONG_SCHEDULES else self.block_m
 
     def describe(self) -> str:
         split = f", split-K {self.splits}" if self.splits > 1 else ""
+        if self.schedule == "pingpong":
+            return (f"{self.block_m}x{self.block_n}x{self.block_k} tile, ping-pong: 2 consumer warpgroups take "
+                    f"turns on its 64-row halves, {self.stages} stages per warpgroup's ring, {self.epilogue} epilogue")
+        if self.schedule == "pingpong-shared":
+            return (f"{self.block_m}x{self.block_n}x{self.block_k} tile, ping-pong: 2 consumer warpgroups take "
+                    f"turns on its {self.block_m // 2}-row halves from one shared ring of {self.stages} stages, "
+                    f"{self.epilogue} epilogue")
         return (f"{self.block_m}x{self.block_n}x{self.block_k} tile, {self.block_m // 64} consumer warpgroup(s), "
                 f"{self.stages} stages, {self.epilogue} epilogue{split}")
 
@@ -138,11 +157,31 @@ def k_tile(in_bytes: int) -> int:
     return BK * 2 // in_bytes
 
 
-def stages_for(block_m: int, block_n: int, epilogue: str, staged: int, in_bytes: int) -> int:
-    """The deepest ring (3..8 stages) that fits next to the epilogue's staging tile."""
-    stage = (block_m + block_n) * k_tile(in_bytes) * in_bytes
-    staging = block_m * staged * 2 if epilogue == "tma" else 0
+def stages_for(block_m: int, block_n: int, epilogue: str, staged: int, in_bytes: int,
+               schedule: str = "cooperative") -> int:
+    """The deepest ring (2..8 stages) that fits next to the epilogue's staging tile; ping-pong: the
+    depth of each of the two warpgroups' rings (64-row X tiles)."""
+    if schedule in PINGPONG_SCHEDULES:   # X tiles of half the rows; "pingpong": a ring per warpgroup
+        stage = (2 if schedule == "pingpong" else 1) * (block_m // 2 + block_n) * k_tile(in_bytes) * in_bytes
+    else:
+        stage = (block_m + block_n) * k_tile(in_bytes) * in_bytes
+    rows = 128 if schedule in PINGPONG_SCHEDULES else block_m     # ping-pong: a 64-row staging tile per warpgroup
+    staging = rows * staged * 2 if epilogue == "tma" else 0
     return max(2, min(8, (SMEM_BUDGET - staging) // stage))
+
+
+def pingpong_staging(block_n: int, epilogue: str, in_bytes: int, schedule: str = "pingpong",
+                     block_m: int = 128) -> tuple[int, int]:
+    """(stages, staged columns) of a ping-pong ``block_m`` x ``block_n`` tile: the deepest rings first (the
+    epilogue is hidden under the other warpgroup's MMAs), then the widest staging tile that fits, at
+    most 128 columns (a 256-column pass with a fused epilogue spills: 32 B with nvJitLink 13)."""
+    if epilogue != "tma":
+        return stages_for(block_m, block_n, epilogue, 0, in_bytes, schedule), 64
+    rings = 2 if schedule == "pingpong" else 1
+    options = [w for w in (128, 64) if block_n % w == 0 and w <= block_n]
+    fits = [(stages_for(block_m, block_n, epilogue, w, in_bytes, schedule), w) for w in options
+            if rings * 2 * (block_m // 2 + block_n) * k_tile(in_bytes) * in_bytes + 128 * w * 2 <= SMEM_BUDGET]
+    return max(fits)
 
 
 def _efficiency(block_m: int, block_n: int) -> float:
@@ -204,9 +243,23 @@ def choose(problem: Problem) -> tuple[GemmConfig, list[tuple[float, int, int, in
 
 
 def make_config(problem: Problem, block_m: int, block_n: int, splits: int, *, group_m: int = 8,
-                estimate_us: float = 0.0) -> GemmConfig:
+                estimate_us: float = 0.0, schedule: str = "cooperative") -> GemmConfig:
     """The full :class:`GemmConfig` of a (BM, BN, split-K) choice for ``problem``: the epilogue (TMA
-    when D allows it and there is no split), the staged columns and the deepest ring that fits."""
+    when D allows it and there is no split), the staged columns and the deepest ring that fits.
+    ``schedule="pingpong"`` needs BM = 128 and no split-K (:mod:`tsjit.ops.gemm_pingpong`)."""
+    if schedule in PINGPONG_SCHEDULES:
+        halves = (128, 256) if schedule == "pingpong-shared" else (128,)
+        if (block_m not in halves or (block_m == 256 and block_n > 128) or splits != 1 or block_n < 64
+                or block_n % 64):
+            raise ValueError(f"a {schedule} configuration needs BM in {halves} (256: BN <= 128), BN a multiple of "
+                             f"64 and no split-K; got BM={block_m}, BN={block_n}, split-K {splits}")
+        tma = problem.tma_output and problem.out_bytes == 2
+        epilogue = "tma" if tma else "direct"
+        if epilogue == "direct" and problem.epilogue_loads and block_n > 128:
+            block_n = 128                       # a 256-wide direct epilogue with loads spills (as cooperative)
+        stages, staged = pingpong_staging(block_n, epilogue, problem.in_bytes, schedule, block_m)
+        return GemmConfig(block_m, block_n, stages, epilogue, staged, 1, group_m=group_m,
+                          block_k=k_tile(problem.in_bytes), schedule=schedule, estimate_us=estimate_us)
     tma = problem.tma_output and splits == 1 and block_n % 64 == 0 and problem.out_bytes == 2
     epilogue = "tma" if tma else "direct"
     if epilogue == "direct" and problem.epilogue_loads and block_n > 128 and splits == 1:

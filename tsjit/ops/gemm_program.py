@@ -160,7 +160,11 @@ class WarpgroupMmaRing(ts.MemoryResource):
 
 @dataclass(kw_only=True)
 class OperandRing(WarpgroupMmaRing):
-    """The TMA ring of X and Y tiles; its consumer works run the warpgroup MMAs."""
+    """The TMA ring of X and Y tiles; its consumer works run the warpgroup MMAs.  A work tile has
+    ``lanes * block_m`` rows; the ring loads the ``block_m`` rows of lane ``lane`` (cooperative: the
+    one lane; ping-pong, :mod:`tsjit.ops.gemm_pingpong`: one 64-row ring per MMA warpgroup), or, with
+    ``sequential_lanes``, of every lane in turn: K tiles ``0 .. k_tiles - 1`` of lane 0, then of lane 1, ...
+    (the shared-ring ping-pong, whose domain is ``lanes * k_tiles`` long)."""
 
     x_map: object
     y_map: object
@@ -171,6 +175,9 @@ class OperandRing(WarpgroupMmaRing):
     split_k: bool = False
     splits: object = 1
     k_tiles: object = 1
+    lane: int = 0
+    lanes: int = 1
+    sequential_lanes: bool = False
     bk: int = BK
     x_tiles: object = None
     y_tiles: object = None
@@ -206,14 +213,18 @@ class OperandRing(WarpgroupMmaRing):
         m, n, l = stage_info.work_tile.coords
         kt = stage_info.loop_offset
         batch = l
+        lane = self.lane
         if tsjit.const_expr(self.split_k):
             batch = l // self.splits
             kt = kt + (l % self.splits) * self.k_tiles // self.splits
+        if tsjit.const_expr(self.sequential_lanes):       # the domain walks lane 0's K tiles, then lane 1's, ...
+            lane = kt // self.k_tiles
+            kt = kt - lane * self.k_tiles
         k = kt * self.bk
         if tsjit.elect_one():
             stage = stage_info.stage_idx
             bar = stage_info.barrier
-            row0 = m * self.block_m
+            row0 = (m * self.lanes + lane) * self.block_m   # ping-pong: the lane's rows of the work tile
             col0 = n * self.block_n
             if tsjit.const_expr(self.x_major == "K"):
                 if tsjit.const_expr(self.batched):
@@ -247,6 +258,8 @@ class OperandRing(WarpgroupMmaRing):
 class OutputTile(ts.MemoryResource):
     """D in global memory, written by the MMA warpgroups (see the module docstring for the modes).
 
+    Each MMA warpgroup stores ``warpgroup_rows`` rows of the tile (64: its fragment; 128 in the
+    shared-ring ping-pong with 128-row halves: two fragments, one after the other).
     ``c`` is the output viewed in D's coordinates (rank 2, or rank 3 with a leading batch);
     ``fused`` the :class:`~tsjit.lang.epilogue.FusedEpilogue`, ``operands`` its run-time tensors
     and scalars."""
@@ -268,19 +281,20 @@ class OutputTile(ts.MemoryResource):
     tiles_n: object = 1
     workspace: object = None
     counters: object = None
+    warpgroup_rows: int = 64
     staging: object = None
 
     def __post_init__(self):
-        if self.mode == "tma":
-            self.staging = tsjit.shared_array(self.c_map.dtype, (self.block_m // 64, self.staged_columns // BOX,
-                                                                 64, BOX), align=1024)
+        if self.mode == "tma":   # one 64-row staging tile per MMA warpgroup
+            self.staging = tsjit.shared_array(self.c_map.dtype, (self.block_m // self.warpgroup_rows,
+                                                                 self.staged_columns // BOX, 64, BOX), align=1024)
 
     @ts.producer_work()
     def store(self, stage_info, acc):
         m, n, l = stage_info.work_tile.coords
         warpgroup = tsjit.warp_idx() // 4 - 1
         tid = tsjit.thread_idx().x % WARPGROUP
-        row0 = m * self.block_m + warpgroup * 64
+        row0 = m * self.block_m + warpgroup * self.warpgroup_rows
         col0 = n * self.block_n
         batch = l
         if tsjit.const_expr(self.split_k):
@@ -292,32 +306,36 @@ class OutputTile(ts.MemoryResource):
             reduce_split_k(acc, out, self.workspace, self.counters, tile, l % self.splits, self.splits, self.fused,
                            self.operands, batch, row0, col0, self.rows, self.cols, self.block_m, self.block_n)
             return
+        fragment = self.block_n // 2                    # accumulator registers per 64-row fragment
         if tsjit.const_expr(self.mode == "direct"):
             out = self.c
             if tsjit.const_expr(self.batched):
                 out = self.c[batch]
-            store_direct(list(acc), out, self.fused, self.operands, batch, row0, col0, self.rows, self.cols, tid,
-                         self.block_n)
+            for sub in tsjit.range_constexpr(self.warpgroup_rows // 64):
+                store_direct(list(acc[sub * fragment:(sub + 1) * fragment]), out, self.fused, self.operands, batch,
+                             row0 + sub * 64, col0, self.rows, self.cols, tid, self.block_n)
             return
         buffer = self.staging[warpgroup]
         columns = self.staged_columns
         per_pass = columns // 2                         # accumulator registers per staged pass
-        for part in tsjit.range_constexpr(self.block_n // columns):
-            if tid == 0:
-                tsjit.bulk_wait_group(0, read=True)     # the previous pass has left the staging buffer
-            tsjit.named_barrier_sync(1 + warpgroup, WARPGROUP)
-            fn = self.fused.bind(self.operands, batch, row0, col0 + part * columns, self.rows, self.cols)
-            store_fragment_shared(Fragment(acc[part * per_pass:(part + 1) * per_pass]), buffer, swizzle="128B",
-                                  tid=tid, fn=fn)
-            tsjit.fence_proxy_async()
-            tsjit.named_barrier_sync(1 + warpgroup, WARPGROUP)
-            if tid == 0:
-                for box in tsjit.range_constexpr(columns // BOX):
-                    if tsjit.const_expr(self.batched):
-                        tsjit.tma_store(self.c_map, buffer[box], (batch, row0, col0 + part * columns + box * BOX))
-                    else:
-                        tsjit.tma_store(self.c_map, buffer[box], (row0, col0 + part * columns + box * BOX))
-                tsjit.bulk_commit_group()
+        for sub in tsjit.range_constexpr(self.warpgroup_rows // 64):
+            row = row0 + sub * 64
+            for part in tsjit.range_constexpr(self.block_n // columns):
+                if tid == 0:
+                    tsjit.bulk_wait_group(0, read=True)     # the previous pass has left the staging buffer
+                tsjit.named_barrier_sync(1 + warpgroup, WARPGROUP)
+                fn = self.fused.bind(self.operands, batch, row, col0 + part * columns, self.rows, self.cols)
+                first = sub * fragment + part * per_pass
+                store_fragment_shared(Fragment(acc[first:first + per_pass]), buffer, swizzle="128B", tid=tid, fn=fn)
+                tsjit.fence_proxy_async()
+                tsjit.named_barrier_sync(1 + warpgroup, WARPGROUP)
+                if tid == 0:
+                    for box in tsjit.range_constexpr(columns // BOX):
+                        if tsjit.const_expr(self.batched):
+                            tsjit.tma_store(self.c_map, buffer[box], (batch, row, col0 + part * columns + box * BOX))
+                        else:
+                            tsjit.tma_store(self.c_map, buffer[box], (row, col0 + part * columns + box * BOX))
+                    tsjit.bulk_commit_group()
 
     @ts.producer_work(work_attrs=ts.WorkAttr.AUXILIARY)
     def flush(self, stage_info):
@@ -338,12 +356,20 @@ class SplitTask(ts.Task):
         return (split + 1) * self.k_tiles // self.splits - split * self.k_tiles // self.splits
 
 
-def mainloop_schedules(k_domain):
+def mainloop_schedules(k_domain, turns: str = "none"):
     """The three schedules of the TMA -> wgmma GEMM, for a K domain ending at ``k_domain`` (a
     count, or a Task subclass's ``get_domain`` for a per-tile end): ``load`` (acquire, TMA, commit
     per K tile), ``idle`` (padding warps: only the queue epilogue) and ``mma`` (wait, MMAs, release
     the previous stage, then retire, release the last stage and store the tile).  Shared by
-    :func:`gemm_program` and the tutorial GEMM (``tsjit/examples/gemm.py``)."""
+    :func:`gemm_program`, the ping-pong programs (:mod:`tsjit.ops.gemm_pingpong`) and the tutorial
+    GEMM (``tsjit/examples/gemm.py``).
+
+    ``turns`` (ping-pong, the ring's works of :mod:`tsjit.lang.turns`): ``"none"``; ``"tile"``: the
+    ring's ``start_turns`` once before the work tile loop and every tile's K loop between its
+    ``take_turn`` and ``pass_turn``; ``"mma"``: only ``start_turns`` (the ring's ``mma`` takes and
+    passes the turns itself)."""
+    if turns not in ("none", "tile", "mma"):
+        raise ValueError(f"mainloop_schedules: turns must be 'none', 'tile' or 'mma'; got {turns!r}")
 
     @ts.schedule
     def load_schedule(q: WorkQueue, s: ts.MemoryResource):
@@ -367,13 +393,19 @@ def mainloop_schedules(k_domain):
 
     @ts.schedule
     def mma_schedule(q: WorkQueue, s: ts.MemoryResource, o: ts.MemoryResource):
+        if turns != "none":
+            s.start_turns()
         with ts.work_tile_loop(q):
             acc = s.zero_accumulator()
+            if turns == "tile":
+                s.take_turn()
             with ts.domain_loop(0, k_domain, 1) as d:
                 s.wait()
                 acc = s.mma(acc)
                 with d.every(1, start=1):
                     s.release()          # the previous stage: its MMAs retired in wait_group(1)
+            if turns == "tile":
+                s.pass_turn()            # the last MMA group is still in flight
             acc = s.retire(acc)
             s.release()                  # the last stage
             o.store(acc)
@@ -448,14 +480,16 @@ def threads_per_cta(block_m: int) -> int:
 
 
 def compile_program(config, *, x_major: str = "K", y_major: str = "K", batched: bool = False, fused=None,
-                    in_dtype=tsjit.BFloat16, out_dtype=tsjit.BFloat16, y_dtype=None, target: str = "sm_90a"):
-    """Compile :func:`gemm_program` for a :class:`~tsjit.ops.configs.GemmConfig` without a GPU (spec
-    stand-ins for every array), as ``tsjit.ops.matmul`` would launch it; returns the
-    :class:`~tsjit.CompiledKernel` (``metadata`` has registers and spill bytes)."""
+                    in_dtype=tsjit.BFloat16, out_dtype=tsjit.BFloat16, y_dtype=None, target: str = "sm_90a",
+                    kernel=None):
+    """Compile :func:`gemm_program` (or ``kernel``, a kernel with its arguments: the ping-pong
+    :func:`tsjit.ops.gemm_pingpong.gemm_pingpong`) for a :class:`~tsjit.ops.configs.GemmConfig`
+    without a GPU (spec stand-ins for every array), as ``tsjit.ops.matmul`` would launch it; returns
+    the :class:`~tsjit.CompiledKernel` (``metadata`` has registers and spill bytes)."""
     lead = (1,) if batched else ()
     y_dtype = in_dtype if y_dtype is None else y_dtype
     bk = k_tile_elements(in_dtype)
-    x_box = lead + ((config.block_m, bk) if x_major == "K" else (bk, BOX))
+    x_box = lead + ((config.load_rows, bk) if x_major == "K" else (bk, BOX))
     y_box = lead + ((config.block_n, bk) if y_major == "K" else (bk, BOX))
     x = tsjit.tensormap_spec(in_dtype, x_box, swizzle="128B")
     y = tsjit.tensormap_spec(y_dtype, y_box, swizzle="128B")
@@ -470,7 +504,7 @@ def compile_program(config, *, x_major: str = "K", y_major: str = "K", batched: 
     counters = tsjit.spec((1024,), tsjit.Int32) if config.splits > 1 else tsjit.spec((1,), tsjit.Float32)
     scale_x = tsjit.spec((1024,) if fused.scale_rows == "vector" else (1,), tsjit.Float32)
     scale_y = tsjit.spec((1024,) if fused.scale_cols == "vector" else (1,), tsjit.Float32)
-    return tsjit.compile(gemm_program, x, y, c, c_map, bias, residual, workspace, counters, scale_x, scale_y,
+    return tsjit.compile(gemm_program if kernel is None else kernel, x, y, c, c_map, bias, residual, workspace, counters, scale_x, scale_y,
                          1, 1, 1, 1,
                          1.0, 0.0, config.block_m, config.block_n, config.stages, x_major, y_major,
                          config.epilogue, config.staged_columns, config.splits, batched, config.group_m, fused,

@@ -44,7 +44,7 @@ from tsjit.errors import LaunchError
 from tsjit.lang import dtypes as dt
 from tsjit.lang.epilogue import ACTIVATIONS, FusedEpilogue
 from tsjit.ops import autotune, configs
-from tsjit.ops.gemm_program import gemm_program, threads_per_cta
+from tsjit.ops.gemm_pingpong import kernel_for, threads_for
 from tsjit.ops.staging import copy_launch, staging_buffer
 from tsjit.ops.operands import (FP8_DTYPES, TORCH_DTYPES, TORCH_TYPES, Operand, operand, operand_layout, scale_operand,
                                 scale_vector, stream_handle)
@@ -203,7 +203,8 @@ class _Plan:
                                    residual=residual is not None, function=epilogue_fn,
                                    transposed=self.swapped and epilogue_fn is not None, scale_rows=scale_rows,
                                    scale_cols=scale_cols)
-        sms = driver.device_properties().sm_count if sms is None else sms
+        if sms is None:   # the CPU interpreter (TSJIT_INTERPRET=1) stands in for an H200's 132 SMs
+            sms = 132 if env.interpret() else driver.device_properties().sm_count
         self.problem = configs.Problem(self.P, self.Q, K, batch, x_major, y_major, tma_output,
                                        self.fused.loads_per_element, A.dtype.itemsize, dtype.itemsize, sms)
         self.config, self.ranked = configs.choose(self.problem)
@@ -214,7 +215,7 @@ class _Plan:
         cfg = self.config
         tiles = configs.ceil_div(self.P, cfg.block_m) * configs.ceil_div(self.Q, cfg.block_n) * batch
         self.grid = (min(tiles * cfg.splits, sms),)
-        self.block = (threads_per_cta(cfg.block_m),)
+        self.block = (threads_for(cfg),)
         self.workspace_floats = tiles * cfg.splits * cfg.block_m * cfg.block_n
         self.counters = tiles * cfg.block_m // 32
         self.bindings: dict = {}
@@ -278,7 +279,7 @@ class _Plan:
         cfg = self.config
         x, y = ((B, 1), (A, 2)) if self.swapped else ((A, 2), (B, 1))
         copies = []
-        x_map = self._tensormap(x[0], x[1], self.x_layout, cfg.block_m, stream, "x", copies)
+        x_map = self._tensormap(x[0], x[1], self.x_layout, cfg.load_rows, stream, "x", copies)
         y_map = self._tensormap(y[0], y[1], self.y_layout, cfg.block_n, stream, "y", copies)
         c_view = self._d_view(out)
         if cfg.epilogue == "tma":
@@ -296,12 +297,17 @@ class _Plan:
         scale_x, scale_y = (scale_b, scale_a) if self.swapped else (scale_a, scale_b)
         scale_x = _dummy(1) if scale_x is None else scale_vector(scale_x)
         scale_y = _dummy(1) if scale_y is None else scale_vector(scale_y)
-        gemm = gemm_program.bind(
-            x_map, y_map, c_view, c_map, bias_view, residual_view, workspace, counters, scale_x, scale_y,
-            self.P, self.Q, self.K,
-            self.batch, float(alpha), float(beta), cfg.block_m, cfg.block_n, cfg.stages,
-            self.problem.x_major, self.problem.y_major, cfg.epilogue, cfg.staged_columns, cfg.splits,
-            self.batched, cfg.group_m, self.fused, grid=self.grid, block=self.block)
+        arguments = (x_map, y_map, c_view, c_map, bias_view, residual_view, workspace, counters, scale_x, scale_y,
+                     self.P, self.Q, self.K,
+                     self.batch, float(alpha), float(beta), cfg.block_m, cfg.block_n, cfg.stages,
+                     self.problem.x_major, self.problem.y_major, cfg.epilogue, cfg.staged_columns, cfg.splits,
+                     self.batched, cfg.group_m, self.fused)
+        kernel = kernel_for(cfg)
+        if env.interpret():   # the CPU interpreter runs plain launches (a packed launch needs the driver)
+            launch = kernel[self.grid, self.block]
+            gemm = lambda stream: launch(*arguments, stream=stream)  # noqa: E731
+        else:
+            gemm = kernel.bind(*arguments, grid=self.grid, block=self.block)
         return _Sequence(copies + [gemm]) if copies else gemm
 
     def run(self, A, B, out, bias, residual, alpha, beta, stream: int, scale_a=None, scale_b=None):

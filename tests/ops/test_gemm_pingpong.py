@@ -1,0 +1,105 @@
+"""The ping-pong GEMM configuration without a GPU (issue 15, CPU evidence): every ping-pong
+configuration family compiles for sm_90a with 0 spills with both assemblers (where installed), its
+Task Scheduling program is proven SAFE by the exhaustive checker, the turns are the named barriers
+of tsjit.lang.turns, the shared-memory budget holds, and misuse is refused with errors naming the
+parameter."""
+import pytest
+
+import tsjit
+from tsjit.backend.assemble import assemble, available_tools
+from tsjit.lang.epilogue import FusedEpilogue
+from tsjit.ops import configs
+from tsjit.ops.gemm_pingpong import (THREADS, compile_config, gemm_pingpong, gemm_pingpong_shared, kernel_for,
+                                     threads_for)
+from tsjit.ops.gemm_program import gemm_program
+
+ASSEMBLERS = [tool for tool in ("nvjitlink", "ptxas") if tool in available_tools()]
+
+
+def _verdicts(monkeypatch):
+    from tsjit.ts import task_manager
+    seen = []
+    original = task_manager.TaskManager.print_and_verify
+
+    def recording(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        seen.append(self.exhaustive_result.verdict)
+        return out
+
+    monkeypatch.setattr(task_manager.TaskManager, "print_and_verify", recording)
+    monkeypatch.setenv("TSJIT_DISABLE_CACHE", "1")
+    return seen
+
+
+def _pingpong(block_n, tma=True, schedule="pingpong", **problem):
+    return configs.make_config(configs.Problem(4096, 4096, 4096, tma_output=tma, **problem), 128, block_n, 1,
+                               schedule=schedule)
+
+
+CONFIGS = [
+    # (schedule, BN, TMA output, x_major, y_major, batched, fused)
+    ("pingpong", 256, True, "K", "K", False, FusedEpilogue()),
+    ("pingpong", 256, True, "K", "MN", False, FusedEpilogue(bias="col", activation="relu")),
+    ("pingpong", 192, True, "MN", "K", False, FusedEpilogue(alpha=True, beta=True, bias="row",
+                                                            activation="gelu_tanh", residual=True)),
+    ("pingpong", 128, True, "K", "K", True, FusedEpilogue(activation="silu")),
+    ("pingpong", 128, False, "K", "MN", False, FusedEpilogue(bias="col", residual=True)),
+    ("pingpong", 64, True, "MN", "MN", False, FusedEpilogue()),
+    ("pingpong-shared", 256, True, "K", "K", False, FusedEpilogue()),
+    ("pingpong-shared", 256, True, "MN", "MN", False, FusedEpilogue(bias="row", activation="silu")),
+    ("pingpong-shared", 192, False, "K", "MN", True, FusedEpilogue(alpha=True, residual=True)),
+    ("pingpong-shared", 128, True, "K", "K", False, FusedEpilogue(bias="col", activation="gelu_tanh")),
+]
+
+
+@pytest.mark.parametrize("schedule,block_n,tma,x_major,y_major,batched,fused", CONFIGS)
+def test_pingpong_config_compiles_without_spills_and_verifies_safe(monkeypatch, schedule, block_n, tma, x_major,
+                                                                   y_major, batched, fused):
+    verdicts = _verdicts(monkeypatch)
+    cfg = _pingpong(block_n, tma, schedule, x_major=x_major, y_major=y_major)
+    assert cfg.schedule == schedule and cfg.epilogue == ("tma" if tma else "direct")
+    k = compile_config(cfg, x_major=x_major, y_major=y_major, batched=batched, fused=fused)
+    assert f"m64n{block_n}k16.f32.bf16.bf16" in k.ptx
+    assert verdicts == ["SAFE"]
+    # the turns: bar.sync on barrier 3 + w and bar.arrive on 4 - w, 256 threads (tsjit.lang.turns)
+    assert "barrier.sync.aligned" in k.ptx or "bar.sync" in k.ptx
+    for tool in ASSEMBLERS:
+        asm = assemble(k.ptx, "sm_90a", kernel_name=k.metadata["kernel_name"], tool=tool)
+        assert (asm.spill_stores_bytes, asm.spill_loads_bytes, asm.stack_frame_bytes) == (0, 0, 0), tool
+
+
+@pytest.mark.parametrize("schedule", ["pingpong", "pingpong-shared"])
+def test_pingpong_shared_memory_budget_holds(schedule):
+    for block_n in (64, 128, 192, 256):
+        for tma in (True, False):
+            cfg = _pingpong(block_n, tma, schedule)
+            rings = (2 if schedule == "pingpong" else 1) * cfg.stages * (64 + block_n) * 64 * 2
+            staging = 128 * cfg.staged_columns * 2 if cfg.epilogue == "tma" else 0
+            assert cfg.stages >= 2 and rings + staging <= configs.SMEM_BUDGET, (block_n, tma, cfg)
+            assert block_n % cfg.staged_columns == 0
+
+
+def test_pingpong_config_picks_its_kernel_threads_and_load_rows():
+    cfg = _pingpong(128)
+    assert kernel_for(cfg) is gemm_pingpong and threads_for(cfg) == THREADS == 384 and cfg.load_rows == 64
+    coop = configs.make_config(configs.Problem(4096, 4096, 4096), 128, 128, 1)
+    assert kernel_for(coop) is gemm_program and threads_for(coop) == 384 and coop.load_rows == 128
+    assert "ping-pong" in cfg.describe() and "ping-pong" not in coop.describe()
+    shared = _pingpong(256, schedule="pingpong-shared")
+    assert kernel_for(shared) is gemm_pingpong_shared and threads_for(shared) == 384 and shared.load_rows == 64
+    assert "shared ring" in shared.describe()
+
+
+@pytest.mark.parametrize("bm,bn,splits", [(64, 128, 1), (128, 128, 2), (128, 96, 1), (128, 32, 1)])
+def test_pingpong_make_config_refuses_what_it_cannot_run(bm, bn, splits):
+    with pytest.raises(ValueError, match="ping-pong"):
+        configs.make_config(configs.Problem(4096, 4096, 4096), bm, bn, splits, schedule="pingpong")
+
+
+@pytest.mark.parametrize("schedule", ["pingpong", "pingpong-shared"])
+@pytest.mark.parametrize("field,value,match", [("block_m", 64, "BM"), ("splits", 2, "SPLITS")])
+def test_pingpong_kernel_refuses_other_tiles_and_split_k(field, value, match, schedule):
+    import dataclasses
+    cfg = dataclasses.replace(_pingpong(128, schedule=schedule), **{field: value})
+    with pytest.raises(tsjit.CompilationError, match=match):
+        compile_config(cfg)
