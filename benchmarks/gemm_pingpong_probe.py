@@ -4,7 +4,7 @@ flushed before every timed call, medians of ``--reps``; every configuration is c
 (relative error vs cuBLAS < 1e-2).  Kernels are compiled (and checked) by ``--workers`` processes
 first, filling the shared disk cache.
 
-    PYTHONPATH=. python benchmarks/gemm_pingpong_probe.py [--workers 12] [--reps 15] [--layout NK|KN]
+    PYTHONPATH=. python benchmarks/gemm_pingpong_probe.py [--workers 12] [--reps 15] [--layout NK|KN] [--short]
 """
 from __future__ import annotations
 
@@ -26,22 +26,24 @@ from gemm import timed_ms  # benchmarks/gemm.py (this script's folder is on sys.
 mm = sys.modules["tsjit.ops.matmul"]
 SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096), (3000, 5000, 1000), (1024, 14336, 4096), (512, 4096, 14336),
           (8192, 8192, 8192)]
-# (schedule, BM, BN, stages or None for the deepest, staged columns or None for make_config's); None: the heuristic
-CHOICES = [None, ("cooperative", 128, 256, None, None), ("cooperative", 128, 128, None, None),
-           ("pingpong", 128, 128, None, None),
-           ("pingpong-shared", 128, 256, None, None), ("pingpong-shared", 128, 256, None, 128),
-           ("pingpong-shared", 128, 192, None, None), ("pingpong-shared", 128, 128, None, None),
-           ("pingpong-shared", 256, 128, None, None), ("pingpong-shared", 256, 128, 4, None),
-           ("pingpong-shared", 256, 64, None, None)]
+# (schedule, BM, BN, stages or None for the deepest, staged columns or None, wgmma groups in flight); None: the heuristic
+CHOICES = [None, ("cooperative", 128, 256, None, None, 1), ("cooperative", 128, 128, None, None, 1),
+           ("pingpong-shared", 128, 256, None, None, 1), ("pingpong-shared", 128, 256, None, None, 2),
+           ("pingpong-shared", 128, 256, None, 128, 2), ("pingpong-shared", 256, 128, None, None, 1),
+           ("pingpong-shared", 256, 128, None, None, 2), ("pingpong-shared", 128, 128, None, None, 2)]
+#: ``--short``: the heuristic, cooperative 128x256 and the two shared-ring ping-pong tiles (2 groups in flight)
+SHORT = [None, ("cooperative", 128, 256, None, None, 1), ("pingpong-shared", 256, 128, None, None, 2),
+         ("pingpong-shared", 128, 256, None, None, 2)]
 ORIGINAL_CHOOSE = configs.choose
 
 
 def describe(choice) -> str:
     if choice is None:
         return "heuristic"
-    schedule, bm, bn, stages, staged = choice
+    schedule, bm, bn, stages, staged, lag = choice
     name = {"cooperative": "coop", "pingpong": "pp", "pingpong-shared": "pp-shared"}[schedule]
-    return f"{name} {bm}x{bn}" + (f" S{stages}" if stages else "") + (f" st{staged}" if staged else "")
+    return (f"{name} {bm}x{bn}" + (f" lag{lag}" if lag > 1 else "") + (f" S{stages}" if stages else "")
+            + (f" st{staged}" if staged else ""))
 
 
 def force(choice):
@@ -51,10 +53,10 @@ def force(choice):
     if choice is None:
         configs.choose = ORIGINAL_CHOOSE
         return
-    schedule, bm, bn, stages, staged = choice
+    schedule, bm, bn, stages, staged, lag = choice
 
     def forced(problem):
-        cfg = configs.make_config(problem, bm, bn, 1, schedule=schedule)
+        cfg = dataclasses.replace(configs.make_config(problem, bm, bn, 1, schedule=schedule), mma_lag=lag)
         if staged:
             cfg = dataclasses.replace(cfg, staged_columns=staged,
                                       stages=configs.stages_for(bm, bn, cfg.epilogue, staged, 2, schedule))
@@ -73,8 +75,8 @@ def operands(shape, layout):
     return a, b
 
 
-def jobs():
-    return [(shape, choice) for shape in SHAPES for choice in CHOICES]
+def jobs(short=False):
+    return [(shape, choice) for shape in SHAPES for choice in (SHORT if short else CHOICES)]
 
 
 def check(shape, choice, layout) -> float:
@@ -93,9 +95,10 @@ def main():
     parser.add_argument("--worker", type=int, default=-1)
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--layout", choices=("NK", "KN"), default="NK")
+    parser.add_argument("--short", action="store_true", help="only the configurations of SHORT")
     args = parser.parse_args()
     if args.worker >= 0:
-        for i, (shape, choice) in enumerate(jobs()):
+        for i, (shape, choice) in enumerate(jobs(args.short)):
             if i % args.workers == args.worker:
                 try:
                     print(f"checked {shape} {describe(choice)}: rel err {check(shape, choice, args.layout):.2e}",
@@ -105,7 +108,8 @@ def main():
         return
     t0 = time.time()
     procs = [subprocess.Popen([sys.executable, __file__, "--worker", str(i), "--workers", str(args.workers),
-                               "--layout", args.layout]) for i in range(args.workers)]
+                               "--layout", args.layout] + (["--short"] if args.short else []))
+             for i in range(args.workers)]
     for p in procs:
         p.wait()
     print(f"compiled and checked in {time.time() - t0:.1f} s", flush=True)
@@ -113,7 +117,7 @@ def main():
     print(f"layout {args.layout}; ratio = cuBLAS time / tsjit time")
     print("| M x N x K | config | tsjit TFLOP/s | cuBLAS TFLOP/s | ratio | rel. err | full config |")
     print("|---|---|---|---|---|---|---|")
-    for shape, choice in jobs():
+    for shape, choice in jobs(args.short):
         a, b = operands(shape, args.layout)
         force(choice)
         out = torch.empty(shape[0], shape[1], device="cuda", dtype=torch.bfloat16)

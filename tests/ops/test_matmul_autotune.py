@@ -10,7 +10,7 @@ import pytest
 
 import tsjit
 import tsjit.ops
-from tsjit.ops import autotune
+from tsjit.ops import autotune, configs
 from tsjit.runtime import driver
 
 from tests.ops.test_matmul_host import FakeCai, fake_gpu  # noqa: F401  (the fixture)
@@ -48,7 +48,7 @@ def test_first_call_measures_the_shortlist_and_keeps_the_fastest(tuning):
     (shortlist,) = tuning.measured
     assert len(shortlist) == autotune.SHORTLIST and len(set(shortlist)) == len(shortlist)
     plan = next(iter(mm._PLANS.values()))
-    assert (plan.config.block_m, plan.config.block_n, plan.config.splits) == shortlist[1]
+    assert configs.choice_of(plan.config) == shortlist[1]
     assert "measured fastest" in plan.explain()
     stored = json.loads(tuning.path.read_text())
     (key,) = stored
@@ -63,10 +63,10 @@ def test_the_stored_winner_serves_the_bucket_without_measuring(tuning, monkeypat
     tsjit.ops.matmul(FakeCai((2560, 1000)), FakeCai((1000, 4608)))       # the same bucket
     assert len(tuning.measured) == 1
     plan = next(iter(mm._PLANS.values()))
-    assert (plan.config.block_m, plan.config.block_n, plan.config.splits) == winner
+    assert configs.choice_of(plan.config) == winner
     monkeypatch.setattr(driver, "gpu_available", lambda: True)     # explain plans for "this" device
     text = tsjit.ops.matmul.explain(FakeCai((2560, 1000)), FakeCai((1000, 4608)), verbose=False)
-    assert "stored winner" in text and f"{winner[0]}x{winner[1]} S{winner[2]}" in text
+    assert "stored winner" in text and configs.describe_choice(winner) in text
 
 
 def test_a_stored_winner_that_is_the_models_own_choice_is_not_measured_again(tuning, monkeypatch):

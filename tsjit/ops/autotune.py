@@ -67,8 +67,8 @@ def _load() -> None:
 
 
 def lookup(problem: configs.Problem, device: str):
-    """The stored winner ``(BM, BN, S)`` of ``problem``'s bucket, or None (also when it is not a
-    legal candidate for this problem)."""
+    """The stored winner (a candidate tuple, :func:`tsjit.ops.configs.candidates`) of ``problem``'s
+    bucket, or None (also when it is not a legal candidate for this problem)."""
     with _LOCK:
         _load()
         entry = _STORE.get(bucket_key(problem, device))
@@ -100,11 +100,13 @@ def store(problem: configs.Problem, device: str, choice, times_us: dict) -> None
 
 
 def shortlist(ranked) -> list:
-    """The first :data:`SHORTLIST` distinct ``(BM, BN, S)`` of the cost model's ranking."""
+    """The first :data:`SHORTLIST` distinct choices (``(BM, BN, S)`` or ``(BM, BN, 1, schedule)``) of the
+    cost model's ranking."""
     out = []
-    for _, bm, bn, s in ranked:
-        if (bm, bn, s) not in out:
-            out.append((bm, bn, s))
+    for _, *entry in ranked:
+        choice = tuple(entry)
+        if choice not in out:
+            out.append(choice)
         if len(out) == SHORTLIST:
             break
     return out
@@ -133,18 +135,18 @@ def pick(times: dict):
 
 
 def _choice(plan):
-    return plan.config.block_m, plan.config.block_n, plan.config.splits
+    return configs.choice_of(plan.config)
 
 
 def stored_winner(plan, make, device: str):
-    """``plan`` (a ``tsjit.ops.matmul`` plan) re-made by ``make((BM, BN, S))`` with its bucket's
+    """``plan`` (a ``tsjit.ops.matmul`` plan) re-made by ``make(choice)`` with its bucket's
     stored winner (``plan.tuning`` says so; ``plan`` itself when the winner is its own choice), or
     None when none is stored."""
     choice = lookup(plan.problem, device)
     if choice is None:
         return None
     tuned = plan if choice == _choice(plan) else make(choice)
-    tuned.tuning = (f"{choice[0]}x{choice[1]} S{choice[2]}: the stored winner of this shape bucket "
+    tuned.tuning = (f"{configs.describe_choice(choice)}: the stored winner of this shape bucket "
                     f"({bucket_key(plan.problem, device)})")
     return tuned
 
@@ -158,6 +160,6 @@ def measured_winner(plan, make, arguments, stream: int, device: str):
     best = pick(times)
     store(plan.problem, device, best, times)
     winner = plans[best]
-    winner.tuning = f"{best[0]}x{best[1]} S{best[2]}: measured fastest of " + ", ".join(
-        f"{c[0]}x{c[1]} S{c[2]} {t:.1f} us" for c, t in times.items())
+    winner.tuning = f"{configs.describe_choice(best)}: measured fastest of " + ", ".join(
+        f"{configs.describe_choice(c)} {t:.1f} us" for c, t in times.items())
     return winner

@@ -48,6 +48,16 @@ REDUCTION_PASS_S = 0.8e-6          # one pass of the reducer: an L2 round trip f
 K_TILE_LATENCY_S = 0.2e-6          # least time per K tile (wait, MMAs, wait_group, release): bounds small tiles
 BLOCK_MS = (128, 64)
 PINGPONG_SCHEDULES = ("pingpong", "pingpong-shared")
+#: the ping-pong choices the cost model compares (BM, BN, schedule): the shared-ring variant only (a ring per
+#: warpgroup leaves each warpgroup 2-4 stages: 0.19-0.64x cuBLAS on the H200, BENCHMARKS.md 2026-12-01)
+PINGPONG_CANDIDATES = ((128, 256, "pingpong-shared"), (128, 128, "pingpong-shared"), (256, 128, "pingpong-shared"))
+#: fraction of the wgmma peak a ping-pong tile's K loop sustains (one warpgroup issuing at a time)
+#: (fitted to the 2026-12-01 H200 probe, 2 wgmma groups in flight: 0.62 / 0.55 / 0.73 at 4096^3 and 8192^3)
+PINGPONG_EFFICIENCY = {("pingpong-shared", 128, 256): 0.62, ("pingpong-shared", 128, 128): 0.55,
+                       ("pingpong-shared", 256, 128): 0.73}
+#: per work tile: the pass-through of the other half stalls the ring while a warpgroup stores (both must release
+#: every stage), so the epilogue is not hidden; measured 4-8 us per tile at 3000x5000x1000 (2026-12-01, H200)
+PINGPONG_TILE_OVERHEAD_S = 4.0e-6
 BLOCK_NS = (256, 128, 64, 32, 16)
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
 MIN_K_TILES_PER_SPLIT = 4
@@ -70,6 +80,9 @@ class Problem:
         epilogue_loads: global loads per element of the fused epilogue (bias, residual, beta).
         in_bytes, out_bytes: element sizes of the inputs and of D.
         sms: streaming multiprocessors of the device.
+        plain_epilogue: the fused epilogue is the identity (no bias, activation, residual, scaling):
+            only then are ping-pong configurations candidates (a fused epilogue in a ping-pong
+            warpgroup, which holds a 128-register accumulator through it, spills: 20-396 bytes).
     """
 
     P: int
@@ -83,6 +96,7 @@ class Problem:
     in_bytes: int = 2
     out_bytes: int = 2
     sms: int = 132
+    plain_epilogue: bool = True
 
 
 @dataclass(frozen=True)
@@ -102,6 +116,7 @@ class GemmConfig:
             half of a tile in turn, from a ring of its own, so one's epilogue runs under the other's MMAs;
             ``stages`` is per warpgroup's ring; no split-K), or ``"pingpong-shared"`` (the same with one
             ring shared by both warpgroups, whose domain walks half 0's K tiles, then half 1's).
+        mma_lag: wgmma groups the shared-ring ping-pong keeps in flight (1 or 2).
         estimate_us: the cost model's estimate (microseconds).
     """
 
@@ -114,6 +129,7 @@ class GemmConfig:
     group_m: int = 8
     block_k: int = BK
     schedule: str = "cooperative"
+    mma_lag: int = 1
     estimate_us: float = field(default=0.0, compare=False)
 
     @property
@@ -129,7 +145,7 @@ class GemmConfig:
         if self.schedule == "pingpong-shared":
             return (f"{self.block_m}x{self.block_n}x{self.block_k} tile, ping-pong: 2 consumer warpgroups take "
                     f"turns on its {self.block_m // 2}-row halves from one shared ring of {self.stages} stages, "
-                    f"{self.epilogue} epilogue")
+                    f"{self.mma_lag} wgmma group(s) in flight, {self.epilogue} epilogue")
         return (f"{self.block_m}x{self.block_n}x{self.block_k} tile, {self.block_m // 64} consumer warpgroup(s), "
                 f"{self.stages} stages, {self.epilogue} epilogue{split}")
 
@@ -188,8 +204,10 @@ def _efficiency(block_m: int, block_n: int) -> float:
     return EFFICIENCY[(block_m, block_n)]
 
 
-def estimate(problem: Problem, block_m: int, block_n: int, splits: int) -> float:
+def estimate(problem: Problem, block_m: int, block_n: int, splits: int, schedule: str = "cooperative") -> float:
     """Estimated seconds of one configuration (see the module docstring)."""
+    if schedule in PINGPONG_SCHEDULES:
+        return estimate_pingpong(problem, block_m, block_n, schedule)
     p = problem
     bk = k_tile(p.in_bytes)
     k_tiles = ceil_div(p.K, bk)
@@ -215,7 +233,9 @@ def estimate(problem: Problem, block_m: int, block_n: int, splits: int) -> float
 
 
 def candidates(problem: Problem):
-    """The (block_m, block_n, splits) the cost model compares, in tie-break order."""
+    """The choices the cost model compares, in tie-break order: cooperative ``(block_m, block_n,
+    splits)`` and ping-pong ``(block_m, block_n, 1, schedule)`` (:data:`PINGPONG_CANDIDATES`, for
+    16-bit inputs, a plain epilogue and a D at least one tile tall and wide)."""
     k_tiles = ceil_div(problem.K, k_tile(problem.in_bytes))
     widest = max(16, ceil_div(problem.Q, 16) * 16)
     for block_m in BLOCK_MS:
@@ -230,20 +250,57 @@ def candidates(problem: Problem):
                 if splits > 1 and k_tiles < MIN_K_TILES_PER_SPLIT * splits:
                     break
                 yield block_m, block_n, splits
+    if problem.in_bytes == 2 and problem.plain_epilogue:
+        for block_m, block_n, schedule in PINGPONG_CANDIDATES:
+            if problem.P >= block_m and problem.Q >= block_n:
+                yield block_m, block_n, 1, schedule
 
 
-def choose(problem: Problem) -> tuple[GemmConfig, list[tuple[float, int, int, int]]]:
-    """The configuration for ``problem`` and the ranked (seconds, BM, BN, S) of all candidates."""
+def estimate_pingpong(problem: Problem, block_m: int, block_n: int, schedule: str) -> float:
+    """Estimated seconds of a ping-pong configuration: the cooperative model with the warpgroups'
+    halves multiplied one after the other at :data:`PINGPONG_EFFICIENCY`, Y streamed once per half
+    (twice per tile), and :data:`PINGPONG_TILE_OVERHEAD_S` per work tile of the busiest CTA."""
+    p = problem
+    bk = k_tile(p.in_bytes)
+    k_tiles = ceil_div(p.K, bk)
+    tiles = ceil_div(p.P, block_m) * ceil_div(p.Q, block_n) * p.batch
+    per_cta = ceil_div(tiles, p.sms)                      # work tiles of the busiest CTA
+    efficiency = PINGPONG_EFFICIENCY.get((schedule, block_m, block_n), 0.5)
+    mma = per_cta * 2.0 * block_m * block_n * k_tiles * bk / (PEAK_FLOPS_PER_SM * efficiency)
+    hbm = ((p.P + p.Q) * p.K * p.in_bytes + p.P * p.Q * p.out_bytes * (1 + p.epilogue_loads)) * p.batch
+    l2 = tiles * (block_m + 2 * block_n) * k_tiles * bk * p.in_bytes
+    active = min(tiles, p.sms) / p.sms
+    quantization = per_cta * min(tiles, p.sms) / tiles
+    memory = max(hbm / HBM_BYTES_PER_S, l2 / L2_BYTES_PER_S) * quantization / max(active, 0.05) ** ACTIVE_EXPONENT
+    return LAUNCH_S + max(mma, memory) + per_cta * PINGPONG_TILE_OVERHEAD_S
+
+
+def choose(problem: Problem) -> tuple[GemmConfig, list[tuple]]:
+    """The configuration for ``problem`` and the ranked ``(seconds, *choice)`` of all candidates
+    (a choice: ``(BM, BN, S)`` or, ping-pong, ``(BM, BN, 1, schedule)``)."""
     # ties (memory-bound shapes): the smaller tile (fewer idle MMA lanes, a deeper ring), then the earlier
-    ranked = sorted(((estimate(problem, bm, bn, s), bm * bn, i, bm, bn, s)
-                     for i, (bm, bn, s) in enumerate(candidates(problem))))
-    seconds, _, _, block_m, block_n, splits = ranked[0]
-    config = make_config(problem, block_m, block_n, splits, estimate_us=seconds * 1e6)
-    return config, [(t, bm, bn, s) for t, _, _, bm, bn, s in ranked]
+    ranked = sorted(((estimate(problem, *choice), choice[0] * choice[1], i, choice)
+                     for i, choice in enumerate(candidates(problem))))
+    seconds, _, _, choice = ranked[0]
+    config = make_config(problem, *choice, estimate_us=seconds * 1e6)
+    return config, [(t, *c) for t, _, _, c in ranked]
 
 
-def make_config(problem: Problem, block_m: int, block_n: int, splits: int, *, group_m: int = 8,
-                estimate_us: float = 0.0, schedule: str = "cooperative") -> GemmConfig:
+def choice_of(config: GemmConfig) -> tuple:
+    """The candidate tuple of ``config``: ``(BM, BN, S)``, or ``(BM, BN, 1, schedule)`` for ping-pong."""
+    if config.schedule in PINGPONG_SCHEDULES:
+        return config.block_m, config.block_n, 1, config.schedule
+    return config.block_m, config.block_n, config.splits
+
+
+def describe_choice(choice) -> str:
+    """``"128x256 S1"`` / ``"128x256 pingpong-shared"``: a choice as explain and autotune print it."""
+    bm, bn, s = choice[:3]
+    return f"{bm}x{bn} {choice[3]}" if len(choice) > 3 else f"{bm}x{bn} S{s}"
+
+
+def make_config(problem: Problem, block_m: int, block_n: int, splits: int, schedule: str = "cooperative", *,
+                group_m: int = 8, estimate_us: float = 0.0) -> GemmConfig:
     """The full :class:`GemmConfig` of a (BM, BN, split-K) choice for ``problem``: the epilogue (TMA
     when D allows it and there is no split), the staged columns and the deepest ring that fits.
     ``schedule="pingpong"`` needs BM = 128 and no split-K (:mod:`tsjit.ops.gemm_pingpong`)."""
@@ -258,8 +315,9 @@ def make_config(problem: Problem, block_m: int, block_n: int, splits: int, *, gr
         if epilogue == "direct" and problem.epilogue_loads and block_n > 128:
             block_n = 128                       # a 256-wide direct epilogue with loads spills (as cooperative)
         stages, staged = pingpong_staging(block_n, epilogue, problem.in_bytes, schedule, block_m)
+        lag = 2 if schedule == "pingpong-shared" else 1      # 2 groups in flight: 0.70 -> 0.89x cuBLAS at 4096^3
         return GemmConfig(block_m, block_n, stages, epilogue, staged, 1, group_m=group_m,
-                          block_k=k_tile(problem.in_bytes), schedule=schedule, estimate_us=estimate_us)
+                          block_k=k_tile(problem.in_bytes), schedule=schedule, mma_lag=lag, estimate_us=estimate_us)
     tma = problem.tma_output and splits == 1 and block_n % 64 == 0 and problem.out_bytes == 2
     epilogue = "tma" if tma else "direct"
     if epilogue == "direct" and problem.epilogue_loads and block_n > 128 and splits == 1:
@@ -288,6 +346,18 @@ def explain_choice(problem: Problem, swapped: bool, config: GemmConfig, ranked) 
                "D is not a row-major 16-byte-aligned 16-bit matrix" if not problem.tma_output else
                "the tile width is not a multiple of 64")
         lines.append(f"epilogue: direct stores ({why})")
-    lines.append("runners-up (us, BM x BN, split-K): " + ", ".join(
-        f"{t * 1e6:.1f} {bm}x{bn} S{s}" for t, bm, bn, s in ranked[1:6]))
+    if config.schedule in PINGPONG_SCHEDULES:
+        lines.append("schedule: ping-pong (tsjit.ops.gemm_pingpong): the two MMA warpgroups take turns on the "
+                     "tile's halves (named barriers), one's epilogue under the other's MMAs")
+    else:
+        pingpong = next((entry for entry in ranked if len(entry) > 4), None)
+        if pingpong is not None:
+            lines.append(f"schedule: cooperative; best ping-pong {describe_choice(pingpong[1:])} estimated "
+                         f"{pingpong[0] * 1e6:.1f} us")
+        else:
+            why = ("fp8 inputs" if problem.in_bytes == 1 else "a fused epilogue" if not problem.plain_epilogue else
+                   "D smaller than a ping-pong tile")
+            lines.append(f"schedule: cooperative; ping-pong not a candidate ({why})")
+    lines.append("runners-up (us, BM x BN, split-K or schedule): " + ", ".join(
+        f"{entry[0] * 1e6:.1f} {describe_choice(entry[1:])}" for entry in ranked[1:6]))
     return "\n".join(lines)

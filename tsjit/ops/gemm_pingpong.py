@@ -90,6 +90,8 @@ class SharedPingpongRing(PingpongRing):
     of half ``w`` (``w * k_tiles <= j < (w + 1) * k_tiles``), taking its turn before the first and
     passing it after the last; the other stages it only waits for and releases."""
 
+    lag: int = 1
+
     def __post_init__(self):
         super().__post_init__()
         registers = self.block_m // 64 * self.block_n // 2
@@ -103,9 +105,9 @@ class SharedPingpongRing(PingpongRing):
     @ts.consumer_work(returns="acc")
     def mma(self, stage_info, acc):
         """Stage ``j`` of the tile: the owner issues its wgmmas (BK / 16 per 64-row fragment); both
-        warpgroups then commit (an empty group for the other) and ``wait_group(1)``, so the owner's
-        previous stage, and after its half the half's last stage, has retired before the schedule
-        releases it.  The commit and wait are unconditional: the checker (async_reads) counts only
+        warpgroups then commit (an empty group for the other) and ``wait_group(lag)``, so the owner's
+        stage ``j - lag``, and after its half the half's last stages, have retired before the schedule
+        releases them.  The commit and wait are unconditional: the checker (async_reads) counts only
         those."""
         warpgroup = tsjit.warp_idx() // 4 - 1
         j = stage_info.loop_offset
@@ -126,14 +128,14 @@ class SharedPingpongRing(PingpongRing):
                 parts.extend(list(part))
             acc = Fragment(parts)
         wgmma.commit_group()
-        wgmma.wait_group(1)
+        wgmma.wait_group(self.lag)
         if j == first + self.k_tiles - 1:
             turns.pass_turn(warpgroup)   # the half's last MMA group is still in flight
         return acc
 
 
 def pingpong_program(x_map, y_map, c, c_map, operands, M, N, K, batch, BM, BN, STAGES, X_MAJOR, Y_MAJOR, EPILOGUE,
-                     STAGED, BATCHED, GROUP_M, FUSED, shared_ring):
+                     STAGED, BATCHED, GROUP_M, FUSED, shared_ring, lag=1):
     """Build and run (at compile time, inside a kernel) the verified TaskManager of a ping-pong
     program: a ring per warpgroup (``shared_ring`` False, :func:`gemm_pingpong`) or one shared ring
     (:func:`gemm_pingpong_shared`)."""
@@ -154,8 +156,8 @@ def pingpong_program(x_map, y_map, c, c_map, operands, M, N, K, batch, BM, BN, S
     if shared_ring:
         cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(
             STAGES, stage_bytes, producer, ts.CooperativeGroup(ts.Agent.Thread, 4 * LANES), advance_on_wait=True)
-        ring = SharedPingpongRing(name="xy", pipeline_config=cfg, sequential_lanes=True, **ring_options)
-        load_schedule, idle_schedule, mma_schedule = mainloop_schedules(LANES * k_tiles, turns="mma")
+        ring = SharedPingpongRing(name="xy", pipeline_config=cfg, sequential_lanes=True, lag=lag, **ring_options)
+        load_schedule, idle_schedule, mma_schedule = mainloop_schedules(LANES * k_tiles, turns="mma", lag=lag)
         tasks = [ts.Task("load", [wq], [ring], warp_idx=0, num_warps=1, schedule=load_schedule(wq, ring),
                          num_registers=LOAD_REGISTERS),
                  ts.Task("idle", [wq], [], warp_idx=1, num_warps=3, schedule=idle_schedule(wq),
@@ -224,13 +226,16 @@ def gemm_pingpong_shared(x_map, y_map, c, c_map, bias, residual, workspace, coun
                          X_MAJOR: tsjit.Constexpr[str], Y_MAJOR: tsjit.Constexpr[str],
                          EPILOGUE: tsjit.Constexpr[str], STAGED: tsjit.Constexpr[int], SPLITS: tsjit.Constexpr[int],
                          BATCHED: tsjit.Constexpr[bool], GROUP_M: tsjit.Constexpr[int],
-                         FUSED: tsjit.Constexpr[object]):
+                         FUSED: tsjit.Constexpr[object], LAG: tsjit.Constexpr[int]):
     """:func:`gemm_pingpong` with one TMA ring shared by both warpgroups (:class:`SharedPingpongRing`):
     the active warpgroup sees the whole ring's depth (``STAGES``), the other one's epilogue runs
-    under its last ``STAGES`` K tiles."""
+    under its last ``STAGES`` K tiles.  ``LAG`` (1 or 2): wgmma groups kept in flight (the release
+    trails the wait by as many stages)."""
     _check_tile("gemm_pingpong_shared", BM, BN, SPLITS, True)
+    if LAG not in (1, 2):
+        raise tsjit.CompilationError(f"gemm_pingpong_shared: LAG is {LAG}; pass 1 or 2 (wgmma groups in flight)")
     pingpong_program(x_map, y_map, c, c_map, (bias, residual, c, alpha, beta, scale_x, scale_y), M, N, K, batch, BM,
-                     BN, STAGES, X_MAJOR, Y_MAJOR, EPILOGUE, STAGED, BATCHED, GROUP_M, FUSED, True)
+                     BN, STAGES, X_MAJOR, Y_MAJOR, EPILOGUE, STAGED, BATCHED, GROUP_M, FUSED, True, LAG)
 
 
 def kernel_for(config):
@@ -245,6 +250,12 @@ def threads_for(config) -> int:
     return THREADS if config.schedule.startswith("pingpong") else threads_per_cta(config.block_m)
 
 
+def extra_arguments(config) -> tuple:
+    """The arguments :func:`kernel_for` ``(config)`` takes after :func:`~tsjit.ops.gemm_program.gemm_program`'s:
+    ``(LAG,)`` for the shared-ring ping-pong."""
+    return (config.mma_lag,) if config.schedule == "pingpong-shared" else ()
+
+
 def compile_config(config, **options):
     """:func:`~tsjit.ops.gemm_program.compile_program` of :func:`kernel_for` ``(config)`` (same options)."""
-    return compile_program(config, kernel=kernel_for(config), **options)
+    return compile_program(config, kernel=kernel_for(config), extra=extra_arguments(config), **options)

@@ -356,7 +356,7 @@ class SplitTask(ts.Task):
         return (split + 1) * self.k_tiles // self.splits - split * self.k_tiles // self.splits
 
 
-def mainloop_schedules(k_domain, turns: str = "none"):
+def mainloop_schedules(k_domain, turns: str = "none", lag: int = 1):
     """The three schedules of the TMA -> wgmma GEMM, for a K domain ending at ``k_domain`` (a
     count, or a Task subclass's ``get_domain`` for a per-tile end): ``load`` (acquire, TMA, commit
     per K tile), ``idle`` (padding warps: only the queue epilogue) and ``mma`` (wait, MMAs, release
@@ -367,7 +367,11 @@ def mainloop_schedules(k_domain, turns: str = "none"):
     ``turns`` (ping-pong, the ring's works of :mod:`tsjit.lang.turns`): ``"none"``; ``"tile"``: the
     ring's ``start_turns`` once before the work tile loop and every tile's K loop between its
     ``take_turn`` and ``pass_turn``; ``"mma"``: only ``start_turns`` (the ring's ``mma`` takes and
-    passes the turns itself)."""
+    passes the turns itself).
+
+    ``lag``: how many stages behind the wait cursor the ``mma`` task releases (the ring's ``mma``
+    work keeps ``lag`` wgmma groups in flight: ``wait_group(lag)``); the K domain must have at least
+    ``lag`` K tiles (1 always does)."""
     if turns not in ("none", "tile", "mma"):
         raise ValueError(f"mainloop_schedules: turns must be 'none', 'tile' or 'mma'; got {turns!r}")
 
@@ -402,12 +406,13 @@ def mainloop_schedules(k_domain, turns: str = "none"):
             with ts.domain_loop(0, k_domain, 1) as d:
                 s.wait()
                 acc = s.mma(acc)
-                with d.every(1, start=1):
-                    s.release()          # the previous stage: its MMAs retired in wait_group(1)
+                with d.every(1, start=lag):
+                    s.release()          # the stage `lag` back: its MMAs retired in wait_group(lag)
             if turns == "tile":
                 s.pass_turn()            # the last MMA group is still in flight
             acc = s.retire(acc)
-            s.release()                  # the last stage
+            for _ in range(lag):
+                s.release()              # the last `lag` stages
             o.store(acc)
             q.wait()
             q.get_and_advance_work_tile()
@@ -481,9 +486,10 @@ def threads_per_cta(block_m: int) -> int:
 
 def compile_program(config, *, x_major: str = "K", y_major: str = "K", batched: bool = False, fused=None,
                     in_dtype=tsjit.BFloat16, out_dtype=tsjit.BFloat16, y_dtype=None, target: str = "sm_90a",
-                    kernel=None):
+                    kernel=None, extra=()):
     """Compile :func:`gemm_program` (or ``kernel``, a kernel with its arguments: the ping-pong
-    :func:`tsjit.ops.gemm_pingpong.gemm_pingpong`) for a :class:`~tsjit.ops.configs.GemmConfig`
+    :func:`tsjit.ops.gemm_pingpong.gemm_pingpong`, with its ``extra`` trailing arguments) for a
+    :class:`~tsjit.ops.configs.GemmConfig`
     without a GPU (spec stand-ins for every array), as ``tsjit.ops.matmul`` would launch it; returns
     the :class:`~tsjit.CompiledKernel` (``metadata`` has registers and spill bytes)."""
     lead = (1,) if batched else ()
@@ -508,4 +514,4 @@ def compile_program(config, *, x_major: str = "K", y_major: str = "K", batched: 
                          1, 1, 1, 1,
                          1.0, 0.0, config.block_m, config.block_n, config.stages, x_major, y_major,
                          config.epilogue, config.staged_columns, config.splits, batched, config.group_m, fused,
-                         target=target)
+                         *extra, target=target)

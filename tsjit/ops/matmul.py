@@ -44,7 +44,7 @@ from tsjit.errors import LaunchError
 from tsjit.lang import dtypes as dt
 from tsjit.lang.epilogue import ACTIVATIONS, FusedEpilogue
 from tsjit.ops import autotune, configs
-from tsjit.ops.gemm_pingpong import kernel_for, threads_for
+from tsjit.ops.gemm_pingpong import extra_arguments, kernel_for, threads_for
 from tsjit.ops.staging import copy_launch, staging_buffer
 from tsjit.ops.operands import (FP8_DTYPES, TORCH_DTYPES, TORCH_TYPES, Operand, operand, operand_layout, scale_operand,
                                 scale_vector, stream_handle)
@@ -206,10 +206,11 @@ class _Plan:
         if sms is None:   # the CPU interpreter (TSJIT_INTERPRET=1) stands in for an H200's 132 SMs
             sms = 132 if env.interpret() else driver.device_properties().sm_count
         self.problem = configs.Problem(self.P, self.Q, K, batch, x_major, y_major, tma_output,
-                                       self.fused.loads_per_element, A.dtype.itemsize, dtype.itemsize, sms)
+                                       self.fused.loads_per_element, A.dtype.itemsize, dtype.itemsize, sms,
+                                       plain_epilogue=self.fused.is_identity)
         self.config, self.ranked = configs.choose(self.problem)
         self.tuning = ""                         # what TSJIT_AUTOTUNE decided, for explain
-        if forced is not None:                   # (BM, BN, S) measured or stored by TSJIT_AUTOTUNE
+        if forced is not None:                   # a candidate tuple measured or stored by TSJIT_AUTOTUNE
             self.config = configs.make_config(self.problem, *forced,
                                               estimate_us=configs.estimate(self.problem, *forced) * 1e6)
         cfg = self.config
@@ -302,6 +303,7 @@ class _Plan:
                      self.batch, float(alpha), float(beta), cfg.block_m, cfg.block_n, cfg.stages,
                      self.problem.x_major, self.problem.y_major, cfg.epilogue, cfg.staged_columns, cfg.splits,
                      self.batched, cfg.group_m, self.fused)
+        arguments += extra_arguments(cfg)
         kernel = kernel_for(cfg)
         if env.interpret():   # the CPU interpreter runs plain launches (a packed launch needs the driver)
             launch = kernel[self.grid, self.block]
