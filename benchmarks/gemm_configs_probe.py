@@ -61,18 +61,28 @@ def jobs():
     return out
 
 
-def force(choice):
-    """Make the planner pick ``choice`` = (BM, BN, splits, group_m) (None: the heuristic)."""
+def force_with(make):
+    """Make the planner use the configuration ``make(problem)`` for every problem (None: the heuristic);
+    clears the planned calls."""
     mm._PLANS.clear()
     mm._FAST.clear()
-    if choice is None:
+    if make is None:
         configs.choose = ORIGINAL_CHOOSE
         return
-    bm, bn, splits, group_m = choice
 
     def forced(problem):
-        return configs.make_config(problem, bm, bn, splits, group_m=group_m), [(0.0, bm, bn, splits)]
+        config = make(problem)
+        return config, [(0.0, *configs.choice_of(config))]
     configs.choose = forced
+
+
+def force(choice):
+    """Make the planner pick ``choice`` = (BM, BN, splits, group_m) (None: the heuristic)."""
+    if choice is None:
+        force_with(None)
+        return
+    bm, bn, splits, group_m = choice
+    force_with(lambda problem: configs.make_config(problem, bm, bn, splits, group_m=group_m))
 
 
 ORIGINAL_CHOOSE = configs.choose

@@ -22,6 +22,7 @@ import tsjit.ops
 from tsjit.ops import configs
 
 from gemm import timed_ms  # benchmarks/gemm.py (this script's folder is on sys.path)
+from gemm_configs_probe import force_with
 
 mm = sys.modules["tsjit.ops.matmul"]
 SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096), (3000, 5000, 1000), (1024, 14336, 4096), (512, 4096, 14336),
@@ -34,7 +35,6 @@ CHOICES = [None, ("cooperative", 128, 256, None, None, 1), ("cooperative", 128, 
 #: ``--short``: the heuristic, cooperative 128x256 and the two shared-ring ping-pong tiles (2 groups in flight)
 SHORT = [None, ("cooperative", 128, 256, None, None, 1), ("pingpong-shared", 256, 128, None, None, 2),
          ("pingpong-shared", 128, 256, None, None, 2)]
-ORIGINAL_CHOOSE = configs.choose
 
 
 def describe(choice) -> str:
@@ -48,22 +48,20 @@ def describe(choice) -> str:
 
 def force(choice):
     """Make the planner pick ``choice`` (None: the heuristic)."""
-    mm._PLANS.clear()
-    mm._FAST.clear()
     if choice is None:
-        configs.choose = ORIGINAL_CHOOSE
+        force_with(None)
         return
     schedule, bm, bn, stages, staged, lag = choice
 
-    def forced(problem):
+    def make(problem):
         cfg = dataclasses.replace(configs.make_config(problem, bm, bn, 1, schedule=schedule), mma_lag=lag)
         if staged:
             cfg = dataclasses.replace(cfg, staged_columns=staged,
                                       stages=configs.stages_for(bm, bn, cfg.epilogue, staged, 2, schedule))
         if stages:
             cfg = dataclasses.replace(cfg, stages=stages)
-        return cfg, [(0.0, bm, bn, 1)]
-    configs.choose = forced
+        return cfg
+    force_with(make)
 
 
 def operands(shape, layout):

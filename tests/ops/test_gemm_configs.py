@@ -63,7 +63,8 @@ def test_explain_names_roles_config_and_runners_up():
     assert "swapped" in text and f"{cfg.block_m}x{cfg.block_n}" in text and "runners-up" in text
 
 
-def _verdicts(monkeypatch):
+def record_verdicts(monkeypatch):
+    """The exhaustive checker's verdicts of every TaskManager built from now on (the disk cache off)."""
     from tsjit.ts import task_manager
     seen = []
     original = task_manager.TaskManager.print_and_verify
@@ -99,7 +100,7 @@ ASSEMBLERS = [tool for tool in ("nvjitlink", "ptxas") if tool in available_tools
 @pytest.mark.parametrize("bm,bn,splits,epilogue,staged,x_major,y_major,batched,fused", CONFIGS)
 def test_config_compiles_without_spills_and_verifies_safe(monkeypatch, bm, bn, splits, epilogue, staged, x_major,
                                                           y_major, batched, fused):
-    verdicts = _verdicts(monkeypatch)
+    verdicts = record_verdicts(monkeypatch)
     stages = configs.stages_for(bm, bn, epilogue, staged if epilogue == "tma" else 0, 2)
     cfg = configs.GemmConfig(bm, bn, stages, epilogue, staged, splits)
     k = compile_program(cfg, x_major=x_major, y_major=y_major, batched=batched, fused=fused)

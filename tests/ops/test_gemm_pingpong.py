@@ -15,22 +15,9 @@ from tsjit.ops.gemm_pingpong import (THREADS, compile_config, gemm_pingpong, gem
                                      threads_for)
 from tsjit.ops.gemm_program import gemm_program
 
+from tests.ops.test_gemm_configs import record_verdicts
+
 ASSEMBLERS = [tool for tool in ("nvjitlink", "ptxas") if tool in available_tools()]
-
-
-def _verdicts(monkeypatch):
-    from tsjit.ts import task_manager
-    seen = []
-    original = task_manager.TaskManager.print_and_verify
-
-    def recording(self, *args, **kwargs):
-        out = original(self, *args, **kwargs)
-        seen.append(self.exhaustive_result.verdict)
-        return out
-
-    monkeypatch.setattr(task_manager.TaskManager, "print_and_verify", recording)
-    monkeypatch.setenv("TSJIT_DISABLE_CACHE", "1")
-    return seen
 
 
 def _pingpong(block_n, tma=True, schedule="pingpong", block_m=128, **problem):
@@ -61,7 +48,7 @@ CONFIGS = [
 @pytest.mark.parametrize("schedule,block_m,block_n,tma,x_major,y_major,batched,fused", CONFIGS)
 def test_pingpong_config_compiles_without_spills_and_verifies_safe(monkeypatch, schedule, block_m, block_n, tma,
                                                                    x_major, y_major, batched, fused):
-    verdicts = _verdicts(monkeypatch)
+    verdicts = record_verdicts(monkeypatch)
     cfg = _pingpong(block_n, tma, schedule, block_m, x_major=x_major, y_major=y_major)
     assert cfg.schedule == schedule and cfg.epilogue == ("tma" if tma else "direct")
     assert cfg.mma_lag == (2 if schedule == "pingpong-shared" else 1)

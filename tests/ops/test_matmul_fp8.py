@@ -53,8 +53,8 @@ FP8_CONFIGS = [
 @pytest.mark.parametrize("bm,bn,splits,epilogue,staged,x_dtype,y_dtype,out_dtype,fused", FP8_CONFIGS)
 def test_fp8_config_compiles_without_spills_and_verifies_safe(monkeypatch, bm, bn, splits, epilogue, staged, x_dtype,
                                                               y_dtype, out_dtype, fused):
-    from tests.ops.test_gemm_configs import _verdicts
-    verdicts = _verdicts(monkeypatch)
+    from tests.ops.test_gemm_configs import record_verdicts
+    verdicts = record_verdicts(monkeypatch)
     stages = configs.stages_for(bm, bn, epilogue, staged if epilogue == "tma" else 0, 1)
     cfg = configs.GemmConfig(bm, bn, stages, epilogue, staged, splits, block_k=128)
     k = compile_program(cfg, in_dtype=x_dtype, y_dtype=y_dtype, out_dtype=out_dtype, fused=fused)
