@@ -30,6 +30,12 @@ H200 (``benchmarks/gemm_configs_probe.py``): the L2 sustains ~12 TB/s of tile re
 narrowest tile covering a narrow D wins the memory-bound ties (1 x 28672 x 4096: 0.85x -> 0.98x
 cuBLAS with a 16-wide tile instead of a 64-wide one).
 :func:`explain` prints the winner and the runners-up with their estimates.
+
+Ping-pong (:mod:`tsjit.ops.gemm_pingpong`, the shared-ring program, :data:`PINGPONG_CANDIDATES`) competes
+as ``(BM, BN, 1, schedule)`` for 16-bit inputs with a plain epilogue (:func:`estimate_pingpong`); fitted
+to the 2026-12-01 H200 probe it estimates slower than the cooperative program on every measured shape,
+as measured, so it is chosen only where the model says it wins (none of the benchmark sweep) or where
+``TSJIT_AUTOTUNE`` measures it fastest.
 """
 from __future__ import annotations
 
@@ -115,7 +121,8 @@ class GemmConfig:
             ``"pingpong"`` (:mod:`tsjit.ops.gemm_pingpong`: BM = 128, each warpgroup multiplies its 64-row
             half of a tile in turn, from a ring of its own, so one's epilogue runs under the other's MMAs;
             ``stages`` is per warpgroup's ring; no split-K), or ``"pingpong-shared"`` (the same with one
-            ring shared by both warpgroups, whose domain walks half 0's K tiles, then half 1's).
+            ring shared by both warpgroups, whose domain walks half 0's K tiles, then half 1's; BM = 128,
+            or 256 with BN <= 128: 128-row halves).
         mma_lag: wgmma groups the shared-ring ping-pong keeps in flight (1 or 2).
         estimate_us: the cost model's estimate (microseconds).
     """

@@ -1,11 +1,22 @@
 """The library GEMM with ping-pong consumers: ``D (P, Q) = X (P, K) @ Y (K, Q)`` as
 :func:`tsjit.ops.gemm_program.gemm_program` computes it (same arguments, operand layouts, batching
-and fused epilogue; no split-K), but the two MMA warpgroups work on *alternate* tiles of their own,
-taking turns at the tensor cores, so one warpgroup's epilogue (and the start of its next tile) runs
-while the other's MMAs keep the tensor cores busy.
+and fused epilogue; no split-K), but each of the two MMA warpgroups multiplies a half of the work tile
+of its own, and they take turns at the tensor cores (named barriers, :mod:`tsjit.lang.turns`), so one
+warpgroup's epilogue can run while the other's MMAs keep the tensor cores busy.  Two programs:
 
-Program (one CTA = 3 warpgroups, 384 threads; a work tile is ``BM = 128`` rows x ``BN`` columns of D, as
-in the cooperative program, in the same grouped persistent order; its two 64-row halves are *lanes*):
+* :func:`gemm_pingpong` (``GemmConfig.schedule == "pingpong"``): a TMA ring and a loader per warpgroup;
+* :func:`gemm_pingpong_shared` (``"pingpong-shared"``): one ring shared by both warpgroups, whose domain
+  walks half 0's K tiles, then half 1's (:class:`SharedPingpongRing`), halves of 64 or 128 rows.
+
+Measured on the H200 (BENCHMARKS.md, "Issue 15 ping-pong consumers"), both are slower than the
+cooperative program: a ring per warpgroup leaves each 2-4 stages (0.19-0.66x cuBLAS); the shared ring
+reaches 0.89-0.94x at 4096^3-8192^3 with 128-row halves and 2 wgmma groups in flight, but each half
+re-reads the Y tile, and as both warpgroups release every stage, a warpgroup's epilogue stalls the ring
+after ``STAGES`` K tiles.  ``tsjit.ops.matmul``'s cost model therefore keeps the cooperative program
+(ping-pong stays a candidate, shown by ``explain``, measured by ``TSJIT_AUTOTUNE``).
+
+:func:`gemm_pingpong` (one CTA = 3 warpgroups, 384 threads; a work tile is ``BM = 128`` rows x ``BN`` columns
+of D, as in the cooperative program, in the same grouped persistent order; its two 64-row halves are *lanes*):
 
 * ``load0`` (warp 0) and ``load1`` (warp 1), 40 registers with the ``idle`` padding warps 2-3: lane
   ``w``'s loader walks the K tiles of its half of every work tile into its own TMA ring ``xy<w>`` (the
@@ -33,6 +44,11 @@ clipped by the epilogue, as in the cooperative program.
 
 Shared memory: two rings of ``STAGES`` stages of ``(64 + BN) * 128`` bytes each, plus the two 64 x STAGED
 staging tiles (:func:`tsjit.ops.configs.stages_for` with ``schedule="pingpong"``).
+
+:func:`gemm_pingpong_shared`: the same tasks as the cooperative program (``load`` warp 0, ``idle`` warps
+1-3, one ``mma`` task of both warpgroups) over one ring of ``(BM / 2 + BN) * 128``-byte stages and a domain
+of ``2 * k_tiles`` (:class:`SharedPingpongRing`; the turns are taken in its ``mma`` work); the checker
+proves it SAFE like the others.
 """
 from __future__ import annotations
 
