@@ -33,13 +33,9 @@ CONFIGS = [
     ("pingpong", 128, 256, True, "K", "MN", False, FusedEpilogue(bias="col", activation="relu")),
     ("pingpong", 128, 192, True, "MN", "K", False, FusedEpilogue(alpha=True, beta=True, bias="row",
                                                                  activation="gelu_tanh", residual=True)),
-    ("pingpong", 128, 128, True, "K", "K", True, FusedEpilogue(activation="silu")),
     ("pingpong", 128, 128, False, "K", "MN", False, FusedEpilogue(bias="col", residual=True)),
-    ("pingpong", 128, 64, True, "MN", "MN", False, FusedEpilogue()),
-    ("pingpong-shared", 128, 256, True, "K", "K", False, FusedEpilogue()),
     ("pingpong-shared", 128, 256, True, "MN", "MN", False, FusedEpilogue()),
     ("pingpong-shared", 128, 192, False, "K", "MN", True, FusedEpilogue()),
-    ("pingpong-shared", 128, 128, True, "K", "K", False, FusedEpilogue()),
     ("pingpong-shared", 256, 128, True, "K", "MN", False, FusedEpilogue()),
     ("pingpong-shared", 256, 128, False, "MN", "K", True, FusedEpilogue()),
 ]
