@@ -201,7 +201,7 @@ def test_dtype_and_option_errors_name_the_argument(fake_gpu):
 
 
 def test_explain_prints_the_choice(fake_gpu, capsys):
-    text = tsjit.ops.matmul.explain(FakeCai((384, 16384)), FakeCai((16384, 384)))
+    text = tsjit.ops.matmul.explain(FakeCai((384, 16384)), FakeCai((16384, 384)), verbose=True)
     assert "split-K" in text and "config:" in capsys.readouterr().out
 
 

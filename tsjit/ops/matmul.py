@@ -203,8 +203,7 @@ class _Plan:
                                    residual=residual is not None, function=epilogue_fn,
                                    transposed=self.swapped and epilogue_fn is not None, scale_rows=scale_rows,
                                    scale_cols=scale_cols)
-        if sms is None:   # the CPU interpreter (TSJIT_INTERPRET=1) stands in for an H200's 132 SMs
-            sms = 132 if env.interpret() else driver.device_properties().sm_count
+        sms = driver.device_properties().sm_count if sms is None else sms   # the interpreter: an H200's 132
         self.problem = configs.Problem(self.P, self.Q, K, batch, x_major, y_major, tma_output,
                                        self.fused.loads_per_element, A.dtype.itemsize, dtype.itemsize, sms,
                                        plain_epilogue=self.fused.is_identity)
