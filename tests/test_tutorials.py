@@ -30,6 +30,9 @@ EXPECTED_OUTPUT = {
                                         "mbarrier chunks.full[0]", "parity 0", "missing fence.proxy.async",
                                         "max relative error vs float64"],
     "12_fork.ipynb": ["barriers: group 15, separate rings 18, saved 3", "[PG]", "The corrected program: SAFE"],
+    "19_blackwell_persistent_gemm.ipynb": ["def persistent_gemm(", "(2, 1, 1, 1) static verdict ['SAFE']",
+                                           "(1, 1, 1, 1) CLC verdict ['SAFE']", "'tcgen05.mma.cta_group::2':",
+                                           "interpreted one-CTA fallback: max relative error vs float64"],
     "13_blackwell_gemm.ipynb": ["class TmemAccumulator", "checker verdicts (sm_100a, sm_90a): ['SAFE', 'SAFE']",
                                 "'tcgen05.mma': 4", "sm_90a: wgmma 4 tcgen05 0"],
     # the ported Blackwell tutorials (issue 14): the checker's verdicts, PTX counts, interpreted numerics

@@ -471,9 +471,12 @@ from interpreter_notebook import NOTEBOOKS as INTERPRETER_NOTEBOOKS  # noqa: E40
 
 from blackwell_notebooks import NOTEBOOKS as BLACKWELL_NOTEBOOKS  # noqa: E402  tutorials 15-18 (issue 14)
 
+from persistent_gemm_notebook import NOTEBOOKS as PERSISTENT_GEMM_NOTEBOOKS  # noqa: E402  tutorial 19 (issue 14)
+
 NOTEBOOKS.update(GROUP_NOTEBOOKS)
 NOTEBOOKS.update(INTERPRETER_NOTEBOOKS)
 NOTEBOOKS.update(BLACKWELL_NOTEBOOKS)
+NOTEBOOKS.update(PERSISTENT_GEMM_NOTEBOOKS)
 
 
 def build() -> list[str]:

@@ -12,7 +12,6 @@ import tsjit
 from tsjit import tcgen05, ts
 
 from lang.compiling import build
-from ts.lowering.protocol_readback import Ring
 
 OUT = np.zeros(64, np.uint32)
 
@@ -120,38 +119,3 @@ def test_tmem_allocation_offset_is_its_column():
     assert (first.offset, second.offset) == (0, 96)
     from tsjit.ts.tmem import allocation_columns
     assert allocation_columns(allocator) == 128
-
-
-@tsjit.kernel
-def pair_program(out):
-    one = ts.CooperativeGroup(ts.Agent.Thread, 1)
-    cfg = ts.PipelineConfig.create_umma_umma_pipeline_cfg(2, one, one, (2, 1, 1, 1))
-    ring = Ring(name="pair", pipeline_config=cfg)
-    sink = Source(name="sink")
-
-    @ts.schedule
-    def produce(r: Ring):
-        with ts.domain_loop(0, 1, 1):
-            r.acquire()
-            r.fill()
-            r.commit()
-
-    @ts.schedule
-    def consume(r: Ring):
-        with ts.domain_loop(0, 1, 1):
-            r.wait()
-            r.read()
-            r.release()
-
-    manager = ts.TaskManager([ts.Task("p", [], [ring], warp_idx=0, num_warps=1, schedule=produce(ring)),
-                              ts.Task("c", [ring], [], warp_idx=1, num_warps=1, schedule=consume(ring))],
-                             {}, verbose=False, skip_validation=True)
-    manager.setup_resources_and_tasks()
-    manager.run()
-
-
-@pytest.mark.filterwarnings("ignore::tsjit.ts.VerificationWarning")
-def test_two_cta_pairs_say_they_are_not_lowered_yet():
-    with pytest.raises(tsjit.CompilationError) as err:
-        tsjit.compile(pair_program, OUT, target="sm_100a")
-    assert "'pair'" in str(err.value) and "V = 2" in str(err.value)

@@ -30,7 +30,10 @@ from tsjit import abi
 from tsjit.backend import emit
 from tsjit.errors import CompilationError
 from tsjit.lang import dtypes as dt
+from tsjit.lang.builtins import cluster_ctarank
 from tsjit.lang.memory import Pointer, Tensor
+from tsjit.lang.sync import map_shared_rank
+from tsjit.lang.tmem import require_tcgen05_target
 from tsjit.lang.values import Value, as_value, cast_to
 
 
@@ -130,7 +133,7 @@ def _cta_mask(multicast_mask):
     return cast_to(as_value(multicast_mask, dt.Int16), dt.Int16).ir, 1
 
 
-def tma_load(tmap, dst, barrier, coords, *, multicast_mask=None) -> None:
+def tma_load(tmap, dst, barrier, coords, *, multicast_mask=None, cta_group: int = 1) -> None:
     """Copy the box at ``coords`` of ``tmap`` into shared memory ``dst``; completion is signalled on
     ``barrier`` as transaction bytes (arm it with :func:`tsjit.mbarrier_arrive_expect_tx` for
     ``tmap.box_bytes``).  Elements outside the array are filled per the descriptor's ``oob_fill``.
@@ -147,15 +150,24 @@ def tma_load(tmap, dst, barrier, coords, *, multicast_mask=None) -> None:
         multicast_mask: a 16-bit mask of cluster CTAs that receive the tile (each at the same
             shared-memory offset, each signalling its own barrier at that offset), or None.
             A compile-time mask must be in 1..0xFFFF.  Needs sm_90a.
+        cta_group: 1, or 2 for a 2-CTA UMMA pair (sm_100a / sm_100f): the box lands in this CTA's
+            ``dst`` (or, multicast, in each CTA of the mask) but completes on the barrier at
+            ``barrier``'s offset in the *pair leader* (the even cluster rank: ``rank - rank % 2``),
+            whose expect_tx counts both CTAs' bytes (``.cta_group::2``; the barrier address is the
+            leader's ``mapa`` address in ``shared::cluster``).  Emitted as inline PTX.
 
     Raises:
         CompilationError: ``tmap`` is not a TensorMap argument, the coordinate count differs from
             its rank, a constant coordinate is outside int32, ``dst`` is not a large enough,
             aligned shared tile, ``barrier`` is not a shared pointer, the mask is out of range,
-            or a compile-time innermost coordinate is not 16-byte aligned.
+            or a compile-time innermost coordinate is not 16-byte aligned; ``cta_group`` other
+            than 1 or 2, or 2 on a target without tcgen05.
 
-    Source: PTX ISA 8.0+, "cp.async.bulk.tensor" (``.shared::cluster.global.tile``, ``.multicast::cluster``).
+    Source: PTX ISA 8.0+, "cp.async.bulk.tensor" (``.shared::cluster.global.tile``, ``.multicast::cluster``;
+    ``.cta_group::2``: PTX ISA 8.6, sm_100a).
     """
+    if isinstance(cta_group, bool) or cta_group not in (1, 2):
+        raise CompilationError(f"tsjit.tma_load: cta_group must be 1 or 2, got {cta_group!r}")
     t = _tmap(tmap, "tma_load")
     align = 1024 if t.swizzle == "128B" else 128
     d = _smem_address(dst, t, "tma_load", align)
@@ -166,9 +178,34 @@ def tma_load(tmap, dst, barrier, coords, *, multicast_mask=None) -> None:
     cluster_coords = _coords(t, coords, "tma_load")
     km = emit.current()
     dst_cluster = km.builder.addrspacecast(d.ir, emit.pointer_type(emit.SHARED_CLUSTER))
+    if cta_group == 2:
+        _tma_load_pair(t, dst_cluster, barrier, cluster_coords, mask if use_mask else None)
+        return
     args = [dst_cluster, barrier.ir, t.ir, *cluster_coords, mask, ir.Constant(emit.I64, 0),
             ir.Constant(emit.I1, use_mask), ir.Constant(emit.I1, 0), ir.Constant(emit.I32, 0)]
     km.intrinsic(f"llvm.nvvm.cp.async.bulk.tensor.g2s.tile.{t.rank}d", args)
+
+
+def _tma_load_pair(t: TensorMapHandle, dst_cluster, barrier: Pointer, coords: list, mask) -> None:
+    """``cp.async.bulk.tensor.Nd.shared::cluster.global.tile.mbarrier::complete_tx::bytes[.multicast::cluster]
+    .cta_group::2 [dst], [tensorMap, {c...}], [leader's mbar][, ctaMask]`` (inline PTX: the barrier operand
+    is a ``shared::cluster`` address, which the LLVM intrinsic does not take)."""
+    require_tcgen05_target("tma_load(cta_group=2)", "tma")
+    km = emit.current()
+    rank = cast_to(cluster_ctarank(), dt.Int32)
+    leader_bar = map_shared_rank(barrier, rank - rank % 2)
+    i32 = ir.IntType(32)
+    dst32 = km.builder.ptrtoint(dst_cluster, i32)
+    bar32 = km.builder.ptrtoint(leader_bar.ir, i32)
+    n = len(coords)
+    coord_text = ", ".join(f"${3 + i}" for i in range(n))
+    multicast = ".multicast::cluster" if mask is not None else ""
+    tail = f", ${3 + n}" if mask is not None else ""
+    asm = (f"cp.async.bulk.tensor.{t.rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes{multicast}"
+           f".cta_group::2 [$0], [$1, {{{coord_text}}}], [$2]{tail};")
+    args = [dst32, t.ir, bar32, *coords] + ([mask] if mask is not None else [])
+    constraints = "r,l,r" + ",r" * n + (",h" if mask is not None else "")
+    km.inline_asm(ir.VoidType(), asm, constraints, args, side_effect=True)
 
 
 STORE_START_ALIGN = 16   # bytes: the innermost start of a TMA load or store (measured, see tma_store)

@@ -32,6 +32,8 @@ operation's fan-out signals once (:mod:`tsjit.ts.group_protocol`).
 """
 from __future__ import annotations
 
+import dataclasses
+
 from tsjit.errors import CompilationError
 from tsjit.lang import bounded_wait
 from tsjit.lang.async_copy import cp_async_mbarrier_arrive
@@ -299,15 +301,19 @@ class _Emission:
         return protocol.warps_per_stage(self.task.num_warps, stride)
 
 
-def _leader_cta():
-    """``cluster rank == 0``: the CTA a ``CtaLeader`` side's gated actions run on (Boolean Value)."""
-    return compare("==", B.cluster_ctarank(), 0)
+def _leader_cta(gate: Gate = Gate.Leader, config=None):
+    """The CTAs a gated action runs on (Boolean Value): ``cluster rank == 0`` (``Gate.Leader``, a ``CtaLeader``
+    side), or ``cluster rank % V == 0`` (``Gate.PairLeader``, the leader of each 2-CTA pair)."""
+    rank = B.cluster_ctarank()
+    if gate is Gate.PairLeader:
+        return compare("==", rank % protocol.pair_size(config), 0)
+    return compare("==", rank, 0)
 
 
 def _gated(em: _Emission, action, emit) -> None:
-    """``emit()`` on every CTA, or (``Gate.Leader``) only on the cluster's leader CTA."""
-    if action.gate is Gate.Leader:
-        em.ctx.if_then(_leader_cta(), emit, "cta.leader", "cta.leader.done")
+    """``emit()`` on every CTA, or (``Gate.Leader`` / ``Gate.PairLeader``) only on the leader CTA."""
+    if action.gate is not Gate.Everywhere:
+        em.ctx.if_then(_leader_cta(action.gate, em.storage.config), emit, "cta.leader", "cta.leader.done")
     else:
         emit()
 
@@ -315,33 +321,56 @@ def _gated(em: _Emission, action, emit) -> None:
 def _emit_probe(action: Probe, em: _Emission) -> None:
     def probe(scope):
         scope[em.cursors.probe] = cast_to(sync.mbarrier_try_wait(em.barrier(action), em.phase(action)), dt.Int32)
-    if action.gate is Gate.Leader:
+    if action.gate is not Gate.Everywhere:
         # the other CTAs skip the gated wait that follows: their probe reads as succeeded
         em.scope[em.cursors.probe] = constant(1, dt.Int32)
-        em.ctx.guard(_leader_cta(), em.scope, probe, label="cta.leader.probe")
+        em.ctx.guard(_leader_cta(action.gate, em.storage.config), em.scope, probe, label="cta.leader.probe")
     else:
         probe(em.scope)
 
 
 def _emit_wait(action: WaitParity, em: _Emission) -> None:
+    """A parity wait (gated as the action says); ``Who.CtaLeader`` (the CLC producer) in a cluster: CTA 0
+    only, the CTA whose empty barriers every CTA's consumers release to."""
     bar, phase = em.barrier(action), em.phase(action)
     if action.after_probe:
-        _gated(em, action, lambda: _blocking_wait(em.ctx, bar, phase, em.scope, em.cursors.probe))
+        def wait():
+            _gated(em, action, lambda: _blocking_wait(em.ctx, bar, phase, em.scope, em.cursors.probe))
     else:
-        _gated(em, action, lambda: sync.mbarrier_wait(bar, phase))
+        def wait():
+            _gated(em, action, lambda: sync.mbarrier_wait(bar, phase))
+    if action.who is Who.CtaLeader and em.storage.cluster > 1:
+        em.ctx.if_then(_leader_cta(), wait, "cta0.wait", "cta0.waited")
+    else:
+        wait()
 
 
 def _emit_arm_tx(action: ArmTx, em: _Emission) -> None:
     bar = em.barrier(action)
     if action.who is Who.CtaLeader:
-        # CLC: CTA 0 arms the full barrier of every CTA with the 16-byte response; one CTA per cluster here
-        if em.storage.cluster > 1:
-            raise CompilationError(f"resource '{em.storage.resource.name}': CLC scheduling across a cluster of "
-                                   f"{em.storage.cluster} CTAs is not lowered yet; use one CTA per cluster")
-        if em.task.num_warps > 1:
-            _first_warp_expect_tx(em.ctx, bar, action.nbytes, em.task)
+        # CLC: CTA 0 arms the full barrier of every CTA with the 16-byte response
+        # (try_cancel.multicast::cluster::all writes it into each): lane j < cluster arms CTA j's
+        cluster = em.storage.cluster
+
+        def arm_cluster():
+            if cluster == 1:
+                _elected_expect_tx(em.ctx, bar, action.nbytes)
+                return
+            lane = cast_to(B.lane_idx(), dt.Int32)
+            em.ctx.if_then(compare("<", lane, cluster),
+                           lambda: sync.mbarrier_arrive_expect_tx_cluster(bar, lane, action.nbytes),
+                           "clc.arm", "clc.armed")
+
+        def on_cta0():
+            if em.task.num_warps > 1:
+                em.ctx.if_then(compare("==", B.warp_idx(), em.task.warp_start), arm_cluster, "clc.warp",
+                               "clc.warp.done")
+            else:
+                arm_cluster()
+        if cluster > 1:
+            em.ctx.if_then(_leader_cta(), on_cta0, "clc.cta0", "clc.cta0.done")
         else:
-            _elected_expect_tx(em.ctx, bar, action.nbytes)
+            on_cta0()
         return
     if action.ctas is Ctas.AllInCluster:
         cluster = em.storage.cluster
@@ -389,10 +418,12 @@ def _emit_arrive(action: Arrive, em: _Emission) -> None:
     if action.ctas is Ctas.MulticastPeers:
         _multicast_release(em, bar, group, warps)
         return
-    if action.ctas not in (Ctas.Local, Ctas.AllInCluster, Ctas.ClusterLeader):
+    if action.ctas not in (Ctas.Local, Ctas.AllInCluster, Ctas.ClusterLeader, Ctas.PairLeader):
         raise CompilationError(f"resource '{name}': {em.side} arrivals on {action.ctas.value} are not lowered "
                                f"for {em.ctx.target_name}")
     shared_by_tasks = cfg.protocol.producer is protocol.SideKind.Clc   # every task's threads release (P1)
+    if action.ctas is Ctas.PairLeader:
+        group //= protocol.pair_size(cfg)     # the group counts both CTAs' arrivals on the leader's barrier
     if not shared_by_tasks and not protocol.thread_arrival_who(group, warps)[1]:
         raise CompilationError(
             f"resource '{name}': the {em.side} group has {group} arrivals but task '{em.task.name}' signals "
@@ -401,6 +432,10 @@ def _emit_arrive(action: Arrive, em: _Emission) -> None:
     if action.ctas is Ctas.ClusterLeader:
         def signal():
             sync.mbarrier_arrive_cluster(bar, 0)
+    elif action.ctas is Ctas.PairLeader:
+        def signal():      # the leader of this CTA's 2-CTA pair (remote arrive; arrival counts x V)
+            rank = cast_to(B.cluster_ctarank(), dt.Int32)
+            sync.mbarrier_arrive_cluster(bar, rank - rank % protocol.pair_size(cfg))
     else:
         cluster = em.storage.cluster if action.ctas is Ctas.AllInCluster else 1
 
@@ -435,27 +470,40 @@ def _multicast_release(em: _Emission, bar, group: int, warps: int) -> None:
                    "arrive.peers", "arrive.peers.done")
 
 
+def _commit_mask(action: CommitUmma, config, cluster: int):
+    """The ``tcgen05.commit`` multicast mask: every CTA of the cluster (``AllInCluster``), both CTAs of this
+    CTA's pair (``Local`` over 2-CTA pairs: ``0b11 << pair leader``, a run-time Int32), or None (this CTA)."""
+    v = protocol.pair_size(config)
+    if action.ctas is Ctas.AllInCluster and cluster > 1:
+        return (1 << cluster) - 1
+    if v > 1:
+        rank = cast_to(B.cluster_ctarank(), dt.Int32)
+        return constant((1 << v) - 1, dt.Int32) << (rank - rank % v)
+    return None
+
+
 def _emit_commit_umma(action: CommitUmma, em: _Emission) -> None:
     """``tcgen05.commit`` to the barrier from an elected thread of the task's first warp: the thread that
     issued the MMAs (work bodies issue them under ``tsjit.elect_one()`` in that warp), since a commit
     tracks the tcgen05 operations of its own thread (PTX ISA 9.1 §9.7.16.12.1).  ``AllInCluster``: the
-    arrival is multicast to the barrier of every CTA of the cluster (each CTA's commit lands on all)."""
-    name = em.storage.resource.name
-    if protocol.pair_size(em.storage.config) > 1:
-        raise CompilationError(f"resource '{name}': 2-CTA UMMA pairs (cta_layout_vmnk V = 2) are not lowered yet; "
-                               f"use V = 1 (one CTA per MMA)")
+    arrival is multicast to the barrier of every CTA of the cluster (each CTA's commit lands on all).
+    Over 2-CTA pairs (V = 2) the commit is ``.cta_group::2`` (the MMAs' group) and multicast to both CTAs of
+    the pair at least; ``Gate.PairLeader``: only the pair leader (which issued the MMAs) commits."""
     bar = em.barrier(action)
-    cluster = em.storage.cluster
-    mask = (1 << cluster) - 1 if action.ctas is Ctas.AllInCluster and cluster > 1 else None
+    cfg = em.storage.config
+    group = protocol.pair_size(cfg)
 
     def commit():
-        em.ctx.if_then(sync.elect_one(), lambda: tcgen05.commit(bar, multicast_mask=mask), "umma.commit",
-                       "umma.committed")
+        mask = _commit_mask(action, cfg, em.storage.cluster)
+        em.ctx.if_then(sync.elect_one(), lambda: tcgen05.commit(bar, cta_group=group, multicast_mask=mask),
+                       "umma.commit", "umma.committed")
 
-    if em.task.num_warps == 1:
-        commit()
-    else:
-        em.ctx.if_then(compare("==", B.warp_idx(), em.task.warp_start), commit, "umma.warp", "umma.warp.done")
+    def in_first_warp():
+        if em.task.num_warps == 1:
+            commit()
+        else:
+            em.ctx.if_then(compare("==", B.warp_idx(), em.task.warp_start), commit, "umma.warp", "umma.warp.done")
+    _gated(em, action, in_first_warp)
 
 
 def _emit_set_stage(action: SetStage, em: _Emission) -> None:
@@ -538,10 +586,14 @@ def producer_tail(ctx, task, storages: dict, cursors_by_key: dict, scope: dict) 
                                          for s in task.schedule.steps):
             continue
         em = _Emission(ctx, None, task, storages[resource], cursors, scope)
-        for action in protocol.tail_actions(storages[resource].config):
+        config = storages[resource].config
+        acquire_who = next(a.who for a in protocol.actions(config, ScheduleStage.ProducerAcquire)
+                           if isinstance(a, WaitParity))
+        for action in protocol.tail_actions(config):
             if not isinstance(action, WaitParity):
                 _EMITTERS[type(action)](action, em)
                 continue
+            action = dataclasses.replace(action, who=acquire_who)     # drained where the acquires waited
             with bounded_wait.wait_context(
                     task=task.describe(), resource=resource.name, barrier=f"{resource.name}.{action.barrier.value}",
                     operation=f"{resource.name!r} ProducerAcquire of the producer tail (the drain after the schedule "

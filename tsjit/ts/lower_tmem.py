@@ -9,6 +9,13 @@ load of the mailbox) gives the base address work bodies see as ``stage_info.cont
 After the tasks ``run()`` calls :func:`free`: fence, CTA barrier, warp 0's ``tcgen05.dealloc``
 (every allocation must be freed before the kernel exits).  The mailbox is the SMEM allocator's
 ``add_tmem_ptr`` allocation when there is one, else a reservation of its own.
+
+Over 2-CTA UMMA pairs (the rings' ``cta_layout_vmnk`` has V = 2) every allocation instruction is
+``.cta_group::2``: warp 0 of *each* CTA of the pair issues it, the two warps perform it collectively
+(PTX ISA 9.1 §9.7.16.5, "Issue Granularity"), and the release waits at a cluster barrier instead of a
+CTA barrier, so no CTA deallocates while its peer's MMAs may still use the pair's tensor memory.
+Every tcgen05 instruction of a kernel uses the same CTA group (the MMAs and commits of the pair's
+rings are ``cta_group::2`` too).
 """
 from __future__ import annotations
 
@@ -16,12 +23,22 @@ from tsjit.backend import emit
 from tsjit.errors import CompilationError
 from tsjit.lang import builtins as B
 from tsjit.lang import dtypes as dt
+from tsjit.lang import sync
 from tsjit.lang import tcgen05
 from tsjit.lang.memory import shared_pointer
 from tsjit.lang.values import compare
+from tsjit.ts.cluster_layout import pair_size
 from tsjit.ts.tmem import allocation_columns
 
-__all__ = ["allocate", "read_base", "free"]
+__all__ = ["allocate", "read_base", "free", "cta_group"]
+
+
+def cta_group(manager) -> int:
+    """The tcgen05 CTA group of ``manager``'s kernel: V of the UMMA rings' ``cta_layout_vmnk`` (2 for a
+    2-CTA pair, else 1)."""
+    groups = {pair_size(cfg) for cfg in (getattr(r, "pipeline_config", None) for r in manager.resources)
+              if cfg is not None and cfg.protocol.needs_sm100}
+    return max(groups, default=1)
 
 
 def _mailbox(manager):
@@ -52,31 +69,36 @@ def allocate(manager):
         raise CompilationError(f"resources {users} need tensor memory (get_tmem_requirements), which exists on "
                                f"sm_100a / sm_100f only; this kernel is being compiled for {target.name}")
     mailbox = _mailbox(manager)
+    group = cta_group(manager)
     km = emit.current()
     b = km.builder
     with b.if_then(compare("==", B.warp_idx(), 0).ir):
-        tcgen05.alloc(mailbox, columns)
-        tcgen05.relinquish_alloc_permit()
+        tcgen05.alloc(mailbox, columns, cta_group=group)
+        tcgen05.relinquish_alloc_permit(cta_group=group)
     tcgen05.fence_before_thread_sync()
-    return mailbox, columns
+    return mailbox, columns, group
 
 
 def read_base(allocation):
     """After the CTA barrier that follows :func:`allocate`: ``fence::after_thread_sync`` and the TMEM
     base address from the mailbox (a Uint32 Value)."""
-    mailbox, _ = allocation
+    mailbox = allocation[0]
     tcgen05.fence_after_thread_sync()
     return mailbox.load()
 
 
 def free(allocation, base) -> None:
     """Emit the release at the end of the kernel: ``fence::before_thread_sync``, a CTA barrier (every task
-    is done with TMEM), ``fence::after_thread_sync``, and warp 0's ``tcgen05.dealloc``."""
+    is done with TMEM; a cluster barrier over 2-CTA pairs: the peer too), ``fence::after_thread_sync``, and
+    warp 0's ``tcgen05.dealloc``."""
     if allocation is None:
         return
-    _, columns = allocation
+    _, columns, group = allocation
     tcgen05.fence_before_thread_sync()
-    B.syncthreads()
+    if group > 1:
+        sync.cluster_sync()
+    else:
+        B.syncthreads()
     tcgen05.fence_after_thread_sync()
     with emit.current().builder.if_then(compare("==", B.warp_idx(), 0).ir):
-        tcgen05.dealloc(base, columns)
+        tcgen05.dealloc(base, columns, cta_group=group)

@@ -43,8 +43,10 @@ reads ``consumer_wait_signaling_threads`` when set, the split consumer):
 The Blackwell rows follow the Task Scheduling reference's protocol; the UMMA rows (TmaUmma,
 UmmaAsync, AsyncUmma, UmmaUmma) are lowered for sm_100a / sm_100f (``CommitUmma``: an elected
 thread of the task's first warp issues ``tcgen05.commit``, the thread that issued the MMAs), and
-ClcFetchAsync for one-CTA clusters (the CTA leader is the CTA itself).  Gates apply to the Hopper
-rows only.
+ClcFetchAsync (CTA 0 of the cluster fetches for every CTA).  On the Hopper rows ``CtaLeader`` gates a
+side to the cluster's leader (:func:`leader_only`); on the UMMA rows of a 2-CTA pair (``V = 2``) it
+gates the MMA warp's side to the pair leader (:func:`pair_leader_only`, ``Gate.PairLeader``), and a
+TmaUmma stage's completion is leader-routed (:func:`copies_to_pair_leader`).
 """
 from __future__ import annotations
 
@@ -63,7 +65,7 @@ __all__ = ["PipelineType", "SignalingThreads", "PipelineOp", "SideKind", "TypeRo
            "CommitUmma", "SetStage", "Advance", "Ring", "ring", "actions", "tail_actions",
            "thread_arrival_who", "warps_per_stage", "cluster_size", "pair_size", "Signal",
            "signals", "producer_arm_who", "OPERATIONS", "multicast_peers",
-           "multicast_peer_rank", "landing_factor", "leader_only"]
+           "multicast_peer_rank", "landing_factor", "leader_only", "pair_leader_only", "copies_to_pair_leader"]
 
 
 class PipelineType(enum.Enum):
@@ -249,7 +251,36 @@ def leader_only(config, side: str) -> bool:
     return bool(threads & SignalingThreads.CtaLeader)
 
 
+def pair_leader_only(config, side: str) -> bool:
+    """Whether ``side`` (as :func:`leader_only`) of a UMMA ring over 2-CTA pairs (``V > 1``) runs on the
+    pair leader only: ``SignalingThreads.CtaLeader`` on the side the MMA warp drives (a UMMA side).  The
+    pair leader's MMA warp issues the ``cta_group::2`` MMAs and commits for both CTAs; the peer CTA's
+    copy of the task skips its barrier operations (the reference's ``cluster_rank % V == 0`` gate)."""
+    r = row(config)
+    if not r.needs_sm100 or pair_size(config) == 1:
+        return False
+    kind = r.producer if side == "producer" else r.consumer
+    if kind is not SideKind.Umma:
+        return False
+    if side == "producer":
+        threads = config.producer_signaling_threads
+    elif side == "wait" and config.consumer_wait_signaling_threads is not None:
+        threads = config.consumer_wait_signaling_threads
+    else:
+        threads = config.consumer_signaling_threads
+    return bool(threads & SignalingThreads.CtaLeader)
+
+
+def copies_to_pair_leader(config) -> bool:
+    """A TmaUmma ring over 2-CTA pairs: each CTA's TMA copies fill its own stage but complete on the pair
+    leader's full barrier (``cp.async.bulk.tensor ... .cta_group::2``, PTX ISA 9.1 §9.7.9.27), which only
+    the leader arms, with the bytes of both CTAs (``num_bytes_per_warp_per_cta x V``)."""
+    return row(config).pipeline_type is PipelineType.TmaUmma and pair_size(config) > 1
+
+
 def _gate(config, side: str) -> Gate:
+    if pair_leader_only(config, side):
+        return Gate.PairLeader
     return Gate.Leader if leader_only(config, side) else Gate.Everywhere
 
 
@@ -342,6 +373,8 @@ def actions(config, stage: ScheduleStage, warps: int = 1, arm_bytes: int | None 
                 ctas = Ctas.AllInCluster     # the leader arms every CTA's full barrier (its multicast copies)
             elif wait_gate is Gate.Leader:
                 arm_gate = Gate.Leader       # every CTA's copies land on the leader's barrier: it arms them all
+            if copies_to_pair_leader(config):
+                arm_gate = Gate.PairLeader   # both CTAs' copies complete on the pair leader's barrier
             nbytes = config.num_bytes if arm_bytes is None else arm_bytes
             out.append(ArmTx(full, open_, nbytes, producer_arm_who(config), ctas, arm_gate))
         out.append(SetStage(open_))
@@ -364,7 +397,7 @@ def actions(config, stage: ScheduleStage, warps: int = 1, arm_bytes: int | None 
                 out.append(Arrive(full, close, who, ctas, gate=producer_gate))
         elif r.producer is SideKind.Umma:
             # the (pair leader's) MMA warp commits once, multicast to the pair: one per barrier
-            out.append(CommitUmma(full, close, Ctas.Local))
+            out.append(CommitUmma(full, close, Ctas.Local, producer_gate))
         out.append(Advance(close, s_commit, open_follows=not config.advance_on_acquire))
         return tuple(out)
     if stage is S.ConsumerWait:
@@ -375,7 +408,7 @@ def actions(config, stage: ScheduleStage, warps: int = 1, arm_bytes: int | None 
     if stage is S.ConsumerRelease:
         if r.consumer is SideKind.Umma:
             ctas = Ctas.AllInCluster if cluster_size(config) > 1 else Ctas.Local
-            signal = CommitUmma(empty, close, ctas)
+            signal = CommitUmma(empty, close, ctas, _gate(config, "release"))
         else:
             ctas = _thread_release_ctas(config)
             who = Who.LanePerWarp if ctas is Ctas.MulticastPeers else \
@@ -440,8 +473,8 @@ def signals(config, side: str) -> tuple:
     leader = bool(config.consumer_signaling_threads & SignalingThreads.CtaLeader)
     if r.consumer is SideKind.Umma:
         if r.pipeline_type is PipelineType.TmaUmma:
-            count = cluster // v if leader else cluster
-            formula = (f"one tcgen05.commit per CTA: cluster {cluster} / V {v} (CtaLeader)" if leader
+            count = cluster // v if leader or v > 1 else cluster
+            formula = (f"one tcgen05.commit per pair leader: cluster {cluster} / V {v}" if leader or v > 1
                        else f"one tcgen05.commit per CTA of the cluster ({cluster})")
             return (Signal("release", None, 1, formula, count),)
         return (Signal("release", None, 1, "one tcgen05.commit", 1),)

@@ -82,6 +82,7 @@ class Gate(enum.Enum):
 
     Everywhere = "every CTA"
     Leader = "the cluster's leader CTA (rank 0) only"
+    PairLeader = "the leader CTA of each 2-CTA pair (rank % V == 0) only"
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,7 @@ class CommitUmma:
     barrier: BarrierKind
     cursor: Cursor
     ctas: Ctas = Ctas.Local
+    gate: Gate = Gate.Everywhere
 
 
 @dataclass(frozen=True)

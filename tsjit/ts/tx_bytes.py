@@ -16,7 +16,8 @@ they are split between the arming warps:
 from __future__ import annotations
 
 from tsjit.ts.enums import ScheduleStage
-from tsjit.ts.protocol import SideKind, SignalingThreads, Who, cluster_size, pair_size, producer_arm_who, row
+from tsjit.ts.protocol import (SideKind, SignalingThreads, Who, cluster_size, copies_to_pair_leader, pair_size,
+                               producer_arm_who, row)
 
 __all__ = ["tx_cta_factor", "stage_copy_bytes", "work_bytes", "bracket_works", "arm_bytes", "arming_units"]
 
@@ -24,7 +25,10 @@ __all__ = ["tx_cta_factor", "stage_copy_bytes", "work_bytes", "bracket_works", "
 def tx_cta_factor(config) -> int:
     """CTAs whose bytes one armed barrier receives (check P2): with a ``CtaLeader``-only waiting
     consumer (``consumer_wait_signaling_threads`` when set) the leader's barrier gets V (TmaUmma) or
-    the cluster's (otherwise) CTAs' bytes; else 1."""
+    the cluster's (otherwise) CTAs' bytes; a TmaUmma ring over 2-CTA pairs always routes both CTAs'
+    completions to the pair leader (:func:`~tsjit.ts.protocol.copies_to_pair_leader`): V; else 1."""
+    if copies_to_pair_leader(config):
+        return pair_size(config)
     wait = config.consumer_wait_signaling_threads
     if wait is None:
         wait = config.consumer_signaling_threads
@@ -42,9 +46,9 @@ def stage_copy_bytes(config, warps: int) -> tuple[int, int]:
     announced, as one unit."""
     per_warp = config.num_bytes_per_warp_per_cta
     if per_warp is not None:
-        # Hopper rows: the CTAs whose copies land on one armed barrier (every CTA's on a leader-only
-        # consumer's, else this CTA's own or the leader's multicast); Blackwell rows: every CTA's
-        ctas = tx_cta_factor(config) if not row(config).needs_sm100 else cluster_size(config)
+        # the CTAs whose copies land on one armed barrier (every CTA's on a leader-only consumer's, both
+        # CTAs' on a pair leader's, else this CTA's own copies or the ones multicast into it)
+        ctas = tx_cta_factor(config)
         return per_warp * ctas * warps, warps
     return config.num_bytes * producer_arm_who(config).arrivals(warps), 1
 

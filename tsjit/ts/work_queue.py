@@ -33,16 +33,20 @@ has no pipeline and no producer, so its wait/release are no-ops):
     first_m, G)``, ``m = first_m + (r % (G*N)) % rows``, ``n = (r % (G*N)) // rows``
     (a group of G tile rows is walked column by column).
 
-CLC dynamic persistent scheduling (``ClcDynamicPersistent``, sm_100a / sm_100f; one CTA per
-cluster here) steals tiles with cluster launch control (:mod:`tsjit.lang.clc`).  The grid is
+CLC dynamic persistent scheduling (``ClcDynamicPersistent``, sm_100a / sm_100f; clusters of
+``cta_layout_vmnk`` (V, M, 1, 1), along x) steals tiles with cluster launch control (:mod:`tsjit.lang.clc`).  The grid is
 launched over every tile (CTA ``b`` starts with tile ``b``); a ``ClcFetchAsync`` ring of 16-byte
 responses carries the stolen ones.  Exactly one scheduler task (``dst_resources=[wq]``, one warp)
 starts each tile epilogue with ``[try_acquire,] acquire, fetch_work_tile, commit``:
 ``fetch_work_tile`` issues ``clusterlaunchcontrol.try_cancel`` into the stage's response slot,
 completing the stage's full barrier (armed with 16 bytes by the acquire).  Every task's
 ``get_and_advance_work_tile`` (after ``wait``) decodes the response with ``query_cancel``: the
-canceled CTA's ``%ctaid.x`` is the next tile, valid while a cluster was canceled.  On sm_90a the
-lowering refuses the ring ("needs sm_100a").
+canceled CTA's ``%ctaid.x`` is the next tile, valid while a cluster was canceled.  In a cluster of
+C > 1 CTAs CTA 0 fetches for all: its acquire arms every CTA's full barrier (lane j arms CTA j),
+``fetch_work_tile`` issues ``try_cancel.multicast::cluster::all`` (the response lands in every CTA),
+and CTA r of the cluster takes tile ``first_ctaid.x + r``; every consumer thread of every CTA releases
+to CTA 0's empty barrier.  The grid is a whole number of clusters (the launch contract).  On sm_90a
+the lowering refuses the ring ("needs sm_100a").
 
 Work bodies (compiled by the frontend with ``self`` bound to the queue) use only
 ``lang.builtins.block_idx()``, ``lang.builtins.grid_dim()``, integer arithmetic and
@@ -70,6 +74,7 @@ from typing import Any, NamedTuple
 from tsjit import lang  # the device language; its modules load when device code compiles
 from tsjit.errors import CompilationError, UsageTypeError, UsageValueError, VerificationError
 from tsjit.lang.dtypes import Boolean
+from tsjit.ts.cluster_layout import cluster_size
 from tsjit.ts.enums import WorkAttr
 from tsjit.ts.memory import SmemAllocation
 from tsjit.ts.resources import MemoryResource, TaskLocalVariable
@@ -331,6 +336,12 @@ class WorkQueue(MemoryResource):
                     f"WorkQueue {self.name!r}: CLC scheduling needs pipeline_config="
                     f"PipelineConfig.create_clc_fetch_async_pipeline_cfg(...), got "
                     f"{kind or type(pipeline).__name__}.", check="Q1")
+            layout = pipeline.cta_layout_vmnk
+            if isinstance(layout, tuple) and len(layout) == 4 and tuple(layout[2:]) != (1, 1):
+                raise VerificationError(
+                    f"WorkQueue {self.name!r}: CLC scheduling over cta_layout_vmnk={tuple(layout)!r}: tsjit's CLC "
+                    f"queue hands out tiles by %ctaid.x, so a cluster must lie along x; use (V, M, 1, 1).",
+                    check="Q1")
         self.work_tile = TaskLocalVariable(WorkTileInfo, default_factory=self.initial_work_tile,
                                            docs="the current work tile")
         self.skip_work_tile = TaskLocalVariable(Boolean, default=False,
@@ -356,6 +367,16 @@ class WorkQueue(MemoryResource):
                                                  count=CLC_RESPONSE_BYTES * stages)
         return [self._clc_responses]
 
+    @property
+    def cluster_ctas(self) -> int:
+        """CTAs per cluster of the CLC ring's ``cta_layout_vmnk`` (1 for a static queue).  Clusters lie along
+        x (``cta_layout_vmnk`` (V, M, 1, 1)): a CTA's tile is its ``%ctaid.x``, and a canceled cluster's CTAs
+        take the tiles ``first_ctaid.x + cluster rank``."""
+        config = self.pipeline_config
+        if config is None:
+            return 1
+        return cluster_size(config)
+
     def response_slot(self, stage):
         """CLC: the 16-byte response slot of ring stage ``stage`` (device code)."""
         (responses,) = self.get_smem_requirements()
@@ -375,7 +396,10 @@ class WorkQueue(MemoryResource):
         """CLC: the tile of the cluster the response of ring stage ``stage`` canceled (``%ctaid.x`` of its
         first CTA), valid when one was canceled (``query_cancel``, PTX ISA 9.1 §9.7.13.18)."""
         canceled, first = lang.clc.query_cancel(self.response_slot(stage))
-        info = self.tile_info(first.x)
+        tile = first.x
+        if self.cluster_ctas > 1:     # this CTA's counterpart in the canceled cluster (clusters along x)
+            tile = tile + lang.builtins.cluster_ctarank()
+        info = self.tile_info(tile)
         return info._replace(is_valid=canceled & info.is_valid)
 
     def next_work_tile(self, tile: WorkTileInfo) -> WorkTileInfo:
@@ -422,5 +446,10 @@ class WorkQueue(MemoryResource):
         full barrier (``stage_info.barrier``)."""
         if self.is_static:
             self.require_clc("fetch_work_tile")
-        if lang.sync.elect_one():
-            lang.clc.try_cancel(self.response_slot(stage_info.stage_idx), stage_info.barrier)
+        if self.cluster_ctas == 1:
+            if lang.sync.elect_one():
+                lang.clc.try_cancel(self.response_slot(stage_info.stage_idx), stage_info.barrier)
+        elif lang.builtins.cluster_ctarank() == 0:
+            # CTA 0 cancels a whole cluster; the response lands in every CTA (each armed by CTA 0's acquire)
+            if lang.sync.elect_one():
+                lang.clc.try_cancel(self.response_slot(stage_info.stage_idx), stage_info.barrier, multicast=True)

@@ -15,6 +15,8 @@ by the CTAs whose arrivals land on one barrier (:meth:`~tsjit.ts.protocol.Ctas.f
 * an action executed by the CTA leader only (:attr:`~tsjit.ts.protocol.Who.CtaLeader`), or gated to the
   cluster's leader CTA (:attr:`~tsjit.ts.protocol.Gate.Leader`, ``SignalingThreads.CtaLeader``): the other
   CTAs skip it, and their cursors advance all the same (check SG2 keeps works of such a side on CTA 0);
+  or gated to the leader of each 2-CTA pair (:attr:`~tsjit.ts.protocol.Gate.PairLeader`): the peer's copy
+  of the task skips it and does no work there;
 * an arrival routed to one CTA (``PairLeader``, ``ClusterLeader``), or a ``tcgen05.commit``
   multicast to a 2-CTA pair (``pair_size > 1``): the leader's barrier receives what the
   others' do not.
@@ -35,7 +37,7 @@ from dataclasses import dataclass
 from tsjit.ts import protocol
 from tsjit.ts.protocol import CommitUmma, Ctas, Gate, SideKind, Who
 
-__all__ = ["ClusterPlan", "cluster_plan", "targets", "acts_on"]
+__all__ = ["ClusterPlan", "cluster_plan", "targets", "acts_on", "copy_landing"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,8 @@ def _asymmetry(tasks, ring_config, pipeline_ops) -> str:
                 who, ctas = getattr(action, "who", None), getattr(action, "ctas", Ctas.Local)
                 if getattr(action, "gate", None) is Gate.Leader:
                     why = f"{type(action).__name__} on {Gate.Leader.value}"
+                elif getattr(action, "gate", None) is Gate.PairLeader:
+                    why = f"executed by {Gate.PairLeader.value}"
                 elif who is Who.CtaLeader:
                     why = f"executed by {who.value}"
                 elif ctas in (Ctas.PairLeader, Ctas.ClusterLeader):
@@ -108,9 +112,19 @@ def acts_on(action, config, cta) -> bool:
         return True
     if getattr(action, "gate", None) is Gate.Leader:      # a CtaLeader side of a Hopper ring
         return cta == 0
+    if getattr(action, "gate", None) is Gate.PairLeader:  # a CtaLeader UMMA side of a 2-CTA pair
+        return cta % _layout(config)[0] == 0
     if getattr(action, "who", None) is not Who.CtaLeader:
         return True
     return _leader(config, cta) == cta
+
+
+def copy_landing(config, cta: int) -> int:
+    """The CTA whose full barrier the TMA copies a process on ``cta`` issues complete on, when they are
+    leader-routed: the pair leader (TmaUmma over 2-CTA pairs), else the cluster's leader."""
+    if protocol.copies_to_pair_leader(config):
+        return _leader(config, cta)
+    return 0
 
 
 def targets(action, config, cta: int) -> tuple:

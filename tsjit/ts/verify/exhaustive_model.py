@@ -56,10 +56,10 @@ from tsjit.ts import protocol, tx_bytes
 from tsjit.ts.enums import ScheduleStage
 from tsjit.ts.group_protocol import barrier_array, cursor_owner, member_actions
 from tsjit.ts.pipeline import PipelineConfig
-from tsjit.ts.protocol import (Advance, Arrive, ArmTx, BarrierKind, CommitUmma, Cursor, Probe, SetStage,
+from tsjit.ts.protocol import (Advance, Arrive, ArmTx, BarrierKind, CommitUmma, Cursor, Gate, Probe, SetStage,
                                WaitParity)
 from tsjit.ts.verify.async_reads import InFlight, work_events
-from tsjit.ts.verify.exhaustive_cluster import acts_on, cluster_plan, targets
+from tsjit.ts.verify.exhaustive_cluster import acts_on, cluster_plan, copy_landing, targets
 from tsjit.ts.verify.exhaustive_expand import Variant, expand_task
 from tsjit.ts.verify.exhaustive_probes import fold_probes
 from tsjit.ts.verify.exhaustive_program import (Access, Barrier, Copy, Op, Process,  # noqa: F401 (re-exported)
@@ -76,7 +76,20 @@ _PIPELINE_OPS = {S.ProducerAcquire, S.ProducerCommit, S.ConsumerWait, S.Consumer
 def _copies_to_leader(cfg) -> bool:
     """Every CTA's TMA copies land on the leader's stage (a leader-only waiting consumer, producers
     everywhere: the leader arms for all of them)."""
-    return protocol.leader_only(cfg, "wait") and not protocol.leader_only(cfg, "producer")
+    return (protocol.leader_only(cfg, "wait") and not protocol.leader_only(cfg, "producer")) or \
+        protocol.copies_to_pair_leader(cfg)
+
+
+def _side_runs_here(cfg, producer: bool, cta) -> bool:
+    """Whether the works of ``cfg``'s producer (or consumer) side run on ``cta``: not on the peer CTA of a
+    2-CTA pair whose UMMA side is ``CtaLeader`` (``Gate.PairLeader``): that copy of the task skips the
+    opening wait and, by the reference's convention, its work bodies do nothing there (the pair leader
+    issues the MMAs of both CTAs)."""
+    if cta is None:
+        return True
+    opening = S.ProducerAcquire if producer else S.ConsumerWait
+    wait = next(a for a in protocol.actions(cfg, opening) if isinstance(a, WaitParity))
+    return wait.gate is not Gate.PairLeader or acts_on(wait, cfg, cta)
 
 
 def ring_config(resource) -> PipelineConfig | None:
@@ -324,7 +337,7 @@ class _Compiler:
                 if isinstance(action, ArmTx):
                     # a non-leader CTA issues no copies either, except into a leader-only consumer's
                     # stage: every CTA's copies land on the leader's barrier (protocol, CtaLeader)
-                    cur.arms = (0,) if _copies_to_leader(cfg) else ()
+                    cur.arms = (copy_landing(cfg, cta),) if _copies_to_leader(cfg) else ()
                 continue
             reach = targets(action, cfg, cta) if cta is not None else (None,)
             if isinstance(action, Probe):
@@ -382,6 +395,8 @@ class _Compiler:
         step, resource = es.step, es.step.resource
         cfg = ring_config(resource)
         producer = step.stage.is_producer
+        if cfg is not None and not _side_runs_here(cfg, producer, proc.cta):
+            return       # the pair leader's side: the peer CTA's copy of the task skips the work
         mode, role = ("write", "producer") if producer else ("read", "consumer")
         if cfg is not None:
             slot = cursor(resource, producer).work_slot()
@@ -393,6 +408,13 @@ class _Compiler:
                                    cursor(resource, True).arms)
             else:
                 segment.append(access)
+                if not producer and proc.cta is not None and protocol.copies_to_pair_leader(cfg):
+                    # a cta_group::2 MMA reads the stage of both CTAs of the pair
+                    v = protocol.pair_size(cfg)
+                    for peer in range(proc.cta - proc.cta % v, proc.cta - proc.cta % v + v):
+                        if peer != proc.cta:
+                            segment.append(Access(mode, self.regions.stage_region(resource, slot, role, part, peer),
+                                                  step, es.iteration, es.tile))
         else:
             region = self.regions.resource_region(resource, role, proc.cta)
             if region is not None:
@@ -420,6 +442,7 @@ class _Compiler:
         share = max(1, len(works))
         total, units = tx_bytes.stage_copy_bytes(cfg, warps)
         routed = proc.cta is not None and _copies_to_leader(cfg)
+        in_own_stage = routed and protocol.copies_to_pair_leader(cfg)   # .cta_group::2: own stage, leader's barrier
         per_work = tx_bytes.work_bytes(resource)
         if per_work is not None and es.step.label in per_work:
             # per-work bytes: this work's copy brings its own (every CTA's into a leader-only consumer's)
@@ -427,7 +450,7 @@ class _Compiler:
         if routed:
             total //= tx_bytes.tx_cta_factor(cfg)     # this CTA's share of what the leader's barrier expects
         for cta in ((proc.cta,) if arms is None else arms):
-            if cta != proc.cta or routed:
+            if (cta != proc.cta or routed) and not in_own_stage:
                 # a copy into another CTA's stage; routed to the leader, each CTA fills its own part
                 part = ("from CTA", proc.cta) if routed else self.regions.keys[access.region][3]
                 access = Access(access.mode, self.regions.stage_region(resource, slot, "producer", part, cta),

@@ -12,7 +12,8 @@ the previous grid's output before griddepcontrol.wait, a queue advanced per iter
 Modules: ``rings`` (bracket, order and trip-count mistakes on one ring), ``counts``
 (arrival / TMA byte counts, two consumers), ``programs`` (persistent kernels, skip_if,
 aliasing, PDL, interleave lanes, routing), ``blackwell`` (UMMA rings, TMEM accumulators and split-K
-staging of the ported Blackwell tutorials), ``leaders`` (leader signalling in a cluster).
+staging of the ported Blackwell tutorials), ``leaders`` (leader signalling in a cluster), ``pairs`` (2-CTA
+UMMA pairs and CLC over a cluster).
 """
 from __future__ import annotations
 
@@ -38,8 +39,8 @@ class BrokenCase:
 
 
 def _collect() -> list:
-    from broken import blackwell, counts, leaders, programs, rings
-    cases = rings.CASES + counts.CASES + programs.CASES + blackwell.CASES + leaders.CASES
+    from broken import blackwell, counts, leaders, pairs, programs, rings
+    cases = rings.CASES + counts.CASES + programs.CASES + blackwell.CASES + leaders.CASES + pairs.CASES
     names = [c.name for c in cases]
     duplicates = {n for n in names if names.count(n) > 1}
     if duplicates:

@@ -1,0 +1,87 @@
+"""Cells of tutorial 19, the persistent clustered Blackwell GEMM (CUTLASS TS tutorial 6, issue 14), for
+``build_notebooks.py``: the source, the checker's verdicts and the tcgen05 / CLC / PDL instructions of each
+cluster shape, the SASS, the fallback choice, and a run of the one-CTA fallback on the CPU interpreter."""
+from __future__ import annotations
+
+SETUP = """import numpy as np
+import tsjit
+from tsjit.runtime.driver import gpu_available
+GPU = gpu_available()
+print("GPU present:", GPU)"""
+
+NOTEBOOKS = {
+    "19_blackwell_persistent_gemm.ipynb": [
+        ("md", "# Tutorial 19: a persistent clustered Blackwell GEMM (CUTLASS TS tutorial 6)\n\n"
+               "`C = A @ B^T + bias` in bf16 with fp32 accumulation, persistent over output tiles. One source shows "
+               "the Blackwell Task Scheduling features together:\n\n"
+               "* **split A/B loads**: two TMA tasks fill one **TmaUmma** ring (`producer_group` of 2 arming warps, "
+               "`num_bytes_per_warp_per_cta`);\n"
+               "* **2-CTA MMA**: with `cta_layout_vmnk = (2, CM, 1, 1)` the two CTAs of a pair share one "
+               "`tcgen05.mma.cta_group::2` (M = 256); both CTAs' TMA copies complete on the **pair leader's** full "
+               "barrier (leader-routed completion), the MMA task's sides are `SignalingThreads.CtaLeader` (the peer "
+               "CTA's copy of the task skips them), commits are multicast, TMEM is allocated with `cta_group::2`;\n"
+               "* **multicast**: with CM = 2 pairs per cluster, each CTA loads half of its B half and multicasts it "
+               "to the same CTA of the other pair;\n"
+               "* **CLC**: a scheduler task steals tiles with `clusterlaunchcontrol.try_cancel` (CTA 0 fetches for "
+               "the cluster), or a static persistent queue;\n"
+               "* **PDL** (`griddepcontrol.wait` / `launch_dependents`), a **bias** epilogue, and **fallback "
+               "cluster shapes** (`CLUSTER_SHAPES`, picked per problem by `pick_cluster_shape`).\n\n"
+               "There is no Blackwell GPU here: the evidence is the exhaustive checker's proof, ptxas for sm_100a, "
+               "the SASS, and the CPU interpreter (the one-CTA fallback runs at the end of this notebook)."),
+        ("code", SETUP),
+        ("code", "import inspect\nfrom tsjit.examples import bw_persistent_gemm as t6\n"
+                 "print(inspect.getsource(t6._configs))\nprint(inspect.getsource(t6.Accumulators.mma))\n"
+                 "print(inspect.getsource(t6.persistent_gemm.fn))"),
+        ("md", "Compile each cluster shape for sm_100a: the pair and the multicast fallback with the static queue, "
+               "the one-CTA fallback with CLC. The exhaustive checker runs while the kernel compiles; over a pair "
+               "it models both CTAs (the peer's copy of the MMA task skips its gated sides). The pair with CLC "
+               "compiles and assembles too, but its check (every task of both CTAs on the CLC ring) does not finish "
+               "within the state cap, so `t6.PROVEN` leaves it out. The PDL, CLC and tcgen05 instructions of each "
+               "build:"),
+        ("code", "import collections, re\nfrom tsjit.ts.verify import exhaustive\n"
+                 "original = exhaustive.check_all_interleavings\nbuilds = {}\n"
+                 "for layout, clc in [((2, 1, 1, 1), False), ((1, 2, 1, 1), False), ((1, 1, 1, 1), True)]:\n"
+                 "    verdicts = []\n"
+                 "    exhaustive.check_all_interleavings = lambda *a, **k: verdicts.append(original(*a, **k)) or verdicts[-1]\n"
+                 "    builds[layout, clc] = compiled = t6.compile_for('sm_100a', layout, clc=clc)\n"
+                 "    exhaustive.check_all_interleavings = original\n"
+                 "    ops = collections.Counter(re.findall(r'(tcgen05\\.(?:mma|commit|alloc)\\.cta_group::\\d|griddepcontrol\\.\\w+|"
+                 "clusterlaunchcontrol\\.try_cancel[\\w.:]*multicast|cta_group::2 \\[)', compiled.ptx))\n"
+                 "    print(layout, 'CLC' if clc else 'static', 'verdict', [v.verdict for v in verdicts],\n"
+                 "          'spills', compiled.metadata['spill_stores_bytes'], dict(ops))"),
+        ("md", "The SASS of the pair build (`cuobjdump -sass`): `UTC*MMA` is the UMMA, `UTCBAR` the commit, "
+               "`LDTM` the TMEM load, `UTMALDG` the TMA load; no `LDL`/`STL` (local memory)."),
+        ("code", "import os, shutil, subprocess, tempfile\n"
+                 "tool = os.environ.get('TSJIT_CUOBJDUMP') or shutil.which('cuobjdump')\n"
+                 "if tool is None:\n"
+                 "    try:\n"
+                 "        from cuda import pathfinder\n"
+                 "        tool = pathfinder.find_nvidia_binary_utility('cuobjdump')\n"
+                 "    except Exception:\n"
+                 "        tool = None\n"
+                 "if tool:\n"
+                 "    path = os.path.join(tempfile.mkdtemp(), 'k.cubin')\n"
+                 "    open(path, 'wb').write(builds[(2, 1, 1, 1), False].cubin)\n"
+                 "    sass = subprocess.run([tool, '-sass', path], capture_output=True, text=True).stdout\n"
+                 "    ops = collections.Counter(re.findall(r'/\\*[0-9a-f]{4,}\\*/\\s+(?:@!?U?P\\w+\\s+)?([A-Z][A-Z0-9]+)', sass))\n"
+                 "    print({op: n for op, n in sorted(ops.items()) if op.startswith(('UTC', 'LDTM', 'UTMA', 'LDL', 'STL'))})\n"
+                 "else:\n"
+                 "    print('cuobjdump not found: pip install nvidia-cuda-cuobjdump, or set TSJIT_CUOBJDUMP')"),
+        ("md", "The fallback: the preferred shape needs two pairs of 256 rows per cluster; smaller problems fall "
+               "back to one pair, then to one CTA."),
+        ("code", "for M, N in [(4096, 4096), (256, 4096), (128, 512)]:\n"
+                 "    layout = t6.pick_cluster_shape(M, N)\n"
+                 "    print((M, N), '->', layout, 'tiles', t6.tile_count(M, N, layout),\n"
+                 "          'static grid', t6.launch_grid(M, N, layout, clc=False))"),
+        ("md", "The one-CTA fallback with the static queue on the CPU interpreter (`TSJIT_INTERPRET=1`, target "
+               "sm_100a): 2 persistent CTAs over 4 tiles, C poisoned (NaN) first, compared with numpy float64."),
+        ("code", "import os\nos.environ['TSJIT_INTERPRET'] = '1'\nos.environ['TSJIT_TARGET'] = 'sm_100a'\n"
+                 "try:\n"
+                 "    got, want = t6.run_tutorial6(256, 256, 128, layout=(1, 1, 1, 1), clc=False, sms=2)\n"
+                 "finally:\n"
+                 "    del os.environ['TSJIT_INTERPRET'], os.environ['TSJIT_TARGET']\n"
+                 "err = np.linalg.norm(got - want) / np.linalg.norm(want)\n"
+                 "assert np.isfinite(got).all() and err < 4e-3, err\n"
+                 "print('interpreted one-CTA fallback: max relative error vs float64', err)"),
+    ],
+}
