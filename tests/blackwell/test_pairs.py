@@ -164,3 +164,47 @@ def test_the_pair_rows_of_the_protocol_table():
     assert isinstance(commit, CommitUmma) and commit.gate is Gate.PairLeader and commit.ctas is Ctas.Local
     release = protocol.actions(acc, S.ConsumerRelease, 4)[0]
     assert release.ctas is Ctas.PairLeader and release.landing(acc) == 2
+
+
+@tsjit.kernel
+def leader_routed_copy(src_map, out):
+    """A 2-CTA cluster: CTA r TMA-loads rows [16 r, 16 r + 16) of src into its own shared memory with
+    ``cta_group=2``; both copies complete on CTA 0's barrier (armed there for both); after CTA 0's wait and a
+    cluster barrier each CTA writes its tile to out[r]."""
+    tile = tsjit.shared_array(tsjit.Float32, (16, 32), align=1024)
+    bar = tsjit.shared_array(tsjit.Int64, (1,), align=8).ptr
+    rank = tsjit.cluster_ctarank()
+    tx = tsjit.thread_idx().x
+    if tx == 0:
+        if rank == 0:
+            tsjit.mbarrier_init(bar, 1)
+        tsjit.fence_mbarrier_init()
+    tsjit.cluster_sync()
+    if tx == 0:
+        if rank == 0:
+            tsjit.mbarrier_arrive_expect_tx(bar, 2 * 16 * 32 * 4)
+        tsjit.tma_load(src_map, tile, bar, (rank * 16, 0), cta_group=2)
+        if rank == 0:
+            tsjit.mbarrier_wait(bar, 0)
+    tsjit.cluster_sync()
+    for i in tsjit.range_constexpr(4):
+        out[rank, (tx * 4 + i) // 32, (tx * 4 + i) % 32] = tile[(tx * 4 + i) // 32, (tx * 4 + i) % 32]
+
+
+def test_the_leader_routed_tma_load_runs_under_the_interpreter(monkeypatch):
+    """Each CTA's box lands in its own shared memory, both complete CTA 0's barrier (tsjit/interpret/tma_pair.py)."""
+    import numpy as np
+    monkeypatch.setenv("TSJIT_INTERPRET", "1")
+    monkeypatch.setenv("TSJIT_TARGET", "sm_100a")
+    src = np.random.default_rng().standard_normal((32, 32)).astype(np.float32)
+    out = tsjit.empty((2, 16, 32), tsjit.Float32).fill_bytes(0xFF)
+    src_map = tsjit.TensorMap(tsjit.to_device(src), (16, 32))
+    leader_routed_copy[(2,), (128,)](src_map, out, cluster=(2, 1, 1))
+    np.testing.assert_array_equal(out.numpy(), src.reshape(2, 16, 32))
+
+
+def test_the_leader_routed_tma_load_assembles():
+    compiled = tsjit.compile(leader_routed_copy, tsjit.tensormap_spec(tsjit.Float32, (16, 32)),
+                             tsjit.spec((2, 16, 32), tsjit.Float32), target="sm_100a")
+    assert re.search(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.tile\.mbarrier::complete_tx::bytes"
+                     r"\.cta_group::2 \[%r\d+\], \[%rd\d+, \{%r\d+, %r\d+\}\], \[%r\d+\];", compiled.ptx)

@@ -132,26 +132,25 @@ def test_the_one_cta_fallback_matches_float64_under_the_interpreter(monkeypatch)
     assert np.linalg.norm(got - want) / np.linalg.norm(want) < 4e-3
 
 
-def _interpreter_lacks_pairs() -> str | None:
-    """Why the CPU interpreter cannot run a 2-CTA pair yet (None when it can): the cta_group::2 TMEM
-    allocation and the leader-routed TMA load (inline PTX) need handlers (issue 13, helper i13-async)."""
+def _interpreter_lacks(pairs: bool = False, clc: bool = False) -> str | None:
+    """Why the CPU interpreter cannot run this build yet (None when it can): a 2-CTA pair needs the cta_group::2
+    tcgen05 handlers, CLC the launch queue's try_cancel (issue 13, helper i13-async)."""
     from tsjit.interpret import handlers, registry  # noqa: F401  (handlers registers every handler)
-    missing = [name for name in ("llvm.nvvm.tcgen05.alloc.shared.cg2", "llvm.nvvm.tcgen05.commit.mc.shared.cg2")
-               if name not in registry.EXACT]
-    sample = ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.cta_group::2 "
-              "[$0], [$1, {$3, $4}], [$2];")
-    if not any(pattern.search(sample) for pattern, _ in registry.ASM_PATTERNS):
-        missing.append("inline PTX cp.async.bulk.tensor ... .cta_group::2")
+    needed = (["llvm.nvvm.tcgen05.alloc.shared.cg2", "llvm.nvvm.tcgen05.commit.mc.shared.cg2"] if pairs else []) + \
+        (["llvm.nvvm.clusterlaunchcontrol.try_cancel.async.shared"] if clc else [])
+    missing = [name for name in needed if name not in registry.EXACT]
     return f"pending: the CPU interpreter has no handler for {missing}" if missing else None
 
 
-def test_the_pair_matches_float64_under_the_interpreter(monkeypatch):
-    """The (2, 1, 1, 1) pair, static queue: 2 clusters over 4 tiles of 128 x 256 per CTA."""
-    reason = _interpreter_lacks_pairs()
+@pytest.mark.parametrize("layout,clc,M,N,K,sms", [(MULTICAST, False, 256, 128, 128, 2), (ONE_CTA, True, 256, 256, 128, 2),
+                                               (PAIR, False, 512, 256, 64, 2)], ids=["multicast", "one-cta-clc", "pair"])
+def test_each_shape_matches_float64_under_the_interpreter(monkeypatch, layout, clc, M, N, K, sms):
+    """Two persistent tiles per CTA (static) or stolen tiles (CLC); bias; C poisoned with NaN first."""
+    reason = _interpreter_lacks(pairs=layout[0] > 1, clc=clc)
     if reason:
         pytest.skip(reason)
     monkeypatch.setenv("TSJIT_INTERPRET", "1")
     monkeypatch.setenv("TSJIT_TARGET", "sm_100a")
-    got, want = t6.run_tutorial6(512, 256, 128, layout=PAIR, clc=False, sms=4)
+    got, want = t6.run_tutorial6(M, N, K, layout=layout, clc=clc, sms=sms)
     assert np.isfinite(got).all()
     assert np.linalg.norm(got - want) / np.linalg.norm(want) < 4e-3

@@ -366,9 +366,11 @@ def reference(a, b, bias):
     return a.astype(np.float64) @ b.astype(np.float64).T + bias.astype(np.float64)
 
 
-def run_tutorial6(M: int, N: int, K: int, layout=None, clc: bool = False, sms: int = 148, rng=None):
+def run_tutorial6(M: int, N: int, K: int, layout=None, clc: bool = False, sms: int = 148, rng=None,
+                  max_states=None):
     """C = A @ B^T + bias on fresh random bf16 inputs (C poisoned with NaN first) on the current device (or
-    the CPU interpreter); returns (C as float64, the float64 reference of the bf16-rounded inputs)."""
+    the CPU interpreter); returns (C as float64, the float64 reference of the bf16-rounded inputs).
+    ``max_states``: the exhaustive checker's cap for this compile (None: the default)."""
     from tsjit.runtime.arrays import bfloat16_bits_to_float32, float_to_bfloat16_bits
     rng = rng or np.random.default_rng()
     layout = tuple(layout or pick_cluster_shape(M, N))
@@ -383,6 +385,6 @@ def run_tutorial6(M: int, N: int, K: int, layout=None, clc: bool = False, sms: i
     a_map = tsjit.TensorMap(da, (ROWS, BK), swizzle="128B")
     b_map = tsjit.TensorMap(db, b_box(layout), swizzle="128B")
     grid = launch_grid(M, N, layout, clc, sms)
-    persistent_gemm[(grid,), (THREADS,)](a_map, b_map, c, tsjit.to_device(bias), K, layout, clc)
+    persistent_gemm[(grid,), (THREADS,)](a_map, b_map, c, tsjit.to_device(bias), K, layout, clc, max_states)
     got = bfloat16_bits_to_float32(c.numpy()).astype(np.float64)
     return got, reference(a, b, bias)

@@ -61,11 +61,17 @@ def _destinations(th, dst: int, space: int, mask: int | None):
     return [(th.cta, offset)]
 
 
-def deliver(th, image_chunks, nbytes, destinations, bar_offset, where, clock):
+def tensor_layout(th, address: int, where: str):
+    """The layout of the interpreter-mode TensorMap whose descriptor is at ``address`` (InterpretError if none)."""
+    return _layout(th, address, where)
+
+
+def deliver(th, image_chunks, nbytes, destinations, bar_offset, where, clock, barrier_cta=None):
     """Write one copy's image (``image_chunks``: a :class:`tsjit.interpret.tma.SmemImage`, or None when the
     bytes ``[offset, offset + nbytes)`` are already written) into each ``(cta, offset)`` of ``destinations``,
     record it as an asynchronous-proxy write made with ``clock`` (the issuing thread's), and complete
-    ``nbytes`` transaction bytes on the mbarrier at ``bar_offset`` of each destination CTA.
+    ``nbytes`` transaction bytes on the mbarrier at ``bar_offset`` of each destination CTA (of ``barrier_cta``
+    when given: the pair leader of a ``.cta_group::2`` load, :mod:`tsjit.interpret.tma_pair`).
 
     Raises:
         InterpretError: no mbarrier is initialized there.
@@ -80,10 +86,11 @@ def deliver(th, image_chunks, nbytes, destinations, bar_offset, where, clock):
         if window.tracker is not None:
             window.tracker.write(th, start, end - start, where, proxy="async",
                                  clock=clock.get(th.uid, 0) if clock else None)
-        barrier = cta.mbarriers.get(bar_offset)
+        signalled = cta if barrier_cta is None else barrier_cta
+        barrier = signalled.mbarriers.get(bar_offset)
         if barrier is None:
             raise InterpretError(f"TMA at {where}: no mbarrier is initialized at "
-                                 f"{th.machine.program.describe_shared(bar_offset)} of CTA rank {cta.rank} to "
+                                 f"{th.machine.program.describe_shared(bar_offset)} of CTA rank {signalled.rank} to "
                                  f"signal (initialize it first)")
         barrier.complete_tx(nbytes, clock)
 

@@ -8,6 +8,7 @@ Inline PTX tsjit emits and its meaning here:
 * an empty template whose outputs are tied to its inputs (``tsjit.wgmma.fence_operand``), and the
   ``mov.b32 $0, $1;`` that fences a conversion to a 16-bit float from LLVM's InstCombine: identity;
 * ``wgmma.mma_async``: :mod:`tsjit.interpret.wgmma_ops`;
+* the leader-routed ``cp.async.bulk.tensor ... .cta_group::2`` load of a 2-CTA pair: :mod:`tsjit.interpret.tma_pair`;
 * the debug-build helpers (``nanosleep``, ``fence.sc.sys``, ``st.volatile``, ``trap``).
 """
 from __future__ import annotations
@@ -17,7 +18,8 @@ import re
 from llvmlite import ir
 
 from tsjit.errors import InterpretError
-from tsjit.interpret import async_ops, clc, intrinsics, sync_ops, tcgen05_ops, tensor_ops, wgmma_ops  # noqa: F401 - registrations
+from tsjit.interpret import (async_ops, clc, intrinsics, sync_ops, tcgen05_ops, tensor_ops, tma_pair,  # noqa: F401
+                             wgmma_ops)  # registrations
 from tsjit.interpret.registry import ASM_PATTERNS, EXACT, PREFIXES, handles_asm
 
 __all__ = ["call_handler"]
