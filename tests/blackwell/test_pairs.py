@@ -12,7 +12,7 @@ import pytest
 import tsjit
 from tsjit import ts
 from tsjit.examples import bw_persistent_gemm as t6
-from tsjit.ts import protocol
+from tsjit.ts import protocol, tx_bytes
 from tsjit.ts.protocol import ArmTx, CommitUmma, Ctas, Gate, WaitParity
 from tsjit.ts.enums import ScheduleStage as S
 from tsjit.ts.verify import exhaustive
@@ -157,7 +157,7 @@ def test_the_pair_rows_of_the_protocol_table():
     assert wait.gate is Gate.PairLeader
     release = protocol.actions(ab, S.ConsumerRelease)[0]
     assert isinstance(release, CommitUmma) and release.gate is Gate.PairLeader and release.ctas is Ctas.AllInCluster
-    assert protocol.tx_cta_factor(ab) == 2 and protocol.stage_copy_bytes(ab, 1) == (32768, 1)
+    assert tx_bytes.tx_cta_factor(ab) == 2 and tx_bytes.stage_copy_bytes(ab, 1) == (32768, 1)
     acc = ts.PipelineConfig.create_umma_async_pipeline_cfg(1, one, ts.CooperativeGroup(ts.Agent.Thread, 256), PAIR,
                                                            producer_signaling_threads=leader)
     commit = protocol.actions(acc, S.ProducerCommit)[0]
