@@ -39,7 +39,7 @@ def test_missing_commit_reports_the_consumer_waiting_on_the_full_barrier(monkeyp
     assert "resource 'chunks'" in text and "stage 0" in text
     assert "task 'consume" in text or "task '" in text
     assert "parity 0" in text
-    assert "hang_programs.py:" in text or "ts_async.py:" in text
+    assert "interpret_bugs.py:" in text      # the schedule's c.wait() line (see the test below)
 
 
 def test_named_barrier_missing_a_warp_reports_the_barrier_and_its_count(monkeypatch):
@@ -66,3 +66,19 @@ def test_plain_missing_arrive_deadlock_lists_the_cta_and_line():
     text = _deadlock(lambda: waits_forever.interpret[(1,), (32,)](np.zeros(32, np.float32)))
     assert "CTA (0, 0, 0)" in text and "warp 0" in text and "1 of 2 arrivals" in text
     assert "test_deadlock.py:" in text
+
+
+def test_a_blocked_pipeline_wait_is_reported_at_the_schedule_line(monkeypatch):
+    """The consumer blocked in ``c.wait()`` is reported at that schedule line (tutorial 14), not at
+    the kernel's line that runs the TaskManager or at the last work body traced."""
+    import inspect
+
+    from tsjit.examples import interpret_bugs
+    monkeypatch.setenv("TSJIT_INTERPRET", "1")
+    source, first = inspect.getsourcelines(interpret_bugs.build_ring_scale)
+    line = {text.strip(): first + i for i, text in enumerate(source)}
+    n = 4096
+    x = tsjit.to_device(np.random.default_rng().standard_normal(n).astype(np.float32))
+    y = tsjit.empty((n,), tsjit.Float32)
+    text = _deadlock(lambda: hang_programs.missing_commit[(1,), (64,)](x, y, n, hang_programs.CHUNK))
+    assert f"at {interpret_bugs.__file__}:{line['c.wait()']}" in text, text
