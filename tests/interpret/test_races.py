@@ -74,3 +74,27 @@ def test_uninitialized_read_is_not_checked_by_default():
     out = np.full(64, np.nan, np.float32)
     reads_unwritten.interpret[(1,), (64,)](out)
     np.testing.assert_array_equal(out[:32], 1)
+
+
+@tsjit.kernel
+def barrier_then_arrivals(out, SYNC: tsjit.Constexpr[bool]):
+    """Thread 0 initializes an mbarrier for 64 arrivals; every thread arrives and waits.  SYNC=False
+    forgets the syncthreads between the init and the other threads' use (found by a newcomer)."""
+    tid = tsjit.thread_idx().x
+    bar = tsjit.shared_array(tsjit.Int64, 1, align=8)
+    if tid == 0:
+        tsjit.mbarrier_init(bar.ptr, 64)
+        tsjit.fence_mbarrier_init()
+    if tsjit.const_expr(SYNC):
+        tsjit.syncthreads()
+    tsjit.mbarrier_arrive(bar.ptr)
+    tsjit.mbarrier_wait(bar.ptr, 0)
+    out[tid] = tid
+
+
+def test_an_mbarrier_used_before_its_init_is_ordered_is_a_race(race_check):
+    with pytest.raises(InterpretError, match=r"race \(write then atomic\).*test_races.py:\d+.*then .*thread [1-9]"):
+        barrier_then_arrivals.interpret[(1,), (64,)](np.zeros(64, np.int32), False)
+    out = np.zeros(64, np.int32)
+    barrier_then_arrivals.interpret[(1,), (64,)](out, True)   # arrivals among themselves never race
+    assert np.array_equal(out, np.arange(64))

@@ -95,7 +95,7 @@ def attach_trackers(machine, cluster) -> None:
 
 
 class _Access:
-    __slots__ = ("uid", "clock", "where", "proxy", "fence_epoch", "thread", "pending")
+    __slots__ = ("uid", "clock", "where", "proxy", "fence_epoch", "thread", "pending", "base")
 
     def __init__(self, th, clock, where, proxy="generic", pending=False):
         self.pending = pending
@@ -105,6 +105,7 @@ class _Access:
         self.proxy = proxy
         self.fence_epoch = th.fence_epoch
         self.thread = th
+        self.base = None   # an atomic's record: the plain write before it, which every later atomic follows
 
 
 class SharedTracker:
@@ -209,14 +210,19 @@ class SharedTracker:
             self.writes[key] = access
 
     def atomic(self, th, offset: int, size: int, where: str) -> None:
-        """Atomics never race with each other; they still must be ordered with plain accesses
-        (tracked as a write that is ordered after earlier atomics by the same address)."""
+        """Atomics never race with each other; they still must be ordered with plain accesses: every
+        atomic must follow the last plain write (an ``mbarrier.init``, say) even when other atomics came
+        in between, and a later plain write must follow them (tracked as a write)."""
         check, record = self._keys(offset, size)
+        base = None
         for key in check:
             w = self.writes.get(key)
-            if w is not None and w.proxy != "atomic" and not self._covers(th, w):
-                raise self._race("write then atomic", th, where, w, key)
+            plain = w if w is None or w.proxy != "atomic" else w.base
+            if plain is not None and not self._covers(th, plain):
+                raise self._race("write then atomic", th, where, plain, key)
+            base = base or plain
         access = _Access(th, th.vc.get(th.uid, 0), where, "atomic")
+        access.base = base
         for key in record:
             self.writes[key] = access
             self.reads.pop(key, None)

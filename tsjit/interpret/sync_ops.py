@@ -129,6 +129,15 @@ def _space(instr, index=0) -> int:
     return instr.args[index].type.addrspace
 
 
+def _observe(th, barrier, where: str) -> None:
+    """Race check of an mbarrier operation: it reads the barrier's 8 bytes atomically, so it must be
+    ordered after the ``mbarrier.init`` that wrote them (a missing ``syncthreads`` after the init is a
+    race); atomics among themselves never race."""
+    tracker = barrier.cta.window.tracker
+    if tracker is not None:
+        tracker.atomic(th, barrier.offset, 8, where)
+
+
 @handles(_MB + "init.shared")
 def _mb_init(tr, instr, d, args):
     b, c = args
@@ -168,6 +177,7 @@ def _mb_arrive(tr, instr, d, args):
     def arrive(f):
         th = f[0]
         barrier = mbarrier_at(th, space, f[b], where)
+        _observe(th, barrier, where)
         if expect:
             barrier.expect_tx(f[n], where)
             state = barrier.arrive(th, 1, where)
@@ -186,7 +196,9 @@ def _mb_expect_tx(tr, instr, d, args):
     where = tr.where(instr)
 
     def expect_tx(f):
-        mbarrier_at(f[0], space, f[b], where).expect_tx(f[n], where)
+        barrier = mbarrier_at(f[0], space, f[b], where)
+        _observe(f[0], barrier, where)
+        barrier.expect_tx(f[n], where)
     return expect_tx
 
 
@@ -226,6 +238,7 @@ def _wait_factory(tr, instr, d, args):
     def wait(f):
         th = f[0]
         barrier = mbarrier_at(th, space, f[b], where)
+        _observe(th, barrier, where)
         value = f[p]
         th.wait_line = where
         th.timed_out = False
