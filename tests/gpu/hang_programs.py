@@ -141,16 +141,20 @@ def run_case(case: str) -> dict:
     """Compile ``case`` (not timed), launch it and wait for the error; returns the JSON fields.
 
     ``seconds`` runs from the launch call to the LaunchError (raised by the synchronization that
-    follows the trap)."""
+    follows the trap); under ``TSJIT_INTERPRET=1`` to the interpreter's InterpretError (its compile,
+    in the launch, included)."""
+    from tsjit import env
     from tsjit.runtime import driver
     kernel, args, launch = _prepare(case)
-    kernel.compile(*args)  # the launch below finds this build in memory
+    if not env.interpret():
+        kernel.compile(*args)  # the launch below finds this build in memory
     start = time.perf_counter()
     try:
         launch()
-        driver.synchronize()
-    except tsjit.LaunchError as exc:
-        return {"case": case, "error": "LaunchError", "message": str(exc), "seconds": time.perf_counter() - start}
+        if not env.interpret():
+            driver.synchronize()
+    except (tsjit.LaunchError, tsjit.InterpretError) as exc:   # the GPU's watchdog / the interpreter's report
+        return {"case": case, "error": type(exc).__name__, "message": str(exc), "seconds": time.perf_counter() - start}
     return {"case": case, "error": None, "message": "", "seconds": time.perf_counter() - start}
 
 

@@ -36,7 +36,8 @@ class Thread:
 
     __slots__ = ("machine", "cta", "regs", "tid", "linear", "warp", "lane", "local", "gen", "waiting",
                  "wait_line", "task", "step", "steps_seen", "alive", "uid", "wgmma", "bulk", "cp_async",
-                 "vc", "fence_epoch", "regs_budget", "pdl_waited", "timed_out", "wait_phase", "cluster_phase")
+                 "vc", "fence_epoch", "regs_budget", "pdl_waited", "timed_out", "wait_phase", "cluster_phase",
+                 "spins")
 
     def __init__(self, machine, cta, tid, linear, uid):
         self.machine = machine
@@ -62,6 +63,7 @@ class Thread:
         self.timed_out = False
         self.wait_phase = None
         self.cluster_phase = None
+        self.spins = None     # atomic-load site -> (buffer, offset, value) last read (memory_ops.WordWatch)
 
     def describe(self) -> str:
         x, y, z = self.cta.ctaid
@@ -131,6 +133,7 @@ class Machine:
         self.uid = 0
         self.launch_queue = deque()
         self.at_quiescence = []   # jobs run when every live thread is parked (asynchronous units finish)
+        self.watches = {}     # (id(buffer), byte offset) -> memory_ops.WordWatch of polling threads
 
     # -- scheduling ---------------------------------------------------------------------------
     def notify(self, waitable) -> None:

@@ -7,6 +7,12 @@ address outside every buffer, or misaligned for its type, is an :class:`~tsjit.e
 naming the array, the element index and the source line.  Shared accesses also go to the CTA's
 :class:`~tsjit.interpret.races.SharedTracker` when race or uninitialized-read checks are on.
 Atomics are read-modify-write steps: a thread is never interrupted inside one instruction.
+
+An atomic load (``ld.acquire``, ``load atomic``: how polling loops read a flag, e.g. the debug build's
+software named barrier) that reads the same value at the same instruction as the thread's previous
+read there parks the thread on the word (:class:`WordWatch`) until an atomic writes it, or until every
+thread is parked (the scheduler then lets it read once more, then reports the deadlock).  So a spin loop
+lets the other threads run and a loop that can never end is a deadlock, not a hang.
 """
 from __future__ import annotations
 
@@ -16,8 +22,10 @@ from tsjit.errors import InterpretError
 from tsjit.interpret import memory as M
 from tsjit.interpret import scalars as S
 from tsjit.interpret.pdl import check_access as check_pdl_access
+from tsjit.interpret.registry import blocking
+from tsjit.interpret.sync import Waitable
 
-__all__ = ["translate", "resolve", "scalar_codec"]
+__all__ = ["translate", "resolve", "scalar_codec", "WordWatch"]
 
 _FORMATS = {1: "B", 2: "H", 4: "I", 8: "Q"}
 
@@ -98,7 +106,98 @@ def translate(tr, instr):
         return _store(tr, instr)
     if isinstance(instr, ir.AtomicRMW):
         return _atomic(tr, instr)
+    if isinstance(instr, ir.LoadAtomicInstr):
+        return _load_atomic(tr, instr)
+    if isinstance(instr, ir.StoreAtomicInstr):
+        return _store_atomic(tr, instr)
     return _cmpxchg(tr, instr)
+
+
+class WordWatch(Waitable):
+    """Threads polling one memory word with atomic loads that keep reading ``value`` (woken by an atomic
+    write of the word, or once when every thread is parked: ``timeout_allowed``)."""
+
+    __slots__ = ("what", "value")
+    timeout_allowed = True
+
+    def __init__(self, what: str):
+        super().__init__()
+        self.what = what
+        self.value = None
+
+    def describe(self) -> str:
+        return f"{self.what}: a polling loop whose atomic load keeps reading {self.value} (nothing writes it)"
+
+
+def _wake_watchers(th, owner, off) -> None:
+    """An atomic wrote the word at ``off`` of ``owner``: threads polling it re-read."""
+    watch = th.machine.watches.get((id(owner), off))
+    if watch is not None and watch.waiters:
+        th.machine.notify(watch)
+
+
+def _load_atomic(tr, instr):
+    ptr = instr.operands[0]
+    p, d = tr.slot(ptr), tr.slot(instr)
+    space = ptr.type.addrspace
+    where = tr.where(instr)
+    parts, size = _access_parts(instr.type)
+    if len(parts) != 1:
+        raise InterpretError(f"the interpreter cannot execute the atomic load of a {instr.type} at {where}")
+    (_, (fmt, size, decode, _enc)), = parts
+    site = object()
+
+    @blocking
+    def load_atomic(f):
+        th = f[0]
+        a = f[p]
+        views, off, kind, owner = resolve(th, space, a, size, "atomic load", where)
+        if off % size:
+            raise _misaligned("atomic load", a, size, where)
+        if kind == "shared" and owner.tracker is not None:
+            owner.tracker.atomic(th, off, size, where)
+        raw = views[fmt][off // size]
+        spins = th.spins
+        if spins is None:
+            spins = th.spins = {}
+        seen = (id(owner), off, raw)
+        if spins.get(site) == seen:             # polling without a change: let the writers run
+            key = (id(owner), off)
+            watch = th.machine.watches.get(key)
+            if watch is None:
+                what = f"{kind} word at byte {off} of " + (f"CTA rank {owner.rank}'s shared memory" if kind == "shared"
+                                                          else getattr(owner, "name", kind))
+                watch = th.machine.watches[key] = WordWatch(what)
+            watch.value = raw
+            th.wait_line = where
+            yield watch
+            th.timed_out = False
+            raw = views[fmt][off // size]
+            seen = (id(owner), off, raw)
+        spins[site] = seen
+        f[d] = decode(raw) if decode is not None else raw
+    return load_atomic
+
+
+def _store_atomic(tr, instr):
+    value, ptr = instr.operands
+    v, p = tr.slot(value), tr.slot(ptr)
+    space = ptr.type.addrspace
+    where = tr.where(instr)
+    fmt, size, _dec, encode = scalar_codec(value.type)
+
+    def store_atomic(f):
+        th = f[0]
+        a = f[p]
+        views, off, kind, owner = resolve(th, space, a, size, "atomic store", where)
+        if off % size:
+            raise _misaligned("atomic store", a, size, where)
+        if kind == "shared" and owner.tracker is not None:
+            owner.tracker.atomic(th, off, size, where)
+        x = f[v]
+        views[fmt][off // size] = encode(x) if encode is not None else x
+        _wake_watchers(th, owner, off)
+    return store_atomic
 
 
 def _alloca(tr, instr):
@@ -295,6 +394,8 @@ def _atomic(tr, instr):
         new = fn(old, f[v])
         view[off // size] = encode(new) if encode is not None else new
         f[d] = old
+        if th.machine.watches:
+            _wake_watchers(th, owner, off)
     return atomic
 
 
@@ -316,6 +417,8 @@ def _cmpxchg(tr, instr):
         ok = old == f[e]
         if ok:
             view[off // size] = f[n]
+            if th.machine.watches:
+                _wake_watchers(th, owner, off)
         f[d] = (old, 1 if ok else 0)
     return cmpxchg
 

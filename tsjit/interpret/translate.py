@@ -592,4 +592,5 @@ _DISPATCH = {
     ir.InsertElement: Translator._insertelement, ir.ShuffleVector: Translator._shufflevector,
     ir.LoadInstr: Translator._memory, ir.StoreInstr: Translator._memory, ir.AtomicRMW: Translator._memory,
     ir.CmpXchg: Translator._memory, ir.AllocaInstr: Translator._memory, ir.Fence: Translator._fence,
+    ir.LoadAtomicInstr: Translator._memory, ir.StoreAtomicInstr: Translator._memory,
 }
