@@ -96,9 +96,10 @@ class CTA:
         self.named = {}       # barrier id -> NamedBarrier
         self.mbarriers = {}   # offset -> MBarrier
         self.warpgroups = {}  # index -> pending warpgroup rendezvous
+        self.live = 0         # threads not yet exited (kept by Machine: a count, not a scan per exit)
 
     def live_threads(self) -> int:
-        return sum(1 for t in self.threads if t.alive)
+        return self.live
 
 
 class Cluster:
@@ -179,6 +180,7 @@ class Machine:
                                 th.warp.threads.append(th)
                                 cta.threads.append(th)
                                 linear += 1
+                    cta.live = len(cta.threads)
         cluster.barrier = ClusterBarrier(cluster)
         if "race" in self.checks or "uninit" in self.checks:
             attach_trackers(self, cluster)
@@ -247,7 +249,8 @@ class Machine:
     def _thread_exited(self, th) -> None:
         finish_thread(th)
         cta = th.cta
-        if not cta.live_threads():
+        cta.live -= 1
+        if not cta.live:
             finish_cta(cta)                 # its TMEM must be freed (tcgen05)
         for barrier in list(cta.named.values()):
             barrier.thread_exited(th)

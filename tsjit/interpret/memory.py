@@ -166,20 +166,23 @@ class SharedWindow:
                                  + (f" at {line}" if line else ""))
 
 
+_NO_LOCAL = np.zeros(0, np.uint8)
+
+
 class LocalMemory:
     """Per-thread stack memory for ``alloca`` (device_print argument buffers, spilled aggregates)."""
 
     def __init__(self, thread_uid: int):
         self.base = GENERIC_LOCAL | (thread_uid << CLUSTER_SHIFT)
-        self.data = np.zeros(256, np.uint8)
+        self.data = _NO_LOCAL      # grown at the first alloca (most threads never use local memory)
         self.used = 0
-        self.views = _views(self.data)
+        self.views = None
 
     def allocate(self, nbytes: int, align: int) -> int:
         offset = (self.used + align - 1) // align * align
         self.used = offset + nbytes
         if self.used > len(self.data):
-            grown = np.zeros(max(len(self.data) * 2, self.used), np.uint8)
+            grown = np.zeros(max(len(self.data) * 2, self.used, 256), np.uint8)
             grown[:len(self.data)] = self.data
             self.data = grown
             self.views = _views(self.data)

@@ -85,7 +85,8 @@ class _Workspace:
                 ws = tsjit.empty((max(floats, 1 << 20),), dt.Float32)
             if cnt is None or cnt.shape[0] < counters:
                 cnt = tsjit.zeros((max(counters, 1 << 14),), dt.Int32)
-                driver.check(driver.bindings().cuCtxSynchronize(), "cuCtxSynchronize")   # the memset is done
+                if not env.interpret():       # the interpreter's arrays are host memory, zeroed at once
+                    driver.check(driver.bindings().cuCtxSynchronize(), "cuCtxSynchronize")   # the memset is done
             self.by_stream[stream] = (ws, cnt)
             return ws, cnt
 

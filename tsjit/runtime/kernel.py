@@ -335,13 +335,16 @@ class Kernel:
     def bind(self, *args, grid, block, smem_bytes: int = 0, cluster=None, pdl: bool = False) -> BoundLaunch:
         """Pack a launch once (arguments, grid, block) and return it as a :class:`BoundLaunch`:
         ``bound(stream_handle)`` then costs one driver call.  For libraries that launch the same
-        arguments many times (``tsjit.ops.matmul`` caches one per data-pointer tuple).
+        arguments many times (``tsjit.ops.matmul`` caches one per data-pointer tuple).  Under
+        ``TSJIT_INTERPRET=1`` it is a callable ``bound(stream=0)`` that runs the launch on the CPU interpreter.
 
         Raises:
             LaunchError / CompilationError: as :meth:`launch`; also for arguments the fast path
                 cannot pack (e.g. an unhashable compile-time value).
         """
         values = list(args) if len(args) == len(self.params) else self._bind(args, {})
+        if env.interpret():   # each call runs the bound launch on the CPU interpreter (the stream is moot)
+            return lambda stream=0: self._interpret(values, {}, grid, block, smem_bytes, cluster, True, pdl)
         sig, dyn = argument_signature(values, self.kinds)
         plan = self._plans.get(sig) if sig is not None else None
         if plan is None:
