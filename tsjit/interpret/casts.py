@@ -41,6 +41,8 @@ def _scalar_cast(op: str, src, dst, tr, instr):
         sign = 1 << (width - 1)
         return lambda x: ((int(x) ^ sign) - sign) & mask
     if op in ("fptrunc", "fpext"):
+        if sk == "float" and dk == "bfloat":
+            return S.bfloat_of_float
         if dk == "float":
             return S.F32
         if dk == "double":
@@ -86,6 +88,12 @@ def _pieces(t):
 def _bitcast(src, dst):
     src_parts, dst_parts = _pieces(src), _pieces(dst)
     src_vector, dst_vector = S.kind_of(src) == "vector", S.kind_of(dst) == "vector"
+    if src_parts == [("bfloat", 16)] * 2 and dst_parts == [("int", 32)]:     # packing a bf16x2 register
+        bits = S.bfloat_bits
+        return lambda v: bits(v[0]) | (bits(v[1]) << 16)
+    if src_parts == [("int", 32)] and dst_parts == [("bfloat", 16)] * 2:
+        value = S.bfloat_of_bits
+        return lambda x: (value(x), value(x >> 16))
 
     def to_bits(value):
         items = value if src_vector else (value,)
@@ -139,5 +147,7 @@ def cast_function(tr, instr):
         scalar = _scalar_cast(op, src.element, dst.element, tr, instr)
         if scalar is None:
             return None
+        if src.count == 2:              # the packed pairs of 16-bit math (bf16x2, f16x2)
+            return lambda v: (scalar(v[0]), scalar(v[1]))
         return lambda v: tuple(scalar(x) for x in v)
     return _scalar_cast(op, src, dst, tr, instr)

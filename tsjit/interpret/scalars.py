@@ -131,6 +131,28 @@ def bits_float(bits: int, kind: str):
     return numerics.from_bits(bits & 0xFFFF, kind)
 
 
+def bfloat_of_float(x):
+    """``fptrunc float -> bfloat`` (``cvt.rn.bf16.f32``) of a float32 register value: round to nearest
+    even on the bit pattern (overflow carries into the exponent: +-inf), NaN kept.  The common
+    conversion of every bf16 epilogue, so without the general rounding's layers."""
+    if x != x:
+        return x
+    b = _I32_STRUCT.unpack(_F32_STRUCT.pack(x))[0]
+    return _F32_STRUCT.unpack(_I32_STRUCT.pack(((b + 0x7FFF + ((b >> 16) & 1)) >> 16) << 16))[0]
+
+
+def bfloat_bits(x) -> int:
+    """The 16 bits of a bfloat register value (exactly a bfloat: the top half of its float32 bits)."""
+    if x != x:
+        return numerics.to_bits(float(x), "bfloat")     # the canonical NaN
+    return _I32_STRUCT.unpack(_F32_STRUCT.pack(x))[0] >> 16
+
+
+def bfloat_of_bits(bits: int) -> float:
+    """The bfloat register value of 16 bits ``bits`` (exact)."""
+    return _F32_STRUCT.unpack(_I32_STRUCT.pack((bits & 0xFFFF) << 16))[0]
+
+
 def round_float(x: float, kind: str):
     """``x`` rounded to float type ``kind`` (round to nearest even)."""
     if kind == "float":
