@@ -1,6 +1,10 @@
 """TSJIT_AUTOTUNE=1 on the GPU (issue 15): the first call of a shape bucket measures the shortlist on
 its own operands and gives the right numbers (outputs poisoned, float64 reference), the winner lands
-in TSJIT_CACHE_DIR, and a second shape of the bucket uses it without measuring."""
+in TSJIT_CACHE_DIR, and a second shape of the bucket uses it without measuring.
+
+GPU-only (no ``[interpret]`` variant): the autotuner picks by measured kernel times (CUDA events), which
+the CPU interpreter cannot give; the numerics of every configuration it can pick are checked under the
+interpreter by test_ops_matmul_arrays_gpu.py."""
 import json
 import sys
 

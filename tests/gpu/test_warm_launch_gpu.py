@@ -2,14 +2,19 @@
 the same launch as the first one: fresh pointers and scalars arrive, streams are honoured
 (``stream=`` handles, torch streams, :func:`tsjit.use_stream`), clusters still launch, and a
 ``BoundLaunch`` replays.  Outputs are poisoned before every launch.
+
+Also under the CPU interpreter (``gpu_or_interpret``): the same launch sequences, where every launch
+(warm, on a stream, bound) runs on the interpreter (streams are stand-ins there) and must give the same
+numbers; the torch-stream test needs torch with CUDA and stays on the GPU.
 """
 import numpy as np
 import pytest
 
 import tsjit
+from tsjit import env
 from tsjit.runtime import driver, streams
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.gpu_or_interpret
 
 
 @tsjit.kernel
@@ -64,6 +69,8 @@ def test_warm_launch_honours_use_stream_and_stream_handles():
 
 
 def test_warm_launch_with_torch_tensors_on_torch_stream():
+    if env.interpret():
+        pytest.skip("torch CUDA tensors and streams need a GPU")
     torch = pytest.importorskip("torch")
     n = 3000
     s = torch.cuda.Stream()

@@ -66,7 +66,15 @@ def _sreg(tr, instr, d, args):
 
     def sreg(f):
         f[d] = reader(f[0])
+    inline = _SREG_SOURCE.get(name)
+    if inline is not None:    # read inline in the fused block (translate.fuse): every thread reads its ids often
+        sreg.source = f"f[{d}] = f[0].{inline}"
     return sreg
+
+
+_SREG_SOURCE = {f"{base}.{axis}": f"{path}[{i}]" for axis, i in _AXES.items() for base, path in
+                (("tid", "tid"), ("ctaid", "cta.ctaid"), ("ntid", "machine.block"), ("nctaid", "machine.grid"))}
+_SREG_SOURCE.update({"laneid": "lane", "warpid": "linear // 32"})
 
 
 @handles(_NV + "is_explicit_cluster")
