@@ -89,7 +89,7 @@ def lower(kernel, specs, target_name: str, pdl: bool = False) -> InterpretedKern
         CompilationError / VerificationError: as compiling for the GPU would.
     """
     cache = kernel.__dict__.setdefault("_interpret_programs", {})
-    key = (memory_spec_key(specs), target_name, pdl)
+    key = (memory_spec_key(specs), target_name, pdl, env.code_affecting_values())   # TSJIT_DEBUG=1 builds differ
     found = cache.get(key)
     if found is not None:
         return found
