@@ -41,6 +41,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tsjit.errors import UsageValueError
+
 SMEM_BUDGET = 232448 - 2048        # the opt-in shared memory of an H100/H200 CTA, less barriers and slack
 PEAK_FLOPS_PER_SM = 989e12 / 132   # dense bf16 wgmma rate per SM (H100/H200 SXM datasheet)
 HBM_BYTES_PER_S = 3.0e12           # what a GEMM's TMA loads sustain (the H200's copy bandwidth is ~4.2 TB/s)
@@ -315,7 +317,7 @@ def make_config(problem: Problem, block_m: int, block_n: int, splits: int, sched
         halves = (128, 256) if schedule == "pingpong-shared" else (128,)
         if (block_m not in halves or (block_m == 256 and block_n > 128) or splits != 1 or block_n < 64
                 or block_n % 64):
-            raise ValueError(f"a {schedule} configuration needs BM in {halves} (256: BN <= 128), BN a multiple of "
+            raise UsageValueError(f"a {schedule} configuration needs BM in {halves} (256: BN <= 128), BN a multiple of "
                              f"64 and no split-K; got BM={block_m}, BN={block_n}, split-K {splits}")
         tma = problem.tma_output and problem.out_bytes == 2
         epilogue = "tma" if tma else "direct"

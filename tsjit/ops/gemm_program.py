@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import tsjit
 from tsjit import ts
 from tsjit import wgmma
+from tsjit.errors import UsageValueError
 from tsjit.lang.epilogue import FusedEpilogue, store_fragment_global, store_fragment_shared
 from tsjit.lang.fragment import Fragment
 from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
@@ -373,7 +374,7 @@ def mainloop_schedules(k_domain, turns: str = "none", lag: int = 1):
     work keeps ``lag`` wgmma groups in flight: ``wait_group(lag)``); the K domain must have at least
     ``lag`` K tiles (1 always does)."""
     if turns not in ("none", "tile", "mma"):
-        raise ValueError(f"mainloop_schedules: turns must be 'none', 'tile' or 'mma'; got {turns!r}")
+        raise UsageValueError(f"mainloop_schedules: turns must be 'none', 'tile' or 'mma'; got {turns!r}")
 
     @ts.schedule
     def load_schedule(q: WorkQueue, s: ts.MemoryResource):
