@@ -1,6 +1,6 @@
 """CUTLASS Task Scheduling tutorial 8 ported (05/01, Blackwell): a block-scaled NVFP4 GEMM.
 **Compile-only**: it compiles, verifies and assembles for ``sm_100f``, but nothing here executes it -- there
-is no Blackwell GPU, and the CPU interpreter has no block-scaled ``tcgen05.mma`` (nor ``tcgen05.cp``), so the
+is no Blackwell GPU, and the CPU interpreter has no block-scaled ``tcgen05.mma`` (it models ``tcgen05.cp``), so the
 device path is not checked against numbers.  The host path is real and tested: :func:`quantize_nvfp4` packs a
 float matrix into NVFP4 (E2M1 values, two per byte, one UE4M3 scale per 16 elements) and
 :func:`reference` is the float64 product of the dequantized operands a Blackwell run would be compared with.

@@ -1,5 +1,5 @@
 """Blackwell tensor memory and ``tcgen05`` for the CPU interpreter: TMEM and its allocator,
-``tcgen05.mma`` (A and B from shared memory or A from TMEM, D in TMEM), ``tcgen05.ld`` /
+``tcgen05.mma`` (A and B from shared memory or A from TMEM, D in TMEM), ``tcgen05.cp``, ``tcgen05.ld`` /
 ``tcgen05.st``, decoded as the hardware reads them.
 
 **TMEM** (PTX ISA 9.1 §9.7.16.1) is 128 lanes x 512 columns of 32-bit cells per CTA
@@ -20,6 +20,10 @@ Products are exact and the K products plus D are summed in float64 and rounded o
 Not modelled (an :class:`~tsjit.errors.InterpretError`): ``M = 64``, ``M = 128`` pairs, ``.ws``,
 sparse and block-scaled MMAs, Float16/Int32 D, the ``128B_base32B`` swizzle, a non-zero base offset
 and the absolute-LBO mode.
+
+**cp** (§9.7.16.9.2): ``tcgen05.cp`` of the forms tsjit emits (:data:`CP_FORMS`): source rows of 16 or
+32 bytes read through the shared-memory descriptor as a K-major byte matrix (the canonical layouts
+again), written into the lanes :func:`cp_lanes` gives; the decompressing forms are refused.
 
 **ld / st** (§9.7.16.8.3): shapes ``32x32b``, ``16x64b``, ``16x128b``, ``16x256b`` (:func:`fragment_cells`); ``32x32b``: thread ``t`` of the warp accesses lane
 ``base_lane + t`` and register ``j`` is column ``base_column + j``; warp ``w`` may access only
@@ -229,8 +233,19 @@ def st(tmem: TensorMemory, address: int, shape: str, values, warp: int) -> None:
 def _smem_addresses(desc: int, rows: int, k: int, ptx_type: str, mn_major: int, what: str):
     """(byte addresses ``(rows, k)``, description) of the operand the tcgen05 shared-memory
     descriptor ``desc`` selects (PTX ISA §9.7.16.4.1, canonical layouts §9.7.16.3)."""
+    return descriptor_addresses(desc, rows, k, ITEMSIZE[ptx_type], mn_major, f"tcgen05.mma {what}")
+
+
+def descriptor_addresses(desc: int, rows: int, k: int, itemsize: int, mn_major: int, what: str):
+    """(byte addresses ``(rows, k)``, description) of the ``rows x k`` matrix of ``itemsize``-byte
+    elements that the tcgen05 shared-memory descriptor ``desc`` selects (PTX ISA §9.7.16.4.1,
+    canonical layouts §9.7.16.3); ``what`` names the instruction and operand in errors.
+
+    Raises:
+        InterpretError: a wrong fixed version field, or an unmodelled swizzle / base offset / LBO mode.
+    """
     fields = ud.decode_smem_descriptor(int(desc))
-    described = (f"tcgen05.mma {what}: shared-memory descriptor 0x{int(desc) & ((1 << 64) - 1):016x} (address "
+    described = (f"{what}: shared-memory descriptor 0x{int(desc) & ((1 << 64) - 1):016x} (address "
                  f"{fields['address']}, LBO {fields['leading_byte_offset']}, SBO {fields['stride_byte_offset']}, "
                  f"swizzle {fields['swizzle']!r})")
     if fields["version"] != 1:
@@ -242,8 +257,94 @@ def _smem_addresses(desc: int, rows: int, k: int, ptx_type: str, mn_major: int, 
         raise InterpretError(f"{described}: a non-zero base offset or the absolute-LBO mode is not modelled; start "
                              f"the tile on its swizzle pattern")
     addresses = canonical_addresses(fields["address"], fields["leading_byte_offset"], fields["stride_byte_offset"],
-                                    fields["swizzle"], rows, k, ITEMSIZE[ptx_type], bool(mn_major))
+                                    fields["swizzle"], rows, k, itemsize, bool(mn_major))
     return addresses, described
+
+
+#: (shape, multicast) -> (source rows, bytes per row): the ``tcgen05.cp`` forms tsjit emits (PTX ISA 9.1
+#: §9.7.16.9.2; Data Movement Shape §9.7.16.2.3).  The decompressing ``.b8x16.b6x16_p32`` /
+#: ``.b8x16.b4x16_p64`` forms are not emitted by tsjit and not modelled.
+CP_FORMS = {("128x256b", None): (128, 32), ("128x128b", None): (128, 16), ("4x256b", None): (4, 32),
+            ("64x128b", "warpx2::02_13"): (64, 16), ("64x128b", "warpx2::01_23"): (64, 16),
+            ("32x128b", "warpx4"): (32, 16)}
+
+
+def cp_lanes(shape: str, multicast: str | None) -> np.ndarray:
+    """``(rows, replicas)`` int64: the TMEM lanes (relative to the destination address) that source
+    row ``r`` of ``tcgen05.cp.<shape>[.<multicast>]`` is written to:
+
+    * ``128x256b`` / ``128x128b``: lane ``r``;
+    * ``4x256b``: lane ``32 r`` (one row into the first lane of each warp's quarter);
+    * ``64x128b.warpx2::02_13``: lanes ``r`` and ``r + 64`` (warps 0 and 2 get rows 0-31, 1 and 3 rows 32-63);
+    * ``64x128b.warpx2::01_23``: lanes ``64 (r // 32) + r % 32`` and ``+ 32`` (warps 0 and 1 get rows 0-31,
+      2 and 3 rows 32-63);
+    * ``32x128b.warpx4``: lanes ``r + 32 j``, ``j = 0..3`` (every warp's quarter gets all 32 rows).
+
+    The PTX ISA text available here names the shapes and the warp pairs of the multicasts; the
+    lane formulas above are read off those names and the ISA's figures as described by public
+    secondary documentation, not checked on a Blackwell GPU.
+
+    Raises:
+        InterpretError: a form outside :data:`CP_FORMS`.
+    """
+    if (shape, multicast) not in CP_FORMS:
+        named = f"{shape}.{multicast}" if multicast else shape
+        raise InterpretError(f"tcgen05.cp.{named}: the interpreter models "
+                             f"{[f'{s}.{m}' if m else s for s, m in CP_FORMS]} (PTX ISA §9.7.16.9.2)")
+    r = np.arange(CP_FORMS[(shape, multicast)][0], dtype=np.int64)[:, None]
+    if shape == "4x256b":
+        return 32 * r
+    if multicast == "warpx2::02_13":
+        return r + np.array([[0, 64]])
+    if multicast == "warpx2::01_23":
+        return 64 * (r // 32) + r % 32 + np.array([[0, 32]])
+    if multicast == "warpx4":
+        return r + 32 * np.arange(4)[None, :]
+    return r
+
+
+def cp_footprint(shape: str, multicast: str | None, address: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """((first lane, end lane), (first column, end column)) of the TMEM cells ``tcgen05.cp`` writes."""
+    lane, column = split_address(address)
+    lanes = cp_lanes(shape, multicast)
+    return (lane, lane + int(lanes.max()) + 1), (column, column + CP_FORMS[(shape, multicast)][1] // 4)
+
+
+def cp_source(desc: int, shape: str, multicast: str | None) -> tuple[np.ndarray, str]:
+    """(byte addresses ``(rows, bytes per row)``, description) of the source matrix of a ``tcgen05.cp``:
+    a K-major matrix of bytes in the canonical layout that ``desc`` describes (§9.7.16.4.1, §9.7.16.3),
+    one source row per row, 16 or 32 bytes.
+
+    Raises:
+        InterpretError: as :func:`descriptor_addresses`, or an unmodelled form.
+    """
+    rows, row_bytes = CP_FORMS.get((shape, multicast), (None, None))
+    if rows is None:
+        cp_lanes(shape, multicast)
+    named = f"{shape}.{multicast}" if multicast else shape
+    return descriptor_addresses(desc, rows, row_bytes, 1, 0, f"tcgen05.cp.{named} source")
+
+
+def cp(tmem: TensorMemory, smem: np.ndarray, desc: int, address: int, shape: str, multicast: str | None) -> None:
+    """Perform one ``tcgen05.cp.cta_group::1.<shape>[.<multicast>] [address], desc`` now: copy the
+    source matrix (:func:`cp_source`) into TMEM.  Source row ``r`` goes to the lanes :func:`cp_lanes`
+    gives (relative to ``address``'s lane), its bytes little-endian into consecutive 32-bit columns
+    from ``address``'s column (bytes ``4c .. 4c + 3`` into column ``c``, the lowest-addressed byte in
+    bits 0-7: the packing the interpreter's A-in-TMEM operand uses).
+
+    Raises:
+        InterpretError: an unmodelled form or descriptor, a source outside shared memory, or
+            destination cells outside a live TMEM allocation.
+    """
+    addresses, described = cp_source(desc, shape, multicast)
+    raw = gather_elements(smem, addresses, 1, described)
+    words = np.ascontiguousarray(raw).view("<u4")                               # (rows, columns)
+    (lane0, lane1), (column0, column1) = cp_footprint(shape, multicast, address)
+    named = f"{shape}.{multicast}" if multicast else shape
+    tmem.check(lane0, column0, lane1 - lane0, column1 - column0, f"tcgen05.cp.{named} destination")
+    lanes = lane0 + cp_lanes(shape, multicast)
+    for replica in range(lanes.shape[1]):
+        tmem.cells[lanes[:, replica], column0:column1] = words
 
 
 def _smem_operand(smem: np.ndarray, desc: int, rows: int, k: int, ptx_type: str, mn_major: int,
@@ -369,4 +470,4 @@ def _instruction(idesc: int, kind: str, cta_group: int):
     return fields, a_type, b_type
 
 
-__all__ = ["LD_SHAPES", "fragment_cells", "TensorMemory", "split_address", "ld", "st", "mma", "mma_pair", "mma_shape", "operand_ranges", "POISON", "TMEM_LANES", "TMEM_COLUMNS"]
+__all__ = ["CP_FORMS", "cp_lanes", "cp_footprint", "cp_source", "cp", "descriptor_addresses", "LD_SHAPES", "fragment_cells", "TensorMemory", "split_address", "ld", "st", "mma", "mma_pair", "mma_shape", "operand_ranges", "POISON", "TMEM_LANES", "TMEM_COLUMNS"]

@@ -19,6 +19,8 @@
   (an operand stage released or overwritten early gives new bytes), a ``tcgen05.ld`` of cells an MMA
   in flight writes reads :data:`tsjit.interpret.tcgen05.POISON` (NaN), and a ``dealloc`` of them is
   an error.
+* ``tcgen05.cp`` (§9.7.16.9.2, inline PTX) is queued like an MMA and performed at its commit, in issue
+  order with the thread's MMAs (a copy then an MMA reading its cells under one commit sees the copy).
 * ``tcgen05.ld`` / ``tcgen05.st`` (every shape, ``.xN``) are warp collectives (§9.7.16.8.3-4); ``wait::ld`` /
   ``wait::st`` and the tcgen05 fences order nothing more in this model.
 * Every CTA's TMEM must be freed before it exits: :func:`finish_cta`, for the core to call when a
@@ -26,11 +28,14 @@
 """
 from __future__ import annotations
 
+import re
+
 from tsjit.errors import InterpretError
 from tsjit.interpret import memory as M
 from tsjit.interpret import tcgen05
 from tsjit.interpret.races import join, retire, snapshot
-from tsjit.interpret.registry import blocking, constant_arg, handles, handles_prefix
+from tsjit.interpret.wgmma import byte_ranges
+from tsjit.interpret.registry import blocking, constant_arg, handles, handles_asm, handles_prefix
 from tsjit.interpret.sync import Waitable, join_warp, mbarrier_at
 
 _TC = "llvm.nvvm.tcgen05."
@@ -275,6 +280,58 @@ def _mma(tr, instr, d, args):
             tcgen05.mma_pair(tmems, smems, idesc, a, b, d_address, accumulate, kind=kind, a_in_tmem=a_in_tmem)
         enqueue(th, _Async(run, th, where, records, (lane, lane + m), (column, column + n), tmems))
     return mma
+
+
+@handles_asm(r"^tcgen05\.cp\.")
+def _cp(tr, instr, d, args, match):
+    """``tcgen05.cp.cta_group::G.<shape>[.<multicast>] [taddr], s_desc`` (PTX ISA 9.1 §9.7.16.9.2), issued
+    by one thread: validated at issue (source inside shared memory, destination inside a TMEM
+    allocation), queued like an MMA and performed at its commit (:func:`_arrive_later`), in issue
+    order with the thread's MMAs.  With ``cta_group::2`` the even CTA of the pair issues it and each
+    CTA of the pair copies from its own shared memory into its own TMEM at the same address and
+    descriptor (the pair convention of ``tcgen05.mma``; not confirmed by the PTX ISA text available
+    here)."""
+    where = tr.where(instr)
+    form = re.fullmatch(r"tcgen05\.cp\.cta_group::([12])\.(\w+?)(?:\.(warpx2::02_13|warpx2::01_23|warpx4))? "
+                        r"\[\$0\], \$1;", instr.callee.asm)
+    if form is None:
+        raise InterpretError(f"the interpreter does not model `{instr.callee.asm}` at {where}: it models "
+                             f"tcgen05.cp.cta_group::{{1,2}}.<shape>[.<multicast>] [taddr], s_desc without "
+                             f"decompression (.b8x16.*), the forms tsjit.tcgen05.cp emits")
+    group, shape, multicast = int(form.group(1)), form.group(2), form.group(3)
+    named = f"tcgen05.cp.cta_group::{group}.{shape}" + (f".{multicast}" if multicast else "")
+    address_slot, desc_slot = args[:2]
+
+    def cp(f):
+        th = f[0]
+        address, desc = f[address_slot] & 0xFFFFFFFF, f[desc_slot]
+        try:
+            ctas = (th.cta,) if group == 1 else _pair_ctas(th, "tcgen05.cp", where)
+            if group == 2 and th.cta is not ctas[0]:
+                raise InterpretError(f"{named}: issued in CTA rank {th.cta.rank}; the even CTA of the pair issues "
+                                     f"a pair's copy (cluster rank {ctas[0].rank})")
+            addresses, described = tcgen05.cp_source(desc, shape, multicast)
+            lanes, columns = tcgen05.cp_footprint(shape, multicast, address)
+            for cta in ctas:
+                cta.window.check(int(addresses.min()), int(addresses.max()) + 1 - int(addresses.min()),
+                                 described, where)
+                tensor_memory(cta).check(lanes[0], columns[0], lanes[1] - lanes[0], columns[1] - columns[0],
+                                         f"{named} destination")
+        except InterpretError as error:
+            raise InterpretError(f"{error}\n  at {where}, {th.describe()}") from None
+        records = []
+        for cta in ctas:
+            if cta.window.tracker is not None:
+                records += [cta.window.tracker.read(th, start, end - start, where, proxy="async", pending=True)
+                            for start, end in byte_ranges(addresses)]
+        tmems = [tensor_memory(cta) for cta in ctas]
+        smems = [cta.window.data for cta in ctas]
+
+        def run():
+            for tmem, smem in zip(tmems, smems):
+                tcgen05.cp(tmem, smem, desc, address, shape, multicast)
+        enqueue(th, _Async(run, th, where, records, lanes, columns, tmems))
+    return cp
 
 
 def _arrive_later(th, targets, where: str) -> None:
