@@ -246,6 +246,32 @@ def enqueue(th, op: _Async) -> None:
     queue_of(th.cta).append(op)
 
 
+def _issuing_ctas(th, group: int, what: str, where: str):
+    """The CTAs an asynchronous tcgen05 operation of ``th`` works on: its own, or (``cta_group::2``) its
+    pair, which only the pair's even CTA may issue for.
+
+    Raises:
+        InterpretError: no peer CTA, or issued in the odd CTA of the pair.
+    """
+    if group == 1:
+        return (th.cta,)
+    ctas = _pair_ctas(th, what, where)
+    if th.cta is not ctas[0]:
+        raise InterpretError(f"{what}.cta_group::2: issued in CTA rank {th.cta.rank}; the even CTA of the pair "
+                             f"issues a pair's operation (cluster rank {ctas[0].rank})")
+    return ctas
+
+
+def _in_flight_reads(th, ctas, ranges, where: str) -> list:
+    """The race checker's pending asynchronous-proxy reads of ``ranges`` in each CTA of ``ctas``."""
+    records = []
+    for cta in ctas:
+        if cta.window.tracker is not None:
+            records += [cta.window.tracker.read(th, start, end - start, where, proxy="async", pending=True)
+                        for start, end in ranges]
+    return records
+
+
 @handles(_TC + "mma.shared", _TC + "mma.tensor")
 def _mma(tr, instr, d, args):
     d_slot, a_slot, b_slot, idesc_slot, enable_slot = args[:5]
@@ -259,19 +285,12 @@ def _mma(tr, instr, d, args):
         idesc, a, b, d_address, accumulate = f[idesc_slot], f[a_slot], f[b_slot], f[d_slot] & 0xFFFFFFFF, \
             bool(f[enable_slot])
         try:
-            ctas = (th.cta,) if group == 1 else _pair_ctas(th, "tcgen05.mma", where)
-            if group == 2 and th.cta is not ctas[0]:
-                raise InterpretError(f"tcgen05.mma.cta_group::2: issued in CTA rank {th.cta.rank}; the even CTA of "
-                                     f"the pair issues a pair's MMA (cluster rank {ctas[0].rank})")
+            ctas = _issuing_ctas(th, group, "tcgen05.mma", where)
             ranges = tcgen05.operand_ranges(idesc, a, b, kind=kind, a_in_tmem=a_in_tmem, cta_group=group)
             m, n = tcgen05.mma_shape(idesc, kind, group)
         except InterpretError as error:
             raise InterpretError(f"{error}\n  at {where}, {th.describe()}") from None
-        records = []
-        for cta in ctas:
-            if cta.window.tracker is not None:
-                records += [cta.window.tracker.read(th, start, end - start, where, proxy="async", pending=True)
-                            for start, end in ranges]
+        records = _in_flight_reads(th, ctas, ranges, where)
         tmems = [tensor_memory(cta) for cta in ctas]
         smems = [cta.window.data for cta in ctas]
         lane, column = tcgen05.split_address(d_address)
@@ -306,10 +325,7 @@ def _cp(tr, instr, d, args, match):
         th = f[0]
         address, desc = f[address_slot] & 0xFFFFFFFF, f[desc_slot]
         try:
-            ctas = (th.cta,) if group == 1 else _pair_ctas(th, "tcgen05.cp", where)
-            if group == 2 and th.cta is not ctas[0]:
-                raise InterpretError(f"{named}: issued in CTA rank {th.cta.rank}; the even CTA of the pair issues "
-                                     f"a pair's copy (cluster rank {ctas[0].rank})")
+            ctas = _issuing_ctas(th, group, "tcgen05.cp", where)
             addresses, described = tcgen05.cp_source(desc, shape, multicast)
             lanes, columns = tcgen05.cp_footprint(shape, multicast, address)
             for cta in ctas:
@@ -319,11 +335,7 @@ def _cp(tr, instr, d, args, match):
                                          f"{named} destination")
         except InterpretError as error:
             raise InterpretError(f"{error}\n  at {where}, {th.describe()}") from None
-        records = []
-        for cta in ctas:
-            if cta.window.tracker is not None:
-                records += [cta.window.tracker.read(th, start, end - start, where, proxy="async", pending=True)
-                            for start, end in byte_ranges(addresses)]
+        records = _in_flight_reads(th, ctas, byte_ranges(addresses), where)
         tmems = [tensor_memory(cta) for cta in ctas]
         smems = [cta.window.data for cta in ctas]
 
