@@ -5,7 +5,9 @@ reason when :func:`tsjit.runtime.driver.gpu_available` is ``False`` (that call n
 
 Tests marked ``@pytest.mark.gpu_or_interpret`` run twice: ``[gpu]`` (marked ``gpu``) and
 ``[interpret]`` under the CPU interpreter (``TSJIT_INTERPRET=1`` for the test; ``tsjit.env.interpret()``
-tells a test to pick its reduced sizes).
+tells a test to pick its reduced sizes).  Without a GPU the ``[gpu]`` twin is *deselected*, not
+skipped: its ``[interpret]`` variant runs in its place, so the skipped count is what truly needs a GPU
+(real timing, torch CUDA tensors, the driver's own encoders).  The summary says how many twins went.
 
 The suite never writes into the user's real kernel cache: ``TSJIT_CACHE_DIR`` points at a
 temporary directory for the whole session (set in ``os.environ``, so subprocesses and notebook
@@ -58,9 +60,32 @@ def device_backend(request, monkeypatch):
     return backend
 
 
+_deselected_twins = 0
+
+
+def _is_gpu_twin(item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    return (item.get_closest_marker("gpu_or_interpret") is not None and callspec is not None
+            and callspec.params.get("device_backend") == "gpu")
+
+
 def pytest_collection_modifyitems(config, items):
+    global _deselected_twins
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if gpu_items and not _gpu_available():
+        twins = [item for item in gpu_items if _is_gpu_twin(item)]
+        if twins:
+            config.hook.pytest_deselected(items=twins)
+            chosen = set(map(id, twins))
+            items[:] = [item for item in items if id(item) not in chosen]
+            _deselected_twins = len(twins)
         skip = pytest.mark.skip(reason=GPU_SKIP_REASON)
         for item in gpu_items:
-            item.add_marker(skip)
+            if not _is_gpu_twin(item):
+                item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _deselected_twins:
+        terminalreporter.write_line(f"no GPU: {_deselected_twins} [gpu] twins of gpu_or_interpret tests deselected "
+                                    f"(their [interpret] variants ran); skipped tests need a GPU itself")
