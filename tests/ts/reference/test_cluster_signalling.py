@@ -27,3 +27,22 @@ def test_multicast_copy_releases_to_the_peer_cta(monkeypatch):
     monkeypatch.setenv("TSJIT_INTERPRET", "1")
     got, expected = mp.run(64, 32, 16, 2, 1)
     assert np.array_equal(got, expected)
+
+
+@conformance("A7", "WorkQueue wrapping ClcDynamicPersistentTileScheduler")
+@conformance("§1.4", "create_clc_fetch_async_pipeline_cfg")
+@conformance("§1.5", "wq.fetch_work_tile()")
+@conformance("§1.5", "wq.get_and_advance_work_tile()")
+@conformance("§1.5", "WorkQueue self-edge {wq: [wq]}")
+def test_clc_dynamic_persistent_copy_runs_on_the_interpreters_launch_queue(monkeypatch):
+    """The CLC persistent copy (sm_100a: clusterlaunchcontrol.try_cancel / query_cancel), its scheduler task
+    with the queue self-edge, run against the interpreter's simulated launch queue."""
+    from tsjit.examples import bw_clc_copy
+    import tsjit
+    monkeypatch.setenv("TSJIT_INTERPRET", "1")
+    monkeypatch.setenv("TSJIT_TARGET", "sm_100a")   # the interpreter runs the Blackwell build
+    tile, warps, num_tiles = 256, 2, 5
+    src = np.random.default_rng().standard_normal(num_tiles * tile).astype(np.float32)
+    dst = tsjit.empty((num_tiles * tile,), tsjit.Float32).fill_bytes(0xFF)
+    bw_clc_copy.clc_copy[(num_tiles,), ((1 + warps) * 32,)](tsjit.to_device(src), dst, num_tiles, tile, warps)
+    assert np.array_equal(dst.numpy(), src)
