@@ -10,13 +10,15 @@ The Task Scheduling lowering (:mod:`tsjit.ts.lowering`, :mod:`tsjit.ts.lower_pip
 * ``counted_loop(start, end, step, scope, body)``: ``for iv in range(start, end, step)``;
 * ``while_loop(condition, scope, body)``;
 * ``inline_work(fn, args, kwargs)``: compile a device function inline (a work body);
-* ``require_launch(threads=, cluster=)`` and ``reserve_shared(nbytes, align)``: the launch contract.
+* ``require_launch(threads=, cluster=)`` and ``reserve_shared(nbytes, align)``: the launch contract;
+* ``at_source(location)``: what is emitted inside carries ``location`` as its source line.
 
 The loops are :func:`loop` / :func:`counted_loop`, the same routines the frontend's ``for`` and
 ``while`` statements use (:mod:`.control`): one loop builder for the whole compiler.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 from tsjit.backend import emit
@@ -302,9 +304,31 @@ class Structured:
             for axis, extent in zip("xyz", cluster):
                 km.annotate(f"cluster_dim_{axis}", extent)
 
+    @contextlib.contextmanager
+    def at_source(self, location):
+        """Instructions emitted inside the ``with`` block carry ``location`` (a
+        :class:`~tsjit.errors.SourceLocation`, e.g. a schedule step's ``r.acquire()`` line) as their
+        source line, so reports (an interpreter deadlock, a debug print) name it."""
+        km = self._gen.km
+        saved, km.statement = km.statement, (_FixedSource(location), None)
+        try:
+            yield
+        finally:
+            km.statement = saved
+
     def reserve_shared(self, nbytes: int, align: int = 16) -> int:
         """Reserve ``nbytes`` of the kernel's dynamic shared-memory block; returns the byte offset."""
         return self._gen.km.reserve_shared(nbytes, align)
+
+
+@dataclass(frozen=True)
+class _FixedSource:
+    """Stands for the parsed source in ``KernelModule.statement``: every node is at ``where``."""
+
+    where: object
+
+    def location(self, node):
+        return self.where
 
 
 def context(what: str) -> Structured:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tsjit.backend import emit
 from tsjit.errors import CompilationError, VerificationError, warn
 from tsjit.frontend import structured
 from tsjit.lang import bounded_wait
@@ -218,13 +217,9 @@ class _TaskLowering:
             stage = lower_debug.step_stage(step, cursors, scope)
             lower_debug.annotate_step(self.ctx, self.task, step, stage, self.loop)
             described = self.wait_context(step, side, scope[cursors.open_index]) if bounded_wait.enabled() else {}
-            km = emit.current()
-            statement, km.statement = km.statement, (_StepSource(step.location), None)
-            try:        # reports (interpreter deadlocks) name the schedule's line, not m.run()
-                with bounded_wait.wait_context(**described):
-                    lower_pipeline.emit_operation(self.ctx, step, self.task, storage, cursors, scope)
-            finally:
-                km.statement = statement
+            # reports (interpreter deadlocks) name the schedule's line, not m.run()
+            with self.ctx.at_source(step.location), bounded_wait.wait_context(**described):
+                lower_pipeline.emit_operation(self.ctx, step, self.task, storage, cursors, scope)
             return
         kwargs = dict(step.constexpr_kwargs)
         for param, token in step.inputs.items():
@@ -406,13 +401,3 @@ def _emit_sections(lowering: _TaskLowering, nodes, scope, head_offset) -> None:
         if isinstance(node, DomainLoop):
             offset = lowering.tail_offset
 
-
-@dataclass(frozen=True)
-class _StepSource:
-    """Stands for the parsed source in ``KernelModule.statement`` while a pipeline step is emitted:
-    its location is the schedule step's line (``r.acquire()``)."""
-
-    where: object
-
-    def location(self, node):
-        return self.where
