@@ -39,8 +39,8 @@ def gemm_error(group_m: int) -> float:
     """Relative Frobenius error of C (128 x 256) = A (128 x 512) B^T by ``gemm.gemm_ts`` (3 stages, one CTA) on
     fresh bf16 inputs, NaNs counted as 1e6; ``group_m`` only separates specializations."""
     rng = np.random.default_rng()
-    a = gemm._bf16_round(rng.standard_normal((128, 512)).astype(np.float32))
-    b = gemm._bf16_round(rng.standard_normal((256, 512)).astype(np.float32))
+    a = gemm.bf16_round(rng.standard_normal((128, 512)).astype(np.float32))
+    b = gemm.bf16_round(rng.standard_normal((256, 512)).astype(np.float32))
     c = tsjit.empty((128, 256), tsjit.BFloat16).fill_bytes(0xFF)
     a_map = tsjit.TensorMap(tsjit.to_device(a, tsjit.BFloat16), (gemm.BM, gemm.BK), swizzle="128B")
     b_map = tsjit.TensorMap(tsjit.to_device(b, tsjit.BFloat16), (256, gemm.BK), swizzle="128B")

@@ -127,8 +127,8 @@ def test_a_wgmma_descriptor_one_stage_off_gives_wrong_numbers(monkeypatch):
         return original(self, (stage + 1) % self.pipeline_config.num_stages, warpgroup)
 
     rng = np.random.default_rng()
-    a = gemm._bf16_round(rng.standard_normal((128, 256)).astype(np.float32))
-    b = gemm._bf16_round(rng.standard_normal((256, 256)).astype(np.float32))
+    a = gemm.bf16_round(rng.standard_normal((128, 256)).astype(np.float32))
+    b = gemm.bf16_round(rng.standard_normal((256, 256)).astype(np.float32))
     ref = a.astype(np.float64) @ b.astype(np.float64).T
     for planted in (False, True):
         if planted:

@@ -24,8 +24,8 @@ def run_gemm(*, a_swizzle="128B", c_swizzle="128B", kernel=gemm.gemm_ts):
     """(relative error of C, C) of the GEMM with the given tensor-map swizzles (the kernel's wgmma
     descriptors and stmatrix epilogue always assume 128B)."""
     rng = np.random.default_rng()
-    a = gemm._bf16_round(rng.standard_normal((M, K)).astype(np.float32))
-    b = gemm._bf16_round(rng.standard_normal((N, K)).astype(np.float32))
+    a = gemm.bf16_round(rng.standard_normal((M, K)).astype(np.float32))
+    b = gemm.bf16_round(rng.standard_normal((N, K)).astype(np.float32))
     da, db = tsjit.to_device(a, dtype=tsjit.BFloat16), tsjit.to_device(b, dtype=tsjit.BFloat16)
     c = tsjit.empty((M, N), tsjit.BFloat16).fill_bytes(0xFF)
     a_map = tsjit.TensorMap(da, (gemm.BM, gemm.BK), swizzle=a_swizzle)

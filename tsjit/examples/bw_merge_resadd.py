@@ -31,7 +31,8 @@ from tsjit.errors import UsageValueError
 from tsjit.examples.bw_merge_gemm import LAYOUT, ONE, UmmaOperandB, accumulator_config, tile_end
 from tsjit.examples.bw_umma import BK, BM, UmmaAccumulator
 from tsjit.examples.ts_fork import TmaTilesA
-from tsjit.examples.ts_merge_gemm import _bf16_round, random_operands
+from tsjit.examples.gemm import bf16_round
+from tsjit.examples.ts_merge_gemm import random_operands
 from tsjit.examples.ts_merge_resadd import ResidualTiles
 from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
 
@@ -172,7 +173,7 @@ def run_resadd_umma(M: int, N: int, K: int, *, block_n: int = 128, stages: int =
         raise UsageValueError(f"merge_gemm_resadd_umma needs N and K multiples of 8, got N={N}, K={K}")
     rng = rng or np.random.default_rng()
     a, b = random_operands(M, N, K, rng)
-    res = _bf16_round(rng.standard_normal((M, N)).astype(np.float32))
+    res = bf16_round(rng.standard_normal((M, N)).astype(np.float32))
     da, db, dr = (tsjit.to_device(x, dtype=tsjit.BFloat16) for x in (a, b, res))
     d = tsjit.empty((M, N), tsjit.BFloat16).fill_bytes(0xFF)
     merge_gemm_resadd_umma[(ctas,), (THREADS,)](

@@ -220,7 +220,8 @@ def gemm_ts(a_map, b_map, c, c_map, M, N, K, BN: tsjit.Constexpr[int], STAGES: t
     manager.run()
 
 
-def _bf16_round(x: np.ndarray) -> np.ndarray:
+def bf16_round(x: np.ndarray) -> np.ndarray:
+    """``x`` (float32) rounded to the nearest bfloat16 value, as float32."""
     from tsjit.runtime.arrays import bfloat16_bits_to_float32, float_to_bfloat16_bits
     return bfloat16_bits_to_float32(float_to_bfloat16_bits(x))
 
@@ -258,8 +259,8 @@ def run_gemm(M: int, N: int, K: int, *, block_n: int = 256, stages: int = 3, clu
     """C = A @ B^T (B (N, K)) or A @ B (``b_layout="KN"``) on fresh random bf16 inputs, output poisoned;
     returns (C as float64, float64 reference)."""
     rng = rng or np.random.default_rng()
-    a = _bf16_round(rng.standard_normal((M, K)).astype(np.float32))
-    b = _bf16_round(rng.standard_normal((N, K) if b_layout == "NK" else (K, N)).astype(np.float32))
+    a = bf16_round(rng.standard_normal((M, K)).astype(np.float32))
+    b = bf16_round(rng.standard_normal((N, K) if b_layout == "NK" else (K, N)).astype(np.float32))
     da = tsjit.to_device(a, dtype=tsjit.BFloat16)
     db = tsjit.to_device(b, dtype=tsjit.BFloat16)
     c = tsjit.empty((M, N), tsjit.BFloat16).fill_bytes(0xFF)

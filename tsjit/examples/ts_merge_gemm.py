@@ -30,6 +30,7 @@ import numpy as np
 
 import tsjit
 from tsjit import ts
+from tsjit.examples.gemm import bf16_round
 from tsjit.lang.epilogue import FusedEpilogue
 from tsjit.lang.fragment import Fragment
 from tsjit.ops.gemm_program import BK, OutputTile, WarpgroupMmaRing
@@ -279,11 +280,6 @@ def barrier_counts(stages: int = 4, target: str = "sm_90a") -> dict:
             for name, grouped in (("group", True), ("separate", False))}
 
 
-def _bf16_round(x: np.ndarray) -> np.ndarray:
-    from tsjit.runtime.arrays import bfloat16_bits_to_float32, float_to_bfloat16_bits
-    return bfloat16_bits_to_float32(float_to_bfloat16_bits(x))
-
-
 def merge_gemm_launcher(a, b, c, *, block_n: int = 256, stages: int = 4, group_m: int = 8, grouped: bool = True,
                         sms: int | None = None, stream=None):
     """A launcher for C = relu(A @ B^T) on device arrays (bf16 A (M, K), B (N, K), C (M, N)).
@@ -308,8 +304,8 @@ def merge_gemm_launcher(a, b, c, *, block_n: int = 256, stages: int = 4, group_m
 def random_operands(M: int, N: int, K: int, rng=None):
     """Fresh bf16-representable A (M, K), B (N, K) as float32 numpy arrays."""
     rng = rng or np.random.default_rng()
-    return (_bf16_round(rng.standard_normal((M, K)).astype(np.float32)),
-            _bf16_round(rng.standard_normal((N, K)).astype(np.float32)))
+    return (bf16_round(rng.standard_normal((M, K)).astype(np.float32)),
+            bf16_round(rng.standard_normal((N, K)).astype(np.float32)))
 
 
 def run_merge_gemm(M: int, N: int, K: int, *, block_n: int = 256, stages: int = 4, grouped: bool = True, rng=None):

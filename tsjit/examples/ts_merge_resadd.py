@@ -204,14 +204,14 @@ def run_resadd(M: int, N: int, K: int, *, block_n: int = 128, stages: int = 3, e
 
     Raises:
         ValueError: N or K is not a multiple of 8 (16-byte rows for cp.async, TMA and the vector stores)."""
-    from tsjit.examples.ts_merge_gemm import _bf16_round
+    from tsjit.examples.gemm import bf16_round
     from tsjit.runtime.arrays import bfloat16_bits_to_float32
     from tsjit.runtime.driver import device_properties
     if N % 8 or K % 8:
         raise ValueError(f"merge_gemm_resadd needs N and K multiples of 8, got N={N}, K={K}")
     rng = rng or np.random.default_rng()
     a, b = random_operands(M, N, K, rng)
-    res = _bf16_round(rng.standard_normal((M, N)).astype(np.float32))
+    res = bf16_round(rng.standard_normal((M, N)).astype(np.float32))
     da, db, dr = (tsjit.to_device(x, dtype=tsjit.BFloat16) for x in (a, b, res))
     d = tsjit.empty((M, N), tsjit.BFloat16).fill_bytes(0xFF)
     grid = min(-(-M // BM) * -(-N // block_n), sms or device_properties().sm_count)
