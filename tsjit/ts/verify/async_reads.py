@@ -16,7 +16,8 @@ walks the function's syntax tree in source order and returns what each call does
 plain module functions.  Only calls made unconditionally retire or commit (a wait inside an
 ``if`` may not run, so it retires nothing; the body of an ``if elect_one():`` without ``else``
 is unconditional for the one lane that runs it; a guarded branch that retires its own groups,
-followed by a CTA barrier, retires them: ``_Walker._guarded``); an issue anywhere counts.  A ``wait_group``
+followed by a CTA barrier, retires them, and so does a branch that commits them followed by an
+unconditional wait and a CTA barrier: ``_Walker._guarded``); an issue anywhere counts.  A ``wait_group``
 argument that is not a literal, a Constexpr parameter of the work, an int field of the
 resource or a conditional expression of those retires nothing.  Each of these choices keeps a read in flight longer, never shorter.
 
@@ -173,6 +174,7 @@ class _Walker(ast.NodeVisitor):
         self.conditional = 0
         self.events: list = []
         self.guarded: list = []         # issues retired in a guarded branch, not yet ordered
+        self.committed: list = []       # [family, issues, later commits]: committed in a guarded branch
 
     def _where(self, node) -> str:
         return f"{short_path(self.filename)}:{node.lineno + self.offset}"
@@ -207,16 +209,21 @@ class _Walker(ast.NodeVisitor):
         tma_store; commit; wait(0)``) retires them for the threads that ran it, and a later
         unconditional CTA barrier (:data:`_BARRIERS`; ``syncwarp`` in a one-warp task) orders every other thread after that
         wait: its issues are then dropped (kept, as in flight, when no such barrier follows)."""
-        saved = self.events, self.conditional, self.guarded
-        self.events, self.conditional, self.guarded = [], 0, []
+        saved = self.events, self.conditional, self.guarded, self.committed
+        self.events, self.conditional, self.guarded, self.committed = [], 0, [], []
         for statement in branch:
             self.visit(statement)
-        self._flush()
+        self._flush(final=True)
         events = self.events
-        self.events, self.conditional, self.guarded = saved
+        self.events, self.conditional, self.guarded, self.committed = saved
         issues = [e for e in events if e.kind == "issue"]
         if issues and not self.conditional and _retires_all(events):
             self.guarded += issues
+        elif issues and not self.conditional and _commits_all(events):
+            # ``if tid == 0: tma_store; commit`` then ``wait(0)`` after the ``if``: the issuing
+            # thread's groups are closed; a later unconditional wait retires them (_retire)
+            for name in dict.fromkeys(e.family.name for e in issues):
+                self.committed.append([name, [e for e in issues if e.family.name == name], 0])
         else:
             self.events += issues
 
@@ -224,10 +231,30 @@ class _Walker(ast.NodeVisitor):
         if event.kind != "issue":
             self._flush()           # a guarded issue not yet ordered stays in flight from here
         self.events.append(event)
+        if event.kind == "commit":
+            for entry in self.committed:
+                entry[2] += entry[0] == event.family.name
+        elif event.kind == "wait" and event.pending is not None:
+            self._retire(event)
 
-    def _flush(self) -> None:
+    def _retire(self, wait) -> None:
+        """An unconditional ``wait(N)`` also runs on the thread that committed groups in a
+        guarded branch: a group older than the last ``N`` commits is retired for it, and, as in
+        :meth:`_guarded`, a later CTA barrier orders the task's other threads after that wait."""
+        kept = []
+        for entry in self.committed:
+            if entry[0] == wait.family.name and entry[2] >= wait.pending:
+                self.guarded += entry[1]
+            else:
+                kept.append(entry)
+        self.committed = kept
+
+    def _flush(self, final: bool = False) -> None:
         self.events += self.guarded
         self.guarded = []
+        if final:                   # committed in a guarded branch and never waited for: in flight
+            self.events += [e for entry in self.committed for e in entry[1]]
+            self.committed = []
 
     def _const_expr(self, test):
         """The value of ``if tsjit.const_expr(e):`` evaluated as the compiler does (module
@@ -314,7 +341,7 @@ def _function_events(function, step, resource, depth: int, seen: set, barriers) 
     walker = _Walker(function, step, resource, depth, seen, barriers)
     for statement in _statements(function):
         walker.visit(statement)
-    walker._flush()
+    walker._flush(final=True)
     return walker.events
 
 
@@ -339,6 +366,15 @@ def _retires_all(events) -> bool:
         else:
             return False
     return not any(open_.values()) and not any(groups.values())
+
+
+def _commits_all(events) -> bool:
+    """Whether every issue of ``events`` is followed by a commit of its family (no group left open)."""
+    open_ = {}
+    for event in events:
+        if event.kind in ("issue", "commit"):
+            open_[event.family.name] = event.kind == "issue"
+    return not any(open_.values())
 
 
 def work_events(step, num_warps: int | None = None) -> tuple:
