@@ -1,6 +1,7 @@
 """when_true / when_false correlation keys in the exhaustive checker (issue 12 §2): guards with one
 key take the same value in every task; guards with different keys are independent, so a producer
-and a consumer guarded by different keys can disagree (and here deadlock)."""
+and a consumer guarded by different keys can disagree (and here deadlock); so can unkeyed guards of
+different tasks, while unkeyed guards on one token see one value."""
 import pytest
 
 from tsjit.ts import Task, domain_loop, schedule, when_false, when_true
@@ -58,3 +59,44 @@ def test_when_false_with_the_same_key_is_the_complement():
     tasks, graph = _program("k", "k", consumer_guard=when_false)
     result = check_all_interleavings(tasks, graph)
     assert result.verdict == "UNSAFE" and result.deadlocks > 0, result.format()
+
+
+def test_unkeyed_guards_of_different_tasks_are_independent():
+    """Without a key nothing says the two tasks' flags agree: the producer may skip a fill the
+    consumer waits for (the checker used to give every unkeyed guard one shared value)."""
+    tasks, graph = _program(None, None)
+    names = [v.name for v in program_variants(tasks)]
+    assert len(names) == 4 and "when_true task 'producer' unkeyed [#0].item taken, " \
+                               "task 'consumer' unkeyed [#0].item not taken" in names, names
+    result = check_all_interleavings(tasks, graph)
+    assert result.verdict == "UNSAFE" and result.deadlocks > 0, result.format()
+
+
+def test_unkeyed_guards_on_one_token_see_one_value():
+    ring = Ring(name="ring", pipeline_config=async_config(2, producers=32, consumers=32))
+    flags = GmemSource(name="flags", src=FakeValue("f"))
+    out = GmemDest(name="out", dst=FakeValue("o"), smem=ring)
+
+    @schedule
+    def produce(r: Ring):
+        with domain_loop(0, 4, 1):
+            r.acquire()
+            r.fill()
+            r.commit()
+
+    @schedule
+    def consume(f: GmemSource, r: Ring, o: GmemDest):
+        flag = f.load()
+        with domain_loop(0, 4, 1):
+            with when_true(flag):
+                r.wait()
+            with when_false(flag):
+                r.wait()
+            with when_true(flag):
+                o.store(r.read())
+            r.release()
+
+    tasks = [Task("producer", [], [ring], 0, 1, produce(ring)),
+             Task("consumer", [flags, ring], [out], 1, 1, consume(flags, ring, out))]
+    assert [v.name for v in program_variants(tasks)] == ["all tiles run", "when_true blocks not taken"]
+    assert check_all_interleavings(tasks, {out: [ring, flags]}).verdict == "SAFE"

@@ -15,9 +15,10 @@ run-time, ``2 * max_stages + 1`` trips rounded up to a multiple of the warp-lane
 that every ring wraps twice and the lanes split it evenly.  Persistent tasks run two work tiles; the skip variants
 run ``(full, skipped)`` and ``(skipped, skipped)`` tiles where a task has ``skip_if``.
 Data guards (``when_true`` / ``when_false``): guards with one ``key=`` take one value in
-every task, different keys are independent, unkeyed guards share one value; every
-combination of those values is a variant (for the first :data:`MAX_GUARD_KEYS` keys; any
-further keys follow the unkeyed value).
+every task, different keys are independent; an unkeyed guard is correlated only with the other
+guards on the same token (one run-time value), so unkeyed guards of different tasks may
+disagree; every combination of those values is a variant (for the first
+:data:`MAX_GUARD_KEYS` keys or tokens; any further ones take the first one's value).
 """
 from __future__ import annotations
 
@@ -49,9 +50,9 @@ class ExpandedStep:
 class Variant:
     """Which program variant to compile: tile skip pattern and data-guard values.
 
-    ``guard_values`` maps a ``when_true``/``when_false`` correlation key to the value its
-    guards see in this variant (guards with one key agree across tasks; different keys are
-    independent); unkeyed guards share ``guard_value``.
+    ``guard_values`` maps a ``when_true``/``when_false`` correlation group (:func:`guard_group`)
+    to the value its guards see in this variant (one key's guards agree across tasks; different
+    keys and different tokens are independent); groups not listed see ``guard_value``.
     """
 
     name: str
@@ -59,8 +60,16 @@ class Variant:
     guard_value: bool = True
     guard_values: dict = field(default_factory=dict)
 
-    def guard_holds(self, key) -> bool:
-        return self.guard_values.get(key, self.guard_value) if key is not None else self.guard_value
+    def guard_holds(self, guard) -> bool:
+        return self.guard_values.get(guard_group(guard), self.guard_value)
+
+
+def guard_group(guard) -> tuple:
+    """The correlation group of a data guard: its ``key=``, else its token (the variable and the
+    step that produced it: guards on one token see one value)."""
+    if guard.key is not None:
+        return ("key", guard.key)
+    return ("token", id(guard.token.step), id(guard.token.variable))
 
 
 def _max_stages(tasks) -> int:
@@ -193,9 +202,9 @@ def _guard_runs(guard, iteration, trip_count, skipped, variant: Variant) -> bool
     if c is BlockCondition.Skippable:
         return not skipped
     if c is BlockCondition.WhenTrue:
-        return variant.guard_holds(guard.key)
+        return variant.guard_holds(guard)
     if c is BlockCondition.WhenFalse:
-        return not variant.guard_holds(guard.key)
+        return not variant.guard_holds(guard)
     if iteration is None:
         return True
     return guard.holds(iteration, trip_count) is not False
@@ -236,18 +245,24 @@ def program_variants(tasks) -> list:
            is not None for t in tasks):
         variants.append(Variant("second tile skipped", skips=(False, True)))
         variants.append(Variant("both tiles skipped", skips=(True, True)))
-    data_guards = [g for t in tasks for s in t.schedule.steps for g in s.guards
-                   if g.condition.is_data_dependent]
-    keys = sorted({g.key for g in data_guards if g.key is not None})[:MAX_GUARD_KEYS]
-    unkeyed = any(g.key is None for g in data_guards)
-    groups = ([None] if unkeyed else []) + keys
+    names: dict = {}                       # correlation group -> its name, keys first
+    for task in tasks:
+        for step in task.schedule.steps:
+            for g in step.guards:
+                if g.condition.is_data_dependent and g.key is not None:
+                    names.setdefault(guard_group(g), f"key {g.key!r}")
+    for task in tasks:
+        for step in task.schedule.steps:
+            for g in step.guards:
+                if g.condition.is_data_dependent and g.key is None:
+                    names.setdefault(guard_group(g), f"task {task.name!r} unkeyed "
+                                                     f"[#{g.token.step.id}].{g.token.variable.name}")
+    groups = sorted(names, key=lambda k: (k[0] != "key", k[1] if k[0] == "key" else 0))[:MAX_GUARD_KEYS]
     for values in product((True, False), repeat=len(groups)):
         if all(values):
             continue                       # the first variant: every block taken
-        by_group = dict(zip(groups, values))
         name = ("when_true blocks not taken" if len(groups) == 1 else
-                "when_true " + ", ".join(f"{'unkeyed' if k is None else 'key ' + repr(k)} "
-                                         f"{'taken' if v else 'not taken'}" for k, v in by_group.items()))
-        variants.append(Variant(name, guard_value=by_group.get(None, True),
-                                guard_values={k: v for k, v in by_group.items() if k is not None}))
+                "when_true " + ", ".join(f"{names[k]} {'taken' if v else 'not taken'}"
+                                         for k, v in zip(groups, values)))
+        variants.append(Variant(name, guard_value=values[0], guard_values=dict(zip(groups, values))))
     return variants
