@@ -94,9 +94,18 @@ class SignalingThreads(enum.IntFlag):
     CtaLeader = 2
     TaskWarpLeader = 4
 
-    @staticmethod
-    def is_valid_combination(value: "SignalingThreads") -> bool:
-        return int(value) in (1, 2, 4, 6)
+    def is_valid_combination(self) -> bool:
+        """Whether this value is one of the legal combinations (callable on a value, or on the class with
+        the value: ``SignalingThreads.is_valid_combination(v)``)."""
+        return int(self) in (1, 2, 4, 6)
+
+    def has_cta_leader(self) -> bool:
+        """Whether only the cluster's leader CTA signals (``CtaLeader`` is set)."""
+        return bool(int(self) & 2)
+
+    def has_task_warp_leader(self) -> bool:
+        """Whether only the task's first warp signals (``TaskWarpLeader`` is set)."""
+        return bool(int(self) & 4)
 
 
 class PipelineOp(enum.Enum):

@@ -130,7 +130,8 @@ def test_monolithic_aux_override_is_an_aux_stage():
 # -- legacy dict-based forms ------------------------------------------------------------------------
 @conformance("A6", "create_consumer_variables", reason="tsjit runs captured schedules only: an override "
              "is a ScheduleError showing the TaskLocalVariable / returns= / routed-parameter form")
-@conformance("A6", "create_producer_variables", reason="as create_consumer_variables")
+@conformance("A6", "create_producer_variables", reason="tsjit runs captured schedules only: an override "
+             "is a ScheduleError showing the routed-parameter form (producer work takes tokens as keywords)")
 def test_legacy_variable_dicts_fail_with_the_captured_form():
     @dataclass(kw_only=True)
     class Legacy(MemoryResource):
@@ -142,6 +143,15 @@ def test_legacy_variable_dicts_fail_with_the_captured_form():
     text = str(err.value)
     assert "'old'" in text and "create_consumer_variables" in text
     assert "TaskLocalVariable.uninitialized()" in text and "returns=item" in text
+
+    @dataclass(kw_only=True)
+    class LegacyProducer(MemoryResource):
+        def create_producer_variables(self):
+            return {"item": 0}
+
+    with pytest.raises(ScheduleError, match=r"(?s)'old' .*create_producer_variables.*def store\(self, stage_info, "
+                                            r"\*, item\).*dst\.store\(item=item\)"):
+        LegacyProducer(name="old").task_local_variables()
 
 
 @conformance("A6", "set_consumer_var", reason="legacy form: raises with the returns= equivalent")
@@ -288,7 +298,7 @@ def _two_writers(first, second):
     return ts.TaskManager(tasks, {first: [feeds[0]], second: [feeds[1]]}, verbose=False)
 
 
-@conformance("§1.8", "TmemAllocation(name, num_columns)", reason="get_tmem_requirements() columns are laid out by the TaskManager (owner, column, M2); device addresses are issue 14")
+@conformance("§1.8", "TmemAllocation(name, num_columns)")
 def test_tmem_requirements_are_laid_out_by_the_task_manager():
     first, second = Accumulator(name="acc0", columns=128), Accumulator(name="acc1", columns=256)
     manager = _two_writers(first, second)

@@ -212,9 +212,9 @@ def test_staged_ring_runs(kernel, in_flight):
     assert (seen.numpy() == in_flight).all()
 
 
-@conformance("A3", "label", reason="the pasted label example, compiled for Blackwell (issue 14): the reference's "
-                                   "examples are Blackwell kernels, so they must build for sm_100a unchanged")
+@conformance("A3", "label")
 def test_label_example_compiles_unchanged_for_sm100a():
+    """The reference's examples are Blackwell kernels: the pasted label example builds for sm_100a unchanged."""
     from blackwell.toolchain import sm100_unavailable_reason
     if sm100_unavailable_reason():
         pytest.skip(sm100_unavailable_reason())

@@ -48,8 +48,11 @@ def test_reference_field_names_on_a_tile_count_config():
     assert config.response_ptr is None
 
 
-@conformance("A2", "create_clc_dynamic_persistent_tile_scheduler_params(params, response_ptr)",
-             reason="tsjit lays out the CLC responses itself: response_ptr must be None (an error says so)")
+CLC_RESPONSES = "tsjit lays out the CLC responses itself: response_ptr must be None (an error says so)"
+
+
+@conformance("A2", "create_clc_dynamic_persistent_tile_scheduler_params(params, response_ptr)", reason=CLC_RESPONSES)
+@conformance("§1.5", "create_clc_dynamic_persistent_tile_scheduler_params(params, response_ptr)", reason=CLC_RESPONSES)
 def test_clc_factory_takes_a_params_object():
     params = ClcDynamicPersistentTileSchedulerParams((8, 8, 1), (1, 1, 1))
     config = TileSchedulerConfig.create_clc_dynamic_persistent_tile_scheduler_params(params, None)
