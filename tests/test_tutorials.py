@@ -44,8 +44,8 @@ EXPECTED_OUTPUT = {
                                       "tutorial 11 interpreted", "tutorial 12 interpreted"],
     "17_blackwell_fork.ipynb": ["checker ['SAFE']; barriers: group 19, separate rings 22, saved 3",
                                 "TMA loads per K tile: fork 2, separate 3", "R = relu(A) exact"],
-    "18_blackwell_nvfp4.ipynb": ["checker ['SAFE'] | target sm_100f", "'tcgen05.cp': 2", "sm_100a:", "sm_100f",
-                                 "reference C (128, 128) float64"],
+    "18_blackwell_nvfp4.ipynb": ["checker ['SAFE'] | target sm_100f", "'tcgen05.cp': 8", "sm_100a:", "sm_100f",
+                                 "interleaved scales (512, 16)", "interpreted: C relative error"],
 }
 
 #: notebooks whose launch cell, without a GPU, runs the same checks at small sizes on the CPU interpreter

@@ -146,6 +146,22 @@ def test_ws_mma_n_must_be_64_128_or_256():
     assert "operand n" in err.message and "64, 128 or 256" in err.message
 
 
+@pytest.mark.parametrize("m,n,dtype,operand", [(256, 128, tsjit.BFloat16, "operand m"), (16, 64, tsjit.BFloat16,
+                                               "operand m"), (128, 32, tsjit.Float32, "operand n"),
+                                               (32, 8, tsjit.Float8E4M3, "operand n")])
+def test_ws_mma_shapes_follow_table_39(m, n, dtype, operand):
+    """.ws: M in {32, 64, 128}, N in {64, 128, 256} for every kind (PTX ISA §9.7.16.2.1, Table 39)."""
+    err = compile_error(one_mma, OUT_U32, M=m, N=n, DT=dtype, GROUP=1, WS=True, A_TMEM=False)
+    assert operand in err.message and (".ws" in err.message or "64, 128 or 256" in err.message)
+
+
+def test_ws_mma_has_no_cta_group_2_or_block_scaled_form():
+    with pytest.raises(tsjit.CompilationError, match=r"\.ws .*cta_group=1"):
+        ud.check_shape("f16", 128, 128, cta_group=2, weight_stationary=True)
+    with pytest.raises(tsjit.CompilationError, match=r"\.ws .*kind='mxf4nvf4'"):
+        ud.check_shape("mxf4nvf4", 128, 128, weight_stationary=True)
+
+
 def test_i8_mma_on_sm_100f_is_refused_before_llvm():
     err = compile_error(one_mma, OUT_U32, M=128, N=64, DT=tsjit.Int8, GROUP=1, WS=False, A_TMEM=False,
                         target="sm_100f")

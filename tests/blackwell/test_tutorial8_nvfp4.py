@@ -1,8 +1,9 @@
-"""Tutorial 8 (block-scaled NVFP4 GEMM, compile-only): for sm_100f it compiles, the exhaustive checker proves it
-SAFE, ptxas assembles it, its SASS has the block-scaled UMMA (UTCOMMA), the scale copies (UTCCP) and the commits
-(UTCBAR) and no local memory; sm_100a (PTX 8.6) is refused naming sm_100f.  The host path (NVFP4 quantization
-and the float64 reference of a future Blackwell run) is checked here; the device numerics are not (no Blackwell
-GPU, and the interpreter has no block-scaled MMA)."""
+"""Tutorial 8 (block-scaled NVFP4 GEMM): for sm_100f it compiles, the exhaustive checker proves it SAFE, ptxas
+assembles it, its SASS has the block-scaled UMMA (UTCOMMA), the scale copies (UTCCP) and the commits (UTCBAR) and
+no local memory; sm_100a (PTX 8.6) is refused naming sm_100f.  It runs under the CPU interpreter (block-scaled
+tcgen05.mma, tcgen05.cp.32x128b.warpx4) against the float64 product of the dequantized inputs, and scales laid
+out other than the way the MMA reads them are caught.  The host path (NVFP4 quantization, the interleaved scale
+layout) is checked here; no Blackwell GPU has run the kernel."""
 import numpy as np
 import pytest
 
@@ -16,7 +17,7 @@ def test_sm100f_build_is_verified_safe_and_issues_block_scaled_mmas(verdicts):
     assert [v.verdict for v in verdicts] == ["SAFE"]
     ptx = compiled.ptx
     assert ptx.count("tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.block16") == nvfp4.K_TILE // nvfp4.MMA_K
-    assert ptx.count("tcgen05.cp.cta_group::1.128x128b") == 2          # SFA and SFB of the stage
+    assert ptx.count("tcgen05.cp.cta_group::1.32x128b.warpx4") == 2 * nvfp4.MMAS      # SFA and SFB of each MMA
     assert compiled.metadata["spill_stores_bytes"] == 0 and compiled.metadata["spill_loads_bytes"] == 0
 
 
@@ -67,3 +68,33 @@ def test_quantization_error_is_within_half_an_e2m1_step_of_the_block_scale():
 def test_k_not_a_multiple_of_16_is_refused():
     with pytest.raises(ValueError, match="multiple of 16"):
         nvfp4.quantize_nvfp4(np.ones((2, 24)))
+
+
+def test_interleaved_scales_put_row_r_chunk_c_where_the_mma_reads_it():
+    codes = np.random.default_rng().integers(0, 127, size=(256, 32)).astype(np.uint8)
+    blocks = nvfp4.interleave_scales(codes)
+    assert blocks.shape == (256 // 128 * (32 // 4) * 32, 16)
+    for r, c in [(0, 0), (37, 5), (131, 30), (255, 31)]:
+        t, g, j = r // 128, c // 4, c % 4
+        row = (t * 8 + g) * 32 + r % 32          # block (t, g), lane r % 32
+        assert blocks[row, 4 * ((r % 128) // 32) + j] == codes[r, c]     # column (r % 128) // 32, byte j
+
+
+@pytest.mark.parametrize("M,N,K,grouped", [(128, 128, 256, True), (128, 256, 1024, True), (256, 128, 512, False)])
+def test_runs_under_the_interpreter_and_matches_float64(monkeypatch, M, N, K, grouped):
+    """Fresh NVFP4 inputs (rows of A scaled 0.1x-10x), C poisoned with NaN; K = 1024 wraps the 3-stage rings."""
+    monkeypatch.setenv("TSJIT_INTERPRET", "1")
+    monkeypatch.setenv("TSJIT_TARGET", "sm_100f")
+    got, want = nvfp4.run_tutorial8(M, N, K, grouped=grouped)
+    assert np.isfinite(got).all(), "an element of C was not written (still the NaN poison)"
+    assert np.all(np.abs(got - want) <= 2.0 ** -8 * np.abs(want) + 1e-5 * np.abs(want).max())   # bf16 C
+
+
+def test_scales_left_row_major_give_wrong_numbers_under_the_interpreter(monkeypatch):
+    """A planted host bug: the scale bytes copied as plain K-major rows instead of interleave_scales' order, so
+    each MMA scales rows with other rows' scales (the interpreter reads them where the hardware does)."""
+    monkeypatch.setenv("TSJIT_INTERPRET", "1")
+    monkeypatch.setenv("TSJIT_TARGET", "sm_100f")
+    monkeypatch.setattr(nvfp4, "interleave_scales", lambda codes: np.ascontiguousarray(codes).reshape(-1, 16))
+    got, want = nvfp4.run_tutorial8(128, 128, 256)
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) > 0.1

@@ -5,13 +5,14 @@ from tsjit import tcgen05
 
 @tsjit.kernel
 def umma_tile(a_map, b_map, out, N: tsjit.Constexpr[int], MODE: tsjit.Constexpr[str] = "ok",
-              SHAPE: tsjit.Constexpr[str] = "32x32b", NUM: tsjit.Constexpr[int] = 32):
+              SHAPE: tsjit.Constexpr[str] = "32x32b", NUM: tsjit.Constexpr[int] = 32, WS: tsjit.Constexpr[int] = 0):
     """out (128, N) Float32 = A (128, 64) @ B (N, 64)^T: TMA-loaded 128B-swizzled tiles, 4 tcgen05.mma
     k16 steps into TMEM, tcgen05.commit on an mbarrier, tcgen05.ld 32x32b by warps 0-3.  Planted bugs:
     MODE "early" reads TMEM before waiting on the commit's barrier; "overwrite" zeroes A in shared
     memory after the commit, before its arrival; "free" deallocates TMEM without waiting.  SHAPE / NUM:
     the tcgen05.ld that reads D back (the 16-lane shapes store each register at the cell the PTX ISA
-    fragment names, §9.7.16.8.3; 16x256b: the m16n8 accumulator image)."""
+    fragment names, §9.7.16.8.3; 16x256b: the m16n8 accumulator image).  WS: the M of weight-stationary
+    ``tcgen05.mma.ws`` MMAs issued instead (0: plain ``tcgen05.mma``)."""
     a = tsjit.shared_array(tsjit.BFloat16, (128, 64), align=1024)
     b = tsjit.shared_array(tsjit.BFloat16, (N, 64), align=1024)
     bars = tsjit.shared_array(tsjit.Int64, 2, align=8)
@@ -38,8 +39,12 @@ def umma_tile(a_map, b_map, out, N: tsjit.Constexpr[int], MODE: tsjit.Constexpr[
         a_desc = tcgen05.make_smem_descriptor(a)
         b_desc = tcgen05.make_smem_descriptor(b)
         for kk in tsjit.range_constexpr(4):
-            tcgen05.mma(tmem, a_desc.k_step(kk), b_desc.k_step(kk), m=128, n=N, a_dtype=tsjit.BFloat16,
-                        accumulate=kk > 0)
+            if tsjit.const_expr(WS):
+                tcgen05.mma_ws(tmem, a_desc.k_step(kk), b_desc.k_step(kk), m=WS, n=N, a_dtype=tsjit.BFloat16,
+                               accumulate=kk > 0)
+            else:
+                tcgen05.mma(tmem, a_desc.k_step(kk), b_desc.k_step(kk), m=128, n=N, a_dtype=tsjit.BFloat16,
+                            accumulate=kk > 0)
         tcgen05.commit(bars.ptr + 1)
     if tsjit.const_expr(MODE == "overwrite"):
         for i in range(tid, 128 * 64, 128):

@@ -1,6 +1,10 @@
 """tcgen05.ld / tcgen05.st shapes 16x64b, 16x128b, 16x256b with .xN repetitions (issue 13): the cells each
-thread's registers address, against layouts written out here from the PTX ISA 9.1 figures "Matrix fragments
-for tcgen05.ld / st" (§9.7.16.8.3), and a UMMA kernel (tensor_tcgen05_kernels.umma_tile) that reads its accumulator with each shape."""
+thread's registers address, against layouts written out here for the PTX ISA 9.1 figures "Matrix fragments
+for tcgen05.ld / st" (§9.7.16.2.3.1, Figures 184-186: the text states only the lanes and bits per lane, the
+thread-to-cell map is in the images), and, independently, against CUTLASS's public CuTe layouts of the same
+instructions (``Copy_Traits<SM100_TMEM_LOAD_16dp{64,128,256}b{1,2,4}x>::DstLayout`` in
+include/cute/atom/copy_traits_sm100.hpp, evaluated here as (thread, bit) -> TMEM bit offset); plus a UMMA kernel
+(tensor_tcgen05_kernels.umma_tile) that reads its accumulator with each shape."""
 import numpy as np
 import pytest
 
@@ -39,6 +43,45 @@ def expected_cells(shape: str, num: int):
 
 
 CASES = [(shape, num) for shape in ("16x64b", "16x128b", "16x256b", "32x32b") for num in (1, 2, 4, 8)]
+
+
+#: (shape, num) -> CuTe DstLayout (shape, stride) over (thread, value bit) -> logical bit id, whose ValID is
+#: (bits per TMEM lane, 16 lanes) : (1, DP): bit id x is lane x // bits, bit x % bits of that lane's row.
+CUTE_DST = {
+    ("16x64b", 1): (((2, 2, 8), 32), ((512, 32, 64), 1)),
+    ("16x64b", 2): (((2, 2, 8), (32, 2)), ((1024, 32, 128), (1, 64))),
+    ("16x64b", 4): (((2, 2, 8), (32, 4)), ((2048, 32, 256), (1, 64))),
+    ("16x128b", 1): (((4, 8), (32, 2)), ((32, 128), (1, 1024))),
+    ("16x128b", 2): (((4, 8), (32, 2, 2)), ((32, 256), (1, 2048, 128))),
+    ("16x128b", 4): (((4, 8), (32, 2, 4)), ((32, 512), (1, 4096, 128))),
+    ("16x256b", 1): (((4, 8), (64, 2)), ((64, 256), (1, 2048))),
+    ("16x256b", 2): (((4, 8), (64, 2, 2)), ((64, 512), (1, 4096, 256))),
+    ("16x256b", 4): (((4, 8), (64, 2, 4)), ((64, 1024), (1, 8192, 256))),
+}
+
+
+def _cute(shape, stride, index: int) -> int:
+    """A CuTe layout at a 1-D index (colexicographic: the first mode fastest)."""
+    if isinstance(shape, int):
+        return index * stride
+    offset = 0
+    for sub_shape, sub_stride in zip(shape, stride):
+        size = int(np.prod(sub_shape)) if not isinstance(sub_shape, int) else sub_shape
+        offset += _cute(sub_shape, sub_stride, index % size)
+        index //= size
+    return offset
+
+
+@pytest.mark.parametrize("shape,num", sorted(CUTE_DST))
+def test_the_fragments_agree_with_cutlass_cute_layouts_of_the_same_instructions(shape, num):
+    from tsjit.interpret.tcgen05 import LD_SHAPES, fragment_cells
+    (thr_shape, val_shape), (thr_stride, val_stride) = CUTE_DST[(shape, num)]
+    lane_bits = 32 * LD_SHAPES[shape][1] * num
+    lanes, columns = fragment_cells(shape, num)
+    for t in range(32):
+        for r in range(lanes.shape[1]):
+            bit = _cute(thr_shape, thr_stride, t) + _cute(val_shape, val_stride, 32 * r)
+            assert (lanes[t, r], columns[t, r]) == (bit // lane_bits, (bit % lane_bits) // 32), (t, r)
 
 
 @pytest.mark.parametrize("shape,num", CASES)

@@ -18,14 +18,14 @@ def blackwell_interpreter(monkeypatch):
     monkeypatch.setenv("TSJIT_TARGET", "sm_100a")
 
 
-def run(n=128, a_swizzle="128B"):
+def run(n=128, a_swizzle="128B", ws=0):
     rng = np.random.default_rng()
     a = numerics.encode(rng.standard_normal((128, 64)), BF16)
     b = numerics.encode(rng.standard_normal((n, 64)), BF16)
     a_map = tsjit.TensorMap(tsjit.to_device(a, BF16), (128, 64), swizzle=a_swizzle)
     b_map = tsjit.TensorMap(tsjit.to_device(b, BF16), (n, 64), swizzle="128B")
     out = tsjit.empty((128, n), tsjit.Float32).fill_bytes(0xFF)
-    umma_tile[(1,), (128,)](a_map, b_map, out, N=n)
+    umma_tile[(1,), (128,)](a_map, b_map, out, N=n, WS=ws)
     want = numerics.decode(a, BF16).astype(np.float64) @ numerics.decode(b, BF16).astype(np.float64).T
     return np.linalg.norm(np.nan_to_num(out.numpy() - want, nan=1e30)) / np.linalg.norm(want)
 
@@ -33,6 +33,17 @@ def run(n=128, a_swizzle="128B"):
 @pytest.mark.parametrize("n", [64, 256])
 def test_umma_through_tmem_is_a_at_b(n):
     assert run(n) < 1e-6
+
+
+@pytest.mark.parametrize("n", [64, 256])
+def test_weight_stationary_umma_with_m_128_is_a_at_b(n):
+    """tcgen05.mma.ws, M = 128: Layout D, as the plain MMA (PTX ISA §9.7.16.10.5)."""
+    assert run(n, ws=128) < 1e-6
+
+
+def test_weight_stationary_umma_with_m_64_is_refused_naming_its_undocumented_layout():
+    with pytest.raises(InterpretError, match=r"M = 64 is not modelled.*Layout E for M = 64 is given only as a figure"):
+        run(128, ws=64)
 
 
 def test_a_tiles_loaded_without_the_descriptors_swizzle_give_wrong_numbers():

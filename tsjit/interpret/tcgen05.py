@@ -17,9 +17,10 @@ of the D columns holds row ``r``: Data-path Layout D, §9.7.16.10.5.4) and 32-bi
 :mod:`tsjit.lang.umma_descriptors` (the encoder's own inverse); the shared-memory operand layouts
 are wgmma's canonical layouts (:func:`tsjit.interpret.wgmma.canonical_addresses`; §9.7.16.3).
 Products are exact and the K products plus D are summed in float64 and rounded once to Float32.
-Not modelled (an :class:`~tsjit.errors.InterpretError`): ``M = 64``, ``M = 128`` pairs, ``.ws``,
-sparse and block-scaled MMAs, Float16/Int32 D, the ``128B_base32B`` swizzle, a non-zero base offset
-and the absolute-LBO mode.
+``tcgen05.mma.ws`` with ``M = 128`` (Layout D, as the plain MMA) is modelled; block-scaled MMAs are
+:mod:`tsjit.interpret.tcgen05_scaled`.  Not modelled (an :class:`~tsjit.errors.InterpretError`):
+``M = 64``, ``M = 128`` pairs, ``.ws`` with ``M = 32 / 64`` (Layouts G / E: figures only), sparse MMAs,
+Float16/Int32 D, the ``128B_base32B`` swizzle, a non-zero base offset and the absolute-LBO mode.
 
 **cp** (§9.7.16.9.2): ``tcgen05.cp`` of the forms tsjit emits (:data:`CP_FORMS`): source rows of 16 or
 32 bytes read through the shared-memory descriptor as a K-major byte matrix (the canonical layouts
@@ -153,13 +154,19 @@ LD_SHAPES = {"32x32b": (32, 1, 1), "16x64b": (16, 2, 1), "16x128b": (16, 4, 2), 
 def fragment_cells(shape: str, num: int) -> tuple[np.ndarray, np.ndarray]:
     """(lanes, columns), each ``(32, registers)`` int64: the TMEM cell (relative to the instruction's
     address) that register ``r`` of thread ``t`` of the warp loads or stores in ``tcgen05.{ld,st}.<shape>.x<num>``
-    (PTX ISA 9.1 §9.7.16.8.3, "Matrix fragments for tcgen05.ld / tcgen05.st"; repetition ``i`` covers
-    the atom's columns shifted by ``i`` atom widths):
+    (repetition ``i`` covers the atom's columns shifted by ``i`` atom widths):
 
     * ``32x32b``: lane ``t``, column ``r``;
     * ``16x64b`` (one register per repetition): lane ``t // 4 + 8 (t % 2)``, column ``(t // 2) % 2 + 2 r``;
     * ``16x128b`` (two): lane ``t // 4 + 8 (r % 2)``, column ``t % 4 + 4 (r // 2)``;
     * ``16x256b`` (four): lane ``t // 4 + 8 ((r // 2) % 2)``, column ``r % 2 + 2 (t % 4) + 8 (r // 4)``.
+
+    Source: PTX ISA 9.1 §9.7.16.2.3.1 "Matrix fragments for shape .32x32b / .16x64b / .16x128b / .16x256b"
+    states the lanes a warp accesses and the bits per lane (e.g. 16x64b: 16 lanes, 64 x .num bits each) and the
+    register counts (§9.7.16.8.3); the thread/register-to-cell maps above are its Figures 183-186, which are
+    images, not text.  They agree with CUTLASS's public CuTe layouts of the same instructions
+    (``Copy_Traits<SM100_TMEM_LOAD_16dp{64,128,256}b*>``, checked in tests/interpret/test_tcgen05_shapes.py);
+    not checked on a Blackwell GPU.
     """
     _lanes, _columns, per = LD_SHAPES[shape]
     t = np.arange(WARP, dtype=np.int64)[:, None]
@@ -280,9 +287,17 @@ def cp_lanes(shape: str, multicast: str | None) -> np.ndarray:
       2 and 3 rows 32-63);
     * ``32x128b.warpx4``: lanes ``r + 32 j``, ``j = 0..3`` (every warp's quarter gets all 32 rows).
 
-    The PTX ISA text available here names the shapes and the warp pairs of the multicasts; the
-    lane formulas above are read off those names and the ISA's figures as described by public
-    secondary documentation, not checked on a Blackwell GPU.
+    Source: PTX ISA 9.1 §9.7.16.9.2 "tcgen05.cp" and §9.7.16.2.3 "Data Movement Shape": a shape is
+    ``rows x bits``, the rows being TMEM lanes (so 128x*: lane ``r``); ``.64x128b`` requires
+    ``.warpx2::02_13`` or ``.warpx2::01_23``, ``.32x128b`` ``.warpx4``; "the data being copied is multicasted
+    into warp pairs and each warp in the warp pair receive half of the data", the pairs being warps 0 and 2,
+    1 and 3 (``02_13``) or 0 and 1, 2 and 3 (``01_23``); ``.warpx4`` "multicasted into all 4 warps" (so
+    32x128b: lanes ``r + 32 j``, as stated).  Which half a pair's warps hold is not spelled out: the model
+    reads it as "both warps of a pair hold the same 32 rows", so each 64-lane half of TMEM gets all 64 rows
+    for ``02_13`` (CUTLASS calls that copy ``SM100_UTCCP_2x64dp128bitlw0213``, "2 x 64 data-path lanes, broadcast
+    like 4x32dp", and a public kernel uses it to "broadcast each 64-row chunk into its two TMEM datapath
+    halves").  ``4x256b``'s lanes (the first of each quarter) are not stated in the text either (CUTLASS:
+    ``SM100_UTCCP_4dp256bit``).  None of this is checked on a Blackwell GPU.
 
     Raises:
         InterpretError: a form outside :data:`CP_FORMS`.
@@ -389,7 +404,7 @@ def mma(tmem: TensorMemory, smem: np.ndarray, idesc: int, a, b_desc: int, d_addr
 
 
 def mma_pair(tmems, smems, idesc: int, a, b_desc: int, d_address: int, accumulate: bool, *, kind: str,
-             a_in_tmem: bool = False) -> None:
+             a_in_tmem: bool = False, ws: bool = False) -> None:
     """One ``tcgen05.mma.cta_group::G`` over the ``G`` CTAs of ``tmems`` / ``smems`` (one CTA, or the
     even and the odd CTA of a pair, in that order).
 
@@ -403,7 +418,7 @@ def mma_pair(tmems, smems, idesc: int, a, b_desc: int, d_address: int, accumulat
         InterpretError: as :func:`mma` (M = 128 pairs are not modelled).
     """
     group = len(tmems)
-    fields, a_type, b_type = _instruction(idesc, kind, group)
+    fields, a_type, b_type = _instruction(idesc, kind, group, ws)
     m, n, k = fields["m"] // group, fields["n"], ud.KIND_K[kind]
     lane, column = split_address(d_address)
     operands_a = []
@@ -424,43 +439,50 @@ def mma_pair(tmems, smems, idesc: int, a, b_desc: int, d_address: int, accumulat
 
 
 def operand_ranges(idesc: int, a, b_desc: int, *, kind: str, a_in_tmem: bool = False,
-                   cta_group: int = 1) -> list[tuple[int, int]]:
+                   cta_group: int = 1, ws: bool = False) -> list[tuple[int, int]]:
     """The shared-memory byte ranges ``[start, end)`` one :func:`mma` reads (A's unless it is in
     TMEM, then B's), for the race checker; with ``cta_group=2`` those it reads in each CTA of the pair."""
-    fields, a_type, b_type = _instruction(idesc, kind, cta_group)
+    fields, a_type, b_type = _instruction(idesc, kind, cta_group, ws)
     m, n, k = fields["m"] // cta_group, fields["n"] // cta_group, ud.KIND_K[kind]
     ranges = [] if a_in_tmem else byte_ranges(_smem_addresses(a, m, k, a_type, fields["transpose_a"], "operand A")[0])
     return ranges + byte_ranges(_smem_addresses(b_desc, n, k, b_type, fields["transpose_b"], "operand B")[0])
 
 
-def mma_shape(idesc: int, kind: str, cta_group: int = 1) -> tuple[int, int]:
-    """(M, N) of the D tile one :func:`mma` writes in each CTA's TMEM (lanes x columns).
+def mma_shape(idesc: int, kind: str, cta_group: int = 1, ws: bool = False) -> tuple[int, int]:
+    """(M, N) of the D tile one :func:`mma` (``ws``: ``tcgen05.mma.ws``) writes in each CTA's TMEM (lanes x
+    columns).
 
     Raises:
         InterpretError: as :func:`mma` for an unmodelled or illegal instruction descriptor.
     """
-    fields = _instruction(idesc, kind, cta_group)[0]
+    fields = _instruction(idesc, kind, cta_group, ws)[0]
     return fields["m"] // cta_group, fields["n"]
 
 
-def _instruction(idesc: int, kind: str, cta_group: int):
-    """(fields, A type, B type) of a modelled instruction descriptor (module docstring).
+def _instruction(idesc: int, kind: str, cta_group: int, ws: bool = False):
+    """(fields, A type, B type) of a modelled instruction descriptor (module docstring); ``ws``: of a
+    ``tcgen05.mma.ws`` (§9.7.16.10.9.3), whose M = 128 D uses Layout D like the plain M = 128 MMA (the
+    table of §9.7.16.10.5: M 128, cta_group::1, ".ws mode: Either"); its M = 32 / 64 Layouts G / E are
+    given only as figures (217-218, 213-214) and are not modelled.  The B-reuse shift (bits 30-31) and the
+    collector-buffer qualifiers change no result.
 
     Raises:
         InterpretError: an unmodelled form, an illegal shape, or types the kind lacks.
     """
     fields = ud.decode_instruction_descriptor(int(idesc))
-    what = f"tcgen05.mma.kind::{kind} (instruction descriptor 0x{int(idesc) & 0xFFFFFFFF:08x})"
+    what = f"tcgen05.mma{'.ws' if ws else ''}.kind::{kind} (instruction descriptor 0x{int(idesc) & 0xFFFFFFFF:08x})"
     if cta_group not in (1, 2) or kind not in ("f16", "tf32", "f8f6f4") or fields["sparse"]:
         raise InterpretError(f"{what}: the interpreter models dense MMAs of kinds f16, tf32 and f8f6f4 only")
     m, n = fields["m"], fields["n"]
     try:
-        ud.check_shape(kind, m, n, cta_group=cta_group)
+        ud.check_shape(kind, m, n, cta_group=cta_group, weight_stationary=ws)
     except CompilationError as error:
         raise InterpretError(f"{what}: {error}") from None
     if m != 128 * cta_group:
+        layout = (f"; the .ws data-path Layout {'G' if m == 32 else 'E'} for M = {m} is given only as a figure "
+                  f"in the PTX ISA (§9.7.16.10.5)") if ws else ""
         raise InterpretError(f"{what}: M = {m} is not modelled by the interpreter with cta_group::{cta_group} "
-                             f"(M = 128 per CTA only: 128, or 256 for a pair)")
+                             f"(M = 128 per CTA only: 128, or 256 for a pair){layout}")
     a_type = _TYPE_NAMES[kind].get(fields["a_type"])
     b_type = _TYPE_NAMES[kind].get(fields["b_type"])
     d_type = _D_NAMES[kind].get(fields["d_type"])

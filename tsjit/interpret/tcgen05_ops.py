@@ -19,6 +19,8 @@
   (an operand stage released or overwritten early gives new bytes), a ``tcgen05.ld`` of cells an MMA
   in flight writes reads :data:`tsjit.interpret.tcgen05.POISON` (NaN), and a ``dealloc`` of them is
   an error.
+* ``tcgen05.mma.ws`` (M = 128) and the block-scaled ``tcgen05.mma ... .block_scale`` (inline PTX) are
+  queued the same way (:mod:`tsjit.interpret.tcgen05_scaled` reads the scale matrices at execution).
 * ``tcgen05.cp`` (§9.7.16.9.2, inline PTX) is queued like an MMA and performed at its commit, in issue
   order with the thread's MMAs (a copy then an MMA reading its cells under one commit sees the copy).
 * ``tcgen05.ld`` / ``tcgen05.st`` (every shape, ``.xN``) are warp collectives (§9.7.16.8.3-4); ``wait::ld`` /
@@ -32,7 +34,7 @@ import re
 
 from tsjit.errors import InterpretError
 from tsjit.interpret import memory as M
-from tsjit.interpret import tcgen05
+from tsjit.interpret import tcgen05, tcgen05_scaled
 from tsjit.interpret.races import join, retire, snapshot
 from tsjit.interpret.wgmma import byte_ranges
 from tsjit.interpret.registry import blocking, constant_arg, handles, handles_asm, handles_prefix
@@ -272,6 +274,15 @@ def _in_flight_reads(th, ctas, ranges, where: str) -> list:
     return records
 
 
+def _queue_mma(th, ctas, ranges, d_address: int, shape, where: str, run) -> None:
+    """Queue an MMA of ``th`` over ``ctas`` that reads ``ranges`` of shared memory and writes the
+    ``shape`` (M, N) D tile at ``d_address`` in each CTA's TMEM; ``run()`` performs it at its commit."""
+    records = _in_flight_reads(th, ctas, ranges, where)
+    tmems = [tensor_memory(cta) for cta in ctas]
+    lane, column = tcgen05.split_address(d_address)
+    enqueue(th, _Async(run, th, where, records, (lane, lane + shape[0]), (column, column + shape[1]), tmems))
+
+
 @handles(_TC + "mma.shared", _TC + "mma.tensor")
 def _mma(tr, instr, d, args):
     d_slot, a_slot, b_slot, idesc_slot, enable_slot = args[:5]
@@ -290,14 +301,86 @@ def _mma(tr, instr, d, args):
             m, n = tcgen05.mma_shape(idesc, kind, group)
         except InterpretError as error:
             raise InterpretError(f"{error}\n  at {where}, {th.describe()}") from None
-        records = _in_flight_reads(th, ctas, ranges, where)
         tmems = [tensor_memory(cta) for cta in ctas]
         smems = [cta.window.data for cta in ctas]
-        lane, column = tcgen05.split_address(d_address)
 
         def run():
             tcgen05.mma_pair(tmems, smems, idesc, a, b, d_address, accumulate, kind=kind, a_in_tmem=a_in_tmem)
-        enqueue(th, _Async(run, th, where, records, (lane, lane + m), (column, column + n), tmems))
+        _queue_mma(th, ctas, ranges, d_address, (m, n), where, run)
+    return mma
+
+
+_WS = re.compile(r"tcgen05\.mma\.ws\.cta_group::1\.kind::(\w+) \[\$0\], (\[\$1\]|\$1), \$2, \$3, p;")
+
+
+@handles_asm(r"tcgen05\.mma\.ws\.")
+def _mma_ws(tr, instr, d, args, match):
+    """``tcgen05.mma.ws.cta_group::1.kind::K [d], a, b_desc, idesc, p`` (PTX ISA 9.1 §9.7.16.10.9.3; inline PTX
+    from :func:`tsjit.lang.tcgen05.mma_ws`), issued by one thread and queued like ``tcgen05.mma``: M = 128
+    is modelled (Layout D; :func:`tsjit.interpret.tcgen05.mma_pair`), M = 32 / 64 raise."""
+    where = tr.where(instr)
+    form = _WS.search(instr.callee.asm)
+    if form is None:
+        raise InterpretError(f"the interpreter does not model `{instr.callee.asm}` at {where}: it models "
+                             f"tcgen05.mma.ws.cta_group::1.kind::K [d], a, b, idesc, p (tsjit.tcgen05.mma_ws)")
+    kind, a_in_tmem = form.group(1), form.group(2).startswith("[")
+    d_slot, a_slot, b_slot, idesc_slot, enable_slot = args[:5]
+
+    def mma_ws(f):
+        th = f[0]
+        idesc, a, b, d_address, accumulate = f[idesc_slot], f[a_slot], f[b_slot], f[d_slot] & 0xFFFFFFFF, \
+            bool(f[enable_slot])
+        if a_in_tmem:
+            a &= 0xFFFFFFFF
+        try:
+            ranges = tcgen05.operand_ranges(idesc, a, b, kind=kind, a_in_tmem=a_in_tmem, ws=True)
+            shape = tcgen05.mma_shape(idesc, kind, ws=True)
+        except InterpretError as error:
+            raise InterpretError(f"{error}\n  at {where}, {th.describe()}") from None
+        tmem, smem = tensor_memory(th.cta), th.cta.window.data
+
+        def run():
+            tcgen05.mma_pair([tmem], [smem], idesc, a, b, d_address, accumulate, kind=kind, a_in_tmem=a_in_tmem,
+                             ws=True)
+        _queue_mma(th, (th.cta,), ranges, d_address, shape, where, run)
+    return mma_ws
+
+
+_SCALED = re.compile(r"tcgen05\.mma\.cta_group::([12])\.kind::(\w+)\.block_scale\.([\w:]+) \[\$0\], \$1, \$2, "
+                     r"\$3, \[\$4\], \[\$5\], p;")
+
+
+@handles_asm(r"tcgen05\.mma\.cta_group::[12]\.kind::\w+\.block_scale")
+def _mma_block_scaled(tr, instr, d, args, match):
+    """``tcgen05.mma.cta_group::1.kind::{mxf8f6f4|mxf4nvf4}.block_scale.<vector> [d], a_desc, b_desc, idesc,
+    [scale_a], [scale_b], p`` (PTX ISA 9.1 §9.7.16.10.9.1, block scaling §9.7.16.10.7; inline PTX from
+    :func:`tsjit.lang.tcgen05.mma_block_scaled`), issued by one thread and queued like ``tcgen05.mma``: at
+    its commit, in issue order with the thread's ``tcgen05.cp``, it reads the scale matrices from TMEM
+    (:func:`tsjit.interpret.tcgen05_scaled.mma`).  ``cta_group::2`` is not modelled."""
+    where = tr.where(instr)
+    form = _SCALED.search(instr.callee.asm)
+    if form is None or form.group(1) != "1":
+        raise InterpretError(f"the interpreter does not model `{instr.callee.asm}` at {where}: it models "
+                             f"tcgen05.mma.cta_group::1.kind::{{mxf8f6f4|mxf4nvf4}}.block_scale.<vector> with A and B "
+                             f"in shared memory (tsjit.tcgen05.mma_block_scaled with cta_group=1)")
+    kind, qualifier = form.group(2), form.group(3)
+    d_slot, a_slot, b_slot, idesc_slot, sfa_slot, sfb_slot, enable_slot = args[:7]
+
+    def mma(f):
+        th = f[0]
+        idesc, a, b, accumulate = f[idesc_slot], f[a_slot], f[b_slot], bool(f[enable_slot])
+        d_address, sfa, sfb = (f[slot] & 0xFFFFFFFF for slot in (d_slot, sfa_slot, sfb_slot))
+        try:
+            ranges = tcgen05_scaled.operand_ranges(idesc, a, b, kind, qualifier)
+            inst = tcgen05_scaled.instruction(idesc, kind, qualifier)
+        except InterpretError as error:
+            raise InterpretError(f"{error}\n  at {where}, {th.describe()}") from None
+        tmem, smem = tensor_memory(th.cta), th.cta.window.data
+
+        def run():
+            tcgen05_scaled.mma(tmem, smem, idesc, a, b, d_address, sfa, sfb, accumulate, kind=kind,
+                               qualifier=qualifier)
+        _queue_mma(th, (th.cta,), ranges, d_address, (inst.m, inst.n), where, run)
     return mma
 
 

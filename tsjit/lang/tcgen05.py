@@ -423,11 +423,13 @@ def mma_block_scaled(d, a, b, scale_a, scale_b, *, m: int, n: int, kind: str, a_
                      accumulate=True, cta_group: int = 1, scale_a_id: int = 0, scale_b_id: int = 0) -> int:
     """Issue a block-scaled ``tcgen05.mma.cta_group::G.kind::{mxf8f6f4|mxf4nvf4}.block_scale.scale_vec::NX
     [d], a, b, idesc, [scale_a], [scale_b], enable_input_d`` (PTX ISA 9.1 §9.7.16.10.9.1, block
-    scaling §9.7.16.10.7; compile-only here: no Blackwell GPU runs it).
+    scaling §9.7.16.10.7).  No Blackwell GPU here runs it; the CPU interpreter models ``cta_group=1``
+    (:mod:`tsjit.interpret.tcgen05_scaled`, with the scale-matrix layout it assumes).
 
     Args:
         d, a, b: as :func:`mma` (A and B shared-memory descriptors, K-major).
-        scale_a, scale_b: TMEM addresses of the scale factors (copied in with :func:`cp`).
+        scale_a, scale_b: TMEM addresses of the scale factors (copied in with :func:`cp`; they must be
+            duplicated to all four 32-lane quarters, §9.7.16.10.7: ``shape="32x128b", multicast="warpx4"``).
         kind: ``"mxf8f6f4"`` (MX FP8/FP6/FP4, UE8M0 scales per 32 elements, ``scale_vec::1X``) or
             ``"mxf4nvf4"`` (FP4 E2M1: UE8M0 scales per 32 -> ``scale_vec::2X``, or NVFP4's UE4M3
             scales per 16 -> ``scale_vec::4X``).
