@@ -67,8 +67,12 @@ NOTEBOOKS = {
                  "    print({op: n for op, n in sorted(ops.items()) if op.startswith(('UTC', 'LDTM', 'UTMA', 'LDL', 'STL'))})\n"
                  "else:\n"
                  "    print('cuobjdump not found: pip install nvidia-cuda-cuobjdump, or set TSJIT_CUOBJDUMP')"),
-        ("md", "The fallback: the preferred shape needs two pairs of 256 rows per cluster; smaller problems fall "
-               "back to one pair, then to one CTA."),
+        ("md", "The fallback, picked on the host per problem: the preferred shape is one pair (256 x 256 of C per "
+               "cluster); a problem with fewer than 256 columns falls back to two one-CTA MMAs sharing B by "
+               "multicast, one with fewer than 256 rows to one CTA. Two pairs per cluster with B multicast between "
+               "them (`t6.TWO_PAIRS`, CUTLASS's preferred 4 x 1 cluster) compiles and matches float64 on the "
+               "interpreter, but the checker does not finish its 4 CTAs x 5 tasks within the state cap, so it is "
+               "not offered."),
         ("code", "for M, N in [(4096, 4096), (256, 4096), (128, 512)]:\n"
                  "    layout = t6.pick_cluster_shape(M, N)\n"
                  "    print((M, N), '->', layout, 'tiles', t6.tile_count(M, N, layout),\n"

@@ -154,3 +154,29 @@ def test_each_shape_matches_float64_under_the_interpreter(monkeypatch, layout, c
     got, want = t6.run_tutorial6(M, N, K, layout=layout, clc=clc, sms=sms)
     assert np.isfinite(got).all()
     assert np.linalg.norm(got - want) / np.linalg.norm(want) < 4e-3
+
+
+def test_the_two_pair_cluster_compiles_and_multicasts_b_between_pairs_but_is_not_proven(builds):
+    """(2, 2, 1, 1): cta_group::2 MMAs and B multicast to the other pair; its check (4 CTAs x 5 tasks) does not
+    finish within a cap, so it is not offered (not in CLUSTER_SHAPES, not in PROVEN)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", ".*exhaustive check incomplete")
+        compiled, verdicts = builds(t6.TWO_PAIRS, False, max_states=2000)
+    assert [v.verdict for v in verdicts] == ["INCOMPLETE"]
+    assert t6.TWO_PAIRS not in t6.CLUSTER_SHAPES and all(layout != t6.TWO_PAIRS for layout, _ in t6.PROVEN)
+    ptx = compiled.ptx
+    assert "tcgen05.mma.cta_group::2.kind::f16" in ptx and compiled.launch_requirements.cluster == (4, 1, 1)
+    assert re.search(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.tile\.mbarrier::complete_tx::bytes"
+                     r"\.multicast::cluster\.cta_group::2", ptx), "no leader-routed multicast TMA load"
+    assert compiled.cubin and compiled.metadata["spill_stores_bytes"] == 0
+
+
+def test_the_two_pair_cluster_matches_float64_under_the_interpreter(monkeypatch):
+    """One cluster of two pairs (512 x 256 per cluster), static queue, bias; C poisoned with NaN first."""
+    monkeypatch.setenv("TSJIT_INTERPRET", "1")
+    monkeypatch.setenv("TSJIT_TARGET", "sm_100a")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", ".*exhaustive check incomplete")
+        got, want = t6.run_tutorial6(512, 256, 64, layout=t6.TWO_PAIRS, clc=False, sms=4, max_states=2000)
+    assert np.isfinite(got).all()
+    assert np.linalg.norm(got - want) / np.linalg.norm(want) < 4e-3

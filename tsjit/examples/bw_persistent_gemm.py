@@ -11,9 +11,13 @@ pair (2: ``cta_group::2``), CM pairs per cluster along M that share one B tile (
 (one 2-CTA pair, 256 x 256 per pair), ``(1, 2, 1, 1)`` (two one-CTA MMAs sharing a multicast 128-column
 B tile, for N < 256) and ``(1, 1, 1, 1)`` (a plain one-CTA UMMA kernel, M = 128, ``cta_group::1``);
 :func:`pick_cluster_shape` takes the first one the problem fills (the kernel is compiled per shape:
-multicast masks and the MMA's CTA group are compile-time facts).  The code handles ``(2, 2, 1, 1)`` (two
-pairs with B multicast) too, but the exhaustive checker cannot explore its 4 x 5 processes within its
-state cap, so it is not offered.
+multicast masks and the MMA's CTA group are compile-time facts).  :data:`TWO_PAIRS` ``(2, 2, 1, 1)`` -- two
+pairs with B multicast between them, the shape that combines the 2-CTA MMA with multicast (CUTLASS's
+preferred 4 x 1 cluster) -- compiles, assembles and matches float64 under the CPU interpreter
+(tests/blackwell/test_tutorial6.py), but the exhaustive checker does not finish its 4 CTAs x 5 tasks within
+its state cap, so it is not proven SAFE and not offered.  CUTLASS's run-time fallback (a launch with a
+preferred and a fallback cluster dimension, the GPU choosing per cluster) is not modelled: here the shape is
+picked on the host, per problem.
 
 **Tiles.** A CTA owns one 128-row slice of C (its TMEM lanes) and ``BN = 128 * V`` columns; a pair owns
 ``128 * V`` rows.  CTA tile ``t`` (the queue's tile index) sits in cluster ``t // C`` at rank ``t % C``
@@ -68,6 +72,7 @@ ACC_STAGES = 2
 WARPS = 8
 THREADS = WARPS * 32
 CLUSTER_SHAPES = ((2, 1, 1, 1), (1, 2, 1, 1), (1, 1, 1, 1))    # preferred first, then the fallbacks
+TWO_PAIRS = (2, 2, 1, 1)        # two pairs sharing B by multicast: correct under the interpreter, not proven SAFE
 STAGE_BYTES_PER_WARP = ROWS * BK * 2                            # one 128 x 64 bf16 box per load warp
 #: (cluster shape, CLC) builds the exhaustive checker proves SAFE within its default state cap; the 2-CTA pair
 #: with CLC (every task of both CTAs on the CLC ring) compiles and assembles, but its check does not finish

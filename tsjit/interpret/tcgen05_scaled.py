@@ -34,7 +34,7 @@ Blackwell GPU: a scale matrix of ``R`` rows (M = 128 for A, N for B) is a 32-lan
 columns, row ``r`` in lane ``r % 32`` and column ``r // 32`` (relative to the scale address), in every
 quarter; and the order of the two E2M1 elements of a byte (the element of lower K in the low nibble,
 Figure 204's subject; CUTLASS's sub-byte arrays and :func:`tsjit.examples.bw_nvfp4_gemm.quantize_nvfp4`
-use it).
+use it; when A and B are packed alike the order cannot change ``A x B``: it permutes K within a scale chunk).
 
 Not modelled (an :class:`~tsjit.errors.InterpretError` naming it): ``cta_group::2``, A in TMEM, sparse
 MMAs, ``K = 96`` (sm_103a only), ``kind::mxf4``, FP6 / FP4 operands of ``kind::mxf8f6f4`` (their padded
