@@ -4,7 +4,9 @@
 2. Cold compile time of ``vector_add`` in a fresh process with an empty cache (its warm-cache rerun is
    checked to hit the cache).
 3. Issue 10 §2's four rows against triton in the same run (``benchmarks/first_calls.py``): host launch
-   overhead, the GEMM cold compile, the first launch from a warm disk cache, ``import``.
+   overhead, the GEMM cold compile (empty cache; and a cache directory in use, holding the toolchain memos
+   but no entry), the first launch from a warm disk cache with its ``tsjit.compile`` hit split out (source
+   digest, assembler version, key and entry read; then module load, launch), ``import``.
 
 Timing: CUDA events around many launches after warm-up; medians of repetitions.
 

@@ -153,6 +153,8 @@ def main() -> None:
 
     t16 = torch.zeros(16, device="cuda")
     launch = empty_kernel[(1,), (32,)]
+    from tsjit.runtime.launcher import Launcher
+    base_launch = Launcher(empty_kernel, (1,), (32,), 0)   # the warm launch one call deeper (before hot_method)
     s_nb = handles["nonblocking"]
     torch_nb = torch.cuda.ExternalStream(s_nb)
     launchers = {
@@ -167,6 +169,8 @@ def main() -> None:
         "tsjit Kernel.bind replay": lambda: bound(0),
         "tsjit k[g, b](tsjit array, n)": lambda: launch(darr, 16),
         "tsjit k[g, b](torch tensor, n)": lambda: launch(x, 16),
+        "tsjit base Launcher (two frames), tsjit array": lambda: base_launch(darr, 16),
+        "tsjit base Launcher (two frames), torch tensor": lambda: base_launch(x, 16),
         "triton empty kernel": lambda: empty_triton[(1,)](x, 16),
         "torch add_ (16 elements)": lambda: t16.add_(1.0),
         "ctypes cuLaunchKernelEx, non-blocking stream": lambda: ex(cfg["nonblocking"], handle, params, None),

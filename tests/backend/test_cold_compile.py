@@ -40,6 +40,7 @@ def test_prewarm_finds_ptxas_without_loading_nvjitlink_and_ignores_a_bad_setting
     monkeypatch.setattr(asm, "_load_nvjitlink", functools.cache(lambda: pytest.fail("loaded nvJitLink")))
     found = []
     monkeypatch.setattr(asm, "_find_ptxas", functools.cache(lambda: found.append(1) or ("/x/ptxas", "ptxas 13.0.88")))
+    monkeypatch.setattr(asm, "_known_ptxas", [])
     thread = asm.prewarm("ptxas")
     assert thread is not None
     thread.join(5)
@@ -56,6 +57,7 @@ def test_auto_passes_over_an_old_nvjitlink_wheel_without_loading_it(monkeypatch)
     monkeypatch.setattr(asm, "_load_nvjitlink", functools.cache(lambda: pytest.fail("loaded nvJitLink")))
     monkeypatch.setattr(asm, "_wheel_nvjitlink", lambda: ((13, 0), "nvJitLink 13.0.88"))
     monkeypatch.setattr(asm, "_find_ptxas", functools.cache(lambda: ("/x/ptxas", "ptxas 13.0.88")))
+    monkeypatch.setattr(asm, "_known_ptxas", [])
     thread = asm.prewarm()
     assert thread is not None and thread.name == "tsjit-assembler-prewarm"
     thread.join(5)
@@ -68,6 +70,7 @@ def test_auto_loads_an_old_nvjitlink_when_it_is_the_only_tool(monkeypatch):
     monkeypatch.setattr(asm, "_load_nvjitlink", functools.cache(lambda: ((13, 0), "nvJitLink 13.0.88")))
     monkeypatch.setattr(asm, "_wheel_nvjitlink", lambda: ((13, 0), "nvJitLink 13.0.88"))
     monkeypatch.setattr(asm, "_find_ptxas", functools.cache(lambda: (None, "ptxas not found")))
+    monkeypatch.setattr(asm, "_known_ptxas", [])
     with pytest.warns(UserWarning, match="misaligns dynamic shared memory"):
         assert asm.select_tool() == "nvjitlink"
 
@@ -129,16 +132,29 @@ print(json.dumps({"from_cache": c.metadata["from_cache"],
 """
 
 
-def test_a_disk_cache_hit_loads_neither_llvm_nor_the_cuda_bindings(tmp_path):
+@pytest.mark.parametrize("assembler", ["auto", "ptxas"])
+def test_a_disk_cache_hit_loads_neither_llvm_nor_the_cuda_bindings(tmp_path, assembler):
     """Issue 10 §2: a process whose kernels come from the disk cache does not pay for LLVM's native library
-    or cuda-bindings (they load on the first compile and the first launch)."""
+    or cuda-bindings (they load on the first compile and the first launch), nor, with ptxas, for
+    cuda.pathfinder's search (the cache directory remembers the ptxas found: runtime.specialize.assembler_key)."""
+    if assembler == "ptxas" and asm._find_ptxas()[0] is None:
+        pytest.skip("no ptxas here")
     script = tmp_path / "hit.py"
     script.write_text(_HIT_CHILD)
-    env = dict(os.environ, TSJIT_CACHE_DIR=str(tmp_path / "cache"))
+    env = dict(os.environ, TSJIT_CACHE_DIR=str(tmp_path / "cache"), TSJIT_ASSEMBLER=assembler)
     env.pop("TSJIT_ALWAYS_COMPILE", None)
     runs = [json.loads(subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
                                       check=True).stdout.splitlines()[-1]) for _ in range(2)]
     assert runs[0]["from_cache"] is False and "llvmlite.binding" in runs[0]["loaded"]   # the cold compile
     assert runs[1]["from_cache"] is True
-    # (a host whose assembler is ptxas finds it, with cuda.pathfinder, for the key's version text)
-    assert not {"llvmlite.binding", "cuda.bindings.driver"} & set(runs[1]["loaded"]), runs[1]
+    assert not {"llvmlite.binding", "cuda.bindings.driver", "cuda.pathfinder"} & set(runs[1]["loaded"]), runs[1]
+
+
+def test_llvm_prewarm_builds_the_target_machine_once_on_a_daemon_thread():
+    from tsjit.backend import nvptx, prewarm
+    thread = prewarm.llvm("sm_90a")
+    if thread is not None:   # (an earlier test of this process may have started it)
+        assert thread.daemon and thread.name == "tsjit-llvm-prewarm"
+        thread.join(60)
+    assert ("sm_90a", 3) in nvptx._pass_builders and ("sm_90a", 3) in nvptx._machines
+    assert prewarm.llvm("sm_90a") is None   # once per process and target

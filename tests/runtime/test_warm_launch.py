@@ -12,6 +12,7 @@ import tsjit
 from tsjit.runtime import launch_config
 from tsjit.runtime import kernel as K
 from tsjit.runtime import launch as L
+from tsjit.runtime import launcher as launcher_module
 from tsjit.runtime.arrays import DeviceArray
 
 
@@ -64,7 +65,7 @@ def fake_driver(monkeypatch):
     monkeypatch.setattr(K, "_prepare", prepare)
     monkeypatch.setattr(launch_config, "launch_prepared", slow_launch)
     monkeypatch.setattr(L, "_RAW_LAUNCH_EX", [launch_ex])
-    monkeypatch.setattr(K, "raw_cu_launch_kernel_ex", lambda: launch_ex)
+    monkeypatch.setattr(launcher_module, "raw_cu_launch_kernel_ex", lambda: launch_ex)
     return calls
 
 
@@ -187,6 +188,57 @@ def test_the_generated_warm_launch_computes_argument_signature(kinds, args):
     assert call({sig: Hot()}, args, 0) is True
     assert packed == [tuple(dyn)]
     assert call({}, args, 0) is False   # not warm: the caller takes the general path
+
+
+@pytest.mark.parametrize("kinds, args", [
+    ([None, None, None, None], (_fake_array(0x1000), 5, 2.5, True)),
+    ([L._CONSTEXPR, None, L._CONSTEXPR], (128, Tensor(0x5000), "tma")),
+    ([], ()),
+])
+def test_the_generated_launcher_call_launches_warm_signatures_and_hands_the_rest_to_general(kinds, args):
+    """launch.hot_method: the same signature and packing as hot_caller, in the launcher's own __call__;
+    everything else (not warm, keywords, overrides, a wrong argument count, TSJIT_INTERPRET) goes to
+    ``general`` with the call's arguments unchanged."""
+    sig, dyn = L.argument_signature(args, kinds)
+    packed, launched, general = [], [], []
+    interpret = [False]
+
+    class Hot:
+        thread = __import__("threading").get_ident()
+        tensormap_slots = []
+        addresses = {0: 1234, 77: 4321}
+        handle, params, buffer = 7, 8, None
+
+        def pack_into(self, buffer, offset, *values):
+            packed.append(values)
+
+        def launch_ex(self, address, handle, params, extra):
+            launched.append((address, handle, params, extra))
+            return 0
+
+    class FakeLauncher:
+        __call__ = L.hot_method(kinds, lambda: interpret[0])
+        fast = True
+        hot = {sig: Hot()}
+
+        def general(self, *call):
+            general.append(call)
+            return "general"
+
+    launcher = FakeLauncher()
+    assert launcher(*args) is None and launcher(*args, stream=77) is None
+    assert packed == [tuple(dyn)] * 2 and launched == [(1234, 7, 8, None), (4321, 7, 8, None)] and not general
+    declined = [((*args, 0), {}), (args, {"cluster": (2, 1, 1)}), (args, {"pdl": True}), (args, {"check_launch": False}),
+                (args, {"extra": 1})]
+    for call_args, keywords in declined:
+        assert launcher(*call_args, **keywords) == "general"
+    interpret[0] = True
+    assert launcher(*args) == "general"
+    interpret[0] = False
+    launcher.hot = {}
+    assert launcher(*args, stream=5) == "general"   # not warm
+    assert general[-1] == (args, 5, None, False, True, {}) and general[1][2] == (2, 1, 1)
+    assert len(general) == len(declined) + 2 and len(launched) == 2
 
 
 def test_the_generated_warm_launch_declines_what_it_does_not_handle():

@@ -42,7 +42,8 @@ from tsjit.errors import CompilationError, warn
 
 __all__ = ["AssembledKernel", "assemble", "assembler_setting", "select_tool",
            "choose_tool", "assembler_version", "available_tools", "parse_statistics",
-           "check_dynamic_smem_alignment", "ASSEMBLER_ENV", "RESERVED_SMEM_BYTES"]
+           "check_dynamic_smem_alignment", "ASSEMBLER_ENV", "RESERVED_SMEM_BYTES",
+           "adopt_ptxas", "found_ptxas", "ptxas_fingerprint"]
 
 #: Environment variable choosing the assembler: ``auto``, ``nvjitlink`` or ``ptxas``.
 ASSEMBLER_ENV = env.ASSEMBLER.name
@@ -108,8 +109,21 @@ _discovery_lock = threading.Lock()  # one discovery at a time: prewarm()'s threa
 def _nvjitlink() -> tuple[tuple[int, int] | None, str]:
     """((major, minor) or None, version text or the reason it is unavailable); loaded once per
     process (a caller racing :func:`prewarm`'s thread waits for it instead of loading twice)."""
+    if _no_search.active and not _load_nvjitlink.cache_info().currsize:
+        raise _WouldSearch
     with _discovery_lock:
         return _load_nvjitlink()
+
+
+class _WouldSearch(Exception):
+    """Raised inside :func:`assembler_version` ``(search=False)`` where an answer needs a search or a load."""
+
+
+class _NoSearch(threading.local):
+    active = False
+
+
+_no_search = _NoSearch()
 
 
 @functools.cache
@@ -145,7 +159,7 @@ def prewarm(tool: str | None = None) -> threading.Thread | None:
     except Exception:
         return None
     if wants_ptxas:
-        if _find_ptxas.cache_info().currsize:
+        if _known_ptxas or _find_ptxas.cache_info().currsize:
             return None
         thread = threading.Thread(target=_ptxas, name="tsjit-assembler-prewarm", daemon=True)
     else:
@@ -174,6 +188,8 @@ def _wheel_nvjitlink() -> tuple[tuple[int, int], str] | None:
         except OSError:
             continue
         for name in names:
+            if not name.startswith("nvidia_nvjitlink"):
+                continue
             match = re.match(r"^nvidia_nvjitlink(?:_cu\d+)?-(\d+)\.(\d+)\.([\w.]+)\.dist-info$", name)
             if not match:
                 continue
@@ -189,13 +205,65 @@ def _wheel_nvjitlink() -> tuple[tuple[int, int], str] | None:
 
 
 _ptxas_lock = threading.Lock()  # prewarm()'s thread and the compiling thread find ptxas once
+_known_ptxas: list = []          # [(path, version)] adopted from a memo (adopt_ptxas): no search, no subprocess
 
 
 def _ptxas() -> tuple[str | None, str]:
     """(path or None, version text or the reason it is unavailable); found once per process (a
     caller racing :func:`prewarm`'s thread waits for it)."""
+    if _no_search.active and not _known_ptxas and not _find_ptxas.cache_info().currsize:
+        raise _WouldSearch
     with _ptxas_lock:
-        return _find_ptxas()
+        return _known_ptxas[0] if _known_ptxas else _find_ptxas()
+
+
+def found_ptxas() -> tuple[str, str] | None:
+    """``(path, "ptxas 13.0.88")`` when this process has found ptxas (searched or adopted), else ``None``
+    (not looked for yet, or not found).  Never searches."""
+    with _ptxas_lock:
+        found = _known_ptxas[0] if _known_ptxas else (_find_ptxas() if _find_ptxas.cache_info().currsize else None)
+    return found if found is not None and found[0] else None
+
+
+def adopt_ptxas(path: str, version: str) -> None:
+    """Take ``(path, version)`` as this process's ptxas instead of searching for it (cuda.pathfinder's
+    import and search, ``ptxas --version``: 50-250 ms).  The caller vouches that a search would find
+    this file and that it is unchanged: :func:`ptxas_fingerprint` is the same as when it was found.
+    Has no effect once ptxas was searched for or adopted."""
+    with _ptxas_lock:
+        if not _known_ptxas and not _find_ptxas.cache_info().currsize:
+            _known_ptxas.append((path, version))
+
+
+#: What cuda.pathfinder's ``find_nvidia_binary_utility`` (and the PATH fallback) consult: conda, the CUDA
+#: toolkit variables, PATH; the dynamic loader's search (its CTK-root fallback resolves libcudart).
+_DISCOVERY_VARIABLES = ("CONDA_PREFIX", "CUDA_PATH", "CUDA_HOME", "PATH", "LD_LIBRARY_PATH")
+
+
+def _file_identity(path: str | None) -> list | None:
+    try:
+        info = os.stat(path)
+    except (OSError, TypeError, ValueError):
+        return None
+    return [info.st_size, info.st_mtime_ns, info.st_ino, info.st_dev]
+
+
+def ptxas_fingerprint(path: str) -> list:
+    """What decides which ptxas the search finds and what ``path`` is, as JSON-able data: equal
+    fingerprints mean a new search would find the same, unchanged file.  It covers the file itself
+    (size, mtime, inode), the environment variables the search reads (:data:`_DISCOVERY_VARIABLES`)
+    and where the toolkit roots they name (and ``/usr/local/cuda``) resolve to, every site-packages
+    directory's mtime (installing or removing any wheel, e.g. ``nvidia-cuda-nvcc``, changes it), the
+    dynamic loader's cache (``/etc/ld.so.cache``), the interpreter and this module's search rule.
+    About 20 system calls."""
+    import site  # lazily: only a ptxas fingerprint needs it (the interpreter imported it at start-up: cheap)
+    folders = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []
+    if site.ENABLE_USER_SITE:
+        folders.append(site.getusersitepackages())
+    values = [os.environ.get(name) for name in _DISCOVERY_VARIABLES]
+    roots = [os.path.realpath(v) if v else None for v in values[:3]] + [os.path.realpath("/usr/local/cuda")]
+    return [1, path, _file_identity(path), values, roots, [[f, _file_identity(f)] for f in folders],
+            _file_identity("/etc/ld.so.cache"), sys.executable]
 
 
 @functools.cache
@@ -287,19 +355,29 @@ def select_tool(tool: str | None = None) -> str:
     return chosen
 
 
-def assembler_version(tool: str | None = None) -> str:
+def assembler_version(tool: str | None = None, search: bool = True) -> str | None:
     """Version text of the assembler :func:`select_tool` picks (for cache keys).
 
     Cheap: tool discovery runs once per process (``"nvJitLink 13.5.37"``,
     ``"ptxas 13.0.88"``).  When the nvJitLink pip wheel is installed (and ``auto`` would pick it),
     its version comes from the wheel's metadata without loading the library, so a disk-cache hit
-    never pays for the dlopen (:func:`_wheel_nvjitlink`).
+    never pays for the dlopen (:func:`_wheel_nvjitlink`).  ``search=False`` returns ``None``
+    instead of searching for ptxas or loading nvJitLink (the caller can start :func:`prewarm`
+    and ask again later).
     """
     setting = tool.strip().lower() if tool else assembler_setting()
     if setting in ("auto", "nvjitlink"):
         wheel = _wheel_nvjitlink()
         if wheel is not None and (setting == "nvjitlink" or wheel[0] >= _NVJITLINK_FIXED):
             return wheel[1]
+    if not search:
+        _no_search.active = True
+        try:
+            return assembler_version(tool)
+        except _WouldSearch:
+            return None
+        finally:
+            _no_search.active = False
     chosen = select_tool(tool)
     return _nvjitlink()[1] if chosen == "nvjitlink" else _ptxas()[1]
 

@@ -31,7 +31,7 @@ from tsjit.backend.targets import DATA_LAYOUT, TRIPLE, Target, get_target
 from tsjit.errors import CompilationError
 
 __all__ = ["TRIPLE", "DATA_LAYOUT", "llvm_to_ptx", "optimize_llvm", "parse_and_verify",
-           "target_machine"]
+           "target_machine", "warm"]
 
 
 _lock = threading.RLock()
@@ -76,6 +76,15 @@ def _pass_builder(target: Target, opt_level: int) -> llvm.PassBuilder:
         builder = llvm.create_pass_builder(target_machine(target, opt_level), tuning)
         _pass_builders[key] = builder
     return builder
+
+
+def warm(target: Target | str, opt_level: int = 3) -> None:
+    """Build (and cache) ``target``'s target machine and ``default<O{opt_level}>`` pass builder now
+    (:mod:`tsjit.backend.prewarm` calls it on a background thread)."""
+    target = get_target(target)
+    with _lock:
+        _initialize()
+        _pass_builder(target, opt_level)
 
 
 def _ir_excerpt(llvm_ir: str, line: int) -> str:

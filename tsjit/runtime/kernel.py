@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from tsjit import env
 from tsjit.abi import LaunchRequirements
 from tsjit.backend import assemble as assembler
+from tsjit.backend import prewarm
 from tsjit.backend.targets import DEFAULT_TARGET, environment_target, get_target, target_for_capability
 from tsjit.errors import CompilationError, CompileArgumentError, LaunchError, TsjitError, UsageTypeError, hide_from_pytest
 from tsjit.frontend import artifacts
@@ -38,9 +39,9 @@ from tsjit.runtime import driver, hang_report, launch_config, streams
 from tsjit.runtime.cache import CacheEntry, KernelCache
 from tsjit.runtime.metadata import KernelMetadata
 from tsjit.lang.constexpr import is_constexpr_annotation
-from tsjit.runtime.launch import (BoundLaunch, HotLaunch, LaunchPlan, argument_signature, constexpr_kind, hot_caller,
-                                  plan_layout, raw_cu_launch_kernel_ex)
-from tsjit.runtime.specialize import (disk_spec_key, kernel_identity, memory_spec_key, specialize_one,
+from tsjit.runtime.launch import BoundLaunch, LaunchPlan, argument_signature, constexpr_kind, hot_caller, plan_layout
+from tsjit.runtime.launcher import Launcher, launcher_class  # noqa: F401 - Launcher: kernel[grid, block]'s type
+from tsjit.runtime.specialize import (assembler_key, disk_spec_key, kernel_identity, memory_spec_key, specialize_one,
                                       tsjit_version_digest)
 
 __tracebackhide__ = hide_from_pytest  # pytest shows a TsjitError without tsjit's frames
@@ -152,6 +153,7 @@ class Kernel:
         self.hot_call = hot_caller(self.kinds)  # the warm launch of Launcher.__call__, generated for these kinds
         self._plans: dict = {}
         self._launchers: dict = {}
+        self._launcher_class = None
         self._loaded: dict = {}
         self._identity: str | None = None
         self._lock = threading.Lock()
@@ -188,7 +190,9 @@ class Kernel:
             launcher = None
         if launcher is not None:
             return launcher
-        launcher = Launcher(self, config[0], config[1], config[2] if len(config) > 2 else 0)
+        if self._launcher_class is None:   # one frame per warm launch: the generated __call__
+            self._launcher_class = launcher_class(self.kinds)
+        launcher = self._launcher_class(self, config[0], config[1], config[2] if len(config) > 2 else 0)
         try:
             if len(self._launchers) < 1024:
                 self._launchers[config] = launcher
@@ -216,12 +220,12 @@ class Kernel:
         return specs, packed
 
     # -- compile ------------------------------------------------------------------------------
-    def _disk_key(self, specs, target) -> str:
+    def _disk_key(self, specs, target, tool_key: str) -> str:
         if self._identity is None:
             self._identity = kernel_identity(self.fn)
         h = hashlib.sha256()
         for part in (tsjit_version_digest(), self._identity, disk_spec_key([p.name for p in self.params], specs),
-                     target.name, repr(sorted(self.options.items())), assembler.assembler_version(),
+                     target.name, repr(sorted(self.options.items())), tool_key,
                      repr(env.code_affecting_values())):
             h.update(part.encode())
             h.update(b"\0")
@@ -246,7 +250,16 @@ class Kernel:
         return compiled
 
     def _compile_or_load(self, specs, target) -> CompiledKernel:
-        key = self._disk_key(specs, target)
+        front = None
+        tool_key = assembler_key(search=False)
+        if tool_key is None:
+            # Neither this process nor the cache directory knows the assembler: its search (cuda.pathfinder,
+            # `ptxas --version`, or nvJitLink's load: 50-250 ms, mostly waiting on subprocesses) runs on a
+            # thread while the frontend runs, and the cache is looked up once the search is done.
+            assembler.prewarm()
+            front = self._frontend(specs, target)
+            tool_key = assembler_key()
+        key = self._disk_key(specs, target, tool_key)
         cache = None if env.disable_cache() else KernelCache()
         if cache is not None and not env.always_compile():
             entry = cache.get(key)
@@ -259,16 +272,26 @@ class Kernel:
                 artifacts.replay(meta.artifacts)  # render() files and TSJIT_DUMP_DIR: on a hit too
                 _dump(compiled)
                 return compiled
-        compiled = self._compile(specs, target, key)
+        if front is None:
+            # LLVM's library load and target machine overlap the frontend (not while the assembler search
+            # above runs: three threads contending for the GIL measured slower than two on the H200 host)
+            prewarm.llvm(target.name)
+            front = self._frontend(specs, target)
+        compiled = self._compile(specs, target, key, front)
         if cache is not None:
             cache.put(key, CacheEntry(compiled.cubin, compiled.metadata.to_json(), compiled.ptx, compiled.llir))
         return compiled
 
-    def _compile(self, specs, target, key) -> CompiledKernel:
+    def _frontend(self, specs, target) -> tuple:
+        """(lowered kernel, artifacts it wrote, milliseconds): the Python frontend, up to LLVM IR."""
         t0 = time.perf_counter()
         arg_specs = {p.name: s for p, s in zip(self.params, specs)}
         with artifacts.recording() as written:
             lowered = compile_to_llvm(self.fn, arg_specs, target, **self.options)
+        return lowered, written, (time.perf_counter() - t0) * 1e3
+
+    def _compile(self, specs, target, key, front) -> CompiledKernel:
+        lowered, written, frontend_ms = front
         t1 = time.perf_counter()
         assembler.prewarm()  # nvJitLink's discovery and dlopen (they hold the GIL) overlap LLVM (it does not)
         from tsjit.backend import nvptx  # lazily: LLVM's native library loads only when a kernel is compiled
@@ -284,7 +307,7 @@ class Kernel:
             tool=asm.tool, tool_version=asm.tool_version, dependencies=lowered.dependencies,
             launch_requirements=lowered.launch_requirements,
             debug_waits=lowered.debug_waits,
-            compile_ms={"frontend": (t1 - t0) * 1e3, "llvm": (t2 - t1) * 1e3, "assemble": (t3 - t2) * 1e3},
+            compile_ms={"frontend": frontend_ms, "llvm": (t2 - t1) * 1e3, "assemble": (t3 - t2) * 1e3},
             artifacts=written)
         compiled = CompiledKernel(lowered.name, asm.cubin, metadata, lowered.llir, ptx,
                                   _folded=lambda: lowered.folded_source)
@@ -420,66 +443,6 @@ def _check_configuration(compiled: CompiledKernel, grid, block, smem, cluster, c
                             - int(compiled.metadata.static_smem_bytes or 0))
         requirements.check(compiled.name, grid, block, cluster, smem, device_limit)
     return cluster
-
-
-class Launcher:
-    """``kernel[grid, block]`` or ``kernel[grid, block, smem_bytes]``: calling it launches the kernel
-    with that configuration (keywords ``stream``, ``cluster``, ``pdl``, ``check_launch`` as
-    :meth:`Kernel.launch`).
-
-    The warm path (positional arguments, no cluster/pdl override, a fixed grid): the kernel's
-    generated :func:`~tsjit.runtime.launch.hot_caller` computes the arguments' signature, finds the
-    :class:`~tsjit.runtime.launch.HotLaunch`, packs the changing values into its private parameter
-    block and makes one ``cuLaunchKernelEx`` through ctypes
-    (:func:`~tsjit.runtime.launch.raw_cu_launch_kernel_ex`).  ``stream=None`` is this thread's
-    :func:`tsjit.use_stream` stream, else the legacy default stream.  Everything else, and every
-    first call of a signature, goes through :meth:`Kernel.launch`.
-    """
-
-    __slots__ = ("kernel", "grid", "block", "smem", "hot", "fast")
-
-    def __init__(self, kernel: "Kernel", grid, block, smem):
-        self.kernel, self.grid, self.block, self.smem = kernel, grid, block, smem
-        self.hot: dict = {}
-        try:   # a callable grid depends on the arguments; a list grid is checked on every launch
-            self.fast = not callable(grid) and hash((grid, block, smem)) is not None
-        except TypeError:
-            self.fast = False
-
-    def __repr__(self) -> str:
-        return f"<tsjit launcher {self.kernel.__qualname__}[{self.grid}, {self.block}]>"
-
-    def __call__(self, *args, stream=None, cluster=None, pdl=False, check_launch=True, **kwargs):
-        kernel = self.kernel
-        if self.fast and not kwargs and cluster is None and not pdl and check_launch \
-                and len(args) == len(kernel.kinds) and not env.interpret_requested():
-            if kernel.hot_call(self.hot, args, stream):   # the warm launch, generated for this kernel
-                return None
-            sig, dyn = argument_signature(args, kernel.kinds)
-            hot = self.hot.get(sig)
-            if hot is not None and hot.thread == threading.get_ident():
-                hot(dyn, streams.stream_value(stream))
-                return None
-            if sig is not None:
-                kernel.launch(*args, grid=self.grid, block=self.block, smem_bytes=self.smem, stream=stream)
-                self._warm(sig)
-                return None
-        return kernel.launch(*args, grid=self.grid, block=self.block, smem_bytes=self.smem, stream=stream,
-                             cluster=cluster, pdl=pdl, check_launch=check_launch, **kwargs)
-
-    def _warm(self, sig) -> None:
-        """After a first launch of ``sig`` through :meth:`Kernel.launch`, remember its hot record."""
-        plan = self.kernel._plans.get(sig)
-        launch_ex = raw_cu_launch_kernel_ex()
-        if plan is None or launch_ex is None or plan.function is None:
-            return
-        smem = self.smem if self.smem > plan.smem else plan.smem
-        prepared = plan.prepared.get((self.grid, self.block, smem, None, False, True))
-        if prepared is None:
-            return
-        if len(self.hot) >= 256:
-            self.hot.clear()
-        self.hot[sig] = HotLaunch(plan, prepared, launch_ex)
 
 
 def _prepare(plan: LaunchPlan, config: tuple):

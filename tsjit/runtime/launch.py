@@ -91,9 +91,26 @@ def hot_caller(kinds):
     ``False`` without side effects for anything else (other argument types, TMA descriptors, a
     signature not yet warm, another thread), and the caller takes the general path.
     ``len(args)`` must equal ``len(kinds)``."""
+    return _generate(kinds, method=False)
+
+
+def hot_method(kinds, interpret_requested):
+    """``__call__(self, *args, stream=None, cluster=None, pdl=False, check_launch=True, **kwargs)``: the
+    launcher's call with :func:`hot_caller`'s warm launch inlined (one Python frame per launch instead
+    of two), for a :class:`~tsjit.runtime.launcher.Launcher` subclass of one kernel.  ``self`` must have
+    ``hot`` (the HotLaunch dict), ``fast`` and ``general(args, stream, cluster, pdl, check_launch,
+    kwargs)``, which takes every call the warm launch does not (keywords, cluster / PDL overrides, a
+    wrong argument count, ``TSJIT_INTERPRET``, and everything ``hot_caller`` declines);
+    ``interpret_requested`` is :func:`tsjit.env.interpret_requested`."""
+    return _generate(kinds, method=True, interpret_requested=interpret_requested)
+
+
+def _generate(kinds, method: bool, interpret_requested=None):
     lines, keys, dyn, names = [], [], [], {"DeviceArray": DeviceArray, "TORCH": _TORCH_TYPES, "type": type,
                                            "get_ident": threading.get_ident, "stream_value": streams.stream_value,
-                                           "thread_state": streams.thread_state}
+                                           "thread_state": streams.thread_state,
+                                           "interpret_requested": interpret_requested}
+    decline = "return self.general(args, stream, cluster, pdl, check_launch, kwargs)" if method else "return False"
     for i, kind in enumerate(kinds):
         a, t, k, p = f"a{i}", f"t{i}", f"k{i}", f"p{i}"
         lines.append(f"    {t} = type({a})")
@@ -116,24 +133,32 @@ def hot_caller(kinds):
                       f"    elif {t} is bool:",
                       f"        {p}, {k} = {a}, ({t}, None)",
                       "    else:",
-                      "        return False"]
+                      f"        {decline}"]
         else:
             names[f"kind{i}"] = kind
             lines += [f"    if {t} is int or {t} is float or {t} is bool:",
                       f"        {p}, {k} = {a}, ({t}, kind{i})",
                       "    else:",
-                      "        return False"]
+                      f"        {decline}"]
     unpack = "".join(f"a{i}, " for i in range(len(kinds)))
+    if method:
+        head = ["def __call__(self, *args, stream=None, cluster=None, pdl=False, check_launch=True, **kwargs):",
+                f"    if kwargs or cluster is not None or pdl or not check_launch or len(args) != {len(kinds)} \\",
+                "            or not self.fast or interpret_requested():",
+                f"        {decline}",
+                "    hots = self.hot"]
+    else:
+        head = ["def call(hots, args, stream):"]
     source = "\n".join([
-        "def call(hots, args, stream):",
+        *head,
         f"    {unpack or '_'} = args" if kinds else "    pass",
         *lines,
         "    try:",
         f"        hot = hots.get(({''.join(k + ', ' for k in keys)}))",
         "    except TypeError:  # an unhashable constexpr",
-        "        return False",
+        f"        {decline}",
         "    if hot is None or hot.thread != get_ident() or hot.tensormap_slots:",
-        "        return False",
+        f"        {decline}",
         "    if stream is None:   # this thread's use_stream() stream, else the legacy one (streams.stream_value)",
         "        stream = thread_state.stream",
         "        stream = 0 if stream is None else stream.value",
@@ -143,9 +168,9 @@ def hot_caller(kinds):
         "    err = hot.launch_ex(hot.addresses.get(stream) or hot.address(stream), hot.handle, hot.params, None)",
         "    if err:",
         "        hot.fail(err)",
-        "    return True"])
+        "    return None" if method else "    return True"])
     exec(compile(source, f"<tsjit warm launch of {len(kinds)} parameters>", "exec"), names)  # noqa: S102
-    return names["call"]
+    return names["__call__" if method else "call"]
 
 
 def _is_torch_tensor_type(t) -> bool:
@@ -312,7 +337,7 @@ class HotLaunch:
     """What a warm ``kernel[grid, block](...)`` needs for one argument signature: a private copy of
     the plan's parameter block (so no lock), the packer of its changing values, the driver
     function's handle and, per stream handle, the address of the prepared ``CUlaunchConfig``.
-    Owned by one :class:`~tsjit.runtime.kernel.Launcher` and used only on the thread that built it
+    Owned by one :class:`~tsjit.runtime.launcher.Launcher` and used only on the thread that built it
     (the driver context is current there)."""
 
     __slots__ = ("plan", "prepared", "handle", "addresses", "thread", "launch_ex", "buffer", "pointer_array",

@@ -20,6 +20,7 @@ import types
 import numpy as np
 
 from tsjit import abi
+from tsjit.backend import assemble
 from tsjit.errors import LaunchError
 from tsjit.frontend.dependencies import UndigestableValue, value_digest
 from tsjit.frontend.source import source_text
@@ -166,6 +167,35 @@ def tsjit_version_digest() -> str:
             _version_digest = h.hexdigest()
             cache.write_memo("source", {"signature": signature.hexdigest(), "digest": _version_digest})
     return _version_digest
+
+
+_ptxas_memo_done: list = []   # ["adopted"] or ["written"]: this process has used the ptxas memo
+
+
+def assembler_key(search: bool = True) -> str | None:
+    """:func:`tsjit.backend.assemble.assembler_version` for the disk key, without searching for ptxas
+    when the cache directory remembers it: the memo ``ptxas`` holds the path and version found last
+    time with its :func:`~tsjit.backend.assemble.ptxas_fingerprint`, and is adopted only when the
+    fingerprint is unchanged (same file, same search inputs), so a hit in a fresh process pays no
+    cuda.pathfinder import, search or ``ptxas --version`` (50-250 ms).  A process that searched
+    writes the memo once.  ``search=False``: ``None`` where a search would be needed (see
+    :func:`tsjit.backend.assemble.assembler_version`)."""
+    cache = None
+    if not _ptxas_memo_done and assemble.found_ptxas() is None:
+        cache = KernelCache()
+        memo = cache.read_memo("ptxas")
+        if memo is not None and isinstance(memo.get("path"), str) and isinstance(memo.get("version"), str) \
+                and memo.get("fingerprint") == assemble.ptxas_fingerprint(memo["path"]):
+            assemble.adopt_ptxas(memo["path"], memo["version"])
+            _ptxas_memo_done.append("adopted")
+    version = assemble.assembler_version(search=search)
+    if not _ptxas_memo_done:
+        found = assemble.found_ptxas()
+        if found is not None:
+            (cache or KernelCache()).write_memo("ptxas", {"path": found[0], "version": found[1],
+                                                          "fingerprint": assemble.ptxas_fingerprint(found[0])})
+            _ptxas_memo_done.append("written")
+    return version
 
 
 def kernel_identity(fn) -> str:
