@@ -83,9 +83,8 @@ SPLIT_K = [
            "the epilogue warpgroup) and for **sm_90a** (a TmaAsync ring, two wgmma warpgroups with register "
            "partials): the MMA resources switch on `tsjit.const_expr(tsjit.tcgen05.available())`."),
     ("code", SETUP),
-    ("code", "from tsjit.examples import bw_splitk\n"
-             "print(inspect.getsource(bw_splitk.smem_layout))\nprint(inspect.getsource(bw_splitk.ReduceScatter.scatter_tmem))\n"
-             "print(inspect.getsource(bw_splitk.splitk_gemm.fn))"),
+    ("code", "from tsjit.examples import bw_splitk"),
+    ("source", "tsjit.examples.bw_splitk: smem_layout, ReduceScatter.scatter_tmem, splitk_gemm.fn"),
     ("md", "Compile both targets (the checker runs while each compiles). The shared-memory bytes show the alias: "
            "the ring alone is 131072 B."),
     ("code", "blackwell, v100 = compile_verified(lambda: bw_splitk.compile_for('sm_100a'))\n"
@@ -130,8 +129,8 @@ MERGE = [
            "Hopper ports, tutorials 10 and 11, need an explicit accumulator stage in shared memory; here the "
            "accumulator member is the TMEM ring itself.)"),
     ("code", SETUP),
-    ("code", "from tsjit.examples import bw_merge_gemm, bw_merge_resadd\n"
-             "print(inspect.getsource(bw_merge_gemm.operand_rings))\nprint(inspect.getsource(bw_merge_gemm.merge_gemm_umma.fn))"),
+    ("code", "from tsjit.examples import bw_merge_gemm, bw_merge_resadd"),
+    ("source", "tsjit.examples.bw_merge_gemm: operand_rings, merge_gemm_umma.fn"),
     ("code", "for name, module in (('tutorial 11', bw_merge_gemm), ('tutorial 12', bw_merge_resadd)):\n"
              "    grouped, verdicts = compile_verified(module.compile_for)\n"
              "    separate = module.compile_for(grouped=False)\n"
@@ -157,7 +156,8 @@ FORK = [
            "empty barrier by its own mechanism: a `tcgen05.commit` for the MMA warp, thread arrivals for the "
            "activation task."),
     ("code", SETUP),
-    ("code", "from tsjit.examples import bw_fork_gemm\nprint(inspect.getsource(bw_fork_gemm.fork_gemm_act_umma.fn))"),
+    ("code", "from tsjit.examples import bw_fork_gemm"),
+    ("source", "tsjit.examples.bw_fork_gemm: fork_gemm_act_umma.fn"),
     ("code", "grouped, verdicts = compile_verified(bw_fork_gemm.compile_for)\n"
              "separate = bw_fork_gemm.compile_for(grouped=False)\n"
              "loads = 'cp.async.bulk.tensor.2d.shared::cluster.global'\n"

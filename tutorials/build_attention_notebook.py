@@ -11,6 +11,8 @@ import os
 
 import nbformat
 
+from notebook_source import source_cell
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 NAME = "30_attention_warp_specialized.ipynb"
 
@@ -44,11 +46,9 @@ CELLS = [
            "turns at the tensor cores (`PINGPONG=True`). KV tile 0 is peeled: S_0, its softmax and P_0 run before "
            "the loop. Iteration j issues S_j = Q K_j^T, then O += P_{j-1} V_{j-1}, and computes the softmax of S_j "
            "while that PV is still on the tensor cores; the PV of the last tile follows the loop. The schedule is "
-           "data: every call below records one step with its resource, pipeline role and the task-local variables "
-           "it reads and writes."),
-    ("code", "source = inspect.getsource(attention.attention_forward.fn)\n"
-             "start = source.index('    @ts.schedule\\n    def consumer_schedule')\n"
-             "print(source[start:source.index('    def attention_task')])"),
+           "data: every call in `consumer_schedule` of the kernel below records one step with its resource, "
+           "pipeline role and the task-local variables it reads and writes."),
+    ("source", "tsjit.examples.attention: attention_forward.fn"),
     ("md", "## The schedule table\n\n"
            "The TaskManager simulates one work tile of every task in lock step and prints each task's steps: "
            "`ProdAcq<-` / `ProdCmt->` acquire and commit a ring stage (the TMA load's bytes complete the stage's "
@@ -126,8 +126,8 @@ CELLS = [
 def build() -> str:
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_markdown_cell(text) if kind == "md" else nbformat.v4.new_code_cell(text)
-                for kind, text in CELLS]
+    nb.cells = [nbformat.v4.new_markdown_cell(text) if kind == "md" else source_cell(text) if kind == "source"
+                else nbformat.v4.new_code_cell(text) for kind, text in CELLS]
     path = os.path.join(HERE, NAME)
     nbformat.write(nb, path)
     return path

@@ -12,6 +12,8 @@ import os
 
 import nbformat
 
+from notebook_source import source_cell
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 SETUP = """import numpy as np
@@ -40,30 +42,20 @@ def cpu_interpreter():
 #: the launch cell's ending for a machine without a GPU, after the small-size checks under cpu_interpreter()
 INTERPRETED = "    print('no GPU: ran on the CPU interpreter (TSJIT_INTERPRET=1) at small sizes: exact')"
 
-CHECKER_SETUP = """import os, sys, warnings
-# The broken programs are the test suite's corpus (tests/ts/verify/broken of the checkout these notebooks
-# come with): one real mistake each, with its corrected twin. They are Task Scheduling programs built on the
-# host, so no kernel is compiled. The corpus is found next to this notebook's folder (run from tutorials/,
-# whichever way tsjit is installed) or next to the tsjit package (a checkout on the path).
-CORPUS = next((folder for folder in (os.path.join(os.pardir, "tests", "ts", "verify"),
-                                     os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(tsjit.__file__))),
-                                                  "tests", "ts", "verify"))
-               if os.path.isdir(os.path.join(folder, "broken"))), None)
-if CORPUS is None:
-    raise FileNotFoundError("this tutorial shows the broken programs of a tsjit checkout (tests/ts/verify/broken): "
-                            "run it from the checkout's tutorials/ folder")
-sys.path.insert(0, os.path.abspath(CORPUS))
-from broken import CASES
+CHECKER_SETUP = """import warnings
+# The five programs live in tsjit.examples.checker_mistakes (shown below): build(False) gives the broken
+# program, build(True) its corrected twin. They are Task Scheduling programs built on the host: the TaskManager
+# checks them when it is constructed, so no kernel is compiled and no GPU is needed.
+from tsjit.examples.checker_mistakes import MISTAKES
 from tsjit.errors import VerificationError
 from tsjit.ts import ScheduleWarning, TaskManager
 warnings.simplefilter("ignore", ScheduleWarning)
-CASES = {case.name: case for case in CASES}
 
 def show(name):
     \"\"\"Print the broken program's schedules and the checker's message, then verify the corrected twin.\"\"\"
-    case = CASES[name]
-    print("The mistake:", case.mistake)
-    tasks, graph, options = case.build(False)
+    mistake, build = MISTAKES[name]
+    print("The mistake:", mistake)
+    tasks, graph, options = build(False)
     for task in tasks:
         print(f"  {task.label}: " + "; ".join(step.display_call for step in task.schedule.steps))
     try:
@@ -72,7 +64,7 @@ def show(name):
     except VerificationError as err:
         print()
         print(err)
-    tasks, graph, options = case.build(True)
+    tasks, graph, options = build(True)
     print()
     print("The corrected program:", TaskManager(tasks, graph, verbose=False, **options).exhaustive_result.verdict)"""
 
@@ -85,8 +77,8 @@ NOTEBOOKS = {
                "compiles, then lowers it to a warp-range branch and one loop — the same loop a hand-written "
                "kernel has (`copy_plain`)."),
         ("code", INTERPRETER_SETUP),
-        ("code", "import inspect\nfrom tsjit.examples import ts_copy\n"
-                 "print(inspect.getsource(ts_copy.GmemSource))\nprint(inspect.getsource(ts_copy.copy_ts.fn))"),
+        ("code", "from tsjit.examples import ts_copy"),
+        ("source", "tsjit.examples.ts_copy: GmemSource, GmemDest, copy_ts.fn"),
         ("md", "Compile for sm_90a (works without a GPU: numpy arrays stand in for device arrays) and compare the "
                "loop with the plain kernel's."),
         ("code", "i16 = np.zeros(1024, np.int16)\n"
@@ -116,10 +108,10 @@ NOTEBOOKS = {
                "the stage's full barrier, `commit`); four store warps `try_wait`/`wait`, write the tile out with "
                "bounds masks and `release`. Shapes need not be multiples of the tile."),
         ("code", INTERPRETER_SETUP),
-        ("code", "import inspect\nfrom tsjit.examples import ts_tma_copy\n"
-                 "print(inspect.getsource(ts_tma_copy.SmemTiles))\nprint(inspect.getsource(ts_tma_copy.GmemTiles))"),
+        ("code", "from tsjit.examples import ts_tma_copy"),
+        ("source", "tsjit.examples.ts_tma_copy: SmemTiles, GmemTiles"),
         ("md", "The kernel builds the two resources, one schedule per task, the two tasks and the TaskManager:"),
-        ("code", "print(inspect.getsource(ts_tma_copy.tma_copy_ts.fn))"),
+        ("source", "tsjit.examples.ts_tma_copy: tma_copy_ts.fn"),
         ("md", "Compile it for sm_90a and look at the TMA copies and the `expect_tx` that arms each stage:"),
         ("code", "spec = tsjit.tensormap_spec(tsjit.Float32, (64, 64))\n"
                  "c = tsjit.compile(ts_tma_copy.tma_copy_ts, spec, np.zeros((256, 256), np.float32), 16, 4, 64, 64, 4)\n"
@@ -144,8 +136,8 @@ NOTEBOOKS = {
                "while the queue epilogue (`wait`, `get_and_advance_work_tile`, `release`) still runs for every "
                "tile, so every CTA terminates."),
         ("code", INTERPRETER_SETUP),
-        ("code", "import inspect\nfrom tsjit.examples import ts_persistent\n"
-                 "print(inspect.getsource(ts_persistent.persistent_copy.fn))"),
+        ("code", "from tsjit.examples import ts_persistent"),
+        ("source", "tsjit.examples.ts_persistent: TileSource, TileDest, persistent_copy.fn"),
         ("code", "c = tsjit.compile(ts_persistent.persistent_copy, np.zeros(64, np.float32), np.zeros(64, np.float32), "
                  "40, 64, 2048, 4)\nprint('registers', c.metadata['registers'])"),
         ("code", "if GPU:\n"
@@ -167,8 +159,9 @@ NOTEBOOKS = {
                "kernels are chained with programmatic dependent launch: the second waits on the first's output "
                "(`PdlWaitBarrier.wait_griddep` before its first read, check PDL1)."),
         ("code", INTERPRETER_SETUP),
-        ("code", "import inspect\nfrom tsjit.examples import ts_persistent, ts_pdl\n"
-                 "print(inspect.getsource(ts_persistent.VarlenTask))\n"
+        ("source", "tsjit.examples.ts_persistent: VarlenTask, varlen_copy.fn"),
+        ("source", "tsjit.examples.ts_pdl: scale_producer.fn, scale_consumer.fn"),
+        ("code", "from tsjit.examples import ts_persistent, ts_pdl\n"
                  "c = tsjit.compile(ts_persistent.varlen_copy, np.zeros(64, np.float32), np.zeros(9, np.int32), "
                  "np.zeros((8, 64), np.float32), 8, 4)\nprint('varlen registers', c.metadata['registers'])\n"
                  "for k in (ts_pdl.scale_producer, ts_pdl.scale_consumer):\n"
@@ -212,10 +205,9 @@ NOTEBOOKS = {
                "* **Epilogue.** `OutputC.store` converts the accumulator to bf16 with `stmatrix` into a swizzled "
                "staging buffer and issues TMA stores, which drain while the next tile's MMAs run."),
         ("code", SETUP),
-        ("code", "import inspect\nfrom tsjit.examples import gemm\n"
-                 "print('BM, BK =', gemm.BM, gemm.BK, '; consumer warpgroups =', gemm.CONSUMER_WARPGROUPS)\n"
-                 "print(inspect.getsource(gemm.ABStages))\nprint(inspect.getsource(gemm.OutputC.store))"),
-        ("code", "print(inspect.getsource(gemm.gemm_ts.fn))"),
+        ("code", "from tsjit.examples import gemm\n"
+                 "print('BM, BK =', gemm.BM, gemm.BK, '; consumer warpgroups =', gemm.CONSUMER_WARPGROUPS)"),
+        ("source", "tsjit.examples.gemm: ABStages, OutputC.store, gemm_ts.fn"),
         ("code", "import re\n"
                  "a = tsjit.tensormap_spec(tsjit.BFloat16, (gemm.BM, gemm.BK), swizzle='128B')\n"
                  "b = tsjit.tensormap_spec(tsjit.BFloat16, (256, gemm.BK), swizzle='128B')\n"
@@ -383,29 +375,38 @@ NOTEBOOKS = {
                "from a correct one, with the message the checker gives and the verdict on the corrected program."),
         ("code", SETUP),
         ("code", CHECKER_SETUP),
+        ("md", "Programs 1, 3 and 4 share one copy program: a producer warp fills a ring of shared-memory chunks, "
+               "four consumer warps write them out. Its arguments choose the mistake."),
+        ("source", "tsjit.examples.checker_mistakes: Chunks, ScaledOut, _copy_program"),
         ("md", "## 1. A missing commit\n\nThe producer acquires and fills a stage but never commits it, so the "
                "consumer's `wait` blocks forever. C0 finds the deadlock, and its *Likely cause* line (found by "
                "check B1) names the step to fix: call `ring.commit()` after the fill."),
+        ("source", "tsjit.examples.checker_mistakes: build_wait_with_no_commit"),
         ("code", "show('wait_with_no_commit')"),
         ("md", "## 2. A TMA byte count that is short\n\nEach stage receives an A tile and a B tile, but "
                "`num_bytes` covers only one of them: the stage's full barrier would complete while the B tile is "
                "still landing. P2 compares `num_bytes` with what the copies deliver and gives the number to set."),
+        ("source", "tsjit.examples.checker_mistakes: TileLoads, build_tma_bytes_short_by_one_tile"),
         ("code", "show('tma_bytes_short_by_one_tile')"),
         ("md", "## 3. A role swapped\n\nThe producer task also calls `release()`, a consumer operation, on the "
                "ring it fills. R0 says `release()` belongs to the consumer and what the producer's own operation "
                "at that point is; this producer already commits, so the fix is to drop the release and leave it "
                "to the consumer task."),
+        ("source", "tsjit.examples.checker_mistakes: build_producer_releases_its_own_ring"),
         ("code", "show('producer_releases_its_own_ring')"),
         ("md", "## 4. A ring too shallow\n\nA one-stage ring (`advance_on_acquire=True`) is acquired twice per "
                "iteration: the second acquire needs a free slot that only the consumer's release can give, and that "
                "release needs the commit after the second acquire. C0 shows both blocked tasks and the credit state "
                "(`0 of 1 slot(s) free`), and names the cause: the producer holds every stage of the ring, so give "
-               "the ring at least 2 stages or commit before acquiring again."),
+               "the ring at least 2 stages or commit before acquiring again. The corrected program acquires once "
+               "per iteration."),
+        ("source", "tsjit.examples.checker_mistakes: build_acquire_twice_one_stage"),
         ("code", "show('acquire_twice_one_stage')"),
         ("md", "## 5. A race on an aliased buffer\n\nTwo tasks write shared-memory buffers that the allocator "
                "placed on the same bytes (one alias group). No barrier orders the two writes. The exhaustive "
                "checker reports the race with the byte range, both tasks and both steps, and says to order them "
                "through a pipeline or to stop aliasing buffers that are live at the same time."),
+        ("source", "tsjit.examples.checker_mistakes: Writer, build_two_tasks_write_aliased_buffers"),
         ("code", "show('two_tasks_write_aliased_buffers')"),
     ],
     "13_blackwell_gemm.ipynb": [
@@ -420,8 +421,8 @@ NOTEBOOKS = {
                "The same source builds wgmma code for sm_90a (the MMA resources switch with "
                "`tsjit.const_expr(tsjit.tcgen05.available())`), which runs on the H200."),
         ("code", SETUP),
-        ("code", "import inspect\nfrom tsjit.examples import bw_gemm\n"
-                 "print(inspect.getsource(bw_gemm.TmemAccumulator))\nprint(inspect.getsource(bw_gemm.gemm_tutorial3.fn))"),
+        ("code", "from tsjit.examples import bw_gemm"),
+        ("source", "tsjit.examples.bw_gemm: TmemAccumulator, gemm_tutorial3.fn"),
         ("md", "Compile for sm_100a. The exhaustive checker runs while the kernel compiles (any deadlock or race "
                "would stop the compile); its verdict is recorded on the TaskManager. These are the tcgen05 "
                "instructions in the PTX:"),
@@ -484,8 +485,8 @@ def build() -> list[str]:
     for name, cells in NOTEBOOKS.items():
         nb = nbformat.v4.new_notebook()
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-        nb.cells = [nbformat.v4.new_markdown_cell(text) if kind == "md" else nbformat.v4.new_code_cell(text)
-                    for kind, text in cells]
+        nb.cells = [nbformat.v4.new_markdown_cell(text) if kind == "md" else source_cell(text) if kind == "source"
+                    else nbformat.v4.new_code_cell(text) for kind, text in cells]
         path = os.path.join(HERE, name)
         nbformat.write(nb, path)
         written.append(path)

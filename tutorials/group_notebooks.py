@@ -51,9 +51,8 @@ NOTEBOOKS = {
                "releases once, `xy.release()`, and both producers see the stage free. A grouped member is "
                "passed to a schedule as `xy.smem_x`, never bare."),
         ("code", SETUP),
-        ("code", "from tsjit.examples import ts_merge_copy\n"
-                 "print(inspect.getsource(ts_merge_copy.ThreadTiles))\n"
-                 "print(inspect.getsource(ts_merge_copy.merge_copy.fn))"),
+        ("code", "from tsjit.examples import ts_merge_copy"),
+        ("source", "tsjit.examples.ts_merge_copy: ThreadTiles, merge_copy.fn"),
         ("md", "A group of N members over S stages has N full arrays and one empty array: (N + 1) x S "
                "mbarriers where separate rings have 2 x N x S. The count below is read from the PTX of the "
                "kernel compiled both ways (`GROUPED=True` / `False`)."),
@@ -114,9 +113,8 @@ NOTEBOOKS = {
                "once — freeing the accumulator stage for the next tile's MMAs and the residual stage for the next "
                "TMA load."),
         ("code", SETUP),
-        ("code", "from tsjit.examples import ts_merge_resadd\n"
-                 "print(inspect.getsource(ts_merge_resadd.AccumulatorStage))\n"
-                 "print(inspect.getsource(ts_merge_resadd.merge_gemm_resadd.fn))"),
+        ("code", "from tsjit.examples import ts_merge_resadd"),
+        ("source", "tsjit.examples.ts_merge_resadd: AccumulatorStage, merge_gemm_resadd.fn"),
         ("code", COUNTS.format(module="ts_merge_resadd")),
         ("code", "if GPU:\n"
                  "    for shape in ((1000, 1000, 1000), (257, 520, 136), (2048, 2048, 2048)):\n"
@@ -136,9 +134,8 @@ NOTEBOOKS = {
                "copy and commits once, `fork.commit()`. Each consumer waits on the shared full barrier and "
                "releases its own member. Without the group the tile is loaded twice."),
         ("code", SETUP),
-        ("code", "from tsjit.examples import ts_fork\n"
-                 "print(inspect.getsource(ts_fork.ReluOutput))\n"
-                 "print(inspect.getsource(ts_fork.fork_gemm_act.fn))"),
+        ("code", "from tsjit.examples import ts_fork"),
+        ("source", "tsjit.examples.ts_fork: ReluOutput, fork_gemm_act.fn"),
         ("code", COUNTS.format(module="ts_fork")),
         ("code", CORPUS),
         ("code", "show('group_fork_member_commit')\nprint()\nshow('group_fork_bytes_mismatch')"),

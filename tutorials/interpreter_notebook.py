@@ -65,7 +65,7 @@ NOTEBOOKS = {
                "stage, a consumer warp waits for it, writes it out and releases it. With `COMMIT=False` the "
                "producer's `commit()` is missing. The TaskManager's checker would refuse that program, so it is "
                "compiled with `skip_validation=True`, the way a mistake slips through when the check is turned off."),
-        ("code", "print(inspect.getsource(interpret_bugs.ring_scale.fn))"),
+        ("source", "tsjit.examples.interpret_bugs: ring_scale.fn"),
         ("md", "The launch ends in about a second. For each blocked group the report gives the CTA, the warps, the "
                "task, the resource, the stage, the TS step, the loop iteration, the mbarrier and the phase it "
                "waits for (with the arrivals and transaction bytes still missing), and the source line of the "
@@ -81,7 +81,7 @@ NOTEBOOKS = {
                "the TMA engine reads through the asynchronous proxy; `syncthreads` does not order the two "
                "proxies, a `fence.proxy.async` after the writes does (PTX ISA, memory consistency model: "
                "proxies). With `FENCE=False` the fence is missing."),
-        ("code", "print(inspect.getsource(interpret_bugs.tile_scale_store.fn))"),
+        ("source", "tsjit.examples.interpret_bugs: tile_scale_store.fn"),
         ("md", "Under `TSJIT_INTERPRET_CHECK=race` the interpreter tracks, per shared-memory byte, which thread "
                "wrote it, through which proxy and in which barrier epoch. The report names the two accesses no "
                "fence orders: the TMA store's line and the line of the generic write, with their threads."),

@@ -29,9 +29,8 @@ NOTEBOOKS = {
                "There is no Blackwell GPU here: the evidence is the exhaustive checker's proof, ptxas for sm_100a, "
                "the SASS, and the CPU interpreter (the one-CTA fallback runs at the end of this notebook)."),
         ("code", SETUP),
-        ("code", "import inspect\nfrom tsjit.examples import bw_persistent_gemm as t6\n"
-                 "print(inspect.getsource(t6._configs))\nprint(inspect.getsource(t6.Accumulators.mma))\n"
-                 "print(inspect.getsource(t6.persistent_gemm.fn))"),
+        ("code", "from tsjit.examples import bw_persistent_gemm as t6"),
+        ("source", "tsjit.examples.bw_persistent_gemm: _configs, Accumulators.mma, persistent_gemm.fn"),
         ("md", "Compile each cluster shape for sm_100a: the pair and the multicast fallback with the static queue, "
                "the one-CTA fallback with CLC. The exhaustive checker runs while the kernel compiles; over a pair "
                "it models both CTAs (the peer's copy of the MMA task skips its gated sides). The pair with CLC "
