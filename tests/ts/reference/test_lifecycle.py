@@ -116,7 +116,8 @@ def test_variables_are_fields_and_flow_as_tokens():
 
 
 @conformance("A6", "__init__ keyword fields", reason="name and pipeline_config are fields; is_barrier is a "
-             "class attribute; variable dicts and the pipeline object do not exist (see above)")
+             "class attribute; variable dicts and the pipeline object do not exist (values flow as schedule "
+             "tokens, cursors live in registers)")
 @conformance("A6", "consumer_wait_signaling_threads (resource field)", reason="lives on PipelineConfig "
              "(consumer_wait_signaling_threads), the one description of the barrier protocol")
 def test_resource_keyword_fields():
