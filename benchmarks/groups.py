@@ -7,7 +7,7 @@ Merge group, ReLU) grouped and with separate rings, the plain Task Scheduling GE
 ``benchmarks/timing.py``), after a numerics check of the merge GEMM against torch.  The table gives
 ms per call, TFLOP/s and the ratio merge / plain (issue 12: within 5 %, i.e. <= 1.05).
 
-    PYTHONPATH=. python benchmarks/groups.py [--reps 20] [--stages 4] [--quick]
+    PYTHONPATH=. python benchmarks/groups.py [--reps 20] [--stages 4] [--quick] [--prime]
 """
 from __future__ import annotations
 
@@ -27,6 +27,9 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--stages", type=int, default=4)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--prime", action="store_true",
+                        help="one untimed call before each timed repetition (no callable pays for the L2 state "
+                             "its predecessor in the round left)")
     args = parser.parse_args()
     print(f"{'M':>6} {'N':>6} {'K':>6} | {'merge':>8} {'merge-sep':>9} {'plain TS':>8} {'cuBLAS':>8} ms | "
           f"{'TFLOP/s merge':>13} {'plain':>6} {'cuBLAS':>6} | merge/plain")
@@ -50,7 +53,8 @@ def main() -> None:
             if not err < 1e-2:
                 raise SystemExit(f"{name} GEMM {M}x{N}x{K}: relative error {err:.3g} against torch")
         times = interleaved_time_ms({"merge": merge, "separate": separate, "plain": plain,
-                                     "cublas": lambda: torch.relu(torch.matmul(a, b.T))}, reps=args.reps)
+                                     "cublas": lambda: torch.relu(torch.matmul(a, b.T))}, reps=args.reps,
+                                    prime=args.prime)
         flops = 2.0 * M * N * K
         tflops = {k: flops / v / 1e9 for k, v in times.items()}
         ratio = times["merge"] / times["plain"]
