@@ -2,6 +2,7 @@
 
 Tests marked ``@pytest.mark.gpu`` need an NVIDIA GPU and driver; they are skipped with a
 reason when :func:`tsjit.runtime.driver.gpu_available` is ``False`` (that call never raises).
+``@pytest.mark.gpu(reason="...")`` says why the CPU interpreter cannot stand in (the skip shows it).
 
 Tests marked ``@pytest.mark.gpu_or_interpret`` run twice: ``[gpu]`` (marked ``gpu``) and
 ``[interpret]`` under the CPU interpreter (``TSJIT_INTERPRET=1`` for the test; ``tsjit.env.interpret()``
@@ -79,10 +80,10 @@ def pytest_collection_modifyitems(config, items):
             chosen = set(map(id, twins))
             items[:] = [item for item in items if id(item) not in chosen]
             _deselected_twins = len(twins)
-        skip = pytest.mark.skip(reason=GPU_SKIP_REASON)
         for item in gpu_items:
             if not _is_gpu_twin(item):
-                item.add_marker(skip)
+                why = item.get_closest_marker("gpu").kwargs.get("reason")   # why the interpreter cannot stand in
+                item.add_marker(pytest.mark.skip(reason=f"{GPU_SKIP_REASON}: {why}" if why else GPU_SKIP_REASON))
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -1,13 +1,14 @@
 """Issue 9 §4 on the GPU: the run-time semantics the CPU tests pin in IR/PTX give the right
 numbers (membership tests, division by a run-time zero, clamped shifts, saturating conversions).
-Fresh random inputs, poisoned outputs, numpy references.  Skipped without a GPU."""
+Fresh random inputs, poisoned outputs, numpy references.  Also under the CPU interpreter
+(``gpu_or_interpret``): the same kernels there pin the interpreter's integer and conversion semantics."""
 import numpy as np
 import pytest
 
 import tsjit
 from tsjit import Int32
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.gpu_or_interpret
 N = 256
 
 

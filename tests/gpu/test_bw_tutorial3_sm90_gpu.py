@@ -3,8 +3,8 @@ wgmma path on the H200 against numpy float64, on fresh random bf16 inputs with t
 a bf16 NaN), square and ragged shapes (TMA zero-fills the A/B edges, the epilogue masks C).
 
 Also under the CPU interpreter (``gpu_or_interpret``, sm_90a: the wgmma path) at the shapes of
-:data:`INTERPRETED` (one whole tile, a ragged 2 x 2 grid of partial tiles, K = 8); the others differ from
-them only in size and are left to the GPU."""
+:data:`INTERPRETED`: each keeps what its GPU shape tests (one whole tile, two full tiles with the 3-stage ring
+wrapping, ragged 2 x 2 grids of partial tiles, K = 8, many K tiles per CTA) at fewer tiles."""
 import numpy as np
 import pytest
 
@@ -13,15 +13,14 @@ from tsjit.examples import bw_gemm
 
 pytestmark = pytest.mark.gpu_or_interpret
 
-INTERPRETED = {(128, 256, 64): (128, 256, 64), (257, 300, 136): (130, 264, 72), (64, 100, 8): (64, 100, 8)}
+#: the GPU shapes (M, N, K) -> the interpreter's
+INTERPRETED = {(128, 256, 64): (128, 256, 64), (256, 512, 256): (256, 256, 256), (1000, 1000, 1000): (100, 300, 200),
+               (257, 300, 136): (130, 264, 72), (64, 100, 8): (64, 100, 8), (2048, 2048, 4096): (128, 256, 512)}
 
 
-@pytest.mark.parametrize("M,N,K", [(128, 256, 64), (256, 512, 256), (1000, 1000, 1000), (257, 300, 136),
-                                   (64, 100, 8), (2048, 2048, 4096)])
+@pytest.mark.parametrize("M,N,K", list(INTERPRETED))
 def test_tutorial3_sm90a_matches_float64(M, N, K, monkeypatch):
     if env.interpret():
-        if (M, N, K) not in INTERPRETED:
-            pytest.skip("covered under the interpreter by the reduced shapes of INTERPRETED")
         M, N, K = INTERPRETED[(M, N, K)]
         monkeypatch.setenv("TSJIT_TARGET", "sm_90a")
     got, ref = bw_gemm.run_tutorial3(M, N, K)

@@ -271,9 +271,9 @@ def test_device_allocation_without_a_gpu_raises_launch_error():
         arrays.to_device(np.zeros(4, dtype=np.float32))
 
 
-# ------------------------------------------------------------------------- GPU
+# ------------------------------------------- device arrays (GPU, or host memory under the interpreter)
 
-@pytest.mark.gpu
+@pytest.mark.gpu_or_interpret
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.int64, np.uint16, np.bool_, np.float64])
 def test_to_device_numpy_roundtrip(dtype):
     rng = np.random.default_rng()
@@ -281,7 +281,7 @@ def test_to_device_numpy_roundtrip(dtype):
     assert np.array_equal(arrays.to_device(host).numpy(), host)
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu_or_interpret
 def test_bfloat16_upload_rounds_and_download_returns_bits():
     values = np.random.default_rng().standard_normal(1000)
     device = arrays.to_device(values, dtype=dtypes.BFloat16)
@@ -289,7 +289,7 @@ def test_bfloat16_upload_rounds_and_download_returns_bits():
     assert np.array_equal(device.numpy(), float_to_bfloat16_bits(values))
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu_or_interpret
 def test_fill_bytes_copy_from_and_zeros():
     device = arrays.empty((64,), dtypes.Float32).fill_bytes(0xFF)
     assert np.isnan(device.numpy()).all()
@@ -300,14 +300,14 @@ def test_fill_bytes_copy_from_and_zeros():
         device.copy_from(np.zeros(63, dtype=np.float32))
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu_or_interpret
 def test_strided_view_downloads_its_elements():
     base = arrays.to_device(np.arange(48, dtype=np.int32))
     view = DeviceArray((4, 6), dtypes.Int32, strides=(12, 2), data_ptr=base.data_ptr, owner=base)
     assert np.array_equal(view.numpy(), np.arange(48, dtype=np.int32).reshape(4, 12)[:, ::2])
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu(reason="needs torch CUDA tensors (torch.as_tensor(device='cuda'), __cuda_array_interface__ both ways)")
 def test_torch_interop_both_ways():
     torch = pytest.importorskip("torch")
     host = np.random.default_rng().standard_normal((8, 16)).astype(np.float32)

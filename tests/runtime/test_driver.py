@@ -206,14 +206,15 @@ def pack(*values):
     return (ctypes.c_void_p * len(keep))(*[ctypes.addressof(v) for v in keep]), keep
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu(reason="reads a real device's attributes (cuDeviceGetAttribute); the interpreter has no device")
 def test_device_properties_of_a_hopper_gpu():
     properties = driver.device_properties()
     assert properties.capability >= (9, 0)
     assert properties.max_threads_per_block == 1024 and properties.max_dynamic_smem_optin > 200 * 1024
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu(reason="tests the driver's cuMemAlloc/cuMemcpy/cuMemsetD8 themselves (the interpreter's host-memory "
+                        "arrays: tests/runtime/test_arrays.py)")
 def test_alloc_copy_memset_roundtrip():
     from tsjit.runtime import arrays
 
@@ -224,7 +225,8 @@ def test_alloc_copy_memset_roundtrip():
     assert not device.numpy().any()
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu(reason="launches hand-written PTX through cuModuleLoadData/cuLaunchKernelEx and reads "
+                        "cuFuncGetAttribute; the interpreter runs kernels' Python source, not PTX")
 def test_plain_launch_and_function_attributes(module):
     from tsjit.runtime import arrays
 
@@ -241,7 +243,8 @@ def test_plain_launch_and_function_attributes(module):
     assert attributes.num_regs > 0 and attributes.local_bytes == 0 and attributes.binary_version >= 90
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu(reason="tests the driver's cluster launch attribute on hand-written PTX (cuLaunchKernelEx); the "
+                        "interpreter runs Python source, not PTX")
 def test_cluster_launch_sets_cluster_ranks(module):
     from tsjit.runtime import arrays
 
@@ -252,7 +255,7 @@ def test_cluster_launch_sets_cluster_ranks(module):
     assert out.numpy().tolist() == [0, 1] * 4
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu(reason="tests the driver's PDL launch attribute on a CUDA stream (cuLaunchKernelEx, hand-written PTX)")
 def test_pdl_launches_stay_ordered_on_a_stream(module):
     from tsjit.runtime import arrays
 
@@ -266,7 +269,7 @@ def test_pdl_launches_stay_ordered_on_a_stream(module):
     assert np.array_equal(data.numpy(), ((host + np.float32(1)) + np.float32(1)) + np.float32(1))
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu(reason="tests the driver's dynamic shared-memory opt-in (cuFuncSetAttribute) and the device's limit")
 def test_large_dynamic_smem_is_opted_in_automatically(module):
     from tsjit.runtime import arrays
 
@@ -280,7 +283,7 @@ def test_large_dynamic_smem_is_opted_in_automatically(module):
         launch_config.launch(kernel, 1, 1, params, smem_bytes=driver.device_properties().max_dynamic_smem_optin + 1)
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu(reason="real timing: CUDA events (cuEventElapsedTime)")
 def test_events_time_work_on_a_stream(module):
     from tsjit.runtime import arrays
 
@@ -293,7 +296,7 @@ def test_events_time_work_on_a_stream(module):
     assert start.elapsed_ms(end) > 0
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu(reason="tests the driver's own errors (cuModuleGetFunction, cuModuleLoadData on a bad image)")
 def test_missing_kernel_and_bad_image_raise_launch_error(module):
     with pytest.raises(LaunchError, match="no_such_kernel"):
         module.get_function("no_such_kernel")

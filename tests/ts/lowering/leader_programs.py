@@ -149,8 +149,9 @@ def specs(rows: int, cols: int, box_m: int, leader_producer: bool):
 
 
 def run(rows: int, cols: int, box_m: int, stages: int, clusters: int, leader_producer: bool, rng=None):
-    """Copy a fresh random ``(rows, cols)`` float32 matrix on the GPU; returns (result, expected).
-    ``rows`` must be a multiple of the tile (``2 * box_m`` rows, or ``box_m`` for the producer variant)."""
+    """Copy a fresh random ``(rows, cols)`` float32 matrix on the device (the GPU, or the CPU interpreter with
+    ``TSJIT_INTERPRET=1``); returns (result, expected).  ``rows`` must be a multiple of the tile (``2 * box_m``
+    rows, or ``box_m`` for the producer variant)."""
     rng = rng or np.random.default_rng()
     a = rng.standard_normal((rows, cols)).astype(np.float32)
     src = tsjit.to_device(a)

@@ -120,7 +120,8 @@ def specs(rows: int, cols: int, box_a: int, box_b: int):
 
 
 def run(rows: int, cols: int, box_a: int, box_b: int, stages: int, blocks: int, rng=None):
-    """Copy a fresh random matrix on the GPU; returns (result, expected).  ``rows`` is a multiple of the tile."""
+    """Copy a fresh random matrix on the device (GPU or CPU interpreter); returns (result, expected).  ``rows`` is
+    a multiple of the tile."""
     rng = rng or np.random.default_rng()
     a = rng.standard_normal((rows, cols)).astype(np.float32)
     src = tsjit.to_device(a)

@@ -107,7 +107,7 @@ def test_monolithic_override_compiles_for_sm90a():
     assert kernel.cubin[:4] == b"\x7fELF" and "mul" in kernel.ptx
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu_or_interpret
 def test_monolithic_override_runs():
     x = np.random.default_rng().integers(-1000, 1000, size=64, dtype=np.int32)
     d = tsjit.to_device(x)
@@ -234,7 +234,7 @@ def test_consumer_to_consumer_route_compiles_for_sm90a():
     assert kernel.cubin[:4] == b"\x7fELF"
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu_or_interpret
 def test_consumer_to_consumer_route_runs():
     x = np.random.default_rng().integers(-1000, 1000, size=64, dtype=np.int32)
     y = tsjit.empty(64, tsjit.Int32).fill_bytes(0x5A)

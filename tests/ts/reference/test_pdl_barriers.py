@@ -69,7 +69,7 @@ def test_launch_barrier_outside_the_graph_compiles_for_sm90a():
     assert kernel.ptx.count("griddepcontrol.launch_dependents") == 1
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu_or_interpret
 def test_chained_kernel_runs():
     n = 1000
     x = np.random.default_rng().standard_normal(1024).astype(np.float32)

@@ -235,7 +235,7 @@ def test_positional_async_async_ring_compiles_for_sm90a():
     assert kernel.ptx.count("mbarrier.init") == 4
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu_or_interpret
 def test_positional_async_async_ring_runs():
     chunks = 8
     x = np.random.default_rng().standard_normal(chunks * 32).astype(np.float32)

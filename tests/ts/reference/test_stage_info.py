@@ -198,7 +198,7 @@ def test_context_carries_the_allocator_base():
     assert context.smem_base is not None and context.tmem_ptr_i32 is None
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu_or_interpret
 @pytest.mark.parametrize("kernel, in_flight", [(STAGED, 0), (STAGED_DELAYED, 1)], ids=["immediate", "delayed_commit"])
 def test_staged_ring_runs(kernel, in_flight):
     PROBES.clear()   # the probes' record of earlier compiles holds run-time values no kernel may depend on

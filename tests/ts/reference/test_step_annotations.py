@@ -75,7 +75,7 @@ def test_debug_print_is_a_task_option_in_the_reference_order():
         ts.Task([], [], 0, 1, schedule=None, emit_ptx_comments="yes")
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu_or_interpret
 def test_debug_print_prints_each_step_from_block_zero(capfd):
     chunks = 3
     x = np.random.default_rng().standard_normal(chunks * 32).astype(np.float32)

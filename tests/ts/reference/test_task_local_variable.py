@@ -127,9 +127,9 @@ def test_tuple_of_field_references_compiles_for_sm90a():
     assert "ld.global" in kernel.ptx and "st.global" in kernel.ptx
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu_or_interpret
 @pytest.mark.parametrize("kernel", [copy_field_ref, copy_tuple_ref], ids=["field", "tuple"])
-def test_field_reference_copies_run_on_the_gpu(kernel):
+def test_field_reference_copies_run(kernel):
     n = 200
     src = np.random.default_rng().integers(-2**31, 2**31 - 1, size=256, dtype=np.int32)
     dst = tsjit.empty(256, tsjit.Int32).fill_bytes(0x5A)

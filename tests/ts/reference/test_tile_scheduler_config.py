@@ -108,7 +108,7 @@ def test_params_object_queue_compiles_for_sm90a():
     assert kernel.cubin[:4] == b"\x7fELF"
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu_or_interpret
 def test_params_object_queue_visits_every_tile_in_m_first_order():
     tiles_m, tiles_n = 5, 3
     out = tsjit.empty(2 * tiles_m * tiles_n, tsjit.Int32).fill_bytes(0xFF)
