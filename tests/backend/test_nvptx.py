@@ -108,8 +108,8 @@ define ptx_kernel void @k(i32 %n) {
 def test_warm_ir_to_ptx_is_fast():
     text = saxpy_ir()
     nvptx.llvm_to_ptx(text, "sm_90a")
-    start = time.perf_counter()
+    start = time.process_time()            # CPU time: the bound holds on a loaded machine too
     for _ in range(10):
         nvptx.llvm_to_ptx(text, "sm_90a")
-    per_call = (time.perf_counter() - start) / 10
+    per_call = (time.process_time() - start) / 10
     assert per_call < 0.05, f"IR->PTX took {per_call * 1e3:.1f} ms per call"

@@ -399,9 +399,9 @@ def loops_over_a_device_array(x):
 @pytest.mark.parametrize("kernel, snippet", [(star_unpacks_a_device_array, "first_of(*x)"),
                                              (loops_over_a_device_array, "x:")])
 def test_iterating_a_device_array_at_compile_time_is_a_located_error(kernel, snippet):
-    start = time.perf_counter()
+    start = time.process_time()
     err = compile_error(kernel, F32)
-    assert time.perf_counter() - start < 5
+    assert time.process_time() - start < 5
     assert_points_at(err, kernel, snippet)
     assert "range(x.shape[0])" in err.message
 
@@ -413,9 +413,9 @@ def loops_over_an_endless_iterator(x):
 
 
 def test_endless_compile_time_loop_stops_at_the_unroll_limit():
-    start = time.perf_counter()
+    start = time.process_time()
     err = compile_error(loops_over_an_endless_iterator, F32)
-    assert time.perf_counter() - start < 10
+    assert time.process_time() - start < 10
     assert_points_at(err, loops_over_an_endless_iterator, "itertools.count()")
     assert "4096" in err.message and "unroll_limit" in err.message and "TSJIT_UNROLL_LIMIT" in err.message
 
@@ -427,9 +427,9 @@ def unrolls_a_million(x):
 
 
 def test_oversized_range_constexpr_fails_before_unrolling():
-    start = time.perf_counter()
+    start = time.process_time()
     err = compile_error(unrolls_a_million, F32)
-    assert time.perf_counter() - start < 1
+    assert time.process_time() - start < 1
     assert_points_at(err, unrolls_a_million, "tsjit.range_constexpr(10 ** 6)")
     assert "1000000 iterations" in err.message
 
@@ -471,9 +471,9 @@ def huge_compile_time_integer(x):
 
 
 def test_enormous_compile_time_integers_are_refused_quickly():
-    start = time.perf_counter()
+    start = time.process_time()
     err = compile_error(huge_compile_time_integer, I32)
-    assert time.perf_counter() - start < 1
+    assert time.process_time() - start < 1
     assert_points_at(err, huge_compile_time_integer, "2 ** 10 ** 9")
     assert "bits" in err.message
 

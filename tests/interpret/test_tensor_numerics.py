@@ -82,11 +82,11 @@ def test_scalar_calls_are_fast():
     for dtype in ("float", "bfloat", "half", "e4m3"):
         best = float("inf")
         for _ in range(5):                  # the best of five: the machine is shared
-            start = time.perf_counter()
+            start = time.process_time()    # CPU time: the bound holds on a loaded machine too
             for v in values:
                 nu.round_scalar(v, dtype)
                 nu.to_bits(v, dtype)
-            best = min(best, (time.perf_counter() - start) / (2 * len(values)))
+            best = min(best, (time.process_time() - start) / (2 * len(values)))
         assert best < 5e-6, (dtype, best)   # ~0.3-2 us alone
 
 

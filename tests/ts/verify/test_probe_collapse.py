@@ -54,9 +54,9 @@ def _check(program, **kw):
 
 
 def test_eight_task_eight_stage_chain_with_probes_proves_in_under_a_second():
-    start = time.perf_counter()
+    start = time.process_time()            # CPU time: the bound holds on a loaded machine too
     result = _check(chain(trips=8))
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert result.verdict == "SAFE", result.format()
     assert elapsed < 1.0, elapsed
 
