@@ -267,8 +267,13 @@ class MBarrier(Waitable):
         self.init_where = where
 
     def describe(self) -> str:
-        return (f"{self.name} (CTA rank {self.cta.rank}): in phase {self.phase} (parity {self.phase & 1}), "
+        text = (f"{self.name} (CTA rank {self.cta.rank}): in phase {self.phase} (parity {self.phase & 1}), "
                 f"{self.pending} of {self.expected} arrivals and {self.tx} transaction bytes pending")
+        if self.tx < 0:   # the phase can never complete: more bytes landed than expect_tx armed
+            text += (f" ({-self.tx} bytes more were delivered than expect_tx armed: was the TMA copy issued by "
+                     f"every thread of a warp instead of one (`if tsjit.elect_one():`), or is the stage's "
+                     f"num_bytes too small?)")
+        return text
 
     def completed(self, parity: int) -> bool:
         """Whether the phase of ``parity`` has completed (the current phase has the other parity)."""
@@ -313,8 +318,6 @@ class MBarrier(Waitable):
             self.pending = self.expected
             self.clock = None
             self.cta.machine.notify(self)
-        elif self.pending == 0 and self.tx < 0:
-            pass
 
 
 def mbarrier_at(th, space: int, address: int, where: str, create_count: int | None = None) -> MBarrier:
