@@ -241,6 +241,19 @@ class Tensor:
     def __repr__(self) -> str:
         return f"Tensor[{self.dtype.name}, rank {self.rank}]"
 
+    # Attributes of a TMA descriptor argument; reading one from a plain array gets the fix named.
+    _TENSORMAP_ONLY = frozenset({"box_shape", "box_bytes", "tile_shape", "smem_bytes", "swizzle",
+                                 "element_strides"})
+
+    def __getattr__(self, name: str):
+        if name not in Tensor._TENSORMAP_ONLY:
+            raise AttributeError(f"'Tensor' object has no attribute '{name}'")
+        hint = (f"'{name}' belongs to a TMA descriptor, and this is a plain device array ({self!r}): "
+                f"pass tsjit.TensorMap(array, box) for this argument instead of the array itself")
+        exc = AttributeError(f"'Tensor' object has no attribute '{name}'; {hint}")
+        exc.hint = hint   # the frontend appends it to its located error
+        raise exc
+
     @property
     def dtype(self) -> DType:
         return self.ptr.dtype
