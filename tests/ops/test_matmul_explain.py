@@ -64,5 +64,6 @@ def test_explain_argument_errors_name_the_argument(no_gpu):
 
 
 def test_matmul_itself_still_needs_gpu_arrays():
-    with pytest.raises(tsjit.LaunchError, match="argument 'a' must be a GPU array"):
+    with pytest.raises(tsjit.LaunchError, match="argument 'a' must be a GPU array") as info:
         tsjit.ops.matmul(np.zeros((64, 64), np.float16), np.zeros((64, 64), np.float16))
+    assert "tsjit.to_device(x)" in str(info.value)   # the fix, also under the interpreter

@@ -109,7 +109,9 @@ def operand(x, name: str, ranks, described: bool = False) -> Operand:
         if arg is None or arg.device_kind != "cuda":
             what = "a host array" if arg is not None else type(x).__name__
             raise LaunchError(f"tsjit.ops.matmul: argument '{name}' must be a GPU array (torch CUDA tensor, "
-                              f"tsjit.DeviceArray, __cuda_array_interface__ or DLPack); got {what}")
+                              f"tsjit.DeviceArray, __cuda_array_interface__ or DLPack); got {what}"
+                              + ("; copy it with tsjit.to_device(x) (under TSJIT_INTERPRET=1 that array stays in "
+                                 "host memory)" if arg is not None else ""))
         dtype, shape, strides, ptr, is_torch = arg.dtype, tuple(arg.shape), tuple(arg.strides), arg.data_ptr, False
     if len(shape) not in ranks:
         raise _rank_error(name, ranks, shape)
