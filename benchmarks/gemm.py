@@ -56,6 +56,19 @@ def timed_ms(fn, flush) -> float:
     return start.elapsed_time(end)
 
 
+def interleaved_medians(ours, theirs, flush, reps: int, warmup: int = 3) -> tuple[float, float]:
+    """Median milliseconds of ``ours`` and ``theirs`` over ``reps`` alternating calls (``theirs`` first each
+    round, the L2 flushed before every call), after ``warmup`` calls of each."""
+    for _ in range(warmup):
+        ours()
+        theirs()
+    t_ours, t_theirs = [], []
+    for _ in range(reps):
+        t_theirs.append(timed_ms(theirs, flush))
+        t_ours.append(timed_ms(ours, flush))
+    return statistics.median(t_ours), statistics.median(t_theirs)
+
+
 def host_overhead_us(fn, calls: int = 2000) -> float:
     """Median host time per call (us) over batches of back-to-back calls on a tiny problem."""
     for _ in range(50):

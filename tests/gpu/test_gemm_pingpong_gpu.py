@@ -16,7 +16,7 @@ import tsjit
 from tsjit import env
 from tsjit.lang.epilogue import FusedEpilogue
 from tsjit.ops import configs
-from tsjit.ops.gemm_pingpong import THREADS, extra_arguments, kernel_for
+from tsjit.ops.gemm_pingpong import extra_arguments, kernel_for, threads_for
 from tsjit.runtime import driver
 from tsjit.runtime.arrays import bfloat16_bits_to_float32, float_to_bfloat16_bits
 
@@ -34,8 +34,9 @@ def _bf16(x):
 
 def run_pingpong(M, N, K, block_n, layout, sms=None, epilogue="tma", schedule="pingpong", block_m=128, lag=1,
                  rng=None):
-    """C = A @ B (B given (N, K) for ``layout="NK"``, (K, N) for ``"KN"``) with the ping-pong program
-    on a grid of ``min(tiles, sms)`` CTAs; returns (C as float64, float64 reference)."""
+    """C = A @ B (B given (N, K) for ``layout="NK"``, (K, N) for ``"KN"``) with the ping-pong program (or
+    another ``schedule``: the deferred epilogue's, tests/gpu/test_gemm_deferred_gpu.py) on a grid of
+    ``min(tiles, sms)`` CTAs; returns (C as float64, float64 reference)."""
     rng = rng or np.random.default_rng()
     a = _bf16(rng.standard_normal((M, K)))
     b = _bf16(rng.standard_normal((N, K) if layout == "NK" else (K, N)))
@@ -52,10 +53,10 @@ def run_pingpong(M, N, K, block_n, layout, sms=None, epilogue="tma", schedule="p
     dummy2 = tsjit.to_device(np.zeros((1, 1), np.float32))
     tiles = -(-M // block_m) * -(-N // block_n)
     grid = min(tiles, sms or (132 if env.interpret() else driver.device_properties().sm_count))
-    kernel_for(cfg)[(grid,), (THREADS,)](a_map, b_map, c, c_map, dummy, dummy2, dummy, dummy, dummy, dummy, M, N, K, 1,
-                                         1.0, 0.0, block_m, block_n, cfg.stages, "K", problem.y_major, epilogue,
-                                         cfg.staged_columns, 1, False, cfg.group_m, FusedEpilogue(),
-                                         *extra_arguments(cfg))
+    kernel_for(cfg)[(grid,), (threads_for(cfg),)](
+        a_map, b_map, c, c_map, dummy, dummy2, dummy, dummy, dummy, dummy, M, N, K, 1, 1.0, 0.0, block_m, block_n,
+        cfg.stages, "K", problem.y_major, epilogue, cfg.staged_columns, 1, False, cfg.group_m, FusedEpilogue(),
+        *extra_arguments(cfg))
     got = bfloat16_bits_to_float32(c.numpy()).astype(np.float64)
     b64 = b.astype(np.float64)
     return got, a.astype(np.float64) @ (b64.T if layout == "NK" else b64)

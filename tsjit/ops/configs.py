@@ -9,8 +9,10 @@ narrow wgmma N instead of wasting 48 of 64 rows).
 Candidates: ``BM`` in {128, 64} (2 or 1 consumer warpgroups), ``BN`` in {256, 128, 64, 32, 16}
 (MN-major Y needs ``BN >= 64``: its TMA boxes are 64 wide; a D at most 64 wide is covered by
 one tile, so X is streamed once; measured on the H200, two 32-wide tiles over a 64-wide D
-cost 10-25%), split-K ``S`` in {1, 2, 3, 4, 6, 8,
-12, 16} with at least 4 K tiles per split.  The estimated time of each is
+cost 10-25%), split-K ``S`` in {1, 2, 3, 4, 5, 6, 7,
+8, 12, 16} with at least 4 K tiles per split (5 and 7 fill 126 of 132 SMs with 18 tiles: 384 x 384 x 16384,
+128 x 64 tiles, split 7 measured 0.880x cuBLAS against split 6's 0.858x, H200 2026-12-01).  The estimated
+time of each is
 
 * MMA time: ``waves * per-CTA MMA work / (per-SM peak * efficiency(BM, BN))``, ``waves =
   ceil(CTAs / SMs)``; the efficiency table reflects that narrow wgmma (small N) and 64-row tiles
@@ -56,6 +58,8 @@ REDUCTION_PASS_S = 0.8e-6          # one pass of the reducer: an L2 round trip f
 K_TILE_LATENCY_S = 0.2e-6          # least time per K tile (wait, MMAs, wait_group, release): bounds small tiles
 BLOCK_MS = (128, 64)
 PINGPONG_SCHEDULES = ("pingpong", "pingpong-shared")
+DEFERRED_MAX_BLOCK_N = 128
+SHORT_K_TILES = 32                 # below this many K tiles a 128 x 256 tile stages its whole width at once         # the deferred epilogue (tsjit.ops.gemm_deferred) keeps two accumulators
 #: the ping-pong choices the cost model compares (BM, BN, schedule): the shared-ring variant only (a ring per
 #: warpgroup leaves each warpgroup 2-4 stages: 0.19-0.64x cuBLAS on the H200, BENCHMARKS.md 2026-12-01)
 PINGPONG_CANDIDATES = ((128, 256, "pingpong-shared"), (128, 128, "pingpong-shared"), (256, 128, "pingpong-shared"))
@@ -67,7 +71,7 @@ PINGPONG_EFFICIENCY = {("pingpong-shared", 128, 256): 0.62, ("pingpong-shared", 
 #: every stage), so the epilogue is not hidden; measured 4-8 us per tile at 3000x5000x1000 (2026-12-01, H200)
 PINGPONG_TILE_OVERHEAD_S = 4.0e-6
 BLOCK_NS = (256, 128, 64, 32, 16)
-SPLITS = (1, 2, 3, 4, 6, 8, 12, 16)
+SPLITS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16)
 MIN_K_TILES_PER_SPLIT = 4
 BK = 64                            # K elements per stage of a 16-bit type (128 bytes; fp8: 128 elements)
 FP8_SPEEDUP = 2.0                  # dense fp8 wgmma issues twice the bf16 FLOPs (1979 vs 989 TFLOP/s)
@@ -124,7 +128,9 @@ class GemmConfig:
             half of a tile in turn, from a ring of its own, so one's epilogue runs under the other's MMAs;
             ``stages`` is per warpgroup's ring; no split-K), or ``"pingpong-shared"`` (the same with one
             ring shared by both warpgroups, whose domain walks half 0's K tiles, then half 1's; BM = 128,
-            or 256 with BN <= 128: 128-row halves).
+            or 256 with BN <= 128: 128-row halves), or ``"deferred"`` (:mod:`tsjit.ops.gemm_deferred`: the
+            cooperative program with each tile's epilogue run under the next tile's first MMAs; BN <= 128,
+            no split-K).
         mma_lag: wgmma groups the shared-ring ping-pong keeps in flight (1 or 2).
         estimate_us: the cost model's estimate (microseconds).
     """
@@ -155,6 +161,9 @@ class GemmConfig:
             return (f"{self.block_m}x{self.block_n}x{self.block_k} tile, ping-pong: 2 consumer warpgroups take "
                     f"turns on its {self.block_m // 2}-row halves from one shared ring of {self.stages} stages, "
                     f"{self.mma_lag} wgmma group(s) in flight, {self.epilogue} epilogue")
+        if self.schedule == "deferred":
+            return (f"{self.block_m}x{self.block_n}x{self.block_k} tile, {self.block_m // 64} consumer warpgroup(s), "
+                    f"{self.stages} stages, {self.epilogue} epilogue deferred under the next tile's MMAs")
         return (f"{self.block_m}x{self.block_n}x{self.block_k} tile, {self.block_m // 64} consumer warpgroup(s), "
                 f"{self.stages} stages, {self.epilogue} epilogue{split}")
 
@@ -296,8 +305,9 @@ def choose(problem: Problem) -> tuple[GemmConfig, list[tuple]]:
 
 
 def choice_of(config: GemmConfig) -> tuple:
-    """The candidate tuple of ``config``: ``(BM, BN, S)``, or ``(BM, BN, 1, schedule)`` for ping-pong."""
-    if config.schedule in PINGPONG_SCHEDULES:
+    """The candidate tuple of ``config``: ``(BM, BN, S)``, or ``(BM, BN, 1, schedule)`` for ping-pong (and
+    the deferred epilogue)."""
+    if config.schedule != "cooperative":
         return config.block_m, config.block_n, 1, config.schedule
     return config.block_m, config.block_n, config.splits
 
@@ -327,16 +337,23 @@ def make_config(problem: Problem, block_m: int, block_n: int, splits: int, sched
         lag = 2 if schedule == "pingpong-shared" else 1      # 2 groups in flight: 0.70 -> 0.89x cuBLAS at 4096^3
         return GemmConfig(block_m, block_n, stages, epilogue, staged, 1, group_m=group_m,
                           block_k=k_tile(problem.in_bytes), schedule=schedule, mma_lag=lag, estimate_us=estimate_us)
+    if schedule == "deferred" and (block_n > DEFERRED_MAX_BLOCK_N or splits != 1):
+        raise UsageValueError(f"a deferred-epilogue configuration keeps two accumulators: it needs BN <= "
+                              f"{DEFERRED_MAX_BLOCK_N} and no split-K; got BN={block_n}, split-K {splits}")
     tma = problem.tma_output and splits == 1 and block_n % 64 == 0 and problem.out_bytes == 2
     epilogue = "tma" if tma else "direct"
     if epilogue == "direct" and problem.epilogue_loads and block_n > 128 and splits == 1:
         block_n = 128                           # a 256-wide direct epilogue with loads spills
     staged = block_n if (tma and block_m * block_n * 2 <= 64 * 1024 and block_n <= 256) else min(block_n, 128)
     if tma and block_m == 128 and block_n == 256:
-        staged = 256 if ceil_div(problem.K, k_tile(problem.in_bytes)) < 64 else 128
+        # a short K loop: one 256-column staging pass (3 stages); from 32 K tiles on (16-bit inputs) the 4th
+        # stage pays (H200, 2026-12-01: 2048^3 0.991-0.994x cuBLAS with 4 stages against 0.970-0.983 with 3;
+        # 3000 x 5000 x 1000 0.782 against 0.790-0.797); fp8 keeps 64 (4096^3 fp8 measured with 3 stages)
+        short = SHORT_K_TILES if problem.in_bytes == 2 else 64
+        staged = 256 if ceil_div(problem.K, k_tile(problem.in_bytes)) < short else 128
     stages = stages_for(block_m, block_n, epilogue, staged if tma else 0, problem.in_bytes)
     return GemmConfig(block_m, block_n, stages, epilogue, staged if tma else 64, splits, group_m=group_m,
-                      block_k=k_tile(problem.in_bytes), estimate_us=estimate_us)
+                      block_k=k_tile(problem.in_bytes), schedule=schedule, estimate_us=estimate_us)
 
 
 def explain_choice(problem: Problem, swapped: bool, config: GemmConfig, ranked) -> str:

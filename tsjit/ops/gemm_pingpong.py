@@ -59,6 +59,7 @@ from tsjit import ts
 from tsjit import wgmma
 from tsjit.lang import turns
 from tsjit.lang.fragment import Fragment
+from tsjit.ops.gemm_deferred import gemm_deferred
 from tsjit.ops.gemm_program import (K_STEPS, LOAD_REGISTERS, MMA_REGISTERS, SWIZZLE_BYTES, WARPGROUP, OperandRing,
                                     OutputTile, compile_program, gemm_program, k_tile_elements, mainloop_schedules,
                                     threads_per_cta)
@@ -256,9 +257,11 @@ def gemm_pingpong_shared(x_map, y_map, c, c_map, bias, residual, workspace, coun
 
 def kernel_for(config):
     """The kernel that runs a :class:`~tsjit.ops.configs.GemmConfig`: :func:`gemm_pingpong` for
-    ``schedule="pingpong"``, :func:`gemm_pingpong_shared` for ``"pingpong-shared"``, else the
-    cooperative :func:`~tsjit.ops.gemm_program.gemm_program`."""
-    return {"pingpong": gemm_pingpong, "pingpong-shared": gemm_pingpong_shared}.get(config.schedule, gemm_program)
+    ``schedule="pingpong"``, :func:`gemm_pingpong_shared` for ``"pingpong-shared"``,
+    :func:`tsjit.ops.gemm_deferred.gemm_deferred` for ``"deferred"``, else the cooperative
+    :func:`~tsjit.ops.gemm_program.gemm_program`."""
+    return {"pingpong": gemm_pingpong, "pingpong-shared": gemm_pingpong_shared,
+            "deferred": gemm_deferred}.get(config.schedule, gemm_program)
 
 
 def threads_for(config) -> int:

@@ -255,6 +255,58 @@ class OperandRing(WarpgroupMmaRing):
         return self.x_tiles[stage, warpgroup], self.x_major, self.y_tiles[stage], self.y_major
 
 
+@tsjit.func
+def write_tile(tile_out, acc, m, n, l):
+    """Store this MMA warpgroup's rows of work tile ``(m, n, l)`` of the :class:`OutputTile` ``tile_out`` from
+    ``acc`` (its fragments), as the module docstring says for each mode; called by ``OutputTile.store`` and by
+    the deferred-epilogue program (:mod:`tsjit.ops.gemm_deferred`)."""
+    warpgroup = tsjit.warp_idx() // 4 - 1
+    tid = tsjit.thread_idx().x % WARPGROUP
+    row0 = m * tile_out.block_m + warpgroup * tile_out.warpgroup_rows
+    col0 = n * tile_out.block_n
+    batch = l
+    if tsjit.const_expr(tile_out.split_k):
+        batch = l // tile_out.splits
+        out = tile_out.c
+        if tsjit.const_expr(tile_out.batched):
+            out = tile_out.c[batch]
+        tile = (batch * tile_out.tiles_m + m) * tile_out.tiles_n + n
+        reduce_split_k(acc, out, tile_out.workspace, tile_out.counters, tile, l % tile_out.splits, tile_out.splits,
+                       tile_out.fused, tile_out.operands, batch, row0, col0, tile_out.rows, tile_out.cols,
+                       tile_out.block_m, tile_out.block_n)
+        return
+    fragment = tile_out.block_n // 2                    # accumulator registers per 64-row fragment
+    if tsjit.const_expr(tile_out.mode == "direct"):
+        out = tile_out.c
+        if tsjit.const_expr(tile_out.batched):
+            out = tile_out.c[batch]
+        for sub in tsjit.range_constexpr(tile_out.warpgroup_rows // 64):
+            store_direct(list(acc[sub * fragment:(sub + 1) * fragment]), out, tile_out.fused, tile_out.operands, batch,
+                         row0 + sub * 64, col0, tile_out.rows, tile_out.cols, tid, tile_out.block_n)
+        return
+    buffer = tile_out.staging[warpgroup]
+    columns = tile_out.staged_columns
+    per_pass = columns // 2                         # accumulator registers per staged pass
+    for sub in tsjit.range_constexpr(tile_out.warpgroup_rows // 64):
+        row = row0 + sub * 64
+        for part in tsjit.range_constexpr(tile_out.block_n // columns):
+            if tid == 0:
+                tsjit.bulk_wait_group(0, read=True)     # the previous pass has left the staging buffer
+            tsjit.named_barrier_sync(1 + warpgroup, WARPGROUP)
+            fn = tile_out.fused.bind(tile_out.operands, batch, row, col0 + part * columns, tile_out.rows, tile_out.cols)
+            first = sub * fragment + part * per_pass
+            store_fragment_shared(Fragment(acc[first:first + per_pass]), buffer, swizzle="128B", tid=tid, fn=fn)
+            tsjit.fence_proxy_async()
+            tsjit.named_barrier_sync(1 + warpgroup, WARPGROUP)
+            if tid == 0:
+                for box in tsjit.range_constexpr(columns // BOX):
+                    if tsjit.const_expr(tile_out.batched):
+                        tsjit.tma_store(tile_out.c_map, buffer[box], (batch, row, col0 + part * columns + box * BOX))
+                    else:
+                        tsjit.tma_store(tile_out.c_map, buffer[box], (row, col0 + part * columns + box * BOX))
+                tsjit.bulk_commit_group()
+
+
 @dataclass(kw_only=True)
 class OutputTile(ts.MemoryResource):
     """D in global memory, written by the MMA warpgroups (see the module docstring for the modes).
@@ -293,50 +345,7 @@ class OutputTile(ts.MemoryResource):
     @ts.producer_work()
     def store(self, stage_info, acc):
         m, n, l = stage_info.work_tile.coords
-        warpgroup = tsjit.warp_idx() // 4 - 1
-        tid = tsjit.thread_idx().x % WARPGROUP
-        row0 = m * self.block_m + warpgroup * self.warpgroup_rows
-        col0 = n * self.block_n
-        batch = l
-        if tsjit.const_expr(self.split_k):
-            batch = l // self.splits
-            out = self.c
-            if tsjit.const_expr(self.batched):
-                out = self.c[batch]
-            tile = (batch * self.tiles_m + m) * self.tiles_n + n
-            reduce_split_k(acc, out, self.workspace, self.counters, tile, l % self.splits, self.splits, self.fused,
-                           self.operands, batch, row0, col0, self.rows, self.cols, self.block_m, self.block_n)
-            return
-        fragment = self.block_n // 2                    # accumulator registers per 64-row fragment
-        if tsjit.const_expr(self.mode == "direct"):
-            out = self.c
-            if tsjit.const_expr(self.batched):
-                out = self.c[batch]
-            for sub in tsjit.range_constexpr(self.warpgroup_rows // 64):
-                store_direct(list(acc[sub * fragment:(sub + 1) * fragment]), out, self.fused, self.operands, batch,
-                             row0 + sub * 64, col0, self.rows, self.cols, tid, self.block_n)
-            return
-        buffer = self.staging[warpgroup]
-        columns = self.staged_columns
-        per_pass = columns // 2                         # accumulator registers per staged pass
-        for sub in tsjit.range_constexpr(self.warpgroup_rows // 64):
-            row = row0 + sub * 64
-            for part in tsjit.range_constexpr(self.block_n // columns):
-                if tid == 0:
-                    tsjit.bulk_wait_group(0, read=True)     # the previous pass has left the staging buffer
-                tsjit.named_barrier_sync(1 + warpgroup, WARPGROUP)
-                fn = self.fused.bind(self.operands, batch, row, col0 + part * columns, self.rows, self.cols)
-                first = sub * fragment + part * per_pass
-                store_fragment_shared(Fragment(acc[first:first + per_pass]), buffer, swizzle="128B", tid=tid, fn=fn)
-                tsjit.fence_proxy_async()
-                tsjit.named_barrier_sync(1 + warpgroup, WARPGROUP)
-                if tid == 0:
-                    for box in tsjit.range_constexpr(columns // BOX):
-                        if tsjit.const_expr(self.batched):
-                            tsjit.tma_store(self.c_map, buffer[box], (batch, row, col0 + part * columns + box * BOX))
-                        else:
-                            tsjit.tma_store(self.c_map, buffer[box], (row, col0 + part * columns + box * BOX))
-                    tsjit.bulk_commit_group()
+        write_tile(self, acc, m, n, l)
 
     @ts.producer_work(work_attrs=ts.WorkAttr.AUXILIARY)
     def flush(self, stage_info):
@@ -357,7 +366,7 @@ class SplitTask(ts.Task):
         return (split + 1) * self.k_tiles // self.splits - split * self.k_tiles // self.splits
 
 
-def mainloop_schedules(k_domain, turns: str = "none", lag: int = 1):
+def mainloop_schedules(k_domain, turns: str = "none", lag: int = 1, deferred: bool = False):
     """The three schedules of the TMA -> wgmma GEMM, for a K domain ending at ``k_domain`` (a
     count, or a Task subclass's ``get_domain`` for a per-tile end): ``load`` (acquire, TMA, commit
     per K tile), ``idle`` (padding warps: only the queue epilogue) and ``mma`` (wait, MMAs, release
@@ -372,7 +381,11 @@ def mainloop_schedules(k_domain, turns: str = "none", lag: int = 1):
 
     ``lag``: how many stages behind the wait cursor the ``mma`` task releases (the ring's ``mma``
     work keeps ``lag`` wgmma groups in flight: ``wait_group(lag)``); the K domain must have at least
-    ``lag`` K tiles (1 always does)."""
+    ``lag`` K tiles (1 always does).
+
+    ``deferred`` (:mod:`tsjit.ops.gemm_deferred`): the ``mma`` task keeps the retired accumulator as
+    ``prev`` (the ring's ``init_previous`` before the loop, ``keep`` after ``retire``) instead of storing it;
+    the ring's ``mma`` stores it during the next tile and the output's ``store_last`` after the loop."""
     if turns not in ("none", "tile", "mma"):
         raise UsageValueError(f"mainloop_schedules: turns must be 'none', 'tile' or 'mma'; got {turns!r}")
 
@@ -400,24 +413,34 @@ def mainloop_schedules(k_domain, turns: str = "none", lag: int = 1):
     def mma_schedule(q: WorkQueue, s: ts.MemoryResource, o: ts.MemoryResource):
         if turns != "none":
             s.start_turns()
+        if deferred:
+            prev = s.init_previous()
         with ts.work_tile_loop(q):
             acc = s.zero_accumulator()
             if turns == "tile":
                 s.take_turn()
             with ts.domain_loop(0, k_domain, 1) as d:
                 s.wait()
-                acc = s.mma(acc)
+                if deferred:
+                    acc = s.mma(acc, prev)   # stores prev under this tile's second K step's MMAs
+                else:
+                    acc = s.mma(acc)
                 with d.every(1, start=lag):
                     s.release()          # the stage `lag` back: its MMAs retired in wait_group(lag)
             if turns == "tile":
                 s.pass_turn()            # the last MMA group is still in flight
             acc = s.retire(acc)
+            if deferred:
+                prev = s.keep(acc)
             for _ in range(lag):
                 s.release()              # the last `lag` stages
-            o.store(acc)
+            if not deferred:
+                o.store(acc)
             q.wait()
             q.get_and_advance_work_tile()
             q.release()
+        if deferred:
+            o.store_last(prev)
         o.flush()
 
     return load_schedule, idle_schedule, mma_schedule
@@ -464,17 +487,25 @@ def gemm_program(x_map, y_map, c, c_map, bias, residual, workspace, counters, sc
                      staged_columns=STAGED, split_k=SPLIT, splits=split_count, tiles_m=tiles_m, tiles_n=tiles_n,
                      workspace=workspace, counters=counters)
 
-    load_schedule, idle_schedule, mma_schedule = mainloop_schedules(SplitTask.get_domain)
-    load = SplitTask("load", [wq], [ring], warp_idx=0, num_warps=1, schedule=load_schedule(wq, ring),
-                     num_registers=LOAD_REGISTERS)
+    run_cooperative(wq, ring, out, groups, SplitTask.get_domain, SplitTask, splits=split_count, k_tiles=k_tiles)
+
+
+def run_cooperative(wq, ring, out, groups, k_domain, task_class=ts.Task, deferred=False, **task_attributes):
+    """Build and run (at compile time, inside a kernel) the verified TaskManager of the cooperative program:
+    ``load`` (warp 0), ``idle`` (warps 1-3) and ``mma`` (``groups`` warpgroups from warp 4) over the queue
+    ``wq``, the ring and the output (:func:`mainloop_schedules` with ``deferred``); ``task_class`` and
+    ``task_attributes`` (set on ``load`` and ``mma``) give the K domain per tile (:class:`SplitTask`).
+    Shared by :func:`gemm_program` and :func:`tsjit.ops.gemm_deferred.gemm_deferred`."""
+    load_schedule, idle_schedule, mma_schedule = mainloop_schedules(k_domain, deferred=deferred)
+    load = task_class("load", [wq], [ring], warp_idx=0, num_warps=1, schedule=load_schedule(wq, ring),
+                      num_registers=LOAD_REGISTERS)
     idle = ts.Task("idle", [wq], [], warp_idx=1, num_warps=3, schedule=idle_schedule(wq),
                    num_registers=LOAD_REGISTERS)
-    mma = SplitTask("mma", [wq, ring], [out], warp_idx=4, num_warps=4 * groups, schedule=mma_schedule(wq, ring, out),
-                    num_registers=MMA_REGISTERS)
-    load.splits = split_count
-    load.k_tiles = k_tiles
-    mma.splits = split_count
-    mma.k_tiles = k_tiles
+    mma = task_class("mma", [wq, ring], [out], warp_idx=4, num_warps=4 * groups,
+                     schedule=mma_schedule(wq, ring, out), num_registers=MMA_REGISTERS)
+    for name, value in task_attributes.items():
+        setattr(load, name, value)
+        setattr(mma, name, value)
     manager = ts.TaskManager([load, idle, mma], {ring: [wq], out: [ring]}, verbose=False)
     manager.setup_resources_and_tasks()
     manager.run()

@@ -54,6 +54,11 @@ from tsjit.runtime.arrays import DeviceArray
 INPUT_DTYPES = ("BFloat16", "Float16") + FP8_DTYPES
 OUTPUT_DTYPES = ("BFloat16", "Float16", "Float32")
 BINDINGS_PER_PLAN = 64
+#: L2 promotion of the X / Y operand TensorMaps (``tsjit.TensorMap``'s ``l2_promotion``, the driver's
+#: ``CU_TENSOR_MAP_L2_PROMOTION_*``).  Measured on the H200 (BENCHMARKS.md, issue 15, 2026-12-01): "128B" is
+#: "none" within 0.01x cuBLAS; "256B" costs 0.01 at 2048^3 and 0.08 at 3000 x 5000 x 1000 (rows not 128-byte
+#: aligned), so none.
+OPERAND_L2_PROMOTION = "none"
 #: SMs :func:`explain` plans for when no GPU is present (an H200's 132) and ``sms`` is not given.
 DEFAULT_SMS = 132
 
@@ -273,7 +278,7 @@ class _Plan:
             box = (1,) + box
         else:
             array = DeviceArray(shape[1:], op.dtype, strides=strides[1:], data_ptr=ptr)
-        return tsjit.TensorMap(array, box, swizzle="128B")
+        return tsjit.TensorMap(array, box, swizzle="128B", l2_promotion=OPERAND_L2_PROMOTION)
 
     def bind(self, A, B, out, bias, residual, alpha, beta, stream: int, scale_a=None, scale_b=None):
         """The packed launches for these operands: the staging copies (if any), then the GEMM."""
