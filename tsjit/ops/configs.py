@@ -58,8 +58,8 @@ REDUCTION_PASS_S = 0.8e-6          # one pass of the reducer: an L2 round trip f
 K_TILE_LATENCY_S = 0.2e-6          # least time per K tile (wait, MMAs, wait_group, release): bounds small tiles
 BLOCK_MS = (128, 64)
 PINGPONG_SCHEDULES = ("pingpong", "pingpong-shared")
-DEFERRED_MAX_BLOCK_N = 128
-SHORT_K_TILES = 32                 # below this many K tiles a 128 x 256 tile stages its whole width at once         # the deferred epilogue (tsjit.ops.gemm_deferred) keeps two accumulators
+DEFERRED_MAX_BLOCK_N = 128         # the deferred epilogue (tsjit.ops.gemm_deferred) keeps two accumulators
+SHORT_K_TILES = 32                 # below this many K tiles a 128 x 256 tile stages its whole width at once
 #: the ping-pong choices the cost model compares (BM, BN, schedule): the shared-ring variant only (a ring per
 #: warpgroup leaves each warpgroup 2-4 stages: 0.19-0.64x cuBLAS on the H200, BENCHMARKS.md 2026-12-01)
 PINGPONG_CANDIDATES = ((128, 256, "pingpong-shared"), (128, 128, "pingpong-shared"), (256, 128, "pingpong-shared"))
