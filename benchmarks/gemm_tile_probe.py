@@ -82,7 +82,25 @@ BATCH2 = {
     (256, 256, 16384): [heuristic("none"), heuristic("256B")],
     (512, 512, 8192): [heuristic("none"), heuristic("256B")],
 }
-BATCHES = {"1": BATCH1, "2": BATCH2}
+#: batch 3: ring depth past the 8-stage cap for small tiles (latency-bound K loops)
+BATCH3 = {
+    (256, 256, 16384): [heuristic()] + [forced(f"64x64 K8 S{n}", 64, 64, 8, n, 64) for n in (8, 11, 14)],
+    (128, 4096, 4096): [heuristic()] + [forced(f"64x64 K1 S{n}", 64, 64, 1, n, 64) for n in (8, 11, 13)]
+    + [forced("128x64 K2 S9", 128, 64, 2, 9, 64)],
+    (384, 384, 16384): [heuristic(), forced("128x64 K7 S9", 128, 64, 7, 9, 64)],
+    (512, 512, 8192): [heuristic(), forced("128x64 K4 S9", 128, 64, 4, 9, 64)],
+    (16, 4096, 4096): [heuristic()] + [forced(f"64x16 K2 S{n}", 64, 16, 2, n, 64) for n in (12, 16)],
+    (1, 4096, 4096): [heuristic(), forced("64x16 K2 S16", 64, 16, 2, 16, 64)],
+    (16, 28672, 4096): [heuristic(), forced("128x16 S12", 128, 16, 1, 12, 64)],
+    (64, 28672, 4096): [heuristic(), forced("128x64 S9", 128, 64, 1, 9, 64)],
+    (128, 4096, 14336): [heuristic(), forced("128x64 K2 S9", 128, 64, 2, 9, 64)],
+    (64, 4096, 4096): [heuristic(), forced("64x64 K2 S14", 64, 64, 2, 14, 64)],
+}
+#: batch 4: 11-stage 64 x 64 rings (the heuristic after batch 3) against 8 on the shapes that take them
+BATCH4 = {shape: [heuristic(), forced(f"64x64 K{splits} S8", 64, 64, splits, 8, 64)]
+          for shape, splits in (((64, 4096, 4096), 2), ((64, 4096, 14336), 2), ((128, 4096, 4096), 1),
+                                ((256, 256, 16384), 8))}
+BATCHES = {"1": BATCH1, "2": BATCH2, "3": BATCH3, "4": BATCH4}
 
 
 def jobs(only="", batch="2"):

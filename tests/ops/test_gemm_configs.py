@@ -91,6 +91,10 @@ CONFIGS = [
     (64, 32, 1, "direct", 64, "MN", "K", False, FusedEpilogue(bias="row", activation="gelu_tanh")),
     (128, 128, 8, "direct", 64, "K", "MN", True, FusedEpilogue(alpha=True)),
     (128, 256, 1, "tma", 256, "K", "K", True, FusedEpilogue()),
+    # the 11-stage 64 x 64 rings (configs.DEEP_RINGS) and a split-K 7
+    (64, 64, 1, "tma", 64, "K", "MN", False, FusedEpilogue(bias="col", activation="relu")),
+    (64, 64, 8, "direct", 64, "K", "K", False, FusedEpilogue()),
+    (128, 64, 7, "direct", 64, "K", "K", False, FusedEpilogue(alpha=True)),
 ]
 
 
@@ -138,7 +142,7 @@ def test_unknown_activation_is_a_compilation_error():
         FusedEpilogue(activation="tanh")
 
 
-# measured on the H200 (BENCHMARKS.md, issue 15, helper i15-gemm, 2026-12-01 batches 1-2): for each probed
+# measured on the H200 (BENCHMARKS.md, issue 15, helper i15-gemm, 2026-12-01 batches 1-3): for each probed
 # shape the fastest forced configuration as (BM, BN, split-K, stages), and the ratio vs cuBLAS it reached;
 # the runner-up configurations measured there were slower by the margin given
 MEASURED_WINNERS = {
@@ -148,7 +152,8 @@ MEASURED_WINNERS = {
     (1024, 14336, 4096): ((128, 128, 1, 6), 0.958),     # 128x256 0.875
     (512, 28672, 4096): ((128, 128, 1, 6), 0.955),      # 128x256 0.879
     (384, 384, 16384): ((128, 64, 7, 8), 0.897),        # split-K 6 0.849-0.869, 64x128 K7 0.832
-    (256, 256, 16384): ((64, 64, 8, 8), 0.873),         # 4 stages 0.698
+    (256, 256, 16384): ((64, 64, 8, 11), 0.914),        # 8 stages 0.867-0.873, 14: 0.902, 4: 0.698
+    (128, 4096, 4096): ((64, 64, 1, 11), 0.950),        # 8 stages 0.82-0.90, 13: 0.978 (batch 3); 128x64 K2 0.845-0.893
     (512, 512, 8192): ((128, 64, 4, 8), 0.945),         # 64x128 K4 0.915, 128x128 K8 0.762
 }
 

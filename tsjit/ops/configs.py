@@ -71,6 +71,11 @@ PINGPONG_EFFICIENCY = {("pingpong-shared", 128, 256): 0.62, ("pingpong-shared", 
 #: every stage), so the epilogue is not hidden; measured 4-8 us per tile at 3000x5000x1000 (2026-12-01, H200)
 PINGPONG_TILE_OVERHEAD_S = 4.0e-6
 BLOCK_NS = (256, 128, 64, 32, 16)
+#: ring depths past 8 stages that measured faster (16-bit inputs, cooperative; H200, 2026-12-01, BENCHMARKS.md):
+#: 64 x 64 tiles (16 KB stages) are latency-bound with 8: 128 x 4096 x 4096 0.82-0.84x cuBLAS with 8 stages, 0.950
+#: with 11, 0.978 with 13; 256 x 256 x 16384 (split-K 8) 0.87 / 0.914 / 0.902 with 8 / 11 / 14 (deeper rings for
+#: 128 x 64 and 64 x 16 tiles measured no better)
+DEEP_RINGS = {(64, 64): 11}
 SPLITS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16)
 MIN_K_TILES_PER_SPLIT = 4
 BK = 64                            # K elements per stage of a 16-bit type (128 bytes; fp8: 128 elements)
@@ -193,15 +198,16 @@ def k_tile(in_bytes: int) -> int:
 
 def stages_for(block_m: int, block_n: int, epilogue: str, staged: int, in_bytes: int,
                schedule: str = "cooperative") -> int:
-    """The deepest ring (2..8 stages) that fits next to the epilogue's staging tile; ping-pong: the
-    depth of each of the two warpgroups' rings (64-row X tiles)."""
+    """The deepest ring (2..8 stages, 2..:data:`DEEP_RINGS` for the tiles listed there) that fits next to
+    the epilogue's staging tile; ping-pong: the depth of each of the two warpgroups' rings (64-row X tiles)."""
     if schedule in PINGPONG_SCHEDULES:   # X tiles of half the rows; "pingpong": a ring per warpgroup
         stage = (2 if schedule == "pingpong" else 1) * (block_m // 2 + block_n) * k_tile(in_bytes) * in_bytes
     else:
         stage = (block_m + block_n) * k_tile(in_bytes) * in_bytes
     rows = 128 if schedule in PINGPONG_SCHEDULES else block_m     # ping-pong: a 64-row staging tile per warpgroup
     staging = rows * staged * 2 if epilogue == "tma" else 0
-    return max(2, min(8, (SMEM_BUDGET - staging) // stage))
+    deepest = DEEP_RINGS.get((block_m, block_n), 8) if in_bytes == 2 and schedule == "cooperative" else 8
+    return max(2, min(deepest, (SMEM_BUDGET - staging) // stage))
 
 
 def pingpong_staging(block_n: int, epilogue: str, in_bytes: int, schedule: str = "pingpong",
