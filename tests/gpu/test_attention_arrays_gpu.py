@@ -67,7 +67,7 @@ def _device(bits, dtype):
 
 
 def launch(q, k, v, out, lse, *, causal, scale, window=(None, None), lengths=None, cu=(None, None), block_n=None,
-           stages=None, overlap=None, pingpong=None, q_stages=None):
+           stages=None, overlap=None, pingpong=None, q_stages=None, rescale_threshold=None, warpgroups=None):
     """Launch attention_forward as tsjit.ops.attention does: q (B, Sq, H, D), k / v (B, Sk, Hkv, D), out like q,
     lse (B, H, Sq) Float32 device arrays (packed variable-length: B = 1 and ``lengths`` = (lens_q, lens_k),
     ``cu`` their Int32 prefix sums)."""
@@ -78,6 +78,7 @@ def launch(q, k, v, out, lse, *, causal, scale, window=(None, None), lengths=Non
     overlap = program.DEFAULT_OVERLAP[head_dim] if overlap is None else overlap
     pingpong = program.DEFAULT_PINGPONG[head_dim] if pingpong is None else pingpong
     q_stages = q_stages or program.DEFAULT_Q_STAGES[head_dim]
+    warpgroups = warpgroups or program.DEFAULT_WARPGROUPS[head_dim]
     left, right = window
     if causal:
         right = 0 if right is None else min(right, 0)
@@ -87,14 +88,16 @@ def launch(q, k, v, out, lse, *, causal, scale, window=(None, None), lengths=Non
     if varlen or causal or left is not None or right is not None:
         seqlens = lengths if varlen else ([seqlen_q] * batch, [seqlen_k] * batch)
         table = tsjit.to_device(np.ascontiguousarray(
-            tiles.tile_table(seqlens[0], seqlens[1], heads, block_n, causal, SMS, (left, right)), dtype=np.int32))
+            tiles.tile_table(seqlens[0], seqlens[1], heads, block_n, causal, SMS, (left, right), 64 * warpgroups,
+                             causal and not direct),
+            dtype=np.int32))
         num_tiles = table.shape[0]
     else:
-        num_tiles = batch * heads * -(-seqlen_q // program.BLOCK_M)
+        num_tiles = batch * heads * -(-seqlen_q // (64 * warpgroups))
     dummy_table = tsjit.zeros((1, 2), tsjit.Int32)
     dummy_cu = tsjit.zeros((2,), tsjit.Int32)
     swizzled = dict(swizzle="128B")
-    q_map = tsjit.TensorMap(q, (1, program.BLOCK_M, 1, program.BOX), **swizzled)
+    q_map = tsjit.TensorMap(q, (1, 64 * warpgroups, 1, program.BOX), **swizzled)
     k_map = tsjit.TensorMap(k, (1, block_n, 1, program.BOX), **swizzled)
     v_map = tsjit.TensorMap(v, (1, block_n, 1, program.BOX), **swizzled)
     o_map = tsjit.TensorMap(out, (1, 64, 1, program.BOX), **swizzled)
@@ -104,9 +107,10 @@ def launch(q, k, v, out, lse, *, causal, scale, window=(None, None), lengths=Non
             cu[1] if varlen else dummy_cu, seqlen_q, seqlen_k, heads, heads // kv_heads, program.log2_scale(scale),
             0 if left is None else left, 0 if right is None else right, head_dim, block_n, stages, right is not None,
             True, bool(overlap), bool(pingpong) and bool(overlap), q_stages, left is not None, table is not None, varlen,
-            direct)
+            direct, float(program.DEFAULT_RESCALE_THRESHOLD[head_dim] if rescale_threshold is None else rescale_threshold),
+            warpgroups)
     grid = max(1, min(num_tiles, SMS))
-    program.attention_forward[(grid,), (program.THREADS,)](q_map, k_map, v_map, o_map, out2d, lse, *rest)
+    program.attention_forward[(grid,), (program.threads(warpgroups),)](q_map, k_map, v_map, o_map, out2d, lse, *rest)
 
 
 def _values(array, dtype):
@@ -119,11 +123,16 @@ def _round(x, dtype):
 
 
 def check(batch, seqlen_q, seqlen_k, heads, kv_heads, head_dim, causal, dtype=tsjit.BFloat16, window=(None, None),
-          **options):
+          k_tile_scales=None, **options):
     """Run one case with poisoned outputs against the float64 reference (module docstring)."""
     rng = np.random.default_rng()
     (qb, q64), (kb, k64), (vb, v64) = (_random((batch, s, h, head_dim), dtype, rng) for s, h in
                                        ((seqlen_q, heads), (seqlen_k, kv_heads), (seqlen_k, kv_heads)))
+    if k_tile_scales is not None:            # keys of KV tile j scaled by k_tile_scales[j] (128-key tiles; the last
+        scales = list(k_tile_scales) + [k_tile_scales[-1]] * (-(-seqlen_k // 128))        # scale for the rest)
+        rows = np.repeat(np.asarray(scales, dtype=np.float64), 128)[:seqlen_k]
+        kb = encode(k64 * rows[None, :, None, None], dtype)
+        k64 = decode(kb, dtype).astype(np.float64)
     q, k, v = (_device(b, dtype) for b in (qb, kb, vb))
     out = tsjit.empty(q.shape, dtype).fill_bytes(0xFF)
     lse = tsjit.empty((batch, heads, seqlen_q), tsjit.Float32).fill_bytes(0xFF)
@@ -201,3 +210,23 @@ def test_attention_varlen(causal):
         np.testing.assert_array_equal(np.isfinite(got_lse[:, q0:q0 + sq]), finite)
         if finite.any():
             assert np.abs(got_lse[:, q0:q0 + sq][finite] - ref_lse[0][finite]).max() < 2e-3
+
+
+@pytest.mark.parametrize("threshold,causal,k_tile_scales", [(8.0, False, None), (8.0, True, (1.0, 8.0)),
+                                                            (0.0, False, (1.0, 4.0)), (8.0, False, (0.25, 8.0))],
+                         ids=["stale-max", "causal-growth", "threshold-0", "growth"])
+def test_attention_conditional_rescale(threshold, causal, k_tile_scales):
+    """Conditional rescaling (``RESCALE_THRESHOLD``): unit-normal scores never grow by 2**8, so the second KV
+    tile keeps the first one's maxima (P up to 2**8, no rescale); keys scaled by 8 in the second tile grow the
+    maxima past the threshold (the rescale runs); threshold 0 rescales whenever a row's maximum grows."""
+    check(1, 128, 192 if env.interpret() else 700, 1, 1, 64, causal, rescale_threshold=threshold,
+          k_tile_scales=k_tile_scales)
+
+
+@pytest.mark.parametrize("warpgroups,causal,schedule", [(3, False, "pingpong"), (3, True, "overlapped"),
+                                                         (2, True, "pingpong")])
+def test_attention_head_dim_64_warpgroups(warpgroups, causal, schedule):
+    """head_dim 64 with three consumer warpgroups (the default: 192-row Q tiles, round-robin turns; S = 200 is two
+    Q tiles, the second partial: rows past the end zero-filled by TMA, stores clipped) or two (128-row tiles);
+    two KV tiles, the second partial; GQA 2/1 and a causal mask whose diagonal crosses both KV tiles."""
+    check(1, 200, 200, 2, 1, 64, causal, warpgroups=warpgroups, **SCHEDULES[schedule])

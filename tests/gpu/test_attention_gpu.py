@@ -102,12 +102,12 @@ def log_errors(err, flash, lse_err):
                      f"{lse_err:.3e}\n")
 
 
-def assert_close_to_flash(err, flash, lse_err):
+def assert_close_to_flash(err, flash, lse_err, factor=1.5):
     """Our max abs error within 1.5x flash's on the same inputs (or 2**-10).  The two are statistically equal
     (H200, 2026-12-01, 172 cases: median ratio 1.00, 90th percentile 1.02, largest 1.35, the one-tile schedule's
     up to 1.17): the max over a tensor of rounding errors scatters; a wrong tile or rescale is off by >> 2x."""
     log_errors(err, flash, lse_err)
-    assert err <= max(1.5 * flash, 2.0 ** -10), (err, flash)
+    assert err <= max(factor * flash, 2.0 ** -10), (err, flash)
     assert lse_err < 2e-3, lse_err
 
 
@@ -163,6 +163,49 @@ def test_attention_small_grid_and_block_n_64(schedule):
     q, k, v = random_inputs(2, 1000, 1000, 4, 4, 128, torch.bfloat16)
     assert_close_to_flash(*check(q, k, v, True, **dict(SCHEDULES[schedule], block_n=64, sms=7)))
     assert_close_to_flash(*check(q, k, v, False, **dict(SCHEDULES[schedule], sms=3, q_stages=1)))
+
+
+#: the error bound (x flash's) with a rescale threshold > 0: the stale maxima leave no P exactly 1.0 (the largest
+#: P of a row, exact in bf16 when the maximum is current, is rounded then), so the error grows (H200, 2026-12-01:
+#: threshold 8 gave 1.3x-2.3x flash's on the non-causal cases; threshold 0 keeps the maxima current, the default)
+STALE_MAX_FACTOR = 3.0
+FAST_OPTIONS = {"wg2": dict(warpgroups=2), "wg3-overlapped": dict(warpgroups=3, overlap=True, pingpong=False),
+                "wg3-bn96": dict(warpgroups=3, block_n=96), "rescale-8": dict(rescale_threshold=8.0),
+                "rescale-0": dict(rescale_threshold=0.0), "rescale-off": dict(rescale_threshold=-1)}
+
+
+@pytest.mark.parametrize("options", list(FAST_OPTIONS))
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seqlen,heads,kv_heads,head_dim", [(1000, 4, 4, 64), (129, 3, 1, 64), (2048, 4, 2, 64),
+                                                            (1000, 4, 4, 128)])
+def test_attention_three_warpgroups_and_conditional_rescale(seqlen, heads, kv_heads, head_dim, causal, options):
+    """The configurations of issue 16's tuning besides the defaults: two or three consumer warpgroups at head_dim 64
+    (three: 192-row Q tiles; S = 129 is one partial tile, 1000 and 2048 end in one) and conditional rescaling on
+    or off (head_dim 128 too)."""
+    options = FAST_OPTIONS[options]
+    if head_dim != 64 and "warpgroups" in options:
+        pytest.skip("the warpgroup count is a head_dim-64 option")
+    q, k, v = random_inputs(2, seqlen, seqlen, heads, kv_heads, head_dim, torch.bfloat16)
+    assert_close_to_flash(*check(q, k, v, causal, **options), factor=STALE_MAX_FACTOR
+                          if options.get("rescale_threshold", 0) > 0 else 1.5)
+
+
+def test_attention_conditional_rescale_with_growing_scores():
+    """Keys scaled up along the sequence: the running maxima grow past the threshold on later KV tiles, so the
+    rescale runs in the middle of the loop (and P stays below 2**8 in between)."""
+    q, k, v = random_inputs(1, 1024, 1024, 4, 4, 64, torch.bfloat16)
+    k = (k * torch.linspace(0.25, 6.0, 1024, device="cuda", dtype=torch.bfloat16)[None, :, None, None]).contiguous()
+    for options in (dict(rescale_threshold=8.0), dict(rescale_threshold=8.0, warpgroups=3)):
+        assert_close_to_flash(*check(q, k, v, False, **options), factor=STALE_MAX_FACTOR)
+    assert_close_to_flash(*check(q, k, v, False, rescale_threshold=0.0))
+
+
+def test_attention_bad_tuning_options_raise_launch_errors():
+    q, k, v = random_inputs(1, 64, 64, 2, 2, 128, torch.bfloat16)
+    with pytest.raises(tsjit.LaunchError, match="warpgroups"):
+        tsjit.ops.attention(q, k, v, warpgroups=3)
+    with pytest.raises(tsjit.LaunchError, match="rescale_threshold"):
+        tsjit.ops.attention(q, k, v, rescale_threshold=20.0)
 
 
 def test_attention_packed_qkv_strides_and_scale():

@@ -66,3 +66,30 @@ def test_window_table_weights_tiles_by_the_kv_tiles_they_visit():
 def test_tables_are_cached_per_shape():
     a = tile_table([2048] * 2, [2048] * 2, 4, 128, True, 132)
     assert tile_table([2048] * 2, [2048] * 2, 4, 128, True, 132) is a
+
+
+def shifted_work(seqlen, m_block, block_m, block_n, shift):
+    """The causal work of tile m_block of block_m rows starting at row m_block * block_m - shift."""
+    last_row = min(m_block * block_m - shift + block_m, seqlen) - 1
+    return max(last_row // block_n + 1, 1) + 1
+
+
+@pytest.mark.parametrize("bottom_aligned", [False, True])
+def test_192_row_causal_tables_cover_and_balance(bottom_aligned):
+    """Three consumer warpgroups (192-row tiles, head_dim 64): S = 4096 is 22 tiles; bottom-aligned, they end at
+    the last row (shifted by the padding rounded down to 64 rows: 128), so the partial tile is the first, the
+    shortest: the table's work (KV tiles + 1 per tile) drops by the longest tile's 2/3 that is padding."""
+    seqlen, heads, ctas = 4096, 32, 132
+    table = tile_table([seqlen] * 4, [seqlen] * 4, heads, 128, True, ctas, block_m=192, bottom_aligned=bottom_aligned)
+    assert {tuple(r) for r in table.tolist()} == {(bh, m) for bh in range(4 * heads) for m in range(22)}
+    shift = (22 * 192 - seqlen) // 64 * 64 if bottom_aligned else 0
+    assert shift == (128 if bottom_aligned else 0)
+    load = np.zeros(ctas)
+    for t, (_, m) in enumerate(table.tolist()):
+        load[t % ctas] += shifted_work(seqlen, m, 192, 128, shift)
+    assert load.max() / load.mean() < 1.06
+    top = sum(shifted_work(seqlen, m, 192, 128, 0) for m in range(22))
+    bottom = sum(shifted_work(seqlen, m, 192, 128, 128) for m in range(22))
+    assert (top, bottom) == (406, 385)       # the longest tile is 2/3 padding at the top, the shortest at the bottom
+    if bottom_aligned:                         # the first tile: rows -128 .. 63, one KV tile (+1)
+        assert shifted_work(seqlen, 0, 192, 128, shift) == 2 and shifted_work(seqlen, 21, 192, 128, shift) == 33

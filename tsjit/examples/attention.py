@@ -7,7 +7,8 @@ dimension contiguous), or packed ``(1, tokens, heads, head_dim)`` variable-lengt
 BFloat16 or Float16, head_dim 64, 128 or 256; K and V may have fewer heads than Q (GQA / MQA: query head
 ``h`` reads KV head ``h // (heads // kv_heads)``).  Tiles, masks and the tile order: :mod:`attention_tiles`.
 
-Program (one CTA = 3 warpgroups, 384 threads, one 128-row Q tile per work tile):
+Program (one CTA = 3 warpgroups, 384 threads, one 128-row Q tile per work tile; with ``WARPGROUPS=3``, head_dim 64
+only, 4 warpgroups, 512 threads, one 192-row Q tile, ``setmaxnreg`` 32 / 160 and the turns round-robin over three):
 
 * ``load_kv`` (warp 0) and ``load_q`` (warp 1), ``setmaxnreg`` down to 40 with the ``idle`` padding
   warps 2-3: per work tile ``load_q`` TMA-loads the Q tile once (``q`` resource, a TmaAsync ring of 2
@@ -53,6 +54,9 @@ Program (one CTA = 3 warpgroups, 384 threads, one 128-row Q tile per work tile):
   (bracketing, counts, bytes, register budget, the exhaustive interleaving check) before any code
   is emitted.
 
+Conditional rescaling (``RESCALE_THRESHOLD``, FlashAttention-4's): a warp's running maxima move only when a row's
+maximum grew by more than that many powers of 2, so most KV tiles skip ``O *= alpha`` (a warp-uniform branch).
+
 Rows that see no key (causal with ``seqlen_q > seqlen_k``) get O = 0 and LSE = -inf.
 """
 from __future__ import annotations
@@ -64,6 +68,11 @@ from dataclasses import dataclass
 import tsjit
 from tsjit import ts
 from tsjit import wgmma
+from tsjit.examples.attention_config import (BLOCK_NS, BOX, CONSUMER_REGISTERS, CONSUMER_WARPGROUPS,  # noqa: F401
+                                             DEFAULT_CONFIG, DEFAULT_OVERLAP, DEFAULT_PINGPONG, DEFAULT_Q_STAGES,
+                                             DEFAULT_RESCALE_THRESHOLD, DEFAULT_WARPGROUPS, HEAD_DIMS, LOG2_E,
+                                             PINGPONG_BARRIER, PRODUCER_REGISTERS, REGISTERS, THREADS, TURN_BARRIERS,
+                                             threads)
 from tsjit.examples.attention_tiles import BLOCK_M, AttentionShape
 from tsjit.examples.attention_softmax import (NEG_INF, initial_stats, mask_scores, online_softmax,
                                               pack_probabilities, plus, quad_reduce, row_half)
@@ -71,30 +80,6 @@ from tsjit.lang.epilogue import store_fragment_global, store_fragment_shared
 from tsjit.lang import turns
 from tsjit.lang.fragment import Fragment
 from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
-
-CONSUMER_WARPGROUPS = 2
-THREADS = 128 * (1 + CONSUMER_WARPGROUPS)
-BOX = 64                      # head_dim columns per 128-byte swizzled TMA box (16-bit elements)
-HEAD_DIMS = (64, 128, 256)
-LOG2_E = 1.4426950408889634
-PRODUCER_REGISTERS = 40        # setmaxnreg of the load warps and the consumer warpgroups: what the load warps
-CONSUMER_REGISTERS = 232       # give up (168 - 40, the default 65536 / 384 rounded to 8), each consumer takes (232 - 168)
-PINGPONG_BARRIER = turns.TURN_BARRIER   # named barriers 3, 4: the tensor-core turn of warpgroup 0 / 1 (1, 2: epilogue)
-
-#: default KV tile rows and ring stages per head_dim (shared memory: Q + 2 rings + O staging < 227 KiB; head_dim
-#: 256 stores O from registers, its staging buffer would not fit)
-DEFAULT_CONFIG = {64: (128, 3), 128: (128, 2), 256: (64, 2)}
-#: KV tile rows the kernel supports: a multiple of 16 (the PV wgmma's K step) that is also a wgmma N for QK^T
-BLOCK_NS = (64, 96, 128, 160, 192)
-#: default stages of the Q ring per head_dim: with 2 the producer loads the next work tile's Q (and its first
-#: K/V tiles) while the consumers finish the current one
-DEFAULT_Q_STAGES = {64: 2, 128: 2, 256: 1}
-#: the consumer schedule per head_dim: software-pipelined (``OVERLAP=True``: the softmax of KV tile j runs
-#: while the PV wgmma of tile j-1 is in flight) and whether the two warpgroups take turns at the tensor cores
-#: (``PINGPONG``: faster on the H200 on most shapes once the first KV tile is peeled, BENCHMARKS.md 2026-12-01).
-#: The one-tile schedule (``overlap=False``) stays available as the reference.
-DEFAULT_OVERLAP = {64: True, 128: True, 256: True}
-DEFAULT_PINGPONG = {64: True, 128: True, 256: True}
 
 
 class AttentionTask(ts.Task):
@@ -109,7 +94,7 @@ class AttentionTask(ts.Task):
 # -- resources ----------------------------------------------------------------------------------
 @dataclass(kw_only=True)
 class QTile(ts.MemoryResource):
-    """The work tile's Q rows (BLOCK_M x head_dim), loaded once per tile by TMA."""
+    """The work tile's Q rows (block_m x head_dim: 64 rows per consumer warpgroup), loaded once per tile by TMA."""
 
     q_map: object
     shape: AttentionShape
@@ -119,7 +104,7 @@ class QTile(ts.MemoryResource):
     def __post_init__(self):
         stages = self.pipeline_config.num_stages
         boxes = self.shape.head_dim // BOX
-        self.tiles = tsjit.shared_array(self.q_map.dtype, (stages, boxes, CONSUMER_WARPGROUPS, 64, BOX), align=1024)
+        self.tiles = tsjit.shared_array(self.q_map.dtype, (stages, boxes, self.shape.block_m // 64, 64, BOX), align=1024)
         self.stage = ts.TaskLocalVariable(tsjit.Int32, default=0, docs="the ring stage holding this tile's Q")
 
     @ts.consumer_work(returns="stage")
@@ -136,7 +121,7 @@ class QTile(ts.MemoryResource):
         if tsjit.elect_one():
             for box in tsjit.range_constexpr(self.shape.head_dim // BOX):
                 tsjit.tma_load(self.q_map, self.tiles[stage_info.stage_idx, box], stage_info.barrier,
-                               (tile.tensor_batch, tile.q_start + tile.m_block * BLOCK_M, tile.head, box * BOX))
+                               (tile.tensor_batch, tile.q_start + tile.row0, tile.head, box * BOX))
 
 
 @dataclass(kw_only=True)
@@ -207,7 +192,7 @@ class KTiles(KVRing):
         shape = self.shape
         warpgroup = tsjit.warp_idx() // 4 - 1
         if tsjit.const_expr(shape.pingpong):
-            turns.take_turn(warpgroup, PINGPONG_BARRIER)
+            turns.take_turn(warpgroup, TURN_BARRIERS[shape.block_m // 64])
         stage = stage_info.stage_idx
         s = wgmma.fence_operand(Fragment.zeros(shape.block_n // 2))   # defined before the wgmma fence
         wgmma.fence()
@@ -219,7 +204,7 @@ class KTiles(KVRing):
                                 scale_d=0 if kk == 0 else 1)
         wgmma.commit_group()
         if tsjit.const_expr(shape.pingpong and peeled):
-            turns.pass_turn(warpgroup, PINGPONG_BARRIER)
+            turns.pass_turn(warpgroup, TURN_BARRIERS[shape.block_m // 64], shape.block_m // 64)
         return s
 
     @ts.consumer_work(returns=("s", "stats"))
@@ -235,11 +220,11 @@ class KTiles(KVRing):
         tile = shape.position(stage_info.work_tile)
         index = stage_info.loop_offset - 1 if peeled else stage_info.loop_offset
         col0 = (tile.kv_range()[0] + index) * shape.block_n
-        row0 = tile.m_block * BLOCK_M + warpgroup * 64
+        row0 = tile.row0 + warpgroup * 64
         if tile.needs_mask(col0):
             s = mask_scores(s, row0, col0, tile.seqlen_k, tile.offset,
                             shape.window_right if shape.causal else None, shape.window_left if shape.window else None)
-        p, stats = online_softmax(s, stats, shape.scale_log2)
+        p, stats = online_softmax(s, stats, shape.scale_log2, shape.rescale_threshold)
         if tsjit.const_expr(overlapped):
             # a store that never runs (row sums are >= 0) but depends on every exp2: ptxas keeps memory
             # operations before the wgmma wait that follows, so the softmax stays under the PV in flight
@@ -272,10 +257,10 @@ class VTiles(KVRing):
 
     @ts.consumer_work(work_attrs=ts.WorkAttr.AUXILIARY)
     def start_turns(self, stage_info):
-        """Ping-pong: warpgroup 1 gives warpgroup 0 the first turn at the tensor cores (once per CTA)."""
+        """Ping-pong: the last warpgroup gives warpgroup 0 the first turn at the tensor cores (once per CTA)."""
         if tsjit.const_expr(self.shape.pingpong):
-            if tsjit.warp_idx() // 4 == 2:
-                turns.give_first_turn(PINGPONG_BARRIER)
+            if tsjit.warp_idx() // 4 == self.shape.block_m // 64:
+                turns.give_first_turn(TURN_BARRIERS[self.shape.block_m // 64])
 
     @ts.consumer_work(returns="o")
     def issue_accumulate(self, stage_info, p, o, *, last: tsjit.Constexpr[bool] = False):
@@ -285,7 +270,7 @@ class VTiles(KVRing):
         shape = self.shape
         warpgroup = tsjit.warp_idx() // 4 - 1
         if tsjit.const_expr(shape.pingpong and last):
-            turns.take_turn(warpgroup, PINGPONG_BARRIER)
+            turns.take_turn(warpgroup, TURN_BARRIERS[shape.block_m // 64])
         b_desc = wgmma.make_descriptor(self.tiles[stage_info.stage_idx], major="MN", swizzle="128B")
         o = wgmma.fence_operand(o)           # the rescale and the P conversion stay above the wgmma fence
         p = wgmma.fence_operand(p)
@@ -295,13 +280,19 @@ class VTiles(KVRing):
             o = wgmma.mma_async(o, a, b_desc.k_step(kk), n=shape.head_dim, a_dtype=self.tmap.dtype)
         wgmma.commit_group()
         if tsjit.const_expr(shape.pingpong):
-            turns.pass_turn(warpgroup, PINGPONG_BARRIER)
+            turns.pass_turn(warpgroup, TURN_BARRIERS[shape.block_m // 64], shape.block_m // 64)
         return o
 
     @ts.consumer_work(returns="o", work_attrs=ts.WorkAttr.AUXILIARY)
     def rescale(self, stage_info, o, stats):
-        """O *= alpha (the rows' rescale factors of the last softmax); every PV into O has retired."""
-        return Fragment([o[i] * stats[4 + row_half(i)] for i in range(len(o))], tsjit.Float32)
+        """O *= alpha (the rows' rescale factors of the last softmax); every PV into O has retired.  With a
+        rescale threshold, only where the warp's maxima moved (``stats[6]``, warp-uniform: alpha is exactly 1
+        on every row of the warp otherwise)."""
+        if tsjit.const_expr(self.shape.rescale_threshold is None):
+            return Fragment([o[i] * stats[4 + row_half(i)] for i in range(len(o))], tsjit.Float32)
+        if stats[6] > 0.0:
+            o = Fragment([o[i] * stats[4 + row_half(i)] for i in range(len(o))], tsjit.Float32)
+        return o
 
     @ts.consumer_work(returns="o")
     def retire(self, stage_info, o):
@@ -328,7 +319,7 @@ class AttentionOutput(ts.MemoryResource):
     def __post_init__(self):
         if not self.shape.direct_store:
             boxes = self.shape.head_dim // BOX
-            self.staging = tsjit.shared_array(self.o_map.dtype, (CONSUMER_WARPGROUPS, boxes, 64, BOX), align=1024)
+            self.staging = tsjit.shared_array(self.o_map.dtype, (self.shape.block_m // 64, boxes, 64, BOX), align=1024)
 
     @ts.producer_work()
     def store(self, stage_info, o, stats):
@@ -336,7 +327,7 @@ class AttentionOutput(ts.MemoryResource):
         tile = shape.position(stage_info.work_tile)
         warpgroup = tsjit.warp_idx() // 4 - 1
         tid = tsjit.thread_idx().x % 128
-        row0 = tile.m_block * BLOCK_M + warpgroup * 64
+        row0 = tile.row0 + warpgroup * 64
         sums = [quad_reduce(stats[2 + h], plus) for h in range(2)]
         inverse = [tsjit.select(sums[h] > 0.0, 1.0 / sums[h], 0.0) for h in range(2)]
         normalized = Fragment([o[i] * inverse[row_half(i)] for i in range(len(o))], tsjit.Float32)
@@ -353,7 +344,7 @@ class AttentionOutput(ts.MemoryResource):
             store_fragment_shared(normalized, buffer, swizzle="128B", tid=tid)
             tsjit.fence_proxy_async()
             tsjit.named_barrier_sync(1 + warpgroup, 128)
-            if tid == 0:
+            if (tid == 0) & (row0 >= 0):          # a box wholly before row 0 (bottom-aligned tiles): not stored
                 for box in tsjit.range_constexpr(shape.head_dim // BOX):
                     tsjit.tma_store(self.o_map, buffer[box], (tile.tensor_batch, tile.q_start + row0, tile.head,
                                                               box * BOX))
@@ -362,7 +353,7 @@ class AttentionOutput(ts.MemoryResource):
             if tid % 4 == 0:
                 for h in tsjit.range_constexpr(2):
                     row = row0 + (tid // 32) * 16 + (tid % 32) // 4 + 8 * h
-                    if row < tile.seqlen_q:
+                    if (row < tile.seqlen_q) & (row >= 0):
                         m_scaled = stats[h] * shape.scale_log2
                         lse = tsjit.select(sums[h] > 0.0, (m_scaled + tsjit.math.log2(sums[h])) * math.log(2.0),
                                            NEG_INF)
@@ -391,7 +382,8 @@ def attention_forward(q_map, k_map, v_map, o_map, out, lse, tiles, cu_seqlens_q,
                       OVERLAP: tsjit.Constexpr[bool] = False, PINGPONG: tsjit.Constexpr[bool] = False,
                       Q_STAGES: tsjit.Constexpr[int] = 1, WINDOW: tsjit.Constexpr[bool] = False,
                       TABLE: tsjit.Constexpr[bool] = False, VARLEN: tsjit.Constexpr[bool] = False,
-                      DIRECT_STORE: tsjit.Constexpr[bool] = False):
+                      DIRECT_STORE: tsjit.Constexpr[bool] = False, RESCALE_THRESHOLD: tsjit.Constexpr[float] = -1.0,
+                      WARPGROUPS: tsjit.Constexpr[int] = CONSUMER_WARPGROUPS):
     """Forward attention (module docstring).
 
     ``q_map`` / ``o_map``: TensorMaps of Q and O (B, S_q, H, D) with boxes (1, 128, 1, 64) and (1, 64, 1, 64);
@@ -401,30 +393,38 @@ def attention_forward(q_map, k_map, v_map, o_map, out, lse, tiles, cu_seqlens_q,
     :func:`~tsjit.examples.attention_tiles.tile_table`); ``cu_seqlens_q/k``: Int32 (batch + 1) prefix sums of the
     sequence lengths (``VARLEN``, which needs ``TABLE``); ``seqlen_q/k``: the lengths (fixed-length problems;
     ``seqlen_q`` is S_q of ``out``); ``group = H // H_kv``; ``scale_log2 = softmax scale * log2(e)``;
-    ``window_left`` / ``window_right``: the mask's bounds (``WINDOW`` / ``CAUSAL``; 0 right for causal).
-    Launch with 384 threads and a persistent grid."""
+    ``window_left`` / ``window_right``: the mask's bounds (``WINDOW`` / ``CAUSAL``; 0 right for causal);
+    ``RESCALE_THRESHOLD`` >= 0: conditional rescaling (log2 units, :func:`~attention_softmax.online_softmax`),
+    negative: O is rescaled after every KV tile; ``WARPGROUPS``: consumer warpgroups (2, or 3 for head_dim 64),
+    64 Q rows each (``q_map``'s box is (1, 64 * WARPGROUPS, 1, 64)).
+    Launch with :func:`threads` (WARPGROUPS) threads (384 with two) and a persistent grid."""
+    if tsjit.const_expr(WARPGROUPS not in REGISTERS):
+        raise tsjit.CompilationError(f"attention_forward: WARPGROUPS must be one of {sorted(REGISTERS)}, "
+                                     f"got {WARPGROUPS}")
+    block_m = 64 * WARPGROUPS
     if tsjit.const_expr(VARLEN and not TABLE):
         raise tsjit.CompilationError("attention_forward: VARLEN needs TABLE (the tiles of the sequences)")
     if tsjit.const_expr(TABLE):
         queue_config = TileSchedulerConfig.create_static_persistent_tile_scheduler_params(tiles.shape[0])
     else:
         queue_config = TileSchedulerConfig.create_static_persistent_tile_scheduler_params(
-            lse.shape[0] * heads, (seqlen_q + BLOCK_M - 1) // BLOCK_M)
+            lse.shape[0] * heads, (seqlen_q + block_m - 1) // block_m)
     wq = WorkQueue(name="tiles", tile_scheduler_config=queue_config)
     itemsize = q_map.dtype.itemsize
     producer = ts.CooperativeGroup(ts.Agent.Thread, 1)
-    consumers = ts.CooperativeGroup(ts.Agent.Thread, CONSUMER_WARPGROUPS * 4)
-    q_cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(Q_STAGES, BLOCK_M * HEAD_DIM * itemsize, producer,
+    consumers = ts.CooperativeGroup(ts.Agent.Thread, WARPGROUPS * 4)
+    q_cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(Q_STAGES, block_m * HEAD_DIM * itemsize, producer,
                                                             consumers)
     kv_bytes = BLOCK_N * HEAD_DIM * itemsize
     k_cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(STAGES, kv_bytes, producer, consumers)
     v_cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(STAGES, kv_bytes, producer, consumers)
     shape = AttentionShape(seqlen_q=seqlen_q, seqlen_k=seqlen_k, heads=heads, group=group,
-                           num_m_blocks=(seqlen_q + BLOCK_M - 1) // BLOCK_M, scale_log2=scale_log2, head_dim=HEAD_DIM,
+                           num_m_blocks=(seqlen_q + block_m - 1) // block_m, scale_log2=scale_log2, head_dim=HEAD_DIM,
                            block_n=BLOCK_N, causal=CAUSAL, pingpong=PINGPONG and OVERLAP, window=WINDOW,
                            window_left=window_left, window_right=window_right, table=tiles if TABLE else None,
                            cu_q=cu_seqlens_q if VARLEN else None, cu_k=cu_seqlens_k if VARLEN else None,
-                           direct_store=DIRECT_STORE)
+                           direct_store=DIRECT_STORE,
+                           rescale_threshold=RESCALE_THRESHOLD if RESCALE_THRESHOLD >= 0 else None, block_m=block_m)
     qs = QTile(name="q", pipeline_config=q_cfg, q_map=q_map, shape=shape)
     ks = KTiles(name="k", pipeline_config=k_cfg, tmap=k_map, q=qs, shape=shape)
     vs = VTiles(name="v", pipeline_config=v_cfg, tmap=v_map, shape=shape)
@@ -524,13 +524,14 @@ def attention_forward(q_map, k_map, v_map, o_map, out, lse, tiles, cu_seqlens_q,
         task.shape = shape
         return task
 
-    load_kv = attention_task("load_kv", [wq], [ks, vs], 0, 1, load_kv_schedule(wq, ks, vs), PRODUCER_REGISTERS)
+    producer_registers, consumer_registers = REGISTERS[WARPGROUPS]
+    load_kv = attention_task("load_kv", [wq], [ks, vs], 0, 1, load_kv_schedule(wq, ks, vs), producer_registers)
     load_q = ts.Task("load_q", [wq], [qs], warp_idx=1, num_warps=1, schedule=load_q_schedule(wq, qs),
-                     num_registers=PRODUCER_REGISTERS)
+                     num_registers=producer_registers)
     idle = ts.Task("idle", [wq], [], warp_idx=2, num_warps=2, schedule=idle_schedule(wq),
-                   num_registers=PRODUCER_REGISTERS)
-    softmax = attention_task("softmax", [wq, qs, ks, vs], [output], 4, 4 * CONSUMER_WARPGROUPS,
-                             consumer_schedule(wq, qs, ks, vs, output), CONSUMER_REGISTERS)
+                   num_registers=producer_registers)
+    softmax = attention_task("softmax", [wq, qs, ks, vs], [output], 4, 4 * WARPGROUPS,
+                             consumer_schedule(wq, qs, ks, vs, output), consumer_registers)
     manager = build_manager([load_kv, load_q, idle, softmax], {ks: [wq], vs: [wq], qs: [wq], output: [ks, vs]})
     manager.setup_resources_and_tasks()
     manager.run()
@@ -562,7 +563,7 @@ def log2_scale(scale: float) -> float:
 
 def compile_config(head_dim=128, causal=False, dtype=None, *, block_n=None, stages=None, store_lse=True,
                    overlap=None, pingpong=None, q_stages=None, window=False, table=None, varlen=False,
-                   direct_store=None):
+                   direct_store=None, rescale_threshold=None, warpgroups=None):
     """Compile :func:`attention_forward` for sm_90a from argument specs alone (no GPU, no tensors): the
     configuration ``tsjit.ops.attention`` would launch for these options (defaults per head_dim as there;
     ``table`` defaults to ``causal or window or varlen``, ``direct_store`` to ``varlen or head_dim == 256``).
@@ -575,7 +576,9 @@ def compile_config(head_dim=128, causal=False, dtype=None, *, block_n=None, stag
     q_stages = q_stages or DEFAULT_Q_STAGES[head_dim]
     table = (causal or window or varlen) if table is None else table
     direct_store = (varlen or head_dim == 256) if direct_store is None else direct_store
-    q = tsjit.tensormap_spec(dtype, (1, BLOCK_M, 1, BOX), swizzle="128B")
+    rescale_threshold = DEFAULT_RESCALE_THRESHOLD[head_dim] if rescale_threshold is None else rescale_threshold
+    warpgroups = DEFAULT_WARPGROUPS[head_dim] if warpgroups is None else warpgroups
+    q = tsjit.tensormap_spec(dtype, (1, 64 * warpgroups, 1, BOX), swizzle="128B")
     kv = tsjit.tensormap_spec(dtype, (1, block_n, 1, BOX), swizzle="128B")
     o = tsjit.tensormap_spec(dtype, (1, 64, 1, BOX), swizzle="128B")
     out = tsjit.spec((2000, 16 * head_dim), dtype)
@@ -584,4 +587,4 @@ def compile_config(head_dim=128, causal=False, dtype=None, *, block_n=None, stag
     cu = tsjit.spec((3,), tsjit.Int32)
     return tsjit.compile(attention_forward, q, kv, kv, o, out, lse, tiles, cu, cu, 1000, 1000, 16, 2, 0.18, 200, 0,
                          head_dim, block_n, stages, causal, store_lse, overlap, pingpong and overlap, q_stages, window,
-                         table, varlen, direct_store)
+                         table, varlen, direct_store, float(rescale_threshold), warpgroups)

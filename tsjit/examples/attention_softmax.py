@@ -7,9 +7,9 @@ registers ``i`` with ``row = 16 * warp + lane // 4 + 8 * ((i % 4) // 2)`` (two r
 four threads ``4q .. 4q + 3`` of a warp share each row, so a row reduction is a thread-local reduction and
 two ``shfl.xor`` steps.
 
-The statistics of a thread are one Float32 Fragment ``(m_r, m_r8, l_r, l_r8, alpha_r, alpha_r8)``: the
-running row maxima of the raw scores, the thread-partial row sums of P and the factor the running output
-must be scaled by after the last step.
+The statistics of a thread are one Float32 Fragment ``(m_r, m_r8, l_r, l_r8, alpha_r, alpha_r8, grew)``: the
+running row maxima of the raw scores, the thread-partial row sums of P, the factor the running output
+must be scaled by after the last step and whether that factor differs from 1 on some row of the warp.
 """
 from __future__ import annotations
 
@@ -67,14 +67,30 @@ def mask_scores(s, row0, col0, seqlen_k, offset, right=None, left=None):
     return Fragment(out, tsjit.Float32)
 
 
-def online_softmax(s, stats, scale_log2):
+def online_softmax(s, stats, scale_log2, threshold=None):
     """One step of the online softmax on the thread's slice of S (raw scores, ``-inf`` masked).
 
-    ``stats`` = (m_r, m_r8, l_r, l_r8, alpha_r, alpha_r8): running row maxima (raw units), the
-    thread-partial row sums and the factor the previous O must be scaled by.  Returns (P as Float32 in
-    S's registers, new stats); :func:`pack_probabilities` turns P into the PV wgmma's A registers."""
+    ``stats`` = (m_r, m_r8, l_r, l_r8, alpha_r, alpha_r8, grew): running row maxima (raw units), the
+    thread-partial row sums, the factor the previous O must be scaled by and whether that factor is not 1 on
+    some row of the warp (1.0 / 0.0).  ``threshold`` (log2 units, or None): the running maxima of a warp move
+    only when some row's maximum grew by more than ``threshold`` (``* scale_log2``) since they last moved, so
+    P stays below ``2**threshold`` and most steps have alpha = 1 exactly (O is not rescaled then: see
+    ``VTiles.rescale``).  O and the row sums always share one maximum, so the normalized result is the same up
+    to rounding (FlashAttention-4's conditional rescaling); the decision is warp-uniform (``vote.any``).
+    Threshold 0 rounds exactly as the unconditional form (the maxima are always current; only steps where no
+    row of the warp grew skip the rescale).  A threshold > 0 rounds differently: with a stale maximum no P of a
+    row is exactly 1.0, so the largest terms of P V are rounded to 16 bits too (H200: 1.3x-2.3x the max error).
+    Returns (P as Float32 in S's registers, new stats); :func:`pack_probabilities` turns P into the PV wgmma's
+    A registers."""
     maxima = [quad_reduce(tree_reduce([stats[h]] + [s[i] for i in range(len(s)) if row_half(i) == h],
                                       tsjit.math.max), tsjit.math.max) for h in range(2)]
+    grew = 1.0
+    if threshold is not None:
+        # (new - old) is NaN for a row that has seen only -inf (no growth) and +inf on its first visible key
+        grown = [(maxima[h] - stats[h]) * scale_log2 > threshold for h in range(2)]
+        moves = tsjit.vote_any(grown[0] | grown[1])
+        maxima = [tsjit.select(moves, maxima[h], stats[h]) for h in range(2)]
+        grew = tsjit.select(moves, 1.0, 0.0)
     scaled, alphas = [], []
     for h in range(2):
         # a row that has seen only -inf keeps max -inf; subtract 0 then so exp2 gives 0, not NaN
@@ -84,7 +100,7 @@ def online_softmax(s, stats, scale_log2):
     p = [tsjit.math.exp2(tsjit.math.fma(s[i], scale_log2, -scaled[row_half(i)]), ftz=True) for i in range(len(s))]
     sums = [tree_reduce([stats[2 + h] * alphas[h]] + [p[i] for i in range(len(s)) if row_half(i) == h], plus)
             for h in range(2)]
-    return Fragment(p, tsjit.Float32), Fragment([maxima[0], maxima[1], sums[0], sums[1], alphas[0], alphas[1]],
+    return Fragment(p, tsjit.Float32), Fragment([maxima[0], maxima[1], sums[0], sums[1], alphas[0], alphas[1], grew],
                                                 tsjit.Float32)
 
 
@@ -95,8 +111,8 @@ def pack_probabilities(p, dtype):
 
 
 def initial_stats():
-    """(m, m, l, l, alpha, alpha) before the first KV tile."""
-    return Fragment([NEG_INF, NEG_INF, 0.0, 0.0, 1.0, 1.0], tsjit.Float32)
+    """(m, m, l, l, alpha, alpha, grew) before the first KV tile."""
+    return Fragment([NEG_INF, NEG_INF, 0.0, 0.0, 1.0, 1.0, 1.0], tsjit.Float32)
 
 
 __all__ = ["row_half", "quad_reduce", "tree_reduce", "plus", "mask_scores", "online_softmax", "pack_probabilities",

@@ -1,7 +1,8 @@
 """Work tiles of the attention kernel (issue 16): which Q rows a tile holds, which KV tiles it visits, and the
 host-built tile order of causal and variable-length problems.
 
-A work tile is 128 query rows (``BLOCK_M``) of one (batch, head).  Two ways to enumerate the tiles:
+A work tile is ``block_m`` query rows (64 per consumer warpgroup: ``BLOCK_M`` = 128 with two, 192 with three) of
+one (batch, head).  Two ways to enumerate the tiles:
 
 * **grid** (fixed-length, no causal mask): the persistent queue's grid is ``(batch * heads, m_blocks)`` in row
   order, so a head's Q tiles are consecutive (its K and V stay in L2);
@@ -24,7 +25,7 @@ import numpy as np
 
 import tsjit
 
-BLOCK_M = 128                 # Q rows per work tile (two consumer warpgroups of 64 rows)
+BLOCK_M = 128                 # Q rows per work tile with two consumer warpgroups of 64 rows (the default)
 #: heads per group of the causal tile order: the longest tiles of this many heads run together, so their K and
 #: V stay in L2 (8 heads of 4096 x 128 bf16 K and V: 16 MiB)
 CAUSAL_HEAD_GROUP = 8
@@ -38,7 +39,9 @@ class AttentionShape:
     ``seqlen_q`` / ``seqlen_k``: the lengths (fixed-length problems); ``causal``: a right bound
     ``window_right`` (0 for causal masking); ``window``: a left bound ``window_left``; ``table``: the tile table
     (or None: grid order); ``cu_q`` / ``cu_k``: the (batch + 1) Int32 prefix sums of a variable-length problem
-    (or None); ``direct_store``: O is stored from registers (variable length, head_dim 256) rather than by TMA.
+    (or None); ``direct_store``: O is stored from registers (variable length, head_dim 256) rather than by TMA;
+    ``rescale_threshold``: conditional rescaling (log2 units; None: O is rescaled after every KV tile);
+    ``block_m``: Q rows per work tile (64 per consumer warpgroup).
     """
 
     seqlen_q: object
@@ -58,6 +61,17 @@ class AttentionShape:
     cu_q: object = None
     cu_k: object = None
     direct_store: bool = False
+    rescale_threshold: float | None = None
+    block_m: int = BLOCK_M
+
+    @property
+    def bottom_aligned(self) -> bool:
+        """Whether the Q tiles end at the last row (the first tile partial) rather than start at row 0: under a
+        causal mask with TMA-stored O (fixed-length problems), so the partial tile is the one with the fewest
+        KV tiles.  The shift is the padding rounded down to 64 rows, so every warpgroup's 64-row box lies wholly
+        before row 0 (zero-filled by TMA, masked, not stored: a TMA store must start inside the tensor) or starts
+        inside."""
+        return self.causal and not self.direct_store
 
     def tile(self, coords) -> "Tile":
         """The :class:`Tile` of a work tile's coordinates (device code: loads the table and cu_seqlens)."""
@@ -80,7 +94,8 @@ class AttentionShape:
 
 
 class Tile:
-    """One work tile: ``m_block`` (Q rows ``128 m_block ..`` of its sequence), ``batch``, ``head``,
+    """One work tile: ``m_block`` (Q rows ``row0 = block_m * m_block ..`` of its sequence, less the shift of a
+    :attr:`AttentionShape.bottom_aligned` problem: ``row0`` may be negative), ``batch``, ``head``,
     ``tensor_batch`` (the batch coordinate in the tensors: 0 for packed variable-length tensors), the rows
     ``q_start`` / ``k_start`` where its sequences begin in the tensors, and their lengths."""
 
@@ -89,6 +104,9 @@ class Tile:
         self.m_block, self.batch, self.head, self.tensor_batch = m_block, batch, head, tensor_batch
         self.q_start, self.k_start, self.seqlen_q, self.seqlen_k = q_start, k_start, seqlen_q, seqlen_k
         self.offset = seqlen_k - seqlen_q          # bottom-right alignment of the masks
+        self.row0 = m_block * shape.block_m
+        if shape.bottom_aligned:
+            self.row0 = self.row0 - (shape.num_m_blocks * shape.block_m - seqlen_q) // 64 * 64
 
     def kv_range(self):
         """(first KV tile, number of KV tiles) the tile visits: the tiles some row of it sees, at least 1 (the
@@ -98,11 +116,11 @@ class Tile:
         total = (self.seqlen_k + n - 1) // n
         end = total
         if shape.causal:
-            last_key = (self.m_block + 1) * BLOCK_M + self.offset + shape.window_right   # one past the last key
+            last_key = self.row0 + shape.block_m + self.offset + shape.window_right   # one past the last key
             end = tsjit.math.min(tsjit.math.max((last_key + n - 1) // n, 0), total)
         first = 0
         if shape.window:
-            first = tsjit.math.max(self.m_block * BLOCK_M + self.offset - shape.window_left, 0) // n
+            first = tsjit.math.max(self.row0 + self.offset - shape.window_left, 0) // n
             first = tsjit.math.min(first, tsjit.math.max(end - 1, 0))
         return first, tsjit.math.max(end - first, 1)
 
@@ -110,16 +128,17 @@ class Tile:
         """Whether KV tile ``col0 .. col0 + block_n`` has a key some row of this tile must not see."""
         shape = self.shape
         needs = col0 + shape.block_n > self.seqlen_k
-        top = self.m_block * BLOCK_M + self.offset
+        top = self.row0 + self.offset
         if shape.causal:
             needs = needs | (col0 + shape.block_n - 1 > top + shape.window_right)
         if shape.window:
-            needs = needs | (col0 < top + BLOCK_M - 1 - shape.window_left)
+            needs = needs | (col0 < top + shape.block_m - 1 - shape.window_left)
         return needs
 
 
 # -- the host side: the tile table -----------------------------------------------------------------------------
-def tile_table(seqlens_q, seqlens_k, heads, block_n, causal, ctas, window=(None, None)) -> np.ndarray:
+def tile_table(seqlens_q, seqlens_k, heads, block_n, causal, ctas, window=(None, None),
+               block_m=BLOCK_M, bottom_aligned=False) -> np.ndarray:
     """The ``(tiles, 2)`` Int32 table ``(batch * heads + head, m_block)`` of linear tile ``t`` (host, numpy).
 
     Every Q tile of every (batch, head) appears once (sequences of length 0 have none).  Without a causal
@@ -131,30 +150,33 @@ def tile_table(seqlens_q, seqlens_k, heads, block_n, causal, ctas, window=(None,
     Args:
         seqlens_q, seqlens_k: per-batch lengths (sequences of ints).
         heads: query heads; block_n: KV tile rows; causal: right-bounded mask; ctas: the persistent grid size.
-        window: (left, right) bounds of a sliding window, None for unbounded.
+        window: (left, right) bounds of a sliding window, None for unbounded; block_m: Q rows per tile;
+        bottom_aligned: the tiles end at the last row (:attr:`AttentionShape.bottom_aligned`; the balance only).
     """
     seqlens_q, seqlens_k = tuple(int(s) for s in seqlens_q), tuple(int(s) for s in seqlens_k)
-    key = (seqlens_q, seqlens_k, int(heads), int(block_n), bool(causal), int(ctas), tuple(window))
+    key = (seqlens_q, seqlens_k, int(heads), int(block_n), bool(causal), int(ctas), tuple(window), int(block_m),
+           bool(bottom_aligned))
     return _tile_table(*key)
 
 
 @functools.lru_cache(maxsize=64)
-def _tile_table(seqlens_q, seqlens_k, heads, block_n, causal, ctas, window):
+def _tile_table(seqlens_q, seqlens_k, heads, block_n, causal, ctas, window, block_m, bottom_aligned):
     left, right = window
     if causal and right is None:
         right = 0
     ordered = causal or left is not None or right is not None
     entries, work = [], []
     for batch, (sq, sk) in enumerate(zip(seqlens_q, seqlens_k)):
-        m_blocks = -(-sq // BLOCK_M)
+        m_blocks = -(-sq // block_m)
         m = np.arange(m_blocks)
+        row0 = m * block_m - ((m_blocks * block_m - sq) // 64 * 64 if bottom_aligned else 0)
         end = np.full(m_blocks, -(-sk // block_n))
         if right is not None:
-            last_key = (m + 1) * BLOCK_M + (sk - sq) + right
+            last_key = row0 + block_m + (sk - sq) + right
             end = np.minimum(np.maximum(-(-last_key // block_n), 0), end)
         first = np.zeros(m_blocks, np.int64)
         if left is not None:
-            first = np.minimum(np.maximum(m * BLOCK_M + (sk - sq) - left, 0) // block_n, np.maximum(end - 1, 0))
+            first = np.minimum(np.maximum(row0 + (sk - sq) - left, 0) // block_n, np.maximum(end - 1, 0))
         tiles = np.maximum(end - first, 1) + 1
         if ordered:
             m, tiles = m[::-1], tiles[::-1]                   # longest (last rows) first under a causal mask

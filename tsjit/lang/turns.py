@@ -13,6 +13,11 @@ of the other (the first one included); one arrival left over at exit (the other 
 turn fewer, or as many) is harmless.  Named barriers 1 and 2 stay free for the warpgroups' own
 128-thread epilogue barriers.
 
+Three warpgroups (``warpgroups=3``) take turns round-robin: ``w`` passes the turn to ``(w + 1) % 3`` on
+barrier ``first + (w + 1) % 3``, and warpgroup 2 gives the first turn.  Each barrier still has two
+parties (its owner waits, its predecessor arrives: 256 threads), and the same argument holds: ``w``
+arrives again on its successor's barrier only after taking a turn, which needs the whole round.
+
 PTX ISA 8.x §9.7.13.1 (``bar.sync`` / ``bar.arrive``: a barrier completes when ``count`` threads
 have arrived; ``bar.arrive`` does not wait).  Used by the attention kernel
 (:mod:`tsjit.examples.attention`) and the ping-pong GEMM (:mod:`tsjit.ops.gemm_pingpong`).
@@ -26,15 +31,18 @@ TURN_THREADS = 256      # both warpgroups' threads take part in each turn barrie
 
 
 def take_turn(warpgroup, first: int = TURN_BARRIER) -> None:
-    """Wait until it is ``warpgroup``'s (0 or 1, may be a run-time value) turn (``bar.sync``)."""
+    """Wait until it is ``warpgroup``'s (0, 1 (, 2); may be a run-time value) turn (``bar.sync``)."""
     named_barrier_sync(first + warpgroup, TURN_THREADS)
 
 
-def pass_turn(warpgroup, first: int = TURN_BARRIER) -> None:
-    """``warpgroup`` (0 or 1) gives the turn to the other one (``bar.arrive``, no wait)."""
-    named_barrier_arrive(first + 1 - warpgroup, TURN_THREADS)
+def pass_turn(warpgroup, first: int = TURN_BARRIER, warpgroups: int = 2) -> None:
+    """``warpgroup`` (0 .. warpgroups - 1) gives the turn to the next one (``bar.arrive``, no wait)."""
+    if warpgroups == 2:
+        named_barrier_arrive(first + 1 - warpgroup, TURN_THREADS)
+    else:
+        named_barrier_arrive(first + (warpgroup + 1) % warpgroups, TURN_THREADS)
 
 
 def give_first_turn(first: int = TURN_BARRIER) -> None:
-    """Called by warpgroup 1 only, once before any turn: warpgroup 0 goes first."""
+    """Called by the last warpgroup only, once before any turn: warpgroup 0 goes first."""
     named_barrier_arrive(first, TURN_THREADS)

@@ -153,7 +153,8 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
               cu_seqlens_k=None, max_seqlen_q: int | None = None, max_seqlen_k: int | None = None,
               return_lse: bool = False, out=None, lse_out=None, block_n: int | None = None, stages: int | None = None,
               sms: int | None = None, overlap: bool | None = None, pingpong: bool | None = None,
-              q_stages: int | None = None, tile_table: bool | None = None):
+              q_stages: int | None = None, tile_table: bool | None = None, rescale_threshold=None,
+              warpgroups: int | None = None):
     """Scaled dot-product attention forward: ``softmax(scale * q k^T [+ mask]) v``.
 
     Args:
@@ -190,6 +191,13 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
         tile_table: order the work tiles by a host-built table (``tsjit.examples.attention_tiles.tile_table``:
             longest first, balanced over the CTAs); default: with a causal mask, a window or cu_seqlens (which
             need it); False: the grid order (a head's tiles consecutive, longest first under a causal mask).
+        rescale_threshold: conditional rescaling: a warp's running row maxima move only when one grew by more
+            than this many powers of 2 (the output is rescaled only then); a number in [0, 16], or ``-1`` for a
+            rescale after every KV tile (default per head_dim: ``DEFAULT_RESCALE_THRESHOLD``).  0 rounds as -1
+            does; above 0 the largest P of a row is rounded too (a larger error:
+            :func:`tsjit.examples.attention_softmax.online_softmax`).
+        warpgroups: consumer warpgroups of 64 Q rows each: 2 (128-row Q tiles), or 3 (192 rows; head_dim 64
+            only, whose registers fit 160 per thread); default ``DEFAULT_WARPGROUPS`` per head_dim.
 
     Returns:
         ``out``, or ``(out, lse)`` with ``return_lse``.
@@ -205,7 +213,7 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
             and all(type(t) is torch.Tensor for t in (q, k, v, out)) and (window is None or type(window) is tuple):
         fast_key = (_tensor_key(q), _tensor_key(k), _tensor_key(v), _tensor_key(out), _tensor_key(lse_out), causal,
                     scale, window, return_lse, block_n, stages, sms, overlap, pingpong, q_stages, tile_table,
-                    torch.cuda.current_stream(q.device).cuda_stream)
+                    rescale_threshold, warpgroups, torch.cuda.current_stream(q.device).cuda_stream)
         try:
             bound = _FAST.get(fast_key)
         except TypeError:                                   # an unhashable argument: the full path explains it
@@ -239,6 +247,18 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
     q_stages = program.DEFAULT_Q_STAGES[head_dim] if q_stages is None else q_stages
     if q_stages not in (1, 2):
         raise LaunchError(f"argument 'q_stages' must be 1 or 2, got {q_stages!r}")
+    if rescale_threshold is None:
+        rescale_threshold = program.DEFAULT_RESCALE_THRESHOLD[head_dim]
+    if isinstance(rescale_threshold, bool) or not isinstance(rescale_threshold, (int, float)) or \
+            not (rescale_threshold == -1 or 0 <= rescale_threshold <= 16):
+        raise LaunchError(f"argument 'rescale_threshold' must be a number in [0, 16] or -1 (rescale after every KV "
+                          f"tile), got {rescale_threshold!r}")
+    if warpgroups is None:
+        warpgroups = program.DEFAULT_WARPGROUPS[head_dim]
+    if warpgroups not in (2, 3) or isinstance(warpgroups, bool) or (warpgroups == 3 and head_dim != 64):
+        raise LaunchError(f"argument 'warpgroups' must be 2, or 3 with head_dim 64 (the registers of larger head_dims "
+                          f"do not fit 160 per thread), got {warpgroups!r} with head_dim {head_dim}")
+    block_m = 64 * warpgroups
     if block_n not in program.BLOCK_NS:
         raise LaunchError(f"argument 'block_n' must be one of {list(program.BLOCK_NS)}, got {block_n!r}")
     if out4 is None:
@@ -276,11 +296,11 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
     table = None
     if tile_table:
         seqlens = lengths if varlen else ([seqlen_q] * batch, [seqlen_k] * batch)
-        table = _device_table(tiles.tile_table(seqlens[0], seqlens[1], heads, block_n, causal, sms, (left, right)),
-                              q.device, torch)
+        table = _device_table(tiles.tile_table(seqlens[0], seqlens[1], heads, block_n, causal, sms, (left, right),
+                                               block_m, causal and not direct), q.device, torch)
         num_tiles = table.shape[0]
     else:
-        num_tiles = batch * heads * -(-seqlen_q // program.BLOCK_M)
+        num_tiles = batch * heads * -(-seqlen_q // block_m)
     if num_tiles == 0:
         return (result_out, lse) if return_lse else result_out
     grid = max(1, min(num_tiles, sms))            # the table of min(tiles, sms) CTAs is the same table
@@ -289,7 +309,7 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
         lse_arg = lse.unsqueeze(0) if varlen else lse
     else:     # the grid order reads the batch from the LSE argument's first dimension
         lse_arg = torch.empty((batch, 1, 1), dtype=torch.float32, device=q.device)
-    q_map = TensorMap(q4, (1, program.BLOCK_M, 1, program.BOX), swizzle="128B")
+    q_map = TensorMap(q4, (1, block_m, 1, program.BOX), swizzle="128B")
     k_map = TensorMap(k4, (1, block_n, 1, program.BOX), swizzle="128B")
     v_map = TensorMap(v4, (1, block_n, 1, program.BOX), swizzle="128B")
     o_map = TensorMap(store, (1, 64, 1, program.BOX), swizzle="128B")
@@ -300,33 +320,34 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
             cu_seqlens_k if varlen else dummy["cu"], seqlen_q, seqlen_k, heads, heads // kv_heads,
             program.log2_scale(scale), 0 if left is None else left, 0 if right is None else right, head_dim, block_n,
             stages, right is not None, return_lse, bool(overlap), bool(pingpong) and bool(overlap), q_stages,
-            left is not None, table is not None, varlen, direct)
+            left is not None, table is not None, varlen, direct, float(rescale_threshold), warpgroups)
     if fast_key is not None and store is out4:
         # a packed launch over non-owning views of the same memory (it keeps no user tensor alive); a later call
         # with the same tensors' metadata, addresses, options and stream is one driver call
-        bound = _pack(q4, k4, v4, store, out2d, lse_arg, rest, block_n, grid, torch)
+        bound = _pack(q4, k4, v4, store, out2d, lse_arg, rest, block_m, block_n, grid, torch)
         if bound is not None:
             if len(_FAST) >= FAST_ENTRIES:
                 _FAST.pop(next(iter(_FAST)))
             _FAST[fast_key] = (bound, lse_arg, rest[0])     # the LSE placeholder and the table are ours: kept
             bound(stream)
             return (result_out, lse) if return_lse else result_out
-    program.attention_forward[(grid,), (program.THREADS,)](q_map, k_map, v_map, o_map, out2d, lse_arg, *rest,
-                                                           stream=stream)
+    program.attention_forward[(grid,), (program.threads(warpgroups),)](q_map, k_map, v_map, o_map, out2d, lse_arg,
+                                                                       *rest, stream=stream)
     if store is not out4:
         out4.copy_(store)
     return (result_out, lse) if return_lse else result_out
 
 
-def _pack(q4, k4, v4, store, out2d, lse_arg, rest, block_n, grid, torch):
+def _pack(q4, k4, v4, store, out2d, lse_arg, rest, block_m, block_n, grid, torch):
     """The packed launch (``Kernel.bind``) of these arguments over non-owning views, or None (with a warning)
     where it cannot be built: the caller then launches unpacked, so the fast path never costs a working call."""
     try:
         maps = [TensorMap(_view(t, torch), box, swizzle="128B") for t, box in (
-            (q4, (1, program.BLOCK_M, 1, program.BOX)), (k4, (1, block_n, 1, program.BOX)),
+            (q4, (1, block_m, 1, program.BOX)), (k4, (1, block_n, 1, program.BOX)),
             (v4, (1, block_n, 1, program.BOX)), (store, (1, 64, 1, program.BOX)))]
         arrays = [_view(t, torch) for t in (out2d, lse_arg, rest[0], rest[1], rest[2])]
-        return program.attention_forward.bind(*maps, *arrays, *rest[3:], grid=(grid,), block=(program.THREADS,))
+        return program.attention_forward.bind(*maps, *arrays, *rest[3:], grid=(grid,),
+                                              block=(program.threads(block_m // 64),))
     except Exception as err:  # noqa: BLE001 -- any failure here falls back to the plain launch, which reports
         warn(f"tsjit.ops.attention: the packed launch could not be built ({type(err).__name__}: {err}); "
              f"launching unpacked (slower on the host)")

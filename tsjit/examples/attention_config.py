@@ -1,0 +1,51 @@
+"""The configurations of the attention kernel (issue 16, :mod:`tsjit.examples.attention`): supported head_dims,
+KV tile sizes, ring depths, consumer schedules, warpgroup counts and register budgets per head_dim (compile-time
+Python; the defaults ``tsjit.ops.attention`` launches).  Measurements behind the defaults: BENCHMARKS.md."""
+from __future__ import annotations
+
+from tsjit.lang import turns
+
+CONSUMER_WARPGROUPS = 2       # the default; head_dim 64 can run three (WARPGROUPS = 3: 192-row Q tiles)
+THREADS = 128 * (1 + CONSUMER_WARPGROUPS)
+BOX = 64                      # head_dim columns per 128-byte swizzled TMA box (16-bit elements)
+HEAD_DIMS = (64, 128, 256)
+LOG2_E = 1.4426950408889634
+PRODUCER_REGISTERS = 40        # setmaxnreg of the load warps and the consumer warpgroups: what the load warps
+CONSUMER_REGISTERS = 232       # give up (168 - 40, the default 65536 / 384 rounded to 8), each consumer takes (232 - 168)
+PINGPONG_BARRIER = turns.TURN_BARRIER   # named barriers 3, 4: the tensor-core turn of warpgroup 0 / 1 (1, 2: epilogue)
+#: per number of consumer warpgroups: setmaxnreg of the load warps and of the consumers (128 p + 128 w c <= 65536),
+#: and the first named barrier of the turns (the epilogue barriers are 1 .. warpgroups)
+REGISTERS = {2: (PRODUCER_REGISTERS, CONSUMER_REGISTERS), 3: (32, 160)}
+TURN_BARRIERS = {2: PINGPONG_BARRIER, 3: 4}
+
+#: default KV tile rows and ring stages per head_dim (shared memory: Q + 2 rings + O staging < 227 KiB; head_dim
+#: 256 stores O from registers, its staging buffer would not fit)
+DEFAULT_CONFIG = {64: (128, 3), 128: (128, 2), 256: (64, 2)}
+#: KV tile rows the kernel supports: a multiple of 16 (the PV wgmma's K step) that is also a wgmma N for QK^T
+BLOCK_NS = (64, 96, 128, 160, 192)
+#: default stages of the Q ring per head_dim: with 2 the producer loads the next work tile's Q (and its first
+#: K/V tiles) while the consumers finish the current one
+DEFAULT_Q_STAGES = {64: 2, 128: 2, 256: 1}
+#: the consumer schedule per head_dim: software-pipelined (``OVERLAP=True``: the softmax of KV tile j runs
+#: while the PV wgmma of tile j-1 is in flight) and whether the two warpgroups take turns at the tensor cores
+#: (``PINGPONG``: faster on the H200 on most shapes once the first KV tile is peeled, BENCHMARKS.md 2026-12-01).
+#: The one-tile schedule (``overlap=False``) stays available as the reference.
+DEFAULT_OVERLAP = {64: True, 128: True, 256: True}
+DEFAULT_PINGPONG = {64: True, 128: True, 256: True}
+#: conditional rescaling per head_dim (``RESCALE_THRESHOLD`` of :func:`attention_forward`, powers of 2; -1: O is
+#: rescaled after every KV tile).  Off everywhere (H200, 2026-12-01, (2, 16, 8192, 128)): threshold 8 gains 2-5%
+#: (698 vs 683 TFLOP/s non-causal) but its stale maxima round the largest P (1.3x-2.3x flash's max error), and
+#: threshold 0 (exact) loses 1-4% (the branch costs more than the rescales it skips); head_dim 64 loses with both
+DEFAULT_RESCALE_THRESHOLD = {64: -1.0, 128: -1.0, 256: -1.0}
+#: consumer warpgroups per head_dim (64 Q rows each; 3 fits the registers of head_dim 64 only)
+DEFAULT_WARPGROUPS = {64: 3, 128: 2, 256: 2}
+
+
+def threads(warpgroups: int = CONSUMER_WARPGROUPS) -> int:
+    """Threads per CTA: the load warpgroup and ``warpgroups`` consumer warpgroups."""
+    return 128 * (1 + warpgroups)
+
+
+__all__ = ["CONSUMER_WARPGROUPS", "THREADS", "BOX", "HEAD_DIMS", "LOG2_E", "PRODUCER_REGISTERS", "CONSUMER_REGISTERS",
+           "PINGPONG_BARRIER", "REGISTERS", "TURN_BARRIERS", "DEFAULT_CONFIG", "BLOCK_NS", "DEFAULT_Q_STAGES",
+           "DEFAULT_OVERLAP", "DEFAULT_PINGPONG", "DEFAULT_RESCALE_THRESHOLD", "DEFAULT_WARPGROUPS", "threads"]
