@@ -43,7 +43,11 @@ CONFIGS = [(d, causal, tsjit.BFloat16, "pingpong", {}) for d in (64, 128, 256) f
 CONFIGS += [(128, True, tsjit.BFloat16, "pingpong", dict(window=True)),
             (128, False, tsjit.BFloat16, "pingpong", dict(varlen=True)),
             (64, True, tsjit.Float16, "pingpong", dict(varlen=True, window=True)),
-            (128, False, tsjit.BFloat16, "pingpong", dict(block_n=160, q_stages=1))]
+            (128, False, tsjit.BFloat16, "pingpong", dict(block_n=160, q_stages=1)),
+            (64, True, tsjit.BFloat16, "pingpong", dict(warpgroups=2)),
+            (64, False, tsjit.BFloat16, "pingpong", dict(warpgroups=3, block_n=96)),
+            (128, True, tsjit.BFloat16, "pingpong", dict(rescale_threshold=8.0)),
+            (64, False, tsjit.BFloat16, "overlapped", dict(rescale_threshold=0.0))]
 CONFIGS += [(d, causal, tsjit.BFloat16, schedule, {}) for d, causal in ((128, True), (64, False))
             for schedule in ("one-tile", "overlapped")]
 CONFIGS += [(128, False, tsjit.Float16, "pingpong", {})]
@@ -79,8 +83,12 @@ def test_attention_compiles_without_spills(head_dim, causal, dtype, schedule, op
     direct = options.get("varlen", False) or head_dim == 256
     assert ("cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group" in ptx) != direct, \
         "O by TMA stores, or from registers for variable-length batches and head_dim 256"
-    assert re.search(rf"setmaxnreg\.dec\.sync\.aligned\.u32\s+{attention.PRODUCER_REGISTERS};", ptx)
-    assert re.search(rf"setmaxnreg\.inc\.sync\.aligned\.u32\s+{attention.CONSUMER_REGISTERS};", ptx)
+    warpgroups = options.get("warpgroups") or attention.DEFAULT_WARPGROUPS[head_dim]
+    producer, consumer = attention.REGISTERS[warpgroups]       # 40 / 232 with two consumer warpgroups, 32 / 160
+    assert re.search(rf"setmaxnreg\.dec\.sync\.aligned\.u32\s+{producer};", ptx)
+    assert re.search(rf"setmaxnreg\.inc\.sync\.aligned\.u32\s+{consumer};", ptx)
+    # conditional rescaling: a warp-uniform vote on whether the maxima move
+    assert ("vote.sync.any.pred" in ptx) == (options.get("rescale_threshold", -1) >= 0)
     assert "ex2.approx.ftz.f32" in ptx and "ex2.approx.f32" not in ptx, "exp2 with flushed subnormals: one MUFU"
 
 
