@@ -180,21 +180,7 @@ def test_checker_can_be_switched_off():
 
 
 # -- partial-order reduction ------------------------------------------------------------------------
-def _kinds(result):
-    return sorted({r.kind for r in result.reports})
-
-
-@pytest.mark.parametrize("case", [c for c in CASES if c.exhaustive], ids=str)
-def test_reduction_agrees_with_the_full_search(case):
-    for fixed in (False, True):
-        full = check(case, fixed, reduce=False, max_states=300_000)
-        if full.capped:
-            continue
-        reduced = check(case, fixed)
-        assert reduced.verdict == full.verdict, case.name
-        assert _kinds(reduced) == _kinds(full), case.name
-
-
+# (the reduced and full searches agree on the whole corpus: test_reduction_agreement.py)
 def test_reduction_shrinks_the_gemm_state_space():
     reduced, full = check(gemm()), check(gemm(), reduce=False, max_states=1_000_000)
     assert full.verdict == reduced.verdict == "SAFE"

@@ -105,8 +105,7 @@ CASES = [
          P1=("'ab'", "TmaUmma", "'mma'", "tcgen05.commit"), X=("'load'", "'ab'", "ProducerAcquire")),
     case("accumulator_consumer_group_of_one", "the UmmaAsync accumulator's consumer_group is 1, but all 128 "
          "epilogue threads release it", tutorial3(acc=lambda: accumulator(consumers=1)), tutorial3(),
-         P1=("'acc'", "UmmaAsync", "'epilogue'")),   # X alone: the reduced search also reports a deadlock the
-                                                    # full one does not (tests/ts/verify/test_exhaustive.py)
+         P1=("'acc'", "UmmaAsync", "'epilogue'"), X=("'epilogue'", "acc.empty[0]", "ConsumerRelease")),
     case("accumulator_released_before_its_tmem_is_read", "the epilogue releases the TMEM accumulator before "
          "its tcgen05.ld", tutorial3(epilogue=(("acc", "wait"), ("acc", "release"), ("acc", "read"), ("c", "store"))),
          tutorial3(), B1=("'epilogue'", "'acc'", "ConsumerWork 'read'")),
