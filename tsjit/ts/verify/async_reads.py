@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 
 from tsjit.errors import short_path
 
-__all__ = ["Family", "FAMILIES", "Event", "work_events", "InFlight"]
+__all__ = ["Family", "FAMILIES", "Event", "work_events", "InFlight", "body_statements"]
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class Event:
 
 
 _MAX_DEPTH = 3
-_parsed: dict = {}             # code object -> its body statements (_statements)
+_parsed: dict = {}             # code object -> its body statements (body_statements)
 
 
 def _resolve(node, scope: dict, resource):
@@ -322,9 +322,10 @@ class _Walker(ast.NodeVisitor):
                 self._add(event)
 
 
-def _statements(function) -> list:
+def body_statements(function) -> list:
     """The body statements of ``function``'s source, parsed once per code object (the syntax is
-    all that is cached: what the names mean is resolved again for every step)."""
+    all that is cached: what the names mean is resolved again for every step); ``[]`` when its
+    source is not available."""
     code = function.__code__
     if code not in _parsed:
         try:
@@ -339,7 +340,7 @@ def _statements(function) -> list:
 
 def _function_events(function, step, resource, depth: int, seen: set, barriers) -> list:
     walker = _Walker(function, step, resource, depth, seen, barriers)
-    for statement in _statements(function):
+    for statement in body_statements(function):
         walker.visit(statement)
     walker._flush(final=True)
     return walker.events

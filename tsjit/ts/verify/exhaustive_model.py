@@ -65,6 +65,7 @@ from tsjit.ts.verify.exhaustive_probes import fold_probes
 from tsjit.ts.verify.exhaustive_program import (Access, Barrier, Copy, Op, Process,  # noqa: F401 (re-exported)
                                                 Program)
 from tsjit.ts.verify.exhaustive_regions import RegionTable, stage_parts
+from tsjit.ts.verify.work_fields import names_field
 
 __all__ = ["Barrier", "Access", "Copy", "Op", "Process", "Program", "compile_program"]
 
@@ -428,7 +429,8 @@ class _Compiler:
                 segment.append(Access("read", region, step, es.iteration, es.tile))
             elif (id(ring), True) in cursors and any(
                     s.stage is S.ProducerAcquire and s.resource is ring
-                    for s in task.schedule.steps):
+                    for s in task.schedule.steps) and (cfg is None or names_field(step, resource, ring)):
+                # a ring's own work writes another ring only if its body names it (work_fields)
                 slot = cursors[(id(ring), True)].work_slot()
                 region = self.regions.stage_region(ring, slot, "producer", cta=proc.cta)
                 segment.append(Access("write", region, step, es.iteration, es.tile))
