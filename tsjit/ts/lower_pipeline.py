@@ -1,10 +1,11 @@
-"""Lowering of mbarrier pipelines: storage, init, cursors and the six operations.
+"""Lowering of mbarrier pipelines: cursors, the six operations and the producer tail.
 
-Storage: each pipelined resource gets 2 x S 8-byte mbarriers in the kernel's single dynamic
-shared-memory block (full[0..S) then empty[0..S)).  :func:`initialize` (run by
-``setup_resources_and_tasks``) has thread 0 initialize them with the arrival counts of the
-ring (full: ``producer_group.size``, empty: ``consumer_group.size``, times the cluster size when
-releases reach every CTA), then ``fence.mbarrier_init`` and a CTA barrier (a cluster barrier under a cluster).
+Storage (:mod:`tsjit.ts.lower_pipeline_storage`, re-exported here: :class:`PipelineStorage`,
+:func:`place_allocator`, :func:`allocate`, :func:`initialize`): each pipelined resource gets
+2 x S 8-byte mbarriers in the kernel's single dynamic shared-memory block (full[0..S) then
+empty[0..S)), initialised by thread 0 with the arrival counts of the ring (full:
+``producer_group.size``, empty: ``consumer_group.size``, times the cluster size when releases
+reach every CTA), then ``fence.mbarrier_init`` and a CTA barrier (a cluster barrier under a cluster).
 
 Cursors live in registers of the task that owns them, as SSA values of the task's scope:
 ``(index, phase)`` per side and per advance point.  The producer starts at phase 1 (a fresh
@@ -41,145 +42,14 @@ from tsjit.lang import builtins as B
 from tsjit.lang import dtypes as dt
 from tsjit.lang import sync
 from tsjit.lang import tcgen05
-from tsjit.lang.memory import shared_pointer
-from tsjit.lang.tcgen05 import TCGEN05_TARGETS
 from tsjit.lang.values import Value, cast_to, compare, constant, select
 from tsjit.ts import protocol, tx_bytes
 from tsjit.ts.enums import ScheduleStage
-from tsjit.ts.group import group_of
-from tsjit.ts.group_protocol import barrier_owners, cursor_owner, member_actions
+from tsjit.ts.group_protocol import cursor_owner, member_actions
+from tsjit.ts.lower_pipeline_storage import (PipelineStorage, allocate, initialize,  # noqa: F401 (re-exported)
+                                           place_allocator)
 from tsjit.ts.protocol import (Advance, Arrive, ArmTx, BarrierKind, CommitUmma, Ctas, Cursor, Gate, Probe, SetStage,
                                WaitParity, Who)
-
-
-class PipelineStorage:
-    """Where one resource's barriers live and how many arrivals each side makes.
-
-    Under a cluster of C CTAs (``cta_layout_vmnk``), a TmaAsync ring is shared cluster-wide: the
-    producers multicast parts of a stage into every CTA, so a stage may only be refilled once the
-    consumers of *all* C CTAs released it: every consumer arrival goes to the empty barrier of each
-    CTA of the cluster (remote arrives), and the empty barriers expect C x ``consumer_group.size``.
-    """
-
-    def __init__(self, resource, offset: int, empty_offset: int | None = None):
-        cfg = resource.pipeline_config
-        self.resource = resource
-        self.config = cfg
-        self.ring = protocol.ring(cfg, resource)
-        self.stages = self.ring.stages
-        self.offset = offset
-        # a pipeline-group member: its full and empty barriers are separate arrays of the group's
-        self.empty_offset = offset + 8 * self.stages if empty_offset is None else empty_offset
-        self.group = group_of(resource)
-        self.cluster = self.ring.cluster
-
-    def barrier(self, kind: BarrierKind, index) -> object:
-        """full[index] or empty[index]."""
-        return self.full(index) if kind is BarrierKind.Full else self.empty(index)
-
-    def full(self, index) -> object:
-        return shared_pointer(self.offset, dt.Int64, 8).offset(index)
-
-    def empty(self, index) -> object:
-        return shared_pointer(self.empty_offset, dt.Int64, 8).offset(index)
-
-    def arrays(self) -> list:
-        """``(offset, stages, count)`` of each barrier array this storage initialises: its full and
-        empty barriers; none for a group member (:func:`initialize` initialises the group's once)."""
-        if self.group is not None:
-            return []
-        return [(self.offset, self.stages, self.ring.full_count),
-                (self.empty_offset, self.stages, self.ring.empty_count)]
-
-
-def place_allocator(ctx, manager):
-    """Reserve the TaskManager's SMEM-allocator layout (data allocations and ring barriers) as one region
-    of the kernel's dynamic shared-memory block; returns its byte offset (None without an allocator).
-    Every :class:`~tsjit.ts.memory.SmemAllocation` then knows its device address (``block_base``)."""
-    allocator = getattr(manager, "smem_allocator", None)
-    if allocator is None or not allocator.is_laid_out or allocator.total_bytes == 0:
-        return None
-    base = ctx.reserve_shared(allocator.total_bytes, max(1024, allocator.max_alignment))
-    for alloc in allocator.allocations:
-        alloc.block_base = base
-    return base
-
-
-def allocate(ctx, manager, base) -> dict:
-    """Place each pipelined resource's barriers; returns {resource: PipelineStorage}.  Declares the
-    cluster shape of the rings' ``cta_layout_vmnk`` as part of the launch contract.
-
-    Barriers go where the allocator put them (``barrier_offset`` from the allocator region at ``base``);
-    a resource the allocator does not know gets its own reservation.
-
-    Raises:
-        CompilationError: a pipeline type this target cannot lower; rings disagree on the cluster."""
-    allocator = getattr(manager, "smem_allocator", None)
-    storages = {}
-    clusters = set()
-    target = ctx.target_name
-    for resource in manager.resources:
-        cfg = getattr(resource, "pipeline_config", None)
-        if cfg is None:
-            continue
-        if not cfg.protocol.lowered or (cfg.protocol.needs_sm100 and target not in TCGEN05_TARGETS):
-            if target.startswith("sm_9"):
-                raise CompilationError(
-                    f"resource '{resource.name}': {cfg.pipeline_type.value} pipelines need tcgen05/CLC hardware "
-                    f"(sm_100a); on {target} use AsyncAsync or TmaAsync")
-            raise CompilationError(
-                f"resource '{resource.name}': the {cfg.pipeline_type.value} pipeline (tcgen05/CLC) has no "
-                f"{target} lowering in this tsjit build yet; the program verifies on the host "
-                f"(TaskManager), and AsyncAsync / TmaAsync pipelines compile for {target}")
-        group = group_of(resource)
-        if group is not None:
-            if base is None or not allocator.has_barriers(resource):
-                raise CompilationError(
-                    f"resource '{resource.name}' is a member of pipeline group '{group.name}', whose barriers have no "
-                    f"place in shared memory: call smem_allocator.add_pipeline_group({group.name}) before "
-                    f"compute_layout(), or let the TaskManager lay the allocator out")
-            full, empty = allocator.barrier_offsets(resource)
-            storages[resource] = PipelineStorage(resource, base + full, base + empty)
-        else:
-            if base is not None and allocator.has_barriers(resource):
-                offset = base + allocator.barrier_offset(resource)
-            else:
-                offset = ctx.reserve_shared(cfg.barrier_bytes, 8)
-            storages[resource] = PipelineStorage(resource, offset)
-        clusters.add(tuple(cfg.cta_layout_vmnk) if cfg.cta_layout_vmnk else None)
-    layouts = {c for c in clusters if c is not None}
-    if len(layouts) > 1:
-        raise CompilationError(f"pipelines disagree on cta_layout_vmnk {sorted(layouts)} (check L1)")
-    if layouts:
-        v, m, n, k = (tuple(next(iter(layouts))) + (1, 1, 1, 1))[:4]
-        cluster = (v * m, n, k)
-        if cluster != (1, 1, 1):
-            ctx.require_launch(cluster=cluster)
-    return storages
-
-
-def initialize(ctx, storages: dict, clustered: bool = False) -> None:
-    """One elected thread of warp 0 initializes every barrier; fence; CTA (or cluster) barrier."""
-    if not storages:
-        return
-
-    arrays = [array for storage in storages.values() for array in storage.arrays()]
-    groups = barrier_owners([st.group for st in storages.values() if st.group is not None])
-    for group in groups:          # a pipeline group's arrays, each once (shared or per member)
-        member = next(st for st in storages.values() if st.group is group)
-        base = member.offset - 8 * group.num_stages * group.array(member.resource, BarrierKind.Full)[0]
-        arrays += [(base + 8 * group.num_stages * k, a.stages, a.count) for k, a in enumerate(group.barrier_arrays())]
-
-    def init_all():
-        for offset, stages, count in arrays:
-            for s in range(stages):
-                sync.mbarrier_init(shared_pointer(offset, dt.Int64, 8).offset(s), count)
-        sync.fence_mbarrier_init()
-    ctx.if_then(compare("==", B.thread_idx().x, 0), init_all, "pipeline.init", "pipeline.ready")
-    if clustered:
-        sync.cluster_sync()
-    else:
-        B.syncthreads()
 
 
 class Cursors:

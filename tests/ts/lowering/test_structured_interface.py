@@ -21,7 +21,7 @@ from tsjit.ts.enums import BlockCondition
 from tsjit.ts.schedule import Guard, Trip
 
 TS = pathlib.Path(tsjit.__file__).parent / "ts"
-LOWERING = [TS / "lowering.py", TS / "lower_pipeline.py", TS / "lower_debug.py"]
+LOWERING = [TS / "lowering.py", TS / "lower_pipeline.py", TS / "lower_pipeline_storage.py", TS / "lower_debug.py"]
 
 
 @pytest.mark.parametrize("path", LOWERING, ids=lambda p: p.name)
