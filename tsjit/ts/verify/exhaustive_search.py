@@ -29,15 +29,18 @@ findings are those of the miscount-free paths, which both searches (reduced and 
 Partial-order reduction (persistent sets, Godefroid 1996).  Each op and copy has a packed
 *footprint* -- the barriers it arrives on / waits on, the regions whose accesses it begins
 or ends, the PDL flag -- and a *query mask* such that ``query(t) & footprint(u) != 0``
-exactly when t and u are dependent (arrive vs wait on one barrier; two arrives on a
-barrier whose arrivals are not all alike; conflicting region accesses; PDL wait vs
-launch).  From a state, the search expands only the enabled transitions of a set ``P`` of
+exactly when t and u are dependent (arrive vs wait on one barrier; two arrivals of
+different kinds -- count, bytes -- on one barrier, while arrivals of one kind commute;
+conflicting region accesses; PDL wait vs launch).  From a state, the search expands only the enabled transitions of a set ``P`` of
 processes closed under: for an enabled next op ``t`` of a process in ``P``, every other
 process whose *free run* contains a transition dependent with ``t`` joins ``P``; for a
 blocked wait on barrier ``b``, every process whose free run arrives on ``b`` joins.  The
 free run of a process outside ``P`` is how far it could get without any help from ``P``:
 its ops up to the first wait that cannot pass on the arrivals the other outside processes
-(and copies) could still deliver (counted per barrier).  Any sequence of moves by
+(and copies) could still deliver (counted per barrier, with the TMA bytes they could still
+land against the bytes armed).  An op that touches nothing visible, or whose query meets no
+footprint in what any other process has left (a superset of its free run), is a persistent
+set alone, found without free runs.  Any sequence of moves by
 processes outside ``P`` is then independent of what ``P`` does, so ``P``'s enabled
 transitions form a persistent set; the smallest such set over the possible starting
 processes is used.  The state graph is acyclic (every transition advances an op counter
@@ -96,6 +99,7 @@ class _Layout:
         self.arr, self.wt = 0, barriers
         self.wr, self.rd = 2 * barriers, 2 * barriers + regions
         self.pdl = 2 * barriers + 2 * regions
+        self.kind = self.pdl + 2          # one bit per arrival kind on a barrier with several kinds
 
 
 class Model:
@@ -133,9 +137,11 @@ class Model:
                             spawn_wr |= 1 << copy.access.region
                         else:
                             spawn_rd |= 1 << copy.access.region
-                arr = 0
-                for b, _n, _tx in op.arrivals:
+                arr = kinds = others = 0
+                for b, n, tx in op.arrivals:
                     arr |= 1 << b
+                    kinds |= self.kind_bits.get((b, (n, tx)), 0)
+                    others |= self.kind_others.get((b, (n, tx)), 0)
                 wt = 0
                 if op.guard >= 0:
                     wt |= 1 << op.guard
@@ -143,20 +149,33 @@ class Model:
                     wt |= 1 << op.probe_barrier
                 wr = ended[0] | begun[0] | spawn_wr
                 rd = ended[1] | begun[1] | spawn_rd
-                fp = arr | wt << lay.wt | wr << lay.wr | rd << lay.rd | op.pdl << lay.pdl
+                fp = arr | wt << lay.wt | wr << lay.wr | rd << lay.rd | op.pdl << lay.pdl | kinds
                 op.footprint = fp
                 run = fp
                 for copy in op.spawns:
                     run |= self.copy_fp(copy)
                 fps.append(run)
-                queries.append(self._query(arr, wt, wr, rd, op.pdl))
+                queries.append(self._query(arr, wt, wr, rd, op.pdl) | others)
                 confs.append((self._conf(begun[0] | spawn_wr), self._conf(begun[1] | spawn_rd)))
             self.fp_run.append(fps)
             self.query.append(queries)
             self.new_conf.append(confs)
         self.no_regions = ~(((1 << (2 * lay.G)) - 1) << lay.wr)
+        # ops that touch nothing another transition can see (no barrier, access, copy or PDL
+        # flag): each is a persistent set on its own
+        self.invisible = [[not fp and not q for fp, q in zip(fps, qs)]
+                          for fps, qs in zip(self.fp_run, self.query)]
+        # per process and pc: the footprints of every op from pc on (a superset of any free run)
+        self.suffix = []
+        for fps in self.fp_run:
+            acc, out = 0, [0] * (len(fps) + 1)
+            for j in range(len(fps) - 1, -1, -1):
+                acc |= fps[j]
+                out[j] = acc
+            self.suffix.append(out)
         self.copy_fps = [self.copy_fp(c) for c in self.copies]
-        self.copy_queries = [self._query(1 << c.barrier, 0, *_copy_bits(c), 0) for c in self.copies]
+        self.copy_queries = [self._query(1 << c.barrier, 0, *_copy_bits(c), 0)
+                             | self.kind_others.get((c.barrier, (c.arrivals, -c.nbytes)), 0) for c in self.copies]
 
     def _commutative(self, program) -> None:
         kinds: dict = {}
@@ -166,7 +185,21 @@ class Model:
                     kinds.setdefault(b, set()).add((n, tx))
         for copy in program.copies:
             kinds.setdefault(copy.barrier, set()).add((copy.arrivals, -copy.nbytes))
-        self.noncommutative = sum(1 << b for b, k in kinds.items() if len(k) > 1)
+        # two arrivals of one kind (count, bytes) on a barrier commute: either order is the same
+        # state, and a violation one of them raises the other raises in the other order; arrivals
+        # of different kinds do not (a phase may complete between them), so each kind of a barrier
+        # with several gets a bit of its own that the other kinds' queries test
+        self.kind_bits, self.kind_others = {}, {}
+        bit = self.layout.kind
+        for b, ks in kinds.items():
+            if len(ks) > 1:
+                first = bit
+                for k in sorted(ks):
+                    self.kind_bits[(b, k)] = 1 << bit
+                    bit += 1
+                every = ((1 << bit) - 1) ^ ((1 << first) - 1)
+                for k in ks:
+                    self.kind_others[(b, k)] = every ^ self.kind_bits[(b, k)]
 
     def _access_bits(self, segment) -> tuple:
         wr = rd = 0
@@ -189,13 +222,14 @@ class Model:
     def copy_fp(self, copy) -> int:
         lay = self.layout
         wr, rd = _copy_bits(copy)
-        return (1 << copy.barrier) | wr << lay.wr | rd << lay.rd
+        return (1 << copy.barrier) | wr << lay.wr | rd << lay.rd | \
+            self.kind_bits.get((copy.barrier, (copy.arrivals, -copy.nbytes)), 0)
 
     def _query(self, arr, wt, wr, rd, pdl) -> int:
         lay = self.layout
         wconf, rconf = self._conf(wr), self._conf(rd)
         swapped = ((pdl & 1) << 1) | ((pdl & 2) >> 1)
-        return ((wt | (arr & self.noncommutative)) | arr << lay.wt | (wconf | rconf) << lay.wr
+        return (wt | arr << lay.wt | (wconf | rconf) << lay.wr
                 | wconf << lay.rd | swapped << lay.pdl)
 
     # -- state -------------------------------------------------------------------------------
@@ -327,11 +361,12 @@ class _Searcher:
         P = m.P
         bar0 = self.bar0
         avail_n: dict = {}
-        avail_tx: set = set()
+        landing: dict = {}       # barrier -> transaction bytes the outside's copies may still land
+        arming: set = set()      # barriers the outside may still arm (expect_tx)
         fps: dict = {}
         for cid in outside_copies:
             copy = m.copies[cid]
-            avail_tx.add(copy.barrier)
+            landing[copy.barrier] = landing.get(copy.barrier, 0) + copy.nbytes
             avail_n[copy.barrier] = avail_n.get(copy.barrier, 0) + copy.arrivals
             fps[("c", cid)] = m.copy_fps[cid]
         pos = {i: state[i] for i in outside_procs}
@@ -342,8 +377,10 @@ class _Searcher:
             base = bar0 + 3 * b
             if state[base] != parity:
                 return True
-            return avail_n.get(b, 0) >= state[base + 1] and \
-                (not state[base + 2] or b in avail_tx)
+            if avail_n.get(b, 0) < state[base + 1]:
+                return False
+            tx = state[base + 2]          # armed bytes not landed yet (negative: landed before armed)
+            return tx == 0 or b in arming or 0 < tx <= landing.get(b, 0)
 
         progress = True
         while progress:
@@ -364,10 +401,12 @@ class _Searcher:
                         probes[i] |= 1 << op.probe_key     # the probe may succeed
                     for b, n, tx in op.arrivals:
                         avail_n[b] = avail_n.get(b, 0) + n
-                        if tx:
-                            avail_tx.add(b)
+                        if tx > 0:
+                            arming.add(b)
+                        elif tx < 0:
+                            landing[b] = landing.get(b, 0) - tx
                     for copy in op.spawns:
-                        avail_tx.add(copy.barrier)
+                        landing[copy.barrier] = landing.get(copy.barrier, 0) + copy.nbytes
                         avail_n[copy.barrier] = avail_n.get(copy.barrier, 0) + copy.arrivals
                     run[i] |= m.fp_run[i][j]
                     j += 1
@@ -391,19 +430,50 @@ class _Searcher:
             return m.query[i][state[i]]
         return 1 << op.guard
 
+    def _independent_of_all_futures(self, state, key, live_keys) -> bool:
+        """Whether ``key`` is independent of everything every other live process may still do and
+        every copy in flight (the static suffix of their ops bounds any free run): then it is a
+        persistent set on its own, found without computing free runs."""
+        m = self.m
+        if key[0] == "c" and m.copies[key[1]].after in state[self.copies_at:]:
+            return False
+        q = self.query(state, key)
+        origin = self.origin(key)
+        for other in live_keys:
+            if other == key:
+                continue
+            fp = m.copy_fps[other[1]] if other[0] == "c" else m.suffix[other[1]][state[other[1]]]
+            mask = m.no_regions if self.origin(other) == origin else -1
+            if fp & q & mask:
+                return False
+        return True
+
     def ample(self, state, enabled: list, live_keys: list) -> list:
         if len(enabled) <= 1:
             return enabled
+        invisible = self.m.invisible
+        for key in enabled:
+            if key[0] == "p" and invisible[key[1]][state[key[1]]]:
+                return [key]
+        for key in enabled:
+            if self._independent_of_all_futures(state, key, live_keys):
+                return [key]
         best = None
+        runs: dict = {}          # the free runs of one outside set (several starts meet the same sets)
+        enabled_set = set(enabled)
         for start in enabled:
             members = {start}
             frontier = [start]
             while frontier:
-                outside = [k for k in live_keys if k not in members]
+                if best is not None and len(enabled_set & members) >= len(best):
+                    break            # this start cannot give a smaller set
+                outside = tuple(k for k in live_keys if k not in members)
                 if not outside:
                     break
-                fps = self.free_runs(state, [k[1] for k in outside if k[0] == "p"],
-                                     [k[1] for k in outside if k[0] == "c"])
+                fps = runs.get(outside)
+                if fps is None:
+                    fps = runs[outside] = self.free_runs(state, [k[1] for k in outside if k[0] == "p"],
+                                                         [k[1] for k in outside if k[0] == "c"])
                 new = []
                 for key in frontier:
                     if key[0] == "c" and self.m.copies[key[1]].after in state[self.copies_at:]:
