@@ -25,15 +25,16 @@ def accumulator(stages: int = 1, consumers: int = 128):
 
 
 def tutorial3(ab=tma_umma, acc=accumulator, mma_tail=(("acc", "commit"),), mma_head=(("acc", "acquire"),),
-              epilogue=(("acc", "wait"), ("acc", "read"), ("c", "store"), ("acc", "release")), mma_loop=MMA):
-    """Tutorial 3's shape (load -> MMA -> TMEM -> store): TmaUmma ring ``ab``, UmmaAsync accumulator ``acc``."""
+              epilogue=(("acc", "wait"), ("acc", "read"), ("c", "store"), ("acc", "release")), mma_loop=MMA, trips=4):
+    """Tutorial 3's shape (load -> MMA -> TMEM -> store): TmaUmma ring ``ab``, UmmaAsync accumulator ``acc``;
+    ``trips``: K tiles (4: the 4-stage ring never wraps)."""
     def program():
         def resources():
             return {"ab": Ring(name="ab", pipeline_config=ab()), "acc": Ring(name="acc", pipeline_config=acc()),
                     "c": GmemDest(name="c", dst=FakeValue("c"))}
-        specs = [TaskSpec("load", 0, 1, (), ("ab",), {"loop": LOAD}, domain=(0, 4, 1)),
+        specs = [TaskSpec("load", 0, 1, (), ("ab",), {"loop": LOAD}, domain=(0, trips, 1)),
                  TaskSpec("mma", 1, 1, ("ab",), ("acc",), {"head": list(mma_head), "loop": list(mma_loop),
-                                                           "tail": list(mma_tail)}, domain=(0, 4, 1)),
+                                                           "tail": list(mma_tail)}, domain=(0, trips, 1)),
                  TaskSpec("epilogue", 2, 4, ("acc",), ("c",), {"tail": list(epilogue)}, domain=(0, 0, 1))]
         return Program("tutorial 3 shape", resources, specs, lambda r: {r["acc"]: [r["ab"]], r["c"]: [r["acc"]]})
     return program

@@ -38,8 +38,9 @@ EPILOGUE = [("acc", "wait"), ("acc", "read"), ("out", "store"), ("acc", "release
 
 def pair_gemm(*, num_bytes=PER_WARP * 2, per_warp=PER_WARP, ab_consumers=1, ab_consumer=LEADER,
               acc_producer=LEADER, acc_consumers=256, acc_layout=PAIR, mma_loop=MMA_LOOP, epilogue=EPILOGUE,
-              mma_cta=None, epilogue_cta=None):
-    """A Program factory for the pair GEMM with one knob turned (the defaults are correct)."""
+              mma_cta=None, epilogue_cta=None, trips=2):
+    """A Program factory for the pair GEMM with one knob turned (the defaults are correct); ``trips``: tiles of
+    each task (2: the ring never wraps)."""
     def program():
         def resources():
             ab = Ring(name="ab", pipeline_config=PipelineConfig.create_tma_umma_pipeline_cfg(
@@ -49,10 +50,10 @@ def pair_gemm(*, num_bytes=PER_WARP * 2, per_warp=PER_WARP, ab_consumers=1, ab_c
                 1, threads(1), threads(acc_consumers), acc_layout, producer_signaling_threads=acc_producer))
             return {"ab": ab, "acc": acc, "out": GmemDest(name="out", dst=FakeValue("c"), smem=acc)}
         specs = [TaskSpec("load", 0, 1, (), ("ab",), {"loop": [("ab", "acquire"), ("ab", "tma_load"),
-                                                              ("ab", "commit")]}, domain=(0, 2, 1)),
-                 TaskSpec("mma", 1, 1, ("ab",), ("acc",), {"loop": list(mma_loop)}, domain=(0, 2, 1),
+                                                              ("ab", "commit")]}, domain=(0, trips, 1)),
+                 TaskSpec("mma", 1, 1, ("ab",), ("acc",), {"loop": list(mma_loop)}, domain=(0, trips, 1),
                           only_cta=mma_cta),
-                 TaskSpec("epi", 4, 4, ("acc",), ("out",), {"loop": list(epilogue)}, domain=(0, 2, 1),
+                 TaskSpec("epi", 4, 4, ("acc",), ("out",), {"loop": list(epilogue)}, domain=(0, trips, 1),
                           only_cta=epilogue_cta)]
         return Program("2-CTA pair GEMM", resources, specs, lambda r: {r["acc"]: [r["ab"]], r["out"]: [r["acc"]]})
     return program
