@@ -32,6 +32,8 @@ def test_mmas_after_the_release_race_with_the_refill(program, reader):
     assert "race on 'ab' stage" in race.message
     assert "task 'load'" in race.message and "writes it (TMA copy in flight)" in race.message
     assert "task 'mma'" in race.message and reader in race.message
+    assert "Task 'mma' reads 'ab' after releasing that stage in the same iteration" in race.message
+    assert "Release after the work that reads the stage" in race.message
 
 
 @pytest.mark.parametrize("program", [tutorial3(trips=8), pair_gemm(trips=4)], ids=["tutorial3", "pair"])

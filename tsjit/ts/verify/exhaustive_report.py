@@ -215,6 +215,21 @@ def _race_pairs(model, event):
                 yield (i, access, copy), (c.process, c.access, c)
 
 
+def _released_before(model, proc: int, access):
+    """The release op of ``access``'s ring that ``proc`` ran before the access, in the same loop
+    iteration and tile (a read after its own release: nothing keeps the stage), else None."""
+    if access.mode != "read":
+        return None
+    ring = model.program.regions.keys[access.region][0]
+    ops = model.ops[proc]
+    at = next((k for k, o in enumerate(ops) if any(x is access for x in o.segment)  # opened by op k
+               or any(c.access is access for c in o.spawns)), None)
+    if at is None:
+        return None
+    return next((o for o in reversed(ops[:at + 1]) if o.kind == "release" and o.resource is ring
+                 and o.iteration == access.iteration and o.tile == access.tile), None)
+
+
 def _race(model, result, event, variant, seen) -> list:
     out = []
     regions = model.program.regions
@@ -243,6 +258,14 @@ def _race(model, result, event, variant, seen) -> list:
             lines.append(f"  Both tasks fill {a.step.resource.name!r}: when each fills its own part "
                          f"of the stage (split A/B loads), declare num_bytes_per_warp_per_cta in its "
                          f"PipelineConfig; otherwise let one task fill the stage.")
+        for who, access in ((i, a), (j, b)):
+            release = _released_before(model, who, access)
+            if release is not None:
+                lines.append(f"  Task {model.procs[who].task.name!r} reads {release.resource.name!r} after "
+                             f"releasing that stage in the same iteration ({release.step.describe()}): the "
+                             f"release lets the producer refill it under the read (on an UMMA ring, the "
+                             f"tcgen05.commit release covers only the MMAs issued before it).  Release after "
+                             f"the work that reads the stage.")
         if a.in_flight or b.in_flight:
             lines.append("  The read is asynchronous: retire it (wgmma.wait_group / bulk_wait_group "
                          "with fewer groups pending) before the release or commit that lets the "

@@ -31,8 +31,8 @@ Partial-order reduction (persistent sets, Godefroid 1996).  Each op and copy has
 or ends, the PDL flag -- and a *query mask* such that ``query(t) & footprint(u) != 0``
 exactly when t and u are dependent (arrive vs wait on one barrier; two arrivals of
 different kinds -- count, bytes -- on one barrier, while arrivals of one kind commute;
-conflicting region accesses; PDL wait vs launch).  From a state, the search expands only the enabled transitions of a set ``P`` of
-processes closed under: for an enabled next op ``t`` of a process in ``P``, every other
+conflicting region accesses; PDL wait vs launch).  From a state, the search expands only
+the enabled transitions of a set ``P`` of processes closed under: for an enabled next op ``t`` of a process in ``P``, every other
 process whose *free run* contains a transition dependent with ``t`` joins ``P``; for a
 blocked wait on barrier ``b``, every process whose free run arrives on ``b`` joins.  The
 free run of a process outside ``P`` is how far it could get without any help from ``P``:
