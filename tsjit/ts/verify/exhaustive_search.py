@@ -32,9 +32,10 @@ or ends, the PDL flag -- and a *query mask* such that ``query(t) & footprint(u) 
 exactly when t and u are dependent (arrive vs wait on one barrier; two arrivals of
 different kinds -- count, bytes -- on one barrier, while arrivals of one kind commute;
 conflicting region accesses; PDL wait vs launch).  From a state, the search expands only
-the enabled transitions of a set ``P`` of processes closed under: for an enabled next op ``t`` of a process in ``P``, every other
-process whose *free run* contains a transition dependent with ``t`` joins ``P``; for a
-blocked wait on barrier ``b``, every process whose free run arrives on ``b`` joins.  The
+the enabled transitions of a set ``P`` of processes closed under: for an enabled next op
+``t`` of a process in ``P``, every other process whose *free run* contains a transition
+dependent with ``t`` joins ``P``; for a blocked wait on barrier ``b``, every process whose
+free run arrives on ``b`` joins.  The
 free run of a process outside ``P`` is how far it could get without any help from ``P``:
 its ops up to the first wait that cannot pass on the arrivals the other outside processes
 (and copies) could still deliver (counted per barrier, with the TMA bytes they could still
