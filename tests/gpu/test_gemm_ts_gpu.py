@@ -1,9 +1,9 @@
 """The Task Scheduling GEMM on the GPU (issue 5): relative Frobenius error < 1e-2 against numpy float64
 on fresh random bf16 inputs with a poisoned output, square and ragged shapes.
 
-Also under the CPU interpreter (``gpu_or_interpret``): one GEMM costs seconds there, so the
-interpreted run keeps the cases of :data:`INTERPRETED` (256x256x128 with both B layouts and a 2x1
-cluster, a ragged shape, both epilogues) and skips the others, which differ from them only in size."""
+Also under the CPU interpreter (``gpu_or_interpret``): one GEMM costs seconds there, so each GPU shape
+runs at its own reduced shape of :data:`INTERPRETED` (the same tile config, stages, cluster, B layout and
+epilogue: two whole tiles, ragged 2 x 2 grids of partial tiles, many K tiles so the ring wraps)."""
 import importlib.util
 
 import numpy as np
@@ -14,22 +14,19 @@ from tsjit.examples import gemm
 
 pytestmark = pytest.mark.gpu_or_interpret
 
-INTERPRETED = {("matches", 128, 128, 128, 1), ("matches", 128, 128, 128, 2), ("matches", 64, 300, 64, 1),
-               ("epilogue", 640, 520, 200, "direct"), ("kn", 128, 128, 128, 1), ("kn", 257, 512, 136, 2)}
+#: the GPU shapes (M, N, K) -> the interpreter's
+INTERPRETED = {(128, 128, 128): (256, 256, 128), (1000, 1000, 1000): (200, 264, 264), (257, 511, 136): (130, 300, 136),
+               (257, 512, 136): (130, 512, 136), (4096, 4096, 4096): (256, 256, 512), (8192, 8192, 1024): (256, 512, 256),
+               (64, 300, 64): (64, 300, 64), (640, 520, 200): (130, 264, 200)}
 
 
 def interpreted_shape(case, *shape):
-    """The GEMM's (M, N, K): on the GPU as given; under the interpreter the reduced shape of a case in
-    :data:`INTERPRETED` (skipping the rest)."""
+    """The GEMM's (M, N, K): on the GPU as given; under the interpreter its reduced shape in :data:`INTERPRETED`."""
     if not env.interpret():
         return shape[:3]
     if importlib.util.find_spec("tsjit.interpret.wgmma") is None:
         pytest.skip("the interpreter's wgmma module (tsjit/interpret/wgmma.py, issue 13 tensor side) is not present")
-    if (case, *shape) not in INTERPRETED:
-        pytest.skip("covered under the interpreter by the reduced cases of INTERPRETED")
-    M, N, K = shape[:3]
-    return (256, 256, 128) if (M, N, K) in ((128, 128, 128), (1000, 1000, 1000)) else \
-        (min(M, 130), min(N, 264), min(K, 128))
+    return INTERPRETED[shape[:3]]
 
 
 @pytest.mark.parametrize("cluster_m", [1, 2])
