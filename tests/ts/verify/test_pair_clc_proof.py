@@ -1,6 +1,9 @@
 """Issue 14: tutorial 6's 2-CTA pair with CLC scheduling (tsjit/examples/bw_persistent_gemm.py,
 ``cta_layout_vmnk = (2, 1, 1, 1)``, every task of both CTAs on the CLC ring) is proven SAFE by the
-exhaustive checker within its default state cap.
+exhaustive checker within its default state cap.  The proof itself runs once, while
+tests/blackwell/test_tutorial6.py compiles that build
+(``test_the_pair_with_clc_is_proven_over_every_task_of_both_ctas_within_the_default_cap``, about 55 000
+states); this file checks the cheaper pair without CLC, whose state count shows the same reductions.
 
 Before, the search stopped at 100 000 states without finishing.  What made it finish (all in
 ts/verify/exhaustive_search.py, each sound for persistent sets):
@@ -18,7 +21,6 @@ import warnings
 import pytest
 
 from tsjit.errors import TsjitError
-from tsjit.ts.options import DEFAULTS
 from tsjit.ts.verify import exhaustive
 
 pytestmark = pytest.mark.filterwarnings("ignore::tsjit.ts.ScheduleWarning")
@@ -51,15 +53,6 @@ def _checked_program(layout, clc):
         exhaustive.check_all_interleavings = original
     assert "program" in seen, "the tutorial's TaskManager never ran its exhaustive check"
     return seen["program"]
-
-
-@pytest.mark.slow
-def test_the_pair_with_clc_is_proven_safe_within_the_default_cap():
-    tasks, graph, allocator = _checked_program((2, 1, 1, 1), True)
-    result = exhaustive.check_all_interleavings(tasks, graph, smem_allocator=allocator)
-    assert result.verdict == "SAFE", result.summary()
-    assert len(result.variants[0].processes) == 10          # every task of both CTAs
-    assert result.states < DEFAULTS.max_states * 0.6, result.summary()
 
 
 def test_the_pair_without_clc_needs_a_few_thousand_states():
