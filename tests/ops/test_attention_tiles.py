@@ -3,7 +3,7 @@ over the persistent CTAs under a causal mask, the tiles that exist for variable-
 import numpy as np
 import pytest
 
-from tsjit.examples.attention_tiles import BLOCK_M, CAUSAL_HEAD_GROUP, tile_table
+from tsjit.examples.attention_tiles import BLOCK_M, CAUSAL_HEAD_GROUP, AttentionShape, Tile, tile_table
 
 
 def work(seqlen_q, seqlen_k, m_block, block_n, left=None, right=None):
@@ -36,13 +36,13 @@ def test_grid_order_without_a_mask_keeps_a_heads_tiles_together():
                                                 (1, 16, 16384), (4, 32, 4096)])
 def test_causal_table_balances_the_ctas(batch, heads, seqlen):
     """The static round-robin queue gives CTA c tiles c, c + 132, ...: the table's order keeps the busiest CTA
-    within 6% of the mean (row order: 7-55% over on these shapes)."""
+    within 1.5% of the mean (row order: 7-55% over on these shapes; the greedy rounds alone: 1.5-4%)."""
     ctas = 132
     table = tile_table([seqlen] * batch, [seqlen] * batch, heads, 128, True, ctas)
     load = np.zeros(ctas)
     for t, (_, m) in enumerate(table.tolist()):
         load[t % ctas] += work(seqlen, seqlen, m, 128, right=0)
-    assert load.max() / load.mean() < 1.06
+    assert load.max() / load.mean() < 1.015
 
 
 def test_causal_table_runs_longest_tiles_first_within_a_head_group():
@@ -60,7 +60,7 @@ def test_window_table_weights_tiles_by_the_kv_tiles_they_visit():
     load = np.zeros(20)
     for t, (_, m) in enumerate(table.tolist()):
         load[t % 20] += work(seqlen, seqlen, m, 128, left=left, right=0)
-    assert len(table) == 2 * 8 * 32 and load.max() / load.mean() < 1.06
+    assert len(table) == 2 * 8 * 32 and load.max() / load.mean() < 1.01
 
 
 def test_tables_are_cached_per_shape():
@@ -87,9 +87,34 @@ def test_192_row_causal_tables_cover_and_balance(bottom_aligned):
     load = np.zeros(ctas)
     for t, (_, m) in enumerate(table.tolist()):
         load[t % ctas] += shifted_work(seqlen, m, 192, 128, shift)
-    assert load.max() / load.mean() < 1.06
+    assert load.max() / load.mean() < 1.01
     top = sum(shifted_work(seqlen, m, 192, 128, 0) for m in range(22))
     bottom = sum(shifted_work(seqlen, m, 192, 128, 128) for m in range(22))
     assert (top, bottom) == (406, 385)       # the longest tile is 2/3 padding at the top, the shortest at the bottom
     if bottom_aligned:                         # the first tile: rows -128 .. 63, one KV tile (+1)
         assert shifted_work(seqlen, 0, 192, 128, shift) == 2 and shifted_work(seqlen, 21, 192, 128, shift) == 33
+
+
+@pytest.mark.parametrize("causal,window", [(True, False), (False, True), (True, True), (False, False)])
+def test_needs_mask_of_a_warps_rows_is_exact(causal, window):
+    """``Tile.needs_mask(col0, row0, rows)`` (host ints: the same expressions the kernel evaluates per warp) is True
+    exactly when some row of ``row0 .. row0 + rows`` must not see some key of the KV tile, brute-forced over random
+    geometries (bottom-right aligned band, keys past seqlen_k)."""
+    rng = np.random.default_rng(16)
+    for _ in range(300):
+        seqlen_q, seqlen_k = (int(x) for x in rng.integers(1, 700, 2))
+        left, right = (int(x) for x in rng.integers(0, 300, 2))
+        right = 0 if causal else right
+        shape = AttentionShape(seqlen_q=seqlen_q, seqlen_k=seqlen_k, heads=1, group=1, num_m_blocks=1,
+                               scale_log2=1.0, head_dim=64, block_n=128, causal=causal, window=window,
+                               window_left=left, window_right=right, block_m=192)
+        tile = Tile(shape, 0, 0, 0, 0, 0, 0, seqlen_q, seqlen_k)
+        row0, col0 = int(rng.integers(-64, seqlen_q)), 128 * int(rng.integers(0, -(-seqlen_k // 128)))
+        rows = np.arange(row0, row0 + 16)[:, None] + (seqlen_k - seqlen_q)
+        keys = np.arange(col0, col0 + 128)[None, :]
+        visible = keys < seqlen_k
+        if causal:
+            visible = visible & (keys <= rows + right)
+        if window:
+            visible = visible & (keys >= rows - left)
+        assert bool(tile.needs_mask(col0, row0, 16)) == bool((~visible).any()), (seqlen_q, seqlen_k, row0, col0)

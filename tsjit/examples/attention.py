@@ -70,15 +70,19 @@ from tsjit import ts
 from tsjit import wgmma
 from tsjit.examples.attention_config import (BLOCK_NS, BOX, CONSUMER_REGISTERS, CONSUMER_WARPGROUPS,  # noqa: F401
                                              DEFAULT_CONFIG, DEFAULT_OVERLAP, DEFAULT_PINGPONG, DEFAULT_Q_STAGES,
-                                             DEFAULT_RESCALE_THRESHOLD, DEFAULT_WARPGROUPS, HEAD_DIMS, LOG2_E,
+                                             DEFAULT_MASK_MODE, DEFAULT_RESCALE_THRESHOLD, DEFAULT_WARPGROUPS,
+                                             DEFAULT_DIRECT_STORE, DEFAULT_O_IN_Q, HEAD_DIMS, LOG2_E, MASK_MODES,
                                              PINGPONG_BARRIER, PRODUCER_REGISTERS, REGISTERS, THREADS, TURN_BARRIERS,
                                              threads)
 from tsjit.examples.attention_tiles import BLOCK_M, AttentionShape
-from tsjit.examples.attention_softmax import (NEG_INF, initial_stats, mask_scores, online_softmax,
+from tsjit.examples.attention_softmax import (NEG_INF, initial_stats, mask_scores, mask_scores_per_key,
+                                              online_softmax,
                                               pack_probabilities, plus, quad_reduce, row_half)
 from tsjit.lang.epilogue import store_fragment_global, store_fragment_shared
 from tsjit.lang import turns
 from tsjit.lang.fragment import Fragment
+from tsjit.lang.values import Value, cast_to
+from tsjit.backend import emit
 from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
 
 
@@ -89,6 +93,22 @@ class AttentionTask(ts.Task):
 
     def get_domain(self, tile_coord):
         return self.shape.tile(tile_coord).kv_range()[1]
+
+
+def k_step(desc, k):
+    """``desc.k_step(k)`` (the descriptor of K-step ``k`` of a wgmma tile), with the start address moved on the
+    descriptor's low 32-bit word: its 14-bit address field cannot carry into the upper word for shared addresses
+    below 256 KiB (PTX ISA §9.7.15.5.1.2.2).  LLVM, which knows the field's range, would fold the word back into
+    a 64-bit add, and ptxas then emits the carry chain and register moves per wgmma; an opaque ``mov.b32`` hides
+    the range, so the add stays 32-bit (compile-time Python; ``k`` a compile-time int)."""
+    if k == 0:
+        return desc
+    word = emit.current().inline_asm(emit.I32, "mov.b32 $0, $1;", "=r,r", [cast_to(desc, tsjit.Uint32).ir],
+                                     side_effect=False)
+    low = Value(word, tsjit.Uint32) + (k * desc.k_step_bytes()) // 16
+    moved = cast_to(low, tsjit.Uint64) | (desc & 0xFFFFFFFF00000000)
+    return wgmma.MatrixDescriptor(moved.ir, desc.element_dtype, desc.major, desc.swizzle, desc.leading_byte_offset,
+                                  desc.stride_byte_offset)
 
 
 # -- resources ----------------------------------------------------------------------------------
@@ -200,7 +220,7 @@ class KTiles(KVRing):
             box = kk // 4
             a_desc = wgmma.make_descriptor(self.q.tiles[q_stage, box, warpgroup], major="K", swizzle="128B")
             b_desc = wgmma.make_descriptor(self.tiles[stage, box], major="K", swizzle="128B")
-            s = wgmma.mma_async(s, a_desc.k_step(kk % 4), b_desc.k_step(kk % 4), n=shape.block_n,
+            s = wgmma.mma_async(s, k_step(a_desc, kk % 4), k_step(b_desc, kk % 4), n=shape.block_n,
                                 scale_d=0 if kk == 0 else 1)
         wgmma.commit_group()
         if tsjit.const_expr(shape.pingpong and peeled):
@@ -221,9 +241,14 @@ class KTiles(KVRing):
         index = stage_info.loop_offset - 1 if peeled else stage_info.loop_offset
         col0 = (tile.kv_range()[0] + index) * shape.block_n
         row0 = tile.row0 + warpgroup * 64
-        if tile.needs_mask(col0):
-            s = mask_scores(s, row0, col0, tile.seqlen_k, tile.offset,
-                            shape.window_right if shape.causal else None, shape.window_left if shape.window else None)
+        bounds = (tile.seqlen_k, tile.offset, shape.window_right if shape.causal else None,
+                  shape.window_left if shape.window else None)
+        if tsjit.const_expr(shape.mask_mode == 2):                  # decided for this warp's 16 rows
+            needs = tile.needs_mask(col0, row0 + 16 * (tsjit.warp_idx() % 4), 16)
+        else:
+            needs = tile.needs_mask(col0)
+        if needs:
+            s = (mask_scores_per_key if shape.mask_mode == 0 else mask_scores)(s, row0, col0, *bounds)
         p, stats = online_softmax(s, stats, shape.scale_log2, shape.rescale_threshold)
         if tsjit.const_expr(overlapped):
             # a store that never runs (row sums are >= 0) but depends on every exp2: ptxas keeps memory
@@ -277,7 +302,7 @@ class VTiles(KVRing):
         wgmma.fence()
         for kk in tsjit.range_constexpr(shape.block_n // 16):
             a = Fragment([p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]], tsjit.Int32)
-            o = wgmma.mma_async(o, a, b_desc.k_step(kk), n=shape.head_dim, a_dtype=self.tmap.dtype)
+            o = wgmma.mma_async(o, a, k_step(b_desc, kk), n=shape.head_dim, a_dtype=self.tmap.dtype)
         wgmma.commit_group()
         if tsjit.const_expr(shape.pingpong):
             turns.pass_turn(warpgroup, TURN_BARRIERS[shape.block_m // 64], shape.block_m // 64)
@@ -307,22 +332,26 @@ class AttentionOutput(ts.MemoryResource):
     128B-swizzled shared-memory staging buffer and TMA stores (clipped at the tensor's end), or, with
     ``shape.direct_store`` (variable-length problems, where the rows past a sequence belong to the next one,
     and head_dim 256, whose staging buffer would not fit), from registers into ``out`` (the rank-2
-    ``(tokens, heads * head_dim)`` view of O) with row and column guards."""
+    ``(tokens, heads * head_dim)`` view of O) with row and column guards.  With ``q`` (``O_IN_Q``), the staging
+    buffer is the work tile's own Q stage (every QK^T of the tile has retired by then, and each warpgroup writes
+    only its own 64 rows): its 32 KiB at head_dim 128 make room for 160-key tiles with two Q stages.  The Q stage
+    is released only after the TMA stores have read it (``store`` waits for them)."""
 
     o_map: object
     out: object
     lse: object
     shape: AttentionShape
     store_lse: bool = True
+    q: object = None
     staging: object = None
 
     def __post_init__(self):
-        if not self.shape.direct_store:
+        if not self.shape.direct_store and self.q is None:
             boxes = self.shape.head_dim // BOX
             self.staging = tsjit.shared_array(self.o_map.dtype, (self.shape.block_m // 64, boxes, 64, BOX), align=1024)
 
     @ts.producer_work()
-    def store(self, stage_info, o, stats):
+    def store(self, stage_info, o, stats, q_stage):
         shape = self.shape
         tile = shape.position(stage_info.work_tile)
         warpgroup = tsjit.warp_idx() // 4 - 1
@@ -336,6 +365,20 @@ class AttentionOutput(ts.MemoryResource):
             col0 = tile.head * shape.head_dim
             store_fragment_global(normalized, self.out, token0 + row0, col0, M=token0 + tile.seqlen_q,
                                   N=col0 + shape.head_dim, tid=tid)
+        elif tsjit.const_expr(self.q is not None):
+            boxes = [self.q.tiles[q_stage, box, warpgroup] for box in range(shape.head_dim // BOX)]
+            for box in tsjit.range_constexpr(shape.head_dim // BOX):     # registers 32 b .. 32 b + 31: box b
+                store_fragment_shared(Fragment([normalized[i] for i in range(32 * box, 32 * box + 32)], tsjit.Float32),
+                                      boxes[box].reshape((1, 64, BOX)), swizzle="128B", tid=tid)
+            tsjit.fence_proxy_async()
+            tsjit.named_barrier_sync(1 + warpgroup, 128)
+            if tid == 0:
+                if row0 >= 0:                     # a box wholly before row 0 (bottom-aligned tiles): not stored
+                    for box in tsjit.range_constexpr(shape.head_dim // BOX):
+                        tsjit.tma_store(self.o_map, boxes[box], (tile.tensor_batch, tile.q_start + row0, tile.head,
+                                                                 box * BOX))
+                    tsjit.bulk_commit_group()
+                tsjit.bulk_wait_group(0, read=True)   # the stores have read the Q stage: it may be released
         else:
             buffer = self.staging[warpgroup]
             if tid == 0:
@@ -383,7 +426,8 @@ def attention_forward(q_map, k_map, v_map, o_map, out, lse, tiles, cu_seqlens_q,
                       Q_STAGES: tsjit.Constexpr[int] = 1, WINDOW: tsjit.Constexpr[bool] = False,
                       TABLE: tsjit.Constexpr[bool] = False, VARLEN: tsjit.Constexpr[bool] = False,
                       DIRECT_STORE: tsjit.Constexpr[bool] = False, RESCALE_THRESHOLD: tsjit.Constexpr[float] = -1.0,
-                      WARPGROUPS: tsjit.Constexpr[int] = CONSUMER_WARPGROUPS):
+                      WARPGROUPS: tsjit.Constexpr[int] = CONSUMER_WARPGROUPS,
+                      MASK: tsjit.Constexpr[int] = DEFAULT_MASK_MODE, O_IN_Q: tsjit.Constexpr[object] = None):
     """Forward attention (module docstring).
 
     ``q_map`` / ``o_map``: TensorMaps of Q and O (B, S_q, H, D) with boxes (1, 128, 1, 64) and (1, 64, 1, 64);
@@ -396,12 +440,16 @@ def attention_forward(q_map, k_map, v_map, o_map, out, lse, tiles, cu_seqlens_q,
     ``window_left`` / ``window_right``: the mask's bounds (``WINDOW`` / ``CAUSAL``; 0 right for causal);
     ``RESCALE_THRESHOLD`` >= 0: conditional rescaling (log2 units, :func:`~attention_softmax.online_softmax`),
     negative: O is rescaled after every KV tile; ``WARPGROUPS``: consumer warpgroups (2, or 3 for head_dim 64),
-    64 Q rows each (``q_map``'s box is (1, 64 * WARPGROUPS, 1, 64)).
+    64 Q rows each (``q_map``'s box is (1, 64 * WARPGROUPS, 1, 64)); ``MASK``: how the scores are masked
+    (``MASK_MODES``); ``O_IN_Q``: O staged in the tile's Q stage (:class:`AttentionOutput`; None: ``DEFAULT_O_IN_Q``
+    of the head_dim unless ``DIRECT_STORE``).
     Launch with :func:`threads` (WARPGROUPS) threads (384 with two) and a persistent grid."""
     if tsjit.const_expr(WARPGROUPS not in REGISTERS):
         raise tsjit.CompilationError(f"attention_forward: WARPGROUPS must be one of {sorted(REGISTERS)}, "
                                      f"got {WARPGROUPS}")
     block_m = 64 * WARPGROUPS
+    if tsjit.const_expr(MASK not in MASK_MODES):
+        raise tsjit.CompilationError(f"attention_forward: MASK must be one of {list(MASK_MODES)}, got {MASK}")
     if tsjit.const_expr(VARLEN and not TABLE):
         raise tsjit.CompilationError("attention_forward: VARLEN needs TABLE (the tiles of the sequences)")
     if tsjit.const_expr(TABLE):
@@ -424,11 +472,17 @@ def attention_forward(q_map, k_map, v_map, o_map, out, lse, tiles, cu_seqlens_q,
                            window_left=window_left, window_right=window_right, table=tiles if TABLE else None,
                            cu_q=cu_seqlens_q if VARLEN else None, cu_k=cu_seqlens_k if VARLEN else None,
                            direct_store=DIRECT_STORE,
-                           rescale_threshold=RESCALE_THRESHOLD if RESCALE_THRESHOLD >= 0 else None, block_m=block_m)
+                           rescale_threshold=RESCALE_THRESHOLD if RESCALE_THRESHOLD >= 0 else None, block_m=block_m,
+                           mask_mode=MASK)
     qs = QTile(name="q", pipeline_config=q_cfg, q_map=q_map, shape=shape)
     ks = KTiles(name="k", pipeline_config=k_cfg, tmap=k_map, q=qs, shape=shape)
     vs = VTiles(name="v", pipeline_config=v_cfg, tmap=v_map, shape=shape)
-    output = AttentionOutput(name="o", o_map=o_map, out=out, lse=lse, shape=shape, store_lse=STORE_LSE)
+    o_in_q = (DEFAULT_O_IN_Q[HEAD_DIM] and not DIRECT_STORE) if O_IN_Q is None else O_IN_Q
+    if tsjit.const_expr(o_in_q and DIRECT_STORE):
+        raise tsjit.CompilationError("attention_forward: O_IN_Q stages O for TMA stores; DIRECT_STORE stores it "
+                                     "from registers: choose one")
+    output = AttentionOutput(name="o", o_map=o_map, out=out, lse=lse, shape=shape, store_lse=STORE_LSE,
+                             q=qs if o_in_q else None)
 
     @ts.schedule
     def load_q_schedule(q: WorkQueue, qt: QTile):
@@ -513,8 +567,12 @@ def attention_forward(q_map, k_map, v_map, o_map, out, lse, tiles, cu_seqlens_q,
                 acc = vt.issue_accumulate(p, acc, last=True)
                 acc = vt.retire(acc)
                 vt.release()
-            qt.release()
-            o.store(acc, stats)
+            if o_in_q:                                         # O is staged in the tile's Q stage
+                o.store(acc, stats, q_stage)
+                qt.release()
+            else:
+                qt.release()
+                o.store(acc, stats, q_stage)
             queue_epilogue(q)
         o.flush()
 
@@ -563,7 +621,7 @@ def log2_scale(scale: float) -> float:
 
 def compile_config(head_dim=128, causal=False, dtype=None, *, block_n=None, stages=None, store_lse=True,
                    overlap=None, pingpong=None, q_stages=None, window=False, table=None, varlen=False,
-                   direct_store=None, rescale_threshold=None, warpgroups=None):
+                   direct_store=None, rescale_threshold=None, warpgroups=None, mask=None, o_in_q=None):
     """Compile :func:`attention_forward` for sm_90a from argument specs alone (no GPU, no tensors): the
     configuration ``tsjit.ops.attention`` would launch for these options (defaults per head_dim as there;
     ``table`` defaults to ``causal or window or varlen``, ``direct_store`` to ``varlen or head_dim == 256``).
@@ -575,9 +633,11 @@ def compile_config(head_dim=128, causal=False, dtype=None, *, block_n=None, stag
     pingpong = DEFAULT_PINGPONG[head_dim] if pingpong is None else pingpong
     q_stages = q_stages or DEFAULT_Q_STAGES[head_dim]
     table = (causal or window or varlen) if table is None else table
-    direct_store = (varlen or head_dim == 256) if direct_store is None else direct_store
+    direct_store = (varlen or DEFAULT_DIRECT_STORE[head_dim]) if direct_store is None else direct_store
     rescale_threshold = DEFAULT_RESCALE_THRESHOLD[head_dim] if rescale_threshold is None else rescale_threshold
     warpgroups = DEFAULT_WARPGROUPS[head_dim] if warpgroups is None else warpgroups
+    mask = DEFAULT_MASK_MODE if mask is None else mask
+    o_in_q = (DEFAULT_O_IN_Q[head_dim] and not direct_store) if o_in_q is None else o_in_q
     q = tsjit.tensormap_spec(dtype, (1, 64 * warpgroups, 1, BOX), swizzle="128B")
     kv = tsjit.tensormap_spec(dtype, (1, block_n, 1, BOX), swizzle="128B")
     o = tsjit.tensormap_spec(dtype, (1, 64, 1, BOX), swizzle="128B")
@@ -587,4 +647,4 @@ def compile_config(head_dim=128, causal=False, dtype=None, *, block_n=None, stag
     cu = tsjit.spec((3,), tsjit.Int32)
     return tsjit.compile(attention_forward, q, kv, kv, o, out, lse, tiles, cu, cu, 1000, 1000, 16, 2, 0.18, 200, 0,
                          head_dim, block_n, stages, causal, store_lse, overlap, pingpong and overlap, q_stages, window,
-                         table, varlen, direct_store, float(rescale_threshold), warpgroups)
+                         table, varlen, direct_store, float(rescale_threshold), warpgroups, mask, o_in_q)

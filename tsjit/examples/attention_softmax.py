@@ -52,7 +52,35 @@ def tree_reduce(values, combine, chains=4):
 def mask_scores(s, row0, col0, seqlen_k, offset, right=None, left=None):
     """S with ``-inf`` where the key column is past ``seqlen_k`` or outside the band
     ``row + offset - left <= key <= row + offset + right`` (``right`` / ``left`` None: unbounded; ``right = 0``
-    is the causal mask); ``row0`` / ``col0`` are the tile origins in rows / keys."""
+    is the causal mask); ``row0`` / ``col0`` are the tile origins in rows / keys.
+
+    Per thread the bounds are folded once per row (its two rows ``r``, ``r + 8``) into the last (and first) visible
+    key relative to the thread's first column, so each register costs one compare against its compile-time column
+    offset ``8 * (i // 4) + i % 2`` and one select (two compares with a left bound)."""
+    tid = tsjit.thread_idx().x
+    row_base, col_base = s.accumulator_coords(0, tid)
+    key_base = col0 + col_base
+    last, first = [], []
+    for h in range(2):
+        row = row0 + row_base + 8 * h
+        bound = seqlen_k - 1 - key_base
+        if right is not None:
+            bound = tsjit.math.min(bound, row + offset + right - key_base)
+        last.append(bound)
+        if left is not None:
+            first.append(row + offset - left - key_base)
+    out = []
+    for i in range(len(s)):
+        h, step = row_half(i), 8 * (i // 4) + i % 2
+        visible = last[h] >= step
+        if left is not None:
+            visible = visible & (first[h] <= step)
+        out.append(tsjit.select(visible, s[i], NEG_INF))
+    return Fragment(out, tsjit.Float32)
+
+
+def mask_scores_per_key(s, row0, col0, seqlen_k, offset, right=None, left=None):
+    """:func:`mask_scores` computed key by key (the previous form; a benchmark variant, MASK = 0)."""
     tid = tsjit.thread_idx().x
     out = []
     for i in range(len(s)):
@@ -115,5 +143,5 @@ def initial_stats():
     return Fragment([NEG_INF, NEG_INF, 0.0, 0.0, 1.0, 1.0, 1.0], tsjit.Float32)
 
 
-__all__ = ["row_half", "quad_reduce", "tree_reduce", "plus", "mask_scores", "online_softmax", "pack_probabilities",
+__all__ = ["row_half", "quad_reduce", "tree_reduce", "plus", "mask_scores", "mask_scores_per_key", "online_softmax", "pack_probabilities",
            "initial_stats", "NEG_INF"]

@@ -154,7 +154,8 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
               return_lse: bool = False, out=None, lse_out=None, block_n: int | None = None, stages: int | None = None,
               sms: int | None = None, overlap: bool | None = None, pingpong: bool | None = None,
               q_stages: int | None = None, tile_table: bool | None = None, rescale_threshold=None,
-              warpgroups: int | None = None):
+              warpgroups: int | None = None, mask_mode: int | None = None, direct_store: bool | None = None,
+              o_in_q: bool | None = None):
     """Scaled dot-product attention forward: ``softmax(scale * q k^T [+ mask]) v``.
 
     Args:
@@ -198,6 +199,15 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
             :func:`tsjit.examples.attention_softmax.online_softmax`).
         warpgroups: consumer warpgroups of 64 Q rows each: 2 (128-row Q tiles), or 3 (192 rows; head_dim 64
             only, whose registers fit 160 per thread); default ``DEFAULT_WARPGROUPS`` per head_dim.
+        mask_mode: how the kernel masks its scores (``tsjit.examples.attention_config.MASK_MODES``; the same mask
+            every way, a tuning option); default ``DEFAULT_MASK_MODE``.
+        direct_store: store O from registers (True) rather than through a shared-memory staging buffer and TMA
+            (False; its 32 KiB at head_dim 128 free room for larger KV tiles); default
+            ``tsjit.examples.attention_config.DEFAULT_DIRECT_STORE`` per head_dim, always with cu_seqlens and
+            head_dim 256 (whose staging buffer would not fit).
+        o_in_q: stage O for its TMA stores in the work tile's Q buffer rather than a buffer of its own (room for
+            larger KV tiles); default ``tsjit.examples.attention_config.DEFAULT_O_IN_Q`` where O is not stored
+            from registers.
 
     Returns:
         ``out``, or ``(out, lse)`` with ``return_lse``.
@@ -213,7 +223,7 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
             and all(type(t) is torch.Tensor for t in (q, k, v, out)) and (window is None or type(window) is tuple):
         fast_key = (_tensor_key(q), _tensor_key(k), _tensor_key(v), _tensor_key(out), _tensor_key(lse_out), causal,
                     scale, window, return_lse, block_n, stages, sms, overlap, pingpong, q_stages, tile_table,
-                    rescale_threshold, warpgroups, torch.cuda.current_stream(q.device).cuda_stream)
+                    rescale_threshold, warpgroups, mask_mode, direct_store, o_in_q, torch.cuda.current_stream(q.device).cuda_stream)
         try:
             bound = _FAST.get(fast_key)
         except TypeError:                                   # an unhashable argument: the full path explains it
@@ -258,6 +268,10 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
     if warpgroups not in (2, 3) or isinstance(warpgroups, bool) or (warpgroups == 3 and head_dim != 64):
         raise LaunchError(f"argument 'warpgroups' must be 2, or 3 with head_dim 64 (the registers of larger head_dims "
                           f"do not fit 160 per thread), got {warpgroups!r} with head_dim {head_dim}")
+    if mask_mode is None:
+        mask_mode = program.DEFAULT_MASK_MODE
+    if mask_mode not in program.MASK_MODES or isinstance(mask_mode, bool):
+        raise LaunchError(f"argument 'mask_mode' must be one of {list(program.MASK_MODES)}, got {mask_mode!r}")
     block_m = 64 * warpgroups
     if block_n not in program.BLOCK_NS:
         raise LaunchError(f"argument 'block_n' must be one of {list(program.BLOCK_NS)}, got {block_n!r}")
@@ -283,7 +297,16 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
         return (result_out, lse) if return_lse else result_out
     if sms is None:
         sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-    direct = varlen or head_dim == 256
+    direct = varlen or head_dim == 256 or (program.DEFAULT_DIRECT_STORE[head_dim] if direct_store is None
+                                           else direct_store)
+    if direct_store is False and direct:
+        raise LaunchError(f"argument 'direct_store' cannot be False with {'cu_seqlens' if varlen else 'head_dim 256'} "
+                          f"(O is stored from registers there); leave it None")
+    if o_in_q is None:
+        o_in_q = program.DEFAULT_O_IN_Q[head_dim] and not direct
+    elif o_in_q and direct:
+        raise LaunchError("argument 'o_in_q' cannot be True where O is stored from registers (direct_store, "
+                          "cu_seqlens, head_dim 256)")
     store = out4
     if direct and not (out4.stride(2) == head_dim and out4.stride(0) == seqlen_q * out4.stride(1)):
         store = torch.empty_like(q4, memory_format=torch.contiguous_format)    # rows of (heads * head_dim)
@@ -320,7 +343,8 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
             cu_seqlens_k if varlen else dummy["cu"], seqlen_q, seqlen_k, heads, heads // kv_heads,
             program.log2_scale(scale), 0 if left is None else left, 0 if right is None else right, head_dim, block_n,
             stages, right is not None, return_lse, bool(overlap), bool(pingpong) and bool(overlap), q_stages,
-            left is not None, table is not None, varlen, direct, float(rescale_threshold), warpgroups)
+            left is not None, table is not None, varlen, direct, float(rescale_threshold), warpgroups, mask_mode,
+            bool(o_in_q))
     if fast_key is not None and store is out4:
         # a packed launch over non-owning views of the same memory (it keeps no user tensor alive); a later call
         # with the same tensors' metadata, addresses, options and stream is one driver call
