@@ -22,7 +22,8 @@ only, 4 warpgroups, 512 threads, one 192-row Q tile, ``setmaxnreg`` 32 / 160 and
   - ``k.issue_scores``: ``S = Q K_j^T`` with ``wgmma`` (A = Q and B = K from shared memory,
     N = BLOCK_N), committed as one wgmma group;
   - ``k.softmax``: waits for S, masks the columns past ``seqlen_k`` and outside the causal / sliding-window
-    band (only on tiles that need it), and runs the online softmax in fp32: the running row max ``m``, the
+    band (only where some row of the warp's 16 must not see some key of the tile: one compare and one select per
+    score, ``attention_softmax.mask_scores``), and runs the online softmax in fp32: the running row max ``m``, the
     rescale factor ``alpha = exp2((m_old - m_new) * scale * log2 e)`` and ``P = exp2(S * scale * log2 e
     - m * scale * log2 e)`` (one FMA per element, the scale folded in), the running row sums ``l``
     (thread-partial; the 4 threads of a row are summed once, in the epilogue), with ``ex2.approx.ftz`` (one
@@ -70,13 +71,12 @@ from tsjit import ts
 from tsjit import wgmma
 from tsjit.examples.attention_config import (BLOCK_NS, BOX, CONSUMER_REGISTERS, CONSUMER_WARPGROUPS,  # noqa: F401
                                              DEFAULT_CONFIG, DEFAULT_OVERLAP, DEFAULT_PINGPONG, DEFAULT_Q_STAGES,
-                                             DEFAULT_MASK_MODE, DEFAULT_RESCALE_THRESHOLD, DEFAULT_WARPGROUPS,
-                                             DEFAULT_DIRECT_STORE, DEFAULT_O_IN_Q, HEAD_DIMS, LOG2_E, MASK_MODES,
+                                             DEFAULT_RESCALE_THRESHOLD, DEFAULT_WARPGROUPS, DEFAULT_DIRECT_STORE,
+                                             DEFAULT_O_IN_Q, HEAD_DIMS, LOG2_E,
                                              PINGPONG_BARRIER, PRODUCER_REGISTERS, REGISTERS, THREADS, TURN_BARRIERS,
                                              threads)
 from tsjit.examples.attention_tiles import BLOCK_M, AttentionShape
-from tsjit.examples.attention_softmax import (NEG_INF, initial_stats, mask_scores, mask_scores_per_key,
-                                              online_softmax,
+from tsjit.examples.attention_softmax import (NEG_INF, initial_stats, mask_scores, online_softmax,
                                               pack_probabilities, plus, quad_reduce, row_half)
 from tsjit.lang.epilogue import store_fragment_global, store_fragment_shared
 from tsjit.lang import turns
@@ -243,12 +243,8 @@ class KTiles(KVRing):
         row0 = tile.row0 + warpgroup * 64
         bounds = (tile.seqlen_k, tile.offset, shape.window_right if shape.causal else None,
                   shape.window_left if shape.window else None)
-        if tsjit.const_expr(shape.mask_mode == 2):                  # decided for this warp's 16 rows
-            needs = tile.needs_mask(col0, row0 + 16 * (tsjit.warp_idx() % 4), 16)
-        else:
-            needs = tile.needs_mask(col0)
-        if needs:
-            s = (mask_scores_per_key if shape.mask_mode == 0 else mask_scores)(s, row0, col0, *bounds)
+        if tile.needs_mask(col0, row0 + 16 * (tsjit.warp_idx() % 4), 16):     # decided for this warp's 16 rows
+            s = mask_scores(s, row0, col0, *bounds)
         p, stats = online_softmax(s, stats, shape.scale_log2, shape.rescale_threshold)
         if tsjit.const_expr(overlapped):
             # a store that never runs (row sums are >= 0) but depends on every exp2: ptxas keeps memory
@@ -427,7 +423,7 @@ def attention_forward(q_map, k_map, v_map, o_map, out, lse, tiles, cu_seqlens_q,
                       TABLE: tsjit.Constexpr[bool] = False, VARLEN: tsjit.Constexpr[bool] = False,
                       DIRECT_STORE: tsjit.Constexpr[bool] = False, RESCALE_THRESHOLD: tsjit.Constexpr[float] = -1.0,
                       WARPGROUPS: tsjit.Constexpr[int] = CONSUMER_WARPGROUPS,
-                      MASK: tsjit.Constexpr[int] = DEFAULT_MASK_MODE, O_IN_Q: tsjit.Constexpr[object] = None):
+                      O_IN_Q: tsjit.Constexpr[object] = None):
     """Forward attention (module docstring).
 
     ``q_map`` / ``o_map``: TensorMaps of Q and O (B, S_q, H, D) with boxes (1, 128, 1, 64) and (1, 64, 1, 64);
@@ -440,16 +436,13 @@ def attention_forward(q_map, k_map, v_map, o_map, out, lse, tiles, cu_seqlens_q,
     ``window_left`` / ``window_right``: the mask's bounds (``WINDOW`` / ``CAUSAL``; 0 right for causal);
     ``RESCALE_THRESHOLD`` >= 0: conditional rescaling (log2 units, :func:`~attention_softmax.online_softmax`),
     negative: O is rescaled after every KV tile; ``WARPGROUPS``: consumer warpgroups (2, or 3 for head_dim 64),
-    64 Q rows each (``q_map``'s box is (1, 64 * WARPGROUPS, 1, 64)); ``MASK``: how the scores are masked
-    (``MASK_MODES``); ``O_IN_Q``: O staged in the tile's Q stage (:class:`AttentionOutput`; None: ``DEFAULT_O_IN_Q``
+    64 Q rows each (``q_map``'s box is (1, 64 * WARPGROUPS, 1, 64)); ``O_IN_Q``: O staged in the tile's Q stage (:class:`AttentionOutput`; None: ``DEFAULT_O_IN_Q``
     of the head_dim unless ``DIRECT_STORE``).
     Launch with :func:`threads` (WARPGROUPS) threads (384 with two) and a persistent grid."""
     if tsjit.const_expr(WARPGROUPS not in REGISTERS):
         raise tsjit.CompilationError(f"attention_forward: WARPGROUPS must be one of {sorted(REGISTERS)}, "
                                      f"got {WARPGROUPS}")
     block_m = 64 * WARPGROUPS
-    if tsjit.const_expr(MASK not in MASK_MODES):
-        raise tsjit.CompilationError(f"attention_forward: MASK must be one of {list(MASK_MODES)}, got {MASK}")
     if tsjit.const_expr(VARLEN and not TABLE):
         raise tsjit.CompilationError("attention_forward: VARLEN needs TABLE (the tiles of the sequences)")
     if tsjit.const_expr(TABLE):
@@ -472,8 +465,7 @@ def attention_forward(q_map, k_map, v_map, o_map, out, lse, tiles, cu_seqlens_q,
                            window_left=window_left, window_right=window_right, table=tiles if TABLE else None,
                            cu_q=cu_seqlens_q if VARLEN else None, cu_k=cu_seqlens_k if VARLEN else None,
                            direct_store=DIRECT_STORE,
-                           rescale_threshold=RESCALE_THRESHOLD if RESCALE_THRESHOLD >= 0 else None, block_m=block_m,
-                           mask_mode=MASK)
+                           rescale_threshold=RESCALE_THRESHOLD if RESCALE_THRESHOLD >= 0 else None, block_m=block_m)
     qs = QTile(name="q", pipeline_config=q_cfg, q_map=q_map, shape=shape)
     ks = KTiles(name="k", pipeline_config=k_cfg, tmap=k_map, q=qs, shape=shape)
     vs = VTiles(name="v", pipeline_config=v_cfg, tmap=v_map, shape=shape)
@@ -621,7 +613,7 @@ def log2_scale(scale: float) -> float:
 
 def compile_config(head_dim=128, causal=False, dtype=None, *, block_n=None, stages=None, store_lse=True,
                    overlap=None, pingpong=None, q_stages=None, window=False, table=None, varlen=False,
-                   direct_store=None, rescale_threshold=None, warpgroups=None, mask=None, o_in_q=None):
+                   direct_store=None, rescale_threshold=None, warpgroups=None, o_in_q=None):
     """Compile :func:`attention_forward` for sm_90a from argument specs alone (no GPU, no tensors): the
     configuration ``tsjit.ops.attention`` would launch for these options (defaults per head_dim as there;
     ``table`` defaults to ``causal or window or varlen``, ``direct_store`` to ``varlen or head_dim == 256``).
@@ -636,7 +628,6 @@ def compile_config(head_dim=128, causal=False, dtype=None, *, block_n=None, stag
     direct_store = (varlen or DEFAULT_DIRECT_STORE[head_dim]) if direct_store is None else direct_store
     rescale_threshold = DEFAULT_RESCALE_THRESHOLD[head_dim] if rescale_threshold is None else rescale_threshold
     warpgroups = DEFAULT_WARPGROUPS[head_dim] if warpgroups is None else warpgroups
-    mask = DEFAULT_MASK_MODE if mask is None else mask
     o_in_q = (DEFAULT_O_IN_Q[head_dim] and not direct_store) if o_in_q is None else o_in_q
     q = tsjit.tensormap_spec(dtype, (1, 64 * warpgroups, 1, BOX), swizzle="128B")
     kv = tsjit.tensormap_spec(dtype, (1, block_n, 1, BOX), swizzle="128B")
@@ -647,4 +638,4 @@ def compile_config(head_dim=128, causal=False, dtype=None, *, block_n=None, stag
     cu = tsjit.spec((3,), tsjit.Int32)
     return tsjit.compile(attention_forward, q, kv, kv, o, out, lse, tiles, cu, cu, 1000, 1000, 16, 2, 0.18, 200, 0,
                          head_dim, block_n, stages, causal, store_lse, overlap, pingpong and overlap, q_stages, window,
-                         table, varlen, direct_store, float(rescale_threshold), warpgroups, mask, o_in_q)
+                         table, varlen, direct_store, float(rescale_threshold), warpgroups, o_in_q)

@@ -37,13 +37,6 @@ DEFAULT_PINGPONG = {64: True, 128: True, 256: True}
 #: (698 vs 683 TFLOP/s non-causal) but its stale maxima round the largest P (1.3x-2.3x flash's max error), and
 #: threshold 0 (exact) loses 1-4% (the branch costs more than the rescales it skips); head_dim 64 loses with both
 DEFAULT_RESCALE_THRESHOLD = {64: -1.0, 128: -1.0, 256: -1.0}
-#: how a warp masks its scores (``MASK`` of :func:`attention_forward`): 0: key by key
-#: (:func:`~attention_softmax.mask_scores_per_key`), on every KV tile some row of the work tile must not see all of;
-#: 1: the bounds folded per row (:func:`~attention_softmax.mask_scores`: one compare and one select per score), on
-#: the same tiles; 2: as 1, but decided per warp (its 16 rows: fewer tiles need the mask); 3: as 2, and a warp none
-#: of whose rows sees a key of the tile skips its softmax (P = 0, statistics unchanged)
-MASK_MODES = (0, 1, 2, 3)
-DEFAULT_MASK_MODE = 2
 #: whether O is stored from registers (``DIRECT_STORE``) rather than through a shared-memory staging buffer and TMA
 #: stores, per head_dim (fixed-length problems; variable-length ones and head_dim 256 always store directly)
 DEFAULT_DIRECT_STORE = {64: False, 128: False, 256: True}
@@ -61,6 +54,5 @@ def threads(warpgroups: int = CONSUMER_WARPGROUPS) -> int:
 
 __all__ = ["CONSUMER_WARPGROUPS", "THREADS", "BOX", "HEAD_DIMS", "LOG2_E", "PRODUCER_REGISTERS", "CONSUMER_REGISTERS",
            "PINGPONG_BARRIER", "REGISTERS", "TURN_BARRIERS", "DEFAULT_CONFIG", "BLOCK_NS", "DEFAULT_Q_STAGES",
-           "DEFAULT_OVERLAP", "DEFAULT_PINGPONG", "DEFAULT_RESCALE_THRESHOLD", "DEFAULT_WARPGROUPS", "MASK_MODES",
-           "DEFAULT_MASK_MODE", "DEFAULT_DIRECT_STORE", "DEFAULT_O_IN_Q",
-           "threads"]
+           "DEFAULT_OVERLAP", "DEFAULT_PINGPONG", "DEFAULT_RESCALE_THRESHOLD", "DEFAULT_WARPGROUPS",
+           "DEFAULT_DIRECT_STORE", "DEFAULT_O_IN_Q", "threads"]

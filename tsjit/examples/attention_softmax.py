@@ -79,22 +79,6 @@ def mask_scores(s, row0, col0, seqlen_k, offset, right=None, left=None):
     return Fragment(out, tsjit.Float32)
 
 
-def mask_scores_per_key(s, row0, col0, seqlen_k, offset, right=None, left=None):
-    """:func:`mask_scores` computed key by key (the previous form; a benchmark variant, MASK = 0)."""
-    tid = tsjit.thread_idx().x
-    out = []
-    for i in range(len(s)):
-        row, col = s.accumulator_coords(i, tid)
-        key = col0 + col
-        visible = key < seqlen_k
-        if right is not None:
-            visible = visible & (key <= row0 + row + offset + right)
-        if left is not None:
-            visible = visible & (key >= row0 + row + offset - left)
-        out.append(tsjit.select(visible, s[i], NEG_INF))
-    return Fragment(out, tsjit.Float32)
-
-
 def online_softmax(s, stats, scale_log2, threshold=None):
     """One step of the online softmax on the thread's slice of S (raw scores, ``-inf`` masked).
 
@@ -143,5 +127,5 @@ def initial_stats():
     return Fragment([NEG_INF, NEG_INF, 0.0, 0.0, 1.0, 1.0, 1.0], tsjit.Float32)
 
 
-__all__ = ["row_half", "quad_reduce", "tree_reduce", "plus", "mask_scores", "mask_scores_per_key", "online_softmax", "pack_probabilities",
+__all__ = ["row_half", "quad_reduce", "tree_reduce", "plus", "mask_scores", "online_softmax", "pack_probabilities",
            "initial_stats", "NEG_INF"]

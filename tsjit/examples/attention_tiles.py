@@ -41,8 +41,7 @@ class AttentionShape:
     (or None: grid order); ``cu_q`` / ``cu_k``: the (batch + 1) Int32 prefix sums of a variable-length problem
     (or None); ``direct_store``: O is stored from registers (variable length, head_dim 256) rather than by TMA;
     ``rescale_threshold``: conditional rescaling (log2 units; None: O is rescaled after every KV tile);
-    ``block_m``: Q rows per work tile (64 per consumer warpgroup); ``mask_mode``: how a warp masks its scores
-    (``MASK_MODES`` of :mod:`attention_config`).
+    ``block_m``: Q rows per work tile (64 per consumer warpgroup).
     """
 
     seqlen_q: object
@@ -64,7 +63,6 @@ class AttentionShape:
     direct_store: bool = False
     rescale_threshold: float | None = None
     block_m: int = BLOCK_M
-    mask_mode: int = 2
 
     @property
     def bottom_aligned(self) -> bool:

@@ -154,7 +154,7 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
               return_lse: bool = False, out=None, lse_out=None, block_n: int | None = None, stages: int | None = None,
               sms: int | None = None, overlap: bool | None = None, pingpong: bool | None = None,
               q_stages: int | None = None, tile_table: bool | None = None, rescale_threshold=None,
-              warpgroups: int | None = None, mask_mode: int | None = None, direct_store: bool | None = None,
+              warpgroups: int | None = None, direct_store: bool | None = None,
               o_in_q: bool | None = None):
     """Scaled dot-product attention forward: ``softmax(scale * q k^T [+ mask]) v``.
 
@@ -199,8 +199,6 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
             :func:`tsjit.examples.attention_softmax.online_softmax`).
         warpgroups: consumer warpgroups of 64 Q rows each: 2 (128-row Q tiles), or 3 (192 rows; head_dim 64
             only, whose registers fit 160 per thread); default ``DEFAULT_WARPGROUPS`` per head_dim.
-        mask_mode: how the kernel masks its scores (``tsjit.examples.attention_config.MASK_MODES``; the same mask
-            every way, a tuning option); default ``DEFAULT_MASK_MODE``.
         direct_store: store O from registers (True) rather than through a shared-memory staging buffer and TMA
             (False; its 32 KiB at head_dim 128 free room for larger KV tiles); default
             ``tsjit.examples.attention_config.DEFAULT_DIRECT_STORE`` per head_dim, always with cu_seqlens and
@@ -223,7 +221,7 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
             and all(type(t) is torch.Tensor for t in (q, k, v, out)) and (window is None or type(window) is tuple):
         fast_key = (_tensor_key(q), _tensor_key(k), _tensor_key(v), _tensor_key(out), _tensor_key(lse_out), causal,
                     scale, window, return_lse, block_n, stages, sms, overlap, pingpong, q_stages, tile_table,
-                    rescale_threshold, warpgroups, mask_mode, direct_store, o_in_q, torch.cuda.current_stream(q.device).cuda_stream)
+                    rescale_threshold, warpgroups, direct_store, o_in_q, torch.cuda.current_stream(q.device).cuda_stream)
         try:
             bound = _FAST.get(fast_key)
         except TypeError:                                   # an unhashable argument: the full path explains it
@@ -268,10 +266,6 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
     if warpgroups not in (2, 3) or isinstance(warpgroups, bool) or (warpgroups == 3 and head_dim != 64):
         raise LaunchError(f"argument 'warpgroups' must be 2, or 3 with head_dim 64 (the registers of larger head_dims "
                           f"do not fit 160 per thread), got {warpgroups!r} with head_dim {head_dim}")
-    if mask_mode is None:
-        mask_mode = program.DEFAULT_MASK_MODE
-    if mask_mode not in program.MASK_MODES or isinstance(mask_mode, bool):
-        raise LaunchError(f"argument 'mask_mode' must be one of {list(program.MASK_MODES)}, got {mask_mode!r}")
     block_m = 64 * warpgroups
     if block_n not in program.BLOCK_NS:
         raise LaunchError(f"argument 'block_n' must be one of {list(program.BLOCK_NS)}, got {block_n!r}")
@@ -343,8 +337,7 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
             cu_seqlens_k if varlen else dummy["cu"], seqlen_q, seqlen_k, heads, heads // kv_heads,
             program.log2_scale(scale), 0 if left is None else left, 0 if right is None else right, head_dim, block_n,
             stages, right is not None, return_lse, bool(overlap), bool(pingpong) and bool(overlap), q_stages,
-            left is not None, table is not None, varlen, direct, float(rescale_threshold), warpgroups, mask_mode,
-            bool(o_in_q))
+            left is not None, table is not None, varlen, direct, float(rescale_threshold), warpgroups, bool(o_in_q))
     if fast_key is not None and store is out4:
         # a packed launch over non-owning views of the same memory (it keeps no user tensor alive); a later call
         # with the same tensors' metadata, addresses, options and stream is one driver call
