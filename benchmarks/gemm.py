@@ -56,6 +56,16 @@ def timed_ms(fn, flush) -> float:
     return start.elapsed_time(end)
 
 
+def matmul_error(a, b) -> float:
+    """Relative Frobenius error of ``tsjit.ops.matmul(a, b)`` (into a NaN-poisoned output) against
+    ``torch.matmul``."""
+    out = torch.full((a.shape[0], b.shape[1]), float("nan"), device="cuda", dtype=torch.bfloat16)
+    tsjit.ops.matmul(a, b, out=out)
+    ref = torch.matmul(a, b)
+    torch.cuda.synchronize()
+    return (torch.linalg.norm(out.float() - ref.float()) / torch.linalg.norm(ref.float())).item()
+
+
 def interleaved_medians(ours, theirs, flush, reps: int, warmup: int = 3) -> tuple[float, float]:
     """Median milliseconds of ``ours`` and ``theirs`` over ``reps`` alternating calls (``theirs`` first each
     round, the L2 flushed before every call), after ``warmup`` calls of each."""
@@ -169,7 +179,7 @@ def main() -> None:
     theirs_alloc = host_overhead_us(lambda: torch.matmul(a, b))
     module = sys.modules["tsjit.ops.matmul"]
     stats = module.cache_statistics()
-    launch = next((bound for key, bound in module._FAST.items()            # the out= call's packed launch
+    launch = next((entry[1] for key, entry in module._FAST.items()        # the out= call's packed launch
                    if key[0] == a.data_ptr() and key[8] == c.data_ptr()), None)
     stream = torch.cuda.current_stream().cuda_stream
     alone = host_overhead_us(lambda: launch(stream)) if launch is not None else float("nan")

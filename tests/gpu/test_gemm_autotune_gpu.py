@@ -27,6 +27,7 @@ def test_autotune_measures_once_per_bucket_and_persists(monkeypatch, tmp_path):
     monkeypatch.setattr(autotune, "_STORE", {})
     monkeypatch.setattr(mm, "_PLANS", {})
     monkeypatch.setattr(mm, "_FAST", {})
+    monkeypatch.setattr(mm, "_PLAIN", {})
     calls = []
     original = autotune.measure
     monkeypatch.setattr(autotune, "measure", lambda launches, stream: calls.append(1) or original(launches, stream))

@@ -159,6 +159,29 @@ def test_bmm_matches_float64(L, M, N, K):
     assert _rel(out, a.double() @ b.double()) < 1e-2
 
 
+@pytest.mark.parametrize("force", [None, "x", "y", "both"])
+@pytest.mark.parametrize("layout", ["NK", "KN"])
+def test_realigned_rows_match_float64_and_follow_new_contents(monkeypatch, force, layout):
+    """Operands whose rows are 16- but not 128-byte aligned (K = 1000: 2000-byte rows; N = 1000 for KN) copied
+    into 128-byte aligned rows first (the cost model's choice, or forced): right numbers, and a second call
+    with new contents at the same addresses copies them again."""
+    mm = __import__("sys").modules["tsjit.ops.matmul"]
+    monkeypatch.setattr(mm, "REALIGN", force)
+    monkeypatch.setattr(mm, "_PLANS", {})
+    monkeypatch.setattr(mm, "_FAST", {})
+    M, N, K = 2000, 1000, 1000
+    a = _rand(M, K)
+    b = _rand(N, K).t() if layout == "NK" else _rand(K, N)
+    if force is not None:
+        assert "realign:" in tsjit.ops.matmul.explain(a, b)
+    for _ in range(2):
+        out = _poisoned(M, N)
+        tsjit.ops.matmul(a, b, out=out)
+        assert _rel(out, a.double() @ b.double()) < 1e-2
+        a.copy_(_rand(M, K))                       # new contents, same addresses: the staged copy must follow
+        b.copy_(_rand(*b.shape))
+
+
 def test_runs_on_torchs_current_stream():
     a, b = _rand(2048, 2048), _rand(2048, 2048)
     s = torch.cuda.Stream()

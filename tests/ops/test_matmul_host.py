@@ -5,6 +5,7 @@ layouts, swap-AB, staging copies, split-K workspaces, epilogue options, bmm, the
 caches, the stream default and the argument errors.  The numbers are checked on the GPU
 (tests/gpu/test_ops_matmul_gpu.py)."""
 import ctypes
+import functools
 import itertools
 import sys
 import types
@@ -127,6 +128,24 @@ def test_unaligned_rows_take_the_staging_copy(fake_gpu):
     assert mm.cache_statistics()["launches_packed"] == packed and len(fake_gpu) == 6
 
 
+@pytest.mark.parametrize("layout", ["NK", "KN"])
+def test_rows_off_128_bytes_are_realigned_where_the_model_says_it_pays(fake_gpu, layout):
+    """3000 x 5000 x 1000 (2000-byte rows): Y (the 256-row side of the tile) is first copied by 16-byte vectors
+    into 2048-byte rows, in its own major; an aligned neighbour (K = 1024, N = 5120) and a small product are not."""
+    a = FakeCai((3000, 1000))
+    b = FakeCai((5000, 1000)).t() if layout == "NK" else FakeCai((1000, 5000))
+    plan = _plan(a, b)
+    assert plan.realign == "y" and not plan.y_staged and "realign: Y" in plan.explain()
+    tsjit.ops.matmul(a, b, out=FakeCai((3000, 5000)))
+    names = [launch[0] for launch in fake_gpu]
+    assert names[0] == "copy_rows" and names[1].startswith("gemm_program") and len(names) == 2
+    (storage,) = next(iter(mm._PLANS.values())).staging.values()
+    assert (storage.strides[1] * 2) % 128 == 0 and storage.data_ptr % 128 == 0
+    assert storage.shape == ((1, 5000, 1000) if layout == "NK" else (1, 1000, 5000))
+    assert _plan(FakeCai((3000, 1024)), FakeCai((1024, 5120))).realign == ""
+    assert _plan(FakeCai((256, 1000)), FakeCai((1000, 1000))).realign == ""
+
+
 def test_small_m_swaps_and_writes_the_transposed_view(fake_gpu):
     a, b = FakeCai((16, 4096)), FakeCai((4096, 4096))
     plan = _plan(a, b)
@@ -243,16 +262,19 @@ def test_torch_calls_take_the_one_lookup_fast_path(fake_gpu):
     assert mm.cache_statistics()["launches_packed"] == before["launches_packed"] + 1
 
 
-def test_packed_launches_call_cu_launch_kernel_ex_directly(fake_gpu, monkeypatch):
+def fake_driver_launches(monkeypatch, result=(0,)):
+    """Replace libcuda's cuLaunchKernelEx (both ctypes entry points) by a recorder returning ``result[0]``,
+    with one CUlaunchConfig stand-in per stream (``getPtr()``: the address of a uint64 holding the stream)
+    and kernel handle 0x1234; returns the list of recorded calls (c_void_p arguments read as ints)."""
     from tsjit.runtime import launch
     calls, configs = [], {}
 
     def fake_cu_launch_kernel_ex(*args):
-        calls.append(args)
-        return 0
+        calls.append(tuple(getattr(x, "value", x) for x in args))
+        return result[0]
 
     def prepare(fn, grid, block, smem, cluster=None, pdl=False):
-        def for_stream(stream):   # a CUlaunchConfig stand-in per stream: getPtr() is its address
+        def for_stream(stream):
             cfg = configs.setdefault(stream, ctypes.c_uint64(stream))
             return types.SimpleNamespace(getPtr=lambda: ctypes.addressof(cfg))
         return types.SimpleNamespace(grid=grid, block=block, smem=smem, for_stream=for_stream,
@@ -260,9 +282,15 @@ def test_packed_launches_call_cu_launch_kernel_ex_directly(fake_gpu, monkeypatch
                                                                   cluster=cluster, pdl=pdl))
 
     monkeypatch.setattr(launch, "_RAW_LAUNCH_EX", [fake_cu_launch_kernel_ex])
+    monkeypatch.setattr(launch, "_HELD_LAUNCH_EX", [fake_cu_launch_kernel_ex])
     monkeypatch.setattr(launch_config, "prepare_launch", prepare)
     monkeypatch.setattr(kernel.CompiledKernel, "function",
                         lambda self: types.SimpleNamespace(name=self.name, handle=0x1234, _prepared={}))
+    return calls
+
+
+def test_packed_launches_call_cu_launch_kernel_ex_directly(fake_gpu, monkeypatch):
+    calls = fake_driver_launches(monkeypatch)
     a, b, out = FakeCai((256, 512)), FakeCai((512, 1024)), FakeCai((256, 1024))
     tsjit.ops.matmul(a, b, out=out, stream=11)
     tsjit.ops.matmul(a, b, out=out, stream=11)
@@ -282,3 +310,38 @@ def test_plain_torch_call_on_the_current_stream_is_one_lookup(fake_gpu, monkeypa
     monkeypatch.setattr(mm, "_call", None)                            # ... nor reaches the general path
     assert tsjit.ops.matmul(a, b, out=out) is out
     assert [launch[4] for launch in fake_gpu] == [5, 5, 5] and len({launch[3] for launch in fake_gpu}) == 1
+
+
+def test_plain_torch_call_is_one_direct_driver_call_and_its_errors_raise(fake_gpu, monkeypatch):
+    """The fast path's entry holds the launch's direct ``cuLaunchKernelEx`` (BoundLaunch.direct: no
+    Python frame of its own): a hit costs the lookup and that call, with the current stream's launch
+    configuration; a nonzero driver result goes through the full launch, which raises (never silent)."""
+    from tsjit.errors import LaunchError
+    from tsjit.runtime import launch
+    result = [0]
+    calls = fake_driver_launches(monkeypatch, result)
+    monkeypatch.setattr(mm, "_RAW_STREAM", [lambda device: 5])
+    monkeypatch.setattr(mm, "_FAST", {})
+    monkeypatch.setattr(mm, "_PLAIN", {})
+    # a shape no other test packs (its launch plan must get the fake handle)
+    a, b, out = FakeTorchTensor((96, 384)), FakeTorchTensor((384, 640)), FakeTorchTensor((96, 640))
+    tsjit.ops.matmul(a, b, out=out)                                   # learns the tensor type
+    tsjit.ops.matmul(a, b, out=out)                                   # fills the fast-path entry
+    (direct, bound), = mm._FAST.values()
+    assert isinstance(direct, functools.partial) and isinstance(bound, launch.BoundLaunch)
+    ((key, (meta, plain_direct, plain_bound)),) = mm._PLAIN.items()   # the plain call's six-number key
+    assert key == (a.data_ptr(), b.data_ptr(), out.data_ptr(), 5, 1.0, 0.0) and plain_bound is bound
+    assert meta == ((96, 384), (384, 1), a.dtype, (384, 640), (640, 1), b.dtype, (96, 640), (640, 1), out.dtype)
+    monkeypatch.setattr(mm, "_call", None)                            # a hit never reaches the general path
+    assert tsjit.ops.matmul(a, b, out=out) is out
+    assert len(calls) == 3 and calls[2] == calls[1] and not fake_gpu
+    address, handle, params, extra = calls[2]
+    assert handle == 0x1234 and ctypes.c_uint64.from_address(address).value == 5 and extra is None
+    other = FakeTorchTensor((96, 640))                                # same address, another shape: no hit
+    other._ptr, other.shape, other._strides = out._ptr, (48, 640), (640, 1)
+    monkeypatch.setattr(mm, "_call", lambda *args: "general path")
+    assert tsjit.ops.matmul(a, b, out=other) == "general path" and len(calls) == 3
+    result[0] = 201                                                   # CUDA_ERROR_INVALID_CONTEXT
+    with pytest.raises(LaunchError, match="failed"):
+        tsjit.ops.matmul(a, b, out=out)
+    assert len(calls) == 5                                            # the direct call, then the full one

@@ -85,6 +85,39 @@ EFFICIENCY = {(128, 256): 0.85, (128, 128): 0.78, (128, 64): 0.55, (128, 32): 0.
               (64, 256): 0.72, (64, 128): 0.62, (64, 64): 0.45, (64, 32): 0.27, (64, 16): 0.14}
 
 
+#: TMA box rows that start off a 128-byte line span two lines.  What 128-byte aligned operand rows save, as a
+#: fraction of the cost model's estimate of a compute-heavy GEMM, when X's / Y's / both operands' rows are 16-
+#: but not 128-byte aligned (H200, 2026-12-01, 3000 x 5000 x 1000 with 2000-byte rows, 128 x 256 tiles,
+#: estimate 50 us: 65.2 us as given; X's rows padded 58.9, Y's 54.8, both 54.0; cuBLAS 51.4-51.6 either way)
+REALIGN_GAIN = {"x": 0.126, "y": 0.208, "both": 0.224}
+LINE_BYTES = 128
+COPY_BYTES_PER_S = 3.2e12          # what a staging copy moves (read + write) per second; fitted below
+COPY_LAUNCH_S = 2.0e-6             # one more kernel on the stream
+
+
+def realign_choice(problem: "Problem", config: "GemmConfig", x_rows: int, y_rows: int, x_misaligned: bool,
+                   y_misaligned: bool) -> str:
+    """Which operands to copy into 128-byte aligned rows before the GEMM: ``""``, ``"x"``, ``"y"`` or
+    ``"both"``; the option whose estimated gain (:data:`REALIGN_GAIN` of the configuration's estimate)
+    beats its copy (both ways over :data:`COPY_BYTES_PER_S`, plus a launch) by the most.  Only 16-bit inputs
+    on full 128-row tiles of at least 128 columns without split-K (the compute-heavy configurations the gain
+    was measured with); ``x_rows`` / ``y_rows``: elements of each operand (batch included)."""
+    if (problem.in_bytes != 2 or config.block_m != 128 or config.block_n < 128 or config.splits != 1
+            or config.schedule != "cooperative" or not (x_misaligned or y_misaligned)):
+        return ""
+    seconds = config.estimate_us * 1e-6
+    options = {"x": (x_rows,) if x_misaligned else None, "y": (y_rows,) if y_misaligned else None,
+               "both": (x_rows, y_rows) if x_misaligned and y_misaligned else None}
+    best, margin = "", 0.0
+    for name, copies in options.items():
+        if copies is None:
+            continue
+        cost = sum(2 * n * problem.in_bytes / COPY_BYTES_PER_S + COPY_LAUNCH_S for n in copies)
+        if REALIGN_GAIN[name] * seconds - cost > margin:
+            best, margin = name, REALIGN_GAIN[name] * seconds - cost
+    return best
+
+
 @dataclass(frozen=True)
 class Problem:
     """A GEMM in D's coordinates.

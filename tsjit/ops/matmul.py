@@ -17,7 +17,10 @@ dequantization scales (fp32 accumulation) with the Task Scheduling program of
   object on the GPU.  **Any strides**: an operand whose K (or M / N) dimension is contiguous is
   read in place through a K-major (or MN-major, transposed wgmma) TMA descriptor; only operands
   TMA cannot address (rows not 16-byte aligned, no unit stride) are first copied into a padded
-  K-major buffer (:mod:`tsjit.ops.staging`).  Every ``M, N, K >= 1`` works.
+  K-major buffer (:mod:`tsjit.ops.staging`).  Every ``M, N, K >= 1`` works.  Operands whose rows are
+  16- but not 128-byte aligned (K = 1000 bf16: 2000-byte rows) are read in place, or, where the cost
+  model says the copy pays (:func:`tsjit.ops.configs.realign_choice`), first copied into 128-byte
+  aligned rows in their own major (``explain`` says "realign").
 * **Roles**: for ``M <= 64`` the program computes ``C^T = B^T A^T`` (swap-AB), so the few rows of
   A become the narrow wgmma N dimension; the output is then written through its transposed view.
 * **Configuration**: :mod:`tsjit.ops.configs` (tile, ring depth, split-K, epilogue) per shape;
@@ -29,7 +32,9 @@ dequantization scales (fp32 accumulation) with the Task Scheduling program of
   stream when torch is loaded, else tsjit's current stream.
 * **Host cost**: a call whose shapes, strides, dtypes, alignment and options were seen before is
   a dict lookup; a call whose data pointers were seen before reuses its packed launch (TMA
-  descriptors included): one ``cuLaunchKernelEx``.
+  descriptors included): one ``cuLaunchKernelEx``, called with no Python frame of its own
+  (:meth:`tsjit.runtime.launch.BoundLaunch.direct`); the plain ``matmul(a, b, out=c)`` of torch
+  tensors looks its launch up by the three addresses and checks the tensors' metadata.
 
 Errors: a bad argument raises :class:`~tsjit.errors.LaunchError` naming it (shape, dtype, device).
 """
@@ -50,6 +55,7 @@ from tsjit.ops.operands import (FP8_DTYPES, TORCH_DTYPES, TORCH_TYPES, Operand, 
                                 scale_vector, stream_handle)
 from tsjit.runtime import driver
 from tsjit.runtime.arrays import DeviceArray
+from tsjit.runtime.launch import BoundLaunch
 
 INPUT_DTYPES = ("BFloat16", "Float16") + FP8_DTYPES
 OUTPUT_DTYPES = ("BFloat16", "Float16", "Float32")
@@ -59,6 +65,9 @@ BINDINGS_PER_PLAN = 64
 #: "none" within 0.01x cuBLAS; "256B" costs 0.01 at 2048^3 and 0.08 at 3000 x 5000 x 1000 (rows not 128-byte
 #: aligned), so none.
 OPERAND_L2_PROMOTION = "none"
+#: None: :func:`tsjit.ops.configs.realign_choice` decides which operands with rows 16- but not 128-byte aligned
+#: are copied into 128-byte aligned rows first; ``""`` / ``"x"`` / ``"y"`` / ``"both"`` forces it (measurements)
+REALIGN = None
 #: SMs :func:`explain` plans for when no GPU is present (an H200's 132) and ``sms`` is not given.
 DEFAULT_SMS = 132
 
@@ -219,6 +228,7 @@ class _Plan:
             self.config = configs.make_config(self.problem, *forced,
                                               estimate_us=configs.estimate(self.problem, *forced) * 1e6)
         cfg = self.config
+        self.realign = self._realign(x[0], y[0])
         tiles = configs.ceil_div(self.P, cfg.block_m) * configs.ceil_div(self.Q, cfg.block_n) * batch
         self.grid = (min(tiles * cfg.splits, sms),)
         self.block = (threads_for(cfg),)
@@ -228,6 +238,23 @@ class _Plan:
         self.bindings_built = 0
         self.staging: dict = {}                  # (operand, stream) -> padded K-major staging buffer
         self.lock = threading.Lock()
+
+    def _realign(self, x_op: Operand, y_op: Operand) -> str:
+        """Which in-place operands (``"x"``, ``"y"``, ``"both"`` or ``""``) are first copied into rows padded to
+        128 bytes (:func:`tsjit.ops.configs.realign_choice`; :data:`REALIGN` overrides)."""
+        def misaligned(layout, op):
+            if layout is None:
+                return False
+            _, shape, strides = layout
+            return shape[1] > 1 and (strides[1] * op.dtype.itemsize) % configs.LINE_BYTES != 0
+        mx, my = misaligned(self.x_layout, x_op), misaligned(self.y_layout, y_op)
+        if REALIGN is not None:
+            wanted = {"x": (True, False), "y": (False, True), "both": (True, True), "": (False, False)}[REALIGN]
+            mx, my = mx and wanted[0], my and wanted[1]
+            return "both" if mx and my else "x" if mx else "y" if my else ""
+        x_size = x_op.shape[0] * x_op.shape[1] * x_op.shape[2]
+        y_size = y_op.shape[0] * y_op.shape[1] * y_op.shape[2]
+        return configs.realign_choice(self.problem, self.config, x_size, y_size, mx, my)
 
     @staticmethod
     def _dense(batch, M, N):
@@ -250,26 +277,38 @@ class _Plan:
         if staged:
             text += (f"\nstaging: {' and '.join(staged)} cannot be read by TMA in place (no unit stride, or rows / "
                      f"base not 16-byte aligned): copied into a padded K-major buffer first")
+        if self.realign:
+            which = {"x": "X", "y": "Y", "both": "X and Y"}[self.realign]
+            text += (f"\nrealign: {which} copied into rows padded to {configs.LINE_BYTES} bytes first (its rows are "
+                     f"16- but not {configs.LINE_BYTES}-byte aligned: each TMA box row would span two lines; the "
+                     f"estimated gain beats the copy)")
         if not self.fused.is_identity:
             text += f"\nepilogue: {self.fused.describe()}"
         if self.tuning:
             text += f"\nautotune: {self.tuning}"
         return text
 
-    def _tensormap(self, op: Operand, k_axis: int, layout, rows_box: int, stream: int, which: str, copies: list):
+    def _tensormap(self, op: Operand, k_axis: int, layout, rows_box: int, stream: int, which: str, copies: list,
+                   realign: bool = False):
         """The TMA descriptor of operand ``op`` (its K on axis ``k_axis``) in its layout; when
-        ``layout`` is None, of this plan's staging buffer for (``which``, ``stream``), and the packed
-        copy into it is appended to ``copies``."""
-        if layout is None:
-            other = 3 - k_axis
-            batch, rows, cols = op.shape[0], op.shape[other], op.shape[k_axis]
+        ``layout`` is None (K-major) or ``realign`` (its own major), of this plan's staging buffer for
+        (``which``, ``stream``), rows padded to 128 bytes, and the packed copy into it is appended to
+        ``copies``."""
+        if layout is None or realign:
+            if layout is None:
+                other = 3 - k_axis
+                major, shape = "K", (op.shape[0], op.shape[other], op.shape[k_axis])
+                source = op.view(shape, (op.strides[0], op.strides[other], op.strides[k_axis]))
+            else:
+                major, shape, strides = layout
+                source = op.view(shape, strides)
             storage = self.staging.get((which, stream))
             if storage is None:
-                storage = staging_buffer(op.dtype, batch, rows, cols, _torch_allocator(op.obj) if op.torch else None)
+                storage = staging_buffer(op.dtype, *shape, _torch_allocator(op.obj) if op.torch else None,
+                                         align=configs.LINE_BYTES)
                 self.staging[(which, stream)] = storage
-            source = op.view((batch, rows, cols), (op.strides[0], op.strides[other], op.strides[k_axis]))
             copies.append(copy_launch(source, storage))
-            major, shape, strides, ptr = "K", storage.shape, storage.strides, storage.data_ptr
+            shape, strides, ptr = storage.shape, storage.strides, storage.data_ptr
         else:
             (major, shape, strides), ptr = layout, op.ptr
         box = (rows_box, self.config.block_k) if major == "K" else (64, 64)
@@ -285,8 +324,10 @@ class _Plan:
         cfg = self.config
         x, y = ((B, 1), (A, 2)) if self.swapped else ((A, 2), (B, 1))
         copies = []
-        x_map = self._tensormap(x[0], x[1], self.x_layout, cfg.load_rows, stream, "x", copies)
-        y_map = self._tensormap(y[0], y[1], self.y_layout, cfg.block_n, stream, "y", copies)
+        x_map = self._tensormap(x[0], x[1], self.x_layout, cfg.load_rows, stream, "x", copies,
+                                self.realign in ("x", "both"))
+        y_map = self._tensormap(y[0], y[1], self.y_layout, cfg.block_n, stream, "y", copies,
+                                self.realign in ("y", "both"))
         c_view = self._d_view(out)
         if cfg.epilogue == "tma":
             c_map = tsjit.TensorMap(c_view, ((1,) if self.batched else ()) + (64, 64), swizzle="128B")
@@ -349,7 +390,13 @@ def _signature(op: Operand | None):
     return None if op is None else op.signature
 
 
-_FAST: dict = {}                       # torch call key (metadata + addresses + stream) -> packed launch
+#: torch call key (metadata + addresses + stream) -> (the launch's direct driver call or None
+#: (:meth:`BoundLaunch.direct`), the packed launch)
+_FAST: dict = {}
+#: the plain ``matmul(a, b, out=c)`` of torch tensors on the current stream: (addresses, stream, alpha, beta) ->
+#: (the tensors' (shape, strides, dtype)s, direct call or None, packed launch): one entry per address tuple,
+#: hashed on six numbers instead of the nested metadata (about 0.5 us less per call)
+_PLAIN: dict = {}
 FAST_ENTRIES = 1024
 _RAW_STREAM: list = []                 # [torch's _cuda_getCurrentRawStream or None], looked up once
 
@@ -389,10 +436,11 @@ def _fast_call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, sc
     if bias is not None or residual is not None or activation is not None or out_dtype is not None or \
             epilogue_fn is not None or scale_a is not None or scale_b is not None:
         key += (_key(bias), _key(residual), activation, out_dtype, epilogue_fn, _key(scale_a), _key(scale_b))
-    bound = _FAST.get(key)
-    if bound is None:
+    entry = _FAST.get(key)
+    if entry is None:
         return None, out, key
-    bound(s)
+    if entry[0] is None or entry[0]():
+        entry[1](s)
     return out, out, key
 
 
@@ -410,6 +458,8 @@ def _is_fast(x) -> bool:
 def _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a, scale_b, stream, epilogue_fn,
           batched: bool, plan_only: bool = False, sms: int | None = None):
     fast_key = None
+    plain = (out is not None and bias is None and residual is None and activation is None and out_dtype is None
+             and scale_a is None and scale_b is None and epilogue_fn is None and not batched)
     if (not plan_only and type(a) in TORCH_TYPES and type(b) in TORCH_TYPES and (out is None or type(out) in TORCH_TYPES)
             and _is_fast(bias) and _is_fast(residual) and _is_fast(scale_a) and _is_fast(scale_b)):
         done, out, fast_key = _fast_call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a,
@@ -464,7 +514,14 @@ def _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a
     if fast_key is not None and bound is not None:
         if len(_FAST) >= FAST_ENTRIES:
             _FAST.pop(next(iter(_FAST)))
-        _FAST[fast_key] = bound
+        direct = bound.direct(s) if type(bound) is BoundLaunch else None
+        _FAST[fast_key] = (direct, bound)
+        if plain:
+            if len(_PLAIN) >= FAST_ENTRIES:
+                _PLAIN.pop(next(iter(_PLAIN)))
+            _PLAIN[(a.data_ptr(), b.data_ptr(), out.data_ptr(), s, alpha, beta)] = (
+                (a.shape, a.stride(), a.dtype, b.shape, b.stride(), b.dtype, out.shape, out.stride(), out.dtype),
+                direct, bound)
     return out
 
 
@@ -524,10 +581,11 @@ def matmul(a, b, *, bias=None, activation=None, residual=None, alpha=1.0, beta=0
         kind = type(a)                            # the plain call with out=: _fast_call's key, inlined
         if kind in TORCH_TYPES and type(b) is kind and type(out) is kind and _RAW_STREAM[0] is not None:
             s = _RAW_STREAM[0](a.get_device())
-            bound = _FAST.get((a.data_ptr(), a.shape, a.stride(), a.dtype, b.data_ptr(), b.shape, b.stride(), b.dtype,
-                               out.data_ptr(), out.shape, out.stride(), out.dtype, s, alpha, beta, False))
-            if bound is not None:
-                bound(s)
+            entry = _PLAIN.get((a.data_ptr(), b.data_ptr(), out.data_ptr(), s, alpha, beta))
+            if entry is not None and entry[0] == (a.shape, a.stride(), a.dtype, b.shape, b.stride(), b.dtype, out.shape,
+                                                  out.stride(), out.dtype):
+                if entry[1] is None or entry[1]():   # the direct driver call; else (or on its error) the full one
+                    entry[2](s)
                 return out
     return _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a, scale_b, stream,
                  epilogue_fn, False)
