@@ -169,6 +169,7 @@ def test_realigned_rows_match_float64_and_follow_new_contents(monkeypatch, force
     monkeypatch.setattr(mm, "REALIGN", force)
     monkeypatch.setattr(mm, "_PLANS", {})
     monkeypatch.setattr(mm, "_FAST", {})
+    monkeypatch.setattr(mm, "_PLAIN", {})
     M, N, K = 2000, 1000, 1000
     a = _rand(M, K)
     b = _rand(N, K).t() if layout == "NK" else _rand(K, N)
