@@ -21,6 +21,13 @@ operands come through two rings, merged before the MMA warpgroups:
 
 ``GROUPED=False`` builds the same program with two separate rings (two releases per stage);
 :func:`barrier_counts` counts what each initialises.  M, N any; K a multiple of 8.
+
+Why one producer warpgroup: a second one (512 threads) does not assemble at BN = 256.  ptxas takes a
+per-thread cap of 65536 / 512 = 128 registers from ``.maxntid 512`` for the whole kernel; a
+``setmaxnreg.inc`` that dominates the MMAs does not lift it, and the m64n256k16 wgmma needs 154 (ptxas
+13.0: "C7602 Insufficient registers (128) ... register target of 154").  ``.maxnreg 168`` assembles, but
+168 x 512 registers exceed the 65536 of an SM, so it cannot launch.  Neither does a fifth producer warp
+(416 threads, a cap of 152).
 """
 from __future__ import annotations
 
