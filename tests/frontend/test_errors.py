@@ -178,6 +178,42 @@ def test_rebinding_a_tensor_inside_a_run_time_loop():
 
 
 @tsjit.kernel
+def loop_over_float_argument(x, n):
+    for i in range(n):
+        x[i] = 1.0
+
+
+@tsjit.kernel
+def loop_to_float_argument(x, first, n):
+    for i in range(first, n):
+        x[i] = 1.0
+
+
+@pytest.mark.parametrize("given", [8.0, __import__("numpy").float64(8.0)], ids=["float", "float64"])
+def test_loop_bound_passed_a_float_names_the_argument(given):
+    err = compile_error(loop_over_float_argument, F32, given)
+    assert_points_at(err, loop_over_float_argument, "range(n)")
+    assert "'n'" in err.message and "int(n)" in err.message  # names the argument, says what to pass
+
+
+def test_float_loop_bound_named_among_several_arguments():
+    err = compile_error(loop_to_float_argument, F32, 0, 8.0)
+    assert "'n'" in err.message and "'first'" not in err.message
+
+
+@tsjit.kernel
+def loop_over_computed_float(x, n):
+    m = n * 2.0
+    for i in range(m):
+        x[i] = 1.0
+
+
+def test_computed_float_loop_bound_does_not_blame_an_argument():
+    err = compile_error(loop_over_computed_float, F32, 4)
+    assert "needs integers" in err.message and "kernel argument" not in err.message
+
+
+@tsjit.kernel
 def defined_in_one_branch(x, n):
     if n > 0:
         only_here = 1.0

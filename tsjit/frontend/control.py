@@ -312,6 +312,9 @@ class ControlFlowMixin:
         try:
             bounds = structured.loop_bounds(rng.start, rng.end, rng.step)
         except CompilationError as exc:
+            hint = self._float_argument_bound(node.iter, rng)
+            if hint:
+                exc = CompilationError(f"{exc.message}; {hint}")
             raise exc.with_location(self.location(node.iter)) from None
         carried, before = self._carried(node.body)
         name = node.target.id
@@ -321,6 +324,19 @@ class ControlFlowMixin:
             lambda iv, scope, state: self._loop_body(node, scope, state, before, {name: iv}, loop_locals),
             iv_name=name, unroll=rng.unroll)
         self._exit_loop(exit_, loop_locals, name)
+
+    def _float_argument_bound(self, call, rng) -> str | None:
+        """What to pass instead, when a bound of ``range(...)`` is a kernel argument given a float."""
+        if not isinstance(call, ast.Call) or not 1 <= len(call.args) <= 3 or call.keywords:
+            return None
+        values = [rng.end] if len(call.args) == 1 else [rng.start, rng.end, rng.step][:len(call.args)]
+        arguments = self.frame.arguments
+        for arg, value in zip(call.args, values):
+            if (isinstance(arg, ast.Name) and isinstance(value, Value) and value.dtype.is_float
+                    and arguments.get(arg.id) is value):
+                return (f"kernel argument '{arg.id}' was passed a float, which makes it a device "
+                        f"{value.dtype.name}; pass an int for '{arg.id}' (e.g. int({arg.id}) at the call)")
+        return None
 
     def _loop_body(self, node, scope: dict, state, before: dict, bind: dict, loop_locals: set) -> tuple[list, list]:
         """The body of a run-time loop (:func:`.structured.loop`'s ``body``): visited once with

@@ -31,6 +31,8 @@ class Frame:
         dropped: names that lost their binding at a join (for the undefined-name hint).
         loops: the enclosing ``control.LoopContext`` / ``control.StaticLoop`` objects.
         dynamic_depth: run-time ifs/loops entered since the frame began.
+        arguments: the kernel's arguments as bound on entry, name -> object (empty for a device
+            function), so an error can tell a value passed in from one computed.
     """
 
     def __init__(self, parsed: "ParsedFunction", scope: dict, *, is_kernel: bool):
@@ -41,6 +43,7 @@ class Frame:
         self.dropped: set = set()
         self.loops: list = []
         self.dynamic_depth = 0
+        self.arguments = dict(scope) if is_kernel else {}
 
 
 def current_generator() -> "CodeGenerator | None":
