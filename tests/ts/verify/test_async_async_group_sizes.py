@@ -33,3 +33,23 @@ def test_docstring_gives_both_sizes_for_producer_and_consumer():
     for text in ("CooperativeGroup(Agent.Thread, 32 * P)", "CooperativeGroup(Agent.Thread, 32 * C)",
                  "CooperativeGroup(Agent.Warp, P)", "AsyncLoad"):
         assert text in DOC
+
+
+def test_the_guide_states_the_sizes_p1_accepts_for_a_one_warp_consumer():
+    """docs/task_scheduling.md agrees with the checker: ``(Thread, 32 * W)`` (the reference's count)
+    and ``(Thread, W)`` (one elected lane per warp) both verify; another size is P1 naming the task,
+    the resource and both counts."""
+    import pathlib
+    guide = (pathlib.Path(__file__).resolve().parents[3] / "docs" / "task_scheduling.md").read_text()
+    assert "`(Thread, 32 * W)`" in guide and "`(Thread, W)`" in guide
+    assert "counts every thread that calls `release()`" not in guide   # the old, contradicted sentence
+    for size in (32, 1):
+        tasks, graph, options = async_counts(producers=32, consumers=size, cons_warps=1)().build()
+        manager = TaskManager(tasks, graph, verbose=False, **options)
+        assert [f for f in manager.findings if not f.is_warning] == []
+    tasks, graph, options = async_counts(producers=32, consumers=16, cons_warps=1)().build()
+    with pytest.raises(VerificationError) as err:
+        TaskManager(tasks, graph, verbose=False, **options)
+    text = str(err.value)
+    assert err.value.check == "P1" and "consumer_group.size is 16" in text
+    assert "32 (every thread" in text and "1 (one lane per warp" in text and "task '" in text
