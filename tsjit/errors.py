@@ -213,8 +213,12 @@ def short_path(path: str) -> str:
 
 
 # -- tracebacks without tsjit's frames --------------------------------------------------------------
+#: the file name prefix of code tsjit generates at run time (``<tsjit warm launch of N parameters>``)
+GENERATED_CODE_PREFIX = "<tsjit "
+
+
 def _is_internal(filename: str) -> bool:
-    return os.path.abspath(filename).startswith(_PACKAGE_DIR)
+    return filename.startswith(GENERATED_CODE_PREFIX) or os.path.abspath(filename).startswith(_PACKAGE_DIR)
 
 
 def user_traceback(tb, hide: tuple[str, ...] = ()):
@@ -282,6 +286,13 @@ def compile_time_call_site(location: Callable[[], SourceLocation]):
         _compile_time_call_site.reset(token)
 
 
+def current_call_site() -> SourceLocation | None:
+    """The kernel line whose compile-time call into host code is running (see
+    :func:`compile_time_call_site`), or ``None`` outside a kernel compile."""
+    site = _compile_time_call_site.get()
+    return site() if site is not None else None
+
+
 def warn(message: str, category: type[Warning] = UserWarning, location: SourceLocation | None = None) -> None:
     """Issue a warning attributed to the user's source line, not to tsjit's own files.
 
@@ -292,8 +303,7 @@ def warn(message: str, category: type[Warning] = UserWarning, location: SourceLo
     once under the default filter.
     """
     if location is None:
-        site = _compile_time_call_site.get()
-        location = site() if site is not None else None
+        location = current_call_site()
     module_globals = None
     if location is None:
         frame = sys._getframe(1)

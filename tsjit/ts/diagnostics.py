@@ -5,6 +5,9 @@
                          every demoted ``VerificationError``.
 ``user_location()``      the ``file:line:col`` of the innermost frame outside
                          ``tsjit/ts`` (the user's schedule code), so errors point there.
+``definition_location()`` where user code made an object (a PipelineConfig), for messages
+                         about it; inside a kernel compile, the kernel line.
+``located()``            a message prefixed with a location, then the source line and a caret.
 ``schedule_error()``     a ``ScheduleError`` located at the user's line, with the source
                          line and the rule id.
 """
@@ -14,11 +17,13 @@ import itertools
 import os
 import sys
 
-from tsjit.errors import ScheduleError, SourceLocation
+from tsjit.errors import ScheduleError, SourceLocation, current_call_site
 
-__all__ = ["ScheduleWarning", "VerificationWarning", "user_location", "schedule_error"]
+__all__ = ["ScheduleWarning", "VerificationWarning", "user_location", "definition_location", "located",
+           "schedule_error"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_FRONTEND_DIR = os.path.join(os.path.dirname(_PACKAGE_DIR.rstrip(os.sep)), "frontend") + os.sep
 
 
 class ScheduleWarning(UserWarning):
@@ -34,6 +39,10 @@ def user_location() -> SourceLocation | None:
     frame = sys._getframe(1)
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
         frame = frame.f_back
+    return _frame_location(frame)
+
+
+def _frame_location(frame) -> SourceLocation | None:
     if frame is None:
         return None
     line, col = frame.f_lineno, 0
@@ -46,19 +55,39 @@ def user_location() -> SourceLocation | None:
     return SourceLocation(frame.f_code.co_filename, line, col, frame.f_code.co_name)
 
 
+def definition_location() -> SourceLocation | None:
+    """Where the user's code is making the object under construction: the innermost caller frame
+    outside ``tsjit/ts``, or, when that frame is the kernel compiler's (a call made from a kernel
+    body at compile time), the kernel line making the call."""
+    frame = sys._getframe(1)
+    while frame is not None and (os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR)
+                                 or frame.f_code.co_name == "__init__" and frame.f_code.co_filename == "<string>"):  # dataclass
+        frame = frame.f_back
+    location = _frame_location(frame)
+    if location is not None and os.path.abspath(location.filename).startswith(_FRONTEND_DIR):
+        return current_call_site() or location
+    return location
+
+
+def located(text: str, location: SourceLocation | None) -> str:
+    """``path:line:col: text`` followed by the source line and a caret under the column (the shape
+    of a CompilationError); ``text`` unchanged without a location."""
+    if location is None:
+        return text
+    out = f"{location}: {text}"
+    source = location.source_line()
+    if source is not None:
+        stripped = source.lstrip()
+        out += "\n    " + stripped.rstrip()
+        out += "\n    " + " " * max(0, location.col - (len(source) - len(stripped))) + "^"
+    return out
+
+
 def schedule_error(message: str, rule: str, location: SourceLocation | None = None,
                    error_class: type = ScheduleError) -> ScheduleError:
     """A ScheduleError ``path:line: message  [rule]`` followed by the source line."""
     location = location if location is not None else user_location()
-    text = f"{message}  [{rule}]" if rule else message
-    if location is not None:
-        # the same shape as a CompilationError: absolute file:line:col, the line, a caret
-        text = f"{location}: {text}"
-        source = location.source_line()
-        if source is not None:
-            stripped = source.lstrip()
-            text += "\n    " + stripped.rstrip()
-            text += "\n    " + " " * max(0, location.col - (len(source) - len(stripped))) + "^"
+    text = located(f"{message}  [{rule}]" if rule else message, location)
     error = error_class(text)
     error.location = location
     error.rule = rule

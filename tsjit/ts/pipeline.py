@@ -17,6 +17,7 @@ import enum
 from dataclasses import dataclass, field
 
 from tsjit.errors import UsageTypeError, VerificationError
+from tsjit.ts.diagnostics import definition_location
 from tsjit.ts.protocol import PipelineOp, PipelineType, SideKind, SignalingThreads, TypeRow, row
 
 __all__ = ["PipelineType", "SignalingThreads", "PipelineOp", "Agent", "CooperativeGroup", "PipelineConfig"]
@@ -88,6 +89,8 @@ class PipelineConfig:
         async_producer_op: producer operation of AsyncAsync (AsyncThread / AsyncLoad).
 
     ``producer_op`` (a property) is the producer's :class:`PipelineOp` whatever the type.
+    ``source_location`` (not a field) is where user code made the config, or None: checks P1 / P2
+    point there.
 
     Raises:
         VerificationError (P3): an impossible combination, naming the field and values.
@@ -114,6 +117,7 @@ class PipelineConfig:
     async_producer_op: PipelineOp = _THREAD
 
     def __post_init__(self):
+        object.__setattr__(self, "source_location", definition_location())
         t = self.pipeline_type
         if isinstance(self.num_stages, PipelineType):
             raise UsageTypeError(

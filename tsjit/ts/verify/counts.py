@@ -43,7 +43,7 @@ from __future__ import annotations
 from tsjit.ts.protocol import SideKind, Signal, Who, signals, warps_per_stage
 from tsjit.ts.enums import ScheduleStage
 from tsjit.ts.tx_bytes import arming_units, bracket_works, tx_cta_factor, work_bytes
-from tsjit.ts.verify.findings import Finding, error, warning
+from tsjit.ts.verify.findings import Finding, at_config, error, warning
 from tsjit.ts.verify.pipelines import co_filling_tasks, pipeline_config, role_tasks, task_lanes
 
 __all__ = ["check_arrival_counts", "check_tma_bytes", "signalling_units"]
@@ -114,8 +114,8 @@ def check_arrival_counts(manager) -> list[Finding]:
                 f"cta_layout_vmnk ({type(layout).__name__}); its arrival counts are not "
                 f"checked. Pass a (V, M, N, K) tuple to check them.")))
             continue
-        out += _side_counts(manager, resource, config, "producer")
-        out += _side_counts(manager, resource, config, "consumer")
+        out += at_config(_side_counts(manager, resource, config, "producer"), config)
+        out += at_config(_side_counts(manager, resource, config, "consumer"), config)
     return out
 
 
@@ -234,52 +234,59 @@ def check_tma_bytes(manager) -> list[Finding]:
         config = pipeline_config(resource)
         if config is None or config.protocol.producer is not SideKind.Tma:
             continue
-        tasks = role_tasks(manager, resource, "acquire")
-        if not tasks:
-            continue
-        fillers = co_filling_tasks(manager.tasks, resource)
-        if work_bytes(resource) is not None:
-            out += _check_work_bytes(resource, config, tasks, fillers)
-            continue
-        if len(fillers) > 1 and config.num_bytes_per_warp_per_cta is None:
-            out.append(_co_filling_error(resource, config, fillers))
-            continue
-        leader = signals(config, "producer")[0].who is Who.ElectedInFirstWarp   # TaskWarpLeader
-        per_stage, _ = signalling_units(manager, resource, "acquire", 1, per_task=leader)
-        arms = per_stage[0]
-        name, given = resource.name, config.num_bytes
-        total = resource.tma_bytes_per_stage() if hasattr(resource, "tma_bytes_per_stage") \
-            else None
-        if isinstance(total, int) and not isinstance(total, bool) and arms > 0:
-            expected = total // arms
-            if total % arms or expected != given:
-                out.append(error("P2", (
-                    f"resource {name!r} ({config.pipeline_type.value}): num_bytes is {given}, "
-                    f"but one stage's TMA copies deliver {total} B ({name}.tma_bytes_per_stage()"
-                    f") and {arms} warp(s) arm the full barrier with num_bytes each ("
-                    f"{_tasks_text(tasks)}): expected {total} / {arms} = "
-                    f"{total / arms:g}.\n  Set num_bytes={expected if not total % arms else '?'}"
-                    f" (or override tma_bytes_per_stage() if a stage loads several boxes); a "
-                    f"short count completes the stage early, a long one hangs.")))
-            continue
-        cta_factor = tx_cta_factor(config)
-        warp_factor = max(t.num_warps for t in tasks) if leader else 1
-        per_warp = config.num_bytes_per_warp_per_cta
-        if per_warp is None:
-            if (leader and warp_factor > 1) or cta_factor > 1:
-                why = ("TaskWarpLeader aggregates the bytes of several warps" if leader
-                       and warp_factor > 1 else
-                       f"the leader-only consumer gets the bytes of {cta_factor} CTAs")
-                out.append(error("P2", (
-                    f"resource {name!r} ({config.pipeline_type.value}): {why}, so "
-                    f"num_bytes_per_warp_per_cta is required to check num_bytes={given}.\n"
-                    f"  Pass num_bytes_per_warp_per_cta= (the bytes one producer warp's "
-                    f"copies deliver to one CTA).")))
-            continue
-        expected = per_warp * cta_factor * warp_factor
-        if expected != given:
+        out += at_config(_tma_bytes(manager, resource, config), config)
+    return out
+
+
+def _tma_bytes(manager, resource, config) -> list[Finding]:
+    """P2 for one TMA-produced resource."""
+    out: list[Finding] = []
+    tasks = role_tasks(manager, resource, "acquire")
+    if not tasks:
+        return out
+    fillers = co_filling_tasks(manager.tasks, resource)
+    if work_bytes(resource) is not None:
+        out += _check_work_bytes(resource, config, tasks, fillers)
+        return out
+    if len(fillers) > 1 and config.num_bytes_per_warp_per_cta is None:
+        out.append(_co_filling_error(resource, config, fillers))
+        return out
+    leader = signals(config, "producer")[0].who is Who.ElectedInFirstWarp   # TaskWarpLeader
+    per_stage, _ = signalling_units(manager, resource, "acquire", 1, per_task=leader)
+    arms = per_stage[0]
+    name, given = resource.name, config.num_bytes
+    total = resource.tma_bytes_per_stage() if hasattr(resource, "tma_bytes_per_stage") \
+        else None
+    if isinstance(total, int) and not isinstance(total, bool) and arms > 0:
+        expected = total // arms
+        if total % arms or expected != given:
             out.append(error("P2", (
                 f"resource {name!r} ({config.pipeline_type.value}): num_bytes is {given}, "
-                f"expected num_bytes_per_warp_per_cta {per_warp} x CTAs {cta_factor} x "
-                f"warps per arming {warp_factor} = {expected}.\n  Set num_bytes={expected}.")))
+                f"but one stage's TMA copies deliver {total} B ({name}.tma_bytes_per_stage()"
+                f") and {arms} warp(s) arm the full barrier with num_bytes each ("
+                f"{_tasks_text(tasks)}): expected {total} / {arms} = "
+                f"{total / arms:g}.\n  Set num_bytes={expected if not total % arms else '?'}"
+                f" (or override tma_bytes_per_stage() if a stage loads several boxes); a "
+                f"short count completes the stage early, a long one hangs.")))
+        return out
+    cta_factor = tx_cta_factor(config)
+    warp_factor = max(t.num_warps for t in tasks) if leader else 1
+    per_warp = config.num_bytes_per_warp_per_cta
+    if per_warp is None:
+        if (leader and warp_factor > 1) or cta_factor > 1:
+            why = ("TaskWarpLeader aggregates the bytes of several warps" if leader
+                   and warp_factor > 1 else
+                   f"the leader-only consumer gets the bytes of {cta_factor} CTAs")
+            out.append(error("P2", (
+                f"resource {name!r} ({config.pipeline_type.value}): {why}, so "
+                f"num_bytes_per_warp_per_cta is required to check num_bytes={given}.\n"
+                f"  Pass num_bytes_per_warp_per_cta= (the bytes one producer warp's "
+                f"copies deliver to one CTA).")))
+        return out
+    expected = per_warp * cta_factor * warp_factor
+    if expected != given:
+        out.append(error("P2", (
+            f"resource {name!r} ({config.pipeline_type.value}): num_bytes is {given}, "
+            f"expected num_bytes_per_warp_per_cta {per_warp} x CTAs {cta_factor} x "
+            f"warps per arming {warp_factor} = {expected}.\n  Set num_bytes={expected}.")))
     return out

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Finding", "error", "warning", "step_message"]
+from tsjit.ts.diagnostics import located
+
+__all__ = ["Finding", "error", "warning", "step_message", "at_config"]
 
 
 @dataclass(frozen=True)
@@ -37,3 +39,10 @@ def warning(check: str, message: str) -> Finding:
 def step_message(task, step, what: str, fix: str) -> str:
     """``task 'x' (warps 0-3) <what> ('res' Stage 'label' at schedule step #i (f:l)).``"""
     return f"{task.describe()}: {what} ({step.describe()}).\n  {fix}"
+
+
+def at_config(findings: list[Finding], config) -> list[Finding]:
+    """``findings`` about ``config`` (a PipelineConfig), each located at the line that made it
+    (``config.source_location``), with that line and a caret, so P1 / P2 point at the config."""
+    location = getattr(config, "source_location", None)
+    return [Finding(f.check, located(f.message, location), f.is_warning) for f in findings]

@@ -1,0 +1,113 @@
+"""P1 and P2 (a PipelineConfig's group sizes and bytes) point at the line that made the config, not at the
+TaskManager line that checked it: on the host, and inside a kernel (where the TaskManager line stays as
+secondary context)."""
+import inspect
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+import tsjit
+from tsjit import ts
+from tsjit.errors import VerificationError
+from tsjit.examples import checker_mistakes
+
+THIS_FILE = os.path.abspath(__file__)
+pytestmark = pytest.mark.filterwarnings("ignore::tsjit.ts.ScheduleWarning")
+
+
+def _line_of(function, snippet: str) -> int:
+    lines, first = inspect.getsourcelines(function)
+    return first + next(n for n, line in enumerate(lines) if snippet in line)
+
+
+def test_p2_points_at_the_config_line_on_the_host():
+    tasks, graph, options = checker_mistakes.build_tma_bytes_short_by_one_tile(False)
+    with pytest.raises(VerificationError) as err:
+        ts.TaskManager(tasks, graph, verbose=False, **options)
+    build = checker_mistakes.build_tma_bytes_short_by_one_tile
+    where = f"{os.path.abspath(inspect.getsourcefile(build))}:{_line_of(build, 'create_tma_async_pipeline_cfg(')}:"
+    text = str(err.value)
+    assert err.value.check == "P2" and text.startswith(f"[P2] {where}"), text
+    assert "ts.PipelineConfig.create_tma_async_pipeline_cfg(" in text and "^" in text   # the line, a caret
+    assert "Set num_bytes=16384" in text
+
+
+@dataclass(kw_only=True)
+class Ring(ts.MemoryResource):
+    """A ring of 32-float stages in shared memory: one warp fills it from ``x``, another reads it."""
+
+    x: object = None
+    allocation: object = None
+    value: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
+
+    def __post_init__(self):
+        self.allocation = ts.SmemAllocation(f"{self.name}.buffers", dtype=tsjit.Float32,
+                                            count=self.pipeline_config.num_stages * 32)
+        self.value = ts.TaskLocalVariable(tsjit.Float32, default=0.0)
+
+    def get_smem_requirements(self):
+        return [self.allocation]
+
+    @ts.producer_work
+    def fill(self, stage_info):
+        buf = self.allocation.tensor((self.pipeline_config.num_stages, 32))[stage_info.stage_idx]
+        buf[tsjit.lane_idx()] = self.x[stage_info.loop_offset * 32 + tsjit.lane_idx()]
+
+    @ts.consumer_work(returns="value")
+    def take(self, stage_info):
+        buf = self.allocation.tensor((self.pipeline_config.num_stages, 32))[stage_info.stage_idx]
+        return buf[tsjit.lane_idx()]
+
+
+@dataclass(kw_only=True)
+class Out(ts.MemoryResource):
+    """Global output ``y``: writes the routed value."""
+
+    y: object = None
+
+    @ts.producer_work()
+    def write(self, stage_info, value):
+        self.y[stage_info.loop_offset * 32 + tsjit.lane_idx()] = value * 2.0
+
+
+@tsjit.kernel
+def ring_with_a_short_consumer_group(x, y, chunks):
+    config = ts.PipelineConfig.create_async_async_pipeline_cfg(
+        2, ts.CooperativeGroup(ts.Agent.Thread, 32), ts.CooperativeGroup(ts.Agent.Thread, 16))
+    ring = Ring(name="ring", pipeline_config=config, x=x)
+    out = Out(name="out", y=y)
+
+    @ts.schedule
+    def produce(r: Ring):
+        with ts.domain_loop(0, chunks, 1):
+            r.acquire()
+            r.fill()
+            r.commit()
+
+    @ts.schedule
+    def consume(r: Ring, o: Out):
+        with ts.domain_loop(0, chunks, 1):
+            r.wait()
+            value = r.take()
+            r.release()
+            o.write(value)
+
+    producer = ts.Task("producer", [], [ring], 0, 1, schedule=produce(ring))
+    consumer = ts.Task("consumer", [ring], [out], 1, 1, schedule=consume(ring, out))
+    manager = ts.TaskManager([producer, consumer], {out: [ring]}, verbose=False)
+    manager.setup_resources_and_tasks()
+    manager.run()
+
+
+def test_p1_in_a_kernel_points_at_the_config_line_and_names_the_taskmanager_line():
+    x = np.zeros(256, np.float32)
+    with pytest.raises(VerificationError) as err:
+        tsjit.compile(ring_with_a_short_consumer_group, x, x, 8, target="sm_90a")
+    text = str(err.value)
+    config_line = _line_of(ring_with_a_short_consumer_group.fn, "create_async_async_pipeline_cfg(")
+    manager_line = _line_of(ring_with_a_short_consumer_group.fn, "ts.TaskManager(")
+    assert err.value.check == "P1" and text.startswith(f"[P1] {THIS_FILE}:{config_line}:"), text
+    assert "consumer_group.size is 16" in text and "task 'consumer'" in text
+    assert f"raised while compiling the kernel, at {THIS_FILE}:{manager_line}:" in text
