@@ -25,3 +25,15 @@ def test_the_broken_program_is_refused_and_its_twin_is_safe(name):
     assert err.value.check == check and text in str(err.value)
     tasks, graph, options = build(True)
     assert TaskManager(tasks, graph, verbose=False, **options).exhaustive_result.verdict == "SAFE"
+
+
+def test_a_race_at_kernel_start_says_why_it_has_no_interleaving():
+    """Two tasks whose first writes overlap race before either takes a barrier step: the message says so
+    and what to add, instead of calling the tasks stuck."""
+    _, build = MISTAKES["two_tasks_write_aliased_buffers"]
+    tasks, graph, options = build(False)
+    with pytest.raises(VerificationError) as err:
+        TaskManager(tasks, graph, verbose=False, **options)
+    line = next(text for text in str(err.value).splitlines() if "shortest interleaving" in text)
+    assert "stuck" not in line and "kernel start" in line
+    assert "wait()" in line and "acquire()" in line     # what to add

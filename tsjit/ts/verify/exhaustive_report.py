@@ -133,13 +133,24 @@ def _credits(model, path) -> list:
     return lines
 
 
-def _path_block(model, result, state, key=None) -> list:
+#: what an empty interleaving means, per kind of finding
+_AT_START = {
+    "deadlock": "none: the deadlock is there at kernel start; every task's first barrier operation "
+                "already waits, so no task can take a single step.",
+    "race": "none needed: both accesses come at kernel start, before either task's first barrier "
+            "operation, so nothing orders them; make one task wait (wait() or acquire() on a ring the "
+            "other commits or releases after its access) before its access.",
+    "other": "none: it happens at kernel start, before any task's first barrier operation.",
+}
+
+
+def _path_block(model, result, state, key=None, kind: str = "other") -> list:
     path = path_to(result, state)
     if key is not None:
         path = path + [(state, key)]
     lines = format_interleaving(model, path)
     if not path:
-        return path, ["  shortest interleaving: none, the tasks are stuck from the start."]
+        return path, [f"  shortest interleaving: {_AT_START[kind]}"]
     return path, [f"  shortest interleaving ({len(path)} transitions):"] + lines
 
 
@@ -157,7 +168,7 @@ def _deadlock(model, result, event, variant) -> Report:
         lines.append(f"  blocked: {proc.describe()} at {op.describe()}: waits for "
                      f"{model.program.barriers[op.guard].name} to complete the phase of "
                      f"parity {op.parity}; {_barrier_state(model, state, op.guard)}")
-    path, block = _path_block(model, result, state)
+    path, block = _path_block(model, result, state, kind="deadlock")
     credit = _credits(model, path)
     head = (f"deadlock ({variant}): {len(tasks)} task(s) blocked, none can proceed.")
     fix = ("  Each blocked wait needs a commit/release (or TMA bytes) that no task will still "
@@ -270,7 +281,7 @@ def _race(model, result, event, variant, seen) -> list:
             lines.append("  The read is asynchronous: retire it (wgmma.wait_group / bulk_wait_group "
                          "with fewer groups pending) before the release or commit that lets the "
                          "writer in, or release the previous stage instead of this one.")
-        _, block = _path_block(model, result, event.state, event.transition)
+        _, block = _path_block(model, result, event.state, event.transition, kind="race")
         resources = (a.step.resource.name, b.step.resource.name,
                      regions.keys[a.region][0].name, regions.keys[b.region][0].name)
         out.append(Report("race", "\n".join(lines + block), (pi.task.name, pj.task.name),
