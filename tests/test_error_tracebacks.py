@@ -69,6 +69,41 @@ def test_pytest_failure_shows_no_tsjit_frames(tmp_path):
     _assert_user_frames_only(output, "tsjit.compile(broken, np.zeros(32, np.float32))")
 
 
+LAUNCH_PROGRAM = """
+import numpy as np, tsjit
+
+@tsjit.kernel
+def add(x, n):
+    i = tsjit.thread_idx().x
+    x[i] = x[i] + n
+
+def test_launch_error():
+    x = tsjit.to_device(np.zeros(32, np.float32))
+    add[(1,), (32,)](x, 1.0)              # compiles; later launches take the generated warm path
+    add[(1,), (32,)](x, [1, 2])
+
+if __name__ == "__main__":
+    test_launch_error()
+"""
+
+
+@pytest.mark.parametrize("runner", ["python", "pytest"])
+def test_launch_error_traceback_has_no_generated_warm_launch_frame(tmp_path, runner, monkeypatch):
+    """A launch error raised through the warm launch (code tsjit generates per kernel) shows the user's
+    launch line only: no ``<tsjit warm launch ...>`` frame, no tsjit file (run on the CPU interpreter)."""
+    script = tmp_path / "test_user_launch.py"
+    script.write_text(textwrap.dedent(LAUNCH_PROGRAM))
+    env = dict(os.environ, PYTHONPATH=ROOT, TSJIT_CACHE_DIR=str(tmp_path / "cache"), PYTHONDONTWRITEBYTECODE="1",
+               TSJIT_INTERPRET="1")
+    args = [str(script)] if runner == "python" else ["-m", "pytest", "-q", "-p", "no:cacheprovider", str(script)]
+    done = subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    output = done.stdout + done.stderr
+    assert done.returncode == 1 and "argument 'n'" in output, output
+    assert "add[(1,), (32,)](x, [1, 2])" in output, output
+    assert "<tsjit" not in output and TSJIT_DIR not in output, output
+
+
 def test_traceback_object_stays_whole_for_debuggers():
     import numpy as np
     namespace = {}

@@ -26,7 +26,7 @@ import struct
 import threading
 
 from tsjit.abi import BY_REFERENCE
-from tsjit.errors import LaunchError
+from tsjit.errors import GENERATED_CODE_PREFIX, LaunchError, hide_from_pytest
 from tsjit.runtime import driver, launch_config, streams
 from tsjit.runtime.arrays import DeviceArray
 
@@ -110,7 +110,8 @@ def _generate(kinds, method: bool, interpret_requested=None):
     lines, keys, dyn, names = [], [], [], {"DeviceArray": DeviceArray, "TORCH": _TORCH_TYPES, "type": type,
                                            "get_ident": threading.get_ident, "stream_value": streams.stream_value,
                                            "thread_state": streams.thread_state,
-                                           "interpret_requested": interpret_requested}
+                                           "interpret_requested": interpret_requested,
+                                           "__tracebackhide__": hide_from_pytest}
     decline = "return self.general(args, stream, cluster, pdl, check_launch, kwargs)" if method else "return False"
     for i, kind in enumerate(kinds):
         a, t, k, p = f"a{i}", f"t{i}", f"k{i}", f"p{i}"
@@ -170,7 +171,7 @@ def _generate(kinds, method: bool, interpret_requested=None):
         "    if err:",
         "        hot.fail(err)",
         "    return None" if method else "    return True"])
-    exec(compile(source, f"<tsjit warm launch of {len(kinds)} parameters>", "exec"), names)  # noqa: S102
+    exec(compile(source, f"{GENERATED_CODE_PREFIX}warm launch of {len(kinds)} parameters>", "exec"), names)  # noqa: S102
     return names["__call__" if method else "call"]
 
 

@@ -11,8 +11,11 @@ from __future__ import annotations
 import threading
 
 from tsjit import env
+from tsjit.errors import hide_from_pytest
 from tsjit.runtime import streams
 from tsjit.runtime.launch import HotLaunch, argument_signature, hot_method, raw_cu_launch_kernel_ex
+
+__tracebackhide__ = hide_from_pytest  # pytest shows a TsjitError without tsjit's frames
 
 
 class Launcher:

@@ -21,7 +21,7 @@ import numpy as np
 
 from tsjit import abi
 from tsjit.backend import assemble
-from tsjit.errors import LaunchError
+from tsjit.errors import LaunchError, hide_from_pytest
 from tsjit.frontend.dependencies import UndigestableValue, value_digest
 from tsjit.frontend.source import source_text
 from tsjit.lang import dtypes as dt
@@ -29,6 +29,8 @@ from tsjit.lang.constexpr import is_constexpr_annotation
 from tsjit.lang.memory import TensorAnnotation
 from tsjit.runtime.arrays import ArraySpec, DeviceArray, describe_array_argument
 from tsjit.runtime.cache import KernelCache
+
+__tracebackhide__ = hide_from_pytest  # pytest shows a TsjitError without tsjit's frames
 
 _INDEX_LIMIT = 2 ** 31
 
