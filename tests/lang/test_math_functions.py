@@ -94,6 +94,16 @@ def test_a_missing_tsjit_math_name_lists_the_functions_closest_first():
     assert "erf_formula" not in device_math.available() and "LOG2E" not in device_math.available()
 
 
+def test_dir_of_tsjit_math_shows_only_the_public_builtins():
+    shown = dir(tsjit.math)
+    assert shown == sorted(tsjit.math.__all__) == device_math.available()
+    assert {"exp", "sqrt", "tanh", "erf", "fma", "min", "max", "pi", "inf"} <= set(shown)
+    for internal in ("Value", "emit", "dt", "difflib", "builtins", "cast_to", "LOG2E", "erf_formula", "available"):
+        assert internal not in shown
+    assert all(not name.startswith("_") for name in shown)
+    assert callable(device_math.erf_formula) and callable(tsjit.math.available)   # still importable
+
+
 @tsjit.kernel
 def uses_missing(x, out):
     out[0] = tsjit.math.atanh(x[0])

@@ -241,6 +241,14 @@ def available() -> list[str]:
 
 _INTERNAL = {"tanh_formula", "erf_formula", "available", "annotations"}
 
+#: the public builtins (what ``dir(tsjit.math)``, ``help`` and ``from tsjit.math import *`` show); the
+#: helpers above (``available``, the ``*_formula`` functions the tests check) stay importable
+__all__ = available()
+
+
+def __dir__() -> list[str]:
+    return list(__all__)
+
 
 def __getattr__(name: str):
     """A missing name: an AttributeError listing what exists, the closest match first."""
