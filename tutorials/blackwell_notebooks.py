@@ -188,8 +188,8 @@ NVFP4 = [
            "operands. It builds for **sm_100f**: `kind::mxf4nvf4` with UE4M3 scales needs PTX ISA 8.7, and tsjit's "
            "sm_100a emits PTX 8.6."),
     ("code", SETUP),
-    ("code", "from tsjit.examples import bw_nvfp4_gemm as nvfp4\nprint(inspect.getsource(nvfp4.BlockScaledAccumulator))\n"
-             "print(inspect.getsource(nvfp4.ScaleTiles.copy_to_tmem))"),
+    ("code", "from tsjit.examples import bw_nvfp4_gemm as nvfp4"),
+    ("source", "tsjit.examples.bw_nvfp4_gemm: BlockScaledAccumulator, ScaleTiles.copy_to_tmem, nvfp4_gemm.fn"),
     ("code", "compiled, verdicts = compile_verified(nvfp4.compile_for)\n"
              "print('checker', verdicts, '| target', compiled.metadata['target'], '| registers', compiled.metadata['registers'],\n"
              "      '| spilled', compiled.metadata['spill_stores_bytes'], 'B')\n"

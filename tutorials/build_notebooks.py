@@ -235,13 +235,12 @@ NOTEBOOKS = {
                "(a 2-stage ring: ping-pong). The interleaved variant shares a 4-stage ring between two warp lanes "
                "with `interleave_stride=2`: lane k uses stages k, k+2, ..."),
         ("code", INTERPRETER_SETUP),
-        ("code", "import inspect\nfrom tsjit.examples import ts_async\n"
-                 "print(inspect.getsource(ts_async.StagedChunks))\nprint(inspect.getsource(ts_async.ScaledOutput))"),
+        ("code", "from tsjit.examples import ts_async"),
+        ("source", "tsjit.examples.ts_async: StagedChunks, ScaledOutput"),
         ("md", "Both kernels share one builder: the AsyncAsync ring (`create_async_async_pipeline_cfg`, its "
                "producer and consumer groups counting every thread of each side), the two schedules, the tasks "
                "and the TaskManager. `interleave_stride` is the only difference between them."),
-        ("code", "print(inspect.getsource(ts_async._build))\nprint(inspect.getsource(ts_async.pingpong_scale.fn))\n"
-                 "print(inspect.getsource(ts_async.interleaved_scale.fn))"),
+        ("source", "tsjit.examples.ts_async: _build, pingpong_scale.fn, interleaved_scale.fn"),
         ("code", "for k in (ts_async.pingpong_scale, ts_async.interleaved_scale):\n"
                  "    c = tsjit.compile(k, np.zeros(64, np.float32), np.zeros(64, np.float32), 64, 1024)\n"
                  "    print(k.__name__, 'smem', c.metadata['smem_bytes'], 'registers', c.metadata['registers'])"),

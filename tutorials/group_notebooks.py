@@ -18,26 +18,23 @@ COUNTS = """counts = {module}.barrier_counts()
 print(f"barriers: group {{counts['group']}}, separate rings {{counts['separate']}}, "
       f"saved {{counts['separate'] - counts['group']}} (mbarrier.init in each program's PTX)")"""
 
-CORPUS = """import os, sys, warnings
-ROOT = os.path.dirname(os.path.abspath(os.path.dirname(tsjit.__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests", "ts", "verify"))
-from broken.groups import CASES
+CORPUS = """import warnings
+from tsjit.examples.group_mistakes import MISTAKES
 from tsjit.errors import ScheduleError, VerificationError
 from tsjit.ts import ScheduleWarning, TaskManager
 warnings.simplefilter("ignore", ScheduleWarning)
-CASES = {case.name: case for case in CASES}
 
 def show(name):
-    \"\"\"Build a broken group program (from the test corpus) and print the error; verify its twin.\"\"\"
-    case = CASES[name]
-    print("The mistake:", case.mistake)
+    \"\"\"Build a broken group program and print the error the checker gives; verify its corrected twin.\"\"\"
+    mistake, build = MISTAKES[name]
+    print("The mistake:", mistake)
     try:
-        tasks, graph, options = case.build(False)
+        tasks, graph, options = build(False)
         TaskManager(tasks, graph, verbose=False, **options)
         raise AssertionError("accepted a broken program")
     except (ScheduleError, VerificationError) as err:
         print(err)
-    tasks, graph, options = case.build(True)
+    tasks, graph, options = build(True)
     print("The corrected program:", TaskManager(tasks, graph, verbose=False, **options).exhaustive_result.verdict)"""
 
 NOTEBOOKS = {
@@ -58,9 +55,12 @@ NOTEBOOKS = {
                "kernel compiled both ways (`GROUPED=True` / `False`)."),
         ("code", COUNTS.format(module="ts_merge_copy")),
         ("md", "The checker knows the group: a member released on its own, a release that never waited on a "
-               "member, a consumer count that differs between the members all fail before any code exists."),
+               "member, a consumer count that differs between the members all fail before any code exists. "
+               "The programs below are small host-side Merge programs (`tsjit.examples.group_mistakes`, on the "
+               "resources of tutorial 8), each with one mistake and a corrected twin."),
+        ("source", "tsjit.examples.group_mistakes: merge_program"),
         ("code", CORPUS),
-        ("code", "show('group_merge_member_release')\nprint()\nshow('group_merge_release_without_wait')"),
+        ("code", "show('merge_member_release')\nprint()\nshow('merge_release_without_wait')"),
         ("code", "if GPU:\n"
                  "    for grouped in (True, False):\n"
                  "        got, ref = ts_merge_copy.run_merge_copy(1000, 780, grouped=grouped)\n"
@@ -82,10 +82,8 @@ NOTEBOOKS = {
                "and release the previous stage once, `ab.release()`. Since the A stage was written through the "
                "generic proxy, the MMA work fences (`fence.proxy.async`) before wgmma reads it."),
         ("code", SETUP),
-        ("code", "from tsjit.examples import ts_merge_gemm\n"
-                 "print(inspect.getsource(ts_merge_gemm.CpAsyncTiles))\n"
-                 "print(inspect.getsource(ts_merge_gemm.operand_load_schedule))\n"
-                 "print(inspect.getsource(ts_merge_gemm.mainloop_schedules))"),
+        ("code", "from tsjit.examples import ts_merge_gemm"),
+        ("source", "tsjit.examples.ts_merge_gemm: CpAsyncTiles, operand_load_schedule, mainloop_schedules"),
         ("code", COUNTS.format(module="ts_merge_gemm")),
         ("code", "c = tsjit.compile(ts_merge_gemm.merge_gemm, *ts_merge_gemm.compile_args())\n"
                  "print('registers', c.metadata.registers, 'spills', c.metadata.spill_stores_bytes, "
@@ -137,8 +135,13 @@ NOTEBOOKS = {
         ("code", "from tsjit.examples import ts_fork"),
         ("source", "tsjit.examples.ts_fork: ReluOutput, fork_gemm_act.fn"),
         ("code", COUNTS.format(module="ts_fork")),
+        ("md", "The checker knows the Fork too: a member committed on its own, or members that expect "
+               "different bytes from the one copy that fills their stage, fail before any code exists. The "
+               "program below is a small host-side Fork (`tsjit.examples.group_mistakes`), built broken and "
+               "corrected."),
+        ("source", "tsjit.examples.group_mistakes: fork_program"),
         ("code", CORPUS),
-        ("code", "show('group_fork_member_commit')\nprint()\nshow('group_fork_bytes_mismatch')"),
+        ("code", "show('fork_member_commit')\nprint()\nshow('fork_bytes_mismatch')"),
         ("code", "if GPU:\n"
                  "    for shape in ((1000, 1000, 1000), (257, 512, 136)):\n"
                  "        c, c_ref, r, r_ref = ts_fork.run_fork(*shape)\n"
