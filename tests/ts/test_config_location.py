@@ -3,7 +3,6 @@ TaskManager line that checked it: on the host, and inside a kernel (where the Ta
 secondary context)."""
 import inspect
 import os
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -12,6 +11,7 @@ import tsjit
 from tsjit import ts
 from tsjit.errors import VerificationError
 from tsjit.examples import checker_mistakes
+from tsjit.examples.checker_mistakes import Chunks, ScaledOut
 
 THIS_FILE = os.path.abspath(__file__)
 pytestmark = pytest.mark.filterwarnings("ignore::tsjit.ts.ScheduleWarning")
@@ -34,75 +34,36 @@ def test_p2_points_at_the_config_line_on_the_host():
     assert "Set num_bytes=16384" in text
 
 
-@dataclass(kw_only=True)
-class Ring(ts.MemoryResource):
-    """A ring of 32-float stages in shared memory: one warp fills it from ``x``, another reads it."""
-
-    x: object = None
-    allocation: object = None
-    value: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
-
-    def __post_init__(self):
-        self.allocation = ts.SmemAllocation(f"{self.name}.buffers", dtype=tsjit.Float32,
-                                            count=self.pipeline_config.num_stages * 32)
-        self.value = ts.TaskLocalVariable(tsjit.Float32, default=0.0)
-
-    def get_smem_requirements(self):
-        return [self.allocation]
-
-    @ts.producer_work
-    def fill(self, stage_info):
-        buf = self.allocation.tensor((self.pipeline_config.num_stages, 32))[stage_info.stage_idx]
-        buf[tsjit.lane_idx()] = self.x[stage_info.loop_offset * 32 + tsjit.lane_idx()]
-
-    @ts.consumer_work(returns="value")
-    def take(self, stage_info):
-        buf = self.allocation.tensor((self.pipeline_config.num_stages, 32))[stage_info.stage_idx]
-        return buf[tsjit.lane_idx()]
-
-
-@dataclass(kw_only=True)
-class Out(ts.MemoryResource):
-    """Global output ``y``: writes the routed value."""
-
-    y: object = None
-
-    @ts.producer_work()
-    def write(self, stage_info, value):
-        self.y[stage_info.loop_offset * 32 + tsjit.lane_idx()] = value * 2.0
-
-
 @tsjit.kernel
 def ring_with_a_short_consumer_group(x, y, chunks):
     config = ts.PipelineConfig.create_async_async_pipeline_cfg(
         2, ts.CooperativeGroup(ts.Agent.Thread, 32), ts.CooperativeGroup(ts.Agent.Thread, 16))
-    ring = Ring(name="ring", pipeline_config=config, x=x)
-    out = Out(name="out", y=y)
+    ring = Chunks(name="ring", pipeline_config=config, x=x)
+    out = ScaledOut(name="out", y=y, ring=ring)
 
     @ts.schedule
-    def produce(r: Ring):
+    def produce(r: Chunks):
         with ts.domain_loop(0, chunks, 1):
             r.acquire()
             r.fill()
             r.commit()
 
     @ts.schedule
-    def consume(r: Ring, o: Out):
+    def consume(r: Chunks, o: ScaledOut):
         with ts.domain_loop(0, chunks, 1):
             r.wait()
-            value = r.take()
+            o.write(stage=r.take())
             r.release()
-            o.write(value)
 
     producer = ts.Task("producer", [], [ring], 0, 1, schedule=produce(ring))
-    consumer = ts.Task("consumer", [ring], [out], 1, 1, schedule=consume(ring, out))
+    consumer = ts.Task("consumer", [ring], [out], 1, 4, schedule=consume(ring, out))
     manager = ts.TaskManager([producer, consumer], {out: [ring]}, verbose=False)
     manager.setup_resources_and_tasks()
     manager.run()
 
 
 def test_p1_in_a_kernel_points_at_the_config_line_and_names_the_taskmanager_line():
-    x = np.zeros(256, np.float32)
+    x = np.zeros(8 * 128, np.float32)
     with pytest.raises(VerificationError) as err:
         tsjit.compile(ring_with_a_short_consumer_group, x, x, 8, target="sm_90a")
     text = str(err.value)
