@@ -110,3 +110,19 @@ def test_releasing_the_stage_its_mmas_still_read_races_with_the_next_tma_load():
 def test_releasing_this_stage_after_wait_group_zero_is_safe():
     result = _program(mma="mma_sync", release_previous=False, aliased=False).check()
     assert result.verdict == "SAFE", result.format()
+
+
+def test_the_events_of_one_work_are_read_once_per_resource_and_constexpr_values():
+    """The steps of one work (a GEMM's prologue, main loop and tail) share its events: the walk over the
+    body runs once per (work, resource, Constexpr values); another resource gets its own."""
+    tasks, _, _ = _program().build()
+    mma = next(s for s in tasks[1].schedule.steps if s.label == "mma_keep_one")
+    first = work_events(mma)
+    assert work_events(mma) is first
+    program = _program()
+    program.specs[1].entries["tail"][0] = ("ab", "retire_but", {"keep": True})
+    tasks, _, _ = program.build()
+    again = next(s for s in tasks[1].schedule.steps if s.label == "mma_keep_one")
+    assert work_events(again) == first and work_events(again) is not first     # a new resource: walked again
+    keep = next(s for s in tasks[1].schedule.steps if s.label == "retire_but")
+    assert [(e.kind, e.pending) for e in work_events(keep)] == [("wait", 1)]

@@ -35,6 +35,7 @@ import ast
 import inspect
 import textwrap
 import types
+import weakref
 from dataclasses import dataclass, field, replace
 
 from tsjit.errors import short_path
@@ -385,9 +386,37 @@ def work_events(step, num_warps: int | None = None) -> tuple:
     function = getattr(step, "function", None)
     if function is None or not inspect.isfunction(function):
         return ()
-    # not memoized per resource: the events depend on this step's resource and Constexpr values
     barriers = _BARRIERS | ({_SYNCWARP} if num_warps == 1 else set())
-    return tuple(_function_events(function, step, step.resource, 0, {function}, barriers))
+    # The events depend on the method, its resource (through its class) and the step's Constexpr values
+    # only, so the steps of one work in a schedule (a GEMM's prologue, main loop and tail) share them.
+    resource = step.resource
+    try:
+        key = (function, tuple(sorted(_constexpr_names(step).items())), num_warps == 1)
+        hash(key)
+        memo = _resource_memo(resource)
+    except TypeError:           # an unhashable Constexpr value, or a resource without weak references
+        return tuple(_function_events(function, step, resource, 0, {function}, barriers))
+    events = memo.get(key)
+    if events is None:
+        events = memo[key] = tuple(_function_events(function, step, resource, 0, {function}, barriers))
+    return events
+
+
+_events_memo: dict[int, tuple] = {}     # id(resource) -> (weak reference to it, {key: events})
+
+
+def _resource_memo(resource) -> dict:
+    """The work-events memo of ``resource``; it goes when the resource does."""
+    entry = _events_memo.get(id(resource))
+    if entry is not None and entry[0]() is resource:
+        return entry[1]
+    identity = id(resource)
+
+    def forget(ref):
+        if _events_memo.get(identity, (None,))[0] is ref:
+            del _events_memo[identity]
+    entry = _events_memo[identity] = (weakref.ref(resource, forget), {})
+    return entry[1]
 
 
 @dataclass
