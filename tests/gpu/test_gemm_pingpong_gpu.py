@@ -5,10 +5,9 @@ outputs poisoned (NaN) before the launch, B as (N, K) and as (K, N), TMA and dir
 and ragged shapes (a last 64-row half beyond M, N not a multiple of the tile), and few CTAs, so each
 warpgroup takes many turns (every CTA works through many tiles).
 
-The interpreter runs the small cases of :data:`INTERPRETED_VARIANTS` and each GPU-sized case at its reduced
-case of :data:`REDUCED` under one variant (:data:`ROTATION`); one GEMM costs seconds there."""
+The interpreter runs every variant of every case: the small cases as they are, each GPU-sized case at its
+reduced case (:data:`REDUCED`); one GEMM costs seconds there."""
 import dataclasses
-import importlib.util
 
 import numpy as np
 import pytest
@@ -78,11 +77,7 @@ REDUCED = {(2048, 2048, 2048, 256, "NK", None, "tma"): (256, 512, 256, 256, "NK"
 def _case(M, N, K, block_n, layout, sms, epilogue):
     """The case to run: on the GPU as given; under the interpreter its reduced case (:data:`REDUCED`)."""
     case = (M, N, K, block_n, layout, sms, epilogue)
-    if env.interpret():
-        if importlib.util.find_spec("tsjit.interpret.wgmma") is None:
-            pytest.skip("the interpreter's wgmma module is not present")
-        return REDUCED.get(case, case)
-    return case
+    return REDUCED.get(case, case) if env.interpret() else case
 
 
 CASES = sorted(INTERPRETED, key=str) + [
@@ -94,31 +89,12 @@ CASES = sorted(INTERPRETED, key=str) + [
 
 VARIANTS = [("pingpong", 128, 1), ("pingpong-shared", 128, 1), ("pingpong-shared", 128, 2),
             ("pingpong-shared", 256, 1), ("pingpong-shared", 256, 2)]
-#: the interpreted small cases of each variant (a ragged many-tiles-per-CTA case for all, the rest spread over them)
-RAGGED = (300, 200, 136, 64, "NK", 1, "tma")
-INTERPRETED_VARIANTS = {
-    ("pingpong", 128, 1): {RAGGED, (256, 256, 128, 128, "NK", None, "tma")},
-    ("pingpong-shared", 128, 1): {RAGGED},
-    ("pingpong-shared", 128, 2): {RAGGED, (256, 256, 128, 128, "KN", None, "tma"),
-                                  (130, 264, 72, 256, "KN", 2, "direct")},
-    ("pingpong-shared", 256, 1): {RAGGED, (200, 136, 64, 128, "NK", 1, "direct")},
-    ("pingpong-shared", 256, 2): {RAGGED},
-}
-#: each GPU-sized case runs interpreted (at its REDUCED case) under one variant, in rotation: all five variants
-#: at 5 s of CPU each would put the interpreted suite over its 10-minute budget
-ROTATION = {case: VARIANTS[i % len(VARIANTS)] for i, case in enumerate(sorted(REDUCED, key=str))}
+
 
 @pytest.mark.parametrize("schedule,block_m,lag", VARIANTS)
 @pytest.mark.parametrize("M,N,K,block_n,layout,sms,epilogue", CASES)
 def test_pingpong_gemm_matches_float64(M, N, K, block_n, layout, sms, epilogue, schedule, block_m, lag):
-    case, variant = (M, N, K, block_n, layout, sms, epilogue), (schedule, block_m, lag)
-    if env.interpret():
-        covered_by = ROTATION.get(case)
-        if covered_by is not None and covered_by != variant:
-            pytest.skip(f"interpreted at its reduced case {REDUCED[case]} under variant {covered_by} (one variant "
-                        f"per GPU-sized case keeps the interpreted suite within its CPU budget)")
-        if covered_by is None and case not in INTERPRETED_VARIANTS[variant]:
-            pytest.skip("covered under the interpreter by the small cases of INTERPRETED_VARIANTS")
+    case = (M, N, K, block_n, layout, sms, epilogue)
     M, N, K, block_n, layout, sms, epilogue = _case(*case)
     if block_m == 256:          # 128-row halves: at most 128 columns (a 128-register accumulator)
         block_n = min(block_n, 128)

@@ -73,13 +73,14 @@ class Thread:
 class Warp:
     """The threads of one warp and its open collectives (``pending``: key -> Rendezvous)."""
 
-    __slots__ = ("index", "threads", "pending", "cta")
+    __slots__ = ("index", "threads", "pending", "cta", "members")
 
     def __init__(self, cta, index):
         self.cta = cta
         self.index = index
         self.threads = []
         self.pending = {}
+        self.members = {}     # member mask -> its threads (sync.join_warp; the warp's threads are fixed at launch)
 
 
 class CTA:

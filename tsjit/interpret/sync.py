@@ -112,11 +112,14 @@ def join_warp(th, mask: int, kind: str, value, compute, where: str):
     if not mask >> th.lane & 1:
         raise InterpretError(f"{kind} at {where}: {th.describe()} executes it with member mask 0x{mask:08x}, which "
                              f"does not contain its own lane {th.lane}")
-    lanes = lanes_of(mask)
-    if lanes and lanes[-1] >= len(warp.threads):
-        raise InterpretError(f"{kind} at {where}: member mask 0x{mask:08x} names lane {lanes[-1]}, but warp "
-                             f"{warp.index} has {len(warp.threads)} threads (the block size is not a multiple of 32)")
-    members = [warp.threads[lane] for lane in lanes]
+    members = warp.members.get(mask)
+    if members is None:
+        lanes = lanes_of(mask)
+        if lanes and lanes[-1] >= len(warp.threads):
+            raise InterpretError(f"{kind} at {where}: member mask 0x{mask:08x} names lane {lanes[-1]}, but warp "
+                                 f"{warp.index} has {len(warp.threads)} threads (the block size is not a multiple of "
+                                 f"32)")
+        members = warp.members[mask] = [warp.threads[lane] for lane in lanes]
     return _join(th, warp.pending, (kind, mask), members, value, compute, kind, where, warp)
 
 

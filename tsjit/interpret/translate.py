@@ -160,10 +160,17 @@ class Translator:
             return edge1
         dsts = tuple(m[0] for m in moves)
         srcs = tuple(m[1] for m in moves)
+        fetch = operator.itemgetter(*srcs)
+        if dsts == tuple(range(dsts[0], dsts[0] + len(dsts))):   # the phis of a block: consecutive slots
+            first, end = dsts[0], dsts[0] + len(dsts)
+
+            def edge_run(f):
+                f[first:end] = fetch(f)          # all sources read before any phi is written (parallel copy)
+                return succ
+            return edge_run
 
         def edge(f):
-            values = [f[s] for s in srcs]
-            for d, v in zip(dsts, values):
+            for d, v in zip(dsts, fetch(f)):
                 f[d] = v
             return succ
         return edge

@@ -29,16 +29,24 @@ reads recorded at issue and in flight until the MMA executes; a generic write to
 """
 from __future__ import annotations
 
+import itertools
+from itertools import chain, compress, repeat
+from functools import partial
+from operator import is_not, itemgetter
+
 import numpy as np
 from llvmlite import ir
 
 from tsjit.errors import InterpretError
 from tsjit.interpret import wgmma as wgmma_math
+from tsjit.interpret.liveness import Liveness
 from tsjit.interpret.races import retire
 from tsjit.interpret.registry import blocking, constant_arg, handles, handles_asm
 from tsjit.interpret.sync import Waitable, join_warpgroup
 
 __all__ = ["WarpgroupQueue", "register_slots"]
+
+_NOT_NONE = partial(is_not, None)
 
 _NV = "llvm.nvvm."
 
@@ -46,7 +54,7 @@ _NV = "llvm.nvvm."
 class _Mma:
     """One queued ``wgmma.mma_async`` of a warpgroup."""
 
-    __slots__ = ("run", "acc", "sources", "result", "records", "group", "issuer", "where", "rows")
+    __slots__ = ("run", "acc", "sources", "result", "records", "group", "issuer", "where", "rows", "index", "flat")
 
     def __init__(self, run, acc, sources, records, group, issuer, where):
         self.run = run            # run(acc) -> (128, n/2) float32, reads shared memory now
@@ -58,6 +66,8 @@ class _Mma:
         self.issuer = issuer
         self.where = where
         self.rows = None          # per warpgroup thread: the tuple of its in-flight output registers
+        self.index = None         # id of an in-flight register -> its flat index in rows (built when needed)
+        self.flat = None          # result as a flat list (built when needed)
 
 
 class WarpgroupQueue(Waitable):
@@ -128,15 +138,36 @@ def _queue(th) -> WarpgroupQueue:
     return found
 
 
-def register_slots(translator) -> tuple:
-    """(Float32 slots, aggregate slots): the frame slots of ``translator``'s function that can hold an
-    in-flight accumulator register (cached): the results of ``wgmma.mma_async`` and whatever copies them unchanged (``extractvalue``,
-    ``insertvalue``, phi, select, the empty asm of ``fence_operand``), found by a fixpoint over the function."""
-    found = translator.__dict__.get("register_slots")
+def register_slots(translator, instr=None) -> tuple:
+    """(Float32 slots, aggregate slots, a getter of the Float32 slots' values): the frame slots of
+    ``translator``'s function that can hold an in-flight accumulator register: the results of
+    ``wgmma.mma_async`` and whatever copies them unchanged (``extractvalue``, ``insertvalue``, phi, select,
+    the empty asm of ``fence_operand``), found by a fixpoint over the function; with ``instr``, only those
+    live just after it (:class:`tsjit.interpret.liveness.Liveness`).  Cached on the translator."""
+    cache = translator.__dict__.setdefault("register_slots", {})
+    key = id(instr) if instr is not None else None
+    found = cache.get(key)
+    if found is not None:
+        return found
+    carrying, liveness = _carrying(translator)
+    live = liveness.after(instr) if instr is not None else carrying
+    slots = translator.slots
+    values = [(slots[i], float_type) for i, float_type in carrying.items() if i in slots and i in live]
+    scalars = sorted(slot for slot, float_type in values if float_type)
+    aggregates = sorted(slot for slot, float_type in values if not float_type)
+    fetch = _getter(scalars) if scalars else (lambda f: ())
+    found = cache[key] = (tuple(scalars), tuple(aggregates), fetch)
+    return found
+
+
+def _carrying(translator):
+    """({id: is Float32} of the values that can hold an in-flight register, their Liveness), cached."""
+    found = translator.__dict__.get("wgmma_carrying")
     if found is not None:
         return found
     copies = (ir.ExtractValue, ir.InsertValue, ir.PhiInstr, ir.SelectInstr)
-    instructions = [instr for bb in translator.program.function.blocks for instr in bb.instructions]
+    function = translator.program.function
+    instructions = [instr for bb in function.blocks for instr in bb.instructions]
 
     def asm(instr):
         return instr.callee.asm if isinstance(instr, ir.CallInstr) and isinstance(instr.callee, ir.InlineAsm) else None
@@ -152,72 +183,100 @@ def register_slots(translator) -> tuple:
             if any(id(v) in carrying for v in operands):
                 carrying.add(id(instr))
                 changed = True
-    scalars = sorted(translator.slots[id(i)] for i in instructions
-                     if id(i) in carrying and id(i) in translator.slots and isinstance(i.type, ir.FloatType))
-    aggregates = sorted(translator.slots[id(i)] for i in instructions
-                        if id(i) in carrying and id(i) in translator.slots and not isinstance(i.type, ir.FloatType))
-    found = translator.register_slots = (tuple(scalars), tuple(aggregates))
+    kinds = {id(i): isinstance(i.type, ir.FloatType) for i in instructions if id(i) in carrying}
+    found = translator.wgmma_carrying = (kinds, Liveness(function, kinds))
     return found
 
 
-def _resolve(th, state: _ThreadState) -> None:
-    """Replace, in ``th``'s frame, the in-flight registers of executed MMAs by their values."""
-    executed = [op for op in state.held if op.result is not None]
-    if not executed:
+def _resolve(th, state: _ThreadState, instr) -> None:
+    """Replace, in ``th``'s frame, the in-flight registers of executed MMAs by their values (in the slots
+    live after ``instr``, the ``wait_group``)."""
+    held = state.held
+    for op in held:
+        if op.result is not None:
+            break
+    else:
         return
-    state.held = [op for op in state.held if op.result is None]
+    executed = [op for op in held if op.result is not None]
+    state.held = [op for op in held if op.result is None]
     t = th.linear % 128
-    values = {}
-    structs = {}
-    for op in executed:
-        row = op.rows[t]
-        done = op.result[t].tolist()
-        structs[id(row)] = tuple(done)
-        values.update(zip(map(id, row), done))
     f = th.regs
-    get = values.get
-    keys = values.keys()
-    scalars, aggregates = register_slots(th.machine.translated.translator)
-    for i, w in [(i, get(id(f[i]))) for i in scalars]:
-        if w is not None:
-            f[i] = w
-    for i in aggregates:
-        v = f[i]
-        if type(v) is tuple:
-            whole = structs.get(id(v))
-            if whole is not None:
-                f[i] = whole
-            elif not keys.isdisjoint(map(id, v)):
-                f[i] = tuple(get(id(x), x) for x in v)
+    scalars, aggregates, fetch = register_slots(th.machine.translated.translator, instr)
+    ids = list(map(id, fetch(f)))
+    for op in executed:
+        # the loops run in C (map / compress) over the live slots; a hit is a flat index into the results
+        index, values = _index(op), _flat_result(op)
+        count = len(op.rows[t])
+        hits = list(map(index.get, ids))
+        for i, k in zip(compress(scalars, map(is_not, hits, repeat(None))), filter(_NOT_NONE, hits)):
+            if k // count == t:     # (another thread's in-flight register stays NaN: reading it is undefined)
+                f[i] = values[k]
+        row = op.rows[t]
+        for i in aggregates:
+            v = f[i]
+            if type(v) is tuple:
+                if v is row:
+                    f[i] = tuple(values[t * count:(t + 1) * count])
+                elif any(map(index.__contains__, map(id, v))):
+                    f[i] = tuple(values[k] if k is not None and k // count == t else x
+                                 for x, k in zip(v, map(index.get, map(id, v))))
+
+
+def _index(op: _Mma) -> dict:
+    """id of each in-flight output register of ``op`` -> its flat index (thread * count + register)."""
+    if op.index is None:
+        op.index = dict(zip(map(id, chain.from_iterable(op.rows)), itertools.count()))
+    return op.index
+
+
+def _flat_result(op: _Mma) -> list:
+    """``op``'s executed results as a flat list of floats (thread-major), made once."""
+    if op.flat is None:
+        op.flat = op.result.ravel().tolist()
+    return op.flat
+
+
+def _getter(slots):
+    """``f -> tuple(f[s] for s in slots)``, in C."""
+    if len(slots) == 1:
+        (slot,) = slots
+        return lambda f: (f[slot],)
+    return itemgetter(*slots)
 
 
 def _sources(rows, states, count: int):
     """(acc float64 (128, count), sources) of an MMA's accumulator input: concrete values, and for the
     in-flight registers of queued MMAs (the chained accumulation) where to take them from at execution."""
     acc = np.array(rows, dtype=np.float64)
-    if not np.isnan(acc).any():
+    in_flight = np.isnan(acc)
+    if not in_flight.any():
         return acc, []
-    last = [state.held[-1] if state.held else None for state in states]
-    if last[0] is not None and all(op is last[0] for op in last) and \
-            all(row == op_row for row, op_row in zip(rows, last[0].rows)):
-        source = last[0]                        # the usual case: the previous MMA's outputs, as they are
-        if source.result is not None:
-            return source.result.astype(np.float64), []
-        return acc, [(None, source, None)]
-    by_source = {}
-    for t, (row, state) in enumerate(zip(rows, states)):
-        if not any(x != x for x in row):
+    held, seen, previous = [], set(), None      # the MMAs whose outputs the warpgroup holds, newest first
+    for state in states:
+        if state.held == previous:              # (usually every thread holds the same ones)
             continue
-        known = {}
-        for op in state.held:
-            for r, x in enumerate(op.rows[t]):
-                known[id(x)] = (op, t * count + r)
-        for r, x in enumerate(row):
-            hit = known.get(id(x)) if x != x else None
+        previous = state.held
+        for op in reversed(previous):
+            if id(op) not in seen:
+                seen.add(id(op))
+                held.append(op)
+    for source in held:                         # the usual case: one MMA's outputs, as they are
+        if all(row == op_row for row, op_row in zip(rows, source.rows)):
+            if source.result is not None:
+                return source.result.astype(np.float64), []
+            return acc, [(None, source, None)]
+    by_source = {}
+    for flat in np.flatnonzero(in_flight).tolist():
+        t, r = divmod(flat, count)
+        key = id(rows[t][r])
+        for source in held:
+            hit = _index(source).get(key)
             if hit is not None:
-                entry = by_source.setdefault(id(hit[0]), (hit[0], [], []))
-                entry[1].append(t * count + r)
-                entry[2].append(hit[1])
+                if hit // count == t:           # (another thread's in-flight register stays NaN: undefined)
+                    entry = by_source.setdefault(id(source), (source, [], []))
+                    entry[1].append(flat)
+                    entry[2].append(hit)
+                break
     sources = []
     for source, flat, source_flat in by_source.values():
         if source.result is not None:
@@ -285,17 +344,19 @@ def _wgmma(tr, instr, d, args, match):
 
         queue = _queue(first)
         op = _Mma(run, acc, sources, records, _thread_state(first).commits, first, where)
-        op.rows = [tuple(row) for row in np.full((len(threads), count), np.nan).tolist()]
+        op.rows = list(map(tuple, np.full((len(threads), count), np.nan).tolist()))   # fresh NaN objects
         queue.queued.append(op)
         for state in states:
             state.held.append(op)
         return dict(zip(threads, op.rows))
 
 
+    get_a, get_acc = (_getter(slots) for slots in (a_slots, acc_slots))
+
     @blocking
     def wgmma(f):
         th = f[0]
-        value = (tuple(f[s] for s in a_slots), f[b_slot], f[scale_slot], tuple(f[s] for s in acc_slots))
+        value = (get_a(f), f[b_slot], f[scale_slot], get_acc(f))
         rv = join_warpgroup(th, kind, value, compute, where)
         while rv.results is None:
             yield rv
@@ -334,5 +395,5 @@ def _wgmma_wait(tr, instr, d, args):
                 queue.scheduled = True
                 th.machine.at_quiescence.append(queue.execute)
             yield queue
-        _resolve(th, state)
+        _resolve(th, state, instr)
     return wait
