@@ -9,7 +9,6 @@ Cubins are assembled with ptxas (``TSJIT_ASSEMBLER=ptxas``), the assembler tsjit
 nvJitLink 13.5 allocates fewer registers to the software-pipelined head_dim-128 loop and spills there."""
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -18,6 +17,8 @@ import pytest
 
 import tsjit
 from tsjit.examples import attention
+from blackwell.toolchain import cuobjdump as find_cuobjdump   # PATH, TSJIT_CUOBJDUMP or the test extras' wheel
+
 from .verification_time import verification_seconds
 
 
@@ -94,22 +95,13 @@ def test_attention_compiles_without_spills(head_dim, causal, dtype, schedule, op
     assert "ex2.approx.ftz.f32" in ptx and "ex2.approx.f32" not in ptx, "exp2 with flushed subnormals: one MUFU"
 
 
-def find_cuobjdump():
-    """The CUDA toolkit's cuobjdump, if this machine has one (the H200 image does; CI does not)."""
-    found = shutil.which("cuobjdump")
-    for candidate in (found, os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "cuobjdump")):
-        if candidate and os.path.exists(candidate):
-            return candidate
-    return None
-
-
 def test_softmax_exp2_runs_under_the_pv_wgmma_in_sass():
     """In the overlapped loop every exp2 of the tile (MUFU.EX2) sits between the wait for S (DEPBAR <= 1) and
     the wait for the previous PV (DEPBAR <= 0): ptxas hoists that wait above them unless a memory operation that
     depends on them precedes it (KTiles.softmax's never-taken store)."""
     tool = find_cuobjdump()
     if tool is None:
-        pytest.skip("no cuobjdump on this machine (the SASS check runs where the CUDA toolkit is installed)")
+        pytest.skip("cuobjdump not found (PATH, TSJIT_CUOBJDUMP, or pip install -e '.[test]', which installs it)")
     kernel = compile_attention(128, False)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "attention.cubin")
