@@ -27,7 +27,7 @@ Modules: :mod:`.program` (lowering with notes), :mod:`.translate` / :mod:`.casts
 (address spaces), :mod:`.machine` (fibers, scheduler), :mod:`.sync` / :mod:`.sync_ops` (barriers),
 :mod:`.intrinsics` (special registers, math, warp collectives), :mod:`.async_ops` (TMA, bulk copies,
 cp.async), :mod:`.tensor_ops` (ldmatrix, stmatrix), :mod:`.wgmma_ops`
-(asynchronous wgmma: executed when its wait needs it), :mod:`.clc` (cluster launch control
+(asynchronous wgmma: executed when its wait needs it; :mod:`.liveness` tells which registers it retires), :mod:`.clc` (cluster launch control
 against the machine's launch queue), :mod:`.races` (race / uninit checks),
 :mod:`.report` (deadlock reports), :mod:`.pdl` (griddepcontrol: a dependent grid's accesses to its
 primary's data before ``griddepcontrol.wait``), :mod:`.launch` (entry points).  The tensor-side modules

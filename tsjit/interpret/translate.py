@@ -158,14 +158,11 @@ class Translator:
                 f[d] = f[s]
                 return succ
             return edge1
-        dsts = tuple(m[0] for m in moves)
-        srcs = tuple(m[1] for m in moves)
-        fetch = operator.itemgetter(*srcs)
-        if dsts == tuple(range(dsts[0], dsts[0] + len(dsts))):   # the phis of a block: consecutive slots
-            first, end = dsts[0], dsts[0] + len(dsts)
-
+        dsts, fetch = tuple(m[0] for m in moves), operator.itemgetter(*(m[1] for m in moves))
+        first, end = dsts[0], dsts[0] + len(dsts)
+        if dsts == tuple(range(first, end)):     # the phis of a block: consecutive slots, one parallel copy
             def edge_run(f):
-                f[first:end] = fetch(f)          # all sources read before any phi is written (parallel copy)
+                f[first:end] = fetch(f)
                 return succ
             return edge_run
 

@@ -21,7 +21,8 @@ a wgmma-group including that wgmma.mma_async instruction is undefined behavior" 
   producer before its MMA retired, or overwritten by the warpgroup itself, gives the numbers the GPU
   could give (the new bytes).  The decode and arithmetic are :func:`tsjit.interpret.wgmma.mma`.
 * **Retiring**: when a thread's ``wait_group`` returns, the in-flight registers of executed MMAs in
-  its frame are replaced by the results (the slots that can hold them, by identity: :func:`register_slots`).
+  its frame are replaced by the results (the slots live after the wait that can hold them, by identity:
+  :func:`register_slots`).
 
 For the race checker (``TSJIT_INTERPRET_CHECK=race``) the operand reads are asynchronous-proxy
 reads recorded at issue and in flight until the MMA executes; a generic write to them before needs
