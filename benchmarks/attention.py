@@ -9,6 +9,11 @@ tsjit output is compared with cuDNN's (max abs difference) before timing.
     PYTHONPATH=. python benchmarks/attention.py [--quick] [--shapes main|all] [--variants] [--sass]
         [--shape B,H,H_kv,S,D,causal ...] [--variant NAME:key=value,... ...]
 
+``--fp8`` times the fp8 (e4m3, per-tensor scales) forward instead, against our bf16 forward and cuDNN on the
+dequantized inputs (``FP8_SHAPES``, or ``--shape``): ``fp8`` transposes V inside each call (a torch gather, timed),
+``fp8-vt`` is given V already in the kernel's layout (``v_transposed=True``); the ratios are to ``tsjit`` bf16;
+``--variant`` adds fp8-vt columns with other options (``--variant st3:stages=3``).
+
 ``--variants`` also times other tsjit configurations (``TSJIT_VARIANTS``: the one-tile schedule, warpgroup
 ping-pong, the grid tile order under a causal mask, other KV tile sizes, a 1-stage Q ring); ``--sass`` prints the
 SASS instruction counts of the kernels.  ``--shape`` replaces the shape list (``causal`` is 0 or 1) and
@@ -18,6 +23,7 @@ SASS instruction counts of the kernels.  ``--shape`` replaces the shape list (``
 from __future__ import annotations
 
 import argparse
+import functools
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -120,6 +126,60 @@ def bench_shape(batch, heads, kv_heads, seqlen, head_dim, causal, reps, variants
     return {name: flops / (ms * 1e-3) / 1e12 for name, ms in times.items()}, diff
 
 
+FP8_SHAPES = [(4, 16, 16, 4096, 128, False), (4, 16, 16, 4096, 128, True), (2, 16, 16, 8192, 128, False),
+              (2, 16, 16, 8192, 128, True)]
+
+
+def bench_fp8_shape(batch, heads, kv_heads, seqlen, head_dim, causal, reps, variants=None):
+    """TFLOP/s of the fp8 forward (V transposed per call, and pre-transposed; ``variants``: more pre-transposed
+    configurations, name -> options) vs the bf16 forward and cuDNN on the dequantized inputs, timed in turns; and
+    the max |fp8 - cuDNN| (checked < 0.05 before timing)."""
+    from tsjit.ops.attention_fp8 import transpose_v_fp8
+    shapes = [(batch, seqlen, h, head_dim) for h in (heads, kv_heads, kv_heads)]
+    q8, k8, v8 = ((torch.randn(s, device="cuda") * 2).to(torch.float8_e4m3fn) for s in shapes)
+    scales = (0.125, 0.0625, 0.25)
+    q, k, v = ((t.float() * c).bfloat16() for t, c in zip((q8, k8, v8), scales))
+    vt8 = transpose_v_fp8(v8)
+    out, out8 = torch.empty_like(q), torch.empty_like(q)
+    fp8_args = dict(causal=causal, q_scale=scales[0], k_scale=scales[1], v_scale=scales[2], out=out8)
+    fns = {"tsjit": lambda: tsjit.ops.attention(q, k, v, causal=causal, out=out),
+           "fp8": lambda: tsjit.ops.attention(q8, k8, v8, **fp8_args),
+           "fp8-vt": lambda: tsjit.ops.attention(q8, k8, vt8, v_transposed=True, **fp8_args)}
+    for name, options in (variants or {}).items():
+        fns[name] = functools.partial(tsjit.ops.attention, q8, k8, vt8, v_transposed=True, **fp8_args, **options)
+    cudnn = sdpa_call(BACKENDS["cudnn"], q, k, v, causal)
+    diff = None
+    if cudnn is not None:
+        fns["cudnn"] = cudnn
+        reference = cudnn().transpose(1, 2).float()
+        for name in [n for n in fns if n.startswith("fp8") or n in (variants or {})]:
+            out8.fill_(float("nan"))
+            fns[name]()
+            err = (out8.float() - reference).abs().max().item()
+            if not err <= 0.05:
+                raise SystemExit(f"{name} at {(batch, heads, kv_heads, seqlen, head_dim, causal)}: max |fp8 - cuDNN| "
+                                 f"= {err}")
+            diff = err if diff is None else max(diff, err)
+    times = interleaved_time_ms(fns, reps=reps, prime=True)
+    flops = 4 * batch * heads * seqlen * seqlen * head_dim * (0.5 if causal else 1.0)
+    return {name: flops / (ms * 1e-3) / 1e12 for name, ms in times.items()}, diff
+
+
+def fp8_table(shapes, reps, variants=None):
+    """The fp8 table (``--fp8``): TFLOP/s per column and each fp8 column's ratio to our bf16 forward."""
+    fp8_columns = ["fp8", "fp8-vt"] + list(variants or {})
+    print("| B, H, H_kv, S, D | causal | " + " | ".join(fp8_columns) + " | tsjit bf16 | cudnn | " +
+          " | ".join(f"{c} / bf16" for c in fp8_columns) + " | max |fp8 - cuDNN| |")
+    print("|---|---|" + "---|" * (2 * len(fp8_columns) + 3))
+    for shape in shapes:
+        tf, diff = bench_fp8_shape(*shape, reps=reps, variants=variants)
+        b, h, hkv, s, d, causal = shape
+        cells = [f"{tf[c]:.0f}" for c in fp8_columns] + [f"{tf['tsjit']:.0f}", f"{tf.get('cudnn', float('nan')):.0f}"]
+        cells += [f"{tf[c] / tf['tsjit']:.3f}" for c in fp8_columns]
+        print(f"| {b}, {h}, {hkv}, {s}, {d} | {causal} | " + " | ".join(cells) +
+              f" | {diff if diff is None else f'{diff:.2e}'} |", flush=True)
+
+
 def print_sass():
     """ptxas statistics and SASS counts of the default kernels (each head_dim, causal or not)."""
     from sass_check import sass_report  # benchmarks/sass_check.py
@@ -142,7 +202,12 @@ def main():
     parser.add_argument("--sass", action="store_true")
     parser.add_argument("--shape", action="append", default=[])
     parser.add_argument("--variant", action="append", default=[])
+    parser.add_argument("--fp8", action="store_true")
     args = parser.parse_args()
+    if args.fp8:            # --variant adds pre-transposed fp8 configurations
+        fp8_table([parse_shape(t) for t in args.shape] or FP8_SHAPES, 5 if args.quick else 10,
+                  dict(parse_variant(v) for v in args.variant))
+        return
     if args.variant:
         TSJIT_VARIANTS.clear()
         TSJIT_VARIANTS.update(parse_variant(v) for v in args.variant)

@@ -74,7 +74,7 @@ from tsjit.examples.attention_config import (BLOCK_NS, BOX, CONSUMER_REGISTERS, 
                                              DEFAULT_RESCALE_THRESHOLD, DEFAULT_WARPGROUPS, DEFAULT_DIRECT_STORE,
                                              DEFAULT_O_IN_Q, HEAD_DIMS, LOG2_E,
                                              PINGPONG_BARRIER, PRODUCER_REGISTERS, REGISTERS, THREADS, TURN_BARRIERS,
-                                             threads)
+                                             box_columns, box_swizzle, threads)
 from tsjit.examples.attention_tiles import BLOCK_M, AttentionShape
 from tsjit.examples.attention_softmax import (NEG_INF, initial_stats, mask_scores, online_softmax,
                                               pack_probabilities, plus, quad_reduce, row_half)
@@ -123,8 +123,9 @@ class QTile(ts.MemoryResource):
 
     def __post_init__(self):
         stages = self.pipeline_config.num_stages
-        boxes = self.shape.head_dim // BOX
-        self.tiles = tsjit.shared_array(self.q_map.dtype, (stages, boxes, self.shape.block_m // 64, 64, BOX), align=1024)
+        box = box_columns(self.q_map.dtype, self.shape.head_dim)
+        self.tiles = tsjit.shared_array(self.q_map.dtype, (stages, self.shape.head_dim // box, self.shape.block_m // 64,
+                                                           64, box), align=1024)
         self.stage = ts.TaskLocalVariable(tsjit.Int32, default=0, docs="the ring stage holding this tile's Q")
 
     @ts.consumer_work(returns="stage")
@@ -133,15 +134,16 @@ class QTile(ts.MemoryResource):
         return stage_info.stage_idx
 
     def tma_bytes_per_stage(self):
-        return self.q_map.box_bytes * (self.shape.head_dim // BOX)
+        return self.q_map.box_bytes * (self.shape.head_dim // box_columns(self.q_map.dtype, self.shape.head_dim))
 
     @ts.producer_work()
     def tma_load(self, stage_info):
         tile = self.shape.position(stage_info.work_tile)
+        width = box_columns(self.q_map.dtype, self.shape.head_dim)
         if tsjit.elect_one():
-            for box in tsjit.range_constexpr(self.shape.head_dim // BOX):
+            for box in tsjit.range_constexpr(self.shape.head_dim // width):
                 tsjit.tma_load(self.q_map, self.tiles[stage_info.stage_idx, box], stage_info.barrier,
-                               (tile.tensor_batch, tile.q_start + tile.row0, tile.head, box * BOX))
+                               (tile.tensor_batch, tile.q_start + tile.row0, tile.head, box * width))
 
 
 @dataclass(kw_only=True)
@@ -154,13 +156,22 @@ class KVRing(ts.MemoryResource):
     tiles: object = None
 
     def __post_init__(self):
-        stages = self.pipeline_config.num_stages
-        shape = self.shape
-        self.tiles = tsjit.shared_array(self.tmap.dtype, (stages, shape.head_dim // BOX, shape.block_n, BOX),
-                                        align=1024)
+        self.tiles = tsjit.shared_array(self.tmap.dtype, self.tile_shape(), align=1024)
+
+    def tile_shape(self):
+        """(stages, boxes, BLOCK_N, box columns): the ring's shared-memory tiles."""
+        box = box_columns(self.tmap.dtype, self.shape.head_dim)
+        return (self.pipeline_config.num_stages, self.shape.head_dim // box, self.shape.block_n, box)
 
     def tma_bytes_per_stage(self):
-        return self.tmap.box_bytes * (self.shape.head_dim // BOX)
+        return self.tmap.box_bytes * (self.shape.head_dim // box_columns(self.tmap.dtype, self.shape.head_dim))
+
+    def first_key(self, tile, stage_info, lagging):
+        """The first key (a row of the K / V tensor) of the KV tile a load fills (see :meth:`tma_load`)."""
+        index = stage_info.loop_offset
+        if lagging:
+            index = tsjit.math.max(index - 1, 0)
+        return tile.k_start + (tile.kv_range()[0] + index) * self.shape.block_n
 
     @ts.producer_work()
     def tma_load(self, stage_info, *, lagging: tsjit.Constexpr[bool] = False):
@@ -168,14 +179,12 @@ class KVRing(ts.MemoryResource):
         pipelined loop's PV, one behind its K tile, and the peeled first K tile before the loop, which starts at 1)."""
         shape = self.shape
         tile = shape.position(stage_info.work_tile)
-        index = stage_info.loop_offset
-        if tsjit.const_expr(lagging):
-            index = tsjit.math.max(index - 1, 0)
-        row = tile.k_start + (tile.kv_range()[0] + index) * shape.block_n
+        row = self.first_key(tile, stage_info, lagging)
+        width = box_columns(self.tmap.dtype, shape.head_dim)
         if tsjit.elect_one():
-            for box in tsjit.range_constexpr(shape.head_dim // BOX):
+            for box in tsjit.range_constexpr(shape.head_dim // width):
                 tsjit.tma_load(self.tmap, self.tiles[stage_info.stage_idx, box], stage_info.barrier,
-                               (tile.tensor_batch, row, tile.head // shape.group, box * BOX))
+                               (tile.tensor_batch, row, tile.head // shape.group, box * width))
 
 
 @dataclass(kw_only=True)
@@ -193,8 +202,9 @@ class KTiles(KVRing):
         n = self.shape.block_n
         self.s = ts.TaskLocalVariable(Fragment, default_factory=lambda: Fragment.zeros(n // 2),
                                       docs="S = Q K^T of the current KV tile (fp32 wgmma accumulator)")
-        self.p = ts.TaskLocalVariable(Fragment, default_factory=lambda: Fragment.zeros(n // 4, tsjit.Int32),
-                                      docs="P of the current KV tile, packed 16-bit pairs (wgmma A registers)")
+        packed = n * self.tmap.dtype.itemsize // 8           # 16-bit pairs (or 8-bit quadruples) per thread
+        self.p = ts.TaskLocalVariable(Fragment, default_factory=lambda: Fragment.zeros(packed, tsjit.Int32),
+                                      docs="P of the current KV tile, packed (wgmma A registers)")
         self.stats = ts.TaskLocalVariable(Fragment, default_factory=initial_stats,
                                           docs="row maxima, thread-partial row sums, rescale factors")
         self.order_slot = tsjit.shared_array(tsjit.Float32, (4,), align=16)
@@ -216,11 +226,14 @@ class KTiles(KVRing):
         stage = stage_info.stage_idx
         s = wgmma.fence_operand(Fragment.zeros(shape.block_n // 2))   # defined before the wgmma fence
         wgmma.fence()
-        for kk in tsjit.range_constexpr(shape.head_dim // 16):
-            box = kk // 4
-            a_desc = wgmma.make_descriptor(self.q.tiles[q_stage, box, warpgroup], major="K", swizzle="128B")
-            b_desc = wgmma.make_descriptor(self.tiles[stage, box], major="K", swizzle="128B")
-            s = wgmma.mma_async(s, k_step(a_desc, kk % 4), k_step(b_desc, kk % 4), n=shape.block_n,
+        dtype = self.tmap.dtype
+        swizzle = box_swizzle(dtype, shape.head_dim)
+        steps = box_columns(dtype, shape.head_dim) * dtype.itemsize // 32        # 32 bytes of K per wgmma
+        for kk in tsjit.range_constexpr(shape.head_dim * dtype.itemsize // 32):
+            box = kk // steps
+            a_desc = wgmma.make_descriptor(self.q.tiles[q_stage, box, warpgroup], major="K", swizzle=swizzle)
+            b_desc = wgmma.make_descriptor(self.tiles[stage, box], major="K", swizzle=swizzle)
+            s = wgmma.mma_async(s, k_step(a_desc, kk % steps), k_step(b_desc, kk % steps), n=shape.block_n,
                                 scale_d=0 if kk == 0 else 1)
         wgmma.commit_group()
         if tsjit.const_expr(shape.pingpong and peeled):
@@ -292,17 +305,21 @@ class VTiles(KVRing):
         warpgroup = tsjit.warp_idx() // 4 - 1
         if tsjit.const_expr(shape.pingpong and last):
             turns.take_turn(warpgroup, TURN_BARRIERS[shape.block_m // 64])
-        b_desc = wgmma.make_descriptor(self.tiles[stage_info.stage_idx], major="MN", swizzle="128B")
+        b_desc = self.value_descriptor(stage_info.stage_idx)
         o = wgmma.fence_operand(o)           # the rescale and the P conversion stay above the wgmma fence
         p = wgmma.fence_operand(p)
         wgmma.fence()
-        for kk in tsjit.range_constexpr(shape.block_n // 16):
+        for kk in tsjit.range_constexpr(shape.block_n * self.tmap.dtype.itemsize // 32):   # 32 bytes of keys each
             a = Fragment([p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]], tsjit.Int32)
             o = wgmma.mma_async(o, a, k_step(b_desc, kk), n=shape.head_dim, a_dtype=self.tmap.dtype)
         wgmma.commit_group()
         if tsjit.const_expr(shape.pingpong):
             turns.pass_turn(warpgroup, TURN_BARRIERS[shape.block_m // 64], shape.block_m // 64)
         return o
+
+    def value_descriptor(self, stage):
+        """The PV wgmma's B descriptor of ring stage ``stage``: V (keys x head_dim), MN-major."""
+        return wgmma.make_descriptor(self.tiles[stage], major="MN", swizzle="128B")
 
     @ts.consumer_work(returns="o", work_attrs=ts.WorkAttr.AUXILIARY)
     def rescale(self, stage_info, o, stats):
@@ -354,7 +371,7 @@ class AttentionOutput(ts.MemoryResource):
         tid = tsjit.thread_idx().x % 128
         row0 = tile.row0 + warpgroup * 64
         sums = [quad_reduce(stats[2 + h], plus) for h in range(2)]
-        inverse = [tsjit.select(sums[h] > 0.0, 1.0 / sums[h], 0.0) for h in range(2)]
+        inverse = [tsjit.select(sums[h] > 0.0, shape.output_scale / sums[h], 0.0) for h in range(2)]
         normalized = Fragment([o[i] * inverse[row_half(i)] for i in range(len(o))], tsjit.Float32)
         if tsjit.const_expr(shape.direct_store):
             token0 = tile.tensor_batch * shape.seqlen_q + tile.q_start     # the sequence's first row of `out`
@@ -475,6 +492,14 @@ def attention_forward(q_map, k_map, v_map, o_map, out, lse, tiles, cu_seqlens_q,
                                      "from registers: choose one")
     output = AttentionOutput(name="o", o_map=o_map, out=out, lse=lse, shape=shape, store_lse=STORE_LSE,
                              q=qs if o_in_q else None)
+    run_program(wq, qs, ks, vs, output, shape, OVERLAP, WARPGROUPS)
+
+
+def run_program(wq, qs, ks, vs, output, shape, OVERLAP, WARPGROUPS):
+    """The schedules, tasks and verified TaskManager of the forward program over its resources, lowered into the
+    kernel being compiled (compile-time Python; :func:`attention_forward` and the fp8 forward of
+    :mod:`tsjit.examples.attention_fp8` share it)."""
+    o_in_q = output.q is not None                      # O staged in the tile's Q stage (AttentionOutput)
 
     @ts.schedule
     def load_q_schedule(q: WorkQueue, qt: QTile):

@@ -47,6 +47,17 @@ DEFAULT_O_IN_Q = {64: False, 128: False, 256: False}
 DEFAULT_WARPGROUPS = {64: 3, 128: 2, 256: 2}
 
 
+def box_columns(dtype, head_dim: int) -> int:
+    """Elements per row of one swizzled TMA box of Q, K or V (one wgmma K-major tile row): 128 bytes (64 16-bit
+    or 128 8-bit elements), or the whole head_dim where it is shorter (fp8 head_dim 64: 64 bytes)."""
+    return min(128 // dtype.itemsize, head_dim)
+
+
+def box_swizzle(dtype, head_dim: int) -> str:
+    """The swizzle of those boxes (and of their wgmma descriptors): the span of one box row, 128B or 64B."""
+    return f"{box_columns(dtype, head_dim) * dtype.itemsize}B"
+
+
 def threads(warpgroups: int = CONSUMER_WARPGROUPS) -> int:
     """Threads per CTA: the load warpgroup and ``warpgroups`` consumer warpgroups."""
     return 128 * (1 + warpgroups)
@@ -55,4 +66,4 @@ def threads(warpgroups: int = CONSUMER_WARPGROUPS) -> int:
 __all__ = ["CONSUMER_WARPGROUPS", "THREADS", "BOX", "HEAD_DIMS", "LOG2_E", "PRODUCER_REGISTERS", "CONSUMER_REGISTERS",
            "PINGPONG_BARRIER", "REGISTERS", "TURN_BARRIERS", "DEFAULT_CONFIG", "BLOCK_NS", "DEFAULT_Q_STAGES",
            "DEFAULT_OVERLAP", "DEFAULT_PINGPONG", "DEFAULT_RESCALE_THRESHOLD", "DEFAULT_WARPGROUPS",
-           "DEFAULT_DIRECT_STORE", "DEFAULT_O_IN_Q", "threads"]
+           "DEFAULT_DIRECT_STORE", "DEFAULT_O_IN_Q", "threads", "box_columns", "box_swizzle"]

@@ -41,7 +41,8 @@ class AttentionShape:
     (or None: grid order); ``cu_q`` / ``cu_k``: the (batch + 1) Int32 prefix sums of a variable-length problem
     (or None); ``direct_store``: O is stored from registers (variable length, head_dim 256) rather than by TMA;
     ``rescale_threshold``: conditional rescaling (log2 units; None: O is rescaled after every KV tile);
-    ``block_m``: Q rows per work tile (64 per consumer warpgroup).
+    ``block_m``: Q rows per work tile (64 per consumer warpgroup); ``output_scale``: a factor of O (1.0, or the V
+    dequantization scale of the fp8 forward).
     """
 
     seqlen_q: object
@@ -63,6 +64,7 @@ class AttentionShape:
     direct_store: bool = False
     rescale_threshold: float | None = None
     block_m: int = BLOCK_M
+    output_scale: object = 1.0  # O is multiplied by it when stored (the fp8 forward's V scale)
 
     @property
     def bottom_aligned(self) -> bool:

@@ -18,8 +18,8 @@ import re
 from llvmlite import ir
 
 from tsjit.errors import InterpretError
-from tsjit.interpret import (async_ops, clc, intrinsics, sync_ops, tcgen05_ops, tensor_ops, tma_pair,  # noqa: F401
-                             wgmma_ops)  # registrations
+from tsjit.interpret import (async_ops, clc, intrinsics, numerics, sync_ops, tcgen05_ops, tensor_ops,  # noqa: F401
+                             tma_pair, wgmma_ops)  # registrations
 from tsjit.interpret.registry import ASM_PATTERNS, EXACT, PREFIXES, handles_asm
 
 __all__ = ["call_handler"]
@@ -88,6 +88,18 @@ def _identity(tr, instr, d, args, match):
     def identity1(f):
         f[d] = f[a]
     return identity1
+
+
+@handles_asm(r"^\{ \.reg \.b16 lo, hi; cvt\.rn\.satfinite\.(e4m3|e5m2)x2\.f32 lo, \$2, \$1; "
+             r"cvt\.rn\.satfinite\.(?:e4m3|e5m2)x2\.f32 hi, \$4, \$3; mov\.b32 \$0, \{lo, hi\}; \}$")
+def _fp8_quad(tr, instr, d, args, match):
+    """``tsjit.lang.epilogue.pack_fp8_quad``: four Float32 values -> one register of FP8 codes, the first in
+    bits 0-7 (``cvt.rn.satfinite``: ties to even, saturated, NaN kept)."""
+    kind = match.group(1)
+
+    def pack(f):
+        f[d] = sum(numerics.to_bits(float(f[a]), kind) << (8 * i) for i, a in enumerate(args))
+    return pack
 
 
 @handles_asm(r"^(nanosleep|fence\.sc\.sys|fence\.acq_rel|st\.volatile)")

@@ -94,6 +94,33 @@ def pack_pair(low, high, dtype: DType) -> Value:
     return Value(b.bitcast(narrow, emit.I32), dt.Int32)
 
 
+_FP8_NAMES = {"Float8E4M3": "e4m3", "Float8E5M2": "e5m2"}
+#: one 32-bit register of four FP8 values: two ``cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32`` (operand ``a`` goes to the
+#: upper byte of each 16-bit result) joined low half first; the CPU interpreter matches this template
+FP8_QUAD_ASM = ("{{ .reg .b16 lo, hi; cvt.rn.satfinite.{kind}x2.f32 lo, $2, $1; "
+                "cvt.rn.satfinite.{kind}x2.f32 hi, $4, $3; mov.b32 $0, {{lo, hi}}; }}")
+
+
+def pack_fp8_quad(values, dtype: DType) -> Value:
+    """Four values rounded to ``dtype`` (Float8E4M3 or Float8E5M2: round to nearest even, saturated to the
+    largest finite value, NaN kept) and packed into one Int32, ``values[0]`` in bits 0-7 ... ``values[3]`` in
+    bits 24-31: one register of an 8-bit wgmma A fragment (four consecutive K elements, PTX ISA §9.7.15.5.1.1).
+
+    Raises:
+        CompilationError: not four values, or ``dtype`` is not an FP8 type.
+
+    Source: PTX ISA §9.7.9.21 ``cvt`` (``.satfinite.e4m3x2.f32``: needs sm_89 and PTX 7.8).
+    """
+    if dtype.name not in _FP8_NAMES:
+        raise CompilationError(f"pack_fp8_quad packs Float8E4M3 or Float8E5M2, not {dtype.name}")
+    if len(values) != 4:
+        raise CompilationError(f"pack_fp8_quad packs four values, got {len(values)}")
+    args = [cast_to(as_value(v, dt.Float32), dt.Float32).ir for v in values]
+    result = emit.current().inline_asm(emit.I32, FP8_QUAD_ASM.format(kind=_FP8_NAMES[dtype.name]), "=r,f,f,f,f",
+                                       args, side_effect=False)
+    return Value(result, dt.Int32)
+
+
 def _shared_destination(tile, what: str) -> tuple[Pointer, Tensor | None]:
     tensor = tile if isinstance(tile, Tensor) else None
     ptr = tile.ptr if isinstance(tile, Tensor) else tile
@@ -466,5 +493,5 @@ def apply_activation(y: Value, activation: str) -> Value:
     return y
 
 
-__all__ = ["store_fragment_shared", "store_fragment_global", "tma_store_tile", "pack_pair", "stmatrix_row_offset",
-           "FusedEpilogue", "apply_activation", "ACTIVATIONS", "BIAS_AXES", "SCALE_KINDS"]
+__all__ = ["store_fragment_shared", "store_fragment_global", "tma_store_tile", "pack_pair", "pack_fp8_quad",
+           "stmatrix_row_offset", "FusedEpilogue", "apply_activation", "ACTIVATIONS", "BIAS_AXES", "SCALE_KINDS"]

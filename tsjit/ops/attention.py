@@ -4,7 +4,8 @@ It needs PyTorch: q, k, v (and out / lse_out) must be CUDA torch tensors (numpy 
 ``DeviceArray`` s and other GPU arrays are refused with a LaunchError; ``tsjit.ops.matmul`` takes those).
 
 The kernel is the Task Scheduling program of :mod:`tsjit.examples.attention` (a TMA producer warp,
-two consumer warpgroups with wgmma and an online softmax, persistent tiles).  This module checks the
+two consumer warpgroups with wgmma and an online softmax, persistent tiles); float8_e4m3fn inputs with per-tensor
+scales run its fp8 form (:mod:`tsjit.ops.attention_fp8`, :mod:`tsjit.examples.attention_fp8`).  This module checks the
 arguments, builds the TMA descriptors and launches it on torch's current stream.  Host cost: a fixed-length
 call with ``out`` given (and ``lse_out``, if the LSE is wanted) whose tensors' shapes, strides, dtypes and
 addresses, options and stream were seen before reuses its packed launch: one dict lookup, one driver call
@@ -15,6 +16,12 @@ from __future__ import annotations
 import math
 
 from tsjit.errors import LaunchError, warn
+from tsjit.ops.attention_args import check_tensor as _check_tensor
+from tsjit.ops.attention_fp8 import attention_fp8
+from tsjit.ops.attention_args import device_table as _device_table
+from tsjit.ops.attention_args import dummy_tensors as _dummy
+from tsjit.ops.attention_args import torch_module as _torch
+from tsjit.ops.attention_args import window_bounds as _window_bounds
 from tsjit.examples import attention as program
 from tsjit.examples import attention_tiles as tiles
 from tsjit.lang.dtypes import BFloat16, Float16, Float32, Int32
@@ -24,46 +31,7 @@ from tsjit.runtime.tensormap import TensorMap
 __all__ = ["attention", "SUPPORTED_HEAD_DIMS"]
 
 SUPPORTED_HEAD_DIMS = program.HEAD_DIMS
-_TMA_STRIDE_BYTES = 16          # TMA: global strides and the base address are multiples of 16 bytes
 
-
-def _torch(q):
-    """The torch module; without torch, a LaunchError naming argument ``q`` (attention takes only
-    CUDA torch tensors)."""
-    try:
-        import torch  # lazily: torch is optional (only tsjit.ops.attention needs it)
-    except ImportError:
-        raise LaunchError(f"tsjit.ops.attention: argument 'q' is a {type(q).__module__}.{type(q).__qualname__}, "
-                          f"but attention needs CUDA torch tensors (q, k, v) and torch is not installed; "
-                          f"install PyTorch with CUDA and pass torch.bfloat16/torch.float16 tensors on the GPU") from None
-    return torch
-
-
-def _check_tensor(name: str, t, torch) -> None:
-    if not isinstance(t, torch.Tensor):
-        raise LaunchError(f"tsjit.ops.attention: argument '{name}' must be a torch tensor on a CUDA device, "
-                          f"got {type(t).__name__}; attention takes CUDA torch tensors only")
-    if t.dim() != 4:
-        raise LaunchError(f"argument '{name}' must have 4 dimensions (batch, seqlen, heads, head_dim) as in "
-                          f"FlashAttention, got shape {tuple(t.shape)}")
-    if t.dtype not in (torch.bfloat16, torch.float16):
-        raise LaunchError(f"argument '{name}' has dtype {t.dtype}; tsjit.ops.attention supports torch.bfloat16 "
-                          f"and torch.float16")
-    if t.stride(3) != 1 and t.shape[3] > 1:
-        raise LaunchError(f"argument '{name}' must have a contiguous last dimension (stride 1), got strides "
-                          f"{tuple(t.stride())}; pass {name}.contiguous()")
-    itemsize = t.element_size()
-    for axis in range(3):
-        if t.shape[axis] > 1 and (t.stride(axis) * itemsize) % _TMA_STRIDE_BYTES:
-            raise LaunchError(f"argument '{name}' has stride {t.stride(axis)} in dimension {axis}, "
-                              f"{t.stride(axis) * itemsize} bytes; TMA needs strides that are multiples of 16 "
-                              f"bytes; pass {name}.contiguous()")
-    if not t.is_cuda:
-        raise LaunchError(f"argument '{name}' is on {t.device}; tsjit.ops.attention needs CUDA tensors "
-                          f"(move it with {name}.cuda())")
-    if t.data_ptr() % _TMA_STRIDE_BYTES:
-        raise LaunchError(f"argument '{name}' starts at an address that is not 16-byte aligned; TMA needs a "
-                          f"16-byte aligned base (pass {name}.clone())")
 
 
 def _check_arguments(q, k, v, out, causal, scale, torch):
@@ -131,31 +99,13 @@ def _check_varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
     return lengths
 
 
-def _window_bounds(window, causal):
-    """(left, right) of the mask: None for an unbounded side; causal masking is right = 0."""
-    if window is None:
-        left = right = None
-    elif isinstance(window, (tuple, list)) and len(window) == 2:
-        left, right = (None if w is None or (isinstance(w, int) and not isinstance(w, bool) and w < 0) else w
-                       for w in window)
-    else:
-        raise LaunchError(f"argument 'window' must be None or (left, right) keys before / after the diagonal (None "
-                          f"or -1: unbounded), got {window!r}")
-    for name, w in (("left", left), ("right", right)):
-        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w >= 2 ** 30):
-            raise LaunchError(f"argument 'window' {name} bound must be an int (or None / -1 for unbounded), got {w!r}")
-    if causal:
-        right = 0 if right is None else min(right, 0)
-    return left, right
-
-
 def attention(q, k, v, *, causal: bool = False, scale: float | None = None, window=None, cu_seqlens_q=None,
               cu_seqlens_k=None, max_seqlen_q: int | None = None, max_seqlen_k: int | None = None,
               return_lse: bool = False, out=None, lse_out=None, block_n: int | None = None, stages: int | None = None,
               sms: int | None = None, overlap: bool | None = None, pingpong: bool | None = None,
               q_stages: int | None = None, tile_table: bool | None = None, rescale_threshold=None,
               warpgroups: int | None = None, direct_store: bool | None = None,
-              o_in_q: bool | None = None):
+              o_in_q: bool | None = None, q_scale=None, k_scale=None, v_scale=None, v_transposed: bool = False):
     """Scaled dot-product attention forward: ``softmax(scale * q k^T [+ mask]) v``.
 
     Args:
@@ -207,6 +157,15 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
             larger KV tiles); default ``tsjit.examples.attention_config.DEFAULT_O_IN_Q`` where O is not stored
             from registers.
 
+        q_scale, k_scale, v_scale: fp8 inputs (q, k, v all torch.float8_e4m3fn): the per-tensor dequantization
+            scales (finite numbers > 0, default 1.0): the result is that of ``q_scale * q`` etc., written to a
+            torch.bfloat16 ``out`` (:mod:`tsjit.ops.attention_fp8`, FlashAttention-3's fp8 forward: P rounded to
+            e4m3).  fp8 takes fixed-length batches only (no cu_seqlens) and the default schedule (``overlap``,
+            ``rescale_threshold`` and ``warpgroups`` keep their defaults); ``block_n`` is 64 or 128.
+        v_transposed: fp8 only: ``v`` is already in the kernel's layout, ``tsjit.ops.attention_fp8.transpose_v_fp8
+            (v)`` ((batch, kv_heads, head_dim, keys padded to 16)); otherwise each call transposes V (a gather
+            of V, counted in the call's time).
+
     Returns:
         ``out``, or ``(out, lse)`` with ``return_lse``.
 
@@ -216,6 +175,33 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
             bad cu_seqlens, window or scale, each naming the argument.
     """
     torch = _torch(q)
+    fp8 = tuple(getattr(torch, name) for name in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, name))
+    if any(isinstance(t, torch.Tensor) and t.dtype in fp8 for t in (q, k, v)):
+        if cu_seqlens_q is not None or cu_seqlens_k is not None:
+            raise LaunchError("tsjit.ops.attention: fp8 inputs take fixed-length batches only; cu_seqlens_q / "
+                              "cu_seqlens_k are not supported with torch.float8_e4m3fn q, k, v (pass bf16 tensors)")
+        for name, value, default in (("overlap", overlap, True), ("rescale_threshold", rescale_threshold, -1),
+                                     ("warpgroups", warpgroups, 2), ("o_in_q", o_in_q, False),
+                                     ("direct_store", direct_store, None)):
+            if value is not None and value != default:
+                raise LaunchError(f"tsjit.ops.attention: argument '{name}' = {value!r} is not supported with fp8 "
+                                  f"inputs (the fp8 forward runs the default schedule); leave it None")
+        if not isinstance(causal, bool):
+            raise LaunchError(f"argument 'causal' must be a bool, got {causal!r}")
+        left, right = _window_bounds(window, causal)
+        return attention_fp8(q, k, v, causal=causal, scale=scale, left=left, right=right,
+                             q_scale=1.0 if q_scale is None else q_scale, k_scale=1.0 if k_scale is None else k_scale,
+                             v_scale=1.0 if v_scale is None else v_scale, v_transposed=bool(v_transposed),
+                             return_lse=return_lse, out=out, lse_out=lse_out, block_n=block_n, stages=stages, sms=sms,
+                             pingpong=pingpong, q_stages=q_stages, tile_table=tile_table, torch=torch)
+    for name, value in (("q_scale", q_scale), ("k_scale", k_scale), ("v_scale", v_scale)):
+        if value is not None:
+            raise LaunchError(f"tsjit.ops.attention: argument '{name}' is the dequantization scale of fp8 inputs; "
+                              f"q, k, v here are {getattr(q, 'dtype', type(q).__name__)} (pass torch.float8_e4m3fn "
+                              f"tensors, or leave {name} None)")
+    if v_transposed:
+        raise LaunchError("tsjit.ops.attention: argument 'v_transposed' applies to fp8 inputs only (a bf16 / fp16 V "
+                          "is (batch, seqlen_k, kv_heads, head_dim)); leave it False")
     fast_key = None
     if cu_seqlens_q is None and cu_seqlens_k is None and out is not None and (lse_out is not None or not return_lse) \
             and all(type(t) is torch.Tensor for t in (q, k, v, out)) and (window is None or type(window) is tuple):
@@ -384,31 +370,3 @@ def _view(t, torch) -> DeviceArray:
 
 _FAST: dict = {}                 # fast-path key (tensor metadata + addresses + options + stream) -> packed launch
 FAST_ENTRIES = 256
-
-
-def _device_table(host, device, torch):
-    """The tile table on the device, cached by the host table's identity (tile_table caches its results, so a
-    repeated shape uploads nothing)."""
-    key = (id(host), str(device))
-    entry = _TABLES.get(key)
-    if entry is None or entry[0] is not host:
-        if len(_TABLES) > 64:
-            _TABLES.clear()
-        entry = _TABLES[key] = (host, torch.tensor(host, dtype=torch.int32).to(device))
-    return entry[1]
-
-
-_TABLES: dict = {}
-
-
-def _dummy(device, torch):
-    """Placeholder tensors for the kernel arguments a configuration does not use (cached per device)."""
-    key = str(device)
-    if key not in _DUMMIES:
-        _DUMMIES[key] = {"table": torch.zeros((1, 2), dtype=torch.int32, device=device),
-                         "cu": torch.zeros((2,), dtype=torch.int32, device=device),
-                         "out": torch.empty((1, 8), dtype=torch.bfloat16, device=device)}
-    return _DUMMIES[key]
-
-
-_DUMMIES: dict = {}

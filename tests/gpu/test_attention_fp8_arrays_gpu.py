@@ -1,0 +1,131 @@
+"""The fp8 (e4m3) attention forward (tsjit.examples.attention_fp8, issue 16) on tsjit device arrays, on the GPU
+and under the CPU interpreter (``gpu_or_interpret``): the torch-free counterpart of test_attention_fp8_gpu.py at
+small sizes, so CI checks the e4m3 wgmma operands, the P packing and the V^T key order.
+
+The launch is assembled as ``tsjit.ops.attention`` assembles it for float8_e4m3fn inputs (TMA maps of Q, K and the
+host-transposed V^T, a bf16 O); each case checks against a float64 reference computed from the dequantized
+inputs (``q_scale * Q`` ...) on fresh random inputs with poisoned (NaN) outputs.  The bound: P is rounded to e4m3
+in the kernel (3 mantissa bits), so the max abs error may reach 2.5x that of the float64 attention whose P is
+rounded to e4m3 (plus bf16 output rounding); a wrong key order or fragment layout is off by O(1)."""
+import math
+
+import numpy as np
+import pytest
+
+import tsjit
+from tsjit import env
+from tsjit.examples import attention_fp8 as program
+from tsjit.examples import attention_tiles as tiles
+from tsjit.interpret.numerics import decode, encode
+
+from .test_attention_arrays_gpu import reference
+
+pytestmark = pytest.mark.gpu_or_interpret
+
+SMS = 132
+FP8 = tsjit.Float8E4M3
+
+
+def launch(q, k, vt, out, lse, *, seqlen_k, causal, scale_log2, v_scale, window=(None, None), block_n=None,
+           stages=None, pingpong=True):
+    """Launch attention_forward_fp8 as tsjit.ops.attention does: q (B, Sq, H, D), k (B, Sk, Hkv, D) and vt
+    (B, Hkv, D, Sk padded to 16) Float8E4M3, out (B, Sq, H, D) BFloat16, lse (B, H, Sq) Float32 device arrays."""
+    batch, seqlen_q, heads, head_dim = q.shape
+    kv_heads = k.shape[2]
+    default_n, default_stages = program.DEFAULT_CONFIG[head_dim]
+    block_n, stages = block_n or default_n, stages or default_stages
+    left, right = window
+    if causal:
+        right = 0 if right is None else min(right, 0)
+    direct = head_dim == 256
+    table = None
+    if causal or left is not None or right is not None:
+        table = tsjit.to_device(np.ascontiguousarray(
+            tiles.tile_table([seqlen_q] * batch, [seqlen_k] * batch, heads, block_n, causal, SMS, (left, right), 128,
+                             causal and not direct), dtype=np.int32))
+        num_tiles = table.shape[0]
+    else:
+        num_tiles = batch * heads * -(-seqlen_q // 128)
+    width = min(128, head_dim)
+    q_map = tsjit.TensorMap(q, (1, 128, 1, width), swizzle=f"{width}B")
+    k_map = tsjit.TensorMap(k, (1, block_n, 1, width), swizzle=f"{width}B")
+    vt_map = tsjit.TensorMap(vt, (1, 1, head_dim, block_n), swizzle=f"{block_n}B")
+    o_map = tsjit.TensorMap(out, (1, 64, 1, 64), swizzle="128B")
+    out2d = tsjit.runtime.arrays.DeviceArray((batch * seqlen_q, heads * head_dim), out.dtype, data_ptr=out.data_ptr,
+                                             owner=out) if direct else tsjit.empty((1, 8), tsjit.BFloat16)
+    grid = max(1, min(num_tiles, SMS))
+    program.attention_forward_fp8[(grid,), (384,)](
+        q_map, k_map, vt_map, o_map, out2d, lse, table if table is not None else tsjit.zeros((1, 2), tsjit.Int32),
+        seqlen_q, seqlen_k, heads, heads // kv_heads, scale_log2, v_scale, 0 if left is None else left,
+        0 if right is None else right, head_dim, block_n, stages, right is not None, True, pingpong, 2,
+        left is not None, table is not None, direct)
+
+
+def _fp8(shape, rng, spread=2.0):
+    bits = encode(rng.standard_normal(shape) * spread, FP8)
+    return bits, decode(bits, FP8).astype(np.float64)
+
+
+def _round(x, dtype):
+    return decode(encode(x, dtype), dtype).astype(np.float64)
+
+
+def rounded_p_reference(q, k, v, causal, scale, window):
+    """float64 attention whose normalized-by-the-row-max P is rounded to e4m3 before P V (the row sums are not):
+    the rounding the kernel adds."""
+    heads, kv_heads = q.shape[2], k.shape[2]
+    s = (q.transpose(0, 2, 1, 3) @ np.repeat(k.transpose(0, 2, 3, 1), heads // kv_heads, axis=1)) * scale
+    sq, sk = q.shape[1], k.shape[1]
+    left, right = window
+    if causal:
+        right = 0 if right is None else min(right, 0)
+    rows = np.arange(sq)[:, None] + (sk - sq)
+    cols = np.arange(sk)[None, :]
+    if right is not None:
+        s = np.where(cols > rows + right, -np.inf, s)
+    if left is not None:
+        s = np.where(cols < rows - left, -np.inf, s)
+    peak = np.max(s, axis=-1, keepdims=True)
+    p = np.exp(s - np.where(np.isinf(peak), 0.0, peak))
+    total = p.sum(-1, keepdims=True)
+    o = (_round(p, FP8) @ np.repeat(v.transpose(0, 2, 1, 3), heads // kv_heads, axis=1)) / np.where(total > 0, total,
+                                                                                                      1.0)
+    return o.transpose(0, 2, 1, 3)
+
+
+def check(batch, seqlen_q, seqlen_k, heads, kv_heads, head_dim, causal, window=(None, None), **options):
+    """One case with poisoned outputs against the float64 reference of the dequantized inputs (module docstring)."""
+    rng = np.random.default_rng()
+    (qb, q8), (kb, k8), (vb, v8) = (_fp8((batch, s, h, head_dim), rng) for s, h in
+                                    ((seqlen_q, heads), (seqlen_k, kv_heads), (seqlen_k, kv_heads)))
+    q_scale, k_scale, v_scale = (float(x) for x in rng.uniform(0.05, 0.3, 3))
+    q, k = tsjit.to_device(qb, dtype=FP8), tsjit.to_device(kb, dtype=FP8)
+    vt = tsjit.to_device(program.transposed_v(vb), dtype=FP8)
+    out = tsjit.empty(q.shape, tsjit.BFloat16).fill_bytes(0xFF)
+    lse = tsjit.empty((batch, heads, seqlen_q), tsjit.Float32).fill_bytes(0xFF)
+    scale = 1.0 / math.sqrt(head_dim)
+    launch(q, k, vt, out, lse, seqlen_k=seqlen_k, causal=causal, scale_log2=scale * q_scale * k_scale * math.log2(math.e),
+           v_scale=v_scale, window=window, **options)
+    qd, kd, vd = q8 * q_scale, k8 * k_scale, v8 * v_scale
+    ref, ref_lse = reference(qd, kd, vd, causal, scale, window)
+    got = decode(out.numpy(), tsjit.BFloat16).astype(np.float64)
+    got_lse = lse.numpy().astype(np.float64)
+    assert not np.isnan(got).any(), f"{np.isnan(got).sum()} output elements left unwritten (poison survived)"
+    assert not np.isnan(got_lse).any(), "LSE rows left unwritten (poison survived)"
+    err = np.abs(got - ref).max()
+    bound = np.abs(rounded_p_reference(qd, kd, vd, causal, scale, window) - ref).max() + \
+        np.abs(_round(ref, tsjit.BFloat16) - ref).max()
+    assert err <= 2.5 * bound, (err, bound)
+    finite = np.isfinite(ref_lse)
+    np.testing.assert_array_equal(np.isfinite(got_lse), finite)
+    if finite.any():
+        assert np.abs(got_lse[finite] - ref_lse[finite]).max() < 2e-3
+    return err, bound
+
+
+@pytest.mark.parametrize("head_dim,causal", [(128, False), (128, True), (64, True)])
+def test_attention_fp8_matches_float64(head_dim, causal):
+    """S = 192 (interpreted; 1000 on the GPU): a whole and a partial KV tile, keys past the end masked and V^T
+    zero-padded; the causal diagonal crosses both."""
+    seqlen = 192 if env.interpret() else 1000
+    check(1, seqlen, seqlen, 2, 1 if causal else 2, head_dim, causal)

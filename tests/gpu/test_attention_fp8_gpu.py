@@ -1,0 +1,131 @@
+"""The fp8 (e4m3) tsjit.ops.attention on the GPU (issue 16): float8_e4m3fn q, k, v with per-tensor scales against a
+float64 reference computed from the dequantized inputs, on fresh random inputs with poisoned (NaN) outputs;
+head_dim 64 / 128 / 256, causal and not, GQA, a sliding window, lengths not a multiple of the tile, V passed
+pre-transposed; and the LaunchErrors of unsupported combinations.
+
+The bound: the kernel rounds P to e4m3 (3 mantissa bits) for the PV wgmma, so its max abs error may reach 2.5x that
+of the float64 attention whose P (normalized by the row maximum) is rounded to e4m3, plus the bf16 rounding of the
+output.  A wrong fragment layout, key order or scale is off by O(1)."""
+import math
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+torch = pytest.importorskip("torch")
+
+import tsjit  # noqa: E402
+import tsjit.ops  # noqa: E402
+from tsjit.ops.attention_fp8 import transpose_v_fp8  # noqa: E402
+
+from .test_attention_gpu import reference  # noqa: E402
+
+E4M3 = torch.float8_e4m3fn
+
+
+def fp8_inputs(batch, seqlen_q, seqlen_k, heads, kv_heads, head_dim):
+    g = torch.Generator(device="cuda")
+    g.manual_seed(torch.seed() % 2**31)
+    shapes = ((batch, seqlen_q, heads, head_dim), (batch, seqlen_k, kv_heads, head_dim),
+              (batch, seqlen_k, kv_heads, head_dim))
+    q, k, v = ((torch.randn(s, device="cuda", generator=g) * 2).to(E4M3) for s in shapes)
+    scales = (torch.rand(3, generator=torch.Generator().manual_seed(torch.seed() % 2**31)) * 0.25 + 0.05).tolist()
+    return q, k, v, scales
+
+
+def rounded_p_error(qd, kd, vd, causal, scale, window, ref):
+    """Max abs error of the float64 attention whose P (normalized by the row max) is rounded to e4m3."""
+    heads, kv_heads = qd.shape[2], kd.shape[2]
+    s = (qd.transpose(1, 2) @ kd.transpose(1, 2).repeat_interleave(heads // kv_heads, 1).transpose(-1, -2)) * scale
+    sq, sk = qd.shape[1], kd.shape[1]
+    left, right = window if window is not None else (None, None)
+    if causal:
+        right = 0 if right is None else min(right, 0)
+    rows = torch.arange(sq, device="cuda")[:, None] + (sk - sq)
+    cols = torch.arange(sk, device="cuda")[None, :]
+    if right is not None:
+        s = s.masked_fill(cols > rows + right, float("-inf"))
+    if left is not None:
+        s = s.masked_fill(cols < rows - left, float("-inf"))
+    peak = s.amax(-1, keepdim=True)
+    p = torch.exp(s - torch.where(torch.isinf(peak), torch.zeros_like(peak), peak))
+    total = p.sum(-1, keepdim=True)
+    v_heads = vd.transpose(1, 2).repeat_interleave(heads // kv_heads, 1)
+    o = (p.float().to(E4M3).float().double() @ v_heads) / total.clamp_min(1e-300)
+    return (o.transpose(1, 2) - ref).abs().max().item()
+
+
+def check(batch, seqlen_q, seqlen_k, heads, kv_heads, head_dim, causal, window=None, pretransposed=False,
+          **options):
+    q, k, v, (sq, sk, sv) = fp8_inputs(batch, seqlen_q, seqlen_k, heads, kv_heads, head_dim)
+    scale = 1.0 / math.sqrt(head_dim)
+    out = torch.full(q.shape, float("nan"), device="cuda", dtype=torch.bfloat16)
+    lse = torch.full((batch, heads, seqlen_q), float("nan"), device="cuda", dtype=torch.float32)
+    v_arg = transpose_v_fp8(v) if pretransposed else v
+    got, got_lse = tsjit.ops.attention(q, k, v_arg, causal=causal, scale=scale, window=window, out=out, lse_out=lse,
+                                       q_scale=sq, k_scale=sk, v_scale=sv, v_transposed=pretransposed, **options)
+    assert got is out and got_lse is lse
+    qd, kd, vd = q.float().double() * sq, k.float().double() * sk, v.float().double() * sv
+    ref, ref_lse = reference(qd, kd, vd, causal, scale, window)
+    assert not torch.isnan(out).any(), f"{torch.isnan(out).sum().item()} outputs left unwritten (poison survived)"
+    assert not torch.isnan(lse).any(), "LSE rows left unwritten"
+    err = (out.double() - ref).abs().max().item()
+    bound = rounded_p_error(qd, kd, vd, causal, scale, window, ref) + \
+        (ref.bfloat16().double() - ref).abs().max().item()
+    assert err <= 2.5 * bound, (err, bound)
+    finite = torch.isfinite(ref_lse)
+    assert torch.equal(torch.isfinite(lse), finite)
+    if finite.any():
+        assert (lse.double()[finite] - ref_lse[finite]).abs().max().item() < 2e-3
+    return err, bound
+
+
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+def test_fp8_attention_matches_float64(head_dim, causal):
+    check(2, 1000, 1000, 4, 4, head_dim, causal)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fp8_attention_gqa_unequal_lengths(causal):
+    check(1, 300, 777, 8, 2, 128, causal)
+
+
+def test_fp8_attention_sliding_window():
+    check(1, 700, 700, 2, 1, 128, True, window=(200, None))
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_fp8_attention_pretransposed_v_and_block_n_64(head_dim):
+    check(1, 513, 513, 2, 2, head_dim, False, pretransposed=True)
+    check(1, 513, 513, 2, 2, head_dim, True, block_n=64, stages=3)
+
+
+def test_fp8_attention_pretransposed_v_is_the_same_result():
+    q, k, v, (sq, sk, sv) = fp8_inputs(1, 256, 4000, 4, 4, 128)
+    a = tsjit.ops.attention(q, k, v, q_scale=sq, k_scale=sk, v_scale=sv)
+    b = tsjit.ops.attention(q, k, transpose_v_fp8(v), q_scale=sq, k_scale=sk, v_scale=sv, v_transposed=True)
+    assert torch.equal(a, b)
+
+
+def test_fp8_launch_errors():
+    q, k, v, _ = fp8_inputs(1, 128, 128, 2, 2, 128)
+    with pytest.raises(tsjit.LaunchError, match="'k' has dtype torch.bfloat16"):
+        tsjit.ops.attention(q, k.float().bfloat16(), v)
+    with pytest.raises(tsjit.LaunchError, match="q_scale"):
+        tsjit.ops.attention(q, k, v, q_scale=-1.0)
+    with pytest.raises(tsjit.LaunchError, match="q_scale"):
+        tsjit.ops.attention(*(t.float().bfloat16() for t in (q, k, v)), q_scale=2.0)
+    with pytest.raises(tsjit.LaunchError, match="cu_seqlens"):
+        cu = torch.tensor([0, 128], dtype=torch.int32, device="cuda")
+        tsjit.ops.attention(q[0], k[0], v[0], cu_seqlens_q=cu, cu_seqlens_k=cu)
+    with pytest.raises(tsjit.LaunchError, match="'out'"):
+        tsjit.ops.attention(q, k, v, out=torch.empty(q.shape, dtype=torch.float16, device="cuda"))
+    with pytest.raises(tsjit.LaunchError, match="v_transposed"):
+        tsjit.ops.attention(q, k, v, v_transposed=True)
+    with pytest.raises(tsjit.LaunchError, match="block_n"):
+        tsjit.ops.attention(q, k, v, block_n=96)
+    with pytest.raises(tsjit.LaunchError, match="e5m2"):
+        tsjit.ops.attention(q.float().to(torch.float8_e5m2), k, v)
+    with pytest.raises(tsjit.LaunchError, match="rescale_threshold"):
+        tsjit.ops.attention(q, k, v, rescale_threshold=8.0)

@@ -1,0 +1,93 @@
+"""The fp8 (e4m3) attention forward (tsjit.examples.attention_fp8, issue 16) compiles and verifies for sm_90a
+without a GPU: every head_dim, causal or not, a sliding window, 64-key tiles, with 0 spills; the PTX has the
+QK^T and PV wgmma with e4m3 operands (k32; the PV's A from registers, its B K-major from the V^T ring), the
+``cvt.rn.satfinite.e4m3x2`` packing of P, 4-D TMA loads of V^T, setmaxnreg and the ping-pong turns; the TaskManager
+proves the program SAFE in under 2 s; and the key order of the P packing matches the 8-bit wgmma A fragment."""
+import re
+
+import numpy as np
+import pytest
+
+import tsjit
+from tsjit.examples import attention as base
+from tsjit.examples import attention_fp8 as program
+from tsjit.interpret.wgmma import accumulator_coords, register_a_coords
+from .verification_time import verification_seconds
+
+
+@pytest.fixture(autouse=True)
+def _assemble_with_ptxas(monkeypatch):
+    monkeypatch.setenv("TSJIT_ASSEMBLER", "ptxas")
+
+
+CONFIGS = [(d, causal, {}) for d in (64, 128, 256) for causal in (False, True)]
+CONFIGS += [(128, True, dict(window=True)), (128, False, dict(block_n=64, stages=3)),
+            (128, False, dict(stages=3, q_stages=1, pingpong=False))]
+
+
+@pytest.mark.parametrize("head_dim,causal,options", CONFIGS,
+                         ids=["-".join([f"d{d}", "causal" if c else "full", *sorted(o)]) for d, c, o in CONFIGS])
+def test_fp8_attention_compiles_without_spills(head_dim, causal, options):
+    kernel = program.compile_config(head_dim, causal, **options)
+    meta = kernel.metadata
+    assert meta["spill_stores_bytes"] == 0 and meta["spill_loads_bytes"] == 0 and meta["stack_frame_bytes"] == 0
+    ptx = kernel.ptx
+    block_n = options.get("block_n") or program.DEFAULT_CONFIG[head_dim][0]
+    qk = re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n{block_n}k32\.f32\.e4m3\.e4m3 \{{[^}}]*\}}, %rd", ptx)
+    pv = re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n{head_dim}k32\.f32\.e4m3\.e4m3 \{{[^}}]*\}}, \{{%r", ptx)
+    assert len(qk) == 2 * head_dim // 32, "one QK^T wgmma per 32 columns of head_dim, twice (the peeled first tile)"
+    assert len(pv) == 2 * block_n // 32, "one PV wgmma per 32 keys, A (P) from registers, in and after the loop"
+    assert "bf16.bf16" not in ptx, "no 16-bit wgmma"
+    assert len(re.findall(r"cvt\.rn\.satfinite\.e4m3x2\.f32", ptx)) >= block_n // 2 // 2
+    assert "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" in ptx
+    assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+40;", ptx)
+    assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+232;", ptx)
+    assert bool(re.findall(r"bar\.(sync|arrive)\s+(\d+|%r\d+), 256;", ptx)) == options.get("pingpong", True)
+    assert "ex2.approx.ftz.f32" in ptx
+
+
+def test_fp8_attention_schedule_verifies_safe_quickly(monkeypatch):
+    managers = []
+    monkeypatch.setattr(base, "MANAGER_OBSERVERS", [managers.append])
+    durations = verification_seconds(monkeypatch, lambda: program.compile_config(64, True, window=True, q_stages=1))
+    assert durations and max(durations) < 2.0, durations
+    assert managers and all(m.exhaustive_result.verdict == "SAFE" for m in managers)
+
+
+def test_packed_p_carries_the_keys_of_the_v_transposed_order(monkeypatch):
+    """Register ``r`` element ``j`` of the e4m3 A fragment (PTX ISA's m64nNk32 8-bit layout, as the interpreter
+    reads it) holds, as :func:`pack_probabilities_fp8` packs it, the S accumulator entry of the same row whose key
+    is KEY_ORDER[K position] of its 16: the key V^T stores at that K position."""
+    monkeypatch.setattr(program, "pack_fp8_quad", lambda values, dtype: list(values))
+    monkeypatch.setattr(program, "Fragment", lambda items, dtype: list(items))
+    packed = program.pack_probabilities_fp8(list(range(64)), tsjit.Float8E4M3)   # S register indices, 128 keys
+    assert len(packed) == 16
+    rows_s, cols_s = accumulator_coords(128)              # (128 threads, 64 registers) of a 128-key S tile
+    rows_a, cols_a = register_a_coords("e4m3")            # (128 threads, 4 registers, 4 elements) of one k32 step
+    order = np.array(program.KEY_ORDER)
+    for step in range(4):
+        for r in range(4):
+            for j in range(4):
+                i = packed[4 * step + r][j]                    # the S register packed as element j
+                assert np.array_equal(rows_s[:, i], rows_a[:, r, j])
+                position = 32 * step + cols_a[:, r, j]
+                assert np.array_equal(cols_s[:, i], 16 * (position // 16) + order[position % 16])
+    assert sorted(program.KEY_ORDER) == list(range(16))
+
+
+def test_transposed_v_layout():
+    rng = np.random.default_rng()
+    v = rng.integers(0, 256, (2, 37, 3, 64), dtype=np.uint8)
+    vt = program.transposed_v(v)
+    assert vt.shape == (2, 3, 64, 48) and vt.flags.c_contiguous
+    order = np.array(program.KEY_ORDER)
+    for key_slot in range(48):
+        key = 16 * (key_slot // 16) + order[key_slot % 16]
+        expected = v[:, key] if key < 37 else np.zeros((2, 3, 64), np.uint8)
+        assert np.array_equal(vt[:, :, :, key_slot], expected)
+
+
+def test_pack_fp8_quad_rejects_other_types():
+    with pytest.raises(tsjit.CompilationError, match="Float8E4M3"):
+        from tsjit.lang.epilogue import pack_fp8_quad
+        pack_fp8_quad([0.0] * 4, tsjit.BFloat16)

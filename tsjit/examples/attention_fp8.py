@@ -1,0 +1,176 @@
+"""The fp8 (e4m3) forward of the attention kernel (issue 16), FlashAttention-3's fp8 scheme: Q, K and V in
+Float8E4M3 with one dequantization scale per tensor, fp32 softmax, P rounded to e4m3 for the PV wgmma, O in bf16.
+
+``O = softmax(scale * (q_scale Q)(k_scale K)^T + mask) (v_scale V)``: ``q_scale * k_scale`` folds into the
+softmax scale (``scale_log2 = scale * q_scale * k_scale * log2 e``) and ``v_scale`` multiplies O when it is stored
+(:attr:`~tsjit.examples.attention_tiles.AttentionShape.output_scale`), so the LSE is that of the dequantized
+problem.  The program is :mod:`tsjit.examples.attention`'s (the same tasks, schedules, rings, ping-pong and tile
+order, :func:`~tsjit.examples.attention.run_program`) with three resources changed:
+
+* Q and K tiles hold 128 e4m3 per 128-byte swizzled row (64 with 64B swizzle for head_dim 64): one QK^T wgmma
+  (``m64nNk32.f32.e4m3.e4m3``) per 32 columns of head_dim;
+* **V transposed.** 8-bit wgmma reads both operands K-major only (PTX ISA §9.7.15.5.1.2: the transpose bits exist
+  for 16-bit types), and the PV product reduces over keys, so V must be in shared memory with the keys
+  contiguous: the host passes V^T, a ``(batch, kv_heads, head_dim, keys)`` tensor (:func:`transposed_v`; keys
+  padded to a multiple of 16 with zeros), loaded as ``head_dim x BLOCK_N`` boxes (BLOCK_N bytes per row);
+* **P in the 8-bit A-fragment layout.** A register of an 8-bit wgmma A fragment holds 4 consecutive K elements:
+  thread lane ``4g + q`` holds, of rows ``g`` and ``g + 8`` of its warp, the keys ``4q .. 4q + 3`` and
+  ``16 + 4q .. 16 + 4q + 3`` of each 32-key step (PTX ISA §9.7.15.5.1.1, the m64nNk32 A layout).  The fp32
+  accumulator of S gives that thread the keys ``2q, 2q + 1, 8 + 2q, 9 + 2q`` of each 16 (Figure 149).  Instead of
+  moving P between threads, the thread packs the four keys it has into a register, so A's K position
+  ``4q + j`` of each 16 carries key :data:`KEY_ORDER` ``[4q + j]``, and V^T stores its keys in that order within
+  each group of 16 (the host transposition does it at no extra cost): the product sums the same pairs.
+
+Supported: head_dim 64, 128, 256; causal or not, sliding windows, GQA/MQA; fixed-length batches (the key order
+within each 16 is absolute, so a packed variable-length K whose sequences start anywhere is not supported).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import tsjit
+from tsjit import ts
+from tsjit import wgmma
+from tsjit.examples import attention as base
+from tsjit.examples.attention_config import BOX
+from tsjit.examples.attention_tiles import AttentionShape
+from tsjit.lang.epilogue import pack_fp8_quad
+from tsjit.lang.fragment import Fragment
+from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
+
+HEAD_DIMS = (64, 128, 256)
+#: KV tile rows the fp8 kernel supports: the V^T box row is BLOCK_N bytes, a 64B or 128B swizzle span
+BLOCK_NS = (64, 128)
+#: default (BLOCK_N, stages of the K and V rings) per head_dim (H200 measurements: BENCHMARKS.md)
+DEFAULT_CONFIG = {64: (128, 3), 128: (128, 2), 256: (64, 2)}
+#: the key each K position of a 16-key group of the PV wgmma's A operand carries (module docstring)
+KEY_ORDER = tuple(8 * (j // 2) + 2 * q + j % 2 for q in range(4) for j in range(4))
+KEY_GROUP = 16
+
+
+def pack_probabilities_fp8(p, dtype):
+    """P (Float32 accumulator layout, ``N / 2`` registers) rounded to FP8 ``dtype`` and packed four to a
+    register: per 32 keys ``c``, the four A registers of one k32 wgmma (rows ``r`` / ``r + 8``, keys of the first
+    / second 16), each the thread's keys ``2q, 2q + 1, 8 + 2q, 9 + 2q`` of its 16 (:data:`KEY_ORDER`)."""
+    packed = []
+    for c in range(len(p) // 16):
+        for half in range(2):                 # keys 0-15, 16-31 of the step
+            for row in range(2):              # rows r, r + 8
+                i = 16 * c + 8 * half + 2 * row
+                packed.append(pack_fp8_quad([p[i], p[i + 1], p[i + 4], p[i + 5]], dtype))
+    return Fragment(packed, tsjit.Int32)
+
+
+@dataclass(kw_only=True)
+class KTilesFp8(base.KTiles):
+    """The K ring of e4m3 tiles: S = Q K^T with k32 wgmma, and P packed to e4m3 (:func:`pack_probabilities_fp8`)."""
+
+    @ts.consumer_work(returns="p", work_attrs=ts.WorkAttr.AUXILIARY)
+    def convert(self, stage_info, s):
+        """P (fp32) -> the e4m3 A registers of the PV wgmma (after the previous PV has retired)."""
+        return pack_probabilities_fp8(s, self.tmap.dtype)
+
+
+@dataclass(kw_only=True)
+class VTransposedTiles(base.VTiles):
+    """The V ring holding V^T tiles (head_dim rows of BLOCK_N keys, in :data:`KEY_ORDER` within each 16), one
+    TMA box each; the PV wgmma reads them K-major."""
+
+    def tile_shape(self):
+        return (self.pipeline_config.num_stages, self.shape.head_dim, self.shape.block_n)
+
+    def tma_bytes_per_stage(self):
+        return self.tmap.box_bytes
+
+    def value_descriptor(self, stage):
+        return wgmma.make_descriptor(self.tiles[stage], major="K", swizzle=f"{self.shape.block_n}B")
+
+    @ts.producer_work()
+    def tma_load(self, stage_info, *, lagging: tsjit.Constexpr[bool] = False):
+        """Load V^T of the tile's KV tile (as :meth:`KVRing.tma_load`: ``lagging`` is one tile behind)."""
+        shape = self.shape
+        tile = shape.position(stage_info.work_tile)
+        key = self.first_key(tile, stage_info, lagging)
+        if tsjit.elect_one():
+            tsjit.tma_load(self.tmap, self.tiles[stage_info.stage_idx], stage_info.barrier,
+                           (tile.tensor_batch, tile.head // shape.group, 0, key))
+
+
+@tsjit.kernel
+def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, seqlen_q, seqlen_k, heads, group, scale_log2,
+                          v_scale, window_left, window_right, HEAD_DIM: tsjit.Constexpr[int],
+                          BLOCK_N: tsjit.Constexpr[int], STAGES: tsjit.Constexpr[int], CAUSAL: tsjit.Constexpr[bool],
+                          STORE_LSE: tsjit.Constexpr[bool] = True, PINGPONG: tsjit.Constexpr[bool] = True,
+                          Q_STAGES: tsjit.Constexpr[int] = 2, WINDOW: tsjit.Constexpr[bool] = False,
+                          TABLE: tsjit.Constexpr[bool] = False, DIRECT_STORE: tsjit.Constexpr[bool] = False):
+    """The fp8 forward (module docstring), two consumer warpgroups, the software-pipelined schedule.
+
+    ``q_map`` / ``k_map``: TensorMaps of the Float8E4M3 Q (B, S_q, H, D) and K (B, S_k, H_kv, D), boxes
+    (1, 128, 1, W) and (1, BLOCK_N, 1, W), ``W = min(128, D)`` columns, ``W``-byte swizzle; ``vt_map``: of V^T
+    (B, H_kv, D, S_k padded to 16) (:func:`transposed_v`), box (1, 1, D, BLOCK_N), BLOCK_N-byte swizzle;
+    ``o_map``: of the BFloat16 O (B, S_q, H, D), box (1, 64, 1, 64), 128B swizzle; ``out``: O as a rank-2
+    (B * S_q, H * D) tensor (``DIRECT_STORE``, head_dim 256); ``lse``: Float32 (B, H, S_q); ``tiles``: the tile
+    table (``TABLE``); ``scale_log2 = scale * q_scale * k_scale * log2 e``; ``v_scale``: V's scale (Float32).
+    Launch with 384 threads and a persistent grid."""
+    block_m = 128
+    if tsjit.const_expr(TABLE):
+        queue_config = TileSchedulerConfig.create_static_persistent_tile_scheduler_params(tiles.shape[0])
+    else:
+        queue_config = TileSchedulerConfig.create_static_persistent_tile_scheduler_params(
+            lse.shape[0] * heads, (seqlen_q + block_m - 1) // block_m)
+    wq = WorkQueue(name="tiles", tile_scheduler_config=queue_config)
+    producer = ts.CooperativeGroup(ts.Agent.Thread, 1)
+    consumers = ts.CooperativeGroup(ts.Agent.Thread, 8)
+    tile_bytes = HEAD_DIM * BLOCK_N                                      # one byte per e4m3
+    q_cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(Q_STAGES, block_m * HEAD_DIM, producer, consumers)
+    k_cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(STAGES, tile_bytes, producer, consumers)
+    v_cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(STAGES, tile_bytes, producer, consumers)
+    shape = AttentionShape(seqlen_q=seqlen_q, seqlen_k=seqlen_k, heads=heads, group=group,
+                           num_m_blocks=(seqlen_q + block_m - 1) // block_m, scale_log2=scale_log2, head_dim=HEAD_DIM,
+                           block_n=BLOCK_N, causal=CAUSAL, pingpong=PINGPONG, window=WINDOW, window_left=window_left,
+                           window_right=window_right, table=tiles if TABLE else None, direct_store=DIRECT_STORE,
+                           output_scale=v_scale)
+    qs = base.QTile(name="q", pipeline_config=q_cfg, q_map=q_map, shape=shape)
+    ks = KTilesFp8(name="k", pipeline_config=k_cfg, tmap=k_map, q=qs, shape=shape)
+    vs = VTransposedTiles(name="v", pipeline_config=v_cfg, tmap=vt_map, shape=shape)
+    output = base.AttentionOutput(name="o", o_map=o_map, out=out, lse=lse, shape=shape, store_lse=STORE_LSE)
+    base.run_program(wq, qs, ks, vs, output, shape, True, 2)
+
+
+def transposed_v(v_bits: np.ndarray) -> np.ndarray:
+    """V^T in the kernel's layout, from FP8 codes (uint8) ``(batch, keys, kv_heads, head_dim)`` (host, numpy):
+    ``(batch, kv_heads, head_dim, keys rounded up to 16)``, zero-padded, each 16 keys in :data:`KEY_ORDER`
+    (``out[..., 16 g + l] = v[:, 16 g + KEY_ORDER[l]]``).  ``tsjit.ops.attention`` does the same on torch tensors."""
+    batch, keys, kv_heads, head_dim = v_bits.shape
+    padded = -(-keys // KEY_GROUP) * KEY_GROUP
+    full = np.zeros((batch, padded, kv_heads, head_dim), v_bits.dtype)
+    full[:, :keys] = v_bits
+    grouped = full.reshape(batch, padded // KEY_GROUP, KEY_GROUP, kv_heads, head_dim)[:, :, list(KEY_ORDER)]
+    return np.ascontiguousarray(grouped.reshape(batch, padded, kv_heads, head_dim).transpose(0, 2, 3, 1))
+
+
+def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, store_lse=True, pingpong=True,
+                   q_stages=2, window=False, table=None, direct_store=None):
+    """Compile :func:`attention_forward_fp8` for sm_90a from argument specs alone (no GPU): the configuration
+    ``tsjit.ops.attention`` launches for Float8E4M3 inputs with these options.  Returns the CompiledKernel."""
+    default_n, default_stages = DEFAULT_CONFIG[head_dim]
+    block_n, stages = block_n or default_n, stages or default_stages
+    table = (causal or window) if table is None else table
+    direct_store = head_dim == 256 if direct_store is None else direct_store
+    fp8 = tsjit.Float8E4M3
+    width = min(128, head_dim)
+    q = tsjit.tensormap_spec(fp8, (1, 128, 1, width), swizzle=f"{width}B")
+    k = tsjit.tensormap_spec(fp8, (1, block_n, 1, width), swizzle=f"{width}B")
+    vt = tsjit.tensormap_spec(fp8, (1, 1, head_dim, block_n), swizzle=f"{block_n}B")
+    o = tsjit.tensormap_spec(tsjit.BFloat16, (1, 64, 1, BOX), swizzle="128B")
+    out = tsjit.spec((2000, 16 * head_dim), tsjit.BFloat16)
+    lse = tsjit.spec((2, 16, 1000), tsjit.Float32)
+    tiles = tsjit.spec((300, 2), tsjit.Int32)
+    return tsjit.compile(attention_forward_fp8, q, k, vt, o, out, lse, tiles, 1000, 1000, 16, 2, 0.18, 1.5, 200, 0,
+                         head_dim, block_n, stages, causal, store_lse, pingpong, q_stages, window, table, direct_store)
+
+
+__all__ = ["attention_forward_fp8", "compile_config", "transposed_v", "pack_probabilities_fp8", "KTilesFp8",
+           "VTransposedTiles", "KEY_ORDER", "HEAD_DIMS", "BLOCK_NS", "DEFAULT_CONFIG"]

@@ -1,0 +1,101 @@
+"""The argument checks ``tsjit.ops.attention`` shares between its bf16/fp16 and fp8 forwards: torch itself, the
+tensors TMA reads, the mask's window, and the device-side tile table and placeholder tensors (cached)."""
+from __future__ import annotations
+
+from tsjit.errors import LaunchError
+
+__all__ = ["torch_module", "check_tensor", "window_bounds", "device_table", "dummy_tensors", "TMA_STRIDE_BYTES"]
+
+TMA_STRIDE_BYTES = 16          # TMA: global strides and the base address are multiples of 16 bytes
+
+
+def torch_module(q):
+    """The torch module; without torch, a LaunchError naming argument ``q`` (attention takes only
+    CUDA torch tensors)."""
+    try:
+        import torch  # lazily: torch is optional (only tsjit.ops.attention needs it)
+    except ImportError:
+        raise LaunchError(f"tsjit.ops.attention: argument 'q' is a {type(q).__module__}.{type(q).__qualname__}, "
+                          f"but attention needs CUDA torch tensors (q, k, v) and torch is not installed; "
+                          f"install PyTorch with CUDA and pass torch.bfloat16/torch.float16 tensors on the GPU") from None
+    return torch
+
+
+def check_tensor(name: str, t, torch, dtypes=("bfloat16", "float16"),
+                 layout="(batch, seqlen, heads, head_dim)") -> None:
+    """Check that ``t`` is a 4-D CUDA torch tensor of one of ``dtypes`` (torch attribute names) that TMA can
+    address: last dimension contiguous, other strides and the base address multiples of 16 bytes.
+
+    Raises:
+        LaunchError: naming argument ``name``, what it is and what to pass instead.
+    """
+    if not isinstance(t, torch.Tensor):
+        raise LaunchError(f"tsjit.ops.attention: argument '{name}' must be a torch tensor on a CUDA device, "
+                          f"got {type(t).__name__}; attention takes CUDA torch tensors only")
+    if t.dim() != 4:
+        raise LaunchError(f"argument '{name}' must have 4 dimensions {layout} as in "
+                          f"FlashAttention, got shape {tuple(t.shape)}")
+    if t.dtype not in tuple(getattr(torch, d) for d in dtypes):
+        names = " and ".join(f"torch.{d}" for d in dtypes)
+        raise LaunchError(f"argument '{name}' has dtype {t.dtype}; tsjit.ops.attention supports {names} here")
+    if t.stride(3) != 1 and t.shape[3] > 1:
+        raise LaunchError(f"argument '{name}' must have a contiguous last dimension (stride 1), got strides "
+                          f"{tuple(t.stride())}; pass {name}.contiguous()")
+    itemsize = t.element_size()
+    for axis in range(3):
+        if t.shape[axis] > 1 and (t.stride(axis) * itemsize) % TMA_STRIDE_BYTES:
+            raise LaunchError(f"argument '{name}' has stride {t.stride(axis)} in dimension {axis}, "
+                              f"{t.stride(axis) * itemsize} bytes; TMA needs strides that are multiples of 16 "
+                              f"bytes; pass {name}.contiguous()")
+    if not t.is_cuda:
+        raise LaunchError(f"argument '{name}' is on {t.device}; tsjit.ops.attention needs CUDA tensors "
+                          f"(move it with {name}.cuda())")
+    if t.data_ptr() % TMA_STRIDE_BYTES:
+        raise LaunchError(f"argument '{name}' starts at an address that is not 16-byte aligned; TMA needs a "
+                          f"16-byte aligned base (pass {name}.clone())")
+
+
+def window_bounds(window, causal):
+    """(left, right) of the mask: None for an unbounded side; causal masking is right = 0."""
+    if window is None:
+        left = right = None
+    elif isinstance(window, (tuple, list)) and len(window) == 2:
+        left, right = (None if w is None or (isinstance(w, int) and not isinstance(w, bool) and w < 0) else w
+                       for w in window)
+    else:
+        raise LaunchError(f"argument 'window' must be None or (left, right) keys before / after the diagonal (None "
+                          f"or -1: unbounded), got {window!r}")
+    for name, w in (("left", left), ("right", right)):
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w >= 2 ** 30):
+            raise LaunchError(f"argument 'window' {name} bound must be an int (or None / -1 for unbounded), got {w!r}")
+    if causal:
+        right = 0 if right is None else min(right, 0)
+    return left, right
+
+
+def device_table(host, device, torch):
+    """The tile table on the device, cached by the host table's identity (tile_table caches its results, so a
+    repeated shape uploads nothing)."""
+    key = (id(host), str(device))
+    entry = _TABLES.get(key)
+    if entry is None or entry[0] is not host:
+        if len(_TABLES) > 64:
+            _TABLES.clear()
+        entry = _TABLES[key] = (host, torch.tensor(host, dtype=torch.int32).to(device))
+    return entry[1]
+
+
+_TABLES: dict = {}
+
+
+def dummy_tensors(device, torch):
+    """Placeholder tensors for the kernel arguments a configuration does not use (cached per device)."""
+    key = str(device)
+    if key not in _DUMMIES:
+        _DUMMIES[key] = {"table": torch.zeros((1, 2), dtype=torch.int32, device=device),
+                         "cu": torch.zeros((2,), dtype=torch.int32, device=device),
+                         "out": torch.empty((1, 8), dtype=torch.bfloat16, device=device)}
+    return _DUMMIES[key]
+
+
+_DUMMIES: dict = {}
