@@ -49,7 +49,8 @@ def launch(q, k, vt, out, lse, *, seqlen_k, causal, scale_log2, v_scale, window=
     width = min(128, head_dim)
     q_map = tsjit.TensorMap(q, (1, 128, 1, width), swizzle=f"{width}B")
     k_map = tsjit.TensorMap(k, (1, block_n, 1, width), swizzle=f"{width}B")
-    vt_map = tsjit.TensorMap(vt, (1, 1, head_dim, block_n), swizzle=f"{block_n}B")
+    keys = program.value_box_keys(block_n)
+    vt_map = tsjit.TensorMap(vt, (1, 1, head_dim, keys), swizzle=f"{keys}B")
     o_map = tsjit.TensorMap(out, (1, 64, 1, 64), swizzle="128B")
     out2d = tsjit.runtime.arrays.DeviceArray((batch * seqlen_q, heads * head_dim), out.dtype, data_ptr=out.data_ptr,
                                              owner=out) if direct else tsjit.empty((1, 8), tsjit.BFloat16)

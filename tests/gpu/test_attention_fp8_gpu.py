@@ -101,6 +101,12 @@ def test_fp8_attention_pretransposed_v_and_block_n_64(head_dim):
     check(1, 513, 513, 2, 2, head_dim, True, block_n=64, stages=3)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_fp8_attention_block_n_192(causal):
+    """192-key tiles: V^T in three 64-key boxes (64B swizzle), QK^T of N = 192, a partial last tile."""
+    check(1, 1000, 1000, 2, 1, 128, causal, block_n=192, stages=3)
+
+
 def test_fp8_attention_pretransposed_v_is_the_same_result():
     q, k, v, (sq, sk, sv) = fp8_inputs(1, 256, 4000, 4, 4, 128)
     a = tsjit.ops.attention(q, k, v, q_scale=sq, k_scale=sk, v_scale=sv)

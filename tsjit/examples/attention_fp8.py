@@ -41,8 +41,9 @@ from tsjit.lang.fragment import Fragment
 from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
 
 HEAD_DIMS = (64, 128, 256)
-#: KV tile rows the fp8 kernel supports: the V^T box row is BLOCK_N bytes, a 64B or 128B swizzle span
-BLOCK_NS = (64, 128)
+#: KV tile rows the fp8 kernel supports: V^T rows are loaded as boxes of 128 keys (128B swizzle) or, where BLOCK_N
+#: is not a multiple of 128, of 64 keys (64B swizzle)
+BLOCK_NS = (64, 128, 192, 256)
 #: default (BLOCK_N, stages of the K and V rings) per head_dim (H200 measurements: BENCHMARKS.md)
 DEFAULT_CONFIG = {64: (128, 3), 128: (128, 2), 256: (64, 2)}
 #: the key each K position of a 16-key group of the PV wgmma's A operand carries (module docstring)
@@ -63,6 +64,25 @@ def pack_probabilities_fp8(p, dtype):
     return Fragment(packed, tsjit.Int32)
 
 
+def value_box_keys(block_n: int) -> int:
+    """Keys per V^T box (one TMA box, one swizzled row per head_dim index): 128, or 64 where BLOCK_N is not a
+    multiple of 128."""
+    return 128 if block_n % 128 == 0 else 64
+
+
+class ValueBoxes:
+    """The PV wgmma's B operand over one V^T stage of ``boxes`` boxes of ``keys`` keys: :meth:`k_step` ``(kk)`` is
+    the K-major descriptor of keys ``32 kk .. 32 kk + 31`` (compile-time Python, like a MatrixDescriptor's)."""
+
+    def __init__(self, stage_tiles, keys):
+        self.tiles, self.keys = stage_tiles, keys
+
+    def k_step(self, kk):
+        steps = self.keys // 32
+        desc = wgmma.make_descriptor(self.tiles[kk // steps], major="K", swizzle=f"{self.keys}B")
+        return desc.k_step(kk % steps)
+
+
 @dataclass(kw_only=True)
 class KTilesFp8(base.KTiles):
     """The K ring of e4m3 tiles: S = Q K^T with k32 wgmma, and P packed to e4m3 (:func:`pack_probabilities_fp8`)."""
@@ -79,13 +99,14 @@ class VTransposedTiles(base.VTiles):
     TMA box each; the PV wgmma reads them K-major."""
 
     def tile_shape(self):
-        return (self.pipeline_config.num_stages, self.shape.head_dim, self.shape.block_n)
+        keys = value_box_keys(self.shape.block_n)
+        return (self.pipeline_config.num_stages, self.shape.block_n // keys, self.shape.head_dim, keys)
 
     def tma_bytes_per_stage(self):
-        return self.tmap.box_bytes
+        return self.tmap.box_bytes * (self.shape.block_n // value_box_keys(self.shape.block_n))
 
     def value_descriptor(self, stage):
-        return wgmma.make_descriptor(self.tiles[stage], major="K", swizzle=f"{self.shape.block_n}B")
+        return ValueBoxes(self.tiles[stage], value_box_keys(self.shape.block_n))
 
     @ts.producer_work()
     def tma_load(self, stage_info, *, lagging: tsjit.Constexpr[bool] = False):
@@ -93,9 +114,11 @@ class VTransposedTiles(base.VTiles):
         shape = self.shape
         tile = shape.position(stage_info.work_tile)
         key = self.first_key(tile, stage_info, lagging)
+        keys = value_box_keys(shape.block_n)
         if tsjit.elect_one():
-            tsjit.tma_load(self.tmap, self.tiles[stage_info.stage_idx], stage_info.barrier,
-                           (tile.tensor_batch, tile.head // shape.group, 0, key))
+            for box in tsjit.range_constexpr(shape.block_n // keys):
+                tsjit.tma_load(self.tmap, self.tiles[stage_info.stage_idx, box], stage_info.barrier,
+                               (tile.tensor_batch, tile.head // shape.group, 0, key + box * keys))
 
 
 @tsjit.kernel
@@ -109,7 +132,8 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, seqlen_q
 
     ``q_map`` / ``k_map``: TensorMaps of the Float8E4M3 Q (B, S_q, H, D) and K (B, S_k, H_kv, D), boxes
     (1, 128, 1, W) and (1, BLOCK_N, 1, W), ``W = min(128, D)`` columns, ``W``-byte swizzle; ``vt_map``: of V^T
-    (B, H_kv, D, S_k padded to 16) (:func:`transposed_v`), box (1, 1, D, BLOCK_N), BLOCK_N-byte swizzle;
+    (B, H_kv, D, S_k padded to 16) (:func:`transposed_v`), box (1, 1, D, K) with K = :func:`value_box_keys`
+    (BLOCK_N), K-byte swizzle;
     ``o_map``: of the BFloat16 O (B, S_q, H, D), box (1, 64, 1, 64), 128B swizzle; ``out``: O as a rank-2
     (B * S_q, H * D) tensor (``DIRECT_STORE``, head_dim 256); ``lse``: Float32 (B, H, S_q); ``tiles``: the tile
     table (``TABLE``); ``scale_log2 = scale * q_scale * k_scale * log2 e``; ``v_scale``: V's scale (Float32).
@@ -163,7 +187,8 @@ def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, sto
     width = min(128, head_dim)
     q = tsjit.tensormap_spec(fp8, (1, 128, 1, width), swizzle=f"{width}B")
     k = tsjit.tensormap_spec(fp8, (1, block_n, 1, width), swizzle=f"{width}B")
-    vt = tsjit.tensormap_spec(fp8, (1, 1, head_dim, block_n), swizzle=f"{block_n}B")
+    keys = value_box_keys(block_n)
+    vt = tsjit.tensormap_spec(fp8, (1, 1, head_dim, keys), swizzle=f"{keys}B")
     o = tsjit.tensormap_spec(tsjit.BFloat16, (1, 64, 1, BOX), swizzle="128B")
     out = tsjit.spec((2000, 16 * head_dim), tsjit.BFloat16)
     lse = tsjit.spec((2, 16, 1000), tsjit.Float32)
@@ -173,4 +198,4 @@ def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, sto
 
 
 __all__ = ["attention_forward_fp8", "compile_config", "transposed_v", "pack_probabilities_fp8", "KTilesFp8",
-           "VTransposedTiles", "KEY_ORDER", "HEAD_DIMS", "BLOCK_NS", "DEFAULT_CONFIG"]
+           "VTransposedTiles", "ValueBoxes", "value_box_keys", "KEY_ORDER", "HEAD_DIMS", "BLOCK_NS", "DEFAULT_CONFIG"]

@@ -179,7 +179,8 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
     width = min(128, head_dim)
     q_map = _fp8_map(q, (1, 128, 1, width), f"{width}B")
     k_map = _fp8_map(k, (1, block_n, 1, width), f"{width}B")
-    vt_map = _fp8_map(vt, (1, 1, head_dim, block_n), f"{block_n}B")
+    keys = program.value_box_keys(block_n)
+    vt_map = _fp8_map(vt, (1, 1, head_dim, keys), f"{keys}B")
     o_map = TensorMap(store, (1, 64, 1, 64), swizzle="128B")
     out2d = store.as_strided((batch * seqlen_q, heads * head_dim), (store.stride(1), 1)) if direct else dummy["out"]
     stream = torch.cuda.current_stream(q.device).cuda_stream

@@ -21,7 +21,8 @@ def _assemble_with_ptxas(monkeypatch):
 
 
 CONFIGS = [(d, causal, {}) for d in (64, 128, 256) for causal in (False, True)]
-CONFIGS += [(128, True, dict(window=True)), (128, False, dict(block_n=64, stages=3)),
+CONFIGS += [(128, True, dict(window=True)), (128, False, dict(block_n=64, stages=3)), (128, False, dict(block_n=192)),
+            (64, False, dict(block_n=256)),
             (128, False, dict(stages=3, q_stages=1, pingpong=False))]
 
 
