@@ -32,7 +32,7 @@ def launch(q, k, vt, out, lse, *, seqlen_k, causal, scale_log2, v_scale, window=
     (B, Hkv, D, Sk padded to 16) Float8E4M3, out (B, Sq, H, D) BFloat16, lse (B, H, Sq) Float32 device arrays."""
     batch, seqlen_q, heads, head_dim = q.shape
     kv_heads = k.shape[2]
-    default_n, default_stages = program.DEFAULT_CONFIG[head_dim]
+    default_n, default_stages = program.default_config(head_dim, causal)
     block_n, stages = block_n or default_n, stages or default_stages
     left, right = window
     if causal:

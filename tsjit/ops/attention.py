@@ -161,7 +161,8 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
             scales (finite numbers > 0, default 1.0): the result is that of ``q_scale * q`` etc., written to a
             torch.bfloat16 ``out`` (:mod:`tsjit.ops.attention_fp8`, FlashAttention-3's fp8 forward: P rounded to
             e4m3).  fp8 takes fixed-length batches only (no cu_seqlens) and the default schedule (``overlap``,
-            ``rescale_threshold`` and ``warpgroups`` keep their defaults); ``block_n`` is 64 or 128.
+            ``rescale_threshold`` and ``warpgroups`` keep their defaults); ``block_n`` is 64, 128, 192 or 256
+            (default ``tsjit.examples.attention_fp8.default_config``).
         v_transposed: fp8 only: ``v`` is already in the kernel's layout, ``tsjit.ops.attention_fp8.transpose_v_fp8
             (v)`` ((batch, kv_heads, head_dim, keys padded to 16)); otherwise each call transposes V (a gather
             of V, counted in the call's time).

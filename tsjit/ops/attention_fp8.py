@@ -128,7 +128,7 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
         scale = 1.0 / math.sqrt(head_dim)
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale) or scale <= 0:
         raise LaunchError(f"argument 'scale' must be a finite number > 0 (default 1/sqrt(head_dim)), got {scale!r}")
-    default_n, default_stages = program.DEFAULT_CONFIG[head_dim]
+    default_n, default_stages = program.default_config(head_dim, causal)
     block_n = default_n if block_n is None else block_n
     stages = default_stages if stages is None else stages
     if block_n not in program.BLOCK_NS:

@@ -33,7 +33,7 @@ def test_fp8_attention_compiles_without_spills(head_dim, causal, options):
     meta = kernel.metadata
     assert meta["spill_stores_bytes"] == 0 and meta["spill_loads_bytes"] == 0 and meta["stack_frame_bytes"] == 0
     ptx = kernel.ptx
-    block_n = options.get("block_n") or program.DEFAULT_CONFIG[head_dim][0]
+    block_n = options.get("block_n") or program.default_config(head_dim, causal)[0]
     qk = re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n{block_n}k32\.f32\.e4m3\.e4m3 \{{[^}}]*\}}, %rd", ptx)
     pv = re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n{head_dim}k32\.f32\.e4m3\.e4m3 \{{[^}}]*\}}, \{{%r", ptx)
     assert len(qk) == 2 * head_dim // 32, "one QK^T wgmma per 32 columns of head_dim, twice (the peeled first tile)"
