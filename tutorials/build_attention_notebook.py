@@ -46,9 +46,10 @@ CELLS = [
            "turns at the tensor cores (`PINGPONG=True`). KV tile 0 is peeled: S_0, its softmax and P_0 run before "
            "the loop. Iteration j issues S_j = Q K_j^T, then O += P_{j-1} V_{j-1}, and computes the softmax of S_j "
            "while that PV is still on the tensor cores; the PV of the last tile follows the loop. The schedule is "
-           "data: every call in `consumer_schedule` of the kernel below records one step with its resource, "
+           "data: every call in `consumer_schedule` (in `run_program`, which the kernel below calls) records one "
+           "step with its resource, "
            "pipeline role and the task-local variables it reads and writes."),
-    ("source", "tsjit.examples.attention: attention_forward.fn"),
+    ("source", "tsjit.examples.attention: attention_forward.fn, run_program"),
     ("md", "## The schedule table\n\n"
            "The TaskManager simulates one work tile of every task in lock step and prints each task's steps: "
            "`ProdAcq<-` / `ProdCmt->` acquire and commit a ring stage (the TMA load's bytes complete the stage's "

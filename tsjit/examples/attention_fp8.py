@@ -44,16 +44,19 @@ HEAD_DIMS = (64, 128, 256)
 #: KV tile rows the fp8 kernel supports: V^T rows are loaded as boxes of 128 keys (128B swizzle) or, where BLOCK_N
 #: is not a multiple of 128, of 64 keys (64B swizzle)
 BLOCK_NS = (64, 128, 192, 256)
-#: default (BLOCK_N, stages of the K and V rings) per head_dim (H200, 2026-12-01, BENCHMARKS.md: at (2, 16, 8192, 128)
-#: 192-key tiles are 12% faster than 128-key ones, 1.22x our bf16 forward); under a causal mask 192-key tiles spill
-#: 16 bytes (the mask), so causal problems take CAUSAL_CONFIG
-DEFAULT_CONFIG = {64: (128, 3), 128: (192, 2), 256: (64, 2)}
-CAUSAL_CONFIG = {64: (128, 3), 128: (128, 3), 256: (64, 2)}
+#: default (BLOCK_N, stages of the K and V rings) per head_dim (H200, 2026-12-01, BENCHMARKS.md: 192-key tiles with
+#: 3 stages are 1.18-1.20x our bf16 forward at head_dim 128, 128-key ones 1.09-1.12x; head_dim 64 is fastest with
+#: 256-key tiles); under a causal mask 192-key tiles spill 16 bytes (the mask) and 3 stages lost at (4, 16, 4096,
+#: 128), so causal problems take CAUSAL_CONFIG
+DEFAULT_CONFIG = {64: (256, 2), 128: (192, 3), 256: (64, 2)}
+CAUSAL_CONFIG = {64: (256, 2), 128: (128, 2), 256: (64, 2)}
 
 
 def default_config(head_dim: int, causal: bool) -> tuple[int, int]:
     """(BLOCK_N, stages) the fp8 forward launches by default for ``head_dim`` (causal or not)."""
     return (CAUSAL_CONFIG if causal else DEFAULT_CONFIG)[head_dim]
+
+
 #: the key each K position of a 16-key group of the PV wgmma's A operand carries (module docstring)
 KEY_ORDER = tuple(8 * (j // 2) + 2 * q + j % 2 for q in range(4) for j in range(4))
 KEY_GROUP = 16
