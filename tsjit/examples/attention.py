@@ -100,7 +100,10 @@ def k_step(desc, k):
     descriptor's low 32-bit word: its 14-bit address field cannot carry into the upper word for shared addresses
     below 256 KiB (PTX ISA §9.7.15.5.1.2.2).  LLVM, which knows the field's range, would fold the word back into
     a 64-bit add, and ptxas then emits the carry chain and register moves per wgmma; an opaque ``mov.b32`` hides
-    the range, so the add stays 32-bit (compile-time Python; ``k`` a compile-time int)."""
+    the range, so the add stays 32-bit (compile-time Python; ``k`` a compile-time int).  An operand of several
+    tiles (:class:`~tsjit.examples.attention_fp8.ValueBoxes`) picks the tile itself."""
+    if not isinstance(desc, wgmma.MatrixDescriptor):
+        return desc.k_step(k)
     if k == 0:
         return desc
     word = emit.current().inline_asm(emit.I32, "mov.b32 $0, $1;", "=r,r", [cast_to(desc, tsjit.Uint32).ir],

@@ -91,7 +91,7 @@ class ValueBoxes:
     def k_step(self, kk):
         steps = self.keys // 32
         desc = wgmma.make_descriptor(self.tiles[kk // steps], major="K", swizzle=f"{self.keys}B")
-        return desc.k_step(kk % steps)
+        return base.k_step(desc, kk % steps)
 
 
 @dataclass(kw_only=True)
