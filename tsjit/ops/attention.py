@@ -20,6 +20,7 @@ from tsjit.ops.attention_args import check_tensor as _check_tensor
 from tsjit.ops.attention_fp8 import attention_fp8
 from tsjit.ops.attention_args import device_table as _device_table
 from tsjit.ops.attention_args import dummy_tensors as _dummy
+from tsjit.ops.attention_args import lse_buffer as _lse_buffer
 from tsjit.ops.attention_args import torch_module as _torch
 from tsjit.ops.attention_args import window_bounds as _window_bounds
 from tsjit.examples import attention as program
@@ -259,15 +260,7 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
     if out4 is None:
         out4 = torch.empty_like(q4, memory_format=torch.contiguous_format)
     lse_shape = (heads, seqlen_q) if varlen else (batch, heads, seqlen_q)
-    if lse_out is not None:
-        if not isinstance(lse_out, torch.Tensor) or tuple(lse_out.shape) != lse_shape or \
-                lse_out.dtype != torch.float32 or lse_out.device != q.device or not lse_out.is_contiguous():
-            raise LaunchError(f"argument 'lse_out' must be a contiguous torch.float32 tensor of shape "
-                              f"{lse_shape} on {q.device}")
-        return_lse = True
-    lse = lse_out
-    if return_lse and lse is None:
-        lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
+    lse, return_lse = _lse_buffer(lse_out, return_lse, lse_shape, q.device, torch)
     result_out = out if out is not None else (out4.squeeze(0) if varlen else out4)
     if batch == 0 or seqlen_q == 0 or heads == 0:
         return (result_out, lse) if return_lse else result_out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tsjit.errors import LaunchError
 
-__all__ = ["torch_module", "check_tensor", "window_bounds", "device_table", "dummy_tensors", "TMA_STRIDE_BYTES"]
+__all__ = ["torch_module", "check_tensor", "window_bounds", "device_table", "dummy_tensors", "lse_buffer", "TMA_STRIDE_BYTES"]
 
 TMA_STRIDE_BYTES = 16          # TMA: global strides and the base address are multiples of 16 bytes
 
@@ -99,3 +99,22 @@ def dummy_tensors(device, torch):
 
 
 _DUMMIES: dict = {}
+
+
+def lse_buffer(lse_out, return_lse: bool, shape: tuple, device, torch):
+    """The float32 log-sum-exp buffer of ``shape`` (``(batch, heads, seqlen_q)``, or ``(heads, total_q)`` for
+    varlen) the forward writes: ``lse_out`` when given (then the LSE is returned whatever ``return_lse`` says),
+    a new tensor on ``device`` when ``return_lse``, else None.  Returns ``(lse, return_lse)``.
+
+    Raises:
+        LaunchError: ``lse_out`` is not a contiguous torch.float32 tensor of ``shape`` on ``device``.
+    """
+    if lse_out is not None:
+        if not isinstance(lse_out, torch.Tensor) or tuple(lse_out.shape) != tuple(shape) or \
+                lse_out.dtype != torch.float32 or lse_out.device != device or not lse_out.is_contiguous():
+            raise LaunchError(f"argument 'lse_out' must be a contiguous torch.float32 tensor of shape {tuple(shape)} "
+                              f"on {device}")
+        return lse_out, True
+    if return_lse:
+        return torch.empty(shape, dtype=torch.float32, device=device), True
+    return None, False

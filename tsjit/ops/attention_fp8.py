@@ -16,7 +16,7 @@ from tsjit.errors import LaunchError
 from tsjit.examples import attention_fp8 as program
 from tsjit.examples import attention_tiles as tiles
 from tsjit.lang.dtypes import Float8E4M3
-from tsjit.ops.attention_args import check_tensor, device_table, dummy_tensors, torch_module
+from tsjit.ops.attention_args import check_tensor, device_table, dummy_tensors, lse_buffer, torch_module
 from tsjit.runtime.arrays import DeviceArray
 from tsjit.runtime.tensormap import TensorMap
 
@@ -141,15 +141,7 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
     if out is None:
         out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
     lse_shape = (batch, heads, seqlen_q)
-    if lse_out is not None:
-        if not isinstance(lse_out, torch.Tensor) or tuple(lse_out.shape) != lse_shape or \
-                lse_out.dtype != torch.float32 or lse_out.device != q.device or not lse_out.is_contiguous():
-            raise LaunchError(f"argument 'lse_out' must be a contiguous torch.float32 tensor of shape {lse_shape} on "
-                              f"{q.device}")
-        return_lse = True
-    lse = lse_out
-    if return_lse and lse is None:
-        lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
+    lse, return_lse = lse_buffer(lse_out, return_lse, lse_shape, q.device, torch)
     if batch == 0 or seqlen_q == 0 or heads == 0:
         return (out, lse) if return_lse else out
     if seqlen_k == 0:
