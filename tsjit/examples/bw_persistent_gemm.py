@@ -7,17 +7,16 @@ static persistent queue), programmatic dependent launch, a bias epilogue, and a 
 
 **Cluster shapes** (``cta_layout_vmnk = (V, CM, 1, 1)``, cluster ``(V * CM, 1, 1)``): V CTAs per UMMA
 pair (2: ``cta_group::2``), CM pairs per cluster along M that share one B tile (multicast).
-:data:`CLUSTER_SHAPES` lists the preferred shape first and the fallbacks after it -- ``(2, 1, 1, 1)``
-(one 2-CTA pair, 256 x 256 per pair), ``(1, 2, 1, 1)`` (two one-CTA MMAs sharing a multicast 128-column
-B tile, for N < 256) and ``(1, 1, 1, 1)`` (a plain one-CTA UMMA kernel, M = 128, ``cta_group::1``);
-:func:`pick_cluster_shape` takes the first one the problem fills (the kernel is compiled per shape:
-multicast masks and the MMA's CTA group are compile-time facts).  :data:`TWO_PAIRS` ``(2, 2, 1, 1)`` -- two
-pairs with B multicast between them, the shape that combines the 2-CTA MMA with multicast (CUTLASS's
-preferred 4 x 1 cluster) -- compiles, assembles and matches float64 under the CPU interpreter
-(tests/blackwell/test_tutorial6.py), but the exhaustive checker does not finish its 4 CTAs x 5 tasks within
-its state cap, so it is not proven SAFE and not offered.  CUTLASS's run-time fallback (a launch with a
-preferred and a fallback cluster dimension, the GPU choosing per cluster) is not modelled: here the shape is
-picked on the host, per problem.
+:data:`CLUSTER_SHAPES` lists the preferred shape first and the fallbacks after it -- :data:`TWO_PAIRS`
+``(2, 2, 1, 1)`` (two 2-CTA pairs sharing each B tile by multicast, 512 x 256 per cluster: CUTLASS's
+preferred 4 x 1 cluster, combining the 2-CTA MMA with multicast), ``(2, 1, 1, 1)`` (one 2-CTA pair,
+256 x 256), ``(1, 2, 1, 1)`` (two one-CTA MMAs sharing a multicast 128-column B tile, for N < 256) and
+``(1, 1, 1, 1)`` (a plain one-CTA UMMA kernel, M = 128, ``cta_group::1``); :func:`pick_cluster_shape` takes
+the first one the problem fills among those the exhaustive checker proves SAFE with the chosen scheduler
+(:data:`PROVEN`; the kernel is compiled per shape: multicast masks and the MMA's CTA group are
+compile-time facts).  CUTLASS's run-time fallback (a launch with a preferred and a fallback cluster
+dimension, the GPU choosing per cluster) is not modelled: here the shape is picked on the host, per
+problem.
 
 **Tiles.** A CTA owns one 128-row slice of C (its TMEM lanes) and ``BN = 128 * V`` columns; a pair owns
 ``128 * V`` rows.  CTA tile ``t`` (the queue's tile index) sits in cluster ``t // C`` at rank ``t % C``
@@ -71,13 +70,14 @@ STAGES = 2
 ACC_STAGES = 2
 WARPS = 8
 THREADS = WARPS * 32
-CLUSTER_SHAPES = ((2, 1, 1, 1), (1, 2, 1, 1), (1, 1, 1, 1))    # preferred first, then the fallbacks
-TWO_PAIRS = (2, 2, 1, 1)        # two pairs sharing B by multicast: correct under the interpreter, not proven SAFE
+TWO_PAIRS = (2, 2, 1, 1)        # two 2-CTA pairs sharing B by multicast (CUTLASS's preferred 4 x 1 cluster)
+CLUSTER_SHAPES = (TWO_PAIRS, (2, 1, 1, 1), (1, 2, 1, 1), (1, 1, 1, 1))    # preferred first, then the fallbacks
 STAGE_BYTES_PER_WARP = ROWS * BK * 2                            # one 128 x 64 bf16 box per load warp
-#: (cluster shape, CLC) builds the exhaustive checker proves SAFE within its default state cap (every task of
-#: every CTA of the cluster modelled; the 2-CTA pair with CLC in about 55 000 states; tests/blackwell/test_tutorial6.py).
-PROVEN = {(CLUSTER_SHAPES[0], False), (CLUSTER_SHAPES[0], True), (CLUSTER_SHAPES[1], False),
-          (CLUSTER_SHAPES[2], False), (CLUSTER_SHAPES[2], True)}
+PAIR, MULTICAST, ONE_CTA = CLUSTER_SHAPES[1:]
+#: (cluster shape, CLC) builds the exhaustive checker proves SAFE within its default state cap, every task of
+#: every CTA of the cluster modelled (tests/blackwell/test_tutorial6.py): the two pairs with the static queue in
+#: about 44 000 states, the pair with CLC in about 55 000.  The two pairs with CLC are not proven (INCOMPLETE: see the tests).
+PROVEN = {(TWO_PAIRS, False), (PAIR, False), (PAIR, True), (MULTICAST, False), (ONE_CTA, False), (ONE_CTA, True)}
 
 
 def block_n(layout) -> int:
@@ -101,11 +101,12 @@ def tile_count(M, N, layout):
     return cluster_ctas(layout) * ((M + per_cluster_m - 1) // per_cluster_m) * ((N + bn - 1) // bn)
 
 
-def pick_cluster_shape(M: int, N: int) -> tuple:
-    """The first of :data:`CLUSTER_SHAPES` the problem fills: a cluster's rows (``128 V CM``) fit in M and a
-    pair's columns (``128 V``) in N; else the one-CTA fallback."""
+def pick_cluster_shape(M: int, N: int, clc: bool = False) -> tuple:
+    """The first of :data:`CLUSTER_SHAPES` proven SAFE with this scheduler (``(layout, clc)`` in :data:`PROVEN`)
+    that the problem fills: a cluster's rows (``128 V CM``) fit in M and a pair's columns (``128 V``) in N;
+    else the one-CTA fallback."""
     for layout in CLUSTER_SHAPES:
-        if M >= ROWS * layout[0] * layout[1] and N >= block_n(layout):
+        if (layout, clc) in PROVEN and M >= ROWS * layout[0] * layout[1] and N >= block_n(layout):
             return layout
     return CLUSTER_SHAPES[-1]
 
@@ -377,7 +378,7 @@ def run_tutorial6(M: int, N: int, K: int, layout=None, clc: bool = False, sms: i
     ``max_states``: the exhaustive checker's cap for this compile (None: the default)."""
     from tsjit.runtime.arrays import bfloat16_bits_to_float32, float_to_bfloat16_bits
     rng = rng or np.random.default_rng()
-    layout = tuple(layout or pick_cluster_shape(M, N))
+    layout = tuple(layout or pick_cluster_shape(M, N, clc))
 
     def bf16(shape):
         return bfloat16_bits_to_float32(float_to_bfloat16_bits(rng.standard_normal(shape).astype(np.float32)))

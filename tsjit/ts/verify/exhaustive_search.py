@@ -39,9 +39,14 @@ free run arrives on ``b`` joins.  The
 free run of a process outside ``P`` is how far it could get without any help from ``P``:
 its ops up to the first wait that cannot pass on the arrivals the other outside processes
 (and copies) could still deliver (counted per barrier, with the TMA bytes they could still
-land against the bytes armed).  An op that touches nothing visible, or whose query meets no
+land against the bytes armed, and the phases a wait's parity needs against the phases those
+arrivals can complete: :mod:`tsjit.ts.verify.exhaustive_free_runs`).  An
+enabled wait commutes with every arrival the outside can make on its barrier when those cannot
+complete the barrier's phase (fewer than its pending arrivals): the parity it passed on stays.
+An op that touches nothing visible, or whose query meets no
 footprint in what any other process has left (a superset of its free run), is a persistent
-set alone, found without free runs.  Any sequence of moves by
+set alone, found without free runs; so is a PDL op once a PDL wait has run (the flag never
+clears: a wait sets it to what it is, a launch meets it set).  Any sequence of moves by
 processes outside ``P`` is then independent of what ``P`` does, so ``P``'s enabled
 transitions form a persistent set; the smallest such set over the possible starting
 processes is used.  The state graph is acyclic (every transition advances an op counter
@@ -57,6 +62,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tsjit.ts.options import DEFAULTS
+from tsjit.ts.verify.exhaustive_free_runs import free_runs
 
 __all__ = ["SearchResult", "Event", "search"]
 
@@ -166,6 +172,12 @@ class Model:
         # flag): each is a persistent set on its own
         self.invisible = [[not fp and not q for fp, q in zip(fps, qs)]
                           for fps, qs in zip(self.fp_run, self.query)]
+        # ops whose only visible effect is the PDL flag: once a PDL wait has run (the flag never
+        # clears again) a wait sets it to what it is and a launch meets it set, so they are
+        # invisible from then on
+        pdl = ~(3 << lay.pdl)
+        self.invisible_after_pdl = [[not fp & pdl and not q & pdl for fp, q in zip(fps, qs)]
+                                    for fps, qs in zip(self.fp_run, self.query)]
         # per process and pc: the footprints of every op from pc on (a superset of any free run)
         self.suffix = []
         for fps in self.fp_run:
@@ -357,65 +369,8 @@ class _Searcher:
             events.append(("race", dict(process=i, op=pc, copies=tuple(copies))))
 
     # -- partial-order reduction ---------------------------------------------------------------
-    def free_runs(self, state, outside_procs, outside_copies) -> dict:
-        m = self.m
-        P = m.P
-        bar0 = self.bar0
-        avail_n: dict = {}
-        landing: dict = {}       # barrier -> transaction bytes the outside's copies may still land
-        arming: set = set()      # barriers the outside may still arm (expect_tx)
-        fps: dict = {}
-        for cid in outside_copies:
-            copy = m.copies[cid]
-            landing[copy.barrier] = landing.get(copy.barrier, 0) + copy.nbytes
-            avail_n[copy.barrier] = avail_n.get(copy.barrier, 0) + copy.arrivals
-            fps[("c", cid)] = m.copy_fps[cid]
-        pos = {i: state[i] for i in outside_procs}
-        probes = {i: state[P + i] for i in outside_procs}
-        run = {i: 0 for i in outside_procs}
-
-        def may_pass(b: int, parity: int) -> bool:
-            base = bar0 + 3 * b
-            if state[base] != parity:
-                return True
-            if avail_n.get(b, 0) < state[base + 1]:
-                return False
-            tx = state[base + 2]          # armed bytes not landed yet (negative: landed before armed)
-            return tx == 0 or b in arming or 0 < tx <= landing.get(b, 0)
-
-        progress = True
-        while progress:
-            progress = False
-            for i in outside_procs:
-                ops = m.ops[i]
-                j = pos[i]
-                while j < len(ops):
-                    op = ops[j]
-                    g = op.guard
-                    if g >= 0:
-                        probed = op.probe_key >= 0 and probes[i] >> op.probe_key & 1
-                        if not probed and not may_pass(g, op.parity):
-                            break
-                        if op.probe_key >= 0:
-                            probes[i] &= ~(1 << op.probe_key)
-                    if op.probe_barrier >= 0 and may_pass(op.probe_barrier, op.parity):
-                        probes[i] |= 1 << op.probe_key     # the probe may succeed
-                    for b, n, tx in op.arrivals:
-                        avail_n[b] = avail_n.get(b, 0) + n
-                        if tx > 0:
-                            arming.add(b)
-                        elif tx < 0:
-                            landing[b] = landing.get(b, 0) - tx
-                    for copy in op.spawns:
-                        landing[copy.barrier] = landing.get(copy.barrier, 0) + copy.nbytes
-                        avail_n[copy.barrier] = avail_n.get(copy.barrier, 0) + copy.arrivals
-                    run[i] |= m.fp_run[i][j]
-                    j += 1
-                    progress = True
-                pos[i] = j
-        for i in outside_procs:
-            fps[("p", i)] = run[i]
-        return fps
+    def free_runs(self, state, outside_procs, outside_copies) -> tuple[dict, dict]:
+        return free_runs(self.m, state, outside_procs, outside_copies)
 
     def origin(self, key) -> int:
         """The task process behind a key (a copy's issuing process)."""
@@ -430,6 +385,18 @@ class _Searcher:
         if m.enabled(state, i):
             return m.query[i][state[i]]
         return 1 << op.guard
+
+    def _stable_guard(self, state, i: int, avail: dict) -> int:
+        """The guard bit of process ``i``'s next op when that wait passes and no run of the outside
+        (which delivers at most ``avail`` arrivals per barrier) can complete the guarded barrier's
+        phase: its parity then stays, so the wait commutes with every arrival the outside makes
+        there (a phase completes only once its pending arrivals reach zero); else 0."""
+        m = self.m
+        op = m.ops[i][state[i]]
+        g = op.guard
+        if g < 0 or not m.enabled(state, i):
+            return 0
+        return 1 << g if avail.get(g, 0) < state[self.bar0 + 3 * g + 1] else 0
 
     def _independent_of_all_futures(self, state, key, live_keys) -> bool:
         """Whether ``key`` is independent of everything every other live process may still do and
@@ -452,7 +419,7 @@ class _Searcher:
     def ample(self, state, enabled: list, live_keys: list) -> list:
         if len(enabled) <= 1:
             return enabled
-        invisible = self.m.invisible
+        invisible = self.m.invisible_after_pdl if state[self.pdl_at] else self.m.invisible
         for key in enabled:
             if key[0] == "p" and invisible[key[1]][state[key[1]]]:
                 return [key]
@@ -471,10 +438,11 @@ class _Searcher:
                 outside = tuple(k for k in live_keys if k not in members)
                 if not outside:
                     break
-                fps = runs.get(outside)
-                if fps is None:
-                    fps = runs[outside] = self.free_runs(state, [k[1] for k in outside if k[0] == "p"],
-                                                         [k[1] for k in outside if k[0] == "c"])
+                found = runs.get(outside)
+                if found is None:
+                    found = runs[outside] = self.free_runs(state, [k[1] for k in outside if k[0] == "p"],
+                                                           [k[1] for k in outside if k[0] == "c"])
+                fps, avail = found
                 new = []
                 for key in frontier:
                     if key[0] == "c" and self.m.copies[key[1]].after in state[self.copies_at:]:
@@ -482,6 +450,8 @@ class _Searcher:
                         if before not in members and before not in new:
                             new.append(before)
                     q = self.query(state, key)
+                    if key[0] == "p":
+                        q &= ~self._stable_guard(state, key[1], avail)
                     origin = self.origin(key)
                     for other, fp in fps.items():
                         # a process and its own copies never race: only barriers count
