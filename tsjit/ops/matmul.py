@@ -49,6 +49,7 @@ from tsjit.errors import LaunchError
 from tsjit.lang import dtypes as dt
 from tsjit.lang.epilogue import ACTIVATIONS, FusedEpilogue
 from tsjit.ops import autotune, configs
+from tsjit.ops.device_buffers import LaunchSequence, Workspace, dummy_array
 from tsjit.ops.gemm_pingpong import extra_arguments, kernel_for, threads_for
 from tsjit.ops.staging import copy_launch, staging_buffer
 from tsjit.ops.operands import (FP8_DTYPES, TORCH_DTYPES, TORCH_TYPES, Operand, operand, operand_layout, scale_operand,
@@ -72,48 +73,7 @@ REALIGN = None
 DEFAULT_SMS = 132
 
 
-class _Sequence:
-    """Packed launches run one after the other on one stream (staging copies, then the GEMM)."""
-
-    __slots__ = ("launches",)
-
-    def __init__(self, launches):
-        self.launches = tuple(launches)
-
-    def __call__(self, stream: int) -> None:
-        for launch in self.launches:
-            launch(stream)
-
-
-class _Workspace:
-    """The split-K fp32 workspace and its zeroed per-warp counters, one pair per stream."""
-
-    def __init__(self):
-        self.by_stream: dict = {}
-        self.lock = threading.Lock()
-
-    def get(self, stream: int, floats: int, counters: int):
-        with self.lock:
-            ws, cnt = self.by_stream.get(stream, (None, None))
-            if ws is None or ws.shape[0] < floats:
-                ws = tsjit.empty((max(floats, 1 << 20),), dt.Float32)
-            if cnt is None or cnt.shape[0] < counters:
-                cnt = tsjit.zeros((max(counters, 1 << 14),), dt.Int32)
-                if not env.interpret():       # the interpreter's arrays are host memory, zeroed at once
-                    driver.check(driver.bindings().cuCtxSynchronize(), "cuCtxSynchronize")   # the memset is done
-            self.by_stream[stream] = (ws, cnt)
-            return ws, cnt
-
-
-_WORKSPACE = _Workspace()
-_DUMMY: dict = {}
-
-
-def _dummy(rank: int) -> DeviceArray:
-    d = _DUMMY.get(rank)
-    if d is None:
-        d = _DUMMY[rank] = tsjit.zeros((1,) * rank, dt.Float32)
-    return d
+_WORKSPACE = Workspace()
 
 
 def _bias_axis(bias: Operand | None, M: int, N: int) -> str:
@@ -334,16 +294,16 @@ class _Plan:
         else:
             c_map = x_map
         rank = 3 if self.batched else 2
-        bias_view = _dummy(1) if bias is None else bias.view((bias.shape[1] * bias.shape[2],),
+        bias_view = dummy_array(1) if bias is None else bias.view((bias.shape[1] * bias.shape[2],),
                                                             (bias.strides[2] if bias.shape[2] > 1 else bias.strides[1],))
-        residual_view = _dummy(rank) if residual is None else self._d_view(residual)
+        residual_view = dummy_array(rank) if residual is None else self._d_view(residual)
         if cfg.splits > 1:
             workspace, counters = _WORKSPACE.get(stream, self.workspace_floats, self.counters)
         else:
-            workspace, counters = _dummy(1), _dummy(1)
+            workspace, counters = dummy_array(1), dummy_array(1)
         scale_x, scale_y = (scale_b, scale_a) if self.swapped else (scale_a, scale_b)
-        scale_x = _dummy(1) if scale_x is None else scale_vector(scale_x)
-        scale_y = _dummy(1) if scale_y is None else scale_vector(scale_y)
+        scale_x = dummy_array(1) if scale_x is None else scale_vector(scale_x)
+        scale_y = dummy_array(1) if scale_y is None else scale_vector(scale_y)
         arguments = (x_map, y_map, c_view, c_map, bias_view, residual_view, workspace, counters, scale_x, scale_y,
                      self.P, self.Q, self.K,
                      self.batch, float(alpha), float(beta), cfg.block_m, cfg.block_n, cfg.stages,
@@ -356,7 +316,7 @@ class _Plan:
             gemm = lambda stream: launch(*arguments, stream=stream)  # noqa: E731
         else:
             gemm = kernel.bind(*arguments, grid=self.grid, block=self.block)
-        return _Sequence(copies + [gemm]) if copies else gemm
+        return LaunchSequence(copies + [gemm]) if copies else gemm
 
     def run(self, A, B, out, bias, residual, alpha, beta, stream: int, scale_a=None, scale_b=None):
         """Launch on ``stream``; returns the packed launch(es), reusable for the same addresses."""
