@@ -34,6 +34,7 @@ import tsjit
 from tsjit import ts
 from tsjit import wgmma
 from tsjit.examples import attention as base
+from tsjit.examples import attention_resources as resources
 from tsjit.examples.attention_config import BOX
 from tsjit.examples.attention_tiles import AttentionShape
 from tsjit.lang.epilogue import pack_fp8_quad
@@ -91,11 +92,11 @@ class ValueBoxes:
     def k_step(self, kk):
         steps = self.keys // 32
         desc = wgmma.make_descriptor(self.tiles[kk // steps], major="K", swizzle=f"{self.keys}B")
-        return base.k_step(desc, kk % steps)
+        return resources.k_step(desc, kk % steps)
 
 
 @dataclass(kw_only=True)
-class KTilesFp8(base.KTiles):
+class KTilesFp8(resources.KTiles):
     """The K ring of e4m3 tiles: S = Q K^T with k32 wgmma, and P packed to e4m3 (:func:`pack_probabilities_fp8`)."""
 
     @ts.consumer_work(returns="p", work_attrs=ts.WorkAttr.AUXILIARY)
@@ -105,7 +106,7 @@ class KTilesFp8(base.KTiles):
 
 
 @dataclass(kw_only=True)
-class VTransposedTiles(base.VTiles):
+class VTransposedTiles(resources.VTiles):
     """The V ring holding V^T tiles (head_dim rows of BLOCK_N keys, in :data:`KEY_ORDER` within each 16), one
     TMA box each; the PV wgmma reads them K-major."""
 
@@ -167,10 +168,10 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, seqlen_q
                            block_n=BLOCK_N, causal=CAUSAL, pingpong=PINGPONG, window=WINDOW, window_left=window_left,
                            window_right=window_right, table=tiles if TABLE else None, direct_store=DIRECT_STORE,
                            output_scale=v_scale)
-    qs = base.QTile(name="q", pipeline_config=q_cfg, q_map=q_map, shape=shape)
+    qs = resources.QTile(name="q", pipeline_config=q_cfg, q_map=q_map, shape=shape)
     ks = KTilesFp8(name="k", pipeline_config=k_cfg, tmap=k_map, q=qs, shape=shape)
     vs = VTransposedTiles(name="v", pipeline_config=v_cfg, tmap=vt_map, shape=shape)
-    output = base.AttentionOutput(name="o", o_map=o_map, out=out, lse=lse, shape=shape, store_lse=STORE_LSE)
+    output = resources.AttentionOutput(name="o", o_map=o_map, out=out, lse=lse, shape=shape, store_lse=STORE_LSE)
     base.run_program(wq, qs, ks, vs, output, shape, True, 2)
 
 
