@@ -15,7 +15,8 @@ The API, by task (every name is ``tsjit.<name>``):
 Kernels and compilation (:mod:`tsjit.runtime.kernel`)
     ``kernel`` (decorator; ``k[grid, block](*args)`` launches), ``compile`` (LLVM IR, PTX and
     cubin for given argument specs, no GPU needed), ``Kernel``, ``CompiledKernel``; ``func``
-    (a device function, inlined where kernel code calls it), ``DeviceFunction``.
+    (a device function, inlined where kernel code calls it), ``DeviceFunction``
+    (:mod:`tsjit.frontend.device_function`).
     Without a GPU, ``k.interpret[grid, block](*args)`` (numpy arrays as arguments),
     ``tsjit.compile(..., interpret=True)`` or ``TSJIT_INTERPRET=1`` (every launch, and
     ``to_device`` / ``empty`` / ``TensorMap`` in host memory) run kernels on the CPU
@@ -87,7 +88,7 @@ _PROVIDERS: dict[str, tuple[str, ...]] = {
     "tsjit.runtime.tensormap": ("TensorMap",),
     "tsjit.runtime.streams": ("Stream", "use_stream", "current_stream"),
     "tsjit.runtime.driver": ("synchronize",),
-    "tsjit.frontend.calls": ("func", "DeviceFunction"),
+    "tsjit.frontend.device_function": ("func", "DeviceFunction"),
     "tsjit.abi": ("tensormap_spec",),
     "tsjit.lang.dtypes": ("DType", "Int8", "Int16", "Int32", "Int64", "Uint8", "Uint16", "Uint32",
                           "Uint64", "Float16", "BFloat16", "Float32", "Float64", "Boolean",

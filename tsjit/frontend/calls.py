@@ -1,6 +1,6 @@
 """Calls in device code: inlined ``@tsjit.func``, compile-time Python calls, closures.
 
-* :class:`DeviceFunction` (``@tsjit.func``) is inlined at each call site: its own source is
+* :class:`~tsjit.frontend.device_function.DeviceFunction` (``@tsjit.func``) is inlined at each call site: its own source is
   visited in a new frame with the arguments bound to its parameters; ``return`` anywhere
   in it merges into one result.
 * Python built-ins that have device meanings (``range``, ``min``, ``max``, ``abs``) are
@@ -19,46 +19,13 @@ import numpy as np
 
 from tsjit.errors import CompilationError, SourceLocation, TsjitError, compile_time_call_site
 from tsjit.frontend import guards, ssa
-from tsjit.frontend.frame import Frame, current_generator
+from tsjit.frontend.device_function import DeviceFunction
+from tsjit.frontend.frame import Frame
 from tsjit.frontend.source import parse_function
 from tsjit.lang import math as device_math
 from tsjit.lang.constexpr import DynamicRange
 from tsjit.lang.memory import Pointer
 from tsjit.lang.values import Value
-
-
-class DeviceFunction:
-    """A Python function compiled as inlined device code (``@tsjit.func``).
-
-    Calling it from kernel code inlines it; calling it from host Python raises
-    :class:`CompilationError`.  Its source digest is part of the cache key of every kernel
-    that reaches it.
-    """
-
-    __tsjit_device_function__ = True
-
-    def __init__(self, fn):
-        self.fn = fn
-        self.__name__ = getattr(fn, "__name__", "func")
-        self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
-        self.__doc__ = fn.__doc__
-        self.__wrapped__ = fn
-
-    def __call__(self, *args, **kwargs):
-        gen = current_generator()
-        if gen is None:
-            raise CompilationError(f"@tsjit.func {self.__qualname__} can only be called from device code")
-        return gen.inline(self.fn, list(args), kwargs, None)
-
-    def __repr__(self) -> str:
-        return f"<tsjit.func {self.__qualname__}>"
-
-
-def func(fn=None):
-    """Decorator: make ``fn`` a device function, inlined where kernel code calls it."""
-    if fn is None:
-        return func
-    return DeviceFunction(fn)
 
 
 def _has_value(args, kwargs) -> bool:

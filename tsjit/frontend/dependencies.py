@@ -58,8 +58,6 @@ import numpy as np
 from tsjit.frontend.provenance import foreign_name, module_origin
 from tsjit.frontend.source import source_text
 from tsjit.lang.dtypes import DType
-from tsjit.lang.memory import Pointer, Tensor
-from tsjit.lang.values import Value
 
 _MISSING = object()
 _PLAIN = (bool, int, float, complex, str, bytes)
@@ -331,7 +329,12 @@ def _tsjit_wrapped_function(value):
 
 
 def _is_device_value(value) -> bool:
-    return isinstance(value, (Value, Pointer, Tensor))
+    """A run-time device value (``Value``, ``Pointer``, ``Tensor``).  Such an object exists only once its
+    module is loaded, and a disk-cache hit checks its records without loading the device language (or
+    llvmlite): look the classes up in ``sys.modules`` instead of importing them."""
+    values, memory = sys.modules.get("tsjit.lang.values"), sys.modules.get("tsjit.lang.memory")
+    return ((values is not None and isinstance(value, values.Value))
+            or (memory is not None and isinstance(value, (memory.Pointer, memory.Tensor))))
 
 
 def _resolve_modules(namespace: dict, chain: tuple):

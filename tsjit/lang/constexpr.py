@@ -16,7 +16,6 @@ import builtins
 import numpy as np
 
 from tsjit.errors import CompilationError, LaunchError
-from tsjit.lang.values import Value
 
 
 class _ConstexprAnnotation:
@@ -78,6 +77,7 @@ def const_expr(value):
     Raises:
         CompilationError: ``value`` is a run-time device value.
     """
+    from tsjit.lang.values import Value  # lazily: a disk-cache hit reads Constexpr annotations without LLVM IR
     if isinstance(value, Value):
         raise CompilationError(
             f"tsjit.const_expr needs a compile-time value, but this expression is a run-time "

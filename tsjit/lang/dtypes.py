@@ -22,6 +22,9 @@ Promotion rules (binary operators on two device values, :func:`promote`):
 A Python ``int``/``float``/``bool`` literal combined with a device value takes the
 value's dtype (``x + 1`` keeps ``x`` an Int16), except that a Python float combined
 with an integer value gives ``Float32``.
+
+:class:`TensorAnnotation` (what ``tsjit.Tensor[dtype, rank]`` evaluates to) lives here too, so that the
+launcher checks an annotated argument without loading the device language.
 """
 from __future__ import annotations
 
@@ -180,3 +183,23 @@ def promote(a: DType, b: DType) -> DType:
 def int_type(bits: int, signed: bool = True) -> DType:
     """The integer dtype of ``bits`` width (8, 16, 32 or 64)."""
     return _BY_NAME[("Int" if signed else "Uint") + str(bits)]
+
+
+class TensorAnnotation:
+    """What ``tsjit.Tensor[dtype, rank]`` evaluates to: a kernel-parameter annotation that makes the
+    launcher check the argument's element type and rank (``LaunchError`` naming the argument)."""
+
+    def __init__(self, dtype: DType | None, rank: int | None):
+        self.dtype = dtype
+        self.rank = rank
+
+    def __repr__(self) -> str:
+        return f"tsjit.Tensor[{self.dtype.name if self.dtype else 'Any'}, {self.rank}]"
+
+    def check(self, name: str, dtype: DType, rank: int) -> str | None:
+        """The problem with an argument of ``dtype`` and ``rank``, or ``None``."""
+        if self.dtype is not None and dtype is not self.dtype:
+            return f"argument '{name}' must be a {self.dtype.name} array; got a {dtype.name} array"
+        if self.rank is not None and rank != self.rank:
+            return f"argument '{name}' must have rank {self.rank}; got rank {rank}"
+        return None

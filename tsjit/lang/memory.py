@@ -29,7 +29,7 @@ from llvmlite import ir
 from tsjit.backend import emit
 from tsjit.errors import CompilationError
 from tsjit.lang import dtypes as dt
-from tsjit.lang.dtypes import DType
+from tsjit.lang.dtypes import DType, TensorAnnotation
 from tsjit.lang.values import Value, as_value, cast_to, constant, is_constant
 
 _SPACE_NAMES = {0: "generic", 1: "global", 3: "shared", 7: "shared::cluster"}
@@ -184,26 +184,6 @@ def convert_for_store(value, dtype: DType) -> Value:
     if is_constant(value):
         return constant(value, dtype)
     raise CompilationError(f"cannot store a {type(value).__name__} object into {dtype.name} memory")
-
-
-class TensorAnnotation:
-    """What ``tsjit.Tensor[dtype, rank]`` evaluates to: a kernel-parameter annotation that makes the
-    launcher check the argument's element type and rank (``LaunchError`` naming the argument)."""
-
-    def __init__(self, dtype: DType | None, rank: int | None):
-        self.dtype = dtype
-        self.rank = rank
-
-    def __repr__(self) -> str:
-        return f"tsjit.Tensor[{self.dtype.name if self.dtype else 'Any'}, {self.rank}]"
-
-    def check(self, name: str, dtype: DType, rank: int) -> str | None:
-        """The problem with an argument of ``dtype`` and ``rank``, or ``None``."""
-        if self.dtype is not None and dtype is not self.dtype:
-            return f"argument '{name}' must be a {self.dtype.name} array; got a {dtype.name} array"
-        if self.rank is not None and rank != self.rank:
-            return f"argument '{name}' must have rank {self.rank}; got rank {rank}"
-        return None
 
 
 class Tensor:

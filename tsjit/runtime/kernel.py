@@ -34,7 +34,6 @@ from tsjit.backend.targets import DEFAULT_TARGET, environment_target, get_target
 from tsjit.errors import CompilationError, CompileArgumentError, LaunchError, TsjitError, UsageTypeError, hide_from_pytest
 from tsjit.frontend import artifacts
 from tsjit.frontend.dependencies import unchanged as dependencies_unchanged
-from tsjit.frontend.kernel_entry import compile_to_llvm
 from tsjit.runtime import driver, hang_report, launch_config, streams
 from tsjit.runtime.cache import CacheEntry, KernelCache
 from tsjit.runtime.metadata import KernelMetadata
@@ -45,6 +44,14 @@ from tsjit.runtime.specialize import (assembler_key, disk_spec_key, kernel_ident
                                       tsjit_version_digest)
 
 __tracebackhide__ = hide_from_pytest  # pytest shows a TsjitError without tsjit's frames
+
+
+def compile_to_llvm(fn, arg_specs: dict, target, **options):
+    """The frontend, Python source -> LLVM IR (:func:`tsjit.frontend.kernel_entry.compile_to_llvm`),
+    imported on the first compile: ``@tsjit.kernel`` and a disk-cache hit never load the code generator,
+    the device language or llvmlite."""
+    from tsjit.frontend import kernel_entry  # lazily: a disk hit needs no code generator
+    return kernel_entry.compile_to_llvm(fn, arg_specs, target, **options)
 
 
 @dataclass

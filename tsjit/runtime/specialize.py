@@ -26,7 +26,7 @@ from tsjit.frontend.dependencies import UndigestableValue, value_digest
 from tsjit.frontend.source import source_text
 from tsjit.lang import dtypes as dt
 from tsjit.lang.constexpr import is_constexpr_annotation
-from tsjit.lang.memory import TensorAnnotation
+from tsjit.lang.dtypes import TensorAnnotation
 from tsjit.runtime.arrays import ArraySpec, DeviceArray, describe_array_argument
 from tsjit.runtime.cache import KernelCache
 
