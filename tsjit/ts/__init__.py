@@ -8,8 +8,9 @@ prints and verifies everything before ``setup_resources_and_tasks()`` / ``run()`
 it (``tsjit/ts/lowering.py``).  The data model the lowering walks is documented in
 :mod:`tsjit.ts.schedule`.
 
-Modules: ``enums``, ``resources``, ``work`` (work decorators, ``WorkSpec``,
-``resolve_work``), ``schedule`` (captured tree), ``capture`` (``@schedule``,
+Modules: ``enums``, ``memory_resource`` (``MemoryResource``, ``TaskLocalVariable``,
+``StageInfo``), ``resources`` (the reference's module path: a re-export), ``work`` (work
+decorators, ``WorkSpec``, ``resolve_work``), ``schedule`` (captured tree), ``capture`` (``@schedule``,
 ``domain_loop``, guards, ``work_tile_loop``), ``proxy``, ``raw_schedule``, ``task``,
 ``task_manager``, ``options`` (``TaskManagerOptions``), ``simulate``, ``printout``, ``diagnostics``, ``pipeline``
 (``PipelineConfig``), ``memory`` (SMEM/TMEM allocators), ``work_queue`` (persistent
@@ -22,7 +23,7 @@ from tsjit.ts.diagnostics import ScheduleWarning, VerificationWarning
 from tsjit.ts.enums import (BlockCondition, LoopGuard, ScheduleStage, ScheduleStageType,
                             WorkAttr, WorkRole)
 from tsjit.ts.raw_schedule import schedule_from_entries
-from tsjit.ts.resources import MemoryResource, ResourceContext, StageInfo, TaskLocalVariable
+from tsjit.ts.memory_resource import MemoryResource, ResourceContext, StageInfo, TaskLocalVariable
 from tsjit.ts.schedule import (DataFlowToken, DomainLoop, Guard, GuardBlock, Route, Schedule,
                                SkipPredicate, Step, WorkTileLoop)
 from tsjit.ts.task import Task

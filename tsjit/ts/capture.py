@@ -39,7 +39,7 @@ from tsjit.ts.enums import PIPELINE_OPS, BlockCondition, ScheduleStageType
 from tsjit.ts.group import PipelineGroup
 from tsjit.ts.group_schedule import check_operation, expand_group_steps, schedule_argument
 from tsjit.ts.proxy import ResourceProxy, UnrecordedMethod, bind_work_call, unwrap_resource
-from tsjit.ts.resources import MemoryResource
+from tsjit.ts.memory_resource import MemoryResource
 from tsjit.ts.schedule import (DataFlowToken, DomainLoop, Guard, GuardBlock, Route, Schedule,
                                SkipPredicate, Step, WorkTileLoop, format_location, is_static)
 from tsjit.ts.work import WorkSpec

@@ -50,7 +50,7 @@ from tsjit.errors import UsageTypeError, VerificationError
 from tsjit.ts.diagnostics import user_location
 from tsjit.ts.pipeline import PipelineConfig
 from tsjit.ts.protocol import BarrierKind, SideKind, ring, row
-from tsjit.ts.resources import MemoryResource
+from tsjit.ts.memory_resource import MemoryResource
 from tsjit.ts.schedule import format_location
 
 __all__ = ["PipelineGroupMode", "PipelineGroup", "GroupMember", "group_of", "BarrierArray"]

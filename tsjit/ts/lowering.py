@@ -10,7 +10,7 @@
   steps; FirstIter / LastIter / Every / WhenTrue / WhenFalse blocks as real guards;
 * each work step as an inlined call of the resource's work method, compiled by the
   frontend from its own source with ``self`` bound to the resource and a
-  :class:`~tsjit.ts.resources.StageInfo` whose ``label`` is a compile-time string (so
+  :class:`~tsjit.ts.memory_resource.StageInfo` whose ``label`` is a compile-time string (so
   ``if stage_info.label == ...`` folds);
 * task-local variables as SSA values: a consumer work's return defines a new version, a
   routed producer input reads the latest one; guarded joins and the loop back edge get
@@ -42,7 +42,7 @@ from tsjit.ts import lower_debug, lower_pipeline
 from tsjit.ts import lower_tmem as tmem
 from tsjit.ts.diagnostics import VerificationWarning
 from tsjit.ts.enums import BlockCondition, ScheduleStage
-from tsjit.ts.resources import ResourceContext, StageInfo
+from tsjit.ts.memory_resource import ResourceContext, StageInfo
 from tsjit.ts.schedule import DomainLoop, GuardBlock, Step, Trip, WorkTileLoop
 
 _WORK_STAGES = {ScheduleStage.ConsumerWork, ScheduleStage.ProducerWork, ScheduleStage.ConsumerAuxWork,

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tsjit import lang  # the device language; its modules load when a work body compiles
-from tsjit.ts.resources import MemoryResource
+from tsjit.ts.memory_resource import MemoryResource
 from tsjit.ts.work import consumer_work, producer_work
 
 __all__ = ["PdlWaitBarrier", "PdlLaunchBarrier"]

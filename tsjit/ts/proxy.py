@@ -29,7 +29,7 @@ from typing import Any
 from tsjit.ts.diagnostics import schedule_error
 from tsjit.ts.enums import PIPELINE_OPS
 from tsjit.ts.group import GroupMember
-from tsjit.ts.resources import MemoryResource, TaskLocalVariable
+from tsjit.ts.memory_resource import MemoryResource, TaskLocalVariable
 from tsjit.ts.schedule import DataFlowToken
 from tsjit.ts.work import (GENERIC_WORK_CALLS, WorkLabelError, WorkSpec, did_you_mean,
                            resolve_work, work_methods)

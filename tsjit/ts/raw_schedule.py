@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 from tsjit.errors import VerificationError
 from tsjit.ts.enums import BlockCondition, LoopGuard, ScheduleStage, ScheduleStageType, WorkAttr
-from tsjit.ts.resources import MemoryResource
+from tsjit.ts.memory_resource import MemoryResource
 from tsjit.ts.schedule import (DataFlowToken, DomainLoop, Guard, GuardBlock, Route, Schedule,
                                Step)
 from tsjit.ts.work import WorkLabelError, resolve_work

@@ -63,7 +63,7 @@ from typing import Any, Callable, Iterator, Union
 
 from tsjit.errors import ScheduleError, SourceLocation, short_path
 from tsjit.ts.enums import BlockCondition, ScheduleStage, ScheduleStageType, WorkAttr
-from tsjit.ts.resources import MemoryResource, TaskLocalVariable
+from tsjit.ts.memory_resource import MemoryResource, TaskLocalVariable
 from tsjit.ts.work import WorkSpec
 
 __all__ = ["DataFlowToken", "Route", "Guard", "Trip", "SkipPredicate", "Step", "DomainLoop",

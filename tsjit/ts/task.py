@@ -36,7 +36,7 @@ from typing import Any
 
 from tsjit.errors import UsageTypeError, VerificationError
 from tsjit.ts.group import PipelineGroup
-from tsjit.ts.resources import MemoryResource
+from tsjit.ts.memory_resource import MemoryResource
 from tsjit.ts.schedule import Schedule, format_location
 
 __all__ = ["Task", "MAX_WARPS_PER_CTA"]

@@ -54,7 +54,7 @@ from tsjit.ts.memory import SMEM_CAPACITY_BYTES, SmemAllocator, layout_tmem_requ
 from tsjit.ts.options import TaskManagerOptions
 from tsjit.ts.render import render
 from tsjit.ts.printout import format_register_report, format_schedule_table
-from tsjit.ts.resources import MemoryResource
+from tsjit.ts.memory_resource import MemoryResource
 from tsjit.ts.task import Task
 from tsjit.ts.verify import (bracketing, capacity, counts, interleave, leader_tasks, pdl, queues,
                              registers, routing, structure)

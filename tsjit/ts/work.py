@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterable
 
 from tsjit.errors import ScheduleError, UsageTypeError, UsageValueError
 from tsjit.ts.enums import PIPELINE_OPS, ScheduleStage, WorkAttr, WorkRole
-from tsjit.ts.resources import MemoryResource, TaskLocalVariable, is_task_local_field
+from tsjit.ts.memory_resource import MemoryResource, TaskLocalVariable, is_task_local_field
 
 __all__ = ["consumer_work", "producer_work", "WorkSpec", "ConstexprParam", "WorkLabelError",
            "work_methods", "resolve_work", "GENERIC_WORK_CALLS", "RESERVED_WORK_NAMES",

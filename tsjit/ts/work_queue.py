@@ -77,7 +77,7 @@ from tsjit.lang.dtypes import Boolean
 from tsjit.ts.cluster_layout import cluster_size
 from tsjit.ts.enums import WorkAttr
 from tsjit.ts.memory import SmemAllocation
-from tsjit.ts.resources import MemoryResource, TaskLocalVariable
+from tsjit.ts.memory_resource import MemoryResource, TaskLocalVariable
 from tsjit.ts.work import consumer_work, producer_work
 
 __all__ = ["TileSchedulerType", "TileSchedulerConfig", "WorkTileInfo", "WorkQueue",

@@ -1,0 +1,34 @@
+"""Reference module path: the API reference documents its classes as
+``cutlass.experimental.task_scheduling.resources.<Name>``; in tsjit that module is
+``tsjit.ts.resources`` and a ported ``from ... resources import ...`` line works unchanged.
+"""
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+from tsjit import ts
+
+#: every class and function the reference documents under ``task_scheduling.resources`` (its module
+#: summary lists WorkQueue and the PDL barriers too).
+REFERENCE_RESOURCES_NAMES = ("PipelineConfig", "TileSchedulerConfig", "StageInfo", "MemoryResource",
+                             "TaskLocalVariable", "consumer_work", "producer_work", "WorkQueue",
+                             "PdlWaitBarrier", "PdlLaunchBarrier")
+
+
+@pytest.mark.conformance("A9", "module path task_scheduling.resources -> tsjit.ts.resources")
+def test_reference_module_path_imports_every_documented_name():
+    resources = importlib.import_module("tsjit.ts.resources")
+    for name in REFERENCE_RESOURCES_NAMES:
+        assert getattr(resources, name) is getattr(ts, name), name
+    assert set(REFERENCE_RESOURCES_NAMES) <= set(resources.__all__)
+
+
+def test_from_resources_import_works_in_a_fresh_interpreter():
+    """The first import of a ported program may be this one (no ``import tsjit.ts`` before it)."""
+    code = ("from tsjit.ts.resources import PipelineConfig, TileSchedulerConfig, consumer_work, "
+            "producer_work, PdlWaitBarrier, PdlLaunchBarrier, WorkQueue; print(PipelineConfig.__module__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "tsjit.ts.pipeline"
