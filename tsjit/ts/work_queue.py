@@ -114,6 +114,19 @@ def _select(condition: Any, if_true: Any, if_false: Any) -> Any:
     return lang.values.select(condition, if_true, if_false)
 
 
+def _one_of(name: str, value: Any, other_name: str, other: Any) -> Any:
+    """``value`` or ``other`` (two spellings of one argument), refusing both."""
+    if value is not None and other is not None:
+        raise UsageTypeError(f"TileSchedulerConfig got both {name} and {other_name} (two spellings of one "
+                             f"argument); pass it once.")
+    return other if value is None else value
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    """``value`` is the parameter's default (compared without ``==`` on device values)."""
+    return value is default or (type(value) is type(default) and value == default)
+
+
 def _tile_shape(value: Any, what: str) -> tuple:
     shape = tuple(value) if isinstance(value, (tuple, list)) else (value,)
     if not 1 <= len(shape) <= 3:
@@ -173,9 +186,14 @@ class ClcDynamicPersistentTileSchedulerParams(PersistentTileSchedulerParams):
     :class:`PersistentTileSchedulerParams` (the tile grid the CLC responses index)."""
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, init=False)
 class TileSchedulerConfig:
     """How a WorkQueue assigns tiles (build it with a ``create_*`` factory).
+
+    Constructed in the reference's form, ``TileSchedulerConfig(tile_scheduler_type,
+    tile_scheduler_params, response_ptr=None)`` (positional or by keyword; the params object carries
+    the tile grid and order), or in tsjit's, ``TileSchedulerConfig(scheduler_type, num_tiles_m,
+    num_tiles_n=1, num_tiles_l=1, order="row", group_size_m=8)``.
 
     Attributes:
         scheduler_type: :class:`TileSchedulerType`.
@@ -197,6 +215,50 @@ class TileSchedulerConfig:
     group_size_m: int = 8
     response_ptr: Any = field(default=None)
     params: Any = field(default=None)
+
+    def __init__(self, scheduler_type: Any = None, num_tiles_m: Any = None, num_tiles_n: Any = 1,
+                 num_tiles_l: Any = 1, order: str = "row", group_size_m: int = 8, response_ptr: Any = None,
+                 params: Any = None, *, tile_scheduler_type: Any = None, tile_scheduler_params: Any = None):
+        """Raises:
+            UsageTypeError: both spellings of one field, tile counts next to a params object, or a
+                ``tile_scheduler_params`` that is not a ``PersistentTileSchedulerParams``.
+            UsageValueError: a field out of range (see ``__post_init__``).
+        """
+        scheduler_type = _one_of("scheduler_type", scheduler_type, "tile_scheduler_type", tile_scheduler_type)
+        params = _one_of("params", params, "tile_scheduler_params", tile_scheduler_params)
+        if isinstance(num_tiles_m, PersistentTileSchedulerParams):   # the reference's positional form
+            params = _one_of("the second argument", num_tiles_m, "tile_scheduler_params", params)
+            num_tiles_m = None
+            if not _is_default(num_tiles_n, 1):                      # its third argument is response_ptr
+                response_ptr = _one_of("the third argument", num_tiles_n, "response_ptr", response_ptr)
+                num_tiles_n = 1
+        if params is not None:
+            if not isinstance(params, PersistentTileSchedulerParams):
+                raise UsageTypeError(
+                    f"TileSchedulerConfig tile_scheduler_params must be a PersistentTileSchedulerParams or "
+                    f"ClcDynamicPersistentTileSchedulerParams, got {params!r}; for tile counts write "
+                    f"TileSchedulerConfig(scheduler_type, num_tiles_m, num_tiles_n, num_tiles_l).")
+            given = {name: value for name, value, default in (
+                ("num_tiles_m", num_tiles_m, None), ("num_tiles_n", num_tiles_n, 1), ("num_tiles_l", num_tiles_l, 1),
+                ("order", order, "row"), ("group_size_m", group_size_m, 8)) if not _is_default(value, default)}
+            if given:
+                raise UsageTypeError(
+                    f"TileSchedulerConfig got tile_scheduler_params and {', '.join(given)}: the params object "
+                    f"already carries the tile grid and order (problem_shape_ntile_mnl, raster_along_m, "
+                    f"swizzle_size); pass one or the other.")
+            fields = params.scheduler_fields()
+            num_tiles_m, num_tiles_n, num_tiles_l = fields["num_tiles_m"], fields["num_tiles_n"], fields["num_tiles_l"]
+            order, group_size_m = fields["order"], fields["group_size_m"]
+        elif num_tiles_m is None:
+            raise UsageTypeError(
+                "TileSchedulerConfig needs the tile grid: TileSchedulerConfig(tile_scheduler_type, "
+                "tile_scheduler_params) with a PersistentTileSchedulerParams, or TileSchedulerConfig(scheduler_type, "
+                "num_tiles_m, num_tiles_n, num_tiles_l); the create_*_tile_scheduler_params factories take either.")
+        for name, value in (("scheduler_type", scheduler_type), ("num_tiles_m", num_tiles_m),
+                            ("num_tiles_n", num_tiles_n), ("num_tiles_l", num_tiles_l), ("order", order),
+                            ("group_size_m", group_size_m), ("response_ptr", response_ptr), ("params", params)):
+            object.__setattr__(self, name, value)
+        self.__post_init__()
 
     def __post_init__(self):
         if not isinstance(self.scheduler_type, TileSchedulerType):
@@ -223,28 +285,35 @@ class TileSchedulerConfig:
 
     @classmethod
     def create_static_persistent_tile_scheduler_params(
-            cls, num_tiles_m: Any, num_tiles_n: Any = 1, num_tiles_l: Any = 1, *,
-            order: str = "row", group_size_m: int = 8) -> "TileSchedulerConfig":
+            cls, num_tiles_m: Any = None, num_tiles_n: Any = 1, num_tiles_l: Any = 1, *,
+            order: str = "row", group_size_m: int = 8, tile_scheduler_params: Any = None) -> "TileSchedulerConfig":
         """Static round-robin assignment: CTA b gets tiles b, b + gridDim.x, ... (any GPU).
 
-        Takes the reference's ``PersistentTileSchedulerParams`` object as its only argument,
-        or tsjit's shorthand: the tile counts and ``order`` / ``group_size_m``.
+        Takes the reference's ``PersistentTileSchedulerParams`` object as its only argument
+        (positional or ``tile_scheduler_params=``), or tsjit's shorthand: the tile counts and
+        ``order`` / ``group_size_m``.
         """
         if isinstance(num_tiles_m, PersistentTileSchedulerParams):
-            return cls(TileSchedulerType.StaticPersistent, params=num_tiles_m, **num_tiles_m.scheduler_fields())
+            num_tiles_m, tile_scheduler_params = None, _one_of(
+                "the first argument", num_tiles_m, "tile_scheduler_params", tile_scheduler_params)
         return cls(TileSchedulerType.StaticPersistent, num_tiles_m, num_tiles_n, num_tiles_l,
-                   order=order, group_size_m=group_size_m)
+                   order=order, group_size_m=group_size_m, tile_scheduler_params=tile_scheduler_params)
 
     @classmethod
     def create_clc_dynamic_persistent_tile_scheduler_params(
-            cls, params: Any, response_ptr: Any = None) -> "TileSchedulerConfig":
-        """CLC work stealing (sm_100a).  ``params`` is the reference's
-        ``ClcDynamicPersistentTileSchedulerParams`` (or ``PersistentTileSchedulerParams``), a
-        static config (the tile grid and order) or a tuple ``(num_tiles_m, num_tiles_n,
-        num_tiles_l)``."""
+            cls, params: Any = None, response_ptr: Any = None, *,
+            tile_scheduler_params: Any = None) -> "TileSchedulerConfig":
+        """CLC work stealing (sm_100a).  ``params`` (or the reference's keyword
+        ``tile_scheduler_params=``) is the reference's ``ClcDynamicPersistentTileSchedulerParams``
+        (or ``PersistentTileSchedulerParams``), a static config (the tile grid and order) or a tuple
+        ``(num_tiles_m, num_tiles_n, num_tiles_l)``."""
+        params = _one_of("params", params, "tile_scheduler_params", tile_scheduler_params)
+        if params is None:
+            raise UsageTypeError("create_clc_dynamic_persistent_tile_scheduler_params needs "
+                                 "tile_scheduler_params (a ClcDynamicPersistentTileSchedulerParams)")
         if isinstance(params, PersistentTileSchedulerParams):
-            return cls(TileSchedulerType.ClcDynamicPersistent, params=params, response_ptr=response_ptr,
-                       **params.scheduler_fields())
+            return cls(TileSchedulerType.ClcDynamicPersistent, response_ptr=response_ptr,
+                       tile_scheduler_params=params)
         if isinstance(params, TileSchedulerConfig):
             return cls(TileSchedulerType.ClcDynamicPersistent, params.num_tiles_m,
                        params.num_tiles_n, params.num_tiles_l, order=params.order,

@@ -9,7 +9,7 @@ import pytest
 
 import tsjit
 from tsjit import ts
-from tsjit.errors import UsageValueError
+from tsjit.errors import UsageTypeError, UsageValueError
 from tsjit.ts import (ClcDynamicPersistentTileSchedulerParams, PersistentTileSchedulerParams,
                       TileSchedulerConfig, TileSchedulerType, WorkQueue)
 
@@ -23,6 +23,48 @@ def test_static_factory_takes_a_params_object():
     assert config.tile_scheduler_type is TileSchedulerType.StaticPersistent
     assert config.tile_scheduler_params is params and config.num_tiles == 24
     assert [config.coords(t) for t in (0, 1, 4, 12)] == [(0, 0, 0), (0, 1, 0), (1, 0, 0), (0, 0, 1)]
+
+
+@conformance("A2", "fields tile_scheduler_type / tile_scheduler_params / response_ptr")
+def test_constructor_takes_the_reference_positional_form():
+    """``TileSchedulerConfig(type, params)`` puts the params object in tile_scheduler_params, not in
+    num_tiles_m (newcomer report 6, item 2)."""
+    params = PersistentTileSchedulerParams((4, 3, 1))
+    for config in (TileSchedulerConfig(TileSchedulerType.StaticPersistent, params),
+                   TileSchedulerConfig(TileSchedulerType.StaticPersistent, params, None)):
+        assert config.tile_scheduler_params is params and config.response_ptr is None
+        assert (config.num_tiles_m, config.num_tiles_n, config.num_tiles_l, config.order) == (4, 3, 1, "column")
+        assert config.num_tiles == 12
+
+
+@conformance("A2", "fields tile_scheduler_type / tile_scheduler_params / response_ptr")
+def test_constructor_and_factories_take_the_reference_keywords():
+    params = PersistentTileSchedulerParams((2, 5, 1), raster_along_m=False)
+    by_keyword = TileSchedulerConfig(tile_scheduler_type=TileSchedulerType.StaticPersistent,
+                                     tile_scheduler_params=params, response_ptr=None)
+    factory = TileSchedulerConfig.create_static_persistent_tile_scheduler_params(tile_scheduler_params=params)
+    clc_params = ClcDynamicPersistentTileSchedulerParams((4, 3, 1), (1, 1, 1))
+    clc = TileSchedulerConfig.create_clc_dynamic_persistent_tile_scheduler_params(
+        tile_scheduler_params=clc_params, response_ptr=None)
+    for config in (by_keyword, factory):
+        assert config.tile_scheduler_type is TileSchedulerType.StaticPersistent
+        assert config.tile_scheduler_params is params
+        assert [config.coords(t) for t in range(6)] == [(0, n, 0) for n in range(5)] + [(1, 0, 0)]
+    assert clc.tile_scheduler_type is TileSchedulerType.ClcDynamicPersistent and clc.num_tiles == 12
+
+
+def test_params_object_next_to_tile_counts_names_both():
+    params = PersistentTileSchedulerParams((4, 3, 1))
+    with pytest.raises(UsageTypeError, match=r"tile_scheduler_params and num_tiles_l, order"):
+        TileSchedulerConfig(TileSchedulerType.StaticPersistent, tile_scheduler_params=params, num_tiles_l=2,
+                            order="grouped")
+    with pytest.raises(UsageTypeError, match=r"both tile_scheduler_type and scheduler_type|both scheduler_type"):
+        TileSchedulerConfig(TileSchedulerType.StaticPersistent, tile_scheduler_type=TileSchedulerType.StaticPersistent,
+                            tile_scheduler_params=params)
+    with pytest.raises(UsageTypeError, match=r"tile_scheduler_params must be a PersistentTileSchedulerParams"):
+        TileSchedulerConfig(tile_scheduler_type=TileSchedulerType.StaticPersistent, tile_scheduler_params=(4, 3, 1))
+    with pytest.raises(UsageTypeError, match=r"needs the tile grid"):
+        TileSchedulerConfig(TileSchedulerType.StaticPersistent)
 
 
 def test_raster_along_m_walks_m_first():
