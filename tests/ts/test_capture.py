@@ -65,6 +65,53 @@ def test_token_has_no_truth_value():
         capture(body, ms(), md())
 
 
+def _compares_token(compare):
+    def body(src, dst):
+        with domain_loop(4):
+            token = src.tma_load()
+            if compare(token):
+                dst.store_one(token)
+    return body
+
+
+@pytest.mark.parametrize("compare", [lambda t: t == 0, lambda t: t != 0, lambda t: 0 == t, lambda t: t < 1,
+                                     lambda t: t >= 1, lambda t: t == "ready"],
+                         ids=["eq", "ne", "reflected-eq", "lt", "ge", "eq-str"])
+def test_comparing_a_token_is_s13_at_the_comparison_naming_when_true(compare):
+    """``if st == 0:`` used to drop the guarded step silently (newcomer report 6, item 3)."""
+    with pytest.raises(ScheduleError, match="S13") as err:
+        capture(_compares_token(compare), ms(), md())
+    message = str(err.value)
+    assert "'ms.a'" in message and "step #0" in message and "when_true(token)" in message
+    assert err.value.location.line == compare.__code__.co_firstlineno
+    assert message.splitlines()[-1].strip() == "^"        # the source line, then a caret
+
+
+def test_tokens_still_compare_by_identity_with_tokens_and_none():
+    seen = []
+
+    def body(src, dst):
+        with domain_loop(4):
+            token = src.tma_load()
+            seen.extend([token == token, token != token, token == None, token in [None, token]])  # noqa: E711
+            dst.store_one(token)
+
+    capture(body, ms(), md())
+    assert seen == [True, False, False, True]
+
+
+def test_token_truth_value_error_points_at_the_if_line():
+    def body(src, dst):
+        with domain_loop(4):
+            token = src.tma_load()
+            if token:
+                dst.store_one(token)
+
+    with pytest.raises(ScheduleError, match="S13") as err:
+        capture(body, ms(), md())
+    assert err.value.location.line == body.__code__.co_firstlineno + 3
+
+
 def test_trace_time_for_loop_unrolls_with_distinct_call_indices():
     def body(src, dst):
         with domain_loop(8):

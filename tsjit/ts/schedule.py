@@ -57,11 +57,11 @@ loop back edge start from the variable's default).  Only params listed in
 from __future__ import annotations
 
 import inspect
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Union
 
-from tsjit.errors import ScheduleError, SourceLocation, short_path
+from tsjit.errors import SourceLocation, short_path
+from tsjit.ts.diagnostics import schedule_error
 from tsjit.ts.enums import BlockCondition, ScheduleStage, ScheduleStageType, WorkAttr
 from tsjit.ts.memory_resource import MemoryResource, TaskLocalVariable
 from tsjit.ts.work import WorkSpec
@@ -114,32 +114,48 @@ class DataFlowToken:
     def belongs_to(self, capture: object) -> bool:
         return self._owner is capture
 
+    def _describe(self) -> str:
+        return (f"token {self.variable.qualified_name!r} (returned by step #{self.step.id}, "
+                f"{self.step.display_call})")
+
     def __iter__(self):
-        raise ScheduleError(
-            f"{format_location(self.step.location)}: cannot unpack the single token "
-            f"{self.variable.qualified_name!r} returned by step #{self.step.id} "
-            f"({self.step.display_call}); that work returns one variable. Use "
-            f"`x = {self.step.display_call}` or add names to returns=(...).  [S13]")
+        raise schedule_error(
+            f"cannot unpack the single {self._describe()}; that work returns one variable. Use "
+            f"`x = {self.step.display_call}` or add names to returns=(...).", "S13")
 
     def __bool__(self):
-        raise ScheduleError(
-            f"{format_location(self.step.location)}: token {self.variable.qualified_name!r} "
-            f"(step #{self.step.id}) is a run-time value and has no truth value at capture "
-            f"time. Use `with when_true(token):` / `with when_false(token):` instead of "
-            f"`if`.  [S13]")
+        raise schedule_error(
+            f"{self._describe()} is a run-time value and has no truth value at capture time. Use "
+            f"`with when_true(token):` / `with when_false(token):` instead of `if`.", "S13")
 
     def _no_arithmetic(self, *other):
-        caller = sys._getframe(1)  # the schedule line doing the arithmetic
-        where = format_location(SourceLocation(caller.f_code.co_filename, caller.f_lineno))
-        raise ScheduleError(
-            f"{where}: token {self.variable.qualified_name!r} (returned by step #{self.step.id}, "
-            f"{self.step.display_call}) is a schedule token, not a value: a "
-            f"schedule only routes it. Do the arithmetic in a work body: pass the token to the work "
-            f"that reads it (e.g. `d.store(v)`) and compute there.  [S13]")
+        raise schedule_error(
+            f"{self._describe()} is a schedule token, not a value: a schedule only routes it. Do the "
+            f"arithmetic in a work body: pass the token to the work that reads it (e.g. `d.store(v)`) "
+            f"and compute there.", "S13")
 
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = \
         __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __pow__ = __rpow__ = __neg__ = __pos__ = \
         __abs__ = _no_arithmetic
+
+    def _no_comparison(self, other):
+        raise schedule_error(
+            f"{self._describe()} is a run-time value: a schedule cannot compare it at capture time "
+            f"(the comparison would decide nothing on the GPU). To run steps only when the value is "
+            f"true (non-zero), write `with when_true(token):` (or `when_false`); for another condition, "
+            f"compute it in the work that returns the token (return a Boolean TaskLocalVariable) and "
+            f"guard on that.", "S13")
+
+    __lt__ = __le__ = __gt__ = __ge__ = _no_comparison
+
+    def __eq__(self, other):
+        """``token == 0`` (a number or a string) is rule S13; tokens compare by identity."""
+        if isinstance(other, (int, float, complex, str)):
+            self._no_comparison(other)
+        return NotImplemented
+
+    __ne__ = __eq__
+    __hash__ = object.__hash__
 
     def __repr__(self) -> str:
         return f"<token {self.variable.name} from [#{self.step.id}]>"
