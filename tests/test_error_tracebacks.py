@@ -5,6 +5,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 import tsjit
@@ -113,3 +114,25 @@ def test_traceback_object_stays_whole_for_debuggers():
         namespace["test_usage_error"]()
     assert any(entry.path and str(entry.path).startswith(TSJIT_DIR) for entry in info.traceback)
     del np
+
+
+def _refuse(value):
+    raise tsjit.errors.ScheduleError(f"refused {value}")
+
+
+@tsjit.kernel
+def _refuses_in_a_list_display(x):
+    values = [_refuse(1)]
+    x[0] = 1.0
+
+
+def test_traceback_frame_of_a_kernel_line_is_named_after_the_kernel():
+    """A kernel line evaluated as Python (a list display) shows `in <kernel name>`, not `in <module>`
+    (newcomer report 6, item 12; a launch keeps the frames, tsjit.compile drops them)."""
+    import traceback
+    with pytest.raises(tsjit.errors.ScheduleError) as info:
+        _refuses_in_a_list_display.interpret[(1,), (32,)](np.zeros(4, np.float32))
+    kernel_file = os.path.abspath(__file__)
+    names = [frame.f_code.co_name for frame, _ in traceback.walk_tb(info.value.__traceback__)
+             if frame.f_code.co_filename == kernel_file]
+    assert "_refuses_in_a_list_display" in names and "<module>" not in names

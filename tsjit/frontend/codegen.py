@@ -535,6 +535,8 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
         self.record_references(node)
         try:
             code = compile(ast.fix_missing_locations(ast.Expression(body=node)), frame.parsed.filename, "eval")
+            # a traceback through this line names the kernel (or device function), not `<module>`
+            code = code.replace(co_name=frame.parsed.node.name, co_qualname=frame.parsed.node.name)
         except SyntaxError as exc:
             raise self.error(node, f"this expression is not supported in device code ({exc.msg})") from None
         # One dict for globals and locals: a comprehension is a nested scope that sees only the

@@ -33,8 +33,8 @@ import inspect
 import threading
 from typing import Any, Callable
 
-from tsjit.errors import SourceLocation, UsageTypeError, warn
-from tsjit.ts.diagnostics import ScheduleWarning, schedule_error, user_location
+from tsjit.errors import CompilationError, SourceLocation, UsageTypeError, warn
+from tsjit.ts.diagnostics import ScheduleWarning, frame_location, is_internal_file, schedule_error, user_location
 from tsjit.ts.enums import PIPELINE_OPS, BlockCondition, ScheduleStageType
 from tsjit.ts.group import PipelineGroup
 from tsjit.ts.group_schedule import check_operation, expand_group_steps, schedule_argument
@@ -438,11 +438,34 @@ class ScheduleFunction:
         stack.append(capture)
         try:
             self.fn(*call_args, **call_kwargs)
+        except CompilationError as error:
+            if error.location is not None:
+                raise
+            raise _located_in_schedule(name, error) from None
         finally:
             stack.pop()
         code = getattr(self.fn, "__code__", None)
         location = SourceLocation(code.co_filename, code.co_firstlineno, 0, name) if code else None
         return capture.finish(tuple(signature.parameters), tuple(resources), location)
+
+
+def _located_in_schedule(name: str, error: CompilationError) -> CompilationError:
+    """``error`` (a device value misused by schedule code, raised without a location) located at the
+    schedule's own line; a device value used as a Python bool (``if cta == 0:``) gets the schedule's
+    alternatives instead of the kernel's (a schedule has no run-time ``if``)."""
+    tb, location, last = error.__traceback__, None, None
+    while tb is not None:
+        if not is_internal_file(tb.tb_frame.f_code.co_filename):
+            location = frame_location(tb.tb_frame)
+        last, tb = tb, tb.tb_next
+    message = error.message
+    if last is not None and last.tb_frame.f_code.co_name == "__bool__":
+        message = (f"@schedule {name}: {message.split(';')[0]}. A schedule runs once at compile time and "
+                   f"records its steps, so a run-time condition cannot decide which steps it has. Guard the "
+                   f"steps on a token a consumer work returns (`with ts.when_true(token):`), use a "
+                   f"compile-time condition (`if tsjit.const_expr(...)` or a Constexpr), or test the value "
+                   f"inside a work body")
+    return CompilationError(message, location, error.call_chain)
 
 
 def schedule(fn: Callable) -> ScheduleFunction:

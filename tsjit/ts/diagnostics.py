@@ -20,9 +20,10 @@ import sys
 from tsjit.errors import ScheduleError, SourceLocation, current_call_site
 
 __all__ = ["ScheduleWarning", "VerificationWarning", "user_location", "definition_location", "located",
-           "schedule_error"]
+           "schedule_error", "frame_location", "is_internal_file"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_TSJIT_DIR = os.path.dirname(_PACKAGE_DIR.rstrip(os.sep)) + os.sep
 _FRONTEND_DIR = os.path.join(os.path.dirname(_PACKAGE_DIR.rstrip(os.sep)), "frontend") + os.sep
 
 
@@ -39,10 +40,16 @@ def user_location() -> SourceLocation | None:
     frame = sys._getframe(1)
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
         frame = frame.f_back
-    return _frame_location(frame)
+    return frame_location(frame)
 
 
-def _frame_location(frame) -> SourceLocation | None:
+def is_internal_file(filename: str) -> bool:
+    """True for a file inside the tsjit package (its frames are never the user's line)."""
+    return os.path.abspath(filename).startswith(_TSJIT_DIR)
+
+
+def frame_location(frame) -> SourceLocation | None:
+    """``file:line:col`` (and function name) of the expression ``frame`` is executing."""
     if frame is None:
         return None
     line, col = frame.f_lineno, 0
@@ -63,7 +70,7 @@ def definition_location() -> SourceLocation | None:
     while frame is not None and (os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR)
                                  or frame.f_code.co_name == "__init__" and frame.f_code.co_filename == "<string>"):  # dataclass
         frame = frame.f_back
-    location = _frame_location(frame)
+    location = frame_location(frame)
     if location is not None and os.path.abspath(location.filename).startswith(_FRONTEND_DIR):
         return current_call_site() or location
     return location
