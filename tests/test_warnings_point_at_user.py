@@ -82,3 +82,16 @@ def test_arithmetic_on_a_schedule_token_says_to_compute_in_a_work_body():
     text = str(err.value)
     assert "'source.item'" in text and "work body" in text and "DataFlowToken" not in text
     assert f"{os.path.basename(THIS_FILE)}:{_line_of('d.store(item + 1.0)')}" in text
+
+
+def test_a_warning_from_python_dash_c_code_is_shown_not_an_import_error():
+    """``python -c``: __main__'s loader (BuiltinImporter) cannot give the source line a warning shows;
+    tsjit.errors.warn shows the warning without it instead of failing with ImportError."""
+    import subprocess
+    import sys
+    code = ("import warnings; from tsjit.errors import warn\n"
+            "warn('demoted finding [Q1]', UserWarning)\nprint('done')")
+    out = subprocess.run([sys.executable, "-W", "always", "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=os.path.dirname(TSJIT_DIR)))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "done" and "UserWarning: demoted finding [Q1]" in out.stderr

@@ -316,5 +316,11 @@ def warn(message: str, category: type[Warning] = UserWarning, location: SourceLo
         module_globals = frame.f_globals
     filename = location.filename
     module = os.path.splitext(os.path.basename(filename))[0] or "<unknown>"
-    warnings.warn_explicit(message, category, filename, location.line, module=module,
-                           registry=_registries.setdefault(filename, {}), module_globals=module_globals)
+    registry = _registries.setdefault(filename, {})
+    try:
+        warnings.warn_explicit(message, category, filename, location.line, module=module, registry=registry,
+                               module_globals=module_globals)
+    except ImportError:
+        # the module's loader cannot give its source (``python -c``: __main__'s loader is BuiltinImporter,
+        # whose get_source raises): the same warning without the source line
+        warnings.warn_explicit(message, category, filename, location.line, module=module, registry=registry)

@@ -371,6 +371,8 @@ class TaskManager:
                 self._fail(check, errors)
         if self.verbose and self.smem_allocator is not None:
             print(self.smem_allocator.usage_report(shared_arrays_of(self.resources)))
+        if self.verbose and self.tmem_allocator is not None:   # the reference's TMEM line (columns / capacity)
+            print(self.tmem_allocator.usage_report())
 
     # -- printouts -------------------------------------------------------------------------
     def schedule_table(self) -> str:

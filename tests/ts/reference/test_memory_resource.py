@@ -337,3 +337,33 @@ def test_physical_range_over_another_resources_tmem_allocation_is_a_race():
 def test_same_range_in_another_memory_space_is_not_a_race():
     _two_writers(Accumulator(name="acc0", declared=(("tmem", 0, 64),)),
                  Accumulator(name="acc1", declared=(("dsmem", 0, 64),)))
+
+
+@dataclass(kw_only=True)
+class SplitAccumulator(Accumulator):
+    """Two TMEM allocations, of which the producer work writes only the first when ``narrow``."""
+
+    narrow: bool = False
+    upper: object = None
+
+    def __post_init__(self):
+        self.alloc, self.upper = TmemAllocation(f"{self.name}.lo", 64), TmemAllocation(f"{self.name}.hi", 64)
+
+    def get_tmem_requirements(self):
+        return [self.alloc, self.upper]
+
+    def get_producer_requirements(self):
+        return [self.alloc] if self.narrow else None
+
+
+@conformance("A6", "get_producer_requirements() / get_consumer_requirements()")
+def test_producer_requirements_narrow_what_the_race_checker_compares():
+    """The reference: 'the exhaustive checker uses this to build a producer-specific alias map so that
+    prod_work only conflicts with aliases that overlap these ranges'; None (the default) is every
+    allocation."""
+    other = (("tmem", 64, 128),)      # over the upper allocation only
+    with pytest.raises(VerificationError, match=r"race on .*tmem\[64:128\]"):
+        _two_writers(SplitAccumulator(name="acc0"), Accumulator(name="acc1", declared=other))
+    first = SplitAccumulator(name="acc0", narrow=True)
+    _two_writers(first, Accumulator(name="acc1", declared=other))
+    assert (first.alloc.column, first.upper.column) == (0, 64)
