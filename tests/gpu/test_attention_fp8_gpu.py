@@ -114,6 +114,20 @@ def test_fp8_attention_pretransposed_v_is_the_same_result():
     assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("shape", [(2, 4000, 3, 128), (1, 37, 2, 64), (1, 300, 1, 256)])
+def test_transpose_v_fp8_matches_the_host_layout(shape):
+    """The device transpose kernel against the numpy layout of the fp8 program (padding keys 0, KEY_ORDER), on a
+    V whose heads are a strided slice (rows 16-byte aligned, not contiguous)."""
+    from tsjit.examples.attention_fp8 import transposed_v
+    batch, keys, heads, head_dim = shape
+    full = (torch.randn(batch, keys, heads + 1, head_dim, device="cuda") * 2).to(E4M3)
+    v = full[:, :, 1:]
+    vt = transpose_v_fp8(v)
+    expected = transposed_v(v.contiguous().view(torch.uint8).cpu().numpy())
+    assert vt.is_contiguous() and tuple(vt.shape) == expected.shape
+    assert (vt.view(torch.uint8).cpu().numpy() == expected).all()
+
+
 def test_fp8_launch_errors():
     q, k, v, _ = fp8_inputs(1, 128, 128, 2, 2, 128)
     with pytest.raises(tsjit.LaunchError, match="'k' has dtype torch.bfloat16"):

@@ -3,8 +3,8 @@ scales, a bf16 output (the Task Scheduling program of :mod:`tsjit.examples.atten
 
 V goes to the kernel transposed, ``(batch, kv_heads, head_dim, keys)`` with each 16 keys in the kernel's order
 (:func:`transpose_v_fp8`; 8-bit wgmma reads its shared-memory operands K-major only, PTX ISA §9.7.15.5.1.2).  A
-call with the usual ``(batch, seqlen_k, kv_heads, head_dim)`` V transposes it first (one torch gather of V, part
-of the call's time); a caller that keeps V in the kernel's layout passes ``transpose_v_fp8(v)`` with
+call with the usual ``(batch, seqlen_k, kv_heads, head_dim)`` V transposes it first (one launch of the transpose
+kernel of :mod:`tsjit.examples.attention_v_transpose`, a read and a write of V, part of the call's time); a caller that keeps V in the kernel's layout passes ``transpose_v_fp8(v)`` with
 ``v_transposed=True`` and pays nothing.
 """
 from __future__ import annotations
@@ -15,6 +15,7 @@ import numbers
 from tsjit.errors import LaunchError
 from tsjit.examples import attention_fp8 as program
 from tsjit.examples import attention_tiles as tiles
+from tsjit.examples import attention_v_transpose as transpose
 from tsjit.lang.dtypes import Float8E4M3
 from tsjit.ops.attention_args import check_tensor, device_table, dummy_tensors, lse_buffer, torch_module
 from tsjit.runtime.arrays import DeviceArray
@@ -23,7 +24,6 @@ from tsjit.runtime.tensormap import TensorMap
 __all__ = ["attention_fp8", "transpose_v_fp8", "FP8_DTYPE"]
 
 FP8_DTYPE = "float8_e4m3fn"
-_ORDERS: dict = {}          # device -> the KEY_ORDER index tensor
 
 
 def transpose_v_fp8(v):
@@ -32,11 +32,13 @@ def transpose_v_fp8(v):
     (``out[b, h, d, 16 g + l] = v[b, 16 g + KEY_ORDER[l], h, d]``).
 
     Args:
-        v: (batch, seqlen_k, kv_heads, head_dim) torch.float8_e4m3fn CUDA tensor, last dimension contiguous.
+        v: (batch, seqlen_k, kv_heads, head_dim) torch.float8_e4m3fn CUDA tensor, last dimension contiguous, head_dim
+            64, 128 or 256.
 
     Returns:
-        The tensor to pass as ``v`` with ``v_transposed=True`` (one gather kernel; two where seqlen_k is not a
-        multiple of 16).
+        The tensor to pass as ``v`` with ``v_transposed=True``: one launch of the bandwidth-bound transpose kernel
+        :func:`tsjit.examples.attention_v_transpose.transpose_v_kernel` (one read and one write of V) on the
+        current stream.
 
     Raises:
         LaunchError: ``v`` is not such a tensor.
@@ -44,16 +46,24 @@ def transpose_v_fp8(v):
     torch = torch_module(v)
     check_tensor("v", v, torch, (FP8_DTYPE,))
     batch, keys, heads, head_dim = v.shape
+    _check_head_dim(head_dim)
     padded = -(-keys // program.KEY_GROUP) * program.KEY_GROUP
+    out = torch.empty((batch, heads, head_dim, padded), dtype=torch.uint8, device=v.device)
+    if out.numel() == 0:
+        return out.view(torch.float8_e4m3fn)
     bits = v.view(torch.uint8)
-    if padded != keys:
-        bits = torch.nn.functional.pad(bits, (0, 0, 0, 0, 0, padded - keys))
-    order = _ORDERS.get(str(v.device))
-    if order is None:
-        order = _ORDERS[str(v.device)] = torch.tensor(program.KEY_ORDER, dtype=torch.int64, device=v.device)
-    grouped = bits.reshape(batch, padded // program.KEY_GROUP, program.KEY_GROUP, heads, head_dim)
-    out = grouped.permute(0, 3, 4, 1, 2)[..., order]          # (batch, heads, head_dim, groups, 16), contiguous
-    return out.reshape(batch, heads, head_dim, padded).view(torch.float8_e4m3fn)
+    if any(stride % 16 for stride in bits.stride()[:3]):     # a size-1 dimension's stride: rows 16-byte aligned
+        bits = torch.empty(bits.shape, dtype=torch.uint8, device=v.device).copy_(bits)
+    stream = torch.cuda.current_stream(v.device).cuda_stream
+    transpose.transpose_v_kernel[transpose.grid(batch, keys, heads), (transpose.threads(head_dim),)](
+        bits.view(torch.int32), out.view(torch.int32), keys, head_dim, stream=stream)
+    return out.view(torch.float8_e4m3fn)
+
+
+def _check_head_dim(head_dim):
+    if head_dim not in program.HEAD_DIMS:
+        raise LaunchError(f"head_dim {head_dim} is not supported by the fp8 forward; supported: "
+                          f"{list(program.HEAD_DIMS)}")
 
 
 def _fp8_map(t, box, swizzle):
@@ -97,9 +107,7 @@ def _check(q, k, v, out, v_transposed, torch):
     if k.shape[0] != batch or k.shape[3] != head_dim:
         raise LaunchError(f"argument 'k' has shape {tuple(k.shape)}, which does not match 'q' {tuple(q.shape)} in "
                           f"batch or head_dim")
-    if head_dim not in program.HEAD_DIMS:
-        raise LaunchError(f"head_dim {head_dim} is not supported by the fp8 forward; supported: "
-                          f"{list(program.HEAD_DIMS)}")
+    _check_head_dim(head_dim)
     if kv_heads < 1 or heads % kv_heads:
         raise LaunchError(f"argument 'k' has {kv_heads} heads, which must divide the {heads} heads of 'q' (GQA/MQA)")
     if q.device != k.device or q.device != v.device:

@@ -11,6 +11,8 @@ import pytest
 import tsjit
 from tsjit.examples import attention as base
 from tsjit.examples import attention_fp8 as program
+from tsjit.examples import attention_v_transpose as transpose
+from tsjit.interpret.numerics import decode
 from tsjit.interpret.wgmma import accumulator_coords, register_a_coords
 from .verification_time import verification_seconds
 
@@ -86,6 +88,44 @@ def test_transposed_v_layout():
         key = 16 * (key_slot // 16) + order[key_slot % 16]
         expected = v[:, key] if key < 37 else np.zeros((2, 3, 64), np.uint8)
         assert np.array_equal(vt[:, :, :, key_slot], expected)
+
+
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_v_transpose_kernel_compiles_to_vector_copies_without_spills(head_dim):
+    kernel = tsjit.compile(transpose.transpose_v_kernel, tsjit.spec((2, 4096, 8, head_dim // 4), tsjit.Int32),
+                           tsjit.spec((2, 8, head_dim, 1024), tsjit.Int32), 4096, head_dim)
+    meta = kernel.metadata
+    assert meta["spill_stores_bytes"] == 0 and meta["spill_loads_bytes"] == 0 and meta["stack_frame_bytes"] == 0
+    ptx = kernel.ptx
+    assert len(re.findall(r"ld\.global\.v4\.b32", ptx)) == transpose.TILE_KEYS // 32, "16-byte loads of V rows"
+    assert len(re.findall(r"st\.shared\.v4\.b32", ptx)) == transpose.TILE_KEYS // 32
+    assert len(re.findall(r"ld\.shared\.v4\.b32", ptx)) == 4, "four 16-byte reads: the lane's four key rows"
+    assert len(re.findall(r"st\.global\.b32", ptx)) == 16, "16 words of V^T per lane"
+
+
+@pytest.mark.parametrize("shape", [(1, 37, 2, 64), (2, 130, 1, 128), (1, 20, 1, 256)])
+def test_v_transpose_kernel_interpreted_matches_the_definition(shape):
+    """The transpose kernel on the CPU interpreter: every byte of the poisoned V^T is the fp8 code of V at the key
+    KEY_ORDER puts there, or 0 past the keys (lengths not a multiple of 16, two tiles at 130 keys); the dequantized
+    V^T equals float64 V permuted."""
+    batch, keys, heads, head_dim = shape
+    rng = np.random.default_rng()
+    v = rng.integers(0, 256, shape, dtype=np.uint8)
+    v[(v & 0x7F) == 0x7F] = 0                       # no NaN codes (e4m3fn: S.1111.111)
+    padded = -(-keys // 16) * 16
+    vt = np.full((batch, heads, head_dim, padded), 0xA5, np.uint8)
+    transpose.transpose_v_kernel.interpret[transpose.grid(batch, keys, heads), (transpose.threads(head_dim),)](
+        v.view(np.int32), vt.view(np.int32), keys, head_dim)
+    slots = np.arange(padded)
+    source = 16 * (slots // 16) + np.array(program.KEY_ORDER)[slots % 16]
+    expected = np.zeros((batch, heads, head_dim, padded), np.uint8)
+    inside = source < keys
+    expected[..., inside] = v[:, source[inside]].transpose(0, 2, 3, 1)
+    assert np.array_equal(vt, expected)
+    values = decode(v, tsjit.Float8E4M3).astype(np.float64)
+    dequantized = np.zeros((batch, heads, head_dim, padded))
+    dequantized[..., inside] = values[:, source[inside]].transpose(0, 2, 3, 1)
+    assert np.array_equal(decode(vt, tsjit.Float8E4M3).astype(np.float64), dequantized)
 
 
 def test_pack_fp8_quad_rejects_other_types():
