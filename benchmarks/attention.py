@@ -10,8 +10,9 @@ tsjit output is compared with cuDNN's (max abs difference) before timing.
         [--shape B,H,H_kv,S,D,causal ...] [--variant NAME:key=value,... ...]
 
 ``--fp8`` times the fp8 (e4m3, per-tensor scales) forward instead, against our bf16 forward and cuDNN on the
-dequantized inputs (``FP8_SHAPES``, or ``--shape``): ``fp8`` transposes V inside each call (a torch gather, timed),
-``fp8-vt`` is given V already in the kernel's layout (``v_transposed=True``); the ratios are to ``tsjit`` bf16;
+dequantized inputs (``FP8_SHAPES``, or ``--shape``): ``fp8`` transposes V inside each call (the transpose kernel of
+tsjit/examples/attention_v_transpose.py, timed; the last column times it alone), ``fp8-vt`` is given V already in
+the kernel's layout (``v_transposed=True``); the ratios are to ``tsjit`` bf16;
 ``--variant`` adds fp8-vt columns with other options (``--variant st3:stages=3``).
 
 ``--variants`` also times other tsjit configurations (``TSJIT_VARIANTS``: the one-tile schedule, warpgroup
@@ -132,8 +133,9 @@ FP8_SHAPES = [(4, 16, 16, 4096, 128, False), (4, 16, 16, 4096, 128, True), (2, 1
 
 def bench_fp8_shape(batch, heads, kv_heads, seqlen, head_dim, causal, reps, variants=None):
     """TFLOP/s of the fp8 forward (V transposed per call, and pre-transposed; ``variants``: more pre-transposed
-    configurations, name -> options) vs the bf16 forward and cuDNN on the dequantized inputs, timed in turns; and
-    the max |fp8 - cuDNN| (checked < 0.05 before timing)."""
+    configurations, name -> options) vs the bf16 forward and cuDNN on the dequantized inputs, timed in turns; the
+    max |fp8 - cuDNN| (checked < 0.05 before timing); and the time of ``transpose_v_fp8`` alone (us, in the same
+    turns)."""
     from tsjit.ops.attention_fp8 import transpose_v_fp8
     shapes = [(batch, seqlen, h, head_dim) for h in (heads, kv_heads, kv_heads)]
     q8, k8, v8 = ((torch.randn(s, device="cuda") * 2).to(torch.float8_e4m3fn) for s in shapes)
@@ -160,24 +162,26 @@ def bench_fp8_shape(batch, heads, kv_heads, seqlen, head_dim, causal, reps, vari
                 raise SystemExit(f"{name} at {(batch, heads, kv_heads, seqlen, head_dim, causal)}: max |fp8 - cuDNN| "
                                  f"= {err}")
             diff = err if diff is None else max(diff, err)
+    fns["v^T"] = lambda: transpose_v_fp8(v8)
     times = interleaved_time_ms(fns, reps=reps, prime=True)
+    transpose_us = times.pop("v^T") * 1e3
     flops = 4 * batch * heads * seqlen * seqlen * head_dim * (0.5 if causal else 1.0)
-    return {name: flops / (ms * 1e-3) / 1e12 for name, ms in times.items()}, diff
+    return {name: flops / (ms * 1e-3) / 1e12 for name, ms in times.items()}, diff, transpose_us
 
 
 def fp8_table(shapes, reps, variants=None):
     """The fp8 table (``--fp8``): TFLOP/s per column and each fp8 column's ratio to our bf16 forward."""
     fp8_columns = ["fp8", "fp8-vt"] + list(variants or {})
     print("| B, H, H_kv, S, D | causal | " + " | ".join(fp8_columns) + " | tsjit bf16 | cudnn | " +
-          " | ".join(f"{c} / bf16" for c in fp8_columns) + " | max |fp8 - cuDNN| |")
-    print("|---|---|" + "---|" * (2 * len(fp8_columns) + 3))
+          " | ".join(f"{c} / bf16" for c in fp8_columns) + " | max |fp8 - cuDNN| | V^T us |")
+    print("|---|---|" + "---|" * (2 * len(fp8_columns) + 4))
     for shape in shapes:
-        tf, diff = bench_fp8_shape(*shape, reps=reps, variants=variants)
+        tf, diff, transpose_us = bench_fp8_shape(*shape, reps=reps, variants=variants)
         b, h, hkv, s, d, causal = shape
         cells = [f"{tf[c]:.0f}" for c in fp8_columns] + [f"{tf['tsjit']:.0f}", f"{tf.get('cudnn', float('nan')):.0f}"]
         cells += [f"{tf[c] / tf['tsjit']:.3f}" for c in fp8_columns]
         print(f"| {b}, {h}, {hkv}, {s}, {d} | {causal} | " + " | ".join(cells) +
-              f" | {diff if diff is None else f'{diff:.2e}'} |", flush=True)
+              f" | {diff if diff is None else f'{diff:.2e}'} | {transpose_us:.1f} |", flush=True)
 
 
 def print_sass():

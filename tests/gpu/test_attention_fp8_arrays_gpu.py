@@ -27,7 +27,7 @@ FP8 = tsjit.Float8E4M3
 
 
 def launch(q, k, vt, out, lse, *, seqlen_k, causal, scale_log2, v_scale, window=(None, None), block_n=None,
-           stages=None, pingpong=True):
+           stages=None, pingpong=True, exp2_polynomial=0):
     """Launch attention_forward_fp8 as tsjit.ops.attention does: q (B, Sq, H, D), k (B, Sk, Hkv, D) and vt
     (B, Hkv, D, Sk padded to 16) Float8E4M3, out (B, Sq, H, D) BFloat16, lse (B, H, Sq) Float32 device arrays."""
     batch, seqlen_q, heads, head_dim = q.shape
@@ -59,7 +59,7 @@ def launch(q, k, vt, out, lse, *, seqlen_k, causal, scale_log2, v_scale, window=
         q_map, k_map, vt_map, o_map, out2d, lse, table if table is not None else tsjit.zeros((1, 2), tsjit.Int32),
         seqlen_q, seqlen_k, heads, heads // kv_heads, scale_log2, v_scale, 0 if left is None else left,
         0 if right is None else right, head_dim, block_n, stages, right is not None, True, pingpong, 2,
-        left is not None, table is not None, direct)
+        left is not None, table is not None, direct, exp2_polynomial)
 
 
 def _fp8(shape, rng, spread=2.0):
@@ -130,3 +130,19 @@ def test_attention_fp8_matches_float64(head_dim, causal):
     zero-padded; the causal diagonal crosses both."""
     seqlen = 192 if env.interpret() else 1000
     check(1, seqlen, seqlen, 2, 1 if causal else 2, head_dim, causal)
+
+
+@pytest.mark.parametrize("causal,polynomial", [(False, 0), (True, 3)])
+def test_attention_fp8_224_key_tiles_match_float64(causal, polynomial):
+    """224-key tiles (FlashAttention-3's fp8 tile at head_dim 128): V^T in seven 32-key boxes with 32B swizzle, a
+    QK^T of N = 224 and seven k32 PV steps; 600 keys (interpreted; 1000 on the GPU) are two whole KV tiles and a
+    partial one; with 3 of 16 exponentials on the FMA pipe in the causal case."""
+    seqlen = 600 if env.interpret() else 1000
+    check(1, 200 if env.interpret() else seqlen, seqlen, 2, 1, 128, causal, block_n=224, stages=2,
+          exp2_polynomial=polynomial)
+
+
+def test_attention_fp8_polynomial_exp2_rows_without_keys():
+    """Every exponential on the FMA pipe (exp2_polynomial 16), causal with more queries than keys: masked keys give
+    P = 0 exactly, so the rows that see no key get O = 0 and LSE -inf as with MUFU exp2."""
+    check(1, 300, 100, 2, 1, 128, True, exp2_polynomial=16)

@@ -43,14 +43,20 @@ from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
 
 HEAD_DIMS = (64, 128, 256)
 #: KV tile rows the fp8 kernel supports: V^T rows are loaded as boxes of 128 keys (128B swizzle) or, where BLOCK_N
-#: is not a multiple of 128, of 64 keys (64B swizzle)
-BLOCK_NS = (64, 128, 192, 256)
+#: is not a multiple of 128, of 64 keys (64B swizzle) or 32 (32B swizzle: 224, FlashAttention-3's fp8 tile at head_dim
+#: 128, seven boxes)
+BLOCK_NS = (64, 128, 192, 224, 256)
 #: default (BLOCK_N, stages of the K and V rings) per head_dim (H200, 2026-12-01, BENCHMARKS.md: 192-key tiles with
 #: 3 stages are 1.18-1.20x our bf16 forward at head_dim 128, 128-key ones 1.09-1.12x; head_dim 64 is fastest with
 #: 256-key tiles); under a causal mask 192-key tiles spill 16 bytes (the mask) and 3 stages lost at (4, 16, 4096,
 #: 128), so causal problems take CAUSAL_CONFIG
 DEFAULT_CONFIG = {64: (256, 2), 128: (192, 3), 256: (64, 2)}
 CAUSAL_CONFIG = {64: (256, 2), 128: (128, 2), 256: (64, 2)}
+
+
+#: of every 16 exponentials of P, how many the fp8 forward computes on the FMA pipe
+#: (:func:`~tsjit.examples.attention_softmax.exp2_polynomial`) rather than the MUFU unit
+DEFAULT_EXP2_POLYNOMIAL = 0
 
 
 def default_config(head_dim: int, causal: bool) -> tuple[int, int]:
@@ -77,9 +83,9 @@ def pack_probabilities_fp8(p, dtype):
 
 
 def value_box_keys(block_n: int) -> int:
-    """Keys per V^T box (one TMA box, one swizzled row per head_dim index): 128, or 64 where BLOCK_N is not a
-    multiple of 128."""
-    return 128 if block_n % 128 == 0 else 64
+    """Keys per V^T box (one TMA box, one swizzled row per head_dim index): the largest of 128, 64 and 32 that
+    divides BLOCK_N (the box row's bytes are its swizzle span, 128B / 64B / 32B)."""
+    return next(keys for keys in (128, 64, 32) if block_n % keys == 0)
 
 
 class ValueBoxes:
@@ -139,7 +145,8 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, seqlen_q
                           BLOCK_N: tsjit.Constexpr[int], STAGES: tsjit.Constexpr[int], CAUSAL: tsjit.Constexpr[bool],
                           STORE_LSE: tsjit.Constexpr[bool] = True, PINGPONG: tsjit.Constexpr[bool] = True,
                           Q_STAGES: tsjit.Constexpr[int] = 2, WINDOW: tsjit.Constexpr[bool] = False,
-                          TABLE: tsjit.Constexpr[bool] = False, DIRECT_STORE: tsjit.Constexpr[bool] = False):
+                          TABLE: tsjit.Constexpr[bool] = False, DIRECT_STORE: tsjit.Constexpr[bool] = False,
+                          EXP2_POLYNOMIAL: tsjit.Constexpr[int] = 0):
     """The fp8 forward (module docstring), two consumer warpgroups, the software-pipelined schedule.
 
     ``q_map`` / ``k_map``: TensorMaps of the Float8E4M3 Q (B, S_q, H, D) and K (B, S_k, H_kv, D), boxes
@@ -148,7 +155,9 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, seqlen_q
     (BLOCK_N), K-byte swizzle;
     ``o_map``: of the BFloat16 O (B, S_q, H, D), box (1, 64, 1, 64), 128B swizzle; ``out``: O as a rank-2
     (B * S_q, H * D) tensor (``DIRECT_STORE``, head_dim 256); ``lse``: Float32 (B, H, S_q); ``tiles``: the tile
-    table (``TABLE``); ``scale_log2 = scale * q_scale * k_scale * log2 e``; ``v_scale``: V's scale (Float32).
+    table (``TABLE``); ``scale_log2 = scale * q_scale * k_scale * log2 e``; ``v_scale``: V's scale (Float32);
+    ``EXP2_POLYNOMIAL``: of every 16 exponentials of P, how many run on the FMA pipe rather than the MUFU unit
+    (:func:`~tsjit.examples.attention_softmax.exp2_polynomial`; 0: none).
     Launch with 384 threads and a persistent grid."""
     block_m = 128
     if tsjit.const_expr(TABLE):
@@ -167,7 +176,7 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, seqlen_q
                            num_m_blocks=(seqlen_q + block_m - 1) // block_m, scale_log2=scale_log2, head_dim=HEAD_DIM,
                            block_n=BLOCK_N, causal=CAUSAL, pingpong=PINGPONG, window=WINDOW, window_left=window_left,
                            window_right=window_right, table=tiles if TABLE else None, direct_store=DIRECT_STORE,
-                           output_scale=v_scale)
+                           output_scale=v_scale, exp2_polynomial=EXP2_POLYNOMIAL)
     qs = resources.QTile(name="q", pipeline_config=q_cfg, q_map=q_map, shape=shape)
     ks = KTilesFp8(name="k", pipeline_config=k_cfg, tmap=k_map, q=qs, shape=shape)
     vs = VTransposedTiles(name="v", pipeline_config=v_cfg, tmap=vt_map, shape=shape)
@@ -188,13 +197,14 @@ def transposed_v(v_bits: np.ndarray) -> np.ndarray:
 
 
 def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, store_lse=True, pingpong=True,
-                   q_stages=2, window=False, table=None, direct_store=None):
+                   q_stages=2, window=False, table=None, direct_store=None, exp2_polynomial=None):
     """Compile :func:`attention_forward_fp8` for sm_90a from argument specs alone (no GPU): the configuration
     ``tsjit.ops.attention`` launches for Float8E4M3 inputs with these options.  Returns the CompiledKernel."""
     default_n, default_stages = default_config(head_dim, causal)
     block_n, stages = block_n or default_n, stages or default_stages
     table = (causal or window) if table is None else table
     direct_store = head_dim == 256 if direct_store is None else direct_store
+    exp2_polynomial = DEFAULT_EXP2_POLYNOMIAL if exp2_polynomial is None else exp2_polynomial
     fp8 = tsjit.Float8E4M3
     width = min(128, head_dim)
     q = tsjit.tensormap_spec(fp8, (1, 128, 1, width), swizzle=f"{width}B")
@@ -206,9 +216,10 @@ def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, sto
     lse = tsjit.spec((2, 16, 1000), tsjit.Float32)
     tiles = tsjit.spec((300, 2), tsjit.Int32)
     return tsjit.compile(attention_forward_fp8, q, k, vt, o, out, lse, tiles, 1000, 1000, 16, 2, 0.18, 1.5, 200, 0,
-                         head_dim, block_n, stages, causal, store_lse, pingpong, q_stages, window, table, direct_store)
+                         head_dim, block_n, stages, causal, store_lse, pingpong, q_stages, window, table, direct_store,
+                         exp2_polynomial)
 
 
 __all__ = ["attention_forward_fp8", "compile_config", "transposed_v", "pack_probabilities_fp8", "KTilesFp8",
            "VTransposedTiles", "ValueBoxes", "value_box_keys", "KEY_ORDER", "HEAD_DIMS", "BLOCK_NS", "DEFAULT_CONFIG",
-           "CAUSAL_CONFIG", "default_config"]
+           "CAUSAL_CONFIG", "default_config", "DEFAULT_EXP2_POLYNOMIAL"]

@@ -188,7 +188,7 @@ class KTiles(KVRing):
                   shape.window_left if shape.window else None)
         if tile.needs_mask(col0, row0 + 16 * (tsjit.warp_idx() % 4), 16):     # decided for this warp's 16 rows
             s = mask_scores(s, row0, col0, *bounds)
-        p, stats = online_softmax(s, stats, shape.scale_log2, shape.rescale_threshold)
+        p, stats = online_softmax(s, stats, shape.scale_log2, shape.rescale_threshold, shape.exp2_polynomial)
         if tsjit.const_expr(overlapped):
             # a store that never runs (row sums are >= 0) but depends on every exp2: ptxas keeps memory
             # operations before the wgmma wait that follows, so the softmax stays under the PV in flight

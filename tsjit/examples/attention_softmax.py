@@ -14,10 +14,19 @@ must be scaled by after the last step and whether that factor differs from 1 on 
 from __future__ import annotations
 
 import tsjit
+from tsjit.backend import emit
 from tsjit.lang.epilogue import pack_pair
 from tsjit.lang.fragment import Fragment
+from tsjit.lang.values import Value
 
 NEG_INF = float("-inf")
+#: 1.5 * 2**23: ``x + EXP2_ROUND`` holds round(x) in its low mantissa bits (|x| <= 2**22)
+EXP2_ROUND = 12582912.0
+#: 2**f ~ c0 + c1 f + c2 f^2 + c3 f^3 on [-0.5, 0.5], fitted for the least maximum relative error (7.5e-5 in
+#: float32 Horner evaluation)
+EXP2_COEFFICIENTS = (0.9999280571937561, 0.6932609677314758, 0.2426111400127411, 0.05517168715596199)
+#: the smallest exponent :func:`exp2_polynomial` scales by (its result stays a normal float); below it, 0
+EXP2_POLYNOMIAL_MIN = -125.0
 
 
 def row_half(i):
@@ -79,7 +88,36 @@ def mask_scores(s, row0, col0, seqlen_k, offset, right=None, left=None):
     return Fragment(out, tsjit.Float32)
 
 
-def online_softmax(s, stats, scale_log2, threshold=None):
+def _reinterpret(x, dtype):
+    """The bits of the 32-bit Value ``x`` as ``dtype`` (an LLVM bitcast; compile-time Python)."""
+    return Value(emit.current().builder.bitcast(x.ir, emit.llvm_type(dtype)), dtype)
+
+
+def exp2_polynomial(x):
+    """``2**x`` for a Float32 ``x <= 0`` (or -inf) on the FMA pipe instead of the MUFU unit (FlashAttention-4's
+    exponential emulation): ``j = round(x)`` by the ``EXP2_ROUND`` addition, ``f = x - j`` in [-0.5, 0.5], the
+    cubic :data:`EXP2_COEFFICIENTS` (three FMA) for ``2**f``, and ``j`` added to its exponent field (a shift and an
+    integer add); ``x < EXP2_POLYNOMIAL_MIN`` (with -inf) gives 0.  Ten instructions, relative error <= 7.5e-5 (the
+    e4m3 rounding of P that follows is 6%); compile-time Python."""
+    rounded = x + EXP2_ROUND
+    fraction = x - (rounded - EXP2_ROUND)
+    c0, c1, c2, c3 = EXP2_COEFFICIENTS
+    power = tsjit.math.fma(tsjit.math.fma(tsjit.math.fma(c3, fraction, c2), fraction, c1), fraction, c0)
+    scaled = _reinterpret(power, tsjit.Int32) + (_reinterpret(rounded, tsjit.Int32) << 23)
+    return tsjit.select(x >= EXP2_POLYNOMIAL_MIN, _reinterpret(scaled, tsjit.Float32), 0.0)
+
+
+def polynomial_registers(count: int, size: int) -> frozenset:
+    """The accumulator registers (of ``size``) whose exponential :func:`online_softmax` computes with
+    :func:`exp2_polynomial`: ``count`` of every 16, evenly spread (0: none)."""
+    if not 0 <= count <= 16:
+        raise tsjit.CompilationError(f"online_softmax: the polynomial exp2 takes 0 to 16 of every 16 registers, "
+                                     f"got {count}")
+    slots = {16 * k // count for k in range(count)} if count else set()
+    return frozenset(i for i in range(size) if i % 16 in slots)
+
+
+def online_softmax(s, stats, scale_log2, threshold=None, polynomial=0):
     """One step of the online softmax on the thread's slice of S (raw scores, ``-inf`` masked).
 
     ``stats`` = (m_r, m_r8, l_r, l_r8, alpha_r, alpha_r8, grew): running row maxima (raw units), the
@@ -92,6 +130,8 @@ def online_softmax(s, stats, scale_log2, threshold=None):
     Threshold 0 rounds exactly as the unconditional form (the maxima are always current; only steps where no
     row of the warp grew skip the rescale).  A threshold > 0 rounds differently: with a stale maximum no P of a
     row is exactly 1.0, so the largest terms of P V are rounded to 16 bits too (H200: 1.3x-2.3x the max error).
+    ``polynomial``: how many of every 16 exponentials of P run on the FMA pipe (:func:`exp2_polynomial`, for the
+    fp8 forward, where the MUFU unit's 16 exp2 per cycle per SM match the tensor cores' rate; 0: all on MUFU).
     Returns (P as Float32 in S's registers, new stats); :func:`pack_probabilities` turns P into the PV wgmma's
     A registers."""
     maxima = [quad_reduce(tree_reduce([stats[h]] + [s[i] for i in range(len(s)) if row_half(i) == h],
@@ -109,7 +149,11 @@ def online_softmax(s, stats, scale_log2, threshold=None):
         m_scaled = tsjit.select(maxima[h] == NEG_INF, 0.0, maxima[h] * scale_log2)
         scaled.append(m_scaled)
         alphas.append(tsjit.math.exp2(stats[h] * scale_log2 - m_scaled, ftz=True))
-    p = [tsjit.math.exp2(tsjit.math.fma(s[i], scale_log2, -scaled[row_half(i)]), ftz=True) for i in range(len(s))]
+    emulated = polynomial_registers(polynomial, len(s))
+    p = []
+    for i in range(len(s)):
+        x = tsjit.math.fma(s[i], scale_log2, -scaled[row_half(i)])
+        p.append(exp2_polynomial(x) if i in emulated else tsjit.math.exp2(x, ftz=True))
     sums = [tree_reduce([stats[2 + h] * alphas[h]] + [p[i] for i in range(len(s)) if row_half(i) == h], plus)
             for h in range(2)]
     return Fragment(p, tsjit.Float32), Fragment([maxima[0], maxima[1], sums[0], sums[1], alphas[0], alphas[1], grew],
@@ -128,4 +172,5 @@ def initial_stats():
 
 
 __all__ = ["row_half", "quad_reduce", "tree_reduce", "plus", "mask_scores", "online_softmax", "pack_probabilities",
-           "initial_stats", "NEG_INF"]
+           "initial_stats", "exp2_polynomial", "polynomial_registers", "NEG_INF", "EXP2_ROUND", "EXP2_COEFFICIENTS",
+           "EXP2_POLYNOMIAL_MIN"]

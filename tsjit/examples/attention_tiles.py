@@ -42,7 +42,8 @@ class AttentionShape:
     (or None); ``direct_store``: O is stored from registers (variable length, head_dim 256) rather than by TMA;
     ``rescale_threshold``: conditional rescaling (log2 units; None: O is rescaled after every KV tile);
     ``block_m``: Q rows per work tile (64 per consumer warpgroup); ``output_scale``: a factor of O (1.0, or the V
-    dequantization scale of the fp8 forward).
+    dequantization scale of the fp8 forward); ``exp2_polynomial``: of every 16 exponentials of P, how many run on the
+    FMA pipe (:func:`~tsjit.examples.attention_softmax.online_softmax`).
     """
 
     seqlen_q: object
@@ -65,6 +66,7 @@ class AttentionShape:
     rescale_threshold: float | None = None
     block_m: int = BLOCK_M
     output_scale: object = 1.0  # O is multiplied by it when stored (the fp8 forward's V scale)
+    exp2_polynomial: int = 0
 
     @property
     def bottom_aligned(self) -> bool:

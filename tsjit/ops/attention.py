@@ -106,7 +106,8 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
               sms: int | None = None, overlap: bool | None = None, pingpong: bool | None = None,
               q_stages: int | None = None, tile_table: bool | None = None, rescale_threshold=None,
               warpgroups: int | None = None, direct_store: bool | None = None,
-              o_in_q: bool | None = None, q_scale=None, k_scale=None, v_scale=None, v_transposed: bool = False):
+              o_in_q: bool | None = None, q_scale=None, k_scale=None, v_scale=None, v_transposed: bool = False,
+              exp2_polynomial: int | None = None):
     """Scaled dot-product attention forward: ``softmax(scale * q k^T [+ mask]) v``.
 
     Args:
@@ -162,11 +163,14 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
             scales (finite numbers > 0, default 1.0): the result is that of ``q_scale * q`` etc., written to a
             torch.bfloat16 ``out`` (:mod:`tsjit.ops.attention_fp8`, FlashAttention-3's fp8 forward: P rounded to
             e4m3).  fp8 takes fixed-length batches only (no cu_seqlens) and the default schedule (``overlap``,
-            ``rescale_threshold`` and ``warpgroups`` keep their defaults); ``block_n`` is 64, 128, 192 or 256
+            ``rescale_threshold`` and ``warpgroups`` keep their defaults); ``block_n`` is 64, 128, 192, 224 or 256
             (default ``tsjit.examples.attention_fp8.default_config``).
         v_transposed: fp8 only: ``v`` is already in the kernel's layout, ``tsjit.ops.attention_fp8.transpose_v_fp8
-            (v)`` ((batch, kv_heads, head_dim, keys padded to 16)); otherwise each call transposes V (a gather
-            of V, counted in the call's time).
+            (v)`` ((batch, kv_heads, head_dim, keys padded to 16)); otherwise each call transposes V (one launch of
+            a transpose kernel that reads and writes V once, counted in the call's time).
+        exp2_polynomial: fp8 only: of every 16 exponentials of P, how many run on the FMA pipe (a cubic, relative
+            error 7.5e-5: ``tsjit.examples.attention_softmax.exp2_polynomial``) instead of the MUFU unit, an
+            int in [0, 16] (default ``tsjit.examples.attention_fp8.DEFAULT_EXP2_POLYNOMIAL``).
 
     Returns:
         ``out``, or ``(out, lse)`` with ``return_lse``.
@@ -195,7 +199,8 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
                              q_scale=1.0 if q_scale is None else q_scale, k_scale=1.0 if k_scale is None else k_scale,
                              v_scale=1.0 if v_scale is None else v_scale, v_transposed=bool(v_transposed),
                              return_lse=return_lse, out=out, lse_out=lse_out, block_n=block_n, stages=stages, sms=sms,
-                             pingpong=pingpong, q_stages=q_stages, tile_table=tile_table, torch=torch)
+                             pingpong=pingpong, q_stages=q_stages, tile_table=tile_table,
+                             exp2_polynomial=exp2_polynomial, torch=torch)
     for name, value in (("q_scale", q_scale), ("k_scale", k_scale), ("v_scale", v_scale)):
         if value is not None:
             raise LaunchError(f"tsjit.ops.attention: argument '{name}' is the dequantization scale of fp8 inputs; "
@@ -204,6 +209,9 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
     if v_transposed:
         raise LaunchError("tsjit.ops.attention: argument 'v_transposed' applies to fp8 inputs only (a bf16 / fp16 V "
                           "is (batch, seqlen_k, kv_heads, head_dim)); leave it False")
+    if exp2_polynomial is not None:
+        raise LaunchError("tsjit.ops.attention: argument 'exp2_polynomial' applies to fp8 inputs only (the bf16 / fp16 "
+                          "forward computes every exponential on the MUFU unit); leave it None")
     fast_key = None
     if cu_seqlens_q is None and cu_seqlens_k is None and out is not None and (lse_out is not None or not return_lse) \
             and all(type(t) is torch.Tensor for t in (q, k, v, out)) and (window is None or type(window) is tuple):

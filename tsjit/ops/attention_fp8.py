@@ -120,7 +120,7 @@ def _check(q, k, v, out, v_transposed, torch):
 
 
 def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_scale, v_transposed, return_lse, out,
-                  lse_out, block_n, stages, sms, pingpong, q_stages, tile_table, torch):
+                  lse_out, block_n, stages, sms, pingpong, q_stages, tile_table, torch, exp2_polynomial=None):
     """The fp8 forward behind ``tsjit.ops.attention`` (its docstring has the arguments; ``left`` / ``right``: the
     mask's bounds, None for unbounded).  Returns ``out`` or ``(out, lse)``.
 
@@ -146,6 +146,11 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
     if q_stages not in (1, 2):
         raise LaunchError(f"argument 'q_stages' must be 1 or 2, got {q_stages!r}")
     pingpong = True if pingpong is None else bool(pingpong)
+    if exp2_polynomial is None:
+        exp2_polynomial = program.DEFAULT_EXP2_POLYNOMIAL
+    if isinstance(exp2_polynomial, bool) or not isinstance(exp2_polynomial, int) or not 0 <= exp2_polynomial <= 16:
+        raise LaunchError(f"argument 'exp2_polynomial' must be an int in [0, 16] (exponentials of every 16 computed "
+                          f"on the FMA pipe), got {exp2_polynomial!r}")
     if out is None:
         out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
     lse_shape = (batch, heads, seqlen_q)
@@ -188,7 +193,7 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
         q_map, k_map, vt_map, o_map, out2d, lse_arg, table if table is not None else dummy["table"], seqlen_q,
         seqlen_k, heads, heads // kv_heads, scale * q_scale * k_scale * math.log2(math.e), v_scale,
         0 if left is None else left, 0 if right is None else right, head_dim, block_n, stages, right is not None,
-        return_lse, pingpong, q_stages, left is not None, table is not None, direct, stream=stream)
+        return_lse, pingpong, q_stages, left is not None, table is not None, direct, exp2_polynomial, stream=stream)
     if store is not out:
         out.copy_(store)
     return (out, lse) if return_lse else out

@@ -12,6 +12,7 @@ import tsjit
 from tsjit.examples import attention as base
 from tsjit.examples import attention_fp8 as program
 from tsjit.examples import attention_v_transpose as transpose
+from tsjit.examples.attention_softmax import EXP2_POLYNOMIAL_MIN, exp2_polynomial, polynomial_registers
 from tsjit.interpret.numerics import decode
 from tsjit.interpret.wgmma import accumulator_coords, register_a_coords
 from .verification_time import verification_seconds
@@ -24,6 +25,8 @@ def _assemble_with_ptxas(monkeypatch):
 
 CONFIGS = [(d, causal, {}) for d in (64, 128, 256) for causal in (False, True)]
 CONFIGS += [(128, True, dict(window=True)), (128, False, dict(block_n=64, stages=3)), (128, False, dict(block_n=192)),
+            (128, False, dict(block_n=224, stages=2)), (128, False, dict(block_n=224, stages=3, q_stages=1)),
+            (128, False, dict(exp2_polynomial=3)), (128, False, dict(block_n=224, stages=2, exp2_polynomial=3)),
             (64, False, dict(block_n=256)),
             (128, False, dict(stages=3, q_stages=1, pingpong=False))]
 
@@ -46,7 +49,9 @@ def test_fp8_attention_compiles_without_spills(head_dim, causal, options):
     assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+40;", ptx)
     assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+232;", ptx)
     assert bool(re.findall(r"bar\.(sync|arrive)\s+(\d+|%r\d+), 256;", ptx)) == options.get("pingpong", True)
-    assert "ex2.approx.ftz.f32" in ptx
+    emulated = polynomial_registers(options.get("exp2_polynomial", program.DEFAULT_EXP2_POLYNOMIAL), block_n // 2)
+    assert len(re.findall(r"ex2\.approx\.ftz\.f32", ptx)) == 2 * (block_n // 2 - len(emulated) + 2), \
+        "per softmax (the peeled tile's and the loop's): one MUFU exp2 per P register not emulated, two for alpha"
 
 
 def test_fp8_attention_schedule_verifies_safe_quickly(monkeypatch):
@@ -126,6 +131,36 @@ def test_v_transpose_kernel_interpreted_matches_the_definition(shape):
     dequantized = np.zeros((batch, heads, head_dim, padded))
     dequantized[..., inside] = values[:, source[inside]].transpose(0, 2, 3, 1)
     assert np.array_equal(decode(vt, tsjit.Float8E4M3).astype(np.float64), dequantized)
+
+
+@tsjit.kernel
+def _exp2_polynomial_kernel(x, out):
+    i = tsjit.block_idx().x * tsjit.block_dim().x + tsjit.thread_idx().x
+    if i < x.shape[0]:
+        out[i] = exp2_polynomial(x[i])
+
+
+def test_exp2_polynomial_interpreted_matches_float64():
+    """The FMA-pipe exp2 of the fp8 softmax on the CPU interpreter: relative error <= 8e-5 against float64 over
+    the exponents P takes (<= 0), exactly 0 below EXP2_POLYNOMIAL_MIN and at -inf (masked keys), 1 at 0."""
+    rng = np.random.default_rng()
+    x = np.concatenate([-rng.exponential(4.0, 200), rng.uniform(EXP2_POLYNOMIAL_MIN, 0.0, 50),
+                        [0.0, -0.5, -1.5, -124.9, -125.5, -300.0, -np.inf]]).astype(np.float32)
+    out = np.full(x.shape, np.nan, np.float32)
+    _exp2_polynomial_kernel.interpret[(-(-x.size // 128),), (128,)](x, out)
+    inside = x >= EXP2_POLYNOMIAL_MIN
+    exact = np.exp2(x[inside].astype(np.float64))
+    assert np.abs(out[inside] / exact - 1.0).max() <= 8e-5
+    assert (out[~inside] == 0.0).all() and out[x == 0.0][0] == pytest.approx(1.0, rel=8e-5)
+
+
+def test_polynomial_registers_spread_evenly():
+    assert polynomial_registers(0, 96) == frozenset()
+    assert polynomial_registers(16, 32) == frozenset(range(32))
+    chosen = polynomial_registers(3, 96)
+    assert len(chosen) == 18 and {i % 16 for i in chosen} == {0, 5, 10}
+    with pytest.raises(tsjit.CompilationError, match="0 to 16"):
+        polynomial_registers(17, 96)
 
 
 def test_pack_fp8_quad_rejects_other_types():
