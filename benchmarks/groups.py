@@ -27,7 +27,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--stages", type=int, default=4)
-    parser.add_argument("--lanes", type=int, nargs="*", default=[2],
+    parser.add_argument("--lanes", type=int, nargs="*", default=[2, 4],
                         help="also time the merge GEMM with these interleave lanes (ts_merge_gemm.producer_tasks), "
                              "where the K tiles are a multiple of them")
     parser.add_argument("--quick", action="store_true")
