@@ -20,7 +20,7 @@ from tsjit.errors import InterpretError
 from tsjit.interpret import memory as M
 from tsjit.interpret.races import join, release
 
-__all__ = ["Waitable", "Rendezvous", "join_warp", "warp_collective", "join_warpgroup", "NamedBarrier", "ClusterBarrier", "MBarrier",
+__all__ = ["Waitable", "Rendezvous", "join_warp", "warp_collective", "join_warpgroup", "WARPGROUP_RULE", "NamedBarrier", "ClusterBarrier", "MBarrier",
            "mbarrier_at", "lanes_of"]
 
 
@@ -63,9 +63,10 @@ class Rendezvous(Waitable):
 
     def member_exited(self, th) -> None:
         if th in self.members and th not in self.inputs:
+            rule = (f"{WARPGROUP_RULE}; {_warpgroup_fix(self.key[1])}" if self.scope is th.cta else
+                    "every lane in the mask must execute the same collective (fix the mask or the branch around it)")
             raise InterpretError(f"{self.what} at {self.where}: thread {th.linear} of its member mask exited without "
-                                 f"executing it; every lane in the mask must execute the same collective (fix the "
-                                 f"mask or the branch around it)")
+                                 f"executing it; {rule}")
 
 
 def _ranges(values) -> str:
@@ -123,14 +124,42 @@ def join_warp(th, mask: int, kind: str, value, compute, where: str):
     return _join(th, warp.pending, (kind, mask), members, value, compute, kind, where, warp)
 
 
+#: the hardware rule a warpgroup collective's error names (PTX ISA 8.6 §9.7.15 "warpgroup").
+WARPGROUP_RULE = ("a warpgroup is 4 consecutive warps whose first warp index is a multiple of 4 (threads "
+                  "128*g .. 128*g+127 of the CTA; PTX ISA 9.7.15), and all 128 of its threads execute a warpgroup "
+                  "instruction (wgmma.*, setmaxnreg) together")
+
+
+def _warpgroup_fix(group: int) -> str:
+    return (f"run it in whole warpgroups: a Task with warp_idx a multiple of 4 and num_warps a multiple of 4 "
+            f"(here warp_idx={4 * group}, num_warps=4), or branch and exit by whole warpgroups "
+            f"(`tsjit.thread_idx().x // 128`), not by warps")
+
+
 def join_warpgroup(th, kind: str, value, compute, where: str):
-    """Join the warpgroup collective ``kind`` (all 128 threads of ``th``'s warpgroup)."""
+    """Join the warpgroup collective ``kind`` (all 128 threads of ``th``'s warpgroup).
+
+    Raises:
+        InterpretError: the warpgroup is not 4 full warps, or one of its threads exited before the
+            collective started (the message names :data:`WARPGROUP_RULE`: typically warps 1-4 run the
+            collective, which spans warpgroups 0 and 1).
+    """
     cta = th.cta
     group = th.linear // 128
     members = cta.threads[group * 128:(group + 1) * 128]
     if len(members) != 128:
         raise InterpretError(f"{kind} at {where}: warpgroup {group} of the CTA has {len(members)} threads; a "
-                             f"warpgroup collective needs 4 full warps (launch a multiple of 128 threads)")
+                             f"warpgroup collective needs 4 full warps (launch a multiple of 128 threads); "
+                             f"{WARPGROUP_RULE}; {_warpgroup_fix(group)}")
+    if (kind, group) not in cta.warpgroups:
+        exited = [m.linear for m in members if not m.alive]
+        if exited:
+            warps = sorted({linear // 32 for linear in exited})
+            raise InterpretError(
+                f"{kind} at {where}: {th.describe()} executes it for warpgroup {group} (warps {4 * group}-"
+                f"{4 * group + 3}), but thread(s) {_ranges(exited)} of that warpgroup (warp(s) "
+                f"{_ranges(warps)}) have exited; {WARPGROUP_RULE}. The warps executing it do not form a "
+                f"warpgroup: {_warpgroup_fix(group)}")
     return _join(th, cta.warpgroups, (kind, group), members, value, compute, kind, where, cta)
 
 

@@ -5,7 +5,7 @@ operators), ``constexpr``, ``memory`` (pointers, tensors, shared memory), ``buil
 atomics, shuffles, barriers), ``math``, ``sync`` (mbarrier, fences, cluster, PDL), ``async_copy``,
 ``tma``, ``fragment``, ``wgmma``, ``epilogue``, ``bounded_wait`` (the debug-build bounded waits),
 ``tcgen05`` / ``tmem`` / ``umma_descriptors`` (Blackwell tensor cores and tensor memory), ``clc``
-(cluster launch control).
+(cluster launch control), ``warpgroup`` (the static warp range of emitted code; the warpgroup rule).
 
 Every module but ``dtypes`` emits LLVM IR and so loads llvmlite.  This package imports none of
 them itself: ``tsjit.lang.sync`` (attribute access on the package) loads the module on first use.
@@ -18,7 +18,8 @@ from __future__ import annotations
 import importlib
 
 MODULES = ("dtypes", "values", "constexpr", "memory", "builtins", "math", "sync", "async_copy", "tma",
-           "fragment", "wgmma", "epilogue", "bounded_wait", "tcgen05", "tmem", "umma_descriptors", "clc")
+           "fragment", "wgmma", "epilogue", "bounded_wait", "tcgen05", "tmem", "umma_descriptors", "clc",
+           "warpgroup")
 
 __all__ = list(MODULES)
 

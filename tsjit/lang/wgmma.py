@@ -65,6 +65,7 @@ from tsjit.lang import dtypes as dt
 from tsjit.lang.dtypes import DType
 from tsjit.lang.fragment import Fragment, accumulator_coords
 from tsjit.lang.memory import Pointer, Tensor
+from tsjit.lang import warpgroup
 from tsjit.lang.values import Value, as_value, cast_to, constant
 
 WGMMA_TARGETS = ("sm_90a",)
@@ -85,6 +86,7 @@ _TRANSPOSABLE = ("bf16", "f16")
 
 
 def _require_wgmma_target(what: str) -> None:
+    warpgroup.require_whole_warpgroups(f"tsjit.wgmma.{what}")
     target = emit.current().target
     if target.name not in WGMMA_TARGETS:
         raise CompilationError(

@@ -36,7 +36,7 @@ from tsjit.lang import bounded_wait
 from tsjit.lang import builtins as B
 from tsjit.lang import dtypes as dt
 from tsjit.lang.values import Value, as_value, cast_to, compare, constant, logical_not
-from tsjit.lang import sync
+from tsjit.lang import sync, warpgroup
 from tsjit.lang.memory import shared_pointer
 from tsjit.ts import lower_debug, lower_pipeline
 from tsjit.ts import lower_tmem as tmem
@@ -363,6 +363,10 @@ def run(manager, lowered: LoweringResult) -> None:
     warp = B.warp_idx()
 
     def emit_task(task):
+        with warpgroup.static_warp_range(task.warp_start, task.warp_end, f"task '{task.name}'"):
+            emit_task_body(task)
+
+    def emit_task_body(task):
         lowering = _TaskLowering(manager, task, ctx, lowered)
         lower_debug.task_comment(ctx, task)
         kind, registers = manager.register_request(task)
