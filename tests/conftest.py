@@ -13,14 +13,22 @@ skipped: its ``[interpret]`` variant runs in its place, so the skipped count is 
 The suite never writes into the user's real kernel cache: ``TSJIT_CACHE_DIR`` points at a
 temporary directory for the whole session (set in ``os.environ``, so subprocesses and notebook
 kernels the tests start inherit it), removed at the end.
+
+Tests marked ``@pytest.mark.file_permissions`` need permission bits to bind (a ``chmod 0`` file is unreadable).
+Root ignores them (CAP_DAC_OVERRIDE), and CI runs as root: there such a test reruns itself in a pytest
+subprocess under util-linux ``setpriv`` with CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH dropped, and passes or
+fails with it; it is skipped only where root has no ``setpriv``.
 """
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 
 import pytest
 
 GPU_SKIP_REASON = "no NVIDIA GPU/driver available"
+_UNPRIVILEGED_RERUN = "TSJIT_TEST_UNPRIVILEGED_RERUN"     # set in the setpriv subprocess of a file_permissions test
 
 
 _session_cache_dir = None
@@ -90,3 +98,26 @@ def pytest_terminal_summary(terminalreporter):
     if _deselected_twins:
         terminalreporter.write_line(f"no GPU: {_deselected_twins} [gpu] twins of gpu_or_interpret tests deselected "
                                     f"(their [interpret] variants ran); skipped tests need a GPU itself")
+
+
+def _permission_bits_bind() -> bool:
+    return os.name != "posix" or os.geteuid() != 0 or bool(os.environ.get(_UNPRIVILEGED_RERUN))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """A ``file_permissions`` test run as root: rerun it in a subprocess without CAP_DAC_OVERRIDE (setpriv)."""
+    if pyfuncitem.get_closest_marker("file_permissions") is None or _permission_bits_bind():
+        return None
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("needs file permission bits to bind: root ignores them (CAP_DAC_OVERRIDE), and util-linux "
+                    "setpriv, which reruns the test without that capability, is not installed")
+    command = [setpriv, "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-dac_override,-dac_read_search",
+               sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", pyfuncitem.nodeid]
+    result = subprocess.run(command, cwd=pyfuncitem.config.rootpath, env={**os.environ, _UNPRIVILEGED_RERUN: "1"},
+                            capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        pytest.fail(f"the rerun without CAP_DAC_OVERRIDE ({' '.join(command[:4])} ...) failed:\n"
+                    f"{result.stdout[-4000:]}{result.stderr[-2000:]}", pytrace=False)
+    return True

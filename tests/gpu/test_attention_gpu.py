@@ -12,9 +12,11 @@ import warnings
 
 import pytest
 
-pytestmark = pytest.mark.gpu
+REASON = ("needs torch CUDA tensors and torch's flash attention (the second reference); the interpreter checks "
+          "these kernels' numerics in test_attention_arrays_gpu.py")
+pytestmark = pytest.mark.gpu(reason=REASON)
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason=REASON)
 
 import tsjit  # noqa: E402
 import tsjit.ops  # noqa: E402

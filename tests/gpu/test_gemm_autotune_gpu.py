@@ -10,13 +10,15 @@ import sys
 
 import pytest
 
-torch = pytest.importorskip("torch")
+REASON = ("needs real timing: the autotuner picks by CUDA-event kernel times (torch CUDA tensors); the "
+          "interpreter checks every configuration's numerics in test_ops_matmul_arrays_gpu.py")
+torch = pytest.importorskip("torch", reason=REASON)
 
 import tsjit  # noqa: E402
 import tsjit.ops  # noqa: E402
 from tsjit.ops import autotune  # noqa: E402
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.gpu(reason=REASON)
 mm = sys.modules["tsjit.ops.matmul"]
 
 

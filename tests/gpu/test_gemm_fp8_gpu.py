@@ -4,12 +4,14 @@ the dequantized inputs on fresh random inputs with poisoned outputs; staged layo
 determinism and agreement with torch._scaled_mm."""
 import pytest
 
-torch = pytest.importorskip("torch")
+REASON = ("needs torch fp8 CUDA tensors and torch._scaled_mm (the second reference); the interpreter checks the"
+          " fp8 numerics in test_ops_matmul_arrays_gpu.py")
+torch = pytest.importorskip("torch", reason=REASON)
 
 import tsjit  # noqa: E402
 import tsjit.ops  # noqa: E402
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.gpu(reason=REASON)
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 

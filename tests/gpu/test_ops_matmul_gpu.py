@@ -5,12 +5,14 @@ sliced, misaligned -> staging copy), every fused epilogue option, bmm, split-K d
 streams, tsjit arrays, and the argument errors."""
 import pytest
 
-torch = pytest.importorskip("torch")
+REASON = ("needs torch CUDA tensors and streams; the interpreter checks every configuration's numerics in "
+          "test_ops_matmul_arrays_gpu.py")
+torch = pytest.importorskip("torch", reason=REASON)
 
 import tsjit  # noqa: E402
 import tsjit.ops  # noqa: E402
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.gpu(reason=REASON)
 
 DT = torch.bfloat16
 

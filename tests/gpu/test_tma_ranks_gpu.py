@@ -101,8 +101,9 @@ def test_multicast_load_of_every_rank_reaches_both_ctas(rank):
             np.testing.assert_array_equal(bits(got[cta])[outside], 0, err_msg=f"CTA {cta} fill")
 
 
-@pytest.mark.gpu(reason="checks that the driver's encoder (cuTensorMapEncodeTiled) accepts a rank-1 map; under the "
-                        "interpreter a TensorMap is a layout handle (rank-1 loads run interpreted above)")
+@pytest.mark.gpu(reason="needs libcuda.so (the NVIDIA driver): checks that its encoder cuTensorMapEncodeTiled accepts "
+                        "a rank-1 map; under the interpreter a TensorMap is a layout handle (rank-1 loads run "
+                        "interpreted above)")
 def test_the_issue_9_rank_1_descriptor_encodes():
     x = tsjit.to_device(np.random.default_rng().standard_normal(1000).astype(np.float32))
     tensor_map = tsjit.TensorMap(x, (64,))
@@ -175,7 +176,8 @@ def raw_layout(args: dict, base: int) -> TensorMapLayout:
                            args.get("oob_fill", "zero"))
 
 
-@pytest.mark.gpu(reason="compares the validator with the driver's encoder (cuTensorMapEncodeTiled) verdict by verdict")
+@pytest.mark.gpu(reason="needs libcuda.so (the NVIDIA driver): compares the validator with its encoder "
+                        "cuTensorMapEncodeTiled verdict by verdict")
 def test_the_driver_agrees_with_the_validator_on_every_edge_case():
     storage = tsjit.empty((1 << 20,), dtypes.Uint8)     # 256-byte aligned; the driver reads no data
     disagreements, stricter = [], []

@@ -97,7 +97,8 @@ def test_other_format_version_is_a_miss(tmp_path):
     assert cache.get(KEY) is None
 
 
-@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root ignores file permissions")
+@pytest.mark.skipif(os.name != "posix", reason="needs POSIX permission bits (chmod 0)")
+@pytest.mark.file_permissions                   # as root: reruns without CAP_DAC_OVERRIDE (tests/conftest.py)
 def test_unreadable_entry_is_a_miss(tmp_path):
     cache = KernelCache(tmp_path)
     cache.put(KEY, make_entry())

@@ -340,8 +340,9 @@ DONE:
 """
 
 
-@pytest.mark.gpu(reason="runs cuTensorMapEncodeTiled's descriptor bytes in hand-written PTX (cuModuleLoadData); the "
-                        "interpreter's TensorMap is a layout handle, not the driver's encoding")
+@pytest.mark.gpu(reason="needs a GPU and libcuda.so: runs the driver's cuTensorMapEncodeTiled descriptor bytes in "
+                        "hand-written PTX (cuModuleLoadData); the interpreter's TensorMap is a layout handle, not "
+                        "the driver's encoding")
 def test_descriptor_loads_the_right_tile_on_the_gpu():
     import ctypes
 
