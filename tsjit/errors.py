@@ -203,6 +203,16 @@ class CacheError(TsjitError):
     """An on-disk cache entry is unreadable. Internal: the cache treats it as a miss."""
 
 
+def did_you_mean(name: str, candidates) -> str:
+    """`` Did you mean 'x'?`` for up to three close matches of ``name`` among ``candidates`` (difflib,
+    cutoff 0.4), or ``""``."""
+    import difflib  # lazily: only an error message needs it; `import tsjit` stays cheap
+    close = difflib.get_close_matches(name, sorted(set(candidates)), n=3, cutoff=0.4)
+    if not close:
+        return ""
+    return " Did you mean " + " or ".join(repr(c) for c in close) + "?"
+
+
 def short_path(path: str) -> str:
     """``path`` relative to the current directory when that is shorter (for messages only)."""
     try:

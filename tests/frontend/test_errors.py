@@ -563,3 +563,17 @@ def test_host_math_function_on_a_device_value_names_the_tsjit_math_replacement(w
     err = compile_error(python_math_on_a_device_value, F32, which)
     assert host in err.message and hint in err.message and "index" not in err.message
     assert_points_at(err, python_math_on_a_device_value, host.replace("numpy", "np"))
+
+
+@tsjit.kernel
+def misspelled_builtin_keyword(x):
+    s = tsjit.shared_array(Float32, 32, alignn=128)
+    s[0] = 1.0
+    x[0] = s[0]
+
+
+def test_misspelled_builtin_keyword_suggests_the_closest_keyword():
+    """``shared_array(..., alignn=128)`` (newcomer report 6, item 10)."""
+    err = compile_error(misspelled_builtin_keyword, F32)
+    assert_points_at(err, misspelled_builtin_keyword, "tsjit.shared_array")
+    assert "'alignn'" in err.message and "Did you mean 'align'?" in err.message

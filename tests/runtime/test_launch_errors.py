@@ -49,6 +49,28 @@ def test_missing_argument_is_reported():
     assert "missing" in str(err.value)
 
 
+@tsjit.kernel
+def scaled(x, out, n, SCALE: tsjit.Constexpr[float]):
+    i = tsjit.thread_idx().x
+    if i < n:
+        out[i] = x[i] * SCALE
+
+
+def test_misspelled_keyword_is_named_with_the_closest_parameter():
+    """``SCALEE=2.0`` used to say only "missing a required argument: 'SCALE'" (newcomer report 6, item 10)."""
+    x = np.zeros(32, np.float32)
+    with pytest.raises(tsjit.LaunchError) as err:
+        scaled.interpret[(1,), (32,)](x, x, n=32, SCALEE=2.0)
+    message = str(err.value)
+    assert "'SCALEE'" in message and "Did you mean 'SCALE'?" in message and "x, out, n, SCALE" in message
+
+
+def test_misspelled_compile_option_suggests_it():
+    x = np.zeros(32, np.float32)
+    with pytest.raises(tsjit.errors.CompileArgumentError, match=r"'targt'. Did you mean 'target'"):
+        tsjit.compile(scaled, x, x, 32, 2.0, targt="sm_90a")
+
+
 def test_annotation_accepts_matching_arrays():
     c = tsjit.compile(annotated, np.zeros(8, np.float32), np.zeros(8, np.float32), 8)
     assert c.cubin[:4] == b"\x7fELF"

@@ -14,10 +14,11 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
+import re
 
 import numpy as np
 
-from tsjit.errors import CompilationError, SourceLocation, TsjitError, compile_time_call_site
+from tsjit.errors import CompilationError, SourceLocation, TsjitError, compile_time_call_site, did_you_mean
 from tsjit.frontend import guards, ssa
 from tsjit.frontend.device_function import DeviceFunction
 from tsjit.frontend.frame import Frame
@@ -82,6 +83,22 @@ def _innermost_user_frame(exc: BaseException, parsed):
             found = SourceLocation(parsed.filename, tb.tb_lineno, 0, code.co_name)
         tb = tb.tb_next
     return found
+
+
+def _keyword_hint(func, exc: Exception) -> str:
+    """For ``f() got an unexpected keyword argument 'alignn'``: the closest keyword ``func`` takes
+    (`` Did you mean 'align'?``) and its keywords; ``""`` for any other error."""
+    found = re.search(r"unexpected keyword argument '(\w+)'", str(exc)) if isinstance(exc, TypeError) else None
+    if found is None:
+        return ""
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return ""
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if not names:
+        return ""
+    return f".{did_you_mean(found.group(1), names)} It takes the keywords: {', '.join(names)}"
 
 
 def _with_call_site(exc, location):
@@ -153,7 +170,8 @@ class CallMixin:
             if where is not None:
                 raise CompilationError(f"{type(exc).__name__} in compile-time code called from here: {exc}",
                                        where, (self.location(node),)) from None
-            raise self.error(node, f"calling `{name}` at compile time raised {type(exc).__name__}: {exc}") from None
+            raise self.error(node, f"calling `{name}` at compile time raised {type(exc).__name__}: {exc}"
+                                   f"{_keyword_hint(func, exc)}") from None
 
     def inline(self, fn, args: list, kwargs: dict, node):
         """Compile ``fn``'s source inline with ``args``/``kwargs`` bound; returns its result object."""

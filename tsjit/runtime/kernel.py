@@ -31,7 +31,8 @@ from tsjit.abi import LaunchRequirements
 from tsjit.backend import assemble as assembler
 from tsjit.backend import prewarm
 from tsjit.backend.targets import DEFAULT_TARGET, environment_target, get_target, target_for_capability
-from tsjit.errors import CompilationError, CompileArgumentError, LaunchError, TsjitError, UsageTypeError, hide_from_pytest
+from tsjit.errors import (CompilationError, CompileArgumentError, LaunchError, TsjitError, UsageTypeError, did_you_mean,
+                          hide_from_pytest)
 from tsjit.frontend import artifacts
 from tsjit.frontend.dependencies import unchanged as dependencies_unchanged
 from tsjit.runtime import driver, hang_report, launch_config, streams
@@ -208,15 +209,26 @@ class Kernel:
         return launcher
 
     # -- binding ------------------------------------------------------------------------------
-    def _bind(self, args, kwargs) -> list:
+    def _bind(self, args, kwargs, options: tuple = ()) -> list:
         if kwargs or len(args) != len(self.params):
             try:
                 bound = self.signature.bind(*args, **kwargs)
             except TypeError as exc:
-                raise LaunchError(f"kernel {self.__qualname__}: {exc}") from None
+                raise LaunchError(f"kernel {self.__qualname__}: {self._binding_problem(exc, kwargs, options)}") from None
             bound.apply_defaults()
             return [bound.arguments[p.name] for p in self.params]
         return list(args)
+
+    def _binding_problem(self, exc: TypeError, kwargs, options: tuple) -> str:
+        """What is wrong with the arguments: an unknown keyword first (with the closest parameter or
+        ``options`` name: ``SCALEE`` -> ``SCALE``), since it is usually why a parameter is "missing"."""
+        names = [p.name for p in self.params]
+        unknown = [key for key in kwargs if key not in names]
+        if not unknown:
+            return str(exc)
+        key = unknown[0]
+        return (f"got an unexpected keyword argument {key!r}.{did_you_mean(key, names + list(options))} "
+                f"The kernel's parameters: {', '.join(names) or 'none'}")
 
     def _specialize(self, values, for_compile=False):
         specs, packed = [], []
@@ -425,7 +437,7 @@ class Kernel:
             CompilationError: the kernel does not compile for these arguments.
         """
         try:
-            values = self._bind(args, kwargs)
+            values = self._bind(args, kwargs, options=("target", "interpret"))
             specs, _ = self._specialize(values, for_compile=True)
         except CompileArgumentError:
             raise

@@ -28,12 +28,11 @@ labelled example when there are several.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import inspect
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
-from tsjit.errors import ScheduleError, UsageTypeError, UsageValueError
+from tsjit.errors import ScheduleError, UsageTypeError, UsageValueError, did_you_mean
 from tsjit.ts.enums import PIPELINE_OPS, ScheduleStage, WorkAttr, WorkRole
 from tsjit.ts.memory_resource import MemoryResource, TaskLocalVariable, is_task_local_field
 
@@ -110,14 +109,6 @@ class WorkSpec:
         """``file:line`` of the method definition, for messages."""
         code = getattr(self.function, "__code__", None)
         return f"{code.co_filename}:{code.co_firstlineno}" if code else "?"
-
-
-def did_you_mean(name: str, candidates: Iterable[str]) -> str:
-    """`` Did you mean 'x'?`` for up to three close matches (difflib, cutoff 0.4), or ``""``."""
-    close = difflib.get_close_matches(name, sorted(set(candidates)), n=3, cutoff=0.4)
-    if not close:
-        return ""
-    return " Did you mean " + " or ".join(repr(c) for c in close) + "?"
 
 
 def is_constexpr_annotation(annotation: Any) -> bool:
