@@ -1,4 +1,6 @@
 """The interpreter's core: launch API, exact arithmetic, memory errors, collectives (issue 13)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -82,6 +84,29 @@ def test_out_of_bounds_read_names_the_array_index_and_line():
         out_of_bounds.interpret[(1,), (32,)](x, out)
     text = str(info.value)
     assert "argument 'x'" in text and "element 32" in text and "test_core.py:" in text
+
+
+@tsjit.kernel
+def shared_out_of_bounds(out, shift):
+    s = tsjit.shared_array(tsjit.Float32, 32)
+    i = tsjit.thread_idx().x
+    s[i] = 1.0
+    tsjit.syncthreads()
+    out[i] = s[i + shift]
+
+
+def test_out_of_bounds_shared_read_names_the_reservation_the_index_and_line():
+    out = np.zeros(32, np.float32)
+    shared_out_of_bounds.interpret[(1,), (32,)](out, 0)
+    assert (out == 1).all()
+    with pytest.raises(InterpretError) as info:
+        shared_out_of_bounds.interpret[(1,), (32,)](out, 9)
+    text = str(info.value)
+    assert text.startswith("out-of-bounds shared-memory load"), text
+    element, thread = map(int, re.search(r"element (\d+) \(4-byte\).* thread (\d+) ", text, re.S).groups())
+    assert element == thread + 9 and 32 <= element < 41, text       # the faulting thread's index
+    line = shared_out_of_bounds.fn.__code__.co_firstlineno            # the @tsjit.kernel line
+    assert f"reserved at {__file__}:{line + 2}" in text and f"test_core.py:{line + 6};" in text, text
 
 
 def test_shuffle_reading_a_lane_outside_its_mask_is_an_error():

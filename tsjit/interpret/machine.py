@@ -91,7 +91,7 @@ class CTA:
         self.cluster = cluster
         self.ctaid = ctaid
         self.rank = rank
-        self.window = SharedWindow(smem_bytes, rank)
+        self.window = SharedWindow(smem_bytes, rank, machine.program.nearest_shared)
         self.threads = []
         self.warps = []
         self.named = {}       # barrier id -> NamedBarrier

@@ -151,9 +151,10 @@ class GlobalMemory:
 class SharedWindow:
     """The shared memory of one CTA: ``data`` (``uint8`` numpy array of ``nbytes``) and typed views."""
 
-    def __init__(self, nbytes: int, rank: int):
+    def __init__(self, nbytes: int, rank: int, nearest=None):
         self.nbytes = nbytes
         self.rank = rank
+        self.nearest = nearest  # (offset, nbytes) -> the access named by the nearest reservation, or None
         self.data = np.zeros(max(nbytes, 8), np.uint8)
         self.views = _views(self.data)
         self.tracker = None   # a races.SharedTracker when checks are on
@@ -161,9 +162,11 @@ class SharedWindow:
     def check(self, offset: int, nbytes: int, what: str, line: str = "") -> None:
         """Raise an InterpretError when ``[offset, offset + nbytes)`` leaves the window."""
         if offset < 0 or offset + nbytes > self.nbytes:
+            named = self.nearest(offset, nbytes) if self.nearest is not None else ""
             raise InterpretError(f"out-of-bounds shared-memory {what}: {nbytes} byte(s) at offset {offset} of "
                                  f"CTA rank {self.rank}'s shared memory ({self.nbytes} bytes laid out)"
-                                 + (f" at {line}" if line else ""))
+                                 + (f", {named}" if named else "") + (f" at {line}" if line else "")
+                                 + "; check the index computation and the bounds test")
 
 
 _NO_LOCAL = np.zeros(0, np.uint8)

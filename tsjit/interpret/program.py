@@ -72,6 +72,17 @@ class InterpretProgram:
                 return f"{region.what}, byte {offset - region.offset}"
         return f"shared offset {offset}"
 
+    def nearest_shared(self, offset: int, nbytes: int) -> str:
+        """For an out-of-bounds report: the ``nbytes``-wide access at ``offset`` as an element index of the
+        shared reservation nearest it (``""`` when the kernel reserved none)."""
+        if not self.regions:
+            return ""
+        region = min(self.regions, key=lambda r: 0 if r.offset <= offset < r.offset + r.nbytes
+                     else min(abs(offset - r.offset), abs(offset + nbytes - r.offset - r.nbytes)))
+        size = max(nbytes, 1)
+        return (f"element {(offset - region.offset) // size} ({size}-byte) of the {region.what} "
+                f"({region.nbytes // size} such elements)")
+
 
 def _location_text(km) -> str:
     statement = km.statement
