@@ -173,6 +173,29 @@ def _legacy_error(resource, what: str, equivalent: str) -> ScheduleError:
                          f"dict-based Task Scheduling form, which tsjit does not run; {equivalent}.")
 
 
+#: the reference's MemoryResource keywords that are not fields in tsjit -> what to write instead.
+_REFERENCE_KEYWORDS = {
+    "is_barrier": "is_barrier is a class attribute in tsjit: set `is_barrier: ClassVar[bool] = True` in the "
+                  "subclass (or use PdlWaitBarrier / PdlLaunchBarrier)",
+    "consumer_vars": "tsjit has no variable dicts: " + _CAPTURED_EQUIVALENT.format(name="item"),
+    "producer_vars": "tsjit has no variable dicts: " + _CAPTURED_EQUIVALENT.format(name="item"),
+    "pipeline": "tsjit builds the pipeline from pipeline_config in TaskManager.setup_resources_and_tasks(); "
+                "pass pipeline_config=PipelineConfig.create_...(...) and no pipeline object",
+    "consumer_wait_signaling_threads": "it is a field of the pipeline in tsjit: "
+                                      "PipelineConfig(..., consumer_wait_signaling_threads=...)",
+}
+
+
+def _reference_keyword_error(cls, kwargs) -> UsageTypeError | None:
+    """The error for a reference-only keyword of MemoryResource's constructor, or None."""
+    fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+    for key, instead in _REFERENCE_KEYWORDS.items():
+        if key in kwargs and key not in fields:
+            return UsageTypeError(f"{cls.__name__}(..., {key}=...): {cls.__name__} takes no {key!r} keyword; "
+                                  f"{instead}.")
+    return None
+
+
 def _identity_repr(self) -> str:
     return f"{type(self).__name__}(name={getattr(self, 'name', '?')!r})"
 
@@ -232,6 +255,21 @@ class MemoryResource:
     __eq__ = object.__eq__
     __hash__ = object.__hash__
     __repr__ = _identity_repr
+
+    def __new__(cls, *args, **kwargs):
+        # runs before the dataclass __init__ sees the keywords: the reference's constructor keywords
+        # that tsjit has elsewhere get the place to put them instead of a bare TypeError
+        error = _reference_keyword_error(cls, kwargs) if kwargs else None
+        if error is not None:
+            raise error
+        return super().__new__(cls)
+
+    def create_pipeline(self, pipeline_config=None):
+        """Reference lifecycle step; raises: TaskManager.setup_resources_and_tasks() builds every pipeline."""
+        raise UsageTypeError(
+            f"resource {self.name!r}: create_pipeline() is the reference's per-resource setup; in tsjit "
+            f"TaskManager.setup_resources_and_tasks() places and initializes every resource's barriers from its "
+            f"pipeline_config at once (pass pipeline_config= when you construct the resource).")
 
     @property
     def has_pipeline(self) -> bool:

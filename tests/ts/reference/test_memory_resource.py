@@ -367,3 +367,26 @@ def test_producer_requirements_narrow_what_the_race_checker_compares():
     first = SplitAccumulator(name="acc0", narrow=True)
     _two_writers(first, Accumulator(name="acc1", declared=other))
     assert (first.alloc.column, first.upper.column) == (0, 64)
+
+
+@pytest.mark.parametrize("keyword, value, names", [
+    ("is_barrier", True, "ClassVar[bool] = True"),
+    ("consumer_vars", {}, "TaskLocalVariable.uninitialized()"),
+    ("producer_vars", {}, "TaskLocalVariable.uninitialized()"),
+    ("pipeline", None, "pipeline_config="),
+    ("consumer_wait_signaling_threads", None, "PipelineConfig(..., consumer_wait_signaling_threads="),
+])
+def test_reference_constructor_keyword_says_where_it_lives(keyword, value, names):
+    """The reference's MemoryResource keywords that are not fields in tsjit (newcomer report 6, item 11)."""
+    from tsjit.errors import UsageTypeError
+    with pytest.raises(UsageTypeError) as info:
+        MemoryResource(name="m", **{keyword: value})
+    assert f"{keyword!r}" in str(info.value) and names in str(info.value)
+    with pytest.raises(UsageTypeError, match=keyword):
+        Sink(name="s", **{keyword: value})
+
+
+def test_create_pipeline_names_setup_resources_and_tasks():
+    from tsjit.errors import UsageTypeError
+    with pytest.raises(UsageTypeError, match=r"'m'.*setup_resources_and_tasks\(\)"):
+        MemoryResource(name="m").create_pipeline(None)

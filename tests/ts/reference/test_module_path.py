@@ -32,3 +32,17 @@ def test_from_resources_import_works_in_a_fresh_interpreter():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "tsjit.ts.pipeline"
+
+
+def test_cute_compat_stands_in_for_cute_jit_and_cutlass_const_expr():
+    """The reference's examples use ``@cute.jit`` and ``cutlass.const_expr`` (newcomer report 6, item 11)."""
+    import tsjit
+    from tsjit.ts.cute_compat import cute, cutlass
+
+    def body(self, stage_info):
+        return stage_info
+
+    assert cute.jit(body) is body and cute.jit()(body) is body
+    assert cutlass.const_expr is tsjit.const_expr
+    with pytest.raises(AttributeError, match=r"cute\.make_tensor is CuTe DSL's, not tsjit's"):
+        cute.make_tensor
