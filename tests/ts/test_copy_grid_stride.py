@@ -84,7 +84,8 @@ def test_copy_schedule_table_snapshot():
         "   3 | dest       ProdWrk       0",
         "====== end of Full (Head + Loop + Tail) =====",
         "phase: H head, F first iter, L last iter, E every(n), W when_true/when_false, "
-        "T tail, blank loop; empty cell: task blocked or done",
+        "T tail, blank loop; number: the call's index among the section's calls of that resource "
+        "operation (0 first; C0's 'ConsumerWait 0'); empty cell: task blocked or done",
     ])
 
 

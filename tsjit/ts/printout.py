@@ -8,7 +8,8 @@ of the lock-step walk (:mod:`tsjit.ts.simulate`).  Each 30-character cell reads
 head, ``F`` first iteration, ``L`` last iteration, ``E`` every(n), ``W``
 when_true/when_false, ``T`` tail, blank for a plain loop step.  A blocked or finished
 task shows an empty cell; after a deadlock a last ``BLK`` row shows where each remaining
-task is stuck (``!``).  The table ends with a closing rule and a legend line.
+task is stuck (``!``).  The table ends with a closing rule and a legend line (every column of a
+cell, the call index too).
 
 Register report: the default registers per thread, then per task
 ``numWarps x (default - requested) = contribution``, then the total against the
@@ -26,7 +27,8 @@ __all__ = ["format_cell", "format_schedule_table", "format_register_report", "CE
 CELL_WIDTH = 30
 TITLE = "Full (Head + Loop + Tail)"
 LEGEND = ("phase: H head, F first iter, L last iter, E every(n), W when_true/when_false, "
-          "T tail, blank loop; empty cell: task blocked or done")
+          "T tail, blank loop; number: the call's index among the section's calls of that resource "
+          "operation (0 first; C0's 'ConsumerWait 0'); empty cell: task blocked or done")
 
 
 def format_cell(entry: SimulatedStep | None) -> str:

@@ -290,7 +290,11 @@ class TaskManager:
                                   f"{task.label}); give each task a unique name."])
 
     def _fail(self, check: str, messages: list[str]) -> None:
-        text = "\n".join(messages)
+        # one finding: its text; several: the first after the [check] prefix, each later one on a "- "
+        # bullet with its lines indented under it (an element that starts indented continues the previous)
+        findings = sum(1 for m in messages if not m[:1].isspace())
+        text = "\n".join(m if k == 0 or findings < 2 or m[:1].isspace() else "- " + m.replace("\n", "\n  ")
+                         for k, m in enumerate(messages))
         if self.skip_validation:
             warn(f"[{check}] {text}", VerificationWarning)
             return

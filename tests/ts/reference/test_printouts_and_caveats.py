@@ -209,3 +209,32 @@ def test_group_members_are_reached_through_the_group_inside_a_schedule():
     manager = TaskManager(tasks, {smem_a: [source], smem_b: [source], sink: [smem_a, smem_b]}, verbose=False,
                           smem_allocator=allocator)
     assert manager.exhaustive_result.verdict == "SAFE"
+
+
+def test_credit_line_of_an_over_acquired_ring_has_no_negative_slot_count():
+    """A producer that never commits, under skip_validation: the checker's credit line says the acquires
+    ran past the free slots instead of printing a negative slot count (newcomer report #26)."""
+    ring, source, sink = _ring(), Source(name="source"), Sink(name="sink")
+
+    @schedule
+    def produce(s, r):
+        with domain_loop(0, 8, 1):
+            item = s.load()
+            r.acquire()
+            r.fill(item=item)
+
+    @schedule
+    def consume(r, d):
+        with domain_loop(0, 8, 1):
+            r.wait()
+            item = r.take()
+            r.release()
+            d.put(item=item)
+
+    tasks = [Task([source], [ring], 0, 1, schedule=produce(source, ring), name="load"),
+             Task([ring], [sink], 1, 1, schedule=consume(ring, sink), name="store")]
+    with pytest.warns(VerificationWarning) as caught:
+        TaskManager(tasks, {ring: [source], sink: [ring]}, verbose=False, skip_validation=True)
+    credits = [line for w in caught for line in str(w.message).splitlines() if "credits of 'ring'" in line]
+    assert credits and all("no free slot (" in line and "-" not in line.split("releases),")[1].split(";")[0]
+                           for line in credits)

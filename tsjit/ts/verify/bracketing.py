@@ -131,7 +131,8 @@ def _bracket_side(manager, task, resource, config, side, rule, entries) -> list[
         elif stage is rule["work"]:
             if depth == 0 and not (not opens and other_opens
                                    and _proxy_open(manager, task, resource, entries, index)):
-                report(entry, "work-outside", f"works on {name!r} outside a "
+                article = "an" if rule["open_name"][0] in "aeiou" else "a"
+                report(entry, "work-outside", f"works on {name!r} outside {article} "
                        f"{rule['open_name']}/{rule['close_name']} bracket (no open "
                        f"{rule['open_name']} before it)",
                        f"Call {open_call} before this work and {close_call} after it.")

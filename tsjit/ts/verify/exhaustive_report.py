@@ -125,11 +125,13 @@ def _credits(model, path) -> list:
         waits = [c.get("wait", 0) for c in per.values() if "wait" in c]
         acquires = sum(c.get("acquire", 0) for c in per.values())
         outstanding = full - min(waits) if waits else full
+        free = cfg.num_stages + empty - acquires
+        slots = f"{free} free slots" if free >= 0 else \
+            f"no free slot ({-free} acquire(s) more than the stages plus the releases)"
         lines.append(f"  credits of {resource.name!r} ({cfg.pipeline_type.value}, "
                      f"{cfg.num_stages} stages): {full} full phases completed (commits), "
                      f"{outstanding} not yet waited by every consumer; {empty} empty phases "
-                     f"completed (releases), {cfg.num_stages + empty - acquires} free slots; "
-                     f"{ops}")
+                     f"completed (releases), {slots}; {ops}")
     return lines
 
 
