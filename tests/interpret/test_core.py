@@ -86,6 +86,19 @@ def test_out_of_bounds_read_names_the_array_index_and_line():
     assert "argument 'x'" in text and "element 32" in text and "test_core.py:" in text
 
 
+def test_interpreter_fault_shows_the_source_line_and_a_caret():
+    """README: errors show the line and a caret; an InterpretError too (newcomer report 6, item 12)."""
+    x, out = np.zeros(32, np.float32), np.zeros(32, np.float32)
+    with pytest.raises(InterpretError) as info:
+        out_of_bounds.interpret[(1,), (32,)](x, out)
+    lines = str(info.value).splitlines()
+    faulting = next(i for i, text in enumerate(lines) if "test_core.py:" in text)
+    source, caret = lines[faulting + 1], lines[faulting + 2]
+    assert "x[" in source and caret.strip() == "^"
+    assert caret.index("^") == len(source) - len(source.lstrip())     # under the statement's start
+    assert lines[faulting + 3].startswith("  in CTA ")
+
+
 @tsjit.kernel
 def shared_out_of_bounds(out, shift):
     s = tsjit.shared_array(tsjit.Float32, 32)

@@ -18,6 +18,8 @@ and the source line).
 """
 from __future__ import annotations
 
+import linecache
+import re
 from collections import deque
 
 from tsjit.errors import InterpretError
@@ -256,16 +258,34 @@ class Machine:
         for barrier in list(cta.named.values()):
             barrier.thread_exited(th)
         cta.cluster.barrier.thread_exited(th)
-        for warp_pending in (th.warp.pending,):
-            for rv in list(warp_pending.values()):
+        for pending in (th.warp.pending, cta.warpgroups):
+            for rv in list(pending.values()):
                 rv.member_exited(th)
+
+
+#: the ``file:line`` of a kernel statement as the interpreter's messages write it (program.py).
+_STATEMENT = re.compile(r"((?:/|[A-Za-z]:\\)[^\s:()]+\.py):(\d+)")
+
+
+def _source_excerpt(text: str) -> str:
+    """The source line of the last kernel statement ``text`` names, with a caret under its start (the
+    shape of a CompilationError's excerpt), or ``""``."""
+    found = _STATEMENT.findall(text)
+    if not found:
+        return ""
+    filename, line = found[-1]
+    source = linecache.getline(filename, int(line)).rstrip("\n")
+    if not source.strip():
+        return ""
+    stripped = source.lstrip()
+    return f"\n    {stripped}\n    ^"
 
 
 def _located(exc: InterpretError, th) -> InterpretError:
     text = str(exc)
     task = f", task '{th.task}'" if th.task else ""
     step = f", step {th.step}" if th.step else ""
-    return InterpretError(f"{text}\n  in {th.describe()}{task}{step}")
+    return InterpretError(f"{text}{_source_excerpt(text)}\n  in {th.describe()}{task}{step}")
 
 
 def thread_main(th, entry):

@@ -21,6 +21,7 @@ import inspect
 from typing import Any, Iterable
 
 from tsjit.errors import VerificationError
+from tsjit.ts.diagnostics import definition_location
 from tsjit.ts.enums import BlockCondition, LoopGuard, ScheduleStage, ScheduleStageType, WorkAttr
 from tsjit.ts.memory_resource import MemoryResource
 from tsjit.ts.schedule import (DataFlowToken, DomainLoop, Guard, GuardBlock, Route, Schedule,
@@ -74,6 +75,7 @@ def schedule_from_entries(entries: Iterable[Any], *, start: Any = 0, end: Any, s
             out of Head -> Loop -> Tail order.
     """
     parsed = [_parse(i, e) for i, e in enumerate(entries)]
+    location = definition_location()   # the schedule_from_entries(...) line: messages name it, step by step
     for i in range(1, len(parsed)):
         previous, current = parsed[i - 1][2], parsed[i][2]
         if _ORDER[current] < _ORDER[previous]:
@@ -104,7 +106,7 @@ def schedule_from_entries(entries: Iterable[Any], *, start: Any = 0, end: Any, s
                    label=spec.label if spec else label, section=section,
                    call_index=counters[key], guards=guards, spec=spec,
                    work_attrs=spec.work_attrs if spec else
-                   (WorkAttr.AUXILIARY if stage.is_aux else WorkAttr.NONE))
+                   (WorkAttr.AUXILIARY if stage.is_aux else WorkAttr.NONE), location=location)
         if spec is not None:
             for param in spec.input_params:
                 writer = latest.get(param)

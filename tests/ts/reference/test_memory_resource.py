@@ -47,6 +47,17 @@ def test_raw_schedule_entry_with_a_label_selects_the_method():
     assert [s.label for s in sched.steps] == ["k_desc"]
 
 
+def test_raw_schedule_steps_carry_the_call_line():
+    """N1 and the other step messages said ``at schedule step #0 (?)`` for raw schedules (newcomer report 6,
+    item 12): each raw step is located at the schedule_from_entries(...) line."""
+    import inspect
+    smem_kv = SmemKV(name="smem_kv")
+    line = inspect.currentframe().f_lineno + 1
+    sched = schedule_from_entries([(smem_kv, ScheduleStage.ConsumerWork), (smem_kv, ScheduleStage.ConsumerWork, "v_desc")], end=4)
+    assert [step.location.line for step in sched.steps] == [line, line]
+    assert f"test_memory_resource.py:{line})" in sched.steps[0].describe()
+
+
 @conformance("A6", "label validation: typo -> did-you-mean")
 def test_label_typo_is_a_value_error_with_a_suggestion():
     with pytest.raises(ValueError, match="Did you mean 'k_desc'"):
