@@ -577,3 +577,29 @@ def test_misspelled_builtin_keyword_suggests_the_closest_keyword():
     err = compile_error(misspelled_builtin_keyword, F32)
     assert_points_at(err, misspelled_builtin_keyword, "tsjit.shared_array")
     assert "'alignn'" in err.message and "Did you mean 'align'?" in err.message
+
+
+@tsjit.kernel
+def scales_a_row(x, out):
+    i = tsjit.thread_idx().x
+    out[i] = x[i] * 2.0
+
+
+@tsjit.kernel
+def stores_two_indices(x, out):
+    i = tsjit.thread_idx().x
+    out[i, 0] = x[i]
+
+
+def test_sub_array_in_arithmetic_names_the_array_its_rank_and_the_indices():
+    """A rank-2 `x` indexed once used to say "unsupported operand type(s) for *: 'Tensor' and 'float'"
+    (newcomer report 6, item 13)."""
+    err = compile_error(scales_a_row, tsjit.spec((32, 4), Float32), F32)
+    assert_points_at(err, scales_a_row, "x[i] * 2.0")
+    assert "`x[i]`" in err.message and "rank-2 array `x`" in err.message and "`x[i, j]`" in err.message
+
+
+def test_too_many_indices_names_the_array():
+    err = compile_error(stores_two_indices, F32, F32)
+    assert_points_at(err, stores_two_indices, "out[i, 0]")
+    assert err.message.startswith("`out` (rank 1): ") and "got 2" in err.message

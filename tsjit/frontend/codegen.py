@@ -30,9 +30,11 @@ from tsjit.frontend import calls, control, guards
 from tsjit.frontend.dependencies import DependencyRecorder, RecordingMixin, attribute_chain
 from tsjit.frontend.folded import FoldRecorder
 from tsjit.frontend.frame import Frame
+from tsjit.frontend.indexing_errors import named_container, not_an_element
 from tsjit.lang import values as V
 from tsjit.lang.builtins import DeviceField, DeviceText
 from tsjit.lang.dtypes import DType
+from tsjit.lang.memory import Tensor
 from tsjit.lang.values import Value
 
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
@@ -254,8 +256,8 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
         guards.check_mutation(self.regions, container, "item assignment")
         try:
             container[key] = value
-        except CompilationError:
-            raise
+        except CompilationError as exc:
+            raise named_container(exc, target.value, container) from None
         except TypeError as exc:
             raise self.error(target, f"cannot assign into {type(container).__name__}: {exc}") from None
 
@@ -409,8 +411,8 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
         key = self.subscript_key(node.slice)
         try:
             return container[key]
-        except CompilationError:
-            raise
+        except CompilationError as exc:
+            raise named_container(exc, node.value, container) from None
         except (TypeError, IndexError, KeyError) as exc:
             raise self.error(node, f"cannot index {self._type_name(container)}: {exc}") from None
 
@@ -433,8 +435,17 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
                 from None
 
     def expr_binop(self, node: ast.BinOp):
-        """``left op right``: Python arithmetic on compile-time values, IR through ``Value``'s operators otherwise."""
-        return self.apply(_BINOPS[type(node.op)], self.expr(node.left), self.expr(node.right), node)
+        """``left op right``: Python arithmetic on compile-time values, IR through ``Value``'s operators otherwise.
+
+        Raises:
+            CompilationError: an operand is an array (``x[i] * s`` with ``x`` of rank 2): the message names
+                the array, its rank and the indices an element needs.
+        """
+        left, right = self.expr(node.left), self.expr(node.right)
+        for side, value in ((node.left, left), (node.right, right)):
+            if isinstance(value, Tensor):
+                raise self.error(side, not_an_element(side, value))
+        return self.apply(_BINOPS[type(node.op)], left, right, node)
 
     def expr_unaryop(self, node: ast.UnaryOp):
         """``-x``, ``+x``, ``~x`` and ``not x`` (``not`` of a run-time value is a Boolean negation)."""

@@ -268,7 +268,9 @@ class Tensor:
             index = (index,)
         if len(index) != self.rank:
             raise CompilationError(
-                f"a rank-{self.rank} tensor needs {self.rank} indices, got {len(index)}")
+                f"a rank-{self.rank} tensor needs {self.rank} indices (one per dimension), got {len(index)}"
+                + ("; an element store needs them all" if len(index) < self.rank else
+                   f"; drop {len(index) - self.rank}, or pass an array of rank {len(index)}"))
         offset = 0
         for i, stride in zip(index, self.strides):
             if isinstance(i, slice):
