@@ -72,3 +72,6 @@ def test_p1_in_a_kernel_points_at_the_config_line_and_names_the_taskmanager_line
     assert err.value.check == "P1" and text.startswith(f"[P1] {THIS_FILE}:{config_line}:"), text
     assert "consumer_group.size is 16" in text and "task 'consumer'" in text
     assert f"raised while compiling the kernel, at {THIS_FILE}:{manager_line}:" in text
+    note = text.split("raised while compiling the kernel")[1].splitlines()     # the line and a caret
+    assert note[1].strip().startswith("manager = ts.TaskManager([producer, consumer]") and note[2].strip() == "^"
+    assert note[2].index("^") == note[1].index("ts.TaskManager")

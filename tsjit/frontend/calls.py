@@ -103,8 +103,13 @@ def _keyword_hint(func, exc: Exception) -> str:
 
 def _with_call_site(exc, location):
     """``exc`` (a ScheduleError / VerificationError raised by compile-time code) with the kernel line that
-    made the call appended, so TS errors point into the kernel like compile errors do."""
+    made the call appended (``file:line:col``, the line and a caret), so TS errors point into the kernel
+    like compile errors do."""
     note = f"\n  (raised while compiling the kernel, at {location})"
+    line = location.source_line()
+    if line is not None:
+        stripped = line.lstrip()
+        note += f"\n    {stripped}\n    {' ' * max(0, location.col - (len(line) - len(stripped)))}^"
     if note in str(exc):
         return exc
     check = getattr(exc, "check", None)
