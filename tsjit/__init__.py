@@ -23,7 +23,9 @@ Kernels and compilation (:mod:`tsjit.runtime.kernel`)
     interpreter (:mod:`tsjit.interpret`); ``TSJIT_INTERPRET_CHECK=race`` adds race checks.
 Host arrays and arguments (:mod:`tsjit.runtime.arrays`, :mod:`tsjit.runtime.tensormap`)
     ``DeviceArray``, ``empty``, ``zeros``, ``to_device``, ``spec`` (an argument's shape and
-    dtype without data, for ``compile``), ``TensorMap`` (a TMA descriptor), ``tensormap_spec``.
+    dtype without data, for ``compile``), ``TensorMap`` (a TMA descriptor), ``tensormap_spec``;
+    ``bfloat16_bits_to_float32`` / ``float_to_bfloat16_bits`` (a BFloat16 array's ``.numpy()`` is
+    its ``uint16`` bit patterns).
 Streams (:mod:`tsjit.runtime.streams`)
     ``Stream``, ``use_stream`` (``with tsjit.use_stream(s):`` launches go to ``s``),
     ``current_stream``, ``synchronize`` (wait for the device).
@@ -84,7 +86,8 @@ __version__ = "0.1.0"
 #: module -> the public names it provides; each loads on first access (PEP 562 ``__getattr__``).
 _PROVIDERS: dict[str, tuple[str, ...]] = {
     "tsjit.runtime.kernel": ("kernel", "compile", "Kernel", "CompiledKernel"),
-    "tsjit.runtime.arrays": ("DeviceArray", "empty", "zeros", "to_device", "spec"),
+    "tsjit.runtime.arrays": ("DeviceArray", "empty", "zeros", "to_device", "spec", "bfloat16_bits_to_float32",
+                             "float_to_bfloat16_bits"),
     "tsjit.runtime.tensormap": ("TensorMap",),
     "tsjit.runtime.streams": ("Stream", "use_stream", "current_stream"),
     "tsjit.runtime.driver": ("synchronize",),

@@ -506,7 +506,7 @@ class DeviceArray:
 
     def numpy(self) -> np.ndarray:
         """Copy to a new host array (BFloat16 comes back as ``uint16`` bit patterns; decode with
-        :func:`bfloat16_bits_to_float32`).  Synchronous.
+        ``tsjit.bfloat16_bits_to_float32(a.numpy())``).  Synchronous.
 
         Raises:
             LaunchError: no GPU, or an earlier kernel faulted.
