@@ -56,8 +56,8 @@ from tsjit.ts.render import render
 from tsjit.ts.printout import format_register_report, format_schedule_table
 from tsjit.ts.memory_resource import MemoryResource
 from tsjit.ts.task import Task
-from tsjit.ts.verify import (bracketing, capacity, counts, interleave, leader_tasks, pdl, queues,
-                             registers, routing, structure)
+from tsjit.ts.verify import (bracketing, capacity, counts, interleave, leader_tasks, lifetimes, pdl,
+                             queues, registers, routing, structure)
 from tsjit.ts.verify import exhaustive
 from tsjit.ts.verify.credits import PipelineSimulator
 from tsjit.ts.verify.findings import Finding
@@ -94,6 +94,7 @@ CHECKS: tuple[tuple[str, Callable], ...] = (
     ("R2", routing.check_route_destinations),
     ("R3", routing.check_routes_complete),
     ("R4", routing.check_routes_most_recent),
+    ("R5", lifetimes.check_stage_token_lifetimes),
     ("PP", interleave.check_ping_pong),
     ("X", exhaustive.check_interleavings),
 )

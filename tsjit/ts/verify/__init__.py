@@ -9,6 +9,7 @@ for warning findings.
 ``structure``   W0 (disjoint warp ranges), R0 (resource roles), G1-G4 (dependency
                 graph), N1 (label resolution), H1 (head/loop producer overlap warning).
 ``routing``     R1-R4 (task-local value routing).
+``lifetimes``   R5 (a stage token is not used after its stage was released).
 ``registers``   W1/W2 (setmaxnreg warpgroup agreement and register budget) and the
                 default-register formula.
 ``pipelines``   shared facts about pipelined resources: roles, strides, interleave lanes.
