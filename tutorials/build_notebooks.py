@@ -2,7 +2,7 @@
 
 Each notebook compiles and verifies its kernel on any machine; on a machine with an NVIDIA GPU
 it also launches it on fresh random data with a poisoned output and checks it against numpy.
-Without a GPU, notebooks 01-04 and 06 run the same checks at small sizes on the CPU interpreter
+Without a GPU, notebooks 01-07 run the same checks at small sizes on the CPU interpreter
 (``cpu_interpreter()`` in ``INTERPRETER_SETUP``: ``TSJIT_INTERPRET=1`` around the launches).
 The notebooks are executed by ``tests/test_tutorials.py`` (CPU) and by hand on the H200.
 """
@@ -40,7 +40,11 @@ def cpu_interpreter():
             os.environ["TSJIT_INTERPRET"] = before"""
 
 #: the launch cell's ending for a machine without a GPU, after the small-size checks under cpu_interpreter()
-INTERPRETED = "    print('no GPU: ran on the CPU interpreter (TSJIT_INTERPRET=1) at small sizes: exact')"
+INTERPRETED_AT_SMALL_SIZES = "no GPU: ran on the CPU interpreter (TSJIT_INTERPRET=1) at small sizes: "
+INTERPRETED = f"    print('{INTERPRETED_AT_SMALL_SIZES}exact')"
+
+#: the device of a launch cell that runs on the GPU or, without one, on the CPU interpreter at small sizes
+ON_GPU_OR_INTERPRETER = "contextlib.nullcontext() if GPU else cpu_interpreter()"
 
 CHECKER_SETUP = """import warnings
 # The five programs live in tsjit.examples.checker_mistakes (shown below): build(False) gives the broken
@@ -204,7 +208,7 @@ NOTEBOOKS = {
                "`q.release()` (check Q1), so all tasks stay on the same tile.\n"
                "* **Epilogue.** `OutputC.store` converts the accumulator to bf16 with `stmatrix` into a swizzled "
                "staging buffer and issues TMA stores, which drain while the next tile's MMAs run."),
-        ("code", SETUP),
+        ("code", INTERPRETER_SETUP),
         ("code", "from tsjit.examples import gemm\n"
                  "print('BM, BK =', gemm.BM, gemm.BK, '; consumer warpgroups =', gemm.CONSUMER_WARPGROUPS)"),
         ("source", "tsjit.examples.gemm: ABStages, OutputC.store, gemm_ts.fn"),
@@ -220,14 +224,13 @@ NOTEBOOKS = {
                  "print(f\"ptxas allocates {k.metadata['registers']} registers per thread for the whole kernel \"\n"
                  "      f\"(metadata['registers'], the count at launch); at run time setmaxnreg lowers the load \"\n"
                  "      f\"warpgroup to {budgets['dec']} and raises the mma warpgroups to {budgets['inc']}\")"),
-        ("code", "if GPU:\n"
-                 "    for shape in [(128, 128, 128), (1000, 1000, 1000), (257, 511, 136)]:\n"
+        ("code", "shapes = [(128, 128, 128), (1000, 1000, 1000), (257, 511, 136)] if GPU else [(130, 260, 72)]\n"
+                 f"with {ON_GPU_OR_INTERPRETER}:\n"
+                 "    for shape in shapes:\n"
                  "        got, ref = gemm.run_gemm(*shape)\n"
                  "        err = np.linalg.norm(got - ref) / np.linalg.norm(ref)\n"
                  "        assert err < 1e-2, (shape, err)\n"
-                 "    print('relative errors below 1e-2')\n"
-                 "else:\n"
-                 "    print('no GPU: skipped launching')"),
+                 f"print('' if GPU else '{INTERPRETED_AT_SMALL_SIZES}', 'relative errors below 1e-2', sep='')"),
     ],
     "06_async_pipelines.ipynb": [
         ("md", "# Tutorial 6: AsyncAsync ping-pong and an interleaved ring\n\n"
@@ -281,7 +284,7 @@ NOTEBOOKS = {
                "`tsjit.ops.configs` picks the configuration per shape with a cost model fitted to H200 timings; "
                "`TSJIT_AUTOTUNE=1` measures the model's best four on the first call of each shape bucket and keeps "
                "the winner in the disk cache. `tsjit.ops.matmul.explain(a, b)` returns the choice and why as text."),
-        ("code", SETUP),
+        ("code", INTERPRETER_SETUP),
         ("code", "from tsjit.ops import configs\n"
                  "for M, N, K in [(16, 4096, 4096), (512, 512, 8192), (4096, 4096, 4096)]:\n"
                  "    swapped = configs.choose_roles(M, N)\n"
@@ -322,11 +325,13 @@ NOTEBOOKS = {
         ("md", "On a GPU: `tsjit.ops.matmul` on tsjit arrays (torch tensors work the same way, on torch's current "
                "stream) for a small-M, a split-K and a large shape, against numpy in float64; then fp8 inputs made "
                "of random e4m3 codes (decoded exactly in numpy) with a per-row and a per-column scale."),
-        ("code", "if GPU:\n"
-                 "    import tsjit.ops\n"
-                 "    from tsjit.runtime.arrays import bfloat16_bits_to_float32, float_to_bfloat16_bits\n"
-                 "    rng = np.random.default_rng()\n"
-                 "    for M, N, K in [(16, 1024, 2048), (256, 256, 8192), (1000, 1500, 777)]:\n"
+        ("code", "import tsjit.ops\n"
+                 "from tsjit import bfloat16_bits_to_float32, float_to_bfloat16_bits\n"
+                 "rng = np.random.default_rng()\n"
+                 "# small M (swapped roles), split-K, a ragged shape; without a GPU the same kinds at small sizes\n"
+                 "shapes = [(16, 1024, 2048), (256, 256, 8192), (1000, 1500, 777)] if GPU else [(16, 64, 128), (64, 64, 2048), (40, 70, 77)]\n"
+                 f"with {ON_GPU_OR_INTERPRETER}:\n"
+                 "    for M, N, K in shapes:\n"
                  "        a_bits = float_to_bfloat16_bits(rng.standard_normal((M, K)))\n"
                  "        b_bits = float_to_bfloat16_bits(rng.standard_normal((K, N)))\n"
                  "        bias = rng.standard_normal(N).astype(np.float32)\n"
@@ -338,17 +343,15 @@ NOTEBOOKS = {
                  "        ref = np.maximum(a64 @ b64 + bias, 0.0)\n"
                  "        err = np.linalg.norm(out.numpy() - ref) / np.linalg.norm(ref)\n"
                  "        assert err < 1e-4, ((M, N, K), err)\n"
-                 "    print('relative errors below 1e-4')\n"
-                 "else:\n"
-                 "    print('no GPU: skipped launching')"),
+                 f"print('' if GPU else '{INTERPRETED_AT_SMALL_SIZES}', 'relative errors below 1e-4', sep='')"),
         ("code", "def e4m3_values(codes):\n"
                  "    \"\"\"float64 values of e4m3 codes (sign, 4 exponent bits with bias 7, 3 mantissa bits).\"\"\"\n"
                  "    sign = np.where(codes & 0x80, -1.0, 1.0)\n"
                  "    exponent, mantissa = (codes >> 3) & 0xF, codes & 0x7\n"
                  "    normal = (1 + mantissa / 8) * 2.0 ** (exponent.astype(np.int64) - 7)\n"
                  "    return sign * np.where(exponent == 0, mantissa / 8 * 2.0 ** -6, normal)\n\n"
-                 "if GPU:\n"
-                 "    M, N, K = 300, 1000, 512\n"
+                 "M, N, K = (300, 1000, 512) if GPU else (40, 64, 128)\n"
+                 f"with {ON_GPU_OR_INTERPRETER}:\n"
                  "    rng = np.random.default_rng()\n"
                  "    codes = lambda *shape: rng.integers(0, 0x7F, shape, dtype=np.uint8) | (rng.integers(0, 2, shape, dtype=np.uint8) << 7)  # no NaN code\n"
                  "    a_codes, w_codes = codes(M, K), codes(N, K)          # w: an (N, K) weight, row-major\n"
@@ -361,9 +364,7 @@ NOTEBOOKS = {
                  "    ref = (e4m3_values(a_codes) * sa) @ (e4m3_values(w_codes).T * sb)\n"
                  "    err = np.linalg.norm(out.numpy() - ref) / np.linalg.norm(ref)\n"
                  "    assert err < 2e-3, err\n"
-                 "    print(f'fp8 e4m3 with row / column scales: relative error {err:.1e}')\n"
-                 "else:\n"
-                 "    print('no GPU: skipped launching')"),
+                 f"print('' if GPU else '{INTERPRETED_AT_SMALL_SIZES}', f'fp8 e4m3 with row / column scales: relative error {{err:.1e}}', sep='')"),
     ],
     "08_when_the_checker_says_no.ipynb": [
         ("md", "# Tutorial 8: when the checker says no\n\n"
