@@ -68,3 +68,9 @@ def _reads_thread_idx_w(x):
 def test_a_dim3_field_that_does_not_exist_lists_x_y_z():
     with pytest.raises(tsjit.CompilationError, match=r"no attribute `w`.*\.x, \.y and \.z only"):
         _reads_thread_idx_w.compile(tsjit.spec((4,), tsjit.Int32), interpret=True)
+
+
+def test_gpu_available_is_a_public_name_that_never_raises():
+    """The tutorials ask ``tsjit.gpu_available()`` (newcomer report: they imported it from tsjit.runtime.driver)."""
+    assert "gpu_available" in tsjit.__all__ and "gpu_available" in dir(tsjit)
+    assert tsjit.gpu_available() in (True, False)

@@ -28,7 +28,8 @@ Host arrays and arguments (:mod:`tsjit.runtime.arrays`, :mod:`tsjit.runtime.tens
     its ``uint16`` bit patterns).
 Streams (:mod:`tsjit.runtime.streams`)
     ``Stream``, ``use_stream`` (``with tsjit.use_stream(s):`` launches go to ``s``),
-    ``current_stream``, ``synchronize`` (wait for the device).
+    ``current_stream``, ``synchronize`` (wait for the device), ``gpu_available()`` (a usable NVIDIA
+    GPU and driver; never raises).
 Types (:mod:`tsjit.lang.dtypes`)
     ``Int8 Int16 Int32 Int64 Uint8 Uint16 Uint32 Uint64 Float16 BFloat16 Float32 Float64
     Boolean`` and the storage-only ``Float8E4M3 Float8E5M2``; ``DType``.  ``tsjit.Float32(x)``
@@ -90,7 +91,7 @@ _PROVIDERS: dict[str, tuple[str, ...]] = {
                              "float_to_bfloat16_bits"),
     "tsjit.runtime.tensormap": ("TensorMap",),
     "tsjit.runtime.streams": ("Stream", "use_stream", "current_stream"),
-    "tsjit.runtime.driver": ("synchronize",),
+    "tsjit.runtime.driver": ("synchronize", "gpu_available"),
     "tsjit.frontend.device_function": ("func", "DeviceFunction"),
     "tsjit.abi": ("tensormap_spec",),
     "tsjit.lang.dtypes": ("DType", "Int8", "Int16", "Int32", "Int64", "Uint8", "Uint16", "Uint32",

@@ -12,9 +12,8 @@ from __future__ import annotations
 SETUP = r"""import collections, contextlib, inspect, os, re, shutil, subprocess, tempfile
 import numpy as np
 import tsjit
-from tsjit.runtime.driver import gpu_available
 from tsjit.ts.verify import exhaustive
-GPU = gpu_available()
+GPU = tsjit.gpu_available()
 print("GPU present:", GPU)
 
 def compile_verified(build):

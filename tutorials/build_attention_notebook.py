@@ -32,7 +32,7 @@ CELLS = [
              "os.environ['TSJIT_DISABLE_CACHE'] = '1'   # compile (and so build the TaskManager) even if cached\n"
              "if shutil.which('ptxas'):   # assemble as on the H200 image (nvJitLink 13.5 spills this loop)\n"
              "    os.environ['TSJIT_ASSEMBLER'] = 'ptxas'\n"
-             "import tsjit\nfrom tsjit.runtime.driver import gpu_available\nGPU = gpu_available()\n"
+             "import tsjit\nGPU = tsjit.gpu_available()\n"
              "print('GPU present:', GPU)\n"
              "from tsjit.examples import attention\n"
              "managers = []\nattention.MANAGER_OBSERVERS.append(managers.append)\n"

@@ -18,8 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 SETUP = """import numpy as np
 import tsjit
-from tsjit.runtime.driver import gpu_available
-GPU = gpu_available()
+GPU = tsjit.gpu_available()
 print("GPU present:", GPU)"""
 
 #: SETUP for the notebooks whose launches also run on the CPU interpreter without a GPU

@@ -10,8 +10,7 @@ from __future__ import annotations
 SETUP = """import inspect
 import numpy as np
 import tsjit
-from tsjit.runtime.driver import gpu_available
-GPU = gpu_available()
+GPU = tsjit.gpu_available()
 print("GPU present:", GPU)"""
 
 COUNTS = """counts = {module}.barrier_counts()

@@ -10,8 +10,7 @@ from __future__ import annotations
 SETUP = """import inspect, os, time, warnings
 import numpy as np
 import tsjit
-from tsjit.runtime.driver import gpu_available
-GPU = gpu_available()
+GPU = tsjit.gpu_available()
 print("GPU present:", GPU)
 os.environ["TSJIT_INTERPRET"] = "1"    # every launch below runs on the CPU, GPU or not
 from tsjit.errors import InterpretError

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 SETUP = """import numpy as np
 import tsjit
-from tsjit.runtime.driver import gpu_available
-GPU = gpu_available()
+GPU = tsjit.gpu_available()
 print("GPU present:", GPU)"""
 
 NOTEBOOKS = {
