@@ -59,7 +59,8 @@ def wgmma_probe(raw, out, desc_a, desc_b, N: tsjit.Constexpr[int], A_TYPE: tsjit
     """Shared memory = raw (SMEM_WORDS words); one m64nNk* wgmma with the descriptors desc_a / desc_b
     (their start addresses relative to the tile); out[tid * N/2 + i] = accumulator i of thread tid.
     Other MODEs chain a second wgmma (acc = 2 A B) for the interpreter's wait_group tests: "ok" waits,
-    then stores; "early" stores before the wait; "overwrite" zeroes shared memory before the wait."""
+    then stores; "early" stores before the wait; "newest" commits each MMA as its own group and stores after
+    wait_group(1), which leaves the second in flight; "overwrite" zeroes shared memory before the wait."""
     smem = tsjit.shared_array(tsjit.Uint32, SMEM_WORDS, align=1024)
     tid = tsjit.thread_idx().x
     for i in range(tid, SMEM_WORDS, THREADS):
@@ -73,11 +74,17 @@ def wgmma_probe(raw, out, desc_a, desc_b, N: tsjit.Constexpr[int], A_TYPE: tsjit
     tsjit.wgmma.fence()
     acc = tsjit.wgmma.mma_async(acc, field + desc_a, field + desc_b, n=N, a_dtype=A_TYPE, b_dtype=B_TYPE,
                                 trans_a=TRANS_A, trans_b=TRANS_B)
+    if tsjit.const_expr(MODE == "newest"):
+        tsjit.wgmma.commit_group()          # the first MMA is group 0, the second group 1
     if tsjit.const_expr(MODE != "probe"):
         acc = tsjit.wgmma.mma_async(acc, field + desc_a, field + desc_b, n=N, a_dtype=A_TYPE, b_dtype=B_TYPE,
                                     trans_a=TRANS_A, trans_b=TRANS_B)
     tsjit.wgmma.commit_group()
     if tsjit.const_expr(MODE == "early"):
+        for i in tsjit.range_constexpr(N // 2):
+            out[tid * (N // 2) + i] = acc[i]
+    if tsjit.const_expr(MODE == "newest"):
+        tsjit.wgmma.wait_group(1)           # retires group 0 only: the second MMA is still in flight
         for i in tsjit.range_constexpr(N // 2):
             out[tid * (N // 2) + i] = acc[i]
     if tsjit.const_expr(MODE == "overwrite"):
@@ -86,7 +93,7 @@ def wgmma_probe(raw, out, desc_a, desc_b, N: tsjit.Constexpr[int], A_TYPE: tsjit
         tsjit.syncthreads()
     tsjit.wgmma.wait_group(0)
     acc = tsjit.wgmma.fence_operand(acc)
-    if tsjit.const_expr(MODE != "early"):
+    if tsjit.const_expr(MODE != "early" and MODE != "newest"):
         for i in tsjit.range_constexpr(N // 2):
             out[tid * (N // 2) + i] = acc[i]
 

@@ -117,13 +117,19 @@ def _leaf_kind(objs, name: str):
         f"may differ between the paths of an if/loop")
 
 
+def _element(obj, i: int):
+    """Element ``i`` of a tuple as stored, bypassing a subclass's ``__getitem__`` (the join moves the
+    registers of a ``Fragment`` still in flight, which is no read of them), else ``obj[i]``."""
+    return tuple.__getitem__(obj, i) if isinstance(obj, tuple) else obj[i]
+
+
 def _structure(objs, name: str):
     """Flatten the objects bound to one name on every edge into per-leaf lists."""
     first = objs[0]
     if isinstance(first, tuple) and not all(o is first for o in objs):
         if not all(isinstance(o, tuple) and type(o) is type(first) and len(o) == len(first) for o in objs):
             raise CompilationError(f"{_subject(name)} is a tuple of different lengths or types on different paths")
-        return [("tuple", type(first), [_structure([o[i] for o in objs], f"{name}[{i}]")[0]
+        return [("tuple", type(first), [_structure([_element(o, i) for o in objs], f"{name}[{i}]")[0]
                                         for i in range(len(first))])]
     return [("leaf", objs, name)]
 
@@ -197,7 +203,7 @@ def _build_tree(plan, incomings, edges, builder, name):
     if plan[0] == "tuple":
         parts = []
         for i, sub in enumerate(plan[2]):
-            parts.append(_build_tree(sub, [inc[i] for inc in incomings], edges, builder, name))
+            parts.append(_build_tree(sub, [_element(inc, i) for inc in incomings], edges, builder, name))
         ctor = plan[1]
         return ctor(*parts) if hasattr(ctor, "_fields") else ctor(parts)
     _, objs, leaf_name = plan
@@ -270,7 +276,7 @@ def _phi_tree(builder, obj, name, path, phis, preheader):
 
 def _at_path(obj, path):
     for i in path:
-        obj = obj[i]
+        obj = _element(obj, i)
     return obj
 
 

@@ -27,6 +27,7 @@ from tsjit.abi import dims3
 from tsjit.errors import LaunchError
 from tsjit.interpret import pdl as pdl_checks
 from tsjit.interpret import scalars as S
+from tsjit.interpret import wgmma_ops
 from tsjit.interpret.handlers import call_handler
 from tsjit.interpret.machine import Machine
 from tsjit.interpret.memory import GlobalMemory
@@ -97,6 +98,7 @@ def lower(kernel, specs, target_name: str, pdl: bool = False) -> InterpretedKern
     program = lower_for_interpreter(kernel.fn, arg_specs, get_target(target_name), kernel.options)
     tr = Translator(program, call_handler)
     tr.checks = bool(env.interpret_checks()) or pdl
+    tr.wrap_instruction = wgmma_ops.reader_checks(tr)
     tr.entry = tr.translate()
     constants = _module_constants(program, tr)
     compiled = InterpretedKernel(kernel, program, tr, constants)

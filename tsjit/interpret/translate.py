@@ -60,6 +60,9 @@ class Translator:
         self.globals: dict[str, int] = {}   # global variable name -> slot (filled at launch)
         self.keep = []
         self.allocas: list = []
+        #: ``wrap(instr, op) -> op`` applied to every translated instruction (launch sets the wgmma
+        #: accumulator checks of :func:`tsjit.interpret.wgmma_ops.reader_checks`), or None
+        self.wrap_instruction = None
 
     # -- slots ------------------------------------------------------------------------------
     def new_slot(self, initial=None) -> int:
@@ -112,6 +115,8 @@ class Translator:
             result = self._instruction(instr)
             if result is None:
                 continue
+            if self.wrap_instruction is not None:
+                result = self.wrap_instruction(instr, result)
             if getattr(result, "blocking", False):
                 block.segments.append((fuse(ops), result))
                 ops = []

@@ -10,9 +10,10 @@ a wgmma-group including that wgmma.mma_async instruction is undefined behavior" 
 
 * **Issue** validates the operands and queues the MMA in its warpgroup's queue, in the group that the
   next ``commit_group`` closes.  Its accumulator outputs are **in-flight registers**: fresh NaN
-  objects (one per thread and register), known by identity.  Any computation on them gives NaN
-  (the poison of an early read); a copy (``extractvalue``, a phi, ``fence_operand``) keeps the
-  identity.  A later MMA that takes them as its accumulator input (the chained accumulation of a
+  objects (one per thread and register), known by identity.  A copy (``extractvalue``, a phi,
+  ``fence_operand``) keeps the identity; an instruction that computes with one, or stores it, raises
+  an InterpretError naming its line and the MMA's (:func:`reader_checks`; a read between the MMA and
+  any ``wait_group`` is already a CompilationError of :mod:`tsjit.lang.wgmma`).  A later MMA that takes them as its accumulator input (the chained accumulation of a
   K loop, which the hardware allows without a wait) reads the earlier MMA's result.
 * **Execution** is as late as the hardware could make it: ``wait_group N`` parks the thread while a
   group older than the newest ``N`` is still queued; the queued groups run only when every thread of
@@ -45,7 +46,7 @@ from tsjit.interpret.races import retire
 from tsjit.interpret.registry import blocking, constant_arg, handles, handles_asm
 from tsjit.interpret.sync import Waitable, join_warpgroup
 
-__all__ = ["WarpgroupQueue", "register_slots"]
+__all__ = ["WarpgroupQueue", "register_slots", "reader_checks"]
 
 _NOT_NONE = partial(is_not, None)
 
@@ -187,6 +188,56 @@ def _carrying(translator):
     kinds = {id(i): isinstance(i.type, ir.FloatType) for i in instructions if id(i) in carrying}
     found = translator.wgmma_carrying = (kinds, Liveness(function, kinds))
     return found
+
+
+def reader_checks(translator):
+    """The instruction wrapper of :attr:`Translator.wrap_instruction` for a function with wgmma: every
+    instruction that may compute with an accumulator register (not a copy of it, not a wgmma) first checks
+    that the registers it reads are not in flight; None without wgmma (nothing to check)."""
+    if not any(isinstance(i, ir.CallInstr) and "wgmma.mma_async" in getattr(i.callee, "asm", "")
+               for bb in translator.program.function.blocks for i in bb.instructions):
+        return None
+    kinds, _ = _carrying(translator)
+
+    def wrap(instr, op):
+        if id(instr) in kinds:
+            return op                   # a copy of accumulator registers (or the wgmma itself)
+        operands = [v for v, _ in instr.incomings] if isinstance(instr, ir.PhiInstr) else \
+            instr.args if isinstance(instr, ir.CallInstr) else instr.operands
+        slots = tuple(translator.slot(v) for v in operands if id(v) in kinds)
+        if not slots:
+            return op
+        where = translator.where(instr)
+        if getattr(op, "blocking", False):
+            def checked_blocking(f):
+                _check_ready(f, slots, where)
+                return (yield from op(f))
+            checked_blocking.blocking = True
+            return checked_blocking
+
+        def checked(f):
+            _check_ready(f, slots, where)
+            return op(f)
+        return checked
+    return wrap
+
+
+def _check_ready(f, slots, where: str) -> None:
+    """Raise when one of ``slots`` holds a register of an MMA of this thread not yet retired (NaN by identity)."""
+    for slot in slots:
+        value = f[slot]
+        if value == value:              # (a number: only the in-flight NaN objects need the lookup)
+            continue
+        th = f[0]
+        for op in (th.wgmma.held if th.wgmma else ()):
+            if op.rows is not None and id(value) in _index(op):
+                raise InterpretError(
+                    f"{where}: {th.describe()} computes with an accumulator register of the wgmma.mma_async at "
+                    f"{op.where} before a wgmma.wait_group retired its group (PTX ISA §9.7.15.7 wgmma.wait_group: "
+                    f"accessing the accumulators before that wait is undefined; the MMA may still be writing "
+                    f"them).\n  Call tsjit.wgmma.commit_group() and tsjit.wgmma.wait_group(N) before this read, "
+                    f"N smaller than the groups committed since that MMA (0 retires all), then "
+                    f"`acc = tsjit.wgmma.fence_operand(acc)`.")
 
 
 def _resolve(th, state: _ThreadState, instr) -> None:

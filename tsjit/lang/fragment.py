@@ -17,6 +17,11 @@ subclass):
   carried across a run-time loop becomes one ``phi`` per element, never an ``alloca``
   (:mod:`tsjit.frontend.ssa`).
 * ``acc.fill(v)``, ``acc.map(fn)`` and :meth:`Fragment.with_item` return new fragments.
+* The fragment ``tsjit.wgmma.mma_async`` returns is *in flight* until a ``wgmma.wait_group``
+  follows it in the kernel's code: indexing it (``acc[0]``), ``map``, ``to`` or ``acc[i] = v``
+  before that raises :class:`CompilationError` (PTX ISA §9.7.15.7: accessing the accumulators
+  before the wait is undefined).  Passing it on to the next ``mma_async`` or to
+  ``wgmma.fence_operand`` is allowed.
 
 The accumulator layout of ``wgmma.mma_async.m64nNk*`` with Float32 accumulators (PTX ISA
 §9.7.15.5.1.1.1, "Matrix Fragments for wgmma.mma_async.m64nNk16", Figure 149; the same
@@ -114,7 +119,15 @@ class Fragment(tuple):
             raise CompilationError(f"Fragment index {key} is out of range for {len(self)} elements")
         return key % len(self)
 
+    def _check_ready(self, what: str) -> None:
+        """Raise if the fragment holds the accumulators of an MMA still in flight (``in_flight``:
+        set by :func:`tsjit.wgmma.mma_async`, cleared by the ``wait_group`` after it)."""
+        in_flight = self.__dict__.get("in_flight")
+        if in_flight is not None:
+            in_flight.check(what)
+
     def __getitem__(self, key):
+        self._check_ready("reads")
         if isinstance(key, slice):
             return Fragment(tuple.__getitem__(self, key), self.dtype)
         return tuple.__getitem__(self, self._index(key))
@@ -122,6 +135,7 @@ class Fragment(tuple):
     def with_item(self, key, value) -> "Fragment":
         """A copy with element ``key`` (compile-time int) replaced by ``value`` converted to
         :attr:`dtype`; what ``frag[key] = value`` means in kernel code."""
+        self._check_ready("overwrites")
         index = self._index(key)
         items = list(self)
         items[index] = cast_to(as_value(value, self.dtype), self.dtype)
@@ -143,12 +157,14 @@ class Fragment(tuple):
         """``Fragment(fn(v) for v in self)``: ``fn`` is a Python callable, a kernel ``lambda``
         or a ``@tsjit.func``, applied at compile time to each element Value.  The result's
         dtype is what ``fn`` returns (all elements must agree)."""
+        self._check_ready("reads")
         results = [fn(v) for v in self]
         first = next((r for r in results if isinstance(r, Value)), None)
         return Fragment(results, first.dtype if first is not None else self.dtype)
 
     def to(self, dtype: DType) -> "Fragment":
         """Every element converted to ``dtype`` (see :func:`tsjit.lang.values.cast_to`)."""
+        self._check_ready("reads")
         return Fragment([cast_to(v, dtype) for v in self], dtype)
 
     def __add__(self, other):

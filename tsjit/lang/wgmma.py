@@ -57,6 +57,8 @@ Warpgroup Level Matrix Multiply-Accumulate Instructions" (§9.7.15.5.2 ``wgmma.m
 """
 from __future__ import annotations
 
+import weakref
+
 from llvmlite import ir
 
 from tsjit.backend import emit
@@ -501,7 +503,42 @@ def mma_async(acc: Fragment, a, b, *, n: int | None = None, m: int = 64, k: int 
     args += [v.ir for v in acc]
     constraint_text = ",".join(["=f"] * count + constraints + [str(i) for i in range(count)])
     result = km.inline_asm(_register_struct(ir.FloatType(), count), asm, constraint_text, args, side_effect=True)
-    return Fragment([Value(b_ir.extract_value(result, i), dt.Float32) for i in range(count)], dt.Float32)
+    out = Fragment([Value(b_ir.extract_value(result, i), dt.Float32) for i in range(count)], dt.Float32)
+    out.in_flight = InFlight(km, f"m64n{n}k{kk}")
+    return out
+
+
+#: KernelModule -> how many ``wgmma.wait_group`` the frontend has emitted into it so far
+_WAITS_EMITTED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+class InFlight:
+    """The mark of a :class:`Fragment` returned by :func:`mma_async`: in flight until the kernel
+    emits a :func:`wait_group` after it (in the order the frontend emits code, which is program
+    order within a loop body or branch).  A fragment carried through a loop phi or a branch join is
+    a new fragment without the mark (the interpreter still sees a read of an in-flight register)."""
+
+    __slots__ = ("km", "waits", "location", "shape")
+
+    def __init__(self, km, shape: str):
+        self.km = km
+        self.waits = _WAITS_EMITTED.get(km, 0)
+        self.location = km.statement_location()
+        self.shape = shape
+
+    def check(self, what: str) -> None:
+        """Raise CompilationError when no ``wait_group`` was emitted since the MMA (``what``: the
+        access, "reads" or "overwrites")."""
+        if emit.current() is not self.km or _WAITS_EMITTED.get(self.km, 0) != self.waits:
+            return
+        where = f" at {self.location}" if self.location is not None else ""
+        raise CompilationError(
+            f"this expression {what} accumulator registers of the wgmma.mma_async.{self.shape} issued{where} before a "
+            f"tsjit.wgmma.wait_group retires it: the MMA runs asynchronously and may still be writing "
+            f"those registers (PTX ISA §9.7.15.7 wgmma.wait_group: accessing them before the wait "
+            f"is undefined).\n  Call tsjit.wgmma.commit_group() and tsjit.wgmma.wait_group(N) first "
+            f"(N: the groups that may stay in flight; 0 retires all), then `acc = "
+            f"tsjit.wgmma.fence_operand(acc)`, and read the accumulators after it.")
 
 
 def _register_struct(element, count: int):
@@ -539,7 +576,9 @@ def wait_group(pending: int = 0) -> None:
     _require_wgmma_target("wait_group")
     if isinstance(pending, bool) or not isinstance(pending, int) or not 0 <= pending <= 7:
         raise CompilationError(f"tsjit.wgmma.wait_group needs a compile-time count in 0..7, got {pending!r}")
-    emit.current().intrinsic("llvm.nvvm.wgmma.wait_group.sync.aligned", [ir.Constant(emit.I64, pending)])
+    km = emit.current()
+    km.intrinsic("llvm.nvvm.wgmma.wait_group.sync.aligned", [ir.Constant(emit.I64, pending)])
+    _WAITS_EMITTED[km] = _WAITS_EMITTED.get(km, 0) + 1
 
 
 def fence_operand(fragment: Fragment) -> Fragment:
@@ -564,7 +603,11 @@ def fence_operand(fragment: Fragment) -> Fragment:
     count = len(items)
     constraints = ",".join([f"={code}"] * count + [str(i) for i in range(count)])
     result = km.inline_asm(_register_struct(items[0].type, count), "", constraints, items, side_effect=True)
-    return Fragment([Value(b.extract_value(result, i), fragment.dtype) for i in range(count)], fragment.dtype)
+    out = Fragment([Value(b.extract_value(result, i), fragment.dtype) for i in range(count)], fragment.dtype)
+    in_flight = fragment.__dict__.get("in_flight")
+    if in_flight is not None:
+        out.in_flight = in_flight          # a fence before the wait keeps the registers in flight
+    return out
 
 
 __all__ = ["MatrixDescriptor", "make_descriptor", "advance_descriptor", "descriptor_constant_bits", "mma_async",
