@@ -191,6 +191,7 @@ class NamedBarrier(Waitable):
         self.arrived = 0
         self.generation = 0
         self.where = ""
+        self.aligned = False   # this phase: an aligned barrier of every thread (syncthreads)
         self.clock = None
         self.last_clock = None
         self.reductions = {}
@@ -199,11 +200,23 @@ class NamedBarrier(Waitable):
         want = self.expected if self.expected is not None else f"all {self.cta.live_threads()} live threads"
         return f"barrier {self.index} (bar.sync) of CTA {self.cta.ctaid}: {self.arrived} of {want} arrived"
 
-    def arrive(self, th, count, where: str) -> int:
-        """Arrive (``count`` None: every thread of the CTA); returns the generation to wait for the end of."""
+    def arrive(self, th, count, where: str, aligned: bool = True) -> int:
+        """Arrive (``count`` None: every thread of the CTA); returns the generation to wait for the end of.
+        ``aligned`` (``barrier.cta.sync.aligned``, what ``syncthreads()`` emits): a phase of every thread
+        of the CTA must be reached by every thread, at this one instruction (:meth:`_check_all_arrived`)."""
         if self.arrived == 0:
             self.expected = count
             self.where = where
+            self.aligned = aligned and count is None
+        elif self.aligned and where != self.where:
+            raise InterpretError(
+                f"syncthreads (bar.sync {self.index}, every thread of the CTA) at {where}: {th.describe()} arrives "
+                f"in the phase that other threads of CTA {self.cta.ctaid} entered at a different syncthreads, at "
+                f"{self.where}: the threads took different branches and each group waits at its own barrier "
+                f"(PTX ISA barrier{{.cta}}: an aligned barrier in conditionally executed code is undefined unless "
+                f"every thread of the CTA evaluates the condition identically).\n  Call syncthreads() where "
+                f"every thread of the CTA executes it (after the `if`), or give each group a named barrier with "
+                f"its thread count (tsjit.named_barrier_sync(id, count)).")
         elif count != self.expected:
             raise InterpretError(f"barrier {self.index} at {where}: {th.describe()} arrives expecting "
                                  f"{count if count is not None else 'all'} threads while the barrier's current phase "
@@ -219,9 +232,27 @@ class NamedBarrier(Waitable):
         self._check()
         return generation
 
+    def _check_all_arrived(self) -> None:
+        """An aligned phase of every thread completes only when every thread of the CTA arrived: one that
+        exited without arriving skipped a syncthreads() in a branch it did not take (or returned early)."""
+        missing = [t for t in self.cta.threads if not t.alive]
+        warps = sorted({t.linear // 32 for t in missing})
+        shown = ", ".join(map(str, warps[:8])) + (", ..." if len(warps) > 8 else "")
+        raise InterpretError(
+            f"syncthreads (bar.sync {self.index}, every thread of the CTA) at {self.where}: only {self.arrived} of "
+            f"the {len(self.cta.threads)} threads of CTA {self.cta.ctaid} reach it; {len(missing)} thread(s) of "
+            f"warp(s) {shown} exited without arriving (the barrier is in a branch, or after a return, that not "
+            f"every thread takes).  On the GPU this may hang or let the waiting threads through before the "
+            f"others' writes (PTX ISA barrier{{.cta}}: an aligned barrier in conditionally executed code is "
+            f"undefined unless every thread of the CTA evaluates the condition identically).\n  Move the "
+            f"syncthreads() out of the `if` so that every thread of the CTA executes it, or synchronize the "
+            f"subset with a named barrier and its thread count (tsjit.named_barrier_sync(id, count)).")
+
     def _check(self) -> None:
         want = self.expected if self.expected is not None else self.cta.live_threads()
         if self.arrived >= want:
+            if self.expected is None and self.aligned and self.arrived < len(self.cta.threads):
+                self._check_all_arrived()
             self.arrived = 0
             self.generation += 1
             self.expected = None

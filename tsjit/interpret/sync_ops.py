@@ -43,6 +43,7 @@ def _bar(tr, instr, d, args):
     name = instr.callee.name
     wait = ".sync." in name
     counted = name.endswith(".count")
+    aligned = ".aligned." in name
     i = args[0]
     c = args[1] if counted else None
     where = tr.where(instr)
@@ -51,7 +52,7 @@ def _bar(tr, instr, d, args):
     def bar(f):
         th = f[0]
         barrier = _named(th, f[i], where)
-        generation = barrier.arrive(th, f[c] if counted else None, where)
+        generation = barrier.arrive(th, f[c] if counted else None, where, aligned)
         if not wait:
             return
         th.wait_line = where
