@@ -38,3 +38,24 @@ def test_parsed_def_is_the_whole_block(tmp_path, name):
     assert ast.dump(parsed.node) == ast.dump(expected)
     assert parsed.node.lineno == first + (1 if name.endswith("decorator") else 0)
     assert parsed.node.col_offset == 4
+
+
+def test_a_module_edited_and_reloaded_is_read_again(tmp_path):
+    """linecache holds the lines a first parse read; a reloaded module's functions come from the new file."""
+    import importlib
+    import os
+    import sys
+    path = tmp_path / "edited_module.py"
+    path.write_text("def f(x):\n    return x + 1\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        module = importlib.import_module("edited_module")
+        assert isinstance(source.parse_function(module.f).node.body[0].value, ast.BinOp)
+        path.write_text("def f(x):\n    return -x\n")
+        os.utime(path, (os.path.getatime(path), os.path.getmtime(path) + 5))
+        importlib.invalidate_caches()
+        module = importlib.reload(module)
+        assert isinstance(source.parse_function(module.f).node.body[0].value, ast.UnaryOp)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("edited_module", None)

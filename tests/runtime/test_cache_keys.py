@@ -265,3 +265,28 @@ def test_assembler_version_from_wheel_metadata_matches_the_loaded_library(monkey
     if version is None or version < assemble._NVJITLINK_FIXED:
         pytest.skip(f"nvJitLink unusable here: {text}")
     assert assemble.assembler_version() == text == wheel[1]
+
+
+def test_a_kernel_edited_and_its_module_reloaded_is_compiled_again(tmp_path, monkeypatch):
+    """Edit a kernel's file in place and reload its module in the same process (Jupyter's autoreload,
+    importlib.reload): linecache still holds the first text; the key must come from the new one, not hit
+    the old kernel's entry (it did: the source digest read linecache without checking the file)."""
+    import importlib
+    monkeypatch.setenv("TSJIT_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "edited_kernel.py"
+    body = "import tsjit\n\n@tsjit.kernel\ndef k(x, out):\n    i = tsjit.thread_idx().x\n    out[i] = x[i] * {}\n"
+    path.write_text(body.format("2.0"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        module = importlib.import_module("edited_kernel")
+        first = tsjit.compile(module.k, X, X)
+        path.write_text(body.format("3.0"))     # same length and line count
+        stat = os.stat(path)
+        os.utime(path, (stat.st_atime, stat.st_mtime + 5))
+        importlib.invalidate_caches()
+        module = importlib.reload(module)
+        second = tsjit.compile(module.k, X, X)
+    finally:
+        sys.modules.pop("edited_kernel", None)
+    assert second.metadata["from_cache"] is False and second.metadata["key"] != first.metadata["key"]
+    assert "0f40400000" in second.ptx.lower() and "0f40400000" not in first.ptx.lower()   # 3.0f, not 2.0f

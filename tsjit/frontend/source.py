@@ -190,13 +190,16 @@ def source_text(obj) -> str | None:
     included, read through ``linecache``; ``None`` when it has none (builtins, ``exec``, REPL).
 
     A class's text is located by its ``__qualname__`` in its module file's ``ast``; the parsed
-    tree is cached per file and reused while ``linecache`` holds the same lines.
+    tree is cached per file and reused while ``linecache`` holds the same lines.  ``linecache`` is
+    checked against the file first (``checkcache``, one ``stat``): a file edited and its module reloaded
+    in the same process gives the new text, so the kernel's cache key changes with it.
     """
     if inspect.isclass(obj):
         return _class_source(obj)
     code = getattr(obj, "__code__", None)
     if not isinstance(code, types.CodeType):
         return None
+    linecache.checkcache(code.co_filename)   # a file edited since linecache read it (as inspect does)
     lines = linecache.getlines(code.co_filename)
     if not lines:
         return None
@@ -229,6 +232,7 @@ def _class_source(cls) -> str | None:
     filename = getattr(module, "__file__", None)
     if not filename or "<locals>" in cls.__qualname__:
         return _class_source_by_methods(cls)
+    linecache.checkcache(filename)
     lines = linecache.getlines(filename)
     if not lines:
         return None
