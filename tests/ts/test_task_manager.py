@@ -465,3 +465,17 @@ def test_setup_and_run_delegate_to_lowering(monkeypatch):
     assert calls == [("setup", m), ("run", m, "smem")]
     with pytest.raises(RuntimeError, match="already called"):
         m.setup_resources_and_tasks()
+
+
+def test_importing_the_model_loads_no_check_module():
+    """A TS program's module imports ``tsjit.ts`` in every process, also one whose kernels all come from
+    the disk cache: the checks (tsjit.ts.verify, a third of the import) load with the first TaskManager."""
+    import subprocess
+    import sys
+    code = ("import sys\nfrom tsjit import ts\nfrom tsjit.ts import task_manager\n"
+            "print(sorted(m for m in sys.modules if m.startswith('tsjit.ts.verify.')))\n"
+            "print(len(task_manager.CHECKS) > 20, 'tsjit.ts.verify.exhaustive' in sys.modules)")
+    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, check=True)
+    loaded, after = out.stdout.splitlines()
+    assert eval(loaded) == ["tsjit.ts.verify.findings", "tsjit.ts.verify.pipelines", "tsjit.ts.verify.registers"]
+    assert after == "True True"

@@ -56,48 +56,73 @@ from tsjit.ts.render import render
 from tsjit.ts.printout import format_register_report, format_schedule_table
 from tsjit.ts.memory_resource import MemoryResource
 from tsjit.ts.task import Task
-from tsjit.ts.verify import (bracketing, capacity, counts, interleave, leader_tasks, lifetimes, pdl,
-                             queues, registers, routing, structure)
-from tsjit.ts.verify import exhaustive
-from tsjit.ts.verify.credits import PipelineSimulator
+from tsjit.ts.verify import registers
 from tsjit.ts.verify.findings import Finding
 from tsjit.ts.verify.pipelines import is_pipelined, pipeline_config
 
-__all__ = ["TaskManager", "CHECKS"]
+__all__ = ["TaskManager", "CHECKS", "default_checks"]
 
-#: ``(rule id, check(manager) -> list[Finding])`` in execution order.
-CHECKS: tuple[tuple[str, Callable], ...] = (
-    ("W0", structure.check_warp_ranges),
-    ("W1", registers.check_warpgroup_registers),
-    ("W2", registers.check_register_budget),
-    ("R0", structure.check_resource_roles),
-    ("G1", structure.check_graph_resources_used),
-    ("G2", structure.check_graph_edges_backed),
-    ("PDL1", pdl.check_pdl_wait_order),
-    ("G3", structure.check_task_resources_in_graph),
-    ("G4", structure.check_declared_resources_scheduled),
-    ("N1", structure.check_labels),
-    ("B1", bracketing.check_bracketing),
-    ("B2", bracketing.check_try_ops),
-    ("Q1", queues.check_work_queues),
-    ("D1", bracketing.check_dma_ordering),
-    ("SG1", interleave.check_split_signaling),
-    ("SG2", leader_tasks.check_leader_side_tasks),
-    ("P1", counts.check_arrival_counts),
-    ("P2", counts.check_tma_bytes),
-    ("P6", interleave.check_interleave),
-    ("L1", interleave.check_cta_layouts),
-    ("H1", structure.check_head_loop_overlap),
-    ("M1", capacity.check_smem_capacity),
-    ("M2", capacity.check_tmem_capacity),
-    ("R1", routing.check_route_writers),
-    ("R2", routing.check_route_destinations),
-    ("R3", routing.check_routes_complete),
-    ("R4", routing.check_routes_most_recent),
-    ("R5", lifetimes.check_stage_token_lifetimes),
-    ("PP", interleave.check_ping_pong),
-    ("X", exhaustive.check_interleavings),
-)
+_CHECKS: tuple | None = None
+
+
+def default_checks() -> tuple[tuple[str, Callable], ...]:
+    """``(rule id, check(manager) -> list[Finding])`` in execution order (the module's ``CHECKS``).
+
+    The check modules (:mod:`tsjit.ts.verify`) load with the first TaskManager, not with ``import
+    tsjit.ts``: a program's module imports in a process whose TS kernels all come from the disk
+    cache without them (a third of the TS model's import time).
+    """
+    global _CHECKS
+    if _CHECKS is None:
+        from tsjit.ts.verify import (bracketing, capacity, counts, interleave, leader_tasks,  # lazily: see above
+                                     lifetimes, pdl, queues, routing, structure)
+        from tsjit.ts.verify import exhaustive  # lazily: as the checks above
+        _CHECKS = (
+        ("W0", structure.check_warp_ranges),
+        ("W1", registers.check_warpgroup_registers),
+        ("W2", registers.check_register_budget),
+        ("R0", structure.check_resource_roles),
+        ("G1", structure.check_graph_resources_used),
+        ("G2", structure.check_graph_edges_backed),
+        ("PDL1", pdl.check_pdl_wait_order),
+        ("G3", structure.check_task_resources_in_graph),
+        ("G4", structure.check_declared_resources_scheduled),
+        ("N1", structure.check_labels),
+        ("B1", bracketing.check_bracketing),
+        ("B2", bracketing.check_try_ops),
+        ("Q1", queues.check_work_queues),
+        ("D1", bracketing.check_dma_ordering),
+        ("SG1", interleave.check_split_signaling),
+        ("SG2", leader_tasks.check_leader_side_tasks),
+        ("P1", counts.check_arrival_counts),
+        ("P2", counts.check_tma_bytes),
+        ("P6", interleave.check_interleave),
+        ("L1", interleave.check_cta_layouts),
+        ("H1", structure.check_head_loop_overlap),
+        ("M1", capacity.check_smem_capacity),
+        ("M2", capacity.check_tmem_capacity),
+        ("R1", routing.check_route_writers),
+        ("R2", routing.check_route_destinations),
+        ("R3", routing.check_routes_complete),
+        ("R4", routing.check_routes_most_recent),
+        ("R5", lifetimes.check_stage_token_lifetimes),
+        ("PP", interleave.check_ping_pong),
+        ("X", exhaustive.check_interleavings),
+        )
+    return _CHECKS
+
+
+def default_simulator() -> type:
+    """The lock-step walker with pipeline credits (check C0), :class:`~tsjit.ts.verify.credits.PipelineSimulator`."""
+    from tsjit.ts.verify.credits import PipelineSimulator  # lazily: as default_checks
+    return PipelineSimulator
+
+
+def __getattr__(name: str):
+    """``CHECKS``: :func:`default_checks`, built on first use."""
+    if name == "CHECKS":
+        return default_checks()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _normalise_graph(graph: Any) -> dict:
@@ -136,10 +161,11 @@ class TaskManager:
         VerificationError: a check failed (unless ``skip_validation``).
     """
 
-    #: the checks run by print_and_verify, in order; later issues extend this tuple.
-    checks: tuple[tuple[str, Callable], ...] = CHECKS
-    #: the lock-step walker with pipeline credits (check C0).
-    simulator_class: type = PipelineSimulator
+    #: the checks run by print_and_verify, in order; ``None``: :func:`default_checks` (a subclass may
+    #: set its own tuple).
+    checks: tuple[tuple[str, Callable], ...] | None = None
+    #: the lock-step walker with pipeline credits (check C0); ``None``: :func:`default_simulator`.
+    simulator_class: type | None = None
 
     def __init__(self, tasks, resource_dependency_graph, *, options: TaskManagerOptions | None = None,
                  **keywords):
@@ -309,7 +335,7 @@ class TaskManager:
 
     def _structural_cause(self):
         """(check id, error messages) of the first structural check that fails, or None."""
-        for check, function in self.checks:
+        for check, function in (default_checks() if self.checks is None else self.checks):
             if check not in self._CAUSE_CHECKS:
                 continue
             errors = [f.message for f in function(self) if not f.is_warning]
@@ -322,7 +348,7 @@ class TaskManager:
         TaskManager.verified_count += 1
         if not self.tasks:
             return
-        simulator = self.simulator_class(
+        simulator = (self.simulator_class or default_simulator())(
             self, self.options.max_simulated_iterations, self.options.dynamic_trip_count)
         self.simulation = simulator.run()
         self.simulator = simulator
@@ -363,7 +389,7 @@ class TaskManager:
                     "  Every commit needs a wait and every acquire a release (per stage, "
                     "summed over the tasks); add the missing operation or remove the extra "
                     "one."])
-        for check, function in self.checks:
+        for check, function in (default_checks() if self.checks is None else self.checks):
             found = function(self)
             self.findings += found
             for finding in found:
@@ -383,7 +409,7 @@ class TaskManager:
     def schedule_table(self) -> str:
         """The schedule table as a string."""
         if self.simulation is None:
-            self.simulation = self.simulator_class(
+            self.simulation = (self.simulator_class or default_simulator())(
                 self, self.options.max_simulated_iterations,
                 self.options.dynamic_trip_count).run()
         return format_schedule_table(self.tasks, self.simulation.rows, self.simulation.blocked)
