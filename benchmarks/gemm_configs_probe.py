@@ -67,6 +67,7 @@ def force_with(make):
     mm._PLANS.clear()
     mm._FAST.clear()
     mm._PLAIN.clear()
+    getattr(mm, "_ALLOCATING", {}).clear()
     if make is None:
         configs.choose = ORIGINAL_CHOOSE
         return

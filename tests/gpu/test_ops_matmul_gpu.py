@@ -195,6 +195,36 @@ def test_runs_on_torchs_current_stream():
     assert _rel(out, ref) < 1e-2
 
 
+def test_allocating_calls_write_every_new_output_block():
+    """``matmul(a, b)`` takes the allocating lookup once it has seen an output block of torch's allocator: the
+    block handed back (poisoned first), a new block while the previous output lives, and that block again each
+    get the right product; a changed view of a at the same address (its transpose) is not taken for a."""
+    a, b = _rand(320, 256), _rand(256, 384)
+    ref = a.double() @ b.double()
+
+    def poisoned_block():
+        block = _poisoned(320, 384)
+        address = block.data_ptr()
+        del block                                  # freed: the next (320, 384) bf16 allocation gets it back
+        return address
+
+    first = tsjit.ops.matmul(a, b)
+    address = first.data_ptr()
+    first.fill_(float("nan"))
+    del first
+    again = tsjit.ops.matmul(a, b)                 # the same block (NaN now): the allocating lookup's hit
+    assert again.data_ptr() == address and _rel(again, ref) < 1e-2
+    for _ in range(2):                             # a new block while `again` lives, then that block again
+        block = poisoned_block()
+        other = tsjit.ops.matmul(a, b)
+        assert other.data_ptr() == block and _rel(other, ref) < 1e-2
+        del other
+    square = _rand(256, 256)
+    swapped = tsjit.ops.matmul(square.t(), b)      # same address as `square`, transposed
+    assert _rel(swapped, square.t().double() @ b.double()) < 1e-2
+    assert _rel(tsjit.ops.matmul(square, b), square.double() @ b.double()) < 1e-2
+
+
 def test_tsjit_device_arrays():
     import numpy as np
     from tsjit.runtime.arrays import bfloat16_bits_to_float32, float_to_bfloat16_bits

@@ -345,3 +345,127 @@ def test_plain_torch_call_is_one_direct_driver_call_and_its_errors_raise(fake_gp
     with pytest.raises(LaunchError, match="failed"):
         tsjit.ops.matmul(a, b, out=out)
     assert len(calls) == 5                                            # the direct call, then the full one
+
+
+class FakeTorchModule(types.ModuleType):
+    """``torch.empty`` as the caching allocator behaves in a loop: it hands out the addresses of ``blocks`` in turn
+    (a freed output's block comes back), as FakeTorchTensors."""
+
+    bfloat16 = "torch.bfloat16"
+
+    def __init__(self, blocks):
+        super().__init__("torch")
+        self.blocks, self.made = itertools.cycle(blocks), []
+
+    def empty(self, shape, dtype=None, device=None):
+        tensor = FakeTorchTensor(tuple(shape))
+        tensor._ptr = next(self.blocks)
+        self.made.append((tuple(shape), dtype, device))
+        return tensor
+
+
+def _allocating_setup(monkeypatch, blocks):
+    calls = fake_driver_launches(monkeypatch)
+    fake_torch = FakeTorchModule(blocks)
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    monkeypatch.setattr(FakeTorchTensor, "device", "cuda:0", raising=False)
+    monkeypatch.setattr(FakeTorchTensor, "element_size", lambda self: 2, raising=False)
+    monkeypatch.setattr(mm, "_RAW_STREAM", [lambda device: 5])
+    for table in ("_FAST", "_PLAIN", "_ALLOCATING"):
+        monkeypatch.setattr(mm, table, {})
+    return calls, fake_torch
+
+
+def _output_address(calls, index):
+    """The output address packed into the launch of recorded driver call ``index`` (its BoundLaunch's c view)."""
+    params = calls[index][2]
+    for entry in mm._ALLOCATING.values():
+        for direct, bound in entry[5].values():
+            if ctypes.addressof(bound.pointer_array) == params:
+                return bound.arguments[2].data_ptr
+    return None
+
+
+def test_plain_allocating_torch_call_is_one_lookup_per_allocator_block(fake_gpu, monkeypatch):
+    """``matmul(a, b)`` of torch tensors: after the first call per output block, a call is the lookup of a and b
+    (their metadata checked), torch.empty with the entry's shape / dtype / device, and the launch packed for the
+    block torch.empty returned: each output address gets its own launch, never another block's."""
+    blocks = [0x7000 << 32, 0x7100 << 32]
+    calls, fake_torch = _allocating_setup(monkeypatch, blocks)
+    a, b = FakeTorchTensor((96, 384)), FakeTorchTensor((384, 640))
+    first = [tsjit.ops.matmul(a, b) for _ in range(2)]              # packs both blocks' launches
+    assert [out.data_ptr() for out in first] == blocks
+    (entry,) = mm._ALLOCATING.values()
+    assert sorted(entry[5]) == blocks and entry[2:5] == ((96, 640), "torch.bfloat16", "cuda:0")
+    monkeypatch.setattr(mm, "_call", None)                          # hits never reach the general path
+    outs = [tsjit.ops.matmul(a, b) for _ in range(4)]
+    assert [out.data_ptr() for out in outs] == blocks * 2 and all(o.shape == (96, 640) for o in outs)
+    assert len(calls) == 6 and not fake_gpu
+    assert [_output_address(calls, i) for i in range(2, 6)] == blocks * 2   # the block's own launch
+    assert fake_torch.made[-1] == ((96, 640), "torch.bfloat16", "cuda:0")
+
+
+def test_allocating_lookup_misses_when_metadata_at_the_address_changes(fake_gpu, monkeypatch):
+    """A stale allocating entry would be a wrong answer: the same addresses with another shape or strides
+    (a view of the same memory) or another dtype take the general path; a new output block packs a new launch."""
+    calls, fake_torch = _allocating_setup(monkeypatch, [0x7200 << 32])
+    a, b = FakeTorchTensor((96, 384)), FakeTorchTensor((384, 640))
+    tsjit.ops.matmul(a, b)
+    general = []
+    monkeypatch.setattr(mm, "_call", lambda *args, **kwargs: general.append(args) or "general path")
+    tsjit.ops.matmul(a, b)
+    assert not general
+    narrower = FakeTorchTensor((384, 320))                          # b's memory as a narrower view
+    narrower._ptr, narrower._strides = b._ptr, (640, 1)
+    transposed = FakeTorchTensor((384, 96))
+    transposed._ptr, transposed._strides, transposed.shape = a._ptr, (1, 384), (96, 384)
+    halves = FakeTorchTensor((96, 384))
+    halves._ptr, halves.dtype = a._ptr, "torch.float16"
+    for x, y in ((a, narrower), (transposed, b), (halves, b)):
+        assert tsjit.ops.matmul(x, y) == "general path"
+    assert len(general) == 3 and len(calls) == 2
+    assert tsjit.ops.matmul(a, b, alpha=2.0) == "general path"      # another alpha: another entry
+    fake_torch.blocks = itertools.cycle([0x7300 << 32])             # a block not seen: packed by the general path
+    assert tsjit.ops.matmul(a, b) == "general path" and general[-1][7].data_ptr() == 0x7300 << 32
+
+
+def test_plain_device_array_call_is_one_lookup_on_tsjits_current_stream(fake_gpu, monkeypatch):
+    """``matmul(a, b, out=c)`` of tsjit DeviceArrays: from the second call on, one lookup by the three addresses and
+    tsjit's current stream (the arrays' metadata checked), then the direct driver call; a view of the same memory
+    with other strides, or another stream (``use_stream``), is not taken for it."""
+    from tsjit.runtime import streams
+    calls = fake_driver_launches(monkeypatch)
+    monkeypatch.setattr(mm, "_PLAIN_ARRAYS", {})
+    a, b, out = tsjit.empty((96, 384), tsjit.BFloat16), tsjit.empty((384, 640), tsjit.BFloat16), \
+        tsjit.empty((96, 640), tsjit.BFloat16)
+    tsjit.ops.matmul(a, b, out=out)
+    ((key, (meta, direct, bound)),) = mm._PLAIN_ARRAYS.items()
+    assert key == (a.data_ptr, b.data_ptr, out.data_ptr, 0, 1.0, 0.0) and direct is not None
+    general = []
+    real_call = mm._call
+    monkeypatch.setattr(mm, "_call", lambda *args, **kwargs: general.append(args) or real_call(*args, **kwargs))
+    assert tsjit.ops.matmul(a, b, out=out) is out
+    assert not general and len(calls) == 2 and calls[1] == calls[0]
+    wider = arrays.DeviceArray((384, 320), tsjit.BFloat16, strides=(640, 1), data_ptr=b.data_ptr)   # b's memory
+    narrow_out = arrays.DeviceArray((96, 320), tsjit.BFloat16, strides=(640, 1), data_ptr=out.data_ptr)
+    tsjit.ops.matmul(a, wider, out=narrow_out)
+    assert len(general) == 1 and calls[2][2] != calls[0][2]           # its own packed launch
+    with streams.use_stream(streams.Stream(77)):
+        tsjit.ops.matmul(a, b, out=out)
+        assert len(general) == 2 and ctypes.c_uint64.from_address(calls[3][0]).value == 77
+        tsjit.ops.matmul(a, b, out=out)
+        assert len(general) == 2 and ctypes.c_uint64.from_address(calls[4][0]).value == 77
+
+
+def test_device_array_lookup_steps_aside_under_the_interpreter(fake_gpu, monkeypatch):
+    """With TSJIT_INTERPRET set (DeviceArrays may then be host memory) a warm DeviceArray entry is not used: the
+    general path takes the call."""
+    fake_driver_launches(monkeypatch)
+    monkeypatch.setattr(mm, "_PLAIN_ARRAYS", {})
+    a, b, out = tsjit.empty((96, 384), tsjit.BFloat16), tsjit.empty((384, 640), tsjit.BFloat16), \
+        tsjit.empty((96, 640), tsjit.BFloat16)
+    tsjit.ops.matmul(a, b, out=out)
+    assert len(mm._PLAIN_ARRAYS) == 1
+    monkeypatch.setattr(mm, "_call", lambda *args, **kwargs: "general path")
+    monkeypatch.setenv("TSJIT_INTERPRET", "1")
+    assert tsjit.ops.matmul(a, b, out=out) == "general path"

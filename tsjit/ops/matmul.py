@@ -34,7 +34,10 @@ dequantization scales (fp32 accumulation) with the Task Scheduling program of
   a dict lookup; a call whose data pointers were seen before reuses its packed launch (TMA
   descriptors included): one ``cuLaunchKernelEx``, called with no Python frame of its own
   (:meth:`tsjit.runtime.launch.BoundLaunch.direct`); the plain ``matmul(a, b, out=c)`` of torch
-  tensors looks its launch up by the three addresses and checks the tensors' metadata.
+  tensors looks its launch up by the three addresses and checks the tensors' metadata; the plain
+  allocating ``matmul(a, b)`` looks a and b up by their addresses, allocates the output as the entry
+  says and takes the launch packed for the block torch's caching allocator returned (a block not
+  seen yet is packed by the general path).
 
 Errors: a bad argument raises :class:`~tsjit.errors.LaunchError` naming it (shape, dtype, device).
 """
@@ -47,19 +50,18 @@ import tsjit
 from tsjit import env
 from tsjit.errors import LaunchError
 from tsjit.lang import dtypes as dt
-from tsjit.lang.epilogue import ACTIVATIONS, FusedEpilogue
+from tsjit.lang.epilogue import FusedEpilogue
 from tsjit.ops import autotune, configs
+from tsjit.ops.matmul_checks import INPUT_DTYPES, OUTPUT_DTYPES, check_arguments  # noqa: F401 (INPUT_DTYPES: re-exported)
 from tsjit.ops.device_buffers import LaunchSequence, Workspace, dummy_array
 from tsjit.ops.gemm_pingpong import extra_arguments, kernel_for, threads_for
 from tsjit.ops.staging import copy_launch, staging_buffer
-from tsjit.ops.operands import (FP8_DTYPES, TORCH_DTYPES, TORCH_TYPES, Operand, operand, operand_layout, scale_operand,
+from tsjit.ops.operands import (TORCH_DTYPES, TORCH_TYPES, Operand, operand, operand_layout, scale_operand,
                                 scale_vector, stream_handle)
-from tsjit.runtime import driver
+from tsjit.runtime import driver, streams
 from tsjit.runtime.arrays import DeviceArray
 from tsjit.runtime.launch import BoundLaunch
 
-INPUT_DTYPES = ("BFloat16", "Float16") + FP8_DTYPES
-OUTPUT_DTYPES = ("BFloat16", "Float16", "Float32")
 BINDINGS_PER_PLAN = 64
 #: L2 promotion of the X / Y operand TensorMaps (``tsjit.TensorMap``'s ``l2_promotion``, the driver's
 #: ``CU_TENSOR_MAP_L2_PROMOTION_*``).  Measured on the H200 (BENCHMARKS.md, issue 15, 2026-12-01): "128B" is
@@ -76,32 +78,6 @@ DEFAULT_SMS = 132
 _WORKSPACE = Workspace()
 
 
-def _bias_axis(bias: Operand | None, M: int, N: int) -> str:
-    if bias is None:
-        return "none"
-    shape = bias.shape[1:]
-    if shape in ((1, N),):
-        return "col"
-    if shape == (M, 1) and M > 1:
-        return "row"
-    if shape == (1, 1) and N == 1:
-        return "col"
-    raise LaunchError(f"tsjit.ops.matmul: argument 'bias' has shape {tuple(s for s in bias.shape if s != 1) or (1,)}; "
-                      f"expected (N,) = ({N},) or (1, N) for a per-column bias, or (M, 1) = ({M}, 1) per row")
-
-
-def _check_matrix(op: Operand | None, name: str, batch: int, M: int, N: int, dtypes) -> None:
-    if op is None:
-        return
-    if op.shape[1:] != (M, N) or op.shape[0] not in (batch,):
-        want = (batch, M, N) if batch > 1 else (M, N)
-        raise LaunchError(f"tsjit.ops.matmul: argument '{name}' has shape {op.shape if batch > 1 else op.shape[1:]}; "
-                          f"expected {want}")
-    if op.dtype is None or op.dtype.name not in dtypes:
-        raise LaunchError(f"tsjit.ops.matmul: argument '{name}' has dtype {getattr(op.dtype, 'name', op.dtype)}; "
-                          f"expected one of {list(dtypes)}")
-
-
 class _Plan:
     """Everything a call's shapes, strides, dtypes, alignment and options fix: the problem, the
     roles, the configuration, the fused epilogue and the launch geometry; plus the packed launches
@@ -110,49 +86,8 @@ class _Plan:
     def __init__(self, A: Operand, B: Operand, out: Operand | None, bias, residual, activation, alpha, beta,
                  out_dtype, epilogue_fn, batched: bool, sms: int | None = None, scales=("none", "none"),
                  forced=None):
-        name = "bmm" if batched else "matmul"
-        batch, M, K = A.shape
-        if B.shape[0] != batch or B.shape[1] != K:
-            want = f"({batch}, {K}, N)" if batched else f"({K}, N)"
-            got = B.shape if batched else B.shape[1:]
-            raise LaunchError(f"tsjit.ops.{name}: argument 'b' has shape {got}; expected {want} (a is "
-                              f"{A.shape if batched else A.shape[1:]})")
-        N = B.shape[2]
-        for op, arg in ((A, "a"), (B, "b")):
-            if op.dtype is None or op.dtype.name not in INPUT_DTYPES:
-                raise LaunchError(f"tsjit.ops.{name}: argument '{arg}' has dtype {getattr(op.dtype, 'name', None)}; "
-                                  f"expected BFloat16, Float16, Float8E4M3 or Float8E5M2")
-        fp8 = A.dtype.name in FP8_DTYPES
-        if A.dtype is not B.dtype and not (fp8 and B.dtype.name in FP8_DTYPES):
-            raise LaunchError(f"tsjit.ops.{name}: argument 'b' has dtype {B.dtype.name} but 'a' has {A.dtype.name}; "
-                              f"both must be BFloat16, both Float16, or both fp8 (Float8E4M3 / Float8E5M2, any mix)")
-        if not fp8 and scales != ("none", "none"):
-            raise LaunchError(f"tsjit.ops.{name}: arguments 'scale_a' / 'scale_b' as tensors dequantize fp8 inputs; "
-                              f"a and b are {A.dtype.name}: pass scales as Python numbers or use alpha")
-        if min(M, N, K) < 1:
-            raise LaunchError(f"tsjit.ops.{name}: every dimension must be >= 1; got M={M}, N={N}, K={K}")
-        if activation not in (None,) + ACTIVATIONS:
-            raise LaunchError(f"tsjit.ops.{name}: argument 'activation' must be one of {list(ACTIVATIONS)} or None; "
-                              f"got {activation!r}")
-        if out is not None:
-            dtype = out.dtype
-            if out_dtype is not None and dtype is not out_dtype:
-                raise LaunchError(f"tsjit.ops.{name}: argument 'out' has dtype {dtype.name} but out_dtype is "
-                                  f"{out_dtype.name}")
-        else:
-            dtype = out_dtype or (dt.BFloat16 if fp8 else A.dtype)
-        if dtype.name not in OUTPUT_DTYPES:
-            raise LaunchError(f"tsjit.ops.{name}: argument 'out_dtype' must be BFloat16, Float16 or Float32; "
-                              f"got {dtype.name}")
-        _check_matrix(out, "out", batch, M, N, OUTPUT_DTYPES)
-        _check_matrix(residual, "residual", batch, M, N, OUTPUT_DTYPES)
-        if beta != 0.0 and out is None:
-            raise LaunchError(f"tsjit.ops.{name}: argument 'beta' is {beta} but no 'out' was given; beta scales "
-                              f"out's previous contents")
-        if bias is not None and (bias.shape[0] != 1 or bias.dtype is None or bias.dtype.name not in OUTPUT_DTYPES):
-            raise LaunchError(f"tsjit.ops.{name}: argument 'bias' must be a BFloat16/Float16/Float32 vector; got "
-                              f"shape {bias.shape}, dtype {getattr(bias.dtype, 'name', None)}")
-        axis = _bias_axis(bias, M, N)
+        batch, M, N, K, dtype, axis = check_arguments(A, B, out, bias, residual, activation, beta, out_dtype,
+                                                       batched, scales)
         self.batch, self.M, self.N, self.K, self.batched = batch, M, N, K, batched
         self.out_dtype, self.torch = dtype, A.torch
         self.swapped = configs.choose_roles(M, N)
@@ -357,7 +292,17 @@ _FAST: dict = {}
 #: (the tensors' (shape, strides, dtype)s, direct call or None, packed launch): one entry per address tuple,
 #: hashed on six numbers instead of the nested metadata (about 0.5 us less per call)
 _PLAIN: dict = {}
+#: the plain allocating ``matmul(a, b)`` of torch tensors on the current stream: (addresses of a and b, stream,
+#: alpha) -> (a's and b's (shape, strides, dtype)s, torch.empty, the output's shape, dtype and device, {address of a
+#: new output: (direct call or None, packed launch)}): torch's caching allocator hands the same few blocks back
 FAST_ENTRIES = 1024
+_ALLOCATING: dict = {}
+#: the plain ``matmul(a, b, out=c)`` of tsjit DeviceArrays on tsjit's current stream: as :data:`_PLAIN`
+_PLAIN_ARRAYS: dict = {}
+_THREAD = streams.thread_state               # this thread's use_stream() stream (tsjit.runtime.streams)
+_interpret_requested = env.interpret_requested  # TSJIT_INTERPRET set now: DeviceArrays may be host memory
+#: output addresses an allocating entry keeps packed launches for (oldest dropped first)
+OUTPUT_ADDRESSES = 8
 _RAW_STREAM: list = []                 # [torch's _cuda_getCurrentRawStream or None], looked up once
 
 
@@ -377,9 +322,10 @@ def _current_stream(a) -> int:
 
 
 def _fast_call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a, scale_b, stream, epilogue_fn,
-               batched):
+               batched, allocating=False):
     """The hot path for torch tensors: one dict lookup of everything the launch depends on, then
-    one ``cuLaunchKernel``; ``None`` on a miss (the caller takes the full path)."""
+    one ``cuLaunchKernel``; ``None`` on a miss (the caller takes the full path).  ``allocating``: a plain
+    ``matmul(a, b)`` (a hit is entered for :func:`matmul`'s allocating lookup)."""
     s = _current_stream(a) if stream is None else stream_handle(stream, a)
     if out is None:
         rank = 3 if batched else 2
@@ -401,6 +347,8 @@ def _fast_call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, sc
         return None, out, key
     if entry[0] is None or entry[0]():
         entry[1](s)
+    if allocating and stream is None:       # matmul(a, b) whose allocating entry lacks this output address
+        _remember_allocating(a, b, out, s, alpha, entry)
     return out, out, key
 
 
@@ -415,15 +363,34 @@ def _is_fast(x) -> bool:
     return x is None or type(x) in TORCH_TYPES or type(x) is float or type(x) is int
 
 
+def _remember_allocating(a, b, out, s, alpha, launch) -> None:
+    """Enter the launch ``(direct, bound)`` of the plain allocating call ``matmul(a, b)`` that wrote the new
+    ``out`` on stream ``s``, for :func:`matmul`'s allocating lookup."""
+    key = (a.data_ptr(), b.data_ptr(), s, alpha)
+    meta = (a.shape, a.stride(), a.dtype, b.shape, b.stride(), b.dtype)
+    entry = _ALLOCATING.get(key)
+    if entry is None or entry[0] != meta:
+        if len(_ALLOCATING) >= FAST_ENTRIES:
+            _ALLOCATING.pop(next(iter(_ALLOCATING)))
+        entry = _ALLOCATING[key] = (meta, sys.modules["torch"].empty, tuple(out.shape), out.dtype, out.device, {})
+    launches = entry[5]
+    if len(launches) >= OUTPUT_ADDRESSES:
+        launches.pop(next(iter(launches)), None)
+    launches[out.data_ptr()] = launch
+
+
 def _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a, scale_b, stream, epilogue_fn,
-          batched: bool, plan_only: bool = False, sms: int | None = None):
+          batched: bool, plan_only: bool = False, sms: int | None = None, allocated: bool = False):
+    """The general path of matmul / bmm / explain (``plan_only``); ``allocated``: ``out`` was allocated by
+    matmul's allocating lookup (the call was ``matmul(a, b)``)."""
     fast_key = None
-    plain = (out is not None and bias is None and residual is None and activation is None and out_dtype is None
+    plain = (bias is None and residual is None and activation is None and out_dtype is None
              and scale_a is None and scale_b is None and epilogue_fn is None and not batched)
+    allocating = plain and (out is None or allocated) and beta == 0.0
     if (not plan_only and type(a) in TORCH_TYPES and type(b) in TORCH_TYPES and (out is None or type(out) in TORCH_TYPES)
             and _is_fast(bias) and _is_fast(residual) and _is_fast(scale_a) and _is_fast(scale_b)):
         done, out, fast_key = _fast_call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a,
-                                         scale_b, stream, epilogue_fn, batched)
+                                         scale_b, stream, epilogue_fn, batched, allocating)
         if done is not None:
             return done
     name = "bmm" if batched else "matmul"
@@ -482,6 +449,15 @@ def _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a
             _PLAIN[(a.data_ptr(), b.data_ptr(), out.data_ptr(), s, alpha, beta)] = (
                 (a.shape, a.stride(), a.dtype, b.shape, b.stride(), b.dtype, out.shape, out.stride(), out.dtype),
                 direct, bound)
+            if allocating and stream is None:
+                _remember_allocating(a, b, out, s, alpha, (direct, bound))
+    elif (plain and stream is None and bound is not None and type(a) is DeviceArray and type(b) is DeviceArray
+          and type(out) is DeviceArray and not env.interpret()):
+        if len(_PLAIN_ARRAYS) >= FAST_ENTRIES:
+            _PLAIN_ARRAYS.pop(next(iter(_PLAIN_ARRAYS)), None)
+        _PLAIN_ARRAYS[(a.data_ptr, b.data_ptr, out.data_ptr, s, alpha, beta)] = (
+            (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype, out.shape, out.strides, out.dtype),
+            bound.direct(s) if type(bound) is BoundLaunch else None, bound)
     return out
 
 
@@ -536,15 +512,38 @@ def matmul(a, b, *, bias=None, activation=None, residual=None, alpha=1.0, beta=0
         LaunchError: a bad argument, naming it (shape, dtype, device), or a launch failure.
         CompilationError: ``epilogue_fn`` does not compile.
     """
-    if (out is not None and bias is None and residual is None and activation is None and out_dtype is None
-            and scale_a is None and scale_b is None and epilogue_fn is None and stream is None and _RAW_STREAM):
-        kind = type(a)                            # the plain call with out=: _fast_call's key, inlined
-        if kind in TORCH_TYPES and type(b) is kind and type(out) is kind and _RAW_STREAM[0] is not None:
-            s = _RAW_STREAM[0](a.get_device())
-            entry = _PLAIN.get((a.data_ptr(), b.data_ptr(), out.data_ptr(), s, alpha, beta))
-            if entry is not None and entry[0] == (a.shape, a.stride(), a.dtype, b.shape, b.stride(), b.dtype, out.shape,
-                                                  out.stride(), out.dtype):
-                if entry[1] is None or entry[1]():   # the direct driver call; else (or on its error) the full one
+    if (bias is None and residual is None and activation is None and out_dtype is None and scale_a is None
+            and scale_b is None and epilogue_fn is None and stream is None):
+        kind = type(a)                 # the plain call: one lookup keyed by the addresses, inlined
+        if kind in TORCH_TYPES and type(b) is kind and _RAW_STREAM and _RAW_STREAM[0] is not None:
+            if out is None:            # allocating: a and b checked, out made as the entry says (its metadata known)
+                if beta == 0.0:
+                    s = _RAW_STREAM[0](a.get_device())
+                    entry = _ALLOCATING.get((a.data_ptr(), b.data_ptr(), s, alpha))
+                    if entry is not None and entry[0] == (a.shape, a.stride(), a.dtype, b.shape, b.stride(), b.dtype):
+                        out = entry[1](entry[2], dtype=entry[3], device=entry[4])
+                        launch = entry[5].get(out.data_ptr())
+                        if launch is None:       # a block of the allocator not seen yet: pack its launch
+                            return _call(a, b, None, None, None, alpha, beta, out, None, None, None, None, None,
+                                         False, allocated=True)
+                        if launch[0] is None or launch[0]():
+                            launch[1](s)
+                        return out
+            elif type(out) is kind:
+                s = _RAW_STREAM[0](a.get_device())
+                entry = _PLAIN.get((a.data_ptr(), b.data_ptr(), out.data_ptr(), s, alpha, beta))
+                if entry is not None and entry[0] == (a.shape, a.stride(), a.dtype, b.shape, b.stride(), b.dtype,
+                                                      out.shape, out.stride(), out.dtype):
+                    if entry[1] is None or entry[1]():   # the direct driver call; else (or on its error) the full one
+                        entry[2](s)
+                    return out
+        elif kind is DeviceArray and type(b) is kind and type(out) is kind:   # the same for tsjit arrays
+            s = _THREAD.stream
+            s = 0 if s is None else s.value
+            entry = _PLAIN_ARRAYS.get((a.data_ptr, b.data_ptr, out.data_ptr, s, alpha, beta))
+            if entry is not None and entry[0] == (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype, out.shape,
+                                                  out.strides, out.dtype) and not _interpret_requested():
+                if entry[1] is None or entry[1]():
                     entry[2](s)
                 return out
     return _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a, scale_b, stream,

@@ -1,0 +1,101 @@
+"""The argument checks of ``tsjit.ops.matmul`` / ``bmm`` that a plan runs once per call signature: shapes,
+dtypes and options, each mistake a :class:`~tsjit.errors.LaunchError` naming the argument."""
+from __future__ import annotations
+
+from tsjit.errors import LaunchError
+from tsjit.lang import dtypes as dt
+from tsjit.lang.epilogue import ACTIVATIONS
+from tsjit.ops.operands import FP8_DTYPES, Operand
+
+INPUT_DTYPES = ("BFloat16", "Float16") + FP8_DTYPES
+OUTPUT_DTYPES = ("BFloat16", "Float16", "Float32")
+
+
+def bias_axis(bias: Operand | None, M: int, N: int) -> str:
+    """``"none"``, ``"col"`` (shape (N,) / (1, N)) or ``"row"`` ((M, 1)) for a rank-3 ``bias`` operand.
+
+    Raises:
+        LaunchError: any other shape, naming 'bias'.
+    """
+    if bias is None:
+        return "none"
+    shape = bias.shape[1:]
+    if shape in ((1, N),):
+        return "col"
+    if shape == (M, 1) and M > 1:
+        return "row"
+    if shape == (1, 1) and N == 1:
+        return "col"
+    raise LaunchError(f"tsjit.ops.matmul: argument 'bias' has shape {tuple(s for s in bias.shape if s != 1) or (1,)}; "
+                      f"expected (N,) = ({N},) or (1, N) for a per-column bias, or (M, 1) = ({M}, 1) per row")
+
+
+def check_matrix(op: Operand | None, name: str, batch: int, M: int, N: int, dtypes) -> None:
+    """Check that operand ``name`` (``out`` / ``residual``; None passes) is (batch, M, N) of one of ``dtypes``.
+
+    Raises:
+        LaunchError: naming ``name``, its shape or dtype, and the expected one.
+    """
+    if op is None:
+        return
+    if op.shape[1:] != (M, N) or op.shape[0] not in (batch,):
+        want = (batch, M, N) if batch > 1 else (M, N)
+        raise LaunchError(f"tsjit.ops.matmul: argument '{name}' has shape {op.shape if batch > 1 else op.shape[1:]}; "
+                          f"expected {want}")
+    if op.dtype is None or op.dtype.name not in dtypes:
+        raise LaunchError(f"tsjit.ops.matmul: argument '{name}' has dtype {getattr(op.dtype, 'name', op.dtype)}; "
+                          f"expected one of {list(dtypes)}")
+
+
+def check_arguments(A: Operand, B: Operand, out: Operand | None, bias: Operand | None, residual: Operand | None,
+                    activation, beta: float, out_dtype, batched: bool, scales=("none", "none")):
+    """``(batch, M, N, K, output dtype, bias axis)`` of a call whose operands are ``A`` (batch, M, K) and ``B``
+    (batch, K, N); the bias axis is ``"none"``, ``"col"`` or ``"row"`` (in C's coordinates).
+
+    Raises:
+        LaunchError: a shape, dtype or option mistake, naming the argument and what it should be.
+    """
+    name = "bmm" if batched else "matmul"
+    batch, M, K = A.shape
+    if B.shape[0] != batch or B.shape[1] != K:
+        want = f"({batch}, {K}, N)" if batched else f"({K}, N)"
+        got = B.shape if batched else B.shape[1:]
+        raise LaunchError(f"tsjit.ops.{name}: argument 'b' has shape {got}; expected {want} (a is "
+                          f"{A.shape if batched else A.shape[1:]})")
+    N = B.shape[2]
+    for op, arg in ((A, "a"), (B, "b")):
+        if op.dtype is None or op.dtype.name not in INPUT_DTYPES:
+            raise LaunchError(f"tsjit.ops.{name}: argument '{arg}' has dtype {getattr(op.dtype, 'name', None)}; "
+                              f"expected BFloat16, Float16, Float8E4M3 or Float8E5M2")
+    fp8 = A.dtype.name in FP8_DTYPES
+    if A.dtype is not B.dtype and not (fp8 and B.dtype.name in FP8_DTYPES):
+        raise LaunchError(f"tsjit.ops.{name}: argument 'b' has dtype {B.dtype.name} but 'a' has {A.dtype.name}; "
+                          f"both must be BFloat16, both Float16, or both fp8 (Float8E4M3 / Float8E5M2, any mix)")
+    if not fp8 and scales != ("none", "none"):
+        raise LaunchError(f"tsjit.ops.{name}: arguments 'scale_a' / 'scale_b' as tensors dequantize fp8 inputs; "
+                          f"a and b are {A.dtype.name}: pass scales as Python numbers or use alpha")
+    if min(M, N, K) < 1:
+        raise LaunchError(f"tsjit.ops.{name}: every dimension must be >= 1; got M={M}, N={N}, K={K}")
+    if activation not in (None,) + ACTIVATIONS:
+        raise LaunchError(f"tsjit.ops.{name}: argument 'activation' must be one of {list(ACTIVATIONS)} or None; "
+                          f"got {activation!r}")
+    if out is not None:
+        dtype = out.dtype
+        if out_dtype is not None and dtype is not out_dtype:
+            raise LaunchError(f"tsjit.ops.{name}: argument 'out' has dtype {dtype.name} but out_dtype is "
+                              f"{out_dtype.name}")
+    else:
+        dtype = out_dtype or (dt.BFloat16 if fp8 else A.dtype)
+    if dtype.name not in OUTPUT_DTYPES:
+        raise LaunchError(f"tsjit.ops.{name}: argument 'out_dtype' must be BFloat16, Float16 or Float32; "
+                          f"got {dtype.name}")
+    check_matrix(out, "out", batch, M, N, OUTPUT_DTYPES)
+    check_matrix(residual, "residual", batch, M, N, OUTPUT_DTYPES)
+    if beta != 0.0 and out is None:
+        raise LaunchError(f"tsjit.ops.{name}: argument 'beta' is {beta} but no 'out' was given; beta scales "
+                          f"out's previous contents")
+    if bias is not None and (bias.shape[0] != 1 or bias.dtype is None or bias.dtype.name not in OUTPUT_DTYPES):
+        raise LaunchError(f"tsjit.ops.{name}: argument 'bias' must be a BFloat16/Float16/Float32 vector; got "
+                          f"shape {bias.shape}, dtype {getattr(bias.dtype, 'name', None)}")
+    axis = bias_axis(bias, M, N)
+    return batch, M, N, K, dtype, axis
