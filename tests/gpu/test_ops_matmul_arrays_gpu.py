@@ -66,6 +66,30 @@ def _config(a, b, **kwargs) -> str:
 
 
 @pytest.mark.parametrize("layout", ["NK", "KN"])
+def test_192_wide_tiles_match_float64(monkeypatch, layout):
+    """The 128 x 192 tile (the heuristic's at 1000 x 3000 x 777), forced at a ragged reduced size: two row tiles, a
+    second column tile 8 wide."""
+    import sys
+    from tsjit.ops import configs
+    mm = sys.modules["tsjit.ops.matmul"]
+    monkeypatch.setattr(configs, "choose", lambda problem: (configs.make_config(problem, 128, 192, 1),
+                                                            [(0.0, 128, 192, 1)]))
+    monkeypatch.setattr(mm, "_PLANS", {})
+    monkeypatch.setattr(mm, "_PLAIN_ARRAYS", {})
+    M, N, K = 136, 200, 128
+    a, a64 = _rand(M, K)
+    if layout == "NK":
+        bt, bt64 = _rand(N, K)
+        b, b64 = _transposed(bt), bt64.T
+    else:
+        b, b64 = _rand(K, N)
+    out = _poisoned(M, N)
+    tsjit.ops.matmul(a, b, out=out)
+    assert "128x192x64 tile" in next(iter(mm._PLANS.values())).config.describe()
+    assert _rel(out, a64 @ b64) < 1e-2
+
+
+@pytest.mark.parametrize("layout", ["NK", "KN"])
 @pytest.mark.parametrize("M,N,K", [(1, 1, 1), (7, 9, 5), (64, 128, 64), (127, 130, 136)])
 def test_matmul_matches_float64(M, N, K, layout):
     a, a64 = _rand(M, K)

@@ -95,6 +95,8 @@ CONFIGS = [
     (64, 64, 1, "tma", 64, "K", "MN", False, FusedEpilogue(bias="col", activation="relu")),
     (64, 64, 8, "direct", 64, "K", "K", False, FusedEpilogue()),
     (128, 64, 7, "direct", 64, "K", "K", False, FusedEpilogue(alpha=True)),
+    # the 192-wide tile (plain epilogues only: configs.candidates)
+    (128, 192, 1, "tma", 192, "K", "MN", False, FusedEpilogue()),
 ]
 
 
@@ -155,6 +157,9 @@ MEASURED_WINNERS = {
     (256, 256, 16384): ((64, 64, 8, 11), 0.914),        # 8 stages 0.867-0.873, 14: 0.902, 4: 0.698
     (128, 4096, 4096): ((64, 64, 1, 11), 0.950),        # 8 stages 0.82-0.90, 13: 0.978 (batch 3); 128x64 K2 0.845-0.893
     (512, 512, 8192): ((128, 64, 4, 8), 0.945),         # 64x128 K4 0.915, 128x128 K8 0.762
+    # 2026-12-02 (benchmarks/gemm_session_probe.py): 128x256 3 stages 1.770; at 3000x5000x1000 128x192 0.823 against
+    # the heuristic's 0.830, at 1024x14336x4096 0.920 against 0.962
+    (1000, 3000, 777): ((128, 192, 1, 4), 1.928),
 }
 
 
@@ -164,3 +169,13 @@ def test_heuristic_picks_the_measured_winner(shape):
     _, cfg = _choose(*shape)
     assert (cfg.block_m, cfg.block_n, cfg.splits, cfg.stages, cfg.schedule) == (bm, bn, splits, stages,
                                                                                  "cooperative")
+
+
+def test_192_wide_tiles_only_for_plain_16_bit_products():
+    """128 x 192 tiles are candidates for 16-bit inputs with a plain epilogue (what was measured; a bias + ReLU
+    epilogue on its 192-column staging pass spills 8 bytes with nvJitLink), never on 64-row tiles."""
+    def widths(**kw):
+        return {c[:2] for c in configs.candidates(configs.Problem(1000, 3000, 777, **kw))}
+    assert (128, 192) in widths() and (64, 192) not in widths()
+    assert all(bn != 192 for _, bn in widths(plain_epilogue=False, epilogue_loads=1))
+    assert all(bn != 192 for _, bn in widths(in_bytes=1))

@@ -6,7 +6,7 @@ caller has already decided whether to swap A and B (:func:`choose_roles`: for ``
 tile's wide side runs along N, ``D = C^T = B^T A^T``, so a 16-row activation block becomes the
 narrow wgmma N instead of wasting 48 of 64 rows).
 
-Candidates: ``BM`` in {128, 64} (2 or 1 consumer warpgroups), ``BN`` in {256, 128, 64, 32, 16}
+Candidates: ``BM`` in {128, 64} (2 or 1 consumer warpgroups), ``BN`` in {256, 192 (BM = 128 only), 128, 64, 32, 16}
 (MN-major Y needs ``BN >= 64``: its TMA boxes are 64 wide; a D at most 64 wide is covered by
 one tile, so X is streamed once; measured on the H200, two 32-wide tiles over a 64-wide D
 cost 10-25%), split-K ``S`` in {1, 2, 3, 4, 5, 6, 7,
@@ -70,7 +70,7 @@ PINGPONG_EFFICIENCY = {("pingpong-shared", 128, 256): 0.62, ("pingpong-shared", 
 #: per work tile: the pass-through of the other half stalls the ring while a warpgroup stores (both must release
 #: every stage), so the epilogue is not hidden; measured 4-8 us per tile at 3000x5000x1000 (2026-12-01, H200)
 PINGPONG_TILE_OVERHEAD_S = 4.0e-6
-BLOCK_NS = (256, 128, 64, 32, 16)
+BLOCK_NS = (256, 192, 128, 64, 32, 16)
 #: ring depths past 8 stages that measured faster (16-bit inputs, cooperative; H200, 2026-12-01, BENCHMARKS.md):
 #: 64 x 64 tiles (16 KB stages) are latency-bound with 8: 128 x 4096 x 4096 0.82-0.84x cuBLAS with 8 stages, 0.950
 #: with 11, 0.978 with 13; 256 x 256 x 16384 (split-K 8) 0.87 / 0.914 / 0.902 with 8 / 11 / 14 (deeper rings for
@@ -80,8 +80,12 @@ SPLITS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16)
 MIN_K_TILES_PER_SPLIT = 4
 BK = 64                            # K elements per stage of a 16-bit type (128 bytes; fp8: 128 elements)
 FP8_SPEEDUP = 2.0                  # dense fp8 wgmma issues twice the bf16 FLOPs (1979 vs 989 TFLOP/s)
-#: fraction of the wgmma peak a (BM, BN) tile sustains in the main loop
-EFFICIENCY = {(128, 256): 0.85, (128, 128): 0.78, (128, 64): 0.55, (128, 32): 0.25, (128, 16): 0.17,
+#: fraction of the wgmma peak a (BM, BN) tile sustains in the main loop.  (128, 192): the largest value that keeps
+#: every ordering measured on the H200 (2026-12-02, benchmarks/gemm_session_probe.py): 128 x 192 chosen only at
+#: 1000 x 3000 x 777 (32.1 us against 128 x 256's 35.2), not at 3000 x 5000 x 1000 (62.8 / 62.3), 1024 x 14336 x 4096
+#: (166.5 / 160.3 with 128 x 128), 512 x 28672 x 4096 (171.8 / 164.8) or 4096^3 (197.4 / 176.3); 0.82 picks it at the
+#: two 4096-K projections
+EFFICIENCY = {(128, 256): 0.85, (128, 192): 0.80, (128, 128): 0.78, (128, 64): 0.55, (128, 32): 0.25, (128, 16): 0.17,
               (64, 256): 0.72, (64, 128): 0.62, (64, 64): 0.45, (64, 32): 0.27, (64, 16): 0.14}
 
 
@@ -299,6 +303,8 @@ def candidates(problem: Problem):
         for block_n in BLOCK_NS:
             if problem.y_major == "MN" and block_n < 64:
                 continue
+            if block_n == 192 and (block_m != 128 or problem.in_bytes != 2 or not problem.plain_epilogue):
+                continue      # 192-wide: 16-bit inputs, 128-row tiles, plain epilogue (measured; bias + ReLU spills 8 B)
             if block_n > 2 * widest and block_n > 64:
                 continue                        # a tile more than twice as wide as D
             if problem.Q <= 64 and block_n < widest:
