@@ -25,6 +25,7 @@ ALLOWED = {
     ("tsjit/__init__.py", "__getattr__", "AttributeError"): "module attribute protocol (PEP 562)",
     ("tsjit/lang/__init__.py", "__getattr__", "AttributeError"): "module attribute protocol (PEP 562)",
     ("tsjit/lang/math.py", "__getattr__", "AttributeError"): "module attribute protocol (PEP 562), listing what exists",
+    ("tsjit/ts/task_manager.py", "__getattr__", "AttributeError"): "module attribute protocol (PEP 562): CHECKS built on first use",
     ("tsjit/ts/proxy.py", "ResourceProxy.__getattr__", "AttributeError"): "attribute protocol (dunder lookups)",
     ("tsjit/ts/group.py", "PipelineGroup.__getattr__", "AttributeError"): "attribute protocol (members by name)",
     ("tsjit/ts/group.py", "GroupMember.__getattr__", "AttributeError"): "attribute protocol (dunder lookups)",
