@@ -1,14 +1,13 @@
 """Pipeline-group GEMMs (issue 12 §4) against the plain TS GEMM and cuBLAS, interleaved.
 
 For each shape: the merge GEMM (``tsjit/examples/ts_merge_gemm.py``: A by cp.async, B by TMA, one
-Merge group, ReLU) grouped and with separate rings, the same with interleave lanes (``--lanes``, one per
-producer warp, where the K tiles are a multiple of them; ``-`` elsewhere), the plain Task Scheduling GEMM
+Merge group, ReLU) grouped and with separate rings, the plain Task Scheduling GEMM
 (``tsjit/examples/gemm.py``: A and B by TMA in one ring) and ``torch.relu(torch.matmul(a, b.T))``
 (cuBLAS + a ReLU kernel) are timed in turns (CUDA events, warm-up, median of ``--reps``; see
 ``benchmarks/timing.py``), after a numerics check of the merge GEMM against torch.  The table gives
-ms per call, TFLOP/s and the ratios merge / plain and merge-lanes / plain (issue 12: within 5 %, i.e. <= 1.05).
+ms per call, TFLOP/s and the ratio merge / plain (issue 12: within 5 %, i.e. <= 1.05).
 
-    PYTHONPATH=. python benchmarks/groups.py [--reps 20] [--stages 4] [--lanes 2 4] [--quick] [--prime]
+    PYTHONPATH=. python benchmarks/groups.py [--reps 20] [--stages 4] [--quick] [--prime]
 """
 from __future__ import annotations
 
@@ -27,53 +26,43 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--stages", type=int, default=4)
-    parser.add_argument("--lanes", type=int, nargs="*", default=[2, 4],
-                        help="also time the merge GEMM with these interleave lanes (ts_merge_gemm.producer_tasks), "
-                             "where the K tiles are a multiple of them")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--prime", action="store_true",
                         help="one untimed call before each timed repetition (no callable pays for the L2 state "
                              "its predecessor in the round left)")
     args = parser.parse_args()
-    merges = ["merge"] + [f"lanes{n}" for n in args.lanes] + ["separate"]
-    columns = merges + ["plain", "cublas"]
-    print(f"{'M':>6} {'N':>6} {'K':>6} | " + " ".join(f"{c:>9}" for c in columns) + " ms | TFLOP/s "
-          + " ".join(f"{c:>8}" for c in ("merge", "plain", "cublas")) + " | "
-          + " ".join(f"{c + '/plain':>14}" for c in merges[:-1]))
-    worst = dict.fromkeys(merges[:-1], 0.0)
+    print(f"{'M':>6} {'N':>6} {'K':>6} | {'merge':>8} {'merge-sep':>9} {'plain TS':>8} {'cuBLAS':>8} ms | "
+          f"{'TFLOP/s merge':>13} {'plain':>6} {'cuBLAS':>6} | merge/plain")
+    worst = 0.0
     for M, N, K in (QUICK if args.quick else SHAPES):
         a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
-        outputs = {name: torch.empty(M, N, device="cuda", dtype=torch.bfloat16) for name in columns[:-1]}
+        c_merge = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+        c_sep = torch.empty_like(c_merge)
+        c_plain = torch.empty_like(c_merge)
         # torch tensors are kernel arguments and TensorMap sources as they are (no copies)
-        fns = {"merge": ts_merge_gemm.merge_gemm_launcher(a, b, outputs["merge"], stages=args.stages)}
-        for n in args.lanes:
-            if -(-K // ts_merge_gemm.BK) % n == 0:
-                fns[f"lanes{n}"] = ts_merge_gemm.merge_gemm_launcher(a, b, outputs[f"lanes{n}"], stages=args.stages,
-                                                                     lanes=n)
-        fns["separate"] = ts_merge_gemm.merge_gemm_launcher(a, b, outputs["separate"], stages=args.stages,
-                                                            grouped=False)
+        merge = ts_merge_gemm.merge_gemm_launcher(a, b, c_merge, stages=args.stages)
+        separate = ts_merge_gemm.merge_gemm_launcher(a, b, c_sep, stages=args.stages, grouped=False)
+        plain = gemm.gemm_launcher(a, b, c_plain, stages=args.stages)
+        merge()
+        separate()
+        torch.cuda.synchronize()
         ref = torch.relu(a.float() @ b.float().T)
-        for name, fn in fns.items():            # every merge GEMM checked first, into a poisoned output
-            outputs[name].fill_(float("nan"))
-            fn()
-            torch.cuda.synchronize()
-            err = ((outputs[name].float() - ref).norm() / ref.norm()).item()
+        for name, c in (("merge", c_merge), ("merge-separate", c_sep)):
+            err = ((c.float() - ref).norm() / ref.norm()).item()
             if not err < 1e-2:
                 raise SystemExit(f"{name} GEMM {M}x{N}x{K}: relative error {err:.3g} against torch")
-        fns["plain"] = gemm.gemm_launcher(a, b, outputs["plain"], stages=args.stages)
-        fns["cublas"] = lambda: torch.relu(torch.matmul(a, b.T))
-        times = interleaved_time_ms(fns, reps=args.reps, prime=args.prime)
+        times = interleaved_time_ms({"merge": merge, "separate": separate, "plain": plain,
+                                     "cublas": lambda: torch.relu(torch.matmul(a, b.T))}, reps=args.reps,
+                                    prime=args.prime)
         flops = 2.0 * M * N * K
-        ratios = {k: times[k] / times["plain"] for k in merges[:-1] if k in times}
-        for k, r in ratios.items():
-            worst[k] = max(worst[k], r)
-        print(f"{M:>6} {N:>6} {K:>6} | " + " ".join(f"{times[c]:9.3f}" if c in times else f"{'-':>9}" for c in columns)
-              + "    |         " + " ".join(f"{flops / times[c] / 1e9:8.1f}" for c in ("merge", "plain", "cublas"))
-              + " | " + " ".join(f"{ratios[c]:14.3f}" if c in ratios else f"{'-':>14}" for c in merges[:-1]))
-    for k, w in worst.items():
-        if w:
-            print(f"worst {k}/plain ratio {w:.3f} ({'within' if w <= 1.05 else 'OUTSIDE'} the 5% budget)")
+        tflops = {k: flops / v / 1e9 for k, v in times.items()}
+        ratio = times["merge"] / times["plain"]
+        worst = max(worst, ratio)
+        print(f"{M:>6} {N:>6} {K:>6} | {times['merge']:8.3f} {times['separate']:9.3f} {times['plain']:8.3f} "
+              f"{times['cublas']:8.3f}    | {tflops['merge']:13.1f} {tflops['plain']:6.1f} {tflops['cublas']:6.1f} | "
+              f"{ratio:.3f}")
+    print(f"worst merge/plain ratio {worst:.3f} ({'within' if worst <= 1.05 else 'OUTSIDE'} the 5% budget)")
 
 
 if __name__ == "__main__":

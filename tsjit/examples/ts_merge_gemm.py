@@ -37,11 +37,9 @@ import numpy as np
 
 import tsjit
 from tsjit import ts
-from tsjit.errors import VerificationError
 from tsjit.examples.gemm import bf16_round
 from tsjit.lang.epilogue import FusedEpilogue
 from tsjit.lang.fragment import Fragment
-from tsjit.ops import gemm_program
 from tsjit.ops.gemm_program import BK, OutputTile, WarpgroupMmaRing
 from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
 
@@ -49,7 +47,6 @@ BM = 128
 A_WARPS = 4             # the whole producer warpgroup copies A (warp 0 also issues B's TMA)
 THREADS = 384
 LOAD_REGISTERS, MMA_REGISTERS = 40, 232
-LANE_REGISTERS = (56, 224)   # warp lanes: 32 copies per thread per stage need the producer more registers
 
 
 def _aligned(pointer, alignment: int):
@@ -65,7 +62,6 @@ class CpAsyncTiles(ts.MemoryResource):
     a: object
     first_thread: int
     threads: int
-    lanes: int = 1          # warp lanes (``threads / 32``): one warp fills each stage
     tiles: object = None
 
     def __post_init__(self):
@@ -81,11 +77,8 @@ class CpAsyncTiles(ts.MemoryResource):
         m, _, _ = stage_info.work_tile.coords
         rows, cols = self.a.shape[0], self.a.shape[1]
         per_row = BK // 8                              # 16-byte chunks in one row of the tile
-        lane_threads = self.threads // self.lanes      # the threads of one lane fill the whole stage
-        rows_per_pass = lane_threads // per_row
+        rows_per_pass = self.threads // per_row
         t = tsjit.thread_idx().x - self.first_thread
-        if tsjit.const_expr(self.lanes > 1):
-            t = t & 31                                 # warp lanes: each warp fills its stages alone
         c = t & (per_row - 1)
         r0 = t >> 3
         swizzled = c ^ (r0 & 7)
@@ -148,27 +141,22 @@ class TmaOperandB(WarpgroupMmaRing):
 
 
 def mainloop_rings(a, b_map, block_n: int, stages: int, grouped: bool, a_first_warp: int = 0,
-                   a_warps: int = A_WARPS, b_with_a: bool = True, lanes: int = 1):
+                   a_warps: int = A_WARPS, b_with_a: bool = True):
     """The two operand rings (and their Merge group when ``grouped``): ``(smem_a, smem_b, group)``;
     A is loaded by warps ``[a_first_warp, a_first_warp + a_warps)``.  ``b_with_a``: one task fills
     both (:func:`operand_load_schedule`), B's TMA issued and armed by its first warp; else B has its
-    own one-warp task (``load_b`` of :func:`mainloop_schedules`).  ``lanes = a_warps`` (with ``b_with_a``):
-    warp lanes, ``interleave_stride`` (lanes, lanes, 1, 1) on both rings: each A warp fills whole stages,
-    A and B (every warp's elected thread issues and arms its stages' TMA; :func:`producer_tasks`)."""
+    own one-warp task (``load_b`` of :func:`mainloop_schedules`)."""
     consumers = ts.CooperativeGroup(ts.Agent.Thread, 8)          # one lane per MMA warp releases
-    stride = (lanes, lanes, 1, 1) if lanes > 1 else 1
     a_cfg = ts.PipelineConfig.create_async_async_pipeline_cfg(
-        stages, ts.CooperativeGroup(ts.Agent.Thread, a_warps * 32 // lanes), consumers,
-        producer_op=ts.PipelineOp.AsyncLoad, interleave_stride=stride, advance_on_wait=True)
+        stages, ts.CooperativeGroup(ts.Agent.Thread, a_warps * 32), consumers, producer_op=ts.PipelineOp.AsyncLoad,
+        advance_on_wait=True)
     b_cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(
-        stages, block_n * BK * 2, ts.CooperativeGroup(ts.Agent.Thread, 1), consumers, interleave_stride=stride,
-        advance_on_wait=True,
-        producer_signaling_threads=ts.SignalingThreads.TaskWarpLeader if b_with_a and lanes == 1
-        else ts.SignalingThreads.All)
+        stages, block_n * BK * 2, ts.CooperativeGroup(ts.Agent.Thread, 1), consumers, advance_on_wait=True,
+        producer_signaling_threads=ts.SignalingThreads.TaskWarpLeader if b_with_a else ts.SignalingThreads.All)
     smem_a = CpAsyncTiles(name="smem_a", pipeline_config=a_cfg, a=a, first_thread=32 * a_first_warp,
-                          threads=a_warps * 32, lanes=lanes)
+                          threads=a_warps * 32)
     smem_b = TmaOperandB(name="smem_b", pipeline_config=b_cfg, b_map=b_map, a_ring=smem_a, block_n=block_n,
-                         tma_warp=a_first_warp if b_with_a and lanes == 1 else None)
+                         tma_warp=a_first_warp if b_with_a else None)
     group = ts.PipelineGroup("ab", [smem_a, smem_b], ts.PipelineGroupMode.Merge) if grouped else None
     return smem_a, smem_b, group
 
@@ -221,17 +209,16 @@ def mainloop_schedules(k_tiles):
     return load_b, load_a, mma_loop
 
 
-def operand_load_schedule(k_tiles, start=0, step: int = 1):
+def operand_load_schedule(k_tiles):
     """The schedule of one producer task filling both rings (``mainloop_rings(..., b_with_a=True)``): per K
     tile it acquires the stage of both, issues A's copies, then B's TMA, and commits both.  A goes first:
     cp.async data comes later than a TMA's (on the H200, issuing B first made the GEMM ~2.5% slower).
     Both works run inside both acquire/commit brackets (the checker counts a task's writes against every
-    ring it fills).  ``start``, ``step``: the K tiles of an interleave lane (``start``, ``start + step``,
-    ...)."""
+    ring it fills)."""
     @ts.schedule
     def load(q: WorkQueue, a: CpAsyncTiles, b: TmaOperandB):
         with ts.work_tile_loop(q):
-            with ts.domain_loop(start, k_tiles, step):
+            with ts.domain_loop(0, k_tiles, 1):
                 a.acquire()
                 b.acquire()
                 a.fill()
@@ -245,33 +232,6 @@ def operand_load_schedule(k_tiles, start=0, step: int = 1):
     return load
 
 
-def producer_tasks(wq, rings, members, k_tiles, lanes: int = 1):
-    """The producer task filling ``rings`` (``(smem_a, smem_b)``; the schedule takes ``members``, see
-    :func:`member_arguments`), ``load`` at warp 0:
-
-    * ``lanes=1``: 4 warps; each stage's A copies come from all 128 threads;
-    * ``lanes=2`` or ``4``: ``lanes`` warps (warps 2-3 idle with ``lanes=2``), warp lanes of the rings'
-      ``interleave_stride`` (lanes, lanes, 1, 1): warp ``w`` fills the stages of K tiles ``w, w + lanes,
-      ...`` alone, A and B, so each warp has ``lanes`` stages' time for its 32 copies per thread.
-
-    Raises:
-        ValueError: ``lanes`` is not 1, 2 or 4."""
-    if lanes == 1:
-        return [ts.Task("load", [wq], list(rings), warp_idx=0, num_warps=A_WARPS,
-                        schedule=operand_load_schedule(k_tiles)(wq, *members), num_registers=LOAD_REGISTERS)]
-    if lanes not in (2, 4):
-        raise ValueError(f"merge_gemm: lanes must be 1, 2 or 4 (interleave lanes, one per producer warp), "
-                         f"got {lanes}")
-    schedule = operand_load_schedule(k_tiles, tsjit.warp_idx() % lanes, lanes)
-    tasks = [ts.Task("load", [wq], list(rings), warp_idx=0, num_warps=lanes, schedule=schedule(wq, *members),
-                     num_registers=LANE_REGISTERS[0])]
-    if lanes < A_WARPS:        # the rest of the producer warpgroup gives its registers up too
-        idle_schedule = gemm_program.mainloop_schedules(k_tiles)[1]
-        tasks.append(ts.Task("idle", [wq], [], warp_idx=lanes, num_warps=A_WARPS - lanes,
-                             schedule=idle_schedule(wq), num_registers=LANE_REGISTERS[0]))
-    return tasks
-
-
 def member_arguments(group, a, b):
     """``(a, b, groups)`` as schedule arguments: ``group.member`` references and ``(group,)`` when
     grouped, else the rings and ``()``."""
@@ -280,19 +240,17 @@ def member_arguments(group, a, b):
 
 @tsjit.kernel
 def merge_gemm(a, b_map, c, c_map, M, N, K, BN: tsjit.Constexpr[int], STAGES: tsjit.Constexpr[int],
-               GROUP_M: tsjit.Constexpr[int], GROUPED: tsjit.Constexpr[bool] = True, LANES: tsjit.Constexpr[int] = 1):
-    """C (M, N) = relu(A (M, K) @ B^T), B (N, K); block = 384 threads, persistent grid.  ``LANES`` > 1:
-    that many interleaved producer lanes; the K tiles, ``ceil(K / 64)``, must be a multiple of it
-    (:func:`merge_gemm_launcher` checks)."""
+               GROUP_M: tsjit.Constexpr[int], GROUPED: tsjit.Constexpr[bool] = True):
+    """C (M, N) = relu(A (M, K) @ B^T), B (N, K); block = 384 threads, persistent grid."""
     tiles_m, tiles_n, k_tiles = (M + BM - 1) // BM, (N + BN - 1) // BN, (K + BK - 1) // BK
     wq = WorkQueue(name="tiles", tile_scheduler_config=TileSchedulerConfig.create_static_persistent_tile_scheduler_params(
         tiles_m, tiles_n, order="grouped", group_size_m=GROUP_M))
-    smem_a, smem_b, group = mainloop_rings(a, b_map, BN, STAGES, GROUPED, a_warps=A_WARPS if LANES == 1 else LANES,
-                                           lanes=LANES)
+    smem_a, smem_b, group = mainloop_rings(a, b_map, BN, STAGES, GROUPED)
     out = OutputTile(name="c", c=c, c_map=c_map, block_m=BM, block_n=BN, rows=M, cols=N,
                      fused=FusedEpilogue(activation="relu"), operands=(c, c, c, 1.0, 0.0), mode="tma",
                      staged_columns=BN if STAGES <= 3 else min(BN, 128))
     _, _, mma_loop = mainloop_schedules(k_tiles)
+    load = operand_load_schedule(k_tiles)
 
     @ts.schedule
     def mma_schedule(q: WorkQueue, a: CpAsyncTiles, b: TmaOperandB, o: OutputTile, *groups):
@@ -304,47 +262,22 @@ def merge_gemm(a, b_map, c, c_map, M, N, K, BN: tsjit.Constexpr[int], STAGES: ts
         o.flush()
 
     ma, mb, groups = member_arguments(group, smem_a, smem_b)
-    tasks = producer_tasks(wq, (smem_a, smem_b), (ma, mb), k_tiles, LANES)
-    tasks += [ts.Task("mma", [wq, smem_a, smem_b], [out], warp_idx=4, num_warps=8,
-                     schedule=mma_schedule(wq, ma, mb, out, *groups),
-                      num_registers=MMA_REGISTERS if LANES == 1 else LANE_REGISTERS[1])]
-    run_program(tasks, {smem_a: [wq], smem_b: [wq], out: [smem_a, smem_b]}, past_lockstep_c0=LANES == STAGES)
-
-
-def run_program(tasks, graph, past_lockstep_c0: bool = False) -> None:
-    """Verify and lower ``tasks`` (``ts.TaskManager(tasks, graph)``, ``setup_resources_and_tasks``, ``run``).
-
-    ``past_lockstep_c0``: for warp lanes as many as the ring's stages, the one finding accepted is check C0's
-    deadlock: C0 walks a warp-lane task's lanes in lock step, so its next trip needs every stage free while
-    the consumer's lagging release (``advance_on_wait``) still holds one, a deadlock only in that walk (each
-    warp needs only its own stage).  The exhaustive interleaving checker (check X) models every warp as its
-    own process and must prove the program; a finding of any other check is raised as usual.
-
-    Raises:
-        VerificationError: a check rejects the program (with ``past_lockstep_c0``: any check but C0)."""
-    if not past_lockstep_c0:
-        manager = ts.TaskManager(tasks, graph, verbose=False)
-        manager.setup_resources_and_tasks()
-        manager.run()
-        return
-    import warnings
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"\[C0\]", category=ts.VerificationWarning)
-        manager = ts.TaskManager(tasks, graph, verbose=False, skip_validation=True)
-    errors = [f for f in manager.findings if not f.is_warning]      # every check's findings but C0's
-    if errors:
-        raise VerificationError(errors[0].message, check=errors[0].check)
+    tasks = [ts.Task("load", [wq], [smem_a, smem_b], warp_idx=0, num_warps=A_WARPS, schedule=load(wq, ma, mb),
+                     num_registers=LOAD_REGISTERS),
+             ts.Task("mma", [wq, smem_a, smem_b], [out], warp_idx=4, num_warps=8,
+                     schedule=mma_schedule(wq, ma, mb, out, *groups), num_registers=MMA_REGISTERS)]
+    manager = ts.TaskManager(tasks, {smem_a: [wq], smem_b: [wq], out: [smem_a, smem_b]}, verbose=False)
     manager.setup_resources_and_tasks()
     manager.run()
 
 
 def compile_args(M: int = 1024, N: int = 1024, K: int = 512, block_n: int = 256, stages: int = 4,
-                 grouped: bool = True, lanes: int = 1):
+                 grouped: bool = True):
     """Arguments for ``tsjit.compile(merge_gemm, ...)`` without a GPU."""
     a = tsjit.spec((M, K), tsjit.BFloat16)
     b_map = tsjit.tensormap_spec(tsjit.BFloat16, (block_n, BK), swizzle="128B")
     c_map = tsjit.tensormap_spec(tsjit.BFloat16, (64, 64), swizzle="128B")
-    return a, b_map, tsjit.spec((M, N), tsjit.BFloat16), c_map, M, N, K, block_n, stages, 8, grouped, lanes
+    return a, b_map, tsjit.spec((M, N), tsjit.BFloat16), c_map, M, N, K, block_n, stages, 8, grouped
 
 
 def barrier_counts(stages: int = 4, target: str = "sm_90a") -> dict:
@@ -355,22 +288,15 @@ def barrier_counts(stages: int = 4, target: str = "sm_90a") -> dict:
 
 
 def merge_gemm_launcher(a, b, c, *, block_n: int = 256, stages: int = 4, group_m: int = 8, grouped: bool = True,
-                        lanes: int = 1, sms: int | None = None, stream=None):
+                        sms: int | None = None, stream=None):
     """A launcher for C = relu(A @ B^T) on device arrays (bf16 A (M, K), B (N, K), C (M, N)).
-    ``lanes`` 2 or 4: warp lanes, one producer warp filling each stage (:func:`producer_tasks`).
 
     Raises:
-        ValueError: K is not a multiple of 8 (A's rows must be 16-byte aligned for cp.async), ``lanes`` is
-            not 1, 2 or 4, or the K tiles (``ceil(K / 64)``) are not a multiple of ``lanes``."""
+        ValueError: K is not a multiple of 8 (A's rows must be 16-byte aligned for cp.async)."""
     M, K = a.shape
     N = b.shape[0]
     if K % 8:
         raise ValueError(f"merge_gemm needs K a multiple of 8 (16-byte A rows for cp.async), got K={K}")
-    if lanes not in (1, 2, 4):
-        raise ValueError(f"merge_gemm: lanes must be 1, 2 or 4 (interleave lanes, one per producer warp), got {lanes}")
-    if lanes > 1 and -(-K // BK) % lanes:
-        raise ValueError(f"merge_gemm with lanes={lanes} needs ceil(K / {BK}) a multiple of {lanes} (lane w "
-                         f"fills K tiles w, w + {lanes}, ... of every work tile), got K={K}; use lanes=1")
     b_map = tsjit.TensorMap(b, (block_n, BK), swizzle="128B")
     c_map = tsjit.TensorMap(c, (64, 64), swizzle="128B")
     tiles = -(-M // BM) * -(-N // block_n)
@@ -379,7 +305,7 @@ def merge_gemm_launcher(a, b, c, *, block_n: int = 256, stages: int = 4, group_m
         from tsjit.runtime.driver import device_properties
         sms = 132 if env.interpret() else device_properties().sm_count   # the CPU interpreter: an H200's SMs
     launch = merge_gemm[(min(tiles, sms),), (THREADS,)]
-    return lambda: launch(a, b_map, c, c_map, M, N, K, block_n, stages, group_m, grouped, lanes, stream=stream)
+    return lambda: launch(a, b_map, c, c_map, M, N, K, block_n, stages, group_m, grouped, stream=stream)
 
 
 def random_operands(M: int, N: int, K: int, rng=None):
@@ -389,14 +315,12 @@ def random_operands(M: int, N: int, K: int, rng=None):
             bf16_round(rng.standard_normal((N, K)).astype(np.float32)))
 
 
-def run_merge_gemm(M: int, N: int, K: int, *, block_n: int = 256, stages: int = 4, grouped: bool = True,
-                   lanes: int = 1, sms: int | None = None, rng=None):
-    """relu(A @ B^T) on fresh random bf16 inputs, C poisoned; returns (C as float64, float64 reference).
-    ``sms``: the persistent grid's CTAs (None: the device's SMs)."""
+def run_merge_gemm(M: int, N: int, K: int, *, block_n: int = 256, stages: int = 4, grouped: bool = True, rng=None):
+    """relu(A @ B^T) on fresh random bf16 inputs, C poisoned; returns (C as float64, float64 reference)."""
     from tsjit.runtime.arrays import bfloat16_bits_to_float32
     a, b = random_operands(M, N, K, rng)
     c = tsjit.empty((M, N), tsjit.BFloat16).fill_bytes(0xFF)
     merge_gemm_launcher(tsjit.to_device(a, dtype=tsjit.BFloat16), tsjit.to_device(b, dtype=tsjit.BFloat16), c,
-                        block_n=block_n, stages=stages, grouped=grouped, lanes=lanes, sms=sms)()
+                        block_n=block_n, stages=stages, grouped=grouped)()
     got = bfloat16_bits_to_float32(c.numpy()).astype(np.float64)
     return got, np.maximum(a.astype(np.float64) @ b.astype(np.float64).T, 0.0)

@@ -42,52 +42,6 @@ def test_merge_gemm_compiles_with_cp_async_a_and_one_release_per_stage():
     assert compiled.metadata.spill_stores_bytes == 0
 
 
-def test_merge_gemm_warp_lanes_arm_and_load_b_from_every_lane():
-    """lanes=2: the ``load`` task is two warp lanes, each issuing its stages' A copies and B TMA itself (one
-    arming lane per warp), the idle warps 2-3 only giving registers up; the MMA side is unchanged."""
-    from tsjit.examples import ts_merge_gemm
-    compiled = tsjit.compile(ts_merge_gemm.merge_gemm, *ts_merge_gemm.compile_args(stages=4, lanes=2))
-    ptx = compiled.ptx
-    assert ptx.count("mbarrier.init") == (2 + 1) * 4
-    load = _task_ptx(ptx, "load")
-    assert load.count("cp.async.cg.shared.global") == 32        # a whole 128 x 64 A tile per warp: 32 per thread
-    assert load.count("cp.async.bulk.tensor") == 1 and load.count("mbarrier.arrive.expect_tx") == 1
-    assert re.findall(r"setmaxnreg\.(\w+)\.sync\.aligned\.u32\s+(\d+)", ptx) == [("dec", "56"), ("dec", "56"),
-                                                                                ("inc", "224")]
-    assert "cp.async" not in _task_ptx(ptx, "idle")
-    assert _task_ptx(ptx, "mma").count("mbarrier.arrive.shared") == 2
-    assert compiled.metadata.spill_stores_bytes == 0
-
-
-def test_merge_gemm_four_warp_lanes_compile_past_only_the_lockstep_c0(monkeypatch):
-    """lanes == stages: C0's lock-step walk of the warp lanes reports a deadlock the exhaustive checker (X,
-    one process per warp) refutes; run_program lets that finding past, and no other."""
-    import warnings
-    from types import SimpleNamespace
-
-    import pytest
-
-    from tsjit import ts
-    from tsjit.errors import VerificationError
-    from tsjit.examples import ts_merge_gemm
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ts.VerificationWarning)       # C0's finding is not even a warning
-        compiled = tsjit.compile(ts_merge_gemm.merge_gemm, *ts_merge_gemm.compile_args(stages=4, lanes=4))
-    load = _task_ptx(compiled.ptx, "load")
-    assert load.count("cp.async.cg.shared.global") == 32 and load.count("cp.async.bulk.tensor") == 1
-    assert compiled.metadata.spill_stores_bytes == 0
-
-    class Manager:                      # a TaskManager whose checks found a P1 error (demoted by skip_validation)
-        def __init__(self, tasks, graph, **options):
-            assert options["skip_validation"]
-            self.findings = [SimpleNamespace(check="P1", message="producer_group.size is 3", is_warning=False),
-                             SimpleNamespace(check="H1", message="a hint", is_warning=True)]
-
-    monkeypatch.setattr(ts, "TaskManager", Manager)
-    with pytest.raises(VerificationError, match=r"^\[P1\] producer_group.size is 3"):
-        ts_merge_gemm.run_program([], {}, past_lockstep_c0=True)
-
-
 def test_fork_commits_once_and_each_consumer_releases_its_own_member():
     from tsjit.examples import ts_fork
     ptx = tsjit.compile(ts_fork.fork_gemm_act, *ts_fork.compile_args(stages=3)).ptx

@@ -30,24 +30,6 @@ def test_merge_gemm_relu_interpreted(M, N, K, stages, grouped):
     assert (got >= 0).all()
 
 
-@pytest.mark.parametrize("lanes,grouped", [(2, True), (4, True), (2, False)])
-@pytest.mark.parametrize("M,N,K,sms", [(200, 264, 200, 1), (130, 512, 512, 2)])
-def test_merge_gemm_warp_lanes_interpreted(M, N, K, sms, lanes, grouped):
-    """Warp lanes (``lanes`` producer warps, each filling every ``lanes``-th stage alone): ragged M, N and K,
-    and fewer CTAs than tiles, so each CTA's lanes walk the ring across work tiles."""
-    from tsjit.examples import ts_merge_gemm
-    got, ref = ts_merge_gemm.run_merge_gemm(M, N, K, grouped=grouped, lanes=lanes, sms=sms)
-    assert np.isfinite(got).all() and _relative_error(got, ref) < 1e-2, _relative_error(got, ref)
-
-
-def test_merge_gemm_warp_lanes_refuse_k_tiles_they_cannot_split():
-    from tsjit.examples import ts_merge_gemm
-    with pytest.raises(ValueError, match=r"lanes=2 needs ceil\(K / 64\) a multiple of 2.*K=136; use lanes=1"):
-        ts_merge_gemm.run_merge_gemm(130, 256, 136, lanes=2)
-    with pytest.raises(ValueError, match="lanes must be 1, 2 or 4"):
-        ts_merge_gemm.run_merge_gemm(130, 256, 384, lanes=3)
-
-
 def test_merge_gemm_residual_add_interpreted():
     from tsjit.examples import ts_merge_resadd
     got, ref = ts_merge_resadd.run_resadd(200, 256, 136, sms=132)
