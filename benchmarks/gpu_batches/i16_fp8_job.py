@@ -1,8 +1,9 @@
 """Issue 16 GPU job (helper i16, 2026-12-02, one process, <= 30 s): the fp8 forward's default path (V in
 FlashAttention's layout, transposed by the tsjit kernel of tsjit/examples/attention_v_transpose.py) against a float64
 reference, the transpose kernel against the host layout, then the interleaved fp8 table of benchmarks/attention.py
-(bf16 ours, fp8 default, fp8-vt, the 224-key and polynomial-exp2 variants, cuDNN bf16) at (4, 16, 4096, 128) and (2, 16, 8192, 128)
-non-causal.  The checks and the table are the tests' and the benchmark's own code.
+(bf16 ours, fp8 default, fp8-vt, the 224-key and polynomial-exp2 variants, cuDNN bf16) at (4, 16, 4096, 128) and
+(2, 16, 8192, 128) non-causal; last, the same at (4, 16, 4096, 128) causal.  The checks and the table are the tests'
+and the benchmark's own code.
 
     PYTHONPATH=. python benchmarks/gpu_batches/i16_fp8_job.py
 """
@@ -32,9 +33,10 @@ step("fp8 default path (V transposed in the call) vs float64, (2, 1000, 4, 128):
      fp8_tests.check, 2, 1000, 1000, 4, 4, 128, False)
 step("transpose_v_fp8 kernel vs host layout (2, 4000, 3, 128)", fp8_tests.test_transpose_v_fp8_matches_the_host_layout,
      (2, 4000, 3, 128))
-attention.fp8_table([(4, 16, 16, 4096, 128, False), (2, 16, 16, 8192, 128, False)], 10,
-                    {"bn224": dict(block_n=224, stages=2), "p3": dict(exp2_polynomial=3),
-                     "bn224p3": dict(block_n=224, stages=2, exp2_polynomial=3)})
+VARIANTS = {"bn224": dict(block_n=224, stages=2), "p3": dict(exp2_polynomial=3),
+            "bn224p3": dict(block_n=224, stages=2, exp2_polynomial=3), "p2": dict(exp2_polynomial=2),
+            "p4": dict(exp2_polynomial=4)}
+attention.fp8_table([(4, 16, 16, 4096, 128, False), (2, 16, 16, 8192, 128, False)], 10, VARIANTS)
 print(f"table done at {time.time() - T0:.1f} s", flush=True)
 step("fp8 224-key tiles, 3 of 16 exp2 polynomial, vs float64, (2, 1000, 4, 128)", fp8_tests.check, 2, 1000, 1000, 4,
      4, 128, False, block_n=224, stages=2, exp2_polynomial=3)
@@ -42,4 +44,6 @@ step("transpose_v_fp8 kernel vs host layout (1, 37, 2, 64)", fp8_tests.test_tran
      (1, 37, 2, 64))
 step("transpose_v_fp8 kernel vs host layout (1, 300, 1, 256)", fp8_tests.test_transpose_v_fp8_matches_the_host_layout,
      (1, 300, 1, 256))
+print(f"checks done at {time.time() - T0:.1f} s; causal (the default causal tile is 128 x 2):", flush=True)
+attention.fp8_table([(4, 16, 16, 4096, 128, True)], 10, VARIANTS)
 print(f"done in {time.time() - T0:.1f} s", flush=True)

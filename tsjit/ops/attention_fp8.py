@@ -4,8 +4,8 @@ scales, a bf16 output (the Task Scheduling program of :mod:`tsjit.examples.atten
 V goes to the kernel transposed, ``(batch, kv_heads, head_dim, keys)`` with each 16 keys in the kernel's order
 (:func:`transpose_v_fp8`; 8-bit wgmma reads its shared-memory operands K-major only, PTX ISA §9.7.15.5.1.2).  A
 call with the usual ``(batch, seqlen_k, kv_heads, head_dim)`` V transposes it first (one launch of the transpose
-kernel of :mod:`tsjit.examples.attention_v_transpose`, a read and a write of V, part of the call's time); a caller that keeps V in the kernel's layout passes ``transpose_v_fp8(v)`` with
-``v_transposed=True`` and pays nothing.
+kernel of :mod:`tsjit.examples.attention_v_transpose`, a read and a write of V, part of the call's time); a caller
+that keeps V in the kernel's layout passes ``transpose_v_fp8(v)`` with ``v_transposed=True`` and pays nothing.
 """
 from __future__ import annotations
 
