@@ -48,9 +48,10 @@ def threads(head_dim: int) -> int:
 
 
 def grid(batch: int, keys: int, kv_heads: int) -> tuple[int, int]:
-    """The launch grid: (tiles of :data:`TILE_KEYS` keys over the padded keys, batch * kv_heads)."""
+    """The launch grid: (batch * kv_heads, tiles of :data:`TILE_KEYS` keys over the padded keys): the CTAs that run
+    together read neighbouring heads of the same keys (whole rows of V); grid y allows 65535 tiles, 8 M keys."""
     padded = -(-keys // KEY_GROUP) * KEY_GROUP
-    return (-(-padded // TILE_KEYS), batch * kv_heads)
+    return (batch * kv_heads, -(-padded // TILE_KEYS))
 
 
 @tsjit.kernel
@@ -66,9 +67,9 @@ def transpose_v_kernel(v, vt, keys, HEAD_DIM: tsjit.Constexpr[int]):
     chunks = HEAD_DIM // 16                         # 16-byte chunks per key row = warps per CTA
     tile = tsjit.shared_array(tsjit.Int32, (TILE_KEYS, HEAD_DIM // 4), align=16)
     kv_heads = v.shape[2]
-    batch = tsjit.block_idx().y // kv_heads
-    head = tsjit.block_idx().y % kv_heads
-    key0 = tsjit.block_idx().x * TILE_KEYS
+    batch = tsjit.block_idx().x // kv_heads
+    head = tsjit.block_idx().x % kv_heads
+    key0 = tsjit.block_idx().y * TILE_KEYS
     tid = tsjit.thread_idx().x
     last = keys - 1
     for i in tsjit.range_constexpr(TILE_KEYS // 32):            # TILE_KEYS * chunks chunks, 32 * chunks threads

@@ -41,13 +41,17 @@ def transpose_v_fp8(v):
         current stream.
 
     Raises:
-        LaunchError: ``v`` is not such a tensor.
+        LaunchError: ``v`` is not such a tensor, or has more than 65535 * 128 keys (the kernel's grid).
     """
     torch = torch_module(v)
     check_tensor("v", v, torch, (FP8_DTYPE,))
     batch, keys, heads, head_dim = v.shape
     _check_head_dim(head_dim)
     padded = -(-keys // program.KEY_GROUP) * program.KEY_GROUP
+    launch_grid = transpose.grid(batch, keys, heads)
+    if launch_grid[1] > 65535:                  # CUDA's grid.y limit
+        raise LaunchError(f"argument 'v' has {keys} keys; the fp8 V transpose takes at most "
+                          f"{65535 * transpose.TILE_KEYS}; split the keys")
     out = torch.empty((batch, heads, head_dim, padded), dtype=torch.uint8, device=v.device)
     if out.numel() == 0:
         return out.view(torch.float8_e4m3fn)
@@ -55,7 +59,7 @@ def transpose_v_fp8(v):
     if any(stride % 16 for stride in bits.stride()[:3]):     # a size-1 dimension's stride: rows 16-byte aligned
         bits = torch.empty(bits.shape, dtype=torch.uint8, device=v.device).copy_(bits)
     stream = torch.cuda.current_stream(v.device).cuda_stream
-    transpose.transpose_v_kernel[transpose.grid(batch, keys, heads), (transpose.threads(head_dim),)](
+    transpose.transpose_v_kernel[launch_grid, (transpose.threads(head_dim),)](
         bits.view(torch.int32), out.view(torch.int32), keys, head_dim, stream=stream)
     return out.view(torch.float8_e4m3fn)
 
