@@ -27,7 +27,7 @@ FP8 = tsjit.Float8E4M3
 
 
 def launch(q, k, vt, out, lse, *, seqlen_k, causal, scale_log2, v_scale, window=(None, None), block_n=None,
-           stages=None, pingpong=True, exp2_polynomial=0):
+           stages=None, pingpong=True, exp2_polynomial=None):
     """Launch attention_forward_fp8 as tsjit.ops.attention does: q (B, Sq, H, D), k (B, Sk, Hkv, D) and vt
     (B, Hkv, D, Sk padded to 16) Float8E4M3, out (B, Sq, H, D) BFloat16, lse (B, H, Sq) Float32 device arrays."""
     batch, seqlen_q, heads, head_dim = q.shape
@@ -38,6 +38,8 @@ def launch(q, k, vt, out, lse, *, seqlen_k, causal, scale_log2, v_scale, window=
     if causal:
         right = 0 if right is None else min(right, 0)
     direct = head_dim == 256
+    if exp2_polynomial is None:
+        exp2_polynomial = program.default_exp2_polynomial(head_dim, left is not None or right is not None)
     table = None
     if causal or left is not None or right is not None:
         table = tsjit.to_device(np.ascontiguousarray(

@@ -55,8 +55,18 @@ CAUSAL_CONFIG = {64: (256, 2), 128: (128, 2), 256: (64, 2)}
 
 
 #: of every 16 exponentials of P, how many the fp8 forward computes on the FMA pipe
-#: (:func:`~tsjit.examples.attention_softmax.exp2_polynomial`) rather than the MUFU unit
-DEFAULT_EXP2_POLYNOMIAL = 0
+#: (:func:`~tsjit.examples.attention_softmax.exp2_polynomial`) rather than the MUFU unit, per head_dim, without /
+#: with a causal mask (H200, 2026-12-02, BENCHMARKS.md: 3 of 16 at head_dim 128 non-causal is 1.056x / 1.048x the
+#: MUFU-only kernel at (4, 16, 4096, 128) / (2, 16, 8192, 128), 2 and 4 gain less; causal 0.99x, so off there;
+#: head_dim 64 and 256 were not measured)
+DEFAULT_EXP2_POLYNOMIAL = {64: 0, 128: 3, 256: 0}
+CAUSAL_EXP2_POLYNOMIAL = {64: 0, 128: 0, 256: 0}
+
+
+def default_exp2_polynomial(head_dim: int, masked: bool) -> int:
+    """The ``EXP2_POLYNOMIAL`` the fp8 forward launches by default for ``head_dim``, with ``masked`` a causal mask or a
+    sliding window (measured unmasked only, so a mask takes :data:`CAUSAL_EXP2_POLYNOMIAL`)."""
+    return (CAUSAL_EXP2_POLYNOMIAL if masked else DEFAULT_EXP2_POLYNOMIAL)[head_dim]
 
 
 def default_config(head_dim: int, causal: bool) -> tuple[int, int]:
@@ -157,7 +167,7 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, seqlen_q
     (B * S_q, H * D) tensor (``DIRECT_STORE``, head_dim 256); ``lse``: Float32 (B, H, S_q); ``tiles``: the tile
     table (``TABLE``); ``scale_log2 = scale * q_scale * k_scale * log2 e``; ``v_scale``: V's scale (Float32);
     ``EXP2_POLYNOMIAL``: of every 16 exponentials of P, how many run on the FMA pipe rather than the MUFU unit
-    (:func:`~tsjit.examples.attention_softmax.exp2_polynomial`; 0: none).
+    (:func:`~tsjit.examples.attention_softmax.exp2_polynomial`; 0: none; :func:`default_exp2_polynomial`).
     Launch with 384 threads and a persistent grid."""
     block_m = 128
     if tsjit.const_expr(TABLE):
@@ -204,7 +214,8 @@ def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, sto
     block_n, stages = block_n or default_n, stages or default_stages
     table = (causal or window) if table is None else table
     direct_store = head_dim == 256 if direct_store is None else direct_store
-    exp2_polynomial = DEFAULT_EXP2_POLYNOMIAL if exp2_polynomial is None else exp2_polynomial
+    if exp2_polynomial is None:
+        exp2_polynomial = default_exp2_polynomial(head_dim, causal or window)
     fp8 = tsjit.Float8E4M3
     width = min(128, head_dim)
     q = tsjit.tensormap_spec(fp8, (1, 128, 1, width), swizzle=f"{width}B")
@@ -222,4 +233,5 @@ def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, sto
 
 __all__ = ["attention_forward_fp8", "compile_config", "transposed_v", "pack_probabilities_fp8", "KTilesFp8",
            "VTransposedTiles", "ValueBoxes", "value_box_keys", "KEY_ORDER", "HEAD_DIMS", "BLOCK_NS", "DEFAULT_CONFIG",
-           "CAUSAL_CONFIG", "default_config", "DEFAULT_EXP2_POLYNOMIAL"]
+           "CAUSAL_CONFIG", "default_config", "DEFAULT_EXP2_POLYNOMIAL",
+           "CAUSAL_EXP2_POLYNOMIAL", "default_exp2_polynomial"]

@@ -170,7 +170,8 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
             a transpose kernel that reads and writes V once, counted in the call's time).
         exp2_polynomial: fp8 only: of every 16 exponentials of P, how many run on the FMA pipe (a cubic, relative
             error 7.5e-5: ``tsjit.examples.attention_softmax.exp2_polynomial``) instead of the MUFU unit, an
-            int in [0, 16] (default ``tsjit.examples.attention_fp8.DEFAULT_EXP2_POLYNOMIAL``).
+            int in [0, 16] (default ``tsjit.examples.attention_fp8.default_exp2_polynomial``: 3 at head_dim 128
+            without a causal mask, else 0).
 
     Returns:
         ``out``, or ``(out, lse)`` with ``return_lse``.

@@ -151,7 +151,7 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
         raise LaunchError(f"argument 'q_stages' must be 1 or 2, got {q_stages!r}")
     pingpong = True if pingpong is None else bool(pingpong)
     if exp2_polynomial is None:
-        exp2_polynomial = program.DEFAULT_EXP2_POLYNOMIAL
+        exp2_polynomial = program.default_exp2_polynomial(head_dim, left is not None or right is not None)
     if isinstance(exp2_polynomial, bool) or not isinstance(exp2_polynomial, int) or not 0 <= exp2_polynomial <= 16:
         raise LaunchError(f"argument 'exp2_polynomial' must be an int in [0, 16] (exponentials of every 16 computed "
                           f"on the FMA pipe), got {exp2_polynomial!r}")

@@ -49,7 +49,8 @@ def test_fp8_attention_compiles_without_spills(head_dim, causal, options):
     assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+40;", ptx)
     assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+232;", ptx)
     assert bool(re.findall(r"bar\.(sync|arrive)\s+(\d+|%r\d+), 256;", ptx)) == options.get("pingpong", True)
-    emulated = polynomial_registers(options.get("exp2_polynomial", program.DEFAULT_EXP2_POLYNOMIAL), block_n // 2)
+    polynomial = program.default_exp2_polynomial(head_dim, causal or options.get("window", False))
+    emulated = polynomial_registers(options.get("exp2_polynomial", polynomial), block_n // 2)
     assert len(re.findall(r"ex2\.approx\.ftz\.f32", ptx)) == 2 * (block_n // 2 - len(emulated) + 2), \
         "per softmax (the peeled tile's and the loop's): one MUFU exp2 per P register not emulated, two for alpha"
 
