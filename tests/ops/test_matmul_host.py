@@ -469,3 +469,25 @@ def test_device_array_lookup_steps_aside_under_the_interpreter(fake_gpu, monkeyp
     monkeypatch.setattr(mm, "_call", lambda *args, **kwargs: "general path")
     monkeypatch.setenv("TSJIT_INTERPRET", "1")
     assert tsjit.ops.matmul(a, b, out=out) == "general path"
+
+
+def test_packed_launches_are_forgotten_when_a_code_affecting_variable_changes(fake_gpu, monkeypatch):
+    """TSJIT_DEBUG=1 set after warm-up: the next call does not reuse a launch packed for the release build
+    (it takes the general path, which compiles or loads the debug build); unset again, the same holds."""
+    monkeypatch.delenv("TSJIT_DEBUG", raising=False)
+    a, b, out = FakeTorchTensor((64, 256)), FakeTorchTensor((256, 512)), FakeTorchTensor((64, 512))
+    tsjit.ops.matmul(a, b, out=out, stream=3)
+    tsjit.ops.matmul(a, b, out=out, stream=3)
+    packed = mm.cache_statistics()["launches_packed"]
+    tsjit.ops.matmul(a, b, out=out, stream=3)
+    assert mm.cache_statistics()["launches_packed"] == packed          # warm: the fast path
+    general, release_plans = [], set(map(id, mm._PLANS.values()))
+    real_call = mm._call
+    monkeypatch.setattr(mm, "_call", lambda *args, **kwargs: general.append(args) or real_call(*args, **kwargs))
+    monkeypatch.setenv("TSJIT_DEBUG", "1")
+    tsjit.ops.matmul(a, b, out=out, stream=3)
+    assert len(general) == 1 and mm.cache_statistics() == {"plans": 1, "launches_packed": 1}
+    assert not release_plans & set(map(id, mm._PLANS.values()))        # planned and packed again
+    monkeypatch.delenv("TSJIT_DEBUG")
+    tsjit.ops.matmul(a, b, out=out, stream=3)
+    assert len(general) == 2

@@ -174,6 +174,7 @@ def test_the_generated_warm_launch_computes_argument_signature(kinds, args):
     class Hot:
         thread = __import__("threading").get_ident()
         tensormap_slots = []
+        env_state = tsjit.env.code_state()
         addresses = {0: 1234}
         handle, params, buffer = 7, 8, None
 
@@ -206,6 +207,7 @@ def test_the_generated_launcher_call_launches_warm_signatures_and_hands_the_rest
     class Hot:
         thread = __import__("threading").get_ident()
         tensormap_slots = []
+        env_state = tsjit.env.code_state()
         addresses = {0: 1234, 77: 4321}
         handle, params, buffer = 7, 8, None
 
@@ -247,3 +249,44 @@ def test_the_generated_warm_launch_declines_what_it_does_not_handle():
     assert call(hots, ([1, 2], 3), 0) is False          # an unhashable constexpr
     assert call(hots, (1, object()), 0) is False        # an argument of no known type
     assert L.hot_caller([tsjit.Float32])({}, (_fake_array(0x1000),), 0) is False
+
+
+def test_a_code_affecting_variable_set_after_warm_up_gives_the_other_build(fake_driver, monkeypatch):
+    """TSJIT_DEBUG=1 set between two launches of one signature: the next launch leaves the warm record
+    and the plan of the release build behind and launches the debug build (then warm again); unset,
+    the release build comes back.  Neither an in-memory compile nor a warm record outlives the
+    environment it was made under (tsjit.env.code_state)."""
+    monkeypatch.delenv("TSJIT_DEBUG", raising=False)
+    launch = axpy[(1,), (64,)]
+    args = (_fake_array(0x1000), _fake_array(0x2000), 1.0, 1)
+    launch(*args)
+    launch(*args)
+    assert fake_driver[-1][0] == "hot"
+    release = next(iter(axpy._plans.values())).compiled
+    monkeypatch.setenv("TSJIT_DEBUG", "1")
+    launch(*args)
+    assert fake_driver[-1][0] == "slow"
+    debug = next(iter(axpy._plans.values())).compiled
+    assert debug is not release and debug.metadata["key"] != release.metadata["key"]
+    assert tsjit.compile(axpy, *args, target="sm_90a") is debug
+    launch(*args)
+    assert fake_driver[-1][0] == "hot"
+    monkeypatch.delenv("TSJIT_DEBUG")
+    launch(*args)
+    assert fake_driver[-1][0] == "slow" and next(iter(axpy._plans.values())).compiled is release
+
+
+def test_the_in_memory_compile_follows_the_assembler_setting(monkeypatch):
+    """TSJIT_ASSEMBLER changed in one process: tsjit.compile returns the other assembler's cubin, not
+    the memo of the first (a stale in-memory entry is a wrong answer)."""
+    from tsjit.backend import assemble
+    tools = []
+    for tool in ("ptxas", "nvjitlink", "ptxas"):
+        monkeypatch.setenv("TSJIT_ASSEMBLER", tool)
+        try:
+            assemble.select_tool()
+        except Exception:   # this machine lacks one of the assemblers
+            pytest.skip(f"needs both ptxas and nvJitLink ({tool} not found)")
+        compiled = tsjit.compile(axpy, _fake_array(0x1000), _fake_array(0x2000), 1.0, 1, target="sm_90a")
+        tools.append(compiled.metadata["tool"])
+    assert tools == ["ptxas", "nvjitlink", "ptxas"]

@@ -304,6 +304,17 @@ _interpret_requested = env.interpret_requested  # TSJIT_INTERPRET set now: Devic
 #: output addresses an allocating entry keeps packed launches for (oldest dropped first)
 OUTPUT_ADDRESSES = 8
 _RAW_STREAM: list = []                 # [torch's _cuda_getCurrentRawStream or None], looked up once
+_CODE_STATE = [env.code_state()]       # the code-affecting environment the launch caches were filled under
+
+
+def _forget_launches_of_another_environment() -> None:
+    """Empty the caches of packed launches (the four above, the plans' bindings) when a code-affecting variable
+    (``TSJIT_DEBUG``, ...: :func:`tsjit.env.code_state`) changed since they were filled."""
+    state = env.code_state()
+    if state != _CODE_STATE[0]:
+        for cache in (_FAST, _PLAIN, _ALLOCATING, _PLAIN_ARRAYS, _PLANS):
+            cache.clear()
+        _CODE_STATE[0] = state
 
 
 def _key(x):
@@ -512,6 +523,7 @@ def matmul(a, b, *, bias=None, activation=None, residual=None, alpha=1.0, beta=0
         LaunchError: a bad argument, naming it (shape, dtype, device), or a launch failure.
         CompilationError: ``epilogue_fn`` does not compile.
     """
+    _forget_launches_of_another_environment()
     if (bias is None and residual is None and activation is None and out_dtype is None and scale_a is None
             and scale_b is None and epilogue_fn is None and stream is None):
         kind = type(a)                 # the plain call: one lookup keyed by the addresses, inlined
@@ -555,6 +567,7 @@ def bmm(a, b, *, bias=None, activation=None, residual=None, alpha=1.0, beta=0.0,
     """Batched :func:`matmul`: ``a`` (L, M, K), ``b`` (L, K, N) -> (L, M, N); one launch for all L
     products (the batch is the work tiles' third coordinate).  ``bias`` is shared by the batch;
     ``residual`` / ``out`` are (L, M, N).  Arguments and errors as :func:`matmul`."""
+    _forget_launches_of_another_environment()
     return _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, None, None, stream, epilogue_fn,
                  True)
 

@@ -251,7 +251,7 @@ class Kernel:
         return h.hexdigest()
 
     def _get_compiled(self, specs, target_name: str) -> CompiledKernel:
-        memo_key = (memory_spec_key(specs), target_name)
+        memo_key = (memory_spec_key(specs), target_name, env.code_state())
         compiled = self._loaded.get(memo_key)
         if compiled is not None:
             return compiled
@@ -357,7 +357,7 @@ class Kernel:
         values = args if (not kwargs and len(args) == len(self.params)) else self._bind(args, kwargs)
         sig, dyn = argument_signature(values, self.kinds)
         plan = self._plans.get(sig) if sig is not None else None
-        if plan is None:
+        if plan is None or plan.env_state != env.code_state():   # TSJIT_DEBUG etc. changed: another build
             plan = self._make_plan(values, sig)
             if plan is None:  # no fast path for these arguments (e.g. TMA descriptors)
                 return self._launch_slow(values, grid, block, smem_bytes, stream, cluster, pdl, check_launch)
@@ -389,7 +389,7 @@ class Kernel:
             return lambda stream=0: self._interpret(values, {}, grid, block, smem_bytes, cluster, True, pdl)
         sig, dyn = argument_signature(values, self.kinds)
         plan = self._plans.get(sig) if sig is not None else None
-        if plan is None:
+        if plan is None or plan.env_state != env.code_state():   # TSJIT_DEBUG etc. changed: another build
             plan = self._make_plan(values, sig)
             if plan is None:
                 raise LaunchError(f"kernel {self.__qualname__}: these arguments cannot be bound in advance; "
@@ -409,6 +409,7 @@ class Kernel:
             return None
         compiled = self._get_compiled(specs, _launch_target())
         plan = LaunchPlan(compiled, specs, layout)
+        plan.env_state = env.code_state()
         if len(self._plans) > 4096:
             self._plans.clear()
         self._plans[sig] = plan

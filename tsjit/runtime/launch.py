@@ -25,6 +25,7 @@ import functools
 import struct
 import threading
 
+from tsjit import env
 from tsjit.abi import BY_REFERENCE
 from tsjit.errors import GENERATED_CODE_PREFIX, LaunchError, hide_from_pytest
 from tsjit.runtime import driver, launch_config, streams
@@ -111,6 +112,7 @@ def _generate(kinds, method: bool, interpret_requested=None):
                                            "get_ident": threading.get_ident, "stream_value": streams.stream_value,
                                            "thread_state": streams.thread_state,
                                            "interpret_requested": interpret_requested,
+                                           "code_state": env.code_state,
                                            "__tracebackhide__": hide_from_pytest}
     decline = "return self.general(args, stream, cluster, pdl, check_launch, kwargs)" if method else "return False"
     for i, kind in enumerate(kinds):
@@ -159,7 +161,7 @@ def _generate(kinds, method: bool, interpret_requested=None):
         f"        hot = hots.get(({''.join(k + ', ' for k in keys)}))",
         "    except TypeError:  # an unhashable constexpr",
         f"        {decline}",
-        "    if hot is None or hot.thread != get_ident() or hot.tensormap_slots:",
+        "    if hot is None or hot.thread != get_ident() or hot.tensormap_slots or hot.env_state != code_state():",
         f"        {decline}",
         "    if stream is None:   # this thread's use_stream() stream, else the legacy one (streams.stream_value)",
         "        stream = thread_state.stream",
@@ -220,6 +222,8 @@ class LaunchPlan:
         #: configuration is checked against the launch contract once, before the driver sees it.
         self.prepared: dict = {}
         self.function = None  # the driver function, loaded by the first prepared configuration
+        #: env.code_state() when the plan's kernel was compiled or loaded (Kernel compares it per launch)
+        self.env_state = None
         # values_per_param: list of (format char list, values list, dynamic flags)
         dyn_slots, static_slots = [], []
         for fmts, vals, flags in values_per_param:
@@ -361,7 +365,7 @@ class HotLaunch:
     (the driver context is current there)."""
 
     __slots__ = ("plan", "prepared", "handle", "addresses", "thread", "launch_ex", "buffer", "pointer_array",
-                 "params", "pack_into", "tensormap_slots")
+                 "params", "pack_into", "tensormap_slots", "env_state")
 
     def __init__(self, plan: LaunchPlan, prepared, launch_ex):
         self.plan, self.prepared, self.launch_ex = plan, prepared, launch_ex
@@ -371,6 +375,7 @@ class HotLaunch:
         self.buffer, self.pointer_array, self.params = private_block(plan)
         self.pack_into = struct.Struct(plan.dyn_format).pack_into
         self.tensormap_slots = plan.tensormap_slots
+        self.env_state = plan.env_state
 
     def address(self, stream: int) -> int:
         """The ``CUlaunchConfig`` address for raw stream handle ``stream``."""

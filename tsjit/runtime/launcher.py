@@ -62,7 +62,7 @@ class Launcher:
                 and len(args) == len(kernel.kinds) and not env.interpret_requested():
             sig, dyn = argument_signature(args, kernel.kinds)
             hot = self.hot.get(sig)
-            if hot is not None and hot.thread == threading.get_ident():
+            if hot is not None and hot.thread == threading.get_ident() and hot.env_state == env.code_state():
                 hot(dyn, streams.stream_value(stream))
                 return None
             if sig is not None:
