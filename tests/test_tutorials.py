@@ -31,6 +31,7 @@ EXPECTED_OUTPUT = {
                                         "max relative error vs float64"],
     "12_fork.ipynb": ["barriers: group 15, separate rings 18, saved 3", "[PG]", "The corrected program: SAFE"],
     "19_blackwell_persistent_gemm.ipynb": ["def persistent_gemm(", "(2, 2, 1, 1) static verdict ['SAFE']",
+                                           "(2, 2, 1, 1) CLC verdict ['SAFE']",
                                            "(2, 1, 1, 1) static verdict ['SAFE']",
                                            "(1, 1, 1, 1) CLC verdict ['SAFE']", "'tcgen05.mma.cta_group::2':",
                                            "interpreted one-CTA fallback: max relative error vs float64"],

@@ -31,16 +31,17 @@ NOTEBOOKS = {
         ("code", "from tsjit.examples import bw_persistent_gemm as t6"),
         ("source", "tsjit.examples.bw_persistent_gemm: _configs, Accumulators.mma, persistent_gemm.fn"),
         ("md", "Compile each cluster shape for sm_100a: the preferred two pairs (`t6.TWO_PAIRS`, CUTLASS's 4 x 1 "
-               "cluster), the pair and the multicast fallback with the static queue, the one-CTA fallback with CLC. "
-               "The exhaustive checker runs while the kernel compiles; over pairs it models every CTA (the peer's "
-               "copy of the MMA task skips its gated sides): for the two pairs, 5 tasks on each of 4 CTAs, about "
-               "44 000 states (some 30 s of CPU). The pair with CLC "
-               "is proven SAFE too (every task of both CTAs on the CLC ring, about 55 000 states, some 15 s of CPU: "
-               "`tests/blackwell/test_tutorial6.py` runs that proof, this notebook skips it); `t6.PROVEN` lists "
-               "every proven build. The PDL, CLC and tcgen05 instructions of each build:"),
+               "cluster) with the static queue and with CLC, the pair and the multicast fallback with the static "
+               "queue, the one-CTA fallback with CLC. The exhaustive checker runs while the kernel compiles; over "
+               "pairs it models every CTA (the peer's copy of the MMA task skips its gated sides): for the two pairs, "
+               "5 tasks on each of 4 CTAs, about 4 300 states with the static queue and 4 900 with CLC (every task "
+               "of every CTA on CTA 0's CLC ring), a few seconds of CPU each. Every shape is proven with both "
+               "schedulers (`t6.PROVEN`; `tests/blackwell/test_tutorial6.py`). The PDL, CLC and tcgen05 "
+               "instructions of each build:"),
         ("code", "import collections, re\nfrom tsjit.ts.verify import exhaustive\n"
                  "original = exhaustive.check_all_interleavings\nbuilds = {}\n"
-                 "for layout, clc in [((2, 2, 1, 1), False), ((2, 1, 1, 1), False), ((1, 2, 1, 1), False), ((1, 1, 1, 1), True)]:\n"
+                 "for layout, clc in [((2, 2, 1, 1), False), ((2, 2, 1, 1), True), ((2, 1, 1, 1), False), ((1, 2, 1, 1), False),\n"
+                 "                    ((1, 1, 1, 1), True)]:\n"
                  "    verdicts = []\n"
                  "    exhaustive.check_all_interleavings = lambda *a, **k: verdicts.append(original(*a, **k)) or verdicts[-1]\n"
                  "    builds[layout, clc] = compiled = t6.compile_for('sm_100a', layout, clc=clc)\n"
@@ -72,8 +73,8 @@ NOTEBOOKS = {
         ("md", "The fallback, picked on the host per problem among the proven builds (`t6.PROVEN`): the "
                "preferred shape is two pairs sharing B by multicast (512 x 256 of C per cluster); a problem with "
                "fewer than 512 rows falls back to one pair (256 x 256), one with fewer than 256 columns to two "
-               "one-CTA MMAs sharing B by multicast, one with fewer than 256 rows to one CTA. With CLC the two "
-               "pairs and the multicast shape are not proven, so the pick skips them."),
+               "one-CTA MMAs sharing B by multicast, one with fewer than 256 rows to one CTA; the same with CLC "
+               "(every shape is proven with both schedulers)."),
         ("code", "for M, N in [(4096, 4096), (256, 4096), (4096, 128), (128, 512)]:\n"
                  "    layout = t6.pick_cluster_shape(M, N)\n"
                  "    print((M, N), '->', layout, 'tiles', t6.tile_count(M, N, layout),\n"

@@ -44,10 +44,10 @@ def _two_phase_consumer(producer_arrivals: int):
 def test_a_free_run_passes_a_second_phase_only_when_the_outside_completes_two():
     for arrivals, passes_both in [(1, False), (2, True)]:
         model = Model(_two_phase_consumer(arrivals))
-        fps, avail = free_runs(model, model.initial_state(), [0, 1], [])
+        fps, _, avail = free_runs(model, model.initial_state(), [0, 1], [])
         reaches_release = bool(fps[("p", 0)] & 1 << 1)       # its arrival on barrier 1
         assert reaches_release == passes_both, arrivals
-        assert avail[0] == arrivals
+        assert avail.arrivals[0] == arrivals
 
 
 def test_the_two_phase_consumer_gets_the_same_findings_from_both_searches():

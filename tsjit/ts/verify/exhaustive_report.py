@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tsjit.ts import protocol
 from tsjit.ts.verify.exhaustive_search import arrive_on, path_to
 
 __all__ = ["Report", "build_reports", "format_interleaving"]
@@ -38,6 +39,16 @@ class Report:
     key: tuple = ()
 
 
+def _copy_kind(copy) -> str:
+    """What a (non-UMMA) copy is: the CLC ``try_cancel`` response of a ClcFetchAsync ring, else a TMA copy."""
+    config = getattr(copy.access.step.resource, "pipeline_config", None) if copy.access is not None else None
+    try:
+        clc = protocol.row(config).producer is protocol.SideKind.Clc
+    except (AttributeError, KeyError, TypeError):
+        clc = False
+    return "CLC try_cancel response" if clc else "TMA copy"
+
+
 def _label(model, key) -> str:
     if key[0] == "c":
         copy = model.copies[key[1]]
@@ -47,7 +58,7 @@ def _label(model, key) -> str:
                     f"{model.program.regions.keys[copy.access.region][1]}" if copy.access is not None
                     else "the MMAs")
             return f"{proc.name}: tcgen05.commit completes ({what} are done)"
-        return f"{proc.name}: TMA copy of {copy.access.step.resource.name!r} stage " \
+        return f"{proc.name}: {_copy_kind(copy)} of {copy.access.step.resource.name!r} stage " \
                f"{model.program.regions.keys[copy.access.region][1]} lands ({copy.nbytes} B)"
     return None
 
@@ -212,8 +223,7 @@ def _race_pairs(model, event):
         op = model.ops[i][pc]
         new = [(a, None) for a in op.segment] + [(c.access, c) for c in op.spawns if c.access is not None]
         procs = [j for j in range(model.P) if j != i]
-        copies = [model.copies[c] for c in data["copies"]
-                  if model.copies[c].process != i and model.copies[c].access is not None]
+        copies = [model.copies[c] for c in data["copies"] if model.copies[c].access is not None]
         active_segments = {j: ([model.procs[j].initial_segment] +
                                [o.segment for o in model.ops[j]])[state[j]] for j in procs}
     for access, copy in new:
@@ -223,6 +233,8 @@ def _race_pairs(model, event):
                         regions.conflicts(access.region, other.region):
                     yield (i, access, copy), (j, other, None)
         for c in copies:
+            if c.process == i and copy is not None:
+                continue         # a process's own copies never race each other
             if (access.mode == "write" or c.access.mode == "write") and \
                     regions.conflicts(access.region, c.access.region):
                 yield (i, access, copy), (c.process, c.access, c)
@@ -258,9 +270,11 @@ def _race(model, result, event, variant, seen) -> list:
             if copy is None:
                 return ""
             return " (MMAs still reading until their tcgen05.commit lands)" if copy.umma \
-                else " (TMA copy in flight)"
-        lines = [f"race on {regions.name(b.region)} ({bytes_text}), {variant}: two tasks "
-                 f"access it with no barrier ordering them.",
+                else f" ({_copy_kind(copy)} in flight)"
+        who = "two tasks access it with no barrier ordering them." if i != j else \
+            (f"task {pi.task.name!r} accesses it while an asynchronous operation it issued itself is still "
+             f"in flight (no wait on the barrier that operation completes on comes between them).")
+        lines = [f"race on {regions.name(b.region)} ({bytes_text}), {variant}: {who}",
                  "  " + _access_text(model, pi.describe(), a, note(ca)),
                  "  " + _access_text(model, pj.describe(), b, note(cb)),
                  "  Order them through the pipeline: the writer must finish before the "

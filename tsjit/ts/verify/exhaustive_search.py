@@ -14,7 +14,8 @@ in-flight copy completes (``complete_tx``; a tcgen05.commit lands its arrival, a
 previous commit of its process).  While running an op the search reports:
 
 * a *race* when an access the op begins (its segment, or a copy it issues) conflicts with
-  an access another process or copy has active (same stage / aliased bytes, one writes);
+  an access another process or copy has active (same stage / aliased bytes, one writes), or its
+  segment with a copy it issued itself that is still in flight;
 * an *arrival-count* violation when an arrive delivers more arrivals than the phase still
   waits for, or a copy delivers more bytes than were armed: the phase completes while
   threads (bytes) of the same operation are still outstanding;
@@ -42,7 +43,13 @@ its ops up to the first wait that cannot pass on the arrivals the other outside 
 land against the bytes armed, and the phases a wait's parity needs against the phases those
 arrivals can complete: :mod:`tsjit.ts.verify.exhaustive_free_runs`).  An
 enabled wait commutes with every arrival the outside can make on its barrier when those cannot
-complete the barrier's phase (fewer than its pending arrivals): the parity it passed on stays.
+complete the barrier's phase (fewer than its pending arrivals): the parity it passed on stays; an
+enabled op's arrivals commute with the outside's arrivals and byte landings of other kinds on a
+barrier while no arrival can exceed its phase nor a phase complete between them
+(:func:`~tsjit.ts.verify.exhaustive_free_runs.stable_arrivals`: the CLC ring's releases of warps and
+warpgroups, a pair leader's arm against the copies landing on its barrier).  A process's own copies
+are independent of each other (one producer's shares of a stage), not of its own accesses: a read of
+bytes its own TMA copy or CLC response still writes is a race.
 An op that touches nothing visible, or whose query meets no
 footprint in what any other process has left (a superset of its free run), is a persistent
 set alone, found without free runs; so is a PDL op once a PDL wait has run (the flag never
@@ -62,7 +69,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tsjit.ts.options import DEFAULTS
-from tsjit.ts.verify.exhaustive_free_runs import free_runs
+from tsjit.ts.verify.exhaustive_free_runs import free_runs, stable_arrivals, stable_guard
 
 __all__ = ["SearchResult", "Event", "search"]
 
@@ -98,6 +105,20 @@ def _copy_bits(copy) -> tuple[int, int]:
     return (bit, 0) if copy.access.mode == "write" else (0, bit)
 
 
+def _suffixes(footprints: list) -> list:
+    acc, out = 0, [0] * (len(footprints) + 1)      # out[j]: the union of footprints[j:]
+    for j in range(len(footprints) - 1, -1, -1):
+        acc |= footprints[j]
+        out[j] = acc
+    return out
+
+
+def _barrier_bit(copy) -> int:
+    """The barrier bit of a copy's footprint: none for one that neither arrives nor lands bytes (the end
+    of an MMA's reads: it changes no barrier state, its completion only ends its access)."""
+    return 1 << copy.barrier if copy.arrivals or copy.nbytes else 0
+
+
 class _Layout:
     """Bit offsets of the packed footprint fields."""
 
@@ -124,17 +145,21 @@ class Model:
         self.masks = masks
         self.layout = lay = _Layout(self.B, len(masks))
         self._commutative(program)
+        self.no_regions = ~(((1 << (2 * lay.G)) - 1) << lay.wr)
         # per process: ops, segment bits, footprints
         self.ops = [p.ops for p in procs]
         self.seg_bits = []      # per process: list over pc of (wr bits, rd bits) active
         self.fp_run = []        # per process: footprint of op j incl. the copies it issues
+        self.fp_own = []        # per process: the same, less the accesses of those copies (what its own copies see)
+        self.query_own = []     # per process: query mask of op j against its own copies (segment accesses only)
         self.query = []         # per process: query mask of op j
         self.new_conf = []      # per process: (wconf, rconf) of accesses op j begins
+        self.seg_conf = []      # per process: (wconf, rconf) of the segment accesses op j begins
         for proc in procs:
             segs = [proc.initial_segment] + [op.segment for op in proc.ops]
             bits = [self._access_bits(seg) for seg in segs]
             self.seg_bits.append(bits)
-            fps, queries, confs = [], [], []
+            fps, queries, confs, seg_confs, own_fps, own_queries = [], [], [], [], [], []
             for j, op in enumerate(proc.ops):
                 ended, begun = bits[j], bits[j + 1]
                 spawn_wr = spawn_rd = 0
@@ -159,15 +184,23 @@ class Model:
                 fp = arr | wt << lay.wt | wr << lay.wr | rd << lay.rd | op.pdl << lay.pdl | kinds
                 op.footprint = fp
                 run = fp
+                own = arr | wt << lay.wt | (ended[0] | begun[0]) << lay.wr | (ended[1] | begun[1]) << lay.rd | \
+                    op.pdl << lay.pdl | kinds
                 for copy in op.spawns:
                     run |= self.copy_fp(copy)
+                    own |= self.copy_fp(copy) & self.no_regions
                 fps.append(run)
+                own_fps.append(own)
                 queries.append(self._query(arr, wt, wr, rd, op.pdl) | others)
+                own_queries.append(self._query(arr, wt, ended[0] | begun[0], ended[1] | begun[1], op.pdl) | others)
                 confs.append((self._conf(begun[0] | spawn_wr), self._conf(begun[1] | spawn_rd)))
+                seg_confs.append((self._conf(begun[0]), self._conf(begun[1])))
             self.fp_run.append(fps)
+            self.fp_own.append(own_fps)
             self.query.append(queries)
+            self.query_own.append(own_queries)
             self.new_conf.append(confs)
-        self.no_regions = ~(((1 << (2 * lay.G)) - 1) << lay.wr)
+            self.seg_conf.append(seg_confs)
         # ops that touch nothing another transition can see (no barrier, access, copy or PDL
         # flag): each is a persistent set on its own
         self.invisible = [[not fp and not q for fp, q in zip(fps, qs)]
@@ -179,15 +212,10 @@ class Model:
         self.invisible_after_pdl = [[not fp & pdl and not q & pdl for fp, q in zip(fps, qs)]
                                     for fps, qs in zip(self.fp_run, self.query)]
         # per process and pc: the footprints of every op from pc on (a superset of any free run)
-        self.suffix = []
-        for fps in self.fp_run:
-            acc, out = 0, [0] * (len(fps) + 1)
-            for j in range(len(fps) - 1, -1, -1):
-                acc |= fps[j]
-                out[j] = acc
-            self.suffix.append(out)
+        self.suffix = [_suffixes(fps) for fps in self.fp_run]
+        self.suffix_own = [_suffixes(fps) for fps in self.fp_own]
         self.copy_fps = [self.copy_fp(c) for c in self.copies]
-        self.copy_queries = [self._query(1 << c.barrier, 0, *_copy_bits(c), 0)
+        self.copy_queries = [self._query(_barrier_bit(c), 0, *_copy_bits(c), 0)
                              | self.kind_others.get((c.barrier, (c.arrivals, -c.nbytes)), 0) for c in self.copies]
 
     def _commutative(self, program) -> None:
@@ -197,7 +225,8 @@ class Model:
                 for b, n, tx in op.arrivals:
                     kinds.setdefault(b, set()).add((n, tx))
         for copy in program.copies:
-            kinds.setdefault(copy.barrier, set()).add((copy.arrivals, -copy.nbytes))
+            if _barrier_bit(copy):
+                kinds.setdefault(copy.barrier, set()).add((copy.arrivals, -copy.nbytes))
         # two arrivals of one kind (count, bytes) on a barrier commute: either order is the same
         # state, and a violation one of them raises the other raises in the other order; arrivals
         # of different kinds do not (a phase may complete between them), so each kind of a barrier
@@ -235,7 +264,7 @@ class Model:
     def copy_fp(self, copy) -> int:
         lay = self.layout
         wr, rd = _copy_bits(copy)
-        return (1 << copy.barrier) | wr << lay.wr | rd << lay.rd | \
+        return _barrier_bit(copy) | wr << lay.wr | rd << lay.rd | \
             self.kind_bits.get((copy.barrier, (copy.arrivals, -copy.nbytes)), 0)
 
     def _query(self, arr, wt, wr, rd, pdl) -> int:
@@ -350,53 +379,63 @@ class _Searcher:
         return tuple(s + copies)
 
     def _race_check(self, state, i, pc, copies, events):
+        """A race when an access op ``pc`` of process ``i`` begins conflicts with an access active in
+        another process or in a copy in flight -- another process's, or one this process issued itself
+        when the access is a work step's (its own read of the bytes its TMA copy or CLC ``try_cancel``
+        response is still writing: it skipped the wait the copy completes on).  A process's copies never
+        race each other (one producer's shares of a stage are disjoint bytes)."""
         m = self.m
         wconf, rconf = m.new_conf[i][pc]
         if not (wconf or rconf):
             return
-        others_wr = others_rd = 0
+        others_wr = others_rd = own_wr = own_rd = 0
         for j in range(m.P):
             if j != i:
                 wr, rd = m.seg_bits[j][state[j]]
                 others_wr |= wr
                 others_rd |= rd
         for cid in copies:
+            wr, rd = _copy_bits(m.copies[cid])
             if m.copies[cid].process != i:
-                wr, rd = _copy_bits(m.copies[cid])
                 others_wr |= wr
                 others_rd |= rd
-        if (wconf & (others_wr | others_rd)) or (rconf & others_wr):
+            else:
+                own_wr |= wr
+                own_rd |= rd
+        seg_w, seg_r = m.seg_conf[i][pc]
+        if (wconf & (others_wr | others_rd)) or (rconf & others_wr) or \
+                (seg_w & (own_wr | own_rd)) or (seg_r & own_wr):
             events.append(("race", dict(process=i, op=pc, copies=tuple(copies))))
 
     # -- partial-order reduction ---------------------------------------------------------------
-    def free_runs(self, state, outside_procs, outside_copies) -> tuple[dict, dict]:
-        return free_runs(self.m, state, outside_procs, outside_copies)
-
     def origin(self, key) -> int:
         """The task process behind a key (a copy's issuing process)."""
         return self.m.copies[key[1]].process if key[0] == "c" else key[1]
 
-    def query(self, state, key) -> int:
+    def query(self, state, key) -> tuple[int, int]:
+        """``(query, query against the key's own process or copies)``: a process's next op meets its own
+        copies only through its segment accesses and barriers; a copy meets its process's segment accesses
+        and barriers, and another copy of that process only barriers (one producer's shares of a stage are
+        disjoint bytes)."""
         m = self.m
         if key[0] == "c":
-            return m.copy_queries[key[1]]
+            return m.copy_queries[key[1]], m.copy_queries[key[1]]
         i = key[1]
         op = m.ops[i][state[i]]
         if m.enabled(state, i):
-            return m.query[i][state[i]]
-        return 1 << op.guard
+            return m.query[i][state[i]], m.query_own[i][state[i]]
+        return 1 << op.guard, 1 << op.guard
 
-    def _stable_guard(self, state, i: int, avail: dict) -> int:
-        """The guard bit of process ``i``'s next op when that wait passes and no run of the outside
-        (which delivers at most ``avail`` arrivals per barrier) can complete the guarded barrier's
-        phase: its parity then stays, so the wait commutes with every arrival the outside makes
-        there (a phase completes only once its pending arrivals reach zero); else 0."""
-        m = self.m
-        op = m.ops[i][state[i]]
-        g = op.guard
-        if g < 0 or not m.enabled(state, i):
-            return 0
-        return 1 << g if avail.get(g, 0) < state[self.bar0 + 3 * g + 1] else 0
+    def _meets(self, key, q: tuple, other, fp: int, fp_own: int) -> bool:
+        """Whether ``key`` (queries ``q``) depends on ``other`` (footprints ``fp`` / ``fp_own``, see
+        :meth:`query`)."""
+        if self.origin(other) != self.origin(key):
+            return bool(fp & q[0])
+        if key[0] == "p":
+            return bool(fp & q[1])                        # other: a copy of this process
+        if other[0] == "p":
+            return bool(fp_own & q[0])                    # key: a copy of that process
+        return bool(fp & q[0] & self.m.no_regions)        # two copies of one process
 
     def _independent_of_all_futures(self, state, key, live_keys) -> bool:
         """Whether ``key`` is independent of everything every other live process may still do and
@@ -406,13 +445,14 @@ class _Searcher:
         if key[0] == "c" and m.copies[key[1]].after in state[self.copies_at:]:
             return False
         q = self.query(state, key)
-        origin = self.origin(key)
         for other in live_keys:
             if other == key:
                 continue
-            fp = m.copy_fps[other[1]] if other[0] == "c" else m.suffix[other[1]][state[other[1]]]
-            mask = m.no_regions if self.origin(other) == origin else -1
-            if fp & q & mask:
+            if other[0] == "c":
+                fp = fp_own = m.copy_fps[other[1]]
+            else:
+                fp, fp_own = m.suffix[other[1]][state[other[1]]], m.suffix_own[other[1]][state[other[1]]]
+            if self._meets(key, q, other, fp, fp_own):
                 return False
         return True
 
@@ -440,9 +480,9 @@ class _Searcher:
                     break
                 found = runs.get(outside)
                 if found is None:
-                    found = runs[outside] = self.free_runs(state, [k[1] for k in outside if k[0] == "p"],
-                                                           [k[1] for k in outside if k[0] == "c"])
-                fps, avail = found
+                    found = runs[outside] = free_runs(self.m, state, [k[1] for k in outside if k[0] == "p"],
+                                                      [k[1] for k in outside if k[0] == "c"])
+                fps, own_fps, bounds = found
                 new = []
                 for key in frontier:
                     if key[0] == "c" and self.m.copies[key[1]].after in state[self.copies_at:]:
@@ -451,12 +491,12 @@ class _Searcher:
                             new.append(before)
                     q = self.query(state, key)
                     if key[0] == "p":
-                        q &= ~self._stable_guard(state, key[1], avail)
-                    origin = self.origin(key)
+                        stable = ~(stable_guard(self.m, state, key[1], bounds) |
+                                   stable_arrivals(self.m, state, key[1], bounds))
+                        q = (q[0] & stable, q[1] & stable)
                     for other, fp in fps.items():
-                        # a process and its own copies never race: only barriers count
-                        mask = self.m.no_regions if self.origin(other) == origin else -1
-                        if fp & q & mask and other not in members and other not in new:
+                        if other not in members and other not in new and \
+                                self._meets(key, q, other, fp, own_fps.get(other, fp)):
                             new.append(other)
                 members.update(new)
                 frontier = new
