@@ -149,16 +149,18 @@ def test_only_proven_builds_are_picked_for_the_scheduler(monkeypatch):
     assert t6.launch_grid(4096, 4096, PAIR, clc=False, sms=148) == 148
 
 
-@pytest.mark.parametrize("layout", [TWO_PAIRS, PAIR], ids=["two-pairs", "pair"])
-def test_sm100a_sass_has_2cta_umma_and_no_local_memory(builds, tmp_path, layout):
+@pytest.mark.parametrize("layout,clc", [(TWO_PAIRS, False), (TWO_PAIRS, True), (PAIR, False)],
+                         ids=["two-pairs", "two-pairs-clc", "pair"])
+def test_sm100a_sass_has_2cta_umma_and_no_local_memory(builds, tmp_path, layout, clc):
     if cuobjdump() is None:
         pytest.skip("cuobjdump not found (PATH, TSJIT_CUOBJDUMP, or pip install nvidia-cuda-cuobjdump)")
-    text = sass(builds(layout, False)[0].cubin, tmp_path)
+    text = sass(builds(layout, clc)[0].cubin, tmp_path)
     opcodes = set(re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9]+)", text))
     assert {op for op in opcodes if op.startswith("UTC") and op.endswith("MMA")}, "no UMMA (UTC*MMA) in the SASS"
     assert "UTCBAR" in opcodes, "no tcgen05.commit (UTCBAR) in the SASS"
     assert "UTMALDG" in opcodes and "LDTM" in opcodes
     assert not opcodes & {"LDL", "STL"}, "local-memory traffic (spills) in the SASS"
+    assert ("UGETNEXTWORKID" in opcodes) == clc, "clusterlaunchcontrol.try_cancel (UGETNEXTWORKID) iff CLC"
 
 
 def test_the_one_cta_fallback_matches_float64_under_the_interpreter(monkeypatch):
