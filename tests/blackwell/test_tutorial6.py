@@ -182,8 +182,12 @@ def _interpreter_lacks(pairs: bool = False, clc: bool = False) -> str | None:
     return f"pending: the CPU interpreter has no handler for {missing}" if missing else None
 
 
-@pytest.mark.parametrize("layout,clc,M,N,K,sms", [(MULTICAST, False, 256, 128, 128, 2), (ONE_CTA, True, 256, 256, 128, 2),
-                                               (PAIR, False, 512, 256, 64, 2)], ids=["multicast", "one-cta-clc", "pair"])
+@pytest.mark.parametrize("layout,clc,M,N,K,sms", [
+    pytest.param(MULTICAST, False, 256, 128, 128, 2, id="multicast"),
+    pytest.param(ONE_CTA, True, 256, 256, 128, 2, id="one-cta-clc"),
+    pytest.param(PAIR, False, 512, 256, 64, 2, id="pair"),
+    # two clusters of two pairs, CTAs stealing the second cluster's tiles by CLC (about 11 s on 2 cores)
+    pytest.param(TWO_PAIRS, True, 512, 512, 64, 4, id="two-pairs-clc", marks=pytest.mark.slow)])
 def test_each_shape_matches_float64_under_the_interpreter(monkeypatch, layout, clc, M, N, K, sms):
     """Two persistent tiles per CTA (static) or stolen tiles (CLC); bias; C poisoned with NaN first."""
     reason = _interpreter_lacks(pairs=layout[0] > 1, clc=clc)
