@@ -316,3 +316,54 @@ def test_only_the_ts_lowering_loads_the_code_generator_at_import():
         if bad:
             wrong[module] = bad
     assert not wrong, f"TS model modules load the code generator at import time (DESIGN.md): {wrong}"
+
+
+
+
+#: what builds control flow behind the structured interface (tsjit.frontend.structured): an llvmlite
+#: IRBuilder or a block of the kernel function.  tsjit.ts asks Structured instead (issue 12 §1).
+RAW_CONTROL_FLOW = frozenset({"builder", "cbranch", "branch", "position_at_end", "position_at_start",
+                              "position_before", "position_after", "append_basic_block", "new_block",
+                              "goto_block", "goto_entry_block", "phi", "switch"})
+
+
+def _raw_control_flow(path: pathlib.Path, root: pathlib.Path = ROOT) -> list[str]:
+    """``file:line: what`` for each raw control-flow construct in the code of ``path`` (strings and
+    comments do not count): an attribute of :data:`RAW_CONTROL_FLOW`, the name ``IRBuilder``, and
+    llvmlite's ``if_then`` / ``if_else`` (a context manager, or given an llvmlite value ``x.ir``);
+    Structured's ``if_then`` takes a Value and a body."""
+    tree = ast.parse(path.read_text())
+    managed = {id(item.context_expr) for node in ast.walk(tree) if isinstance(node, ast.With) for item in node.items}
+    hits = []
+    for node in ast.walk(tree):
+        where = f"{path.relative_to(root)}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Attribute) and node.attr in RAW_CONTROL_FLOW:
+            hits.append(f"{where}: .{node.attr}")
+        elif isinstance(node, ast.Name) and node.id == "IRBuilder":
+            hits.append(f"{where}: IRBuilder")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in ("if_then", "if_else")):
+            if id(node) in managed:
+                hits.append(f"{where}: with .{node.func.attr}")
+            elif node.args and isinstance(node.args[0], ast.Attribute) and node.args[0].attr == "ir":
+                hits.append(f"{where}: .{node.func.attr}(<llvmlite value>)")
+    return hits
+
+
+def test_ts_builds_no_raw_control_flow():
+    """Every module of tsjit.ts, not a fixed list of lowering files (lower_tmem.py called
+    ``km.builder.if_then`` while the list named four others), reaches no IRBuilder and no basic block."""
+    paths = sorted((PACKAGE / "ts").rglob("*.py"))
+    assert PACKAGE / "ts" / "lower_tmem.py" in paths
+    hits = [hit for path in paths for hit in _raw_control_flow(path)]
+    assert not hits, f"tsjit.ts builds control flow without tsjit.frontend.structured: {hits}"
+
+
+def test_the_raw_control_flow_scan_finds_builder_calls(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f(km, ctx, c, body, b):\n    ctx.if_then(c, body)  # km.builder in a comment\n"
+                   "    with km.builder.if_then(c.ir):\n        pass\n    b.cbranch(c, x, y)\n"
+                   "    with b.if_else(c.ir) as (then, otherwise):\n        pass\n    b.if_then(c.ir)\n")
+    found = sorted(_raw_control_flow(bad, tmp_path))
+    assert found == ["bad.py:3: .builder", "bad.py:3: with .if_then", "bad.py:5: .cbranch",
+                     "bad.py:6: with .if_else", "bad.py:8: .if_then(<llvmlite value>)"]

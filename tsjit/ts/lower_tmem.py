@@ -19,7 +19,6 @@ rings are ``cta_group::2`` too).
 """
 from __future__ import annotations
 
-from tsjit.backend import emit
 from tsjit.errors import CompilationError
 from tsjit.lang import builtins as B
 from tsjit.lang import dtypes as dt
@@ -41,21 +40,23 @@ def cta_group(manager) -> int:
     return max(groups, default=1)
 
 
-def _mailbox(manager):
+def _mailbox(ctx, manager):
     """The shared-memory Uint32 that receives the TMEM base: the SMEM allocator's ``add_tmem_ptr``
-    allocation when there is one, else a 4-byte reservation of its own."""
+    allocation when there is one, else a 4-byte reservation of its own (``ctx.reserve_shared``)."""
     allocator = getattr(manager, "smem_allocator", None)
     slot = getattr(allocator, "tmem_ptr_allocation", None)
     if slot is not None and getattr(slot, "block_base", None) is not None and slot.offset is not None:
         return shared_pointer(slot.block_base + slot.offset, dt.Uint32, 16)
-    offset = emit.current().reserve_shared(4, 16)
+    offset = ctx.reserve_shared(4, 16)
     return shared_pointer(offset, dt.Uint32, 16)
 
 
-def allocate(manager):
-    """Emit the TMEM allocation of ``manager``'s layout (warp 0: ``tcgen05.alloc`` +
-    ``relinquish_alloc_permit``, then ``fence::before_thread_sync``); returns ``(mailbox, columns)``,
-    or None when no resource needs TMEM.  The caller's CTA barrier must follow, then :func:`read_base`.
+def allocate(ctx, manager):
+    """Emit the TMEM allocation of ``manager``'s layout through ``ctx`` (the kernel's
+    :class:`~tsjit.frontend.structured.Structured` interface; warp 0: ``tcgen05.alloc`` +
+    ``relinquish_alloc_permit``, then ``fence::before_thread_sync``); returns ``(mailbox, columns,
+    cta group)``, or None when no resource needs TMEM.  The caller's CTA barrier must follow, then
+    :func:`read_base`.
 
     Raises:
         CompilationError: the kernel is not compiled for a tcgen05 target (the resources need TMEM).
@@ -63,18 +64,18 @@ def allocate(manager):
     columns = allocation_columns(getattr(manager, "tmem_allocator", None))
     if not columns:
         return None
-    target = emit.current().target
-    if target.name not in tcgen05.TCGEN05_TARGETS:
+    target = ctx.target_name
+    if target not in tcgen05.TCGEN05_TARGETS:
         users = sorted({getattr(a.owner, "name", "?") for a in manager.tmem_allocator.allocations})
         raise CompilationError(f"resources {users} need tensor memory (get_tmem_requirements), which exists on "
-                               f"sm_100a / sm_100f only; this kernel is being compiled for {target.name}")
-    mailbox = _mailbox(manager)
+                               f"sm_100a / sm_100f only; this kernel is being compiled for {target}")
+    mailbox = _mailbox(ctx, manager)
     group = cta_group(manager)
-    km = emit.current()
-    b = km.builder
-    with b.if_then(compare("==", B.warp_idx(), 0).ir):
+
+    def alloc():
         tcgen05.alloc(mailbox, columns, cta_group=group)
         tcgen05.relinquish_alloc_permit(cta_group=group)
+    ctx.if_then(compare("==", B.warp_idx(), 0), alloc, "tmem.alloc", "tmem.alloc.done")
     tcgen05.fence_before_thread_sync()
     return mailbox, columns, group
 
@@ -87,10 +88,10 @@ def read_base(allocation):
     return mailbox.load()
 
 
-def free(allocation, base) -> None:
-    """Emit the release at the end of the kernel: ``fence::before_thread_sync``, a CTA barrier (every task
-    is done with TMEM; a cluster barrier over 2-CTA pairs: the peer too), ``fence::after_thread_sync``, and
-    warp 0's ``tcgen05.dealloc``."""
+def free(ctx, allocation, base) -> None:
+    """Emit the release at the end of the kernel through ``ctx`` (as :func:`allocate`):
+    ``fence::before_thread_sync``, a CTA barrier (every task is done with TMEM; a cluster barrier over
+    2-CTA pairs: the peer too), ``fence::after_thread_sync``, and warp 0's ``tcgen05.dealloc``."""
     if allocation is None:
         return
     _, columns, group = allocation
@@ -100,5 +101,5 @@ def free(allocation, base) -> None:
     else:
         B.syncthreads()
     tcgen05.fence_after_thread_sync()
-    with emit.current().builder.if_then(compare("==", B.warp_idx(), 0).ir):
-        tcgen05.dealloc(base, columns, cta_group=group)
+    ctx.if_then(compare("==", B.warp_idx(), 0), lambda: tcgen05.dealloc(base, columns, cta_group=group),
+                "tmem.dealloc", "tmem.dealloc.done")

@@ -81,7 +81,7 @@ def setup(manager) -> LoweringResult:
     ctx = structured.context("TaskManager.setup_resources_and_tasks()")
     base = lower_pipeline.place_allocator(ctx, manager)
     storages = lower_pipeline.allocate(ctx, manager, base)
-    tmem_allocation = tmem.allocate(manager)       # warp 0: tcgen05.alloc (sm_100a), before the barrier below
+    tmem_allocation = tmem.allocate(ctx, manager)       # warp 0: tcgen05.alloc (sm_100a), before the barrier below
     _check_shared_memory(manager, ctx.smem_bytes)
     clustered = any(st.cluster > 1 for st in storages.values())
     lower_pipeline.initialize(ctx, storages, clustered=clustered)
@@ -394,7 +394,7 @@ def run(manager, lowered: LoweringResult) -> None:
               for task in manager.tasks], "tasks.end")
     if lowered.clustered:
         sync.cluster_sync()   # no CTA leaves while a peer may still multicast into or arrive on it
-    tmem.free(lowered.tmem, lowered.tmem_base)   # warp 0: tcgen05.dealloc after every task
+    tmem.free(ctx, lowered.tmem, lowered.tmem_base)   # warp 0: tcgen05.dealloc after every task
 
 
 def _emit_sections(lowering: _TaskLowering, nodes, scope, head_offset) -> None:
