@@ -10,14 +10,15 @@ Simulated trip count: a static domain's true count capped at ``max_iterations`` 
 no cap); a dynamic domain (run-time bounds or ``get_domain``) uses ``dynamic_trip_count``.
 
 :class:`ScheduleSimulator` walks all tasks in lock step, round robin: in each round every
-task whose next step is not :meth:`~ScheduleSimulator.blocked` runs it.  Nothing blocks
+task (each of its warps, when :meth:`~ScheduleSimulator.lanes` splits it) whose next step
+is not :meth:`~ScheduleSimulator.blocked` runs it.  Nothing blocks
 without pipelines; the pipeline credit simulation overrides ``blocked`` and ``on_step``.
 A round in which no remaining task can move is a deadlock (reported by the TaskManager
 as check C0).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tsjit.ts.enums import BlockCondition, ScheduleStageType
 from tsjit.ts.options import DEFAULTS
@@ -32,13 +33,16 @@ class SimulatedStep:
     """One executed step: the Step, its trip index (Loop only), tile, and phase tag.
 
     Phase tags: ``H`` head, ``F`` first-iteration, ``L`` last-iteration, ``E`` every(n),
-    ``W`` when_true/when_false, ``T`` tail, ``""`` plain loop step.
+    ``W`` when_true/when_false, ``T`` tail, ``""`` plain loop step.  ``lane``: the warp that
+    runs it when the walk runs the task's warps as separate processes
+    (:meth:`ScheduleSimulator.lanes`); None when all its warps run it together.
     """
 
     step: Step
     iteration: int | None
     tile: int
     phase: str
+    lane: int | None = None
 
 
 def simulated_trip_count(schedule: Schedule, max_iterations: int | None = DEFAULTS.max_simulated_iterations,
@@ -115,23 +119,37 @@ class ScheduleSimulator:
     def on_step(self, task, entry: SimulatedStep) -> None:
         """Called after ``task`` ran ``entry`` (pipelines update credits here)."""
 
+    def lanes(self, task) -> int:
+        """How many processes the walk runs ``task`` as: 1 (all its warps in lock step) here; a
+        subclass returns ``task.num_warps`` to run each warp on its own (warp lanes)."""
+        return 1
+
     def run(self) -> SimulationResult:
-        tasks = self.manager.tasks
-        cursor = {id(t): 0 for t in tasks}
+        """The walk.  A row holds, per task, the step its first warp lane to move ran; on a
+        deadlock each task is blocked at its first remaining lane's step."""
+        walkers = []            # (task, that lane's sequence)
+        for task in self.manager.tasks:
+            sequence, count = self.sequences[id(task)], self.lanes(task)
+            walkers += [(task, sequence)] if count == 1 else \
+                [(task, [replace(e, lane=lane) for e in sequence]) for lane in range(count)]
+        cursor = [0] * len(walkers)
         rows: list[dict] = []
         while True:
-            remaining = [t for t in tasks if cursor[id(t)] < len(self.sequences[id(t)])]
+            remaining = [i for i, (_, sequence) in enumerate(walkers) if cursor[i] < len(sequence)]
             if not remaining:
                 return SimulationResult(rows, [])
             row: dict = {}
-            for task in remaining:
-                entry = self.sequences[id(task)][cursor[id(task)]]
+            for i in remaining:
+                task, sequence = walkers[i]
+                entry = sequence[cursor[i]]
                 if self.blocked(task, entry):
                     continue
                 self.on_step(task, entry)
-                row[id(task)] = entry
-                cursor[id(task)] += 1
+                row.setdefault(id(task), entry)
+                cursor[i] += 1
             if not row:
-                stuck = [(t, self.sequences[id(t)][cursor[id(t)]]) for t in remaining]
-                return SimulationResult(rows, stuck)
+                stuck: dict = {}
+                for i in remaining:
+                    stuck.setdefault(id(walkers[i][0]), (walkers[i][0], walkers[i][1][cursor[i]]))
+                return SimulationResult(rows, list(stuck.values()))
             rows.append(row)

@@ -24,6 +24,14 @@ judged when every task touching the resource was simulated with its exact trip c
 (static bounds, not capped by ``max_simulated_iterations``): a capped or run-time domain
 stands in for an unknown count, so a difference there proves nothing.
 
+Warp lanes: a task covering one lane per warp of some ring (``num_warps`` equal to its
+interleave stride; :func:`~tsjit.ts.verify.exhaustive_expand.warp_lane_stride`) is walked as
+one process per warp, as the exhaustive checker and the hardware run it: warp ``j`` runs lane
+``j`` of such a ring alone, with its own cursors, so it waits only for its own stages (in lock
+step the next trip of all lanes needs every stage free, a false deadlock against a consumer
+that releases a stage late).  On any other ring the task's warps arrive together: an
+operation counts once all of them have done it.
+
 Resources whose ``pipeline_config`` is not a :class:`PipelineConfig` but has an int
 ``num_stages`` are simulated with stride 1 and default advance points.
 """
@@ -48,8 +56,10 @@ _ROLE_BY_STAGE = {stage: role for role, stage in ROLE_STAGES.items()}
 class Ring:
     """Credit state of one pipelined resource."""
 
-    def __init__(self, manager, resource):
+    def __init__(self, manager, resource, split: dict | None = None):
+        """``split``: ``{id(task): warps}`` of the tasks walked one process per warp."""
         self.resource = resource
+        self.split = split or {}
         config = pipeline_config(resource)
         self.stages = resource.pipeline_config.num_stages
         self.advance_on_acquire = bool(getattr(config, "advance_on_acquire", False))
@@ -66,7 +76,8 @@ class Ring:
                         counts[stage] += 1
             self.participants[role] = counts
         self.arrivals = {role: defaultdict(int) for role in ROLE_STAGES}
-        self.counters = defaultdict(int)     # (task id, cursor name) -> ops done
+        self.counters = defaultdict(int)     # (task id, lane, cursor name) -> ops done
+        self.partial = defaultdict(int)      # (role, position, task id) -> warps of a split task done
 
     # -- positions -----------------------------------------------------------------------
     def _cursor(self, task, role: str) -> str:
@@ -76,10 +87,17 @@ class Ring:
             return "release"
         return role
 
-    def positions(self, task, role: str) -> list[int]:
+    def _own(self, lanes, lane: int | None) -> bool:
+        """Whether warp lane ``lane`` of a split task runs its ring lane alone here."""
+        return lane is not None and lanes.kind == "warp"
+
+    def positions(self, task, role: str, lane: int | None = None) -> list[int]:
+        """The ring positions ``task`` (its warp ``lane`` when split) touches with its next
+        ``role`` operation."""
         lanes = self.lanes[(id(task), role)]
-        count = self.counters[(id(task), self._cursor(task, role))]
-        return [lane + count * lanes.stride for lane in lanes.lanes]
+        count = self.counters[(id(task), lane, self._cursor(task, role))]
+        own = (lane,) if self._own(lanes, lane) else lanes.lanes
+        return [j + count * lanes.stride for j in own]
 
     def done(self, role: str, position: int) -> bool:
         """Whether every participant of ``role`` covering the stage has done ``position``."""
@@ -87,21 +105,27 @@ class Ring:
         return needed > 0 and self.arrivals[role][position] >= needed
 
     # -- the simulation hooks ------------------------------------------------------------
-    def blocked(self, task, role: str) -> list[int]:
-        """The positions that keep ``task`` from running ``role`` now (empty: can run)."""
+    def blocked(self, task, role: str, lane: int | None = None) -> list[int]:
+        """The positions that keep ``task`` (its warp ``lane``) from running ``role`` now
+        (empty: can run)."""
         if role == "wait":
-            return [p for p in self.positions(task, role) if not self.done("commit", p)]
+            return [p for p in self.positions(task, role, lane) if not self.done("commit", p)]
         if role == "acquire":
-            return [p for p in self.positions(task, role)
+            return [p for p in self.positions(task, role, lane)
                     if p >= self.stages and not self.done("release", p - self.stages)]
         return []
 
-    def step(self, task, role: str) -> None:
-        for position in self.positions(task, role):
+    def step(self, task, role: str, lane: int | None = None) -> None:
+        together = lane is not None and not self._own(self.lanes[(id(task), role)], lane)
+        for position in self.positions(task, role, lane):
+            if together:        # the task arrives once its last warp has
+                self.partial[(role, position, id(task))] += 1
+                if self.partial[(role, position, id(task))] < self.split[id(task)]:
+                    continue
             self.arrivals[role][position] += 1
         cursor = self._cursor(task, role)
         if cursor == role:
-            self.counters[(id(task), role)] += 1
+            self.counters[(id(task), lane, role)] += 1
 
     # -- state for messages ------------------------------------------------------------------
     def completed(self, role: str) -> int:
@@ -116,23 +140,29 @@ class Ring:
                 f"{free} of {self.stages} slot(s) free ({acquired} acquires, {released} "
                 f"releases)")
 
-    def too_shallow(self, task, role: str) -> str | None:
+    def too_shallow(self, task, role: str, lane: int | None = None) -> str | None:
         """Why ``task`` cannot run ``role`` on a ring this deep, when it holds every stage itself: with
         ``advance_on_acquire`` it acquired them all and committed none (its next acquire waits for a
         release that needs those commits, after it), or with ``advance_on_wait`` it waited on them all
-        and released none.  ``None`` otherwise."""
+        and released none; warp ``lane`` of a split task holds its lane's share of the stages.
+        ``None`` otherwise."""
         closing = {"acquire": ("commit", self.advance_on_acquire, "acquired", "committed"),
                    "wait": ("release", self.advance_on_wait, "waited on", "released")}.get(role)
         if closing is None or not closing[1]:
             return None
         close, _, opened_how, closed_how = closing
-        opened = self.counters[(id(task), role)] - self.counters[(id(task), close)]
-        if opened < self.stages:
+        opened = self.counters[(id(task), lane, role)] - self.counters[(id(task), lane, close)]
+        lanes = self.lanes[(id(task), role)]
+        share = -(-self.stages // lanes.stride) if self._own(lanes, lane) else self.stages
+        if opened < share:
             return None
-        name = self.resource.name
-        return (f"'{name}' is too shallow for this schedule: {task.describe()} holds {opened} stage(s) "
+        name, holder, step = self.resource.name, task.describe(), 1
+        if self._own(lanes, lane):       # every lane holds as many: the stages they take together
+            opened, holder = opened * lanes.stride, f"{holder} ({lanes.stride} warp lanes)"
+            step = lanes.stride
+        return (f"'{name}' is too shallow for this schedule: {holder} holds {opened} stage(s) "
                 f"{opened_how} and not yet {closed_how}, and '{name}' has {self.stages}; its next "
-                f"{role}() needs one of them back.  Give '{name}' at least {opened + 1} stages, or "
+                f"{role}() needs one of them back.  Give '{name}' at least {opened + step} stages, or "
                 f"{close}() before the next {role}().")
 
     def imbalances(self) -> list[str]:
@@ -182,7 +212,8 @@ class PipelineSimulator(ScheduleSimulator):
             if task.schedule.work_tile_loop is not None or id(task) in runtime:
                 tiles = self.persistent_tiles if task.schedule.work_tile_loop is not None else 1
                 self.sequences[id(task)] = expand_schedule(task.schedule, trips, tiles=tiles)
-        self.rings = {id(r): Ring(manager, r) for r in manager.resources if is_pipelined(r)}
+        self.split = {id(t): t.num_warps for t in manager.tasks if warp_lane_stride(t) > 1}
+        self.rings = {id(r): Ring(manager, r, self.split) for r in manager.resources if is_pipelined(r)}
         self.exact = {id(t): _exact(t.schedule, max_iterations) for t in manager.tasks}
 
     def run(self) -> SimulationResult:
@@ -202,6 +233,10 @@ class PipelineSimulator(ScheduleSimulator):
             return full
         return SimulationResult(result.rows, [])     # the table shows the capped walk
 
+    def lanes(self, task) -> int:
+        """A warp-lane task runs one process per warp (see the module docstring)."""
+        return self.split.get(id(task), 1)
+
     def _ring_role(self, entry: SimulatedStep):
         role = _ROLE_BY_STAGE.get(entry.step.stage)
         ring = self.rings.get(id(entry.step.resource))
@@ -209,17 +244,18 @@ class PipelineSimulator(ScheduleSimulator):
 
     def blocked(self, task, entry: SimulatedStep) -> bool:
         ring, role = self._ring_role(entry)
-        return ring is not None and bool(ring.blocked(task, role))
+        return ring is not None and bool(ring.blocked(task, role, entry.lane))
 
     def on_step(self, task, entry: SimulatedStep) -> None:
         ring, role = self._ring_role(entry)
         if ring is not None:
-            ring.step(task, role)
+            ring.step(task, role, entry.lane)
 
     # -- reporting (used by TaskManager.print_and_verify) -----------------------------------
     def blocked_message(self, task, entry: SimulatedStep) -> str:
         step = entry.step
         where = (f"schedule step #{step.id}"
+                 + (f", warp lane {entry.lane}" if entry.lane is not None else "")
                  + (f", iteration {entry.iteration}" if entry.iteration is not None else "")
                  + (f", tile {entry.tile}" if step.work_loop_slot is None
                     and task.schedule.work_tile_loop is not None else "")
@@ -229,7 +265,7 @@ class PipelineSimulator(ScheduleSimulator):
         ring, role = self._ring_role(entry)
         if ring is None:
             return text
-        positions = ring.blocked(task, role)
+        positions = ring.blocked(task, role, entry.lane)
         stages = ", ".join(f"stage {p % ring.stages} phase {(p // ring.stages) % 2}"
                            for p in positions)
         need = ("a commit of " if role == "wait" else "a release freeing ")
@@ -241,7 +277,7 @@ class PipelineSimulator(ScheduleSimulator):
         found = []
         for task, entry in blocked:
             ring, role = self._ring_role(entry)
-            reason = ring.too_shallow(task, role) if ring is not None else None
+            reason = ring.too_shallow(task, role, entry.lane) if ring is not None else None
             if reason is not None and reason not in found:
                 found.append(reason)
         return found

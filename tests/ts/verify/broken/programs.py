@@ -273,11 +273,11 @@ CASES = [
          PDL1=("'consume'", "'mid'", "pdl_wait", "ConsumerWork")),
     case("interleave_lanes_colliding", "two producer tasks both take domain lane 0 of a "
          "stride-2 ring", domain_lanes((0, 0)), domain_lanes((0, 1)),
-         C0=("'lane0'", "'ring'", "ProducerAcquire"), P6=("'lane0'", "'ring'"),
+         C0=("'cons'", "'ring'", "ConsumerWait", "warp lane 1", "a commit of stage 1"), P6=("'lane0'", "'ring'"),
          X=("'lane1'", "'ring'", "ProducerWork")),
     case("interleave_lane_missing", "no producer covers lane 1: the consumer warp of lane 1 "
          "waits forever", domain_lanes((0,)), domain_lanes((0, 1)),
-         C0=("'lane0'", "'ring'", "ProducerAcquire"), P6=("'ring'",),
+         C0=("'cons'", "'ring'", "ConsumerWait", "warp lane 1", "a commit of stage 1"), P6=("'ring'",),
          X=("'cons'", "'ring'", "ConsumerWait", "lane 1")),
     case("token_read_before_written", "the store reads the loaded item before the load "
          "writes it (raw schedule order)", routed(False), routed(True),
