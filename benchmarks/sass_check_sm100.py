@@ -40,6 +40,8 @@ def main() -> None:
     tool = cuobjdump()
     f32 = np.zeros(4096, np.float32)
     builds = [("tutorial 3 GEMM 128x256 bf16 (sm_100a)", bw_gemm.compile_for("sm_100a")),
+              ("tutorial 3, EPILOGUE='tma': stmatrix + TMA store (sm_100a)",
+               bw_gemm.compile_for("sm_100a", epilogue="tma")),
               ("CLC persistent copy (sm_100a)", tsjit.compile(bw_clc_copy.clc_copy, f32, f32, 16, 256, 4,
                                                                target="sm_100a")),
               ("tutorial 9 split-K, DSMEM reduce-scatter, SPLIT=2 (sm_100a)", bw_splitk.compile_for("sm_100a")),

@@ -388,3 +388,29 @@ def mixed_cta_groups(out):
 def test_one_cta_group_per_kernel():
     err = compile_error(mixed_cta_groups, OUT_U32)
     assert "cta_group=1" in err.message and "tsjit.tcgen05.alloc" in err.message and "cta_group=2" in err.message
+
+
+# -- AccumulatorView.store_shared (TMEM -> stmatrix staging for a TMA store) --------------------------------
+@tsjit.kernel
+def stage_accumulator(out, COLUMNS: tsjit.Constexpr[int], ROWS_PER_BOX: tsjit.Constexpr[int],
+                      DTYPE: tsjit.Constexpr[str], CHUNK: tsjit.Constexpr[int]):
+    tile = tsjit.shared_array(tsjit.BFloat16, (COLUMNS // 64, ROWS_PER_BOX, 64), align=1024)
+    view = tc.accumulator(tsjit.Uint32(0), columns=COLUMNS, dtype=getattr(tsjit, DTYPE))
+    view.store_shared(tile, swizzle="128B", chunk=CHUNK)
+
+
+def test_store_shared_loads_16x256b_and_stores_stmatrix():
+    ptx = ptx_of(stage_accumulator, OUT_F32, COLUMNS=128, ROWS_PER_BOX=128, DTYPE="Float32", CHUNK=64)
+    assert ptx.count("tcgen05.ld.sync.aligned.16x256b.x8.b32") == 4      # 2 slabs x 128 / 64 columns
+    assert ptx.count("stmatrix.sync.aligned.m8n8.x4") == 16              # 2 slabs x 8 groups of 16 columns
+
+
+@pytest.mark.parametrize("columns, rows, dtype, chunk, words", [
+    (128, 64, "Float32", 32, "shape (2, 128, 64)"),          # the Hopper epilogue's 64-row boxes
+    (128, 128, "Int32", 32, "Float32 accumulator"),
+    (128, 128, "Float32", 8, "chunk must be 16, 32, 64 or 128"),
+    (72, 128, "Float32", 32, "multiple of 16"),
+])
+def test_store_shared_names_what_is_wrong(columns, rows, dtype, chunk, words):
+    err = compile_error(stage_accumulator, OUT_F32, COLUMNS=columns, ROWS_PER_BOX=rows, DTYPE=dtype, CHUNK=chunk)
+    assert "tcgen05.accumulator.store_shared" in err.message and words in err.message

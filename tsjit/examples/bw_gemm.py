@@ -20,7 +20,10 @@ walks ``ceil(K / 64)`` K tiles; A and B tiles are 128-byte swizzled TMA boxes (1
   ``tcgen05.commit`` to the accumulator's full barrier) -- a one-stage **UmmaAsync** ring.
 * ``store`` (warps 2-5, one warpgroup): ``acc.wait``, each thread loads its accumulator row from
   TMEM (``tcgen05.ld.32x32b``, 32 columns at a time) and stores bf16 to C with bounds masks,
-  ``acc.release``.
+  ``acc.release``.  With ``EPILOGUE="tma"`` the warpgroup instead reads TMEM with ``tcgen05.ld.16x256b``,
+  writes bf16 with ``stmatrix`` into four 128B-swizzled 128 x 64 boxes in shared memory
+  (``AccumulatorView.store_shared``, the Hopper epilogue's layout), fences the async proxy, syncs its 128
+  threads on named barrier 1, and one thread TMA-stores the boxes.
 * TMEM: the accumulator resource asks for 256 columns (``get_tmem_requirements``); the TaskManager
   allocates them in ``setup_resources_and_tasks`` and frees them at the end of ``run``.
 
@@ -37,7 +40,7 @@ import numpy as np
 
 import tsjit
 from tsjit import tcgen05, ts, wgmma
-from tsjit.lang.epilogue import store_fragment_global
+from tsjit.lang.epilogue import store_fragment_global, tma_store_tile
 from tsjit.lang.fragment import Fragment
 
 BM, BN, BK = 128, 256, 64
@@ -45,6 +48,8 @@ STAGES = 3
 MMA_K = 16
 BLACKWELL_THREADS = 6 * 32
 HOPPER_THREADS = 12 * 32
+EPILOGUES = ("direct", "tma")
+C_BOX = (BM, 64)                     # the TMA store box of C for EPILOGUE="tma" (128B swizzle: 64 bf16 columns)
 
 
 def threads_for(target: str) -> int:
@@ -109,10 +114,14 @@ class TmemAccumulator(ts.MemoryResource):
 
     c: object
     ab: object
+    epilogue: str = "direct"
     tmem: object = None
+    staging: object = None
 
     def __post_init__(self):
         self.tmem = ts.TmemAllocation("accumulator", BN)
+        if self.epilogue == "tma":     # the (BN / 64, 128, 64) swizzled boxes the TMA stores read
+            self.staging = tsjit.shared_array(self.c.dtype, (BN // C_BOX[1], BM, C_BOX[1]), align=1024)
 
     def get_tmem_requirements(self):
         return [self.tmem]
@@ -132,7 +141,17 @@ class TmemAccumulator(ts.MemoryResource):
     def store(self, stage_info):
         base = stage_info.context.tmem_ptr_i32 + self.tmem.offset
         view = tcgen05.accumulator(base, columns=BN)
-        view.store_global(self.c, tsjit.block_idx().y * BM, tsjit.block_idx().x * BN, chunk=32)
+        if tsjit.const_expr(self.epilogue == "direct"):
+            view.store_global(self.c, tsjit.block_idx().y * BM, tsjit.block_idx().x * BN, chunk=32)
+        else:
+            # TMEM -> registers (16x256b) -> bf16 -> stmatrix into the swizzled boxes -> one thread TMA-stores
+            view.store_shared(self.staging, swizzle="128B", chunk=32)
+            tsjit.fence_proxy_async()                      # the generic-proxy writes, visible to the TMA unit
+            tsjit.named_barrier_sync(1, 128)               # the store warpgroup's 128 threads
+            if tsjit.thread_idx().x % 128 == 0:
+                tma_store_tile(self.c, self.staging, (tsjit.block_idx().y * BM, tsjit.block_idx().x * BN))
+                tsjit.bulk_commit_group()
+                tsjit.bulk_wait_group(0)                   # done reading shared memory before the CTA exits
 
 
 @dataclass(kw_only=True)
@@ -149,9 +168,15 @@ class OutputC(ts.MemoryResource):
 
 
 @tsjit.kernel
-def gemm_tutorial3(a_map, b_map, c, K):
+def gemm_tutorial3(a_map, b_map, c, K, EPILOGUE: tsjit.Constexpr[str] = "direct"):
     """C = A @ B^T for bf16 A (M, K), B (N, K) and C (M, N); grid ``(ceil(N / 256), ceil(M / 128))``, block
-    :func:`threads_for` the target (192 on sm_100a, 384 on sm_90a)."""
+    :func:`threads_for` the target (192 on sm_100a, 384 on sm_90a).
+
+    ``EPILOGUE="direct"``: ``c`` is the global tensor, stored from registers with bounds masks.
+    ``EPILOGUE="tma"`` (sm_100a): ``c`` is C's TensorMap (box :data:`C_BOX`, ``swizzle="128B"``); the store
+    warpgroup stages the tile through shared memory with ``stmatrix`` and TMA-stores it (TMA clips the edges)."""
+    if tsjit.const_expr(EPILOGUE not in EPILOGUES):
+        raise tsjit.CompilationError(f"gemm_tutorial3: EPILOGUE must be one of {list(EPILOGUES)}, got {EPILOGUE!r}")
     k_tiles = (K + BK - 1) // BK
     stage_bytes = (BM + BN) * BK * a_map.dtype.itemsize
     one = ts.CooperativeGroup(ts.Agent.Thread, 1)
@@ -168,7 +193,7 @@ def gemm_tutorial3(a_map, b_map, c, K):
         acc_cfg = ts.PipelineConfig.create_umma_async_pipeline_cfg(1, one, ts.CooperativeGroup(ts.Agent.Thread, 128),
                                                                    (1, 1, 1, 1))
         ab = ABTiles(name="ab", pipeline_config=ab_cfg, a_map=a_map, b_map=b_map)
-        acc = TmemAccumulator(name="acc", pipeline_config=acc_cfg, c=c, ab=ab)
+        acc = TmemAccumulator(name="acc", pipeline_config=acc_cfg, c=c, ab=ab, epilogue=EPILOGUE)
 
         @ts.schedule
         def mma_schedule(s: ABTiles, t: TmemAccumulator):
@@ -193,6 +218,9 @@ def gemm_tutorial3(a_map, b_map, c, K):
         store = ts.Task("store", [acc], [], warp_idx=2, num_warps=4, schedule=store_schedule(acc))
         manager = ts.TaskManager([load, mma, store], {acc: [ab]}, verbose=False)
     else:
+        if tsjit.const_expr(EPILOGUE != "direct"):
+            raise tsjit.CompilationError("gemm_tutorial3: EPILOGUE='tma' is the sm_100a TMEM epilogue; on sm_90a use "
+                                         "EPILOGUE='direct' (the Hopper GEMM's TMA epilogue is tsjit.examples.gemm)")
         ab_cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(STAGES, stage_bytes, one,
                                                                  ts.CooperativeGroup(ts.Agent.Thread, 8))
         ab = ABTiles(name="ab", pipeline_config=ab_cfg, a_map=a_map, b_map=b_map)
@@ -220,11 +248,15 @@ def gemm_tutorial3(a_map, b_map, c, K):
     manager.run()
 
 
-def compile_for(target: str, M: int = 256, N: int = 512, K: int = 256):
+def compile_for(target: str, M: int = 256, N: int = 512, K: int = 256, epilogue: str = "direct"):
     """``tsjit.compile`` of :func:`gemm_tutorial3` for ``target`` with bf16 specs (no GPU needed)."""
     a_map = tsjit.tensormap_spec(tsjit.BFloat16, (BM, BK), swizzle="128B")
     b_map = tsjit.tensormap_spec(tsjit.BFloat16, (BN, BK), swizzle="128B")
-    return tsjit.compile(gemm_tutorial3, a_map, b_map, tsjit.spec((M, N), tsjit.BFloat16), K, target=target)
+    if epilogue == "tma":
+        c = tsjit.tensormap_spec(tsjit.BFloat16, C_BOX, swizzle="128B")
+    else:
+        c = tsjit.spec((M, N), tsjit.BFloat16)
+    return tsjit.compile(gemm_tutorial3, a_map, b_map, c, K, EPILOGUE=epilogue, target=target)
 
 
 def run_tutorial3(M: int, N: int, K: int, rng=None):

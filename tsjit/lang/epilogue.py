@@ -48,12 +48,10 @@ from tsjit.lang import math as tm
 from tsjit.lang.dtypes import DType
 from tsjit.lang.fragment import Fragment, accumulator_coords, warpgroup_thread_index
 from tsjit.lang.memory import Pointer, Tensor, convert_for_store
+from tsjit.lang.stmatrix import (SWIZZLE_SPANS, TILE_ROWS, check_stmatrix_tile, pack_pair, stmatrix_row_offset,
+                                 store_slab_shared)
 from tsjit.lang.tma import tma_store
 from tsjit.lang.values import Value, as_value, cast_to
-
-SWIZZLE_SPANS = {"none": 0, "128B": 128, "64B": 64, "32B": 32}
-_PACKED_TYPES = ("BFloat16", "Float16")
-TILE_ROWS = 64                      # rows of one warpgroup's wgmma accumulator tile
 
 
 def _accumulator(acc, what: str) -> Fragment:
@@ -77,21 +75,6 @@ def _apply(acc: Fragment, fn, tid) -> list:
             out = as_value(out, dt.Float32)
         values.append(out)
     return values
-
-
-def pack_pair(low, high, dtype: DType) -> Value:
-    """Two values rounded to ``dtype`` (BFloat16 or Float16, round-to-nearest-even) and packed into
-    one Int32, ``low`` in bits 0-15 (PTX ``cvt.rn.bf16x2.f32`` / ``cvt.rn.f16x2.f32``)."""
-    if dtype.name not in _PACKED_TYPES:
-        raise CompilationError(f"pack_pair packs BFloat16 or Float16, not {dtype.name}")
-    b = emit.current().builder
-    lo = cast_to(as_value(low, dt.Float32), dt.Float32)
-    hi = cast_to(as_value(high, dt.Float32), dt.Float32)
-    vec = ir.Constant(ir.VectorType(ir.FloatType(), 2), ir.Undefined)
-    vec = b.insert_element(vec, lo.ir, ir.Constant(emit.I32, 0))
-    vec = b.insert_element(vec, hi.ir, ir.Constant(emit.I32, 1))
-    narrow = b.fptrunc(vec, ir.VectorType(emit.llvm_type(dtype), 2))
-    return Value(b.bitcast(narrow, emit.I32), dt.Int32)
 
 
 _FP8_NAMES = {"Float8E4M3": "e4m3", "Float8E5M2": "e5m2"}
@@ -119,29 +102,6 @@ def pack_fp8_quad(values, dtype: DType) -> Value:
     result = emit.current().inline_asm(emit.I32, FP8_QUAD_ASM.format(kind=_FP8_NAMES[dtype.name]), "=r,f,f,f,f",
                                        args, side_effect=False)
     return Value(result, dt.Int32)
-
-
-def _shared_destination(tile, what: str) -> tuple[Pointer, Tensor | None]:
-    tensor = tile if isinstance(tile, Tensor) else None
-    ptr = tile.ptr if isinstance(tile, Tensor) else tile
-    if not isinstance(ptr, Pointer) or ptr.address_space != emit.SHARED:
-        raise CompilationError(f"tsjit.epilogue.{what} needs a shared-memory tile, got {tile!r}")
-    return ptr, tensor
-
-
-def _check_tile_shape(tensor: Tensor | None, expected: tuple, what: str) -> None:
-    if tensor is None:
-        return
-    if tuple(tensor.shape) != expected or not all(isinstance(s, int) for s in tensor.strides):
-        raise CompilationError(f"tsjit.epilogue.{what}: the tile must be a dense shared array of shape {expected}, "
-                               f"got shape {tuple(tensor.shape)}")
-    dense, step = [], 1
-    for extent in reversed(expected):
-        dense.append(step)
-        step *= extent
-    if tuple(tensor.strides) != tuple(reversed(dense)):
-        raise CompilationError(f"tsjit.epilogue.{what}: the tile of shape {expected} must be dense row-major, "
-                               f"got strides {tuple(tensor.strides)}")
 
 
 def store_fragment_shared(acc: Fragment, tile, *, dtype: DType | None = None, swizzle: str = "128B", fn=None,
@@ -174,69 +134,11 @@ def store_fragment_shared(acc: Fragment, tile, *, dtype: DType | None = None, sw
     addresses of matrix ``i``).
     """
     acc = _accumulator(acc, "store_fragment_shared")
-    if swizzle not in SWIZZLE_SPANS:
-        raise CompilationError(f"tsjit.epilogue.store_fragment_shared: swizzle must be one of "
-                               f"{list(SWIZZLE_SPANS)}, got {swizzle!r}")
-    ptr, tensor = _shared_destination(tile, "store_fragment_shared")
-    dtype = dtype or ptr.dtype
-    if dtype.name not in _PACKED_TYPES or ptr.dtype.bits != 16:
-        raise CompilationError(f"tsjit.epilogue.store_fragment_shared stores BFloat16 or Float16 (stmatrix moves "
-                               f"16-bit elements); the tile holds {ptr.dtype.name} and dtype is {dtype.name}")
     n = 2 * len(acc)
-    span = SWIZZLE_SPANS[swizzle]
-    if span:
-        width = span // 2                                  # elements per swizzle row
-        if n % width:
-            raise CompilationError(f"tsjit.epilogue.store_fragment_shared: N={n} is not a multiple of the {swizzle} "
-                                   f"box width ({width} columns)")
-        _check_tile_shape(tensor, (n // width, TILE_ROWS, width), "store_fragment_shared")
-        if ptr.alignment < 8 * span:
-            raise CompilationError(f"tsjit.epilogue.store_fragment_shared: a {swizzle}-swizzled tile must be "
-                                   f"{8 * span}-byte aligned; it is only known to be {ptr.alignment}-byte aligned")
-    else:
-        _check_tile_shape(tensor, (TILE_ROWS, n), "store_fragment_shared")
-        if ptr.alignment < 16:
-            raise CompilationError("tsjit.epilogue.store_fragment_shared: the tile must be 16-byte aligned")
+    ptr, dtype = check_stmatrix_tile(tile, n, TILE_ROWS, swizzle, dtype, "epilogue.store_fragment_shared")
     values = _apply(acc, fn, tid)
-
-    km = emit.current()
-    b = km.builder
     local = warpgroup_thread_index(tid)
-    groups = n // 8                                        # 8-column groups
-    for group in range(0, groups, 2):
-        count = 4 if group + 1 < groups else 2
-        # register r of stmatrix = matrix r: rows +8*(r % 2), columns 8 * (group + r // 2)
-        registers = [pack_pair(values[4 * group + 2 * r], values[4 * group + 2 * r + 1], dtype).ir
-                     for r in range(count)]
-        offset = stmatrix_row_offset(local, group, n, swizzle)
-        target = b.gep(ptr.ir, [offset.ir], source_etype=emit.I8, inbounds=True)
-        km.intrinsic(f"llvm.nvvm.stmatrix.sync.aligned.m8n8.x{count}.b16.p3", [target] + registers)
-
-
-def stmatrix_row_offset(local_tid, group: int, n: int, swizzle: str):
-    """Byte offset, from the tile's start, of the 16-byte matrix row that thread ``local_tid``
-    (0..127, Int32 Value or int) addresses in the ``stmatrix.x4`` storing 8-column groups
-    ``group`` and ``group + 1`` (``group`` even) of a 64 x ``n`` 2-byte tile in the layout of
-    :func:`store_fragment_shared`.
-
-    Lane ``l`` of warp ``w`` addresses matrix ``l // 8``, row ``l % 8``: tile row
-    ``16 w + 8 ((l // 8) % 2) + l % 8``, columns ``8 (group + l // 16)`` and on.  With a swizzle of
-    span ``S`` bytes the row's 16-byte chunk ``c`` sits at ``c ^ (((row * S) >> 7) & (S / 16 - 1))``
-    (``c ^ (row % 8)`` for 128B, CuTe ``Swizzle<3,4,3>``), in box ``column // (S / 2)``.
-    """
-    span = SWIZZLE_SPANS[swizzle]
-    lane = local_tid & 31
-    matrix = lane >> 3                                    # which 8x8 matrix this lane addresses
-    row = ((local_tid >> 5) << 4) + ((matrix & 1) << 3) + (lane & 7)
-    half = matrix >> 1                                    # 0: first 8 columns, 1: next 8
-    col0 = 8 * group
-    if not span:
-        return row * (n * 2) + (half << 4) + col0 * 2
-    width = span // 2
-    box, inner = divmod(col0, width)
-    phase = ((row * span) >> 7) & (span // 16 - 1)       # the swizzle XOR of this row's chunks
-    chunk = ((half + inner // 8) ^ phase) << 4
-    return row * span + chunk + box * (TILE_ROWS * span)
+    store_slab_shared(values, ptr, (local >> 5) << 4, local & 31, n, swizzle, dtype)
 
 
 def tma_store_tile(tmap, tile, coords) -> None:

@@ -19,6 +19,9 @@ CTA) UMMA with 32-bit D is stored row ``r`` -> lane ``r``, column ``c`` -> colum
 (Data-path Layouts D and A, §9.7.16.10.5.4 / §9.7.16.10.5.1).  :class:`AccumulatorView` reads it
 with ``32x32b`` loads, so thread ``t`` of warp ``w`` (``w % 4 = q``) holds row ``32 q + t`` and
 consecutive columns: the registers of one thread are one row segment, ready for a vector store.
+:meth:`AccumulatorView.store_shared` reads it with ``16x256b`` loads instead, whose registers are in
+the order ``stmatrix`` stores, to stage the tile in shared memory for a TMA store (the layout of
+:mod:`tsjit.lang.stmatrix`, shared with the Hopper epilogue).
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ from tsjit.errors import CompilationError
 from tsjit.lang import dtypes as dt
 from tsjit.lang.builtins import lane_idx, warp_idx
 from tsjit.lang.dtypes import DType
+from tsjit.lang.stmatrix import check_stmatrix_tile, store_slab_shared
 from tsjit.lang.fragment import Fragment
 from tsjit.lang.memory import Tensor, convert_for_store
 from tsjit.lang.values import Value, as_value, cast_to
@@ -329,6 +333,63 @@ class AccumulatorView:
                 with b.if_then(((grow < rows) & (gcol < cols)).ir):
                     out.element_pointer((grow, gcol)).store(convert_for_store(value, out.dtype))
             start += width
+
+    def store_shared(self, tile, *, dtype: DType | None = None, swizzle: str = "128B", fn=None,
+                     chunk: int = 32) -> None:
+        """Write the ``128 x N`` accumulator to a shared tile with ``stmatrix``, in the layout the Hopper
+        epilogue writes (:func:`tsjit.epilogue.store_fragment_shared`) with 128 rows per box: shape
+        ``(N / W, 128, W)`` for ``swizzle`` of span ``S`` bytes (``W = S / 2``: 64 BFloat16 for 128B), ready
+        for :func:`tsjit.epilogue.tma_store_tile` with a store TensorMap of box ``(128, W)`` and the same
+        swizzle; or ``(128, N)`` row-major for ``swizzle="none"``.  Every thread of the warpgroup calls it
+        with the same arguments; then ``fence_proxy_async``, a barrier of the 128 threads, and one thread
+        issues the TMA stores.
+
+        Each warp reads its 32 lanes as two 16-lane slabs with ``tcgen05.ld.16x256b`` (``chunk`` columns,
+        ``chunk / 8`` repetitions, per load): register ``r`` of thread ``t`` holds lane ``t / 4 + 8 ((r / 2)
+        % 2)``, column ``8 (r / 4) + 2 (t % 4) + r % 2`` (PTX ISA 9.1 §9.7.16.2.3.1, shape .16x256b), the
+        wgmma m64nNk accumulator order of one warp (§9.7.15.5.1.1.1) that ``stmatrix.m8n8.x4`` stores
+        (§9.7.14.5.16), so no register shuffle is needed.
+
+        Args:
+            tile: the shared tile above, BFloat16 or Float16.
+            dtype: stored type (default: the tile's), rounded to nearest even.
+            swizzle: ``"128B"``, ``"64B"``, ``"32B"`` or ``"none"``.
+            fn: optional ``fn(value, row, col)`` applied to each Float32 value first (tile coordinates).
+            chunk: columns per ``tcgen05.ld``: 16, 32, 64 or 128 (4 x chunk / 8 registers live).
+
+        Raises:
+            CompilationError: an Int32 accumulator, N not a multiple of 16 (or of the box width), a bad
+                ``chunk``, or a tile of the wrong shape, dtype or alignment.
+        """
+        what = "tcgen05.accumulator.store_shared"
+        if self.dtype is not dt.Float32:
+            raise CompilationError(f"tsjit.{what} converts a Float32 accumulator to 16-bit floats; this one is "
+                                   f"{self.dtype.name} (use store_global)")
+        if self.columns % 16:
+            raise CompilationError(f"tsjit.{what}: stmatrix stores 16 columns at a time; the accumulator has "
+                                   f"{self.columns} columns (a multiple of 16 is needed)")
+        if chunk not in (16, 32, 64, 128):
+            raise CompilationError(f"tsjit.{what}: chunk must be 16, 32, 64 or 128 columns, got {chunk!r}")
+        n = self.columns
+        ptr, dtype = check_stmatrix_tile(tile, n, self.rows, swizzle, dtype, what)
+        lane = cast_to(lane_idx(), dt.Int32)
+        quarter = cast_to((warp_idx() & 3) * 32, dt.Int32)
+        for half in range(2):
+            slab = quarter + 16 * half
+            start = 0
+            while start < n:
+                width = min(chunk, n - start)
+                width = 1 << (width.bit_length() - 1)      # a power of 2 (>= 16: n, start are multiples of 16)
+                address = tmem_address(self.base, lane=slab, column=start)
+                values = list(ld(address, shape="16x256b", num=width // 8, dtype=self.dtype))
+                wait_ld()
+                if fn is not None:
+                    for r, value in enumerate(values):
+                        row = slab + (lane >> 2) + 8 * ((r // 2) % 2)
+                        col = ((lane & 3) << 1) + (start + 8 * (r // 4) + r % 2)
+                        values[r] = as_value(fn(value, row, col), dt.Float32)
+                store_slab_shared(values, ptr, slab, lane, n, swizzle, dtype, rows=self.rows, first_group=start // 8)
+                start += width
 
 
 def accumulator(base, *, columns: int, rows: int = 128, dtype: DType = dt.Float32) -> AccumulatorView:
