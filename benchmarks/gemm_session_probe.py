@@ -28,6 +28,7 @@ from gemm import interleaved_host_us, interleaved_medians  # benchmarks/gemm.py 
 from gemm_configs_probe import force_with  # benchmarks/gemm_configs_probe.py: clears the plan and launch caches
 
 mm = sys.modules["tsjit.ops.matmul"]
+matmul_plan = sys.modules["tsjit.ops.matmul_plan"]   # its REALIGN / OPERAND_L2_PROMOTION knobs
 
 # (M, N, K) -> [(label, (BM, BN, splits[, stages]) or None for the heuristic, REALIGN override or None)]
 SHAPES = {
@@ -173,7 +174,7 @@ def shapes(reps: int) -> None:
         b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16).t()
         ref = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
         for label, choice, realign in variants:
-            mm.REALIGN = realign
+            matmul_plan.REALIGN = realign
             force_with(None if choice is None else (lambda problem, c=choice: forced_config(problem, c)))
             out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
             tsjit.ops.matmul(a, b, out=out)
@@ -188,7 +189,7 @@ def shapes(reps: int) -> None:
                                                    lambda: torch.matmul(a, b, out=ref), flush, reps)
             print(f"| {M}x{N}x{K} | {label} | {config} | {err:.1e} | {t_ours * 1e3:.1f} | {t_theirs * 1e3:.1f} | "
                   f"{t_theirs / t_ours:.3f} |", flush=True)
-    mm.REALIGN = None
+    matmul_plan.REALIGN = None
     force_with(None)
 
 

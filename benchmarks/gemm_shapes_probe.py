@@ -27,6 +27,7 @@ from gemm import host_overhead_us, interleaved_medians, matmul_error  # benchmar
 from gemm_configs_probe import force_with  # benchmarks/gemm_configs_probe.py: clears the plan and launch caches
 
 mm = sys.modules["tsjit.ops.matmul"]
+matmul_plan = sys.modules["tsjit.ops.matmul_plan"]   # its REALIGN / OPERAND_L2_PROMOTION knobs
 
 # (M, N, K) -> [(BM, BN, splits, stages or None)]; None: the heuristic
 FORCED = {
@@ -168,11 +169,11 @@ def realign_warm():
     for M, N, K, layout in REALIGN_SHAPES:
         a, b = realign_operands(M, N, K, layout)
         for force_realign, choice in REALIGN_VARIANTS:
-            mm.REALIGN = force_realign
+            matmul_plan.REALIGN = force_realign
             force(choice if K == 1000 else None)
             err = matmul_error(a, b)
             print(f"checked realign {M}x{N}x{K} {layout} {force_realign!r}: rel err {err:.2e}", flush=True)
-    mm.REALIGN = None
+    matmul_plan.REALIGN = None
     force(None)
 
 
@@ -187,7 +188,7 @@ def realign_table(flush, reps):
         for force_realign, choice in REALIGN_VARIANTS:
             if K != 1000 and choice is not None:
                 continue
-            mm.REALIGN = force_realign
+            matmul_plan.REALIGN = force_realign
             force(choice)
             tsjit.ops.matmul(a, b, out=out)
             plan = next(iter(mm._PLANS.values()))
@@ -201,7 +202,7 @@ def realign_table(flush, reps):
                 for i, launch in enumerate(bound.launches[:-1]):
                     t_copy, _ = time_pair(lambda: launch(stream), lambda: None, flush, reps)
                     print(f"|   | copy {i} alone ({launch.function.name}) | | | | {t_copy * 1e3:.1f} |", flush=True)
-    mm.REALIGN = None
+    matmul_plan.REALIGN = None
 
 
 def main():

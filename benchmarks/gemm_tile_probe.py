@@ -34,6 +34,7 @@ from gemm import interleaved_medians  # benchmarks/gemm.py (this script's folder
 from gemm_configs_probe import force_with
 
 mm = sys.modules["tsjit.ops.matmul"]
+matmul_plan = sys.modules["tsjit.ops.matmul_plan"]   # its REALIGN / OPERAND_L2_PROMOTION knobs
 
 def heuristic(l2="none", strides="dense"):
     """The heuristic's own configuration, with the operand TensorMaps' L2 promotion ``l2``."""
@@ -115,7 +116,7 @@ def label(variant) -> str:
 def force(variant):
     """Make the planner use ``variant`` (its L2 promotion for the operand TensorMaps; BM None: the heuristic)."""
     _, bm, bn, splits, stages, staged, group_m, _, schedule, l2 = variant
-    mm.OPERAND_L2_PROMOTION = l2
+    matmul_plan.OPERAND_L2_PROMOTION = l2
     if bm is None:
         force_with(None)
         return

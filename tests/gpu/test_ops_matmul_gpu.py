@@ -168,7 +168,7 @@ def test_realigned_rows_match_float64_and_follow_new_contents(monkeypatch, force
     into 128-byte aligned rows first (the cost model's choice, or forced): right numbers, and a second call
     with new contents at the same addresses copies them again."""
     mm = __import__("sys").modules["tsjit.ops.matmul"]
-    monkeypatch.setattr(mm, "REALIGN", force)
+    monkeypatch.setattr(__import__("sys").modules["tsjit.ops.matmul_plan"], "REALIGN", force)
     monkeypatch.setattr(mm, "_PLANS", {})
     monkeypatch.setattr(mm, "_FAST", {})
     monkeypatch.setattr(mm, "_PLAIN", {})

@@ -17,6 +17,7 @@ import tsjit.ops
 from tsjit.runtime import arrays, driver, kernel, launch_config, tensormap
 
 mm = sys.modules["tsjit.ops.matmul"]
+matmul_plan = sys.modules["tsjit.ops.matmul_plan"]
 
 
 class FakeCai:
@@ -161,8 +162,8 @@ def test_split_k_gets_a_workspace_per_stream(fake_gpu):
     tsjit.ops.matmul(a, b, stream=7)
     tsjit.ops.matmul(a, b, stream=9)
     assert [launch[4] for launch in fake_gpu] == [7, 9]
-    assert {7, 9} <= set(mm._WORKSPACE.by_stream)
-    ws, counters = mm._WORKSPACE.by_stream[7]
+    assert {7, 9} <= set(matmul_plan.WORKSPACE.by_stream)
+    ws, counters = matmul_plan.WORKSPACE.by_stream[7]
     assert ws.shape[0] >= plan.workspace_floats and counters.shape[0] >= plan.counters
 
 
