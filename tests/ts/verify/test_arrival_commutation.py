@@ -17,7 +17,8 @@ from types import SimpleNamespace
 import pytest
 
 from tsjit.ts.verify.exhaustive_program import Access, Barrier, Copy, Op, Process, Program
-from tsjit.ts.verify.exhaustive_search import Model, _Searcher
+from tsjit.ts.verify.exhaustive_footprints import Model
+from tsjit.ts.verify.exhaustive_search import _Searcher
 
 RES = SimpleNamespace(name="ring")
 MISCOUNTS = {"arrivals", "bytes"}

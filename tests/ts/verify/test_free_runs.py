@@ -17,7 +17,8 @@ from types import SimpleNamespace
 
 from tsjit.ts.verify.exhaustive_free_runs import free_runs
 from tsjit.ts.verify.exhaustive_program import Barrier, Op, Process, Program
-from tsjit.ts.verify.exhaustive_search import Model, _Searcher, search
+from tsjit.ts.verify.exhaustive_footprints import Model
+from tsjit.ts.verify.exhaustive_search import _Searcher, search
 
 RES = SimpleNamespace(name="ring")
 

@@ -38,7 +38,7 @@ class Bounds:
 def free_runs(m, state, outside_procs, outside_copies) -> tuple[dict, dict, "Bounds"]:
     """How far each process outside a candidate persistent set gets without the set's help
     (see the module docstring), from ``state`` of model ``m``
-    (:class:`~tsjit.ts.verify.exhaustive_search.Model`).  Returns ``(footprints, own, bounds)``:
+    (:class:`~tsjit.ts.verify.exhaustive_footprints.Model`).  Returns ``(footprints, own, bounds)``:
     ``{("p", process) or ("c", copy): packed footprint of its free run}``, ``{("p", process): the same less
     the accesses of the copies it issues}`` (what the process's own copies meet) and the :class:`Bounds` of
     what the outside may deliver per barrier."""
