@@ -43,7 +43,7 @@ from tsjit.lang.tmem import (TCGEN05_TARGETS, TMEM_COLUMNS, TMEM_LANES, Accumula
                              fence_after_thread_sync, fence_before_thread_sync, ld, record_cta_group,
                              require_tcgen05_target, st, tmem_address, tmem_pointer, wait_ld, wait_st)
 from tsjit.lang.values import Value, cast_to, constant
-from tsjit.lang.wgmma import advance_descriptor
+from tsjit.lang.wgmma_descriptors import advance_descriptor
 
 #: tsjit dtype name -> PTX element type of an MMA operand (FP4/FP6 have no tsjit dtype: pass the string).
 OPERAND_TYPES = {"BFloat16": "bf16", "Float16": "f16", "Float32": "tf32", "Float8E4M3": "e4m3",
