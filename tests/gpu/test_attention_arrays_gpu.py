@@ -21,40 +21,13 @@ from tsjit.examples import attention as program
 from tsjit.examples import attention_tiles as tiles
 from tsjit.interpret.numerics import decode, encode
 
+from .attention_reference import reference, round_to
+
 pytestmark = pytest.mark.gpu_or_interpret
 
 SMS = 132
 SCHEDULES = {"one-tile": dict(overlap=False), "overlapped": dict(overlap=True, pingpong=False),
              "pingpong": dict(overlap=True, pingpong=True), "block-n-64": dict(block_n=64, q_stages=1)}
-
-
-def reference(q, k, v, causal, scale, window=(None, None)):
-    """float64 attention of (B, S, H, D) arrays: (out (B, Sq, H, D), lse (B, H, Sq)); rows that see no key
-    give 0 and -inf.  ``window``: (left, right), None for an unbounded side (causal: right = 0)."""
-    heads, kv_heads = q.shape[2], k.shape[2]
-    if k.shape[1] == 0:
-        return np.zeros(q.shape), np.full((q.shape[0], heads, q.shape[1]), -np.inf)
-    qd = q.transpose(0, 2, 1, 3)
-    kd = np.repeat(k.transpose(0, 2, 1, 3), heads // kv_heads, axis=1)
-    vd = np.repeat(v.transpose(0, 2, 1, 3), heads // kv_heads, axis=1)
-    s = (qd @ kd.transpose(0, 1, 3, 2)) * scale
-    sq, sk = q.shape[1], k.shape[1]
-    left, right = window
-    if causal:
-        right = 0 if right is None else min(right, 0)
-    rows = np.arange(sq)[:, None] + (sk - sq)
-    cols = np.arange(sk)[None, :]
-    if right is not None:
-        s = np.where(cols > rows + right, -np.inf, s)
-    if left is not None:
-        s = np.where(cols < rows - left, -np.inf, s)
-    peak = np.max(s, axis=-1, keepdims=True)
-    peak = np.where(np.isinf(peak), 0.0, peak)
-    total = np.sum(np.exp(s - peak), axis=-1)
-    with np.errstate(divide="ignore"):
-        lse = np.log(total) + peak[..., 0]
-    p = np.exp(s - np.where(np.isinf(lse), 0.0, lse)[..., None])
-    return (p @ vd).transpose(0, 2, 1, 3), lse
 
 
 def _random(shape, dtype, rng):
@@ -118,10 +91,6 @@ def _values(array, dtype):
     return host.astype(np.float64) if dtype is tsjit.Float32 else decode(host, dtype).astype(np.float64)
 
 
-def _round(x, dtype):
-    return decode(encode(x, dtype), dtype).astype(np.float64)
-
-
 def check(batch, seqlen_q, seqlen_k, heads, kv_heads, head_dim, causal, dtype=tsjit.BFloat16, window=(None, None),
           k_tile_scales=None, **options):
     """Run one case with poisoned outputs against the float64 reference (module docstring)."""
@@ -143,7 +112,7 @@ def check(batch, seqlen_q, seqlen_k, heads, kv_heads, head_dim, causal, dtype=ts
     assert not np.isnan(got).any(), f"{np.isnan(got).sum()} output elements left unwritten (poison survived)"
     assert not np.isnan(got_lse).any(), "LSE rows left unwritten (poison survived)"
     err = np.abs(got - ref).max()
-    bound = 2 * np.abs(_round(ref, dtype) - ref).max()
+    bound = 2 * np.abs(round_to(ref, dtype) - ref).max()
     assert err <= max(1.5 * bound, 2.0 ** -10), (err, bound)
     finite = np.isfinite(ref_lse)
     np.testing.assert_array_equal(np.isfinite(got_lse), finite)
@@ -204,7 +173,7 @@ def test_attention_varlen(causal):
             continue
         ref, ref_lse = reference(q64[:, q0:q0 + sq], k64[:, k0:k0 + sk], v64[:, k0:k0 + sk], causal, scale)
         err = np.abs(got[q0:q0 + sq] - ref[0]).max()
-        bound = 2 * np.abs(_round(ref, dtype) - ref).max()
+        bound = 2 * np.abs(round_to(ref, dtype) - ref).max()
         assert err <= max(1.5 * bound, 2.0 ** -9), (b, err, bound)
         finite = np.isfinite(ref_lse[0])
         np.testing.assert_array_equal(np.isfinite(got_lse[:, q0:q0 + sq]), finite)

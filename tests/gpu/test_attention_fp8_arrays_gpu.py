@@ -18,7 +18,7 @@ from tsjit.examples import attention_fp8 as program
 from tsjit.examples import attention_tiles as tiles
 from tsjit.interpret.numerics import decode, encode
 
-from .test_attention_arrays_gpu import reference
+from .attention_reference import masked_scores, reference, round_to
 
 pytestmark = pytest.mark.gpu_or_interpret
 
@@ -69,29 +69,15 @@ def _fp8(shape, rng, spread=2.0):
     return bits, decode(bits, FP8).astype(np.float64)
 
 
-def _round(x, dtype):
-    return decode(encode(x, dtype), dtype).astype(np.float64)
-
-
 def rounded_p_reference(q, k, v, causal, scale, window):
     """float64 attention whose normalized-by-the-row-max P is rounded to e4m3 before P V (the row sums are not):
     the rounding the kernel adds."""
     heads, kv_heads = q.shape[2], k.shape[2]
-    s = (q.transpose(0, 2, 1, 3) @ np.repeat(k.transpose(0, 2, 3, 1), heads // kv_heads, axis=1)) * scale
-    sq, sk = q.shape[1], k.shape[1]
-    left, right = window
-    if causal:
-        right = 0 if right is None else min(right, 0)
-    rows = np.arange(sq)[:, None] + (sk - sq)
-    cols = np.arange(sk)[None, :]
-    if right is not None:
-        s = np.where(cols > rows + right, -np.inf, s)
-    if left is not None:
-        s = np.where(cols < rows - left, -np.inf, s)
+    s = masked_scores(q, k, causal, scale, window)
     peak = np.max(s, axis=-1, keepdims=True)
     p = np.exp(s - np.where(np.isinf(peak), 0.0, peak))
     total = p.sum(-1, keepdims=True)
-    o = (_round(p, FP8) @ np.repeat(v.transpose(0, 2, 1, 3), heads // kv_heads, axis=1)) / np.where(total > 0, total,
+    o = (round_to(p, FP8) @ np.repeat(v.transpose(0, 2, 1, 3), heads // kv_heads, axis=1)) / np.where(total > 0, total,
                                                                                                       1.0)
     return o.transpose(0, 2, 1, 3)
 
@@ -117,7 +103,7 @@ def check(batch, seqlen_q, seqlen_k, heads, kv_heads, head_dim, causal, window=(
     assert not np.isnan(got_lse).any(), "LSE rows left unwritten (poison survived)"
     err = np.abs(got - ref).max()
     bound = np.abs(rounded_p_reference(qd, kd, vd, causal, scale, window) - ref).max() + \
-        np.abs(_round(ref, tsjit.BFloat16) - ref).max()
+        np.abs(round_to(ref, tsjit.BFloat16) - ref).max()
     assert err <= 2.5 * bound, (err, bound)
     finite = np.isfinite(ref_lse)
     np.testing.assert_array_equal(np.isfinite(got_lse), finite)
