@@ -73,8 +73,8 @@ def digest(name: str, entry) -> str:
         return hashlib.sha256(ptx.encode()).hexdigest()
     saved = os.environ.get("TSJIT_DEBUG")
     os.environ["TSJIT_DEBUG"] = "1"
-    try:   # a fresh Kernel: the in-memory memo of the shared one does not see the variable
-        ptx = tsjit.compile(tsjit.kernel(kernel.fn), *args, target=TARGET).ptx
+    try:   # the in-memory memo is keyed by the variable too (tsjit.env.code_state)
+        ptx = tsjit.compile(kernel, *args, target=TARGET).ptx
     finally:
         if saved is None:
             del os.environ["TSJIT_DEBUG"]
