@@ -409,7 +409,6 @@ class Kernel:
             return None
         compiled = self._get_compiled(specs, _launch_target())
         plan = LaunchPlan(compiled, specs, layout)
-        plan.env_state = env.code_state()
         if len(self._plans) > 4096:
             self._plans.clear()
         self._plans[sig] = plan

@@ -222,8 +222,9 @@ class LaunchPlan:
         #: configuration is checked against the launch contract once, before the driver sees it.
         self.prepared: dict = {}
         self.function = None  # the driver function, loaded by the first prepared configuration
-        #: env.code_state() when the plan's kernel was compiled or loaded (Kernel compares it per launch)
-        self.env_state = None
+        #: env.code_state() when the plan was made, just after its kernel was compiled or loaded (Kernel
+        #: compares it per launch: a changed TSJIT_DEBUG etc. needs another build)
+        self.env_state = env.code_state()
         # values_per_param: list of (format char list, values list, dynamic flags)
         dyn_slots, static_slots = [], []
         for fmts, vals, flags in values_per_param:
