@@ -36,6 +36,12 @@ def tcgen05_counts(compiled):
 def sass(compiled, watched):
     '''Counts of the ``watched`` opcodes in ``cuobjdump -sass`` of the cubin (TSJIT_CUOBJDUMP or PATH).'''
     tool = os.environ.get('TSJIT_CUOBJDUMP') or shutil.which('cuobjdump')
+    if not tool:   # the nvidia-cuda-cuobjdump wheel that pip install -e '.[test]' brings
+        try:
+            from cuda import pathfinder
+            tool = pathfinder.find_nvidia_binary_utility('cuobjdump')
+        except Exception:
+            tool = None
     if not tool:
         print('cuobjdump not found: pip install nvidia-cuda-cuobjdump, or set TSJIT_CUOBJDUMP')
         return

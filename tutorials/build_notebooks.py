@@ -443,6 +443,12 @@ NOTEBOOKS = {
                "`LDL`/`STL` (local memory)."),
         ("code", "import os, shutil, subprocess, tempfile\n"
                  "tool = os.environ.get('TSJIT_CUOBJDUMP') or shutil.which('cuobjdump')\n"
+                 "if not tool:   # the nvidia-cuda-cuobjdump wheel that pip install -e '.[test]' brings\n"
+                 "    try:\n"
+                 "        from cuda import pathfinder\n"
+                 "        tool = pathfinder.find_nvidia_binary_utility('cuobjdump')\n"
+                 "    except Exception:\n"
+                 "        tool = None\n"
                  "if tool:\n"
                  "    path = os.path.join(tempfile.mkdtemp(), 'k.cubin')\n"
                  "    open(path, 'wb').write(blackwell.cubin)\n"
