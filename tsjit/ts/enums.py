@@ -12,15 +12,20 @@
 ``WorkAttr``           verifier-visible work attribute (IntFlag: NONE, AUXILIARY).
 ``WorkRole``           consumer or producer side of a work method.
 
-Pipeline enums (``PipelineType``, ``SignalingThreads``, ...) live with the pipeline
-configuration in :mod:`tsjit.ts.pipeline`.
+``PipelineType``       ``<producer kind><consumer kind>`` of a pipeline (AsyncAsync, TmaAsync, ...).
+``SignalingThreads``   who runs a side's barrier operations (IntFlag: All, CtaLeader, TaskWarpLeader).
+``PipelineOp``         how a producer's data arrives (AsyncThread, AsyncLoad, TmaLoad, TCGen05Mma, ClcLoad).
+
+This module is the reference's ``task_scheduling.enums``: ``from tsjit.ts.enums import PipelineType,
+SignalingThreads, WorkAttr`` works as a ported program writes it.  The protocol table of each pipeline
+type lives in :mod:`tsjit.ts.protocol`.
 """
 from __future__ import annotations
 
 import enum
 
 __all__ = ["ScheduleStage", "ScheduleStageType", "LoopGuard", "BlockCondition",
-           "WorkAttr", "WorkRole", "PIPELINE_OPS"]
+           "WorkAttr", "WorkRole", "PIPELINE_OPS", "PipelineType", "SignalingThreads", "PipelineOp"]
 
 
 class WorkRole(enum.Enum):
@@ -182,3 +187,50 @@ class BlockCondition(enum.Enum):
     @property
     def is_data_dependent(self) -> bool:
         return self in (BlockCondition.WhenTrue, BlockCondition.WhenFalse)
+
+
+class PipelineType(enum.Enum):
+    """``<producer kind><consumer kind>`` of the barrier protocol; ``tsjit.ts.protocol.ROWS`` holds each
+    row (``PipelineType.X.row``, attached there)."""
+
+    AsyncAsync = "AsyncAsync"
+    TmaAsync = "TmaAsync"
+    TmaUmma = "TmaUmma"
+    UmmaAsync = "UmmaAsync"
+    AsyncUmma = "AsyncUmma"
+    UmmaUmma = "UmmaUmma"
+    ClcFetchAsync = "ClcFetchAsync"
+
+
+class SignalingThreads(enum.IntFlag):
+    """Who executes a side's barrier operations: every thread, the cluster's leader CTA, or the
+    first warp of a multi-warp TMA producer task.  Legal: All, CtaLeader, TaskWarpLeader,
+    CtaLeader | TaskWarpLeader."""
+
+    All = 1
+    CtaLeader = 2
+    TaskWarpLeader = 4
+
+    def is_valid_combination(self) -> bool:
+        """Whether this value is one of the legal combinations (callable on a value, or on the class with
+        the value: ``SignalingThreads.is_valid_combination(v)``)."""
+        return int(self) in (1, 2, 4, 6)
+
+    def has_cta_leader(self) -> bool:
+        """Whether only the cluster's leader CTA signals (``CtaLeader`` is set)."""
+        return bool(int(self) & 2)
+
+    def has_task_warp_leader(self) -> bool:
+        """Whether only the task's first warp signals (``TaskWarpLeader`` is set)."""
+        return bool(int(self) & 4)
+
+
+class PipelineOp(enum.Enum):
+    """How the producer's data arrives: thread stores (AsyncThread), ``cp.async`` with
+    ``cp.async.mbarrier.arrive.noinc`` (AsyncLoad), TMA, tcgen05 MMA, CLC."""
+
+    AsyncThread = "AsyncThread"
+    AsyncLoad = "AsyncLoad"
+    TmaLoad = "TmaLoad"
+    TCGen05Mma = "TCGen05Mma"
+    ClcLoad = "ClcLoad"

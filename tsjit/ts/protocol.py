@@ -55,7 +55,7 @@ from dataclasses import dataclass
 
 from tsjit.ts.cluster_layout import (cluster_size, mcast_lanes, multicast_peer_rank,  # noqa: F401 (re-exported)
                                      multicast_peers, pair_size)
-from tsjit.ts.enums import ScheduleStage
+from tsjit.ts.enums import PipelineOp, PipelineType, ScheduleStage, SignalingThreads  # noqa: F401 (re-exported)
 from tsjit.ts.protocol_actions import (OPERATIONS, Advance, ArmTx, Arrive, BarrierKind,  # noqa: F401 (re-exported)
                                        CommitUmma, Ctas, Cursor, Gate, Probe, SetStage, WaitParity, Who,
                                        landing_factor)
@@ -66,57 +66,6 @@ __all__ = ["PipelineType", "SignalingThreads", "PipelineOp", "SideKind", "TypeRo
            "thread_arrival_who", "warps_per_stage", "cluster_size", "pair_size", "Signal",
            "signals", "producer_arm_who", "OPERATIONS", "multicast_peers",
            "multicast_peer_rank", "landing_factor", "leader_only", "pair_leader_only", "copies_to_pair_leader"]
-
-
-class PipelineType(enum.Enum):
-    """``<producer kind><consumer kind>`` of the barrier protocol; :data:`ROWS` holds each row."""
-
-    AsyncAsync = "AsyncAsync"
-    TmaAsync = "TmaAsync"
-    TmaUmma = "TmaUmma"
-    UmmaAsync = "UmmaAsync"
-    AsyncUmma = "AsyncUmma"
-    UmmaUmma = "UmmaUmma"
-    ClcFetchAsync = "ClcFetchAsync"
-
-    @property
-    def row(self) -> "TypeRow":
-        """This type's row of the protocol table."""
-        return ROWS[self]
-
-
-class SignalingThreads(enum.IntFlag):
-    """Who executes a side's barrier operations: every thread, the cluster's leader CTA, or the
-    first warp of a multi-warp TMA producer task.  Legal: All, CtaLeader, TaskWarpLeader,
-    CtaLeader | TaskWarpLeader."""
-
-    All = 1
-    CtaLeader = 2
-    TaskWarpLeader = 4
-
-    def is_valid_combination(self) -> bool:
-        """Whether this value is one of the legal combinations (callable on a value, or on the class with
-        the value: ``SignalingThreads.is_valid_combination(v)``)."""
-        return int(self) in (1, 2, 4, 6)
-
-    def has_cta_leader(self) -> bool:
-        """Whether only the cluster's leader CTA signals (``CtaLeader`` is set)."""
-        return bool(int(self) & 2)
-
-    def has_task_warp_leader(self) -> bool:
-        """Whether only the task's first warp signals (``TaskWarpLeader`` is set)."""
-        return bool(int(self) & 4)
-
-
-class PipelineOp(enum.Enum):
-    """How the producer's data arrives: thread stores (AsyncThread), ``cp.async`` with
-    ``cp.async.mbarrier.arrive.noinc`` (AsyncLoad), TMA, tcgen05 MMA, CLC."""
-
-    AsyncThread = "AsyncThread"
-    AsyncLoad = "AsyncLoad"
-    TmaLoad = "TmaLoad"
-    TCGen05Mma = "TCGen05Mma"
-    ClcLoad = "ClcLoad"
 
 
 class SideKind(enum.Enum):
@@ -199,6 +148,10 @@ def row(config) -> TypeRow:
     """The :class:`TypeRow` of a PipelineConfig (or of a PipelineType)."""
     ptype = config if isinstance(config, PipelineType) else config.pipeline_type
     return ROWS[ptype]
+
+
+# ``PipelineType.X.row``: the enum lives below this table (tsjit.ts.enums), so the table attaches it here.
+PipelineType.row = property(row, doc="This type's row of the protocol table (:data:`ROWS`).")
 
 
 # -- the ring ---------------------------------------------------------------------------------------

@@ -46,3 +46,19 @@ def test_cute_compat_stands_in_for_cute_jit_and_cutlass_const_expr():
     assert cutlass.const_expr is tsjit.const_expr
     with pytest.raises(AttributeError, match=r"cute\.make_tensor is CuTe DSL's, not tsjit's"):
         cute.make_tensor
+
+
+def test_reference_enums_module_path():
+    """The reference types its fields with ``task_scheduling.enums.PipelineType`` / ``SignalingThreads`` /
+    ``WorkAttr``: the same names import from ``tsjit.ts.enums`` (first import of a fresh interpreter too),
+    and are the objects ``tsjit.ts`` exports."""
+    code = ("from tsjit.ts.enums import PipelineType, SignalingThreads, WorkAttr, PipelineOp; "
+            "import tsjit.ts as ts; "
+            "assert (PipelineType, SignalingThreads, WorkAttr, PipelineOp) == "
+            "(ts.PipelineType, ts.SignalingThreads, ts.WorkAttr, ts.PipelineOp); "
+            "print(PipelineType.TmaAsync.row.producer, SignalingThreads.CtaLeader | SignalingThreads.TaskWarpLeader)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[0] == "SideKind.Tma"
+    enums = importlib.import_module("tsjit.ts.enums")
+    assert {"PipelineType", "SignalingThreads", "WorkAttr", "PipelineOp"} <= set(enums.__all__)
