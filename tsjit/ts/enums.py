@@ -218,11 +218,11 @@ class SignalingThreads(enum.IntFlag):
 
     def has_cta_leader(self) -> bool:
         """Whether only the cluster's leader CTA signals (``CtaLeader`` is set)."""
-        return bool(int(self) & 2)
+        return bool(int(self) & int(SignalingThreads.CtaLeader))
 
     def has_task_warp_leader(self) -> bool:
         """Whether only the task's first warp signals (``TaskWarpLeader`` is set)."""
-        return bool(int(self) & 4)
+        return bool(int(self) & int(SignalingThreads.TaskWarpLeader))
 
 
 class PipelineOp(enum.Enum):
