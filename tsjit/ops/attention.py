@@ -219,8 +219,8 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
             and all(type(t) is torch.Tensor for t in (q, k, v, out)) and (window is None or type(window) is tuple):
         fast_key = (_tensor_key(q), _tensor_key(k), _tensor_key(v), _tensor_key(out), _tensor_key(lse_out), causal,
                     scale, window, return_lse, block_n, stages, sms, overlap, pingpong, q_stages, tile_table,
-                    rescale_threshold, warpgroups, direct_store, o_in_q, torch.cuda.current_stream(q.device).cuda_stream,
-                    env.code_state())   # a launch packed for the release build is not the TSJIT_DEBUG=1 one
+                    rescale_threshold, warpgroups, direct_store, o_in_q, env.code_state(),  # a launch packed for the
+                    torch.cuda.current_stream(q.device).cuda_stream)   # release build is not the TSJIT_DEBUG=1 one
         try:
             bound = _FAST.get(fast_key)
         except TypeError:                                   # an unhashable argument: the full path explains it
