@@ -124,6 +124,18 @@ def test_every_shuffle_kind_for_every_width(dtype, per_shuffle):
     assert calls(compiled.llir).count(f"llvm.nvvm.shfl.sync.idx.{suffix}") == per_shuffle
 
 
+@tsjit.kernel
+def shuffle_by_a_float_offset(x, out):
+    i = tsjit.thread_idx().x
+    out[i] = tsjit.shuffle_down(x[i], x.shape[0] / 64)
+
+
+def test_a_float_shuffle_offset_is_refused_like_a_float_index():
+    with pytest.raises(tsjit.CompilationError, match=r"shuffle's lane / offset operand must be an integer, "
+                                                     r"got Float32.*use // for integer division"):
+        build(shuffle_by_a_float_offset, tsjit.spec(32, Float32), tsjit.spec(32, Float32))
+
+
 def test_shuffle_clamp_and_width_operands():
     compiled = build(all_shuffles, tsjit.spec(32, Int32), tsjit.spec(32, Int32))
     shuffles = [line for line in instructions(compiled.llir, "call") if "shfl.sync" in line]

@@ -80,6 +80,25 @@ def test_constant_coordinates_must_fit_int32():
         compile_load(coords=(0, 2 ** 31))
 
 
+@tsjit.kernel
+def load_at_true_division(src_map, tiles_n):
+    # newcomer 7: ``t / tiles_n * bm`` (true division) where ``t // tiles_n * bm`` was meant
+    tile = tsjit.shared_array(src_map.dtype, (8, 16), align=1024)
+    bar = tsjit.shared_array(tsjit.Int64, 1, align=8)
+    tsjit.mbarrier_init(bar.ptr, 1)
+    t = tsjit.block_idx().x
+    tsjit.tma_load(src_map, tile, bar.ptr, (t / tiles_n * 8, t % tiles_n * 16))
+
+
+def test_a_float_coordinate_is_refused_not_truncated():
+    with pytest.raises(tsjit.CompilationError, match=r"tma_load: coordinate 0 must be an integer, got Float32.*"
+                                                     r"use // for integer division.*tsjit\.Int32\(x\)") as info:
+        tsjit.compile(load_at_true_division, tsjit.tensormap_spec(tsjit.Float32, (8, 16)), 3, target="sm_90a")
+    assert "t / tiles_n * 8" in str(info.value)   # it points at the call in the kernel's source
+    with pytest.raises(tsjit.CompilationError, match=r"coordinate 1 must be an integer, got float 16\.0"):
+        compile_load(coords=(0, 16.0))
+
+
 @pytest.mark.parametrize("mask", [0, 2 ** 16, -1])
 def test_constant_multicast_mask_must_select_a_cta_within_16_bits(mask):
     with pytest.raises(tsjit.CompilationError, match=rf"multicast_mask is {mask}.*1 \.\. 0xFFFF"):

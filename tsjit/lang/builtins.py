@@ -17,7 +17,7 @@ from tsjit.errors import CompilationError
 from tsjit.lang import bounded_wait
 from tsjit.lang import dtypes as dt
 from tsjit.lang.memory import Pointer, convert_for_store
-from tsjit.lang.values import Value, as_value, cast_to, constant, immediate
+from tsjit.lang.values import Value, as_value, cast_to, constant, immediate, integer_operand
 
 class Dim3(namedtuple("Dim3", "x y z")):
     """A (x, y, z) triple of Int32 values; unpacks as ``x, y, z = tsjit.thread_idx()``.
@@ -108,7 +108,8 @@ def _barrier_operands(barrier_id, num_threads):
         raise CompilationError(f"named barrier id must be in 0..15, got {barrier_id}")
     if isinstance(num_threads, int) and (num_threads <= 0 or num_threads % 32):
         raise CompilationError(f"named barrier thread count must be a positive multiple of 32, got {num_threads}")
-    return cast_to(as_value(barrier_id, dt.Int32), dt.Int32), cast_to(as_value(num_threads, dt.Int32), dt.Int32)
+    return (integer_operand(barrier_id, dt.Int32, "named barrier id"),
+            integer_operand(num_threads, dt.Int32, "named barrier thread count"))
 
 
 def named_barrier_sync(barrier_id, num_threads) -> None:
@@ -175,7 +176,7 @@ def _shuffle(kind: str, value, operand, width: int, mask: int) -> Value:
         if original.is_float:  # 16-bit floats travel as their bits
             work = cast_to(_bitcast(v, dt.Int16), dt.Int32)
     c = ((32 - width) << 8) | _SHUFFLE_CLAMP[kind]
-    op = cast_to(as_value(operand, dt.Int32), dt.Int32)
+    op = integer_operand(operand, dt.Int32, "a shuffle's lane / offset operand")
     res = emit.current().intrinsic(
         f"llvm.nvvm.shfl.sync.{kind}.{suffix}",
         [lane_mask_operand(mask, "shuffle"), work.ir, op.ir, ir.Constant(emit.I32, c)])

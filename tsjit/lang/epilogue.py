@@ -51,7 +51,7 @@ from tsjit.lang.memory import Pointer, Tensor, convert_for_store
 from tsjit.lang.stmatrix import (SWIZZLE_SPANS, TILE_ROWS, check_stmatrix_tile, pack_pair, stmatrix_row_offset,
                                  store_slab_shared)
 from tsjit.lang.tma import tma_store
-from tsjit.lang.values import Value, as_value, cast_to
+from tsjit.lang.values import Value, as_value, cast_to, integer_operand
 
 
 def _accumulator(acc, what: str) -> Fragment:
@@ -184,10 +184,11 @@ def store_fragment_global(acc: Fragment, out: Tensor, row0, col0, M=None, N=None
     values = _apply(acc, fn, tid)
     index = out.index_dtype
     col0_given = col0
-    row0 = cast_to(as_value(row0, index), index)
-    col0 = cast_to(as_value(col0, index), index)
-    rows = cast_to(as_value(rows, index), index)
-    cols = cast_to(as_value(cols, index), index)
+    what = "tsjit.epilogue.store_fragment_global: "
+    row0 = integer_operand(row0, index, what + "row0")
+    col0 = integer_operand(col0, index, what + "col0")
+    rows = integer_operand(rows, index, what + "M")
+    cols = integer_operand(cols, index, what + "N")
     pair_bytes = 2 * out.dtype.itemsize
     unit_stride = isinstance(out.strides[1], int) and out.strides[1] == 1
     vector_ok = unit_stride and out.row_alignment >= pair_bytes and pair_bytes <= 16

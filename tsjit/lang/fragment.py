@@ -40,7 +40,7 @@ from tsjit.errors import CompilationError
 from tsjit.lang.builtins import thread_idx
 from tsjit.lang import dtypes as dt
 from tsjit.lang.dtypes import DType
-from tsjit.lang.values import Value, as_value, cast_to
+from tsjit.lang.values import Value, as_value, cast_to, integer_operand
 
 WARPGROUP_THREADS = 128
 
@@ -197,7 +197,7 @@ def warpgroup_thread_index(tid=None):
         return tid % WARPGROUP_THREADS
     if tid is None:
         tid = thread_idx().x
-    tid = cast_to(as_value(tid, dt.Int32), dt.Int32)
+    tid = integer_operand(tid, dt.Int32, "tid")
     return tid & (WARPGROUP_THREADS - 1)
 
 

@@ -30,15 +30,14 @@ from tsjit.backend import emit
 from tsjit.errors import CompilationError
 from tsjit.lang import dtypes as dt
 from tsjit.lang.dtypes import DType, TensorAnnotation
-from tsjit.lang.values import Value, as_value, cast_to, constant, is_constant
+from tsjit.lang.values import Value, as_value, cast_to, constant, is_constant, require_integer
 
 _SPACE_NAMES = {0: "generic", 1: "global", 3: "shared", 7: "shared::cluster"}
 
 
 def _index(x, index_dtype: DType) -> Value:
+    require_integer(x, "an index")
     if isinstance(x, Value):
-        if x.dtype.is_float:
-            raise CompilationError(f"an index must be an integer, got {x.dtype.name}")
         if x.dtype.is_bool or x.dtype.bits < index_dtype.bits:
             return cast_to(x, index_dtype)
         return x

@@ -16,7 +16,7 @@ from tsjit.lang import bounded_wait
 from tsjit.lang import dtypes as dt
 from tsjit.lang.builtins import lane_mask_operand
 from tsjit.lang.memory import Pointer
-from tsjit.lang.values import Value, as_value, cast_to
+from tsjit.lang.values import Value, integer_operand
 
 _TX_LIMIT = 1 << 20  # mbarrier transaction count range (PTX ISA: 2**20 - 1)
 
@@ -33,7 +33,7 @@ def _barrier(bar, name: str) -> Pointer:
 def _i32(x, what: str) -> Value:
     if isinstance(x, int) and not 0 <= x < _TX_LIMIT:
         raise CompilationError(f"{what} must be in 0..{_TX_LIMIT - 1}, got {x}")
-    return cast_to(as_value(x, dt.Int32), dt.Int32)
+    return integer_operand(x, dt.Int32, what)
 
 
 def _call(name: str, args):
@@ -70,7 +70,7 @@ def mbarrier_expect_tx(bar, nbytes) -> None:
 
 def mbarrier_try_wait(bar, phase) -> Value:
     """One bounded wait for the phase with parity ``phase`` (0/1) of ``bar`` to complete; Boolean result."""
-    p = cast_to(as_value(phase, dt.Int32), dt.Int32)
+    p = integer_operand(phase, dt.Int32, "tsjit.mbarrier_try_wait: phase")
     return Value(_call("llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta",
                        [_barrier(bar, "mbarrier_try_wait").ir, p.ir]), dt.Boolean)
 
@@ -143,7 +143,7 @@ def map_shared_rank(ptr: Pointer, cta_rank) -> Pointer:
     loads/stores through the result are ``ld/st.shared::cluster``."""
     if not isinstance(ptr, Pointer) or ptr.address_space != emit.SHARED:
         raise CompilationError("tsjit.map_shared_rank needs a shared-memory pointer")
-    rank = cast_to(as_value(cta_rank, dt.Int32), dt.Int32)
+    rank = integer_operand(cta_rank, dt.Int32, "tsjit.map_shared_rank: cta_rank")
     remote = _call("llvm.nvvm.mapa.shared.cluster", [ptr.ir, rank.ir])
     return Pointer(remote, ptr.dtype, emit.SHARED_CLUSTER, ptr.alignment)
 

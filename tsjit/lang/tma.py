@@ -34,7 +34,7 @@ from tsjit.lang.builtins import cluster_ctarank
 from tsjit.lang.memory import Pointer, Tensor
 from tsjit.lang.sync import map_shared_rank
 from tsjit.lang.tmem import require_tcgen05_target
-from tsjit.lang.values import Value, as_value, cast_to
+from tsjit.lang.values import Value, as_value, cast_to, integer_operand
 
 
 class TensorMapHandle:
@@ -89,7 +89,8 @@ def _coords(tmap: TensorMapHandle, coords, name: str) -> list:
         if isinstance(c, int) and not isinstance(c, bool) and c not in INT32_RANGE:
             raise CompilationError(f"tsjit.{name}: coordinate {axis} is {c}; TMA coordinates are signed 32-bit "
                                    f"element indices (-2**31 .. 2**31-1)")
-    return [cast_to(as_value(c, dt.Int32), dt.Int32).ir for c in reversed(coords)]
+    values = [integer_operand(c, dt.Int32, f"tsjit.{name}: coordinate {axis}") for axis, c in enumerate(coords)]
+    return [v.ir for v in reversed(values)]
 
 
 def _smem_address(tile, tmap: TensorMapHandle, name: str, align: int = 128):

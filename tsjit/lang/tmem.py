@@ -37,7 +37,7 @@ from tsjit.lang.dtypes import DType
 from tsjit.lang.stmatrix import check_stmatrix_tile, store_slab_shared
 from tsjit.lang.fragment import Fragment
 from tsjit.lang.memory import Tensor, convert_for_store
-from tsjit.lang.values import Value, as_value, cast_to
+from tsjit.lang.values import Value, as_value, cast_to, integer_operand
 
 TCGEN05_TARGETS = ("sm_100a", "sm_100f")
 TMEM_LANES = 128
@@ -118,9 +118,9 @@ def tmem_address(base, *, lane=0, column=0) -> Value:
         raise CompilationError(f"tsjit.tcgen05.tmem_address: column must be in 0..{TMEM_COLUMNS - 1}, got {column}")
     result = cast_to(base, dt.Uint32)
     if not (isinstance(lane, int) and lane == 0):
-        result = result + (cast_to(as_value(lane, dt.Uint32), dt.Uint32) << 16)
+        result = result + (integer_operand(lane, dt.Uint32, "tsjit.tcgen05.tmem_address: lane") << 16)
     if not (isinstance(column, int) and column == 0):
-        result = result + cast_to(as_value(column, dt.Uint32), dt.Uint32)
+        result = result + integer_operand(column, dt.Uint32, "tsjit.tcgen05.tmem_address: column")
     return result
 
 
@@ -315,11 +315,12 @@ class AccumulatorView:
             raise CompilationError(f"tsjit.tcgen05.accumulator.store_global: chunk must be a power of 2 up to 128, "
                                    f"got {chunk!r}")
         index = out.index_dtype
-        rows = cast_to(as_value(out.shape[0] if M is None else M, index), index)
-        cols = cast_to(as_value(out.shape[1] if N is None else N, index), index)
+        what = "tsjit.tcgen05.accumulator.store_global: "
+        rows = integer_operand(out.shape[0] if M is None else M, index, what + "M")
+        cols = integer_operand(out.shape[1] if N is None else N, index, what + "N")
         row = self.row()
-        grow = cast_to(as_value(row0, index), index) + cast_to(row, index)
-        col0 = cast_to(as_value(col0, index), index)
+        grow = integer_operand(row0, index, what + "row0") + cast_to(row, index)
+        col0 = integer_operand(col0, index, what + "col0")
         b = emit.current().builder
         start = 0
         while start < self.columns:

@@ -292,6 +292,31 @@ def immediate(value, what: str, low: int, high: int) -> int:
     return value
 
 
+def require_integer(x, what: str) -> None:
+    """Refuse a float (device value or Python / numpy number) or a non-number where an integer
+    index, coordinate or count is needed; ``what`` names the operand in the message.
+
+    A float is refused rather than truncated toward zero: ``t / n * bm`` is true division in
+    tsjit, as in Python, and a coordinate built from it would silently point elsewhere.
+
+    Raises:
+        CompilationError: ``x`` is a float or not a number.
+    """
+    if isinstance(x, Value) and x.dtype.is_float or isinstance(x, (float, np.floating)):
+        got = x.dtype.name if isinstance(x, Value) else f"{type(x).__name__} {x!r}"
+        raise CompilationError(f"{what} must be an integer, got {got} (it would be truncated silently); "
+                               f"use // for integer division, or convert explicitly: tsjit.Int32(x)")
+    if not isinstance(x, Value) and not is_constant(x):
+        raise CompilationError(f"{what} must be an integer, got {type(x).__name__} object")
+
+
+def integer_operand(x, dtype: DType, what: str) -> Value:
+    """``x`` (an integer or Boolean Value, or a Python / numpy integer) converted to integer
+    ``dtype``, after :func:`require_integer` (``what`` names the operand)."""
+    require_integer(x, what)
+    return cast_to(as_value(x, dtype), dtype)
+
+
 def round_to_float(x, dtype: DType) -> float:
     """The Python number ``x`` rounded to float dtype ``dtype`` (IEEE round-to-nearest-even).
 
