@@ -39,7 +39,8 @@ Compile time (:mod:`tsjit.lang.constexpr`)
     ``range`` (a run-time loop with hints), ``static_print``.
 Device values and memory (:mod:`tsjit.lang.values`, :mod:`tsjit.lang.memory`)
     ``Value``, ``select``, ``Pointer``, ``Tensor``, ``shared_array``, ``dynamic_shared``,
-    ``address_of``; ``math`` (``tsjit.math.exp`` ...).
+    ``address_of``, ``assume_aligned`` (promise a pointer's alignment, for a 16-byte ``cp_async``
+    or vector access); ``math`` (``tsjit.math.exp`` ...).
 Threads, warps, atomics (:mod:`tsjit.lang.builtins`)
     ``thread_idx block_idx block_dim grid_dim warp_idx lane_idx cluster_ctarank cluster_size``,
     ``syncthreads syncwarp threadfence named_barrier_sync named_barrier_arrive``,
@@ -99,7 +100,7 @@ _PROVIDERS: dict[str, tuple[str, ...]] = {
                           "Float8E4M3", "Float8E5M2"),
     "tsjit.lang.constexpr": ("Constexpr", "const_expr", "range", "range_constexpr"),
     "tsjit.lang.values": ("Value", "select"),
-    "tsjit.lang.memory": ("Pointer", "Tensor", "shared_array", "dynamic_shared"),
+    "tsjit.lang.memory": ("Pointer", "Tensor", "shared_array", "dynamic_shared", "assume_aligned"),
     "tsjit.lang.builtins": ("thread_idx", "block_idx", "block_dim", "grid_dim", "warp_idx", "lane_idx",
                             "cluster_ctarank", "cluster_size", "syncthreads", "syncwarp", "threadfence",
                             "named_barrier_sync", "named_barrier_arrive", "shuffle", "shuffle_up",

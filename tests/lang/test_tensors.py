@@ -148,6 +148,86 @@ def test_vector_access_rejected_when_the_base_may_be_unaligned():
         build(vector_copy, tsjit.spec(256, Float32, align=4), tsjit.spec(256, Float32), 4)
 
 
+# -- alignment of a run-time index and tsjit.assume_aligned (newcomer 7, item 2) ------------------
+@tsjit.kernel
+def stage_chunks(src, out, offsets, PROMISE: tsjit.Constexpr[bool]):
+    """Each of 16 threads cp.asyncs 4 Float32 of ``src`` into stage 1 of a (2, 64) shared buffer."""
+    buf = tsjit.shared_array(Float32, (2, 64), align=128)
+    lane = tsjit.thread_idx().x
+    if tsjit.const_expr(PROMISE):
+        e = offsets[lane]            # loaded: only the caller knows it is a multiple of 4
+        dst = tsjit.assume_aligned(tsjit.address_of(buf, 1, e), 16)
+        source = tsjit.assume_aligned(tsjit.address_of(src, e), 16)
+    else:
+        e = lane * 4                 # provably a multiple of 4 elements: 16 bytes
+        dst, source = tsjit.address_of(buf, 1, e), tsjit.address_of(src, e)
+    tsjit.cp_async(dst, source, 16)
+    tsjit.cp_async_commit_group()
+    tsjit.cp_async_wait_group(0)
+    tsjit.syncthreads()
+    for k in tsjit.range_constexpr(4):
+        out[e + k] = buf[1, e + k]
+
+
+@tsjit.kernel
+def stage_chunk_at_a_loaded_offset(src, offsets):
+    buf = tsjit.shared_array(Float32, (2, 64), align=128)
+    e = offsets[tsjit.thread_idx().x]
+    tsjit.cp_async(tsjit.address_of(buf, 1, e), tsjit.address_of(src, e), 16)
+
+
+def test_a_run_time_index_that_is_a_multiple_of_four_floats_is_16_byte_aligned():
+    compiled = build(stage_chunks, tsjit.spec(64, Float32), tsjit.spec(64, Float32), tsjit.spec(16, Int32), False)
+    assert "llvm.nvvm.cp.async.ca.shared.global.16" in compiled.llir
+
+
+@pytest.mark.parametrize("promise", [False, True])
+def test_cp_async_at_a_proven_or_promised_alignment_copies_the_chunks(promise):
+    rng = np.random.default_rng()
+    src = rng.standard_normal(64).astype(np.float32)
+    out = np.full(64, np.nan, np.float32)
+    offsets = rng.permutation(16).astype(np.int32) * 4
+    stage_chunks.interpret[(1,), (16,)](src, out, offsets, promise)
+    np.testing.assert_array_equal(out, src)
+
+
+def test_an_unprovable_cp_async_alignment_names_assume_aligned():
+    with pytest.raises(tsjit.CompilationError, match=r"`dst` must be 16-byte aligned; it is only known to be "
+                                                     r"4-byte aligned.*dst = tsjit\.assume_aligned\(dst, 16\)"):
+        build(stage_chunk_at_a_loaded_offset, tsjit.spec(64, Float32), tsjit.spec(16, Int32))
+
+
+@tsjit.kernel
+def vector_at_a_loaded_offset(x, out, offsets):
+    i = offsets[tsjit.thread_idx().x]
+    out.store_vector(i, tsjit.address_of(x, i).load_vector(4))
+
+
+def test_an_unprovable_vector_alignment_names_assume_aligned():
+    with pytest.raises(tsjit.CompilationError, match=r"16-byte vector access.*tsjit\.assume_aligned\(pointer, 16\)"):
+        build(vector_at_a_loaded_offset, tsjit.spec(64, Float32), tsjit.spec(64, Float32), tsjit.spec(16, Int32))
+
+
+@tsjit.kernel
+def promise_misuse(x, CASE: tsjit.Constexpr[int]):
+    if tsjit.const_expr(CASE == 0):
+        tsjit.assume_aligned(x, 16)
+    elif tsjit.const_expr(CASE == 1):
+        tsjit.assume_aligned(x[0], 16)
+    else:
+        tsjit.assume_aligned(x.ptr, 12)
+
+
+@pytest.mark.parametrize("case, message", [
+    (0, r"takes a pointer, got a tensor.*tsjit\.assume_aligned\(tsjit\.address_of\(t, index\), 16\)"),
+    (1, r"got a Float32 value.*pass tsjit\.address_of\(t, index\) instead of t\[index\]"),
+    (2, r"compile-time power of two 1 \.\. 1024 bytes, got 12"),
+])
+def test_assume_aligned_refuses_what_is_not_a_pointer_or_an_alignment(case, message):
+    with pytest.raises(tsjit.CompilationError, match=message):
+        build(promise_misuse, tsjit.spec(64, Float32), case)
+
+
 # -- shared memory -----------------------------------------------------------------------------
 @tsjit.kernel
 def shared_tiles(x, out):

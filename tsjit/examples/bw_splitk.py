@@ -69,11 +69,6 @@ def threads_for(target: str) -> int:
     return 32 * (BLACKWELL_WARPS if target.startswith("sm_100") else HOPPER_WARPS)
 
 
-def _with_alignment(pointer, alignment: int):
-    """``pointer`` with a byte alignment the caller guarantees."""
-    return tsjit.Pointer(pointer.ir, pointer.dtype, pointer.address_space, alignment)
-
-
 @tsjit.func
 def open_peers(free, split):
     """Handshake 1 (``free``, the mbarrier in shared memory): this warp's MMAs retired, so lane 0 tells
@@ -184,7 +179,7 @@ class ReduceScatter(ts.MemoryResource):
     def remote_row(self, row):
         """Where this CTA's ``row`` of the partial goes: slot ``rank`` of the owner's staging."""
         local = self.slots.element_pointer((tsjit.cluster_ctarank(), row % self.rows_per_cta, 0))
-        return tsjit.map_shared_rank(_with_alignment(local, 16), self.owner(row))
+        return tsjit.map_shared_rank(tsjit.assume_aligned(local, 16), self.owner(row))
 
     def publish(self, row):
         """Handshake 2: this thread's stores into the owner of ``row`` are done (release.cluster)."""
@@ -202,7 +197,7 @@ class ReduceScatter(ts.MemoryResource):
             values = view.load(chunk * 32, 32)
             for q in tsjit.range_constexpr(8):
                 quad = [tsjit.select(self.k_count > 0, values[4 * q + i], 0.0) for i in range(4)]
-                _with_alignment(slot.offset(chunk * 32 + 4 * q), 16).store_vector(quad)
+                tsjit.assume_aligned(slot.offset(chunk * 32 + 4 * q), 16).store_vector(quad)
         self.publish(row)
 
     @ts.producer_work()
@@ -217,7 +212,7 @@ class ReduceScatter(ts.MemoryResource):
             row, col = acc.accumulator_coords(2 * i)
             pair = [tsjit.select(self.k_count > 0, acc[2 * i + j], 0.0) for j in range(2)]
             offset = (row % 16) * (BN + PAD) + col
-            _with_alignment(base.offset(offset), 8).store_vector(pair)
+            tsjit.assume_aligned(base.offset(offset), 8).store_vector(pair)
         self.publish(slab_row)
 
     @ts.producer_work()

@@ -24,7 +24,7 @@ import numpy as np
 
 import tsjit
 from tsjit import ts
-from tsjit.examples.ts_merge_gemm import BM, THREADS, TmaOperandB, _aligned, mainloop_schedules, random_operands
+from tsjit.examples.ts_merge_gemm import BM, THREADS, TmaOperandB, mainloop_schedules, random_operands
 from tsjit.lang.epilogue import FusedEpilogue
 from tsjit.ops.gemm_program import BK, OutputTile
 from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
@@ -100,7 +100,7 @@ class ReluOutput(ts.MemoryResource):
                 if row < rows and col < cols:
                     values = tile[r // 64].load_vector((local, (c ^ (local % 8)) * 8), 8)
                     out = [tsjit.BFloat16(tsjit.math.max(tsjit.Float32(v), 0.0)) for v in values]
-                    _aligned(self.r.element_pointer((row, col)), 16).store_vector(out)
+                    tsjit.assume_aligned(self.r.element_pointer((row, col)), 16).store_vector(out)
 
 
 @tsjit.kernel

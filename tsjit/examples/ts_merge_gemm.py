@@ -49,11 +49,6 @@ THREADS = 384
 LOAD_REGISTERS, MMA_REGISTERS = 40, 232
 
 
-def _aligned(pointer, alignment: int):
-    """``pointer`` with a known byte alignment the caller guarantees (16-byte chunk boundaries)."""
-    return tsjit.Pointer(pointer.ir, pointer.dtype, pointer.address_space, alignment)
-
-
 @dataclass(kw_only=True)
 class CpAsyncTiles(ts.MemoryResource):
     """A ring of BM x BK bf16 A tiles (two 64-row halves, one per MMA warpgroup), 128B-swizzled,
@@ -89,8 +84,8 @@ class CpAsyncTiles(ts.MemoryResource):
         starts = (tile.element_pointer((0, r0, swizzled * 8)), tile.element_pointer((0, r0, (swizzled ^ 4) * 8)))
         for i in tsjit.range_constexpr(-(-BM // rows_per_pass)):
             d = i * rows_per_pass
-            dst = _aligned(starts[(d % 8) // 4].offset(d * BK), 16)
-            src = _aligned(self.a.element_pointer((tsjit.math.min(first_row + d, rows - 1), col)), 16)
+            dst = tsjit.assume_aligned(starts[(d % 8) // 4].offset(d * BK), 16)
+            src = tsjit.assume_aligned(self.a.element_pointer((tsjit.math.min(first_row + d, rows - 1), col)), 16)
             if tsjit.const_expr(d + rows_per_pass <= BM):
                 tsjit.cp_async(dst, src, 16, cache_global_only=True)   # cp.async.cg: A streams through L2
             else:

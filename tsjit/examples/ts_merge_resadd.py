@@ -24,7 +24,7 @@ import numpy as np
 
 import tsjit
 from tsjit import ts
-from tsjit.examples.ts_merge_gemm import (BM, CpAsyncTiles, TmaOperandB, _aligned, mainloop_rings,
+from tsjit.examples.ts_merge_gemm import (BM, CpAsyncTiles, TmaOperandB, mainloop_rings,
                                           mainloop_schedules, random_operands)
 from tsjit.lang.epilogue import store_fragment_shared
 from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
@@ -108,7 +108,7 @@ class ResidualOutput(ts.MemoryResource):
                 y = self.acc.tiles[acc_stage, r // 64].load_vector((r % 64, c), 8)
                 z = self.res.tiles[res_stage].load_vector((r, c), 8)
                 out = [tsjit.BFloat16(tsjit.Float32(p) + tsjit.Float32(q)) for p, q in zip(y, z)]
-                _aligned(self.d.element_pointer((row, col)), 16).store_vector(out)
+                tsjit.assume_aligned(self.d.element_pointer((row, col)), 16).store_vector(out)
 
 
 @tsjit.kernel

@@ -36,7 +36,9 @@ def cp_async(dst, src, nbytes: int, *, cache_global_only: bool = False) -> None:
     for name, p in (("dst", dst), ("src", src)):
         if p.alignment < nbytes:
             raise CompilationError(f"tsjit.cp_async: `{name}` must be {nbytes}-byte aligned; it is only known to be "
-                                   f"{p.alignment}-byte aligned")
+                                   f"{p.alignment}-byte aligned. If the address is a multiple of {nbytes} bytes "
+                                   f"(e.g. an index that is a multiple of {max(1, nbytes // p.dtype.itemsize)} "
+                                   f"{p.dtype.name}), promise it: {name} = tsjit.assume_aligned({name}, {nbytes})")
     kind = "cg" if cache_global_only else "ca"
     emit.current().intrinsic(f"llvm.nvvm.cp.async.{kind}.shared.global.{nbytes}", [dst.ir, src.ir])
 

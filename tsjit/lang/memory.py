@@ -11,6 +11,10 @@
   up to 16 bytes.
 * :func:`shared_array` — a typed view into the kernel's single dynamic shared-memory
   block (aligned to 1024 bytes); the kernel's dynamic shared-memory size grows by it.
+* :func:`assume_aligned` — a pointer whose alignment the caller promises.  A pointer's known
+  alignment is otherwise proven: from the array's base (array arguments 16 bytes, shared arrays
+  their ``align``) and the index arithmetic (``address_of(buf, s, lane * 4)`` of Float32 keeps
+  16 bytes; an index loaded from memory keeps only the element size).
 
 No bounds checks are emitted: like CUDA C++, an out-of-range index is undefined
 behaviour (mask with an ``if``).
@@ -78,11 +82,12 @@ class Pointer:
         b = emit.current().builder
         elem_ty = emit.llvm_type(self.dtype, memory=True)
         new = b.gep(self.ir, [idx.ir], source_etype=elem_ty, inbounds=True)
-        align = self.dtype.itemsize
-        if isinstance(elements, int):
-            step = (elements * self.dtype.itemsize) & -(elements * self.dtype.itemsize) or self.alignment
-            align = min(self.alignment, step)
-        return Pointer(new, self.dtype, self.address_space, max(align, self.dtype.itemsize))
+        # The offset's provable byte alignment: the power of two dividing every value it can take
+        # (a run-time index such as ``j * 128 + lane * 4`` keeps a 16-byte step of Float32).
+        modulus, residue = _congruence(elements)
+        step_bytes = math.gcd(modulus, residue) * self.dtype.itemsize
+        step = step_bytes & -step_bytes or self.alignment
+        return Pointer(new, self.dtype, self.address_space, max(min(self.alignment, step), self.dtype.itemsize))
 
     def __add__(self, elements):
         return self.offset(elements)
@@ -159,7 +164,8 @@ class Pointer:
             raise CompilationError(
                 f"a {width}-byte vector access needs a {width}-byte aligned address, but this pointer is only "
                 f"known to be {self.alignment}-byte aligned (array arguments are 16-byte aligned when their "
-                f"base address is; index with a multiple of {n})")
+                f"base address is; index with a multiple of {n}, or, if you know the address is aligned, "
+                f"promise it: tsjit.assume_aligned(pointer, {width}))")
         return ir.VectorType(emit.llvm_type(self.dtype, memory=True), n), width
 
 
@@ -318,7 +324,7 @@ class Tensor:
             term = i if (isinstance(stride, int) and stride == 1) else i * stride
             offset = term if (isinstance(offset, int) and offset == 0) else offset + term
         p = self.ptr.offset(offset)
-        p = Pointer(p.ir, self.dtype, p.address_space, max(self.dtype.itemsize, align))
+        p = Pointer(p.ir, self.dtype, p.address_space, max(self.dtype.itemsize, align, p.alignment))
         rest = len(leading)
         return Tensor(p, self.shape[rest:], self.strides[rest:], self.index_dtype,
                       row_alignment=min(self.row_alignment, p.alignment))
@@ -390,22 +396,27 @@ class Tensor:
         return Pointer(p.ir, self.dtype, p.address_space, align)
 
 
-def _congruence(x) -> tuple[int, int]:
+#: how many instructions deep :func:`_congruence` reads (bounds its work on shared subexpressions)
+CONGRUENCE_DEPTH = 12
+
+
+def _congruence(x, depth: int = CONGRUENCE_DEPTH) -> tuple[int, int]:
     """``(modulus, residue)`` such that the integer ``x`` (Value or int) provably satisfies
     ``x % modulus == residue % modulus``, read from the instructions that computed it (constants,
     ``+``, ``-``, ``*``, ``<<`` by a constant, integer casts).  Modulus ``0`` means ``x == residue``;
-    ``(1, 0)`` means nothing is known.  Wrap-around keeps every power-of-two modulus valid."""
+    ``(1, 0)`` means nothing is known.  Wrap-around keeps every power-of-two modulus valid (only
+    power-of-two moduli are used: alignments)."""
     x = x.ir if isinstance(x, Value) else x
     if isinstance(x, int):
         return 0, x
     if isinstance(x, ir.Constant) and isinstance(x.constant, int):
         return 0, x.constant
     op = getattr(x, "opname", None)
-    if op in ("sext", "zext", "trunc"):
-        return _congruence(x.operands[0])
-    if op not in ("add", "sub", "mul", "shl"):
+    if depth == 0 or op not in ("sext", "zext", "trunc", "add", "sub", "mul", "shl"):
         return 1, 0
-    (m1, r1), (m2, r2) = (_congruence(o) for o in x.operands)
+    if op in ("sext", "zext", "trunc"):
+        return _congruence(x.operands[0], depth - 1)
+    (m1, r1), (m2, r2) = (_congruence(o, depth - 1) for o in x.operands)
     if op == "add":
         return math.gcd(m1, m2), r1 + r2
     if op == "sub":
@@ -504,6 +515,46 @@ def dynamic_shared(dtype: DType) -> Pointer:
     reserved, which starts at offset 0 — do not mix both styles).
     """
     return shared_pointer(0, dtype, 1024)
+
+
+#: the largest alignment :func:`assume_aligned` takes: the dynamic shared-memory block's alignment
+MAX_ASSUMED_ALIGNMENT = 1024
+
+
+def assume_aligned(pointer: Pointer, nbytes: int) -> Pointer:
+    """``pointer`` with a byte alignment of ``nbytes`` that the caller guarantees (as CUDA C++'s
+    ``__builtin_assume_aligned``): what a 16-byte ``cp_async`` or vector access needs when the
+    compiler cannot prove it (a run-time index that is a multiple of 4 Float32, a row of a
+    run-time stride).  No instruction is emitted: later accesses through the result use it.
+
+    Args:
+        pointer: a :class:`Pointer` in any memory (``address_of(t, i, j)``, ``t.ptr``, ``p.offset(k)``).
+        nbytes: a compile-time power of two, 1 .. 1024; an alignment already known to be larger is kept.
+
+    Returns:
+        A :class:`Pointer` to the same address, of the same dtype and memory.
+
+    Raises:
+        CompilationError: ``pointer`` is a tensor or an element value, not a pointer (pass
+            ``address_of(t, index)``), or ``nbytes`` is not a compile-time power of two up to 1024.
+
+    A wrong promise is undefined behaviour: the GPU faults with "misaligned address"; the CPU
+    interpreter reports misaligned loads, stores and ``cp.async`` shared destinations.
+    """
+    if isinstance(pointer, Tensor):
+        raise CompilationError(f"tsjit.assume_aligned takes a pointer, got a tensor {pointer!r}; pass the address "
+                               f"of the element: tsjit.assume_aligned(tsjit.address_of(t, index), {nbytes!r})")
+    if isinstance(pointer, Value):
+        raise CompilationError(f"tsjit.assume_aligned takes a pointer, got a {pointer.dtype.name} value (an "
+                               f"element, already loaded); pass tsjit.address_of(t, index) instead of t[index]")
+    if not isinstance(pointer, Pointer):
+        raise CompilationError(f"tsjit.assume_aligned takes a pointer, got {type(pointer).__name__}")
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 1 or nbytes & (nbytes - 1) \
+            or nbytes > MAX_ASSUMED_ALIGNMENT:
+        got = f"a run-time {nbytes.dtype.name}" if isinstance(nbytes, Value) else repr(nbytes)
+        raise CompilationError(f"tsjit.assume_aligned: the alignment must be a compile-time power of two "
+                               f"1 .. {MAX_ASSUMED_ALIGNMENT} bytes, got {got}")
+    return Pointer(pointer.ir, pointer.dtype, pointer.address_space, max(pointer.alignment, nbytes))
 
 
 def as_index(x, dtype: DType = dt.Int32) -> Value:
