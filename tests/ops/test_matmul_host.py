@@ -10,6 +10,7 @@ import itertools
 import sys
 import types
 
+import numpy as np
 import pytest
 
 import tsjit
@@ -218,6 +219,35 @@ def test_dtype_and_option_errors_name_the_argument(fake_gpu):
         tsjit.ops.matmul(a, b, scale_a=FakeCai((1,), typestr="<f4"))
     with pytest.raises(tsjit.LaunchError, match="'a'"):
         tsjit.ops.matmul(object(), b)
+
+
+@pytest.mark.parametrize("given,expected", [(np.float32, "Float32"), (np.dtype("float16"), "Float16"),
+                                            ("float32", "Float32"), (tsjit.BFloat16, "BFloat16")])
+def test_out_dtype_takes_numpy_dtypes(fake_gpu, given, expected):
+    a, b = FakeCai((4, 8)), FakeCai((8, 6))
+    assert _plan(a, b, out_dtype=given).out_dtype.name == expected
+    assert tsjit.ops.matmul(a, b, out_dtype=given).dtype.name == expected
+    assert tsjit.ops.bmm(FakeCai((2, 4, 8)), FakeCai((2, 8, 6)), out_dtype=given).dtype.name == expected
+
+
+@pytest.mark.parametrize("given,said", [(np.float64, "numpy dtype float64"), (np.int32, "numpy dtype int32"),
+                                        ("torch.int8", "torch.int8"), (3, "3 (of type int)")])
+def test_out_dtype_error_says_what_was_passed_and_what_to_pass(fake_gpu, given, said):
+    with pytest.raises(tsjit.LaunchError, match="'out_dtype'") as info:
+        tsjit.ops.bmm(FakeCai((2, 4, 8)), FakeCai((2, 8, 6)), out_dtype=given)
+    assert said in str(info.value) and "tsjit.ops.bmm:" in str(info.value)
+    for choice in ("tsjit.Float32", "torch.float32", "numpy's float16 / float32"):
+        assert choice in str(info.value)
+
+
+def test_torch_fast_path_allocates_the_numpy_out_dtype(monkeypatch):
+    """The torch fast path allocates ``out`` itself: a numpy out_dtype becomes the torch dtype of that name."""
+    fake_torch = types.SimpleNamespace(bfloat16="torch.bfloat16", float16="torch.float16", float32="torch.float32")
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    assert mm._torch_dtype(np.float32, False) == "torch.float32"
+    assert mm._torch_dtype(np.dtype("float16"), True) == "torch.float16"
+    with pytest.raises(tsjit.LaunchError, match="tsjit.ops.bmm: argument 'out_dtype' is numpy dtype float64"):
+        mm._torch_dtype(np.float64, True)
 
 
 def test_explain_prints_the_choice(fake_gpu, capsys):

@@ -49,11 +49,10 @@ import threading
 import tsjit
 from tsjit import env
 from tsjit.errors import LaunchError
-from tsjit.lang import dtypes as dt
 from tsjit.ops import autotune
-from tsjit.ops.matmul_checks import INPUT_DTYPES, OUTPUT_DTYPES  # noqa: F401 (INPUT_DTYPES: re-exported)
+from tsjit.ops.matmul_checks import INPUT_DTYPES, OUTPUT_DTYPES, output_dtype  # noqa: F401 (re-exported)
 from tsjit.ops.matmul_plan import Plan
-from tsjit.ops.operands import TORCH_DTYPES, TORCH_TYPES, Operand, operand, scale_operand, stream_handle
+from tsjit.ops.operands import TORCH_TYPES, Operand, operand, scale_operand, stream_handle
 from tsjit.runtime import driver, streams
 from tsjit.runtime.arrays import DeviceArray
 from tsjit.runtime.launch import BoundLaunch
@@ -136,7 +135,7 @@ def _fast_call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, sc
             return None, out, None                # the full path explains the mistake
         M, N = a.shape[-2], b.shape[-1]
         shape = (a.shape[0], M, N) if batched else (M, N)
-        dtype = _torch_dtype(out_dtype)
+        dtype = _torch_dtype(out_dtype, batched)
         if dtype is None:
             dtype = a.dtype if a.element_size() == 2 else sys.modules["torch"].bfloat16
         out = sys.modules["torch"].empty(shape, dtype=dtype, device=a.device)
@@ -155,9 +154,10 @@ def _fast_call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, sc
     return out, out, key
 
 
-def _torch_dtype(dtype):
-    if dtype is None or not isinstance(dtype, dt.DType):
-        return dtype
+def _torch_dtype(dtype, batched: bool):
+    if dtype is None:
+        return None
+    dtype = output_dtype(dtype, "bmm" if batched else "matmul")     # a torch, numpy or tsjit dtype
     torch = sys.modules["torch"]
     return {"BFloat16": torch.bfloat16, "Float16": torch.float16, "Float32": torch.float32}.get(dtype.name)
 
@@ -206,10 +206,7 @@ def _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a
     kind_a, SA, factor_a = scale_operand(scale_a, "scale_a", A.shape[1], "row", plan_only)
     kind_b, SB, factor_b = scale_operand(scale_b, "scale_b", B.shape[2], "col", plan_only)
     alpha = alpha * factor_a * factor_b
-    if out_dtype is not None and not isinstance(out_dtype, dt.DType):
-        out_dtype = TORCH_DTYPES.get(str(out_dtype))
-        if out_dtype is None or out_dtype.name not in OUTPUT_DTYPES:
-            raise LaunchError(f"tsjit.ops.{name}: argument 'out_dtype' must be bfloat16, float16 or float32")
+    out_dtype = output_dtype(out_dtype, name)
     key = (_signature(A), _signature(B), _signature(O), _signature(V), _signature(R), activation, alpha != 1.0,
            beta != 0.0, out_dtype, epilogue_fn, batched, kind_a, kind_b)
     def make(forced=None, sms=sms):
@@ -290,7 +287,7 @@ def matmul(a, b, *, bias=None, activation=None, residual=None, alpha=1.0, beta=0
         residual: (M, N), added after the activation.
         alpha, beta: floats; ``beta != 0`` needs ``out`` (its previous contents are scaled and added).
         out: (M, N) output to write (any strides); else a new array (torch if ``a`` is torch).
-        out_dtype: BFloat16 / Float16 / Float32 (tsjit dtypes or torch dtypes); default: a's dtype
+        out_dtype: BFloat16 / Float16 / Float32 (tsjit, torch or numpy dtypes: ``np.float32``); default: a's dtype
             (BFloat16 for fp8 inputs).
         scale_a, scale_b: dequantization scales: Python numbers (folded into alpha, any dtype), or for fp8
             inputs Float32 GPU tensors of one element (per tensor), (M, 1) / (M,) (scale_a, per row of a),

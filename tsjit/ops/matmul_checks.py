@@ -5,10 +5,47 @@ from __future__ import annotations
 from tsjit.errors import LaunchError
 from tsjit.lang import dtypes as dt
 from tsjit.lang.epilogue import ACTIVATIONS
-from tsjit.ops.operands import FP8_DTYPES, Operand
+from tsjit.ops.operands import FP8_DTYPES, TORCH_DTYPES, Operand
 
 INPUT_DTYPES = ("BFloat16", "Float16") + FP8_DTYPES
 OUTPUT_DTYPES = ("BFloat16", "Float16", "Float32")
+_OUTPUT_CHOICES = ("tsjit.BFloat16 / tsjit.Float16 / tsjit.Float32, torch.bfloat16 / torch.float16 / torch.float32, "
+                   "or numpy's float16 / float32")
+
+
+def output_dtype(value, name: str = "matmul") -> dt.DType | None:
+    """The tsjit dtype that ``out_dtype`` ``value`` names (``None`` stays ``None``: the default).
+
+    ``value`` is a tsjit dtype (returned as is: :func:`check_arguments` checks it), a torch dtype
+    (``torch.float32``), or anything ``numpy.dtype`` accepts (``np.float32``, ``np.dtype('float16')``,
+    ``"float32"``); ``name`` is the calling op (``"matmul"`` / ``"bmm"``), for the message.
+
+    Raises:
+        LaunchError: ``value`` names no dtype, or one the ops cannot write (float64, int32, ...):
+            saying what was passed and what to pass.
+    """
+    if value is None or isinstance(value, dt.DType):
+        return value
+    found = TORCH_DTYPES.get(str(value))
+    given = str(value) if found is not None or str(value).startswith("torch.") else None
+    if given is None:
+        found = dt.from_numpy(value)
+        if found is not None or _numpy_name(value) is not None:
+            given = f"numpy dtype {_numpy_name(value)}"
+    if found is None or found.name not in OUTPUT_DTYPES:
+        given = given or f"{value!r} (of type {type(value).__name__})"
+        raise LaunchError(f"tsjit.ops.{name}: argument 'out_dtype' is {given}; the output can be BFloat16, Float16 "
+                          f"or Float32: pass {_OUTPUT_CHOICES}")
+    return found
+
+
+def _numpy_name(value) -> str | None:
+    """numpy's name of the dtype ``value`` names (``"float64"``), or ``None`` when numpy knows no such dtype."""
+    import numpy as np   # lazily: as in tsjit.lang.dtypes
+    try:
+        return np.dtype(value).name
+    except TypeError:
+        return None
 
 
 def bias_axis(bias: Operand | None, M: int, N: int) -> str:
