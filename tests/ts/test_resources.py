@@ -1,6 +1,7 @@
 """MemoryResource, TaskLocalVariable, StageInfo and the work decorators / label resolution."""
 import dataclasses
 from dataclasses import dataclass
+from typing import ClassVar
 
 import pytest
 
@@ -68,6 +69,44 @@ def test_resources_hash_and_compare_by_identity_without_touching_fields():
     assert {a: 1, b: 2}[a] == 1
     assert repr(a) == "GmemSource(name='s')"
     assert dataclasses.is_dataclass(a) and a.pipeline_config is None
+
+
+def test_resource_with_fields_but_no_dataclass_decorator_says_to_decorate_it():
+    class Ring(MemoryResource):        # forgot @dataclass(kw_only=True)
+        tmap: object
+        stages: int = 2
+
+    with pytest.raises(TypeError, match=r"Ring\(\.\.\., tmap=\.\.\.\): resource class Ring declares fields "
+                                        r"\(tmap, stages\).*decorate Ring with @dataclass\(kw_only=True\)"):
+        Ring(name="ring", tmap=None)
+
+    @dataclass(kw_only=True)
+    class Fixed(Ring):                  # a decorated subclass of it still names the undecorated base
+        depth: int = 1
+
+    with pytest.raises(TypeError, match="Fixed.*class Ring declares fields"):
+        Fixed(name="ring", tmap=None)
+
+
+def test_undecorated_resource_without_fields_constructs():
+    class Plain(MemoryResource):
+        is_barrier: ClassVar[bool] = True
+
+        def note(self):
+            return self.name
+
+    @dataclass(kw_only=True)
+    class Ring(MemoryResource):
+        tmap: object
+
+    class Subclass(Ring):               # no fields of its own: the inherited __init__ is right
+        pass
+
+    class Tuned(Ring):                  # an annotated class-level default, never passed: left alone
+        depth: int = 4
+
+    assert Plain(name="b").note() == "b" and Subclass(name="r", tmap=3).tmap == 3
+    assert Tuned(name="t", tmap=1).depth == 4
 
 
 def test_resource_flags_default_false():

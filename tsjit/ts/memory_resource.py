@@ -196,6 +196,32 @@ def _reference_keyword_error(cls, kwargs) -> UsageTypeError | None:
     return None
 
 
+def _undecorated_fields_error(cls, kwargs) -> UsageTypeError | None:
+    """The error for constructor keywords that name fields a resource class (or a base of it) annotates
+    without ``@dataclass``, or None.
+
+    Such a class inherits a generated ``__init__`` that does not know those fields: the keywords would
+    fail as "unexpected keyword argument".  (An annotated class attribute that is never passed, such as a
+    class-level default, is left alone.)"""
+    fields = {f.name for f in dataclasses.fields(cls)}
+    for klass in cls.__mro__:
+        if klass is MemoryResource or not issubclass(klass, MemoryResource) or "__dataclass_fields__" in klass.__dict__:
+            continue
+        if "__init__" in klass.__dict__:       # a hand-written constructor takes its own keywords
+            return None
+        annotated = [name for name, annotation in klass.__dict__.get("__annotations__", {}).items()
+                     if "ClassVar" not in str(annotation) and name not in fields]
+        passed = [name for name in annotated if name in kwargs]
+        if passed:
+            return UsageTypeError(
+                f"{cls.__name__}(..., {passed[0]}=...): resource class {klass.__name__} declares fields "
+                f"({', '.join(annotated)}) but is not a dataclass, so its constructor takes only the fields of "
+                f"its dataclass bases ({', '.join(sorted(fields))}): decorate {klass.__name__} with "
+                f"@dataclass(kw_only=True) (from dataclasses import dataclass), as every MemoryResource subclass "
+                f"with fields.")
+    return None
+
+
 def _identity_repr(self) -> str:
     return f"{type(self).__name__}(name={getattr(self, 'name', '?')!r})"
 
@@ -257,9 +283,9 @@ class MemoryResource:
     __repr__ = _identity_repr
 
     def __new__(cls, *args, **kwargs):
-        # runs before the dataclass __init__ sees the keywords: the reference's constructor keywords
-        # that tsjit has elsewhere get the place to put them instead of a bare TypeError
-        error = _reference_keyword_error(cls, kwargs) if kwargs else None
+        # runs before the dataclass __init__ sees the keywords: a class that forgot @dataclass, and the
+        # reference's constructor keywords that tsjit has elsewhere, get the fix instead of a bare TypeError
+        error = (_undecorated_fields_error(cls, kwargs) or _reference_keyword_error(cls, kwargs)) if kwargs else None
         if error is not None:
             raise error
         return super().__new__(cls)
