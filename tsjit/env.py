@@ -154,7 +154,7 @@ CACHE_DIR = EnvVar(
 DUMP_DIR = EnvVar(
     "TSJIT_DUMP_DIR", "path", None,
     "When set, every compilation writes its LLVM IR, PTX, cubin and folded Python source (.py) into this "
-    "directory.")
+    "directory (a lowering for the CPU interpreter: its LLVM IR and .py, as <kernel>-interpret-<digest>.*).")
 ASSEMBLER = EnvVar(
     "TSJIT_ASSEMBLER", "choice", "auto",
     "PTX to cubin assembler: nvjitlink, ptxas, or auto (nvJitLink when found, else ptxas).",

@@ -1,4 +1,5 @@
 """The interpreter's core: launch API, exact arithmetic, memory errors, collectives (issue 13)."""
+import os
 import re
 
 import numpy as np
@@ -38,6 +39,27 @@ def bad_shuffle(x, out):
     if i < 16:
         v = tsjit.shuffle_xor(v, 16, mask=0x0000FFFF)
     out[i] = v
+
+
+@pytest.mark.parametrize("launch", ["interpret", "TSJIT_INTERPRET"])
+def test_dump_dir_gets_the_llvm_ir_the_interpreter_runs(tmp_path, monkeypatch, launch):
+    """TSJIT_DUMP_DIR under the interpreter: the .ll it runs and the folded .py (no PTX or cubin exist)."""
+    monkeypatch.setenv("TSJIT_DUMP_DIR", str(tmp_path))
+    fresh = tsjit.kernel(scale_add.fn)               # a kernel object of its own: nothing lowered yet
+    x = np.random.default_rng().standard_normal(64).astype(np.float32)
+    out = np.full(64, np.nan, np.float32)
+    if launch == "interpret":
+        fresh.interpret[(1,), (64,)](x, out, 64, 2.0)
+    else:
+        monkeypatch.setenv("TSJIT_INTERPRET", "1")
+        fresh[(1,), (64,)](x, out, 64, 2.0)
+    np.testing.assert_array_equal(out, x * np.float32(2.0) + np.float32(1))
+    names = sorted(os.listdir(tmp_path))
+    assert [name.rsplit(".", 1)[1] for name in names] == ["ll", "py"]
+    assert all(name.startswith("scale_add-interpret-") for name in names)
+    lowered = tsjit.compile(fresh, x, out, 64, 2.0, interpret=True)
+    assert (tmp_path / names[0]).read_text() == lowered.llir and "define" in lowered.llir
+    assert "out[i] = x[i] * alpha" in (tmp_path / names[1]).read_text()
 
 
 def test_numpy_arguments_are_written_in_place():

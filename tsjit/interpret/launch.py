@@ -18,6 +18,7 @@ and :func:`lower` for ``tsjit.compile(..., interpret=True)``.  A launch:
 from __future__ import annotations
 
 import ctypes
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +36,7 @@ from tsjit.interpret.program import InterpretProgram, lower_for_interpreter
 from tsjit.interpret.translate import Translator
 from tsjit.backend.targets import DEFAULT_TARGET, environment_target, get_target
 from tsjit.runtime.arrays import describe_array_argument, host_allocation
+from tsjit.runtime.kernel import write_dump
 from tsjit.runtime.specialize import memory_spec_key
 from tsjit.runtime.tensormap import DESCRIPTOR_BYTES, interpreter_layout
 
@@ -103,6 +105,9 @@ def lower(kernel, specs, target_name: str, pdl: bool = False) -> InterpretedKern
     constants = _module_constants(program, tr)
     compiled = InterpretedKernel(kernel, program, tr, constants)
     cache[key] = compiled
+    lowered = program.lowered     # TSJIT_DUMP_DIR: the IR the interpreter runs (no PTX or cubin exist)
+    digest = hashlib.sha256(lowered.llir.encode()).hexdigest()[:12]
+    write_dump(f"{lowered.name}-interpret-{digest}", {".ll": lowered.llir}, folded_from=lowered)
     return compiled
 
 

@@ -517,26 +517,41 @@ def _folded_or_none(compiled: CompiledKernel):
 
 
 def _dump(compiled: CompiledKernel) -> None:
+    if not env.dump_dir():
+        return
+    # A disk-cache hit has no folded source at hand (it would rerun the frontend): no .py then.
+    write_dump(f"{compiled.name}-{compiled.metadata.key[:12]}",
+               {".ll": compiled.llir, ".ptx": compiled.ptx, ".cubin": compiled.cubin},
+               folded_from=None if compiled.metadata.from_cache else compiled)
+
+
+def write_dump(stem: str, files: dict, folded_from=None) -> None:
+    """Write ``files`` (suffix -> ``str`` / ``bytes``; ``None``: a stage not at hand, skipped) as
+    ``<TSJIT_DUMP_DIR>/<stem><suffix>``; a no-op when ``TSJIT_DUMP_DIR`` is unset.  ``folded_from``: an
+    object with ``name`` and ``folded_source`` (a compiled or lowered kernel) whose folded source becomes
+    ``<stem>.py`` (a source that cannot be printed warns and is left out).
+
+    Dumping is a debugging aid: a directory that cannot be written warns once (``RuntimeWarning``)
+    and never fails the compile (or the CPU interpreter's lowering, which dumps its ``.ll`` / ``.py`` too).
+    """
     directory = env.dump_dir()
     if not directory:
         return
+    if folded_from is not None:
+        files = {**files, ".py": _folded_or_none(folded_from)}
     try:
         os.makedirs(directory, exist_ok=True)
-        stem = os.path.join(directory, f"{compiled.name}-{compiled.metadata.key[:12]}")
-        # A disk-cache hit has no folded source at hand (it would rerun the frontend): no .py then.
-        folded = None if compiled.metadata.from_cache else _folded_or_none(compiled)
-        for suffix, data in ((".ll", compiled.llir), (".ptx", compiled.ptx), (".py", folded)):
+        for suffix, data in files.items():
             if data is None:  # a cache entry that did not keep this stage
                 continue
-            with open(stem + suffix, "w") as fh:
+            binary = isinstance(data, (bytes, bytearray))
+            with open(os.path.join(directory, stem + suffix), "wb" if binary else "w") as fh:
                 fh.write(data)
-        with open(stem + ".cubin", "wb") as fh:
-            fh.write(compiled.cubin)
     except OSError as exc:  # dumping is a debugging aid: it never fails a compile
         if directory not in _dump_warned:
             _dump_warned.add(directory)
             warnings.warn(f"TSJIT_DUMP_DIR={directory!r} cannot be written ({exc.strerror or exc}); kernels "
-                          f"compile without dumps. Point it at a writable directory.", RuntimeWarning, stacklevel=2)
+                          f"compile without dumps. Point it at a writable directory.", RuntimeWarning, stacklevel=3)
 
 
 _dump_warned: set = set()
