@@ -67,6 +67,20 @@ def dims3(value, field: str = "dimension") -> tuple[int, int, int]:
     return tuple(dims + [1] * (3 - len(dims)))
 
 
+def _block_mismatch(count: int, threads: int) -> str:
+    """What a CTA of ``count`` threads would do to a TS program written for exactly ``threads``."""
+    have, need = -(-count // 32), threads // 32
+    if count > threads:
+        extra = f"warp {need}" if have - need == 1 else f"warps {need}-{have - 1}"
+        return (f"This larger CTA's {extra} would run no task (the tasks cover warps 0-{need - 1}): idle, "
+                f"holding registers that the program's register plan (launch bounds, setmaxnreg) does not count.")
+    missing = f"warp {need - 1}" if need - have == 1 else f"warps {have}-{need - 1}"
+    if count % 32:
+        missing = f"part of warp {have - 1}" + (f" and {missing}" if need > have else "")
+    return (f"This smaller CTA lacks {missing}: the tasks there would never run, and the tasks waiting on "
+            f"them would wait forever.")
+
+
 def _text(dims) -> str:
     return "(" + ", ".join(str(d) for d in dims) + ")"
 
@@ -143,7 +157,7 @@ class LaunchRequirements:
             raise LaunchError(
                 f"{who} was launched with block={_text(b)} ({count} threads per CTA), but its program needs "
                 f"exactly {self.threads} threads ({self.threads // 32} warps: the TaskManager's tasks); launch "
-                f"with block=({self.threads},). A smaller CTA would wait forever for warps that do not exist.")
+                f"with block=({self.threads},). {_block_mismatch(count, self.threads)}")
         if self.max_threads is not None and count > self.max_threads:
             raise LaunchError(f"{who} was launched with block={_text(b)} ({count} threads per CTA), but it was "
                               f"compiled for at most {self.max_threads} (launch bound max_threads)")

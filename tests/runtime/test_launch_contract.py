@@ -46,6 +46,23 @@ def test_block_of_32_threads_for_a_160_thread_program_is_refused(tma_copy):
     assert "exactly 160 threads" in text and "block=(160,)" in text
 
 
+@pytest.mark.parametrize("block,says,not_says", [
+    ((32,), "lacks warps 1-4: the tasks there would never run, and the tasks waiting on them would wait forever",
+     "larger"),
+    ((128,), "lacks warp 4:", "larger"),
+    ((150,), "lacks part of warp 4:", "larger"),
+    ((192,), "larger CTA's warp 5 would run no task (the tasks cover warps 0-4)", "wait forever"),
+    ((32, 8), "larger CTA's warps 5-7 would run no task", "wait forever"),
+])
+def test_wrong_block_message_says_what_that_block_would_do(tma_copy, block, says, not_says):
+    """A larger CTA does not wait forever (newcomer 7 #12): each case says what it would do."""
+    with pytest.raises(tsjit.LaunchError) as err:
+        tma_copy.launch_requirements.check("tma_copy_ts", (16,), block, None, tma_copy.metadata["smem_bytes"],
+                                           H200_LIMIT)
+    assert says in str(err.value) and not_says not in str(err.value)
+    assert "exactly 160 threads" in str(err.value)
+
+
 def test_block_with_the_right_thread_count_in_two_dimensions_passes(tma_copy):
     tma_copy.launch_requirements.check("tma_copy_ts", 16, (32, 5), None, tma_copy.metadata["smem_bytes"],
                                        H200_LIMIT)
