@@ -38,6 +38,31 @@ def test_without_gpu_every_driver_use_raises_launch_error():
             call()
 
 
+def test_without_gpu_to_device_names_the_cpu_interpreter():
+    import tsjit
+    needs_no_gpu()
+    with pytest.raises(LaunchError, match=r"kernel\.interpret\[grid, block\]\(\.\.\.\) runs one launch.*"
+                                          r"TSJIT_INTERPRET=1 runs every launch and tsjit\.to_device"):
+        tsjit.to_device(np.zeros(4, np.float32))
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_numpy_arguments_without_gpu_suggest_the_interpreter(monkeypatch, gpu):
+    """A launch with numpy arrays says tsjit.to_device, and with no GPU (where to_device fails too) the
+    CPU interpreter by the kernel's name (newcomer 7 #15)."""
+    import tsjit
+
+    @tsjit.kernel
+    def copy_rows(x, out):
+        out[tsjit.thread_idx().x] = x[tsjit.thread_idx().x]
+
+    monkeypatch.setattr(driver, "gpu_available", lambda: gpu)
+    with pytest.raises(LaunchError, match=r"argument 'x' is a host numpy array.*tsjit\.to_device\(x\)") as info:
+        copy_rows[(1,), (32,)](np.zeros(32, np.float32), np.zeros(32, np.float32))
+    assert ("copy_rows.interpret[grid, block](...)" in str(info.value)) is not gpu
+    assert ("TSJIT_INTERPRET=1" in str(info.value)) is not gpu
+
+
 def test_synchronize_and_streams_are_no_ops_under_the_interpreter(monkeypatch):
     """One script runs on the GPU and under TSJIT_INTERPRET=1 (newcomer report, issue 10 §3)."""
     import tsjit

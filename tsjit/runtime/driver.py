@@ -132,6 +132,13 @@ def import_bindings():
     return driver
 
 
+def no_gpu_hint(kernel_name: str = "kernel") -> str:
+    """How to run without a GPU, for the messages of a launch or copy that needs one: the CPU interpreter."""
+    return (f"without a GPU, run on the CPU interpreter: {kernel_name}.interpret[grid, block](...) runs one launch "
+            f"there (numpy arrays are used in place, no tsjit.to_device needed), TSJIT_INTERPRET=1 runs every "
+            f"launch and tsjit.to_device / tsjit.empty there")
+
+
 def _initialize() -> None:
     global _cu, _context, _properties, _init_failure
     if _properties is not None:
@@ -146,15 +153,14 @@ def _initialize() -> None:
             result = cu.cuInit(0)
         except Exception as exc:  # ImportError, DynamicLibNotFoundError, ...
             _init_failure = (f"the CUDA driver is not available ({type(exc).__name__}: {exc}); "
-                             "running kernels needs an NVIDIA GPU and driver (compiling does not); without one, "
-                             "TSJIT_INTERPRET=1 runs every launch on the CPU interpreter")
+                             f"running kernels needs an NVIDIA GPU and driver (compiling does not); {no_gpu_hint()}")
             raise LaunchError(_init_failure) from None
         _cu = cu
         if result[0]:
-            _init_failure = f"cuInit failed: {describe_result(result[0])}; no usable NVIDIA GPU"
+            _init_failure = f"cuInit failed: {describe_result(result[0])}; no usable NVIDIA GPU; {no_gpu_hint()}"
             raise LaunchError(_init_failure)
         if check(cu.cuDeviceGetCount(), "cuDeviceGetCount") < 1:
-            _init_failure = "the CUDA driver found no GPU (cuDeviceGetCount returned 0)"
+            _init_failure = f"the CUDA driver found no GPU (cuDeviceGetCount returned 0); {no_gpu_hint()}"
             raise LaunchError(_init_failure)
         device = check(cu.cuDeviceGet(0), "cuDeviceGet(0)")
         _context = check(cu.cuDevicePrimaryCtxRetain(device), "cuDevicePrimaryCtxRetain")

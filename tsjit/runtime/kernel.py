@@ -233,7 +233,7 @@ class Kernel:
     def _specialize(self, values, for_compile=False):
         specs, packed = [], []
         for p, annotation, value in zip(self.params, self.annotations, values):
-            spec, vals = specialize_one(p.name, value, annotation, for_compile=for_compile)
+            spec, vals = specialize_one(p.name, value, annotation, for_compile=for_compile, kernel_name=self.__name__)
             specs.append(spec)
             packed.extend(vals)
         return specs, packed

@@ -27,6 +27,7 @@ from tsjit.frontend.source import source_text
 from tsjit.lang import dtypes as dt
 from tsjit.lang.constexpr import is_constexpr_annotation
 from tsjit.lang.dtypes import TensorAnnotation
+from tsjit.runtime import driver
 from tsjit.runtime.arrays import ArraySpec, DeviceArray, describe_array_argument
 from tsjit.runtime.cache import KernelCache
 
@@ -71,8 +72,8 @@ def _scalar_dtype(value, annotation):
     return None
 
 
-def specialize_one(name: str, value, annotation, *, for_compile: bool = False):
-    spec, values = _specialize_one(name, value, annotation, for_compile)
+def specialize_one(name: str, value, annotation, *, for_compile: bool = False, kernel_name: str = "kernel"):
+    spec, values = _specialize_one(name, value, annotation, for_compile, kernel_name)
     if isinstance(annotation, TensorAnnotation):
         if not isinstance(spec, abi.TensorSpec):
             raise LaunchError(f"argument '{name}' must be an array ({annotation!r}); got {type(value).__name__}")
@@ -82,7 +83,7 @@ def specialize_one(name: str, value, annotation, *, for_compile: bool = False):
     return spec, values
 
 
-def _specialize_one(name: str, value, annotation, for_compile: bool):
+def _specialize_one(name: str, value, annotation, for_compile: bool, kernel_name: str):
     """(spec, ctypes values) for one argument.
 
     ``for_compile=True`` accepts host numpy arrays and :class:`ArraySpec` as stand-ins for device arrays
@@ -128,8 +129,9 @@ def _specialize_one(name: str, value, annotation, for_compile: bool):
     if arg.device_kind == "host":
         if for_compile:
             return _tensor_spec(arg.dtype, arg.shape, arg.strides, 16), []
+        hint = "" if driver.gpu_available() else f"; {driver.no_gpu_hint(kernel_name)}"
         raise LaunchError(f"argument '{name}' is a host numpy array; kernels need device memory: pass "
-                          f"tsjit.to_device({name}) (or a torch/cupy CUDA tensor)")
+                          f"tsjit.to_device({name}) (or a torch/cupy CUDA tensor){hint}")
     spec = _tensor_spec(arg.dtype, arg.shape, arg.strides, _alignment(arg.data_ptr))
     return spec, ([] if for_compile else spec.pack(arg.data_ptr, arg.shape, arg.strides))
 
