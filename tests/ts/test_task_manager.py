@@ -479,3 +479,55 @@ def test_importing_the_model_loads_no_check_module():
     loaded, after = out.stdout.splitlines()
     assert eval(loaded) == ["tsjit.ts.verify.findings", "tsjit.ts.verify.pipelines", "tsjit.ts.verify.registers"]
     assert after == "True True"
+
+
+VERBOSE_COMPILE = """
+import sys
+import numpy as np
+import tsjit
+from tsjit import ts
+from tsjit.examples.ts_copy import GmemDest, GmemSource
+
+@tsjit.kernel
+def copy_verbose(src, dst, num_entries):
+    source = GmemSource(name="source", src=src)
+    dest = GmemDest(name="dest", dst=dst)
+
+    @ts.schedule
+    def copy_schedule(s: GmemSource, d: GmemDest):
+        with ts.domain_loop(tsjit.thread_idx().x, num_entries, 32):
+            d.store(s.load())
+
+    task = ts.Task("copy", [source], [dest], warp_idx=0, num_warps=1, schedule=copy_schedule(source, dest))
+    manager = ts.TaskManager([task], {dest: [source]})          # verbose=True: the reference's default
+    manager.setup_resources_and_tasks()
+    manager.run()
+
+x = np.zeros(64, np.float32)
+for count in (64, 32):            # two compiles: the second reports after stdout is already gone
+    sys.stderr.write(f"compiled {tsjit.compile(copy_verbose, x, x, count).name}\\n")
+"""
+
+
+def test_verbose_report_into_a_closed_pipe_does_not_stop_the_compile(tmp_path):
+    """``python script.py | head``: once the reader is gone, the verbose report's BrokenPipeError is harmless
+    (newcomer 7 #18): both compiles finish, and the process exits cleanly (no error at its final flush)."""
+    import os
+    import subprocess
+    script = tmp_path / "verbose_compile.py"
+    script.write_text(VERBOSE_COMPILE)
+    read, write = os.pipe()
+    os.close(read)                        # the reader went away before the first line
+    try:
+        result = subprocess.run([sys.executable, str(script)], stdout=write, stderr=subprocess.PIPE, text=True,
+                                timeout=120, env=dict(os.environ, TSJIT_CACHE_DIR=str(tmp_path / "cache")))
+    finally:
+        os.close(write)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stderr.count("compiled copy_verbose") == 2 and "BrokenPipe" not in result.stderr
+
+
+def test_verbose_report_is_printed(capsys):
+    from tsjit.ts.verbose import report
+    report("schedule table")
+    assert capsys.readouterr().out == "schedule table\n"

@@ -43,6 +43,7 @@ from tsjit.ts import protocol
 from tsjit.errors import (CompilationError, UsageKeyError, UsageStateError, UsageTypeError, UsageValueError,
                           VerificationError)
 from tsjit.ts.tmem import TMEM_CAPACITY_COLUMNS, TmemAllocation, TmemAllocator, layout_tmem_requirements  # noqa: F401
+from tsjit.ts.verbose import report
 
 __all__ = ["SmemAllocation", "SmemAllocator", "TmemAllocation", "TmemAllocator",
            "SMEM_CAPACITY_BYTES", "TMEM_CAPACITY_COLUMNS", "BARRIER_BYTES_PER_STAGE"]
@@ -520,7 +521,7 @@ class SmemAllocator:
         return "\n".join(lines)
 
     def print_usage_report(self) -> None:
-        print(self.usage_report())
+        report(self.usage_report())
 
 
 def shared_arrays_of(resources) -> list[tuple[str, int]]:

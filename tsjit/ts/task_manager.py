@@ -56,6 +56,7 @@ from tsjit.ts.render import render
 from tsjit.ts.printout import format_register_report, format_schedule_table
 from tsjit.ts.memory_resource import MemoryResource
 from tsjit.ts.task import Task
+from tsjit.ts.verbose import report
 from tsjit.ts.verify import registers
 from tsjit.ts.verify.findings import Finding
 from tsjit.ts.verify.pipelines import is_pipelined, pipeline_config
@@ -353,10 +354,10 @@ class TaskManager:
         self.simulation = simulator.run()
         self.simulator = simulator
         if self.verbose:
-            print(self.schedule_table())
-            print(self.register_report())
+            report(self.schedule_table())
+            report(self.register_report())
             for note in self.notes:
-                print(note)
+                report(note)
         describe = getattr(simulator, "blocked_message", None)
         if self.simulation.blocked:
             lines = [describe(t, e) if describe else
@@ -395,15 +396,15 @@ class TaskManager:
             for finding in found:
                 if finding.is_warning:
                     if self.verbose:
-                        print(finding.message)
+                        report(finding.message)
                     warn(f"[{finding.check}] {finding.message}", VerificationWarning)
             errors = [f.message for f in found if not f.is_warning]
             if errors:
                 self._fail(check, errors)
         if self.verbose and self.smem_allocator is not None:
-            print(self.smem_allocator.usage_report(shared_arrays_of(self.resources)))
+            report(self.smem_allocator.usage_report(shared_arrays_of(self.resources)))
         if self.verbose and self.tmem_allocator is not None:   # the reference's TMEM line (columns / capacity)
-            print(self.tmem_allocator.usage_report())
+            report(self.tmem_allocator.usage_report())
 
     # -- printouts -------------------------------------------------------------------------
     def schedule_table(self) -> str:

@@ -42,6 +42,7 @@ from tsjit.ts.verify.exhaustive_regions import RegionTable
 from tsjit.ts.verify.exhaustive_report import Report, build_reports
 from tsjit.ts.verify.exhaustive_search import search
 from tsjit.ts.verify.findings import Finding, error, warning
+from tsjit.ts.verbose import report
 
 __all__ = ["ExhaustiveResult", "VariantStats", "check_all_interleavings",
            "check_interleavings", "Report"]
@@ -211,7 +212,7 @@ def check_interleavings(manager) -> list[Finding]:
         assume_pdl_wait_completed=options.assume_pdl_wait_completed)
     manager.exhaustive_result = result
     if manager.verbose:
-        print(result.format())
+        report(result.format())
     findings = [error("X", f"[{r.kind}] {r.message}") for r in result.reports]
     if result.capped and not result.reports:
         findings.append(warning("X", (

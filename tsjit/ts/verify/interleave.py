@@ -18,6 +18,7 @@ PP  A ping-pong self-edge ``{r: [r]}`` needs ``r`` pipelined, a thread-based con
 from __future__ import annotations
 
 from tsjit.ts.enums import ScheduleStage
+from tsjit.ts.verbose import report
 from tsjit.ts.verify.findings import Finding, error
 from tsjit.ts.verify.pipelines import (ROLE_INDEX, ROLE_STAGES, cluster_size, is_pipelined,
                                        pipeline_config, role_tasks, task_lanes)
@@ -131,7 +132,7 @@ def check_cta_layouts(manager) -> list[Finding]:
                     f"cta_layout_vmnk: {reference} vs {layout}; one kernel has one cluster "
                     f"shape.\n  Use the same (V, M, N, K) for every pipeline.")))
         if unset and not out and manager.verbose:
-            print(f"[cta-layout-check] NOTE: {', '.join(r.name for r in unset)} "
+            report(f"[cta-layout-check] NOTE: {', '.join(r.name for r in unset)} "
                   f"{'has' if len(unset) == 1 else 'have'} no cta_layout_vmnk while "
                   f"{first.name} uses {reference}; they are treated as single-CTA.")
     return out
