@@ -272,3 +272,30 @@ def test_clock64_and_cluster_registers():
     compiled = build(clocks_and_clusters, tsjit.spec(2, Int32))
     for register in ("%clock64", "%cluster_ctarank", "%cluster_nctarank"):
         assert register in compiled.ptx
+
+
+# -- the array-and-indices form of address_of, atomics and cp_async (newcomer 7, items 3, 9, 10) ---
+@tsjit.kernel
+def address_mistakes(x, out, CASE: tsjit.Constexpr[int]):
+    r = tsjit.thread_idx().x
+    buf = tsjit.shared_array(Float32, (2, 64), align=128)
+    if tsjit.const_expr(CASE == 0):
+        tsjit.atomic_add(tsjit.address_of(out[r]), x[r])          # item 3: the element, not the array
+    elif tsjit.const_expr(CASE == 1):
+        tsjit.atomic_add(out, r, x[r])                             # item 9: the array and index, unpacked
+    elif tsjit.const_expr(CASE == 2):
+        tsjit.atomic_add(out[r], x[r])                             # the element as the pointer
+    else:
+        tsjit.cp_async(buf[1, r * 4], tsjit.address_of(x, r * 4), 16)   # item 10: dst is an element
+
+
+@pytest.mark.parametrize("case, message", [
+    (0, r"address_of takes the array and its indices: address_of\(out, i\); it got a Float32 value"),
+    (1, r"atomic_add\(\) takes 2 positional arguments but 3 were given\. It is called as atomic_add\(ptr, value\), "
+        r"where ptr is a pointer: ptr = tsjit\.address_of\(out, i\)"),
+    (2, r"atomic_add needs a pointer: atomic_add\(ptr, value\) with ptr = tsjit\.address_of\(t, i\).*got a Float32"),
+    (3, r"`dst` must be a shared-memory pointer, got a Float32 element.*tsjit\.address_of\(buf, s, e\)"),
+])
+def test_an_element_where_an_address_is_needed_names_address_of(case, message):
+    with pytest.raises(tsjit.CompilationError, match=message):
+        build(address_mistakes, tsjit.spec(256, Float32), tsjit.spec(64, Float32), case)

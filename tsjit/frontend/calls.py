@@ -101,6 +101,31 @@ def _keyword_hint(func, exc: Exception) -> str:
     return f".{did_you_mean(found.group(1), names)} It takes the keywords: {', '.join(names)}"
 
 
+def _signature_hint(func, name: str, args: list, kwargs: dict, exc: Exception) -> str:
+    """For a call whose arguments do not fit ``func``'s signature (``atomic_add(out, i, v)``): the
+    signature, and for a pointer parameter how to make one; ``""`` when the arguments fit (the
+    TypeError came from inside ``func``) or ``func`` has no signature."""
+    if not isinstance(exc, TypeError):
+        return ""
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):
+        return ""
+    try:
+        signature.bind(*args, **kwargs)
+        return ""
+    except TypeError:
+        pass
+    params = [p.replace(annotation=inspect.Parameter.empty) for p in signature.parameters.values()]
+    text = str(signature.replace(parameters=params, return_annotation=inspect.Signature.empty))
+    pointers = [p.name for p in signature.parameters.values()
+                if p.annotation is Pointer or p.annotation in ("Pointer", "SharedPointer")]
+    hint = f". It is called as {name}{text}"
+    if pointers:
+        hint += f", where {pointers[0]} is a pointer: {pointers[0]} = tsjit.address_of(out, i)"
+    return hint
+
+
 def _with_call_site(exc, location):
     """``exc`` (a ScheduleError / VerificationError raised by compile-time code) with the kernel line that
     made the call appended (``file:line:col``, the line and a caret), so TS errors point into the kernel
@@ -176,7 +201,8 @@ class CallMixin:
                 raise CompilationError(f"{type(exc).__name__} in compile-time code called from here: {exc}",
                                        where, (self.location(node),)) from None
             raise self.error(node, f"calling `{name}` at compile time raised {type(exc).__name__}: {exc}"
-                                   f"{_keyword_hint(func, exc)}") from None
+                                   f"{_keyword_hint(func, exc) or _signature_hint(func, name, args, kwargs, exc)}"
+                             ) from None
 
     def inline(self, fn, args: list, kwargs: dict, node):
         """Compile ``fn``'s source inline with ``args``/``kwargs`` bound; returns its result object."""

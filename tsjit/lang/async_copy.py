@@ -13,6 +13,7 @@ from llvmlite import ir
 from tsjit.backend import emit
 from tsjit.errors import CompilationError
 from tsjit.lang.memory import Pointer, Tensor
+from tsjit.lang.values import Value
 
 
 def cp_async(dst, src, nbytes: int, *, cache_global_only: bool = False) -> None:
@@ -25,10 +26,15 @@ def cp_async(dst, src, nbytes: int, *, cache_global_only: bool = False) -> None:
     """
     dst = dst.ptr if isinstance(dst, Tensor) else dst
     src = src.ptr if isinstance(src, Tensor) else src
+    for name, p, memory in (("dst", dst, "shared"), ("src", src, "global")):
+        if isinstance(p, Value):
+            raise CompilationError(f"tsjit.cp_async: `{name}` must be a {memory}-memory pointer, got a "
+                                   f"{p.dtype.name} element (t[i] loads it); pass its address: "
+                                   f"tsjit.address_of(t, i) (e.g. tsjit.address_of(buf, s, e))")
     if not isinstance(dst, Pointer) or dst.address_space != emit.SHARED:
-        raise CompilationError("tsjit.cp_async: `dst` must be a shared-memory pointer")
+        raise CompilationError(f"tsjit.cp_async: `dst` must be a shared-memory pointer, got {_what(dst)}")
     if not isinstance(src, Pointer) or src.address_space != emit.GLOBAL:
-        raise CompilationError("tsjit.cp_async: `src` must be a global-memory pointer")
+        raise CompilationError(f"tsjit.cp_async: `src` must be a global-memory pointer, got {_what(src)}")
     if nbytes not in (4, 8, 16):
         raise CompilationError(f"tsjit.cp_async copies 4, 8 or 16 bytes, got {nbytes!r}")
     if cache_global_only and nbytes != 16:
@@ -41,6 +47,10 @@ def cp_async(dst, src, nbytes: int, *, cache_global_only: bool = False) -> None:
                                    f"{p.dtype.name}), promise it: {name} = tsjit.assume_aligned({name}, {nbytes})")
     kind = "cg" if cache_global_only else "ca"
     emit.current().intrinsic(f"llvm.nvvm.cp.async.{kind}.shared.global.{nbytes}", [dst.ir, src.ir])
+
+
+def _what(p) -> str:
+    return repr(p) if isinstance(p, Pointer) else type(p).__name__
 
 
 def cp_async_commit_group() -> None:

@@ -16,7 +16,7 @@ from tsjit.backend import emit
 from tsjit.errors import CompilationError
 from tsjit.lang import bounded_wait
 from tsjit.lang import dtypes as dt
-from tsjit.lang.memory import Pointer, convert_for_store
+from tsjit.lang.memory import Pointer, Tensor, convert_for_store
 from tsjit.lang.values import Value, as_value, cast_to, constant, immediate, integer_operand
 
 class Dim3(namedtuple("Dim3", "x y z")):
@@ -233,8 +233,10 @@ def vote_ballot(predicate, *, mask: int = FULL_MASK) -> Value:
 # -- atomics -----------------------------------------------------------------------------------
 def _atomic_target(ptr, name: str) -> Pointer:
     if not isinstance(ptr, Pointer):
-        raise CompilationError(f"tsjit.{name} needs a pointer (e.g. tsjit.address_of(t, i) or t.ptr + i), "
-                               f"got {type(ptr).__name__}")
+        got = f"a {ptr.dtype.name} value (an element, already loaded)" if isinstance(ptr, Value) else \
+            "an array" if isinstance(ptr, Tensor) else type(ptr).__name__
+        raise CompilationError(f"tsjit.{name} needs a pointer: {name}(ptr, value) with ptr = "
+                               f"tsjit.address_of(t, i) (or t.ptr + i); got {got}")
     if ptr.address_space not in (1, 3):
         raise CompilationError(f"tsjit.{name} works on global or shared memory")
     return ptr
@@ -285,7 +287,18 @@ def atomic_cas(ptr: Pointer, compare, value) -> Value:
 
 
 def address_of(tensor, *index) -> Pointer:
-    """Pointer to ``tensor[index]`` (for atomics)."""
+    """Pointer to ``tensor[index]``: ``address_of(out, i)``, ``address_of(buf, s, e)`` (for atomics,
+    ``cp_async``, vector accesses).  The array and its indices are separate arguments.
+
+    Raises:
+        CompilationError: ``tensor`` is an element (``address_of(out[i])`` loaded it) or not an array.
+    """
+    if isinstance(tensor, Value):
+        raise CompilationError(f"tsjit.address_of takes the array and its indices: address_of(out, i); it got "
+                               f"a {tensor.dtype.name} value (an element, already loaded by out[i])")
+    if not isinstance(tensor, Tensor):
+        raise CompilationError(f"tsjit.address_of takes an array and its indices: address_of(out, i); "
+                               f"got {type(tensor).__name__}")
     return tensor.element_pointer(index if len(index) != 1 else index[0])
 
 
