@@ -234,7 +234,7 @@ def vote_ballot(predicate, *, mask: int = FULL_MASK) -> Value:
 def _atomic_target(ptr, name: str) -> Pointer:
     if not isinstance(ptr, Pointer):
         got = f"a {ptr.dtype.name} value (an element, already loaded)" if isinstance(ptr, Value) else \
-            "an array" if isinstance(ptr, Tensor) else type(ptr).__name__
+            "the array itself (a Tensor)" if isinstance(ptr, Tensor) else type(ptr).__name__
         raise CompilationError(f"tsjit.{name} needs a pointer: {name}(ptr, value) with ptr = "
                                f"tsjit.address_of(t, i) (or t.ptr + i); got {got}")
     if ptr.address_space not in (1, 3):
