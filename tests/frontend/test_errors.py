@@ -603,3 +603,39 @@ def test_too_many_indices_names_the_array():
     err = compile_error(stores_two_indices, F32, F32)
     assert_points_at(err, stores_two_indices, "out[i, 0]")
     assert err.message.startswith("`out` (rank 1): ") and "got 2" in err.message
+
+
+# -- subset messages that name the fix (newcomer 7, item 13) -------------------------------------
+@tsjit.kernel
+def thread_idx_not_called(x):
+    x[tsjit.thread_idx.x] = 1.0
+
+
+@tsjit.kernel
+def range_constexpr_without_tsjit(x):
+    for i in range_constexpr(4):  # noqa: F821  (the newcomer's mistake)
+        x[i] = 1.0
+
+
+@tsjit.kernel
+def len_of_an_array(x):
+    for i in range(len(x)):
+        x[i] = 1.0
+
+
+def test_an_attribute_of_an_uncalled_builtin_says_call_it():
+    err = compile_error(thread_idx_not_called, F32)
+    assert_points_at(err, thread_idx_not_called, "tsjit.thread_idx.x")
+    assert "no attribute `x`" in err.message and "thread_idx().x" in err.message
+
+
+def test_a_public_tsjit_name_used_bare_suggests_its_tsjit_spelling():
+    err = compile_error(range_constexpr_without_tsjit, F32)
+    assert_points_at(err, range_constexpr_without_tsjit, "range_constexpr(4)")
+    assert "`range_constexpr` is not defined" in err.message and "did you mean tsjit.range_constexpr?" in err.message
+
+
+def test_len_of_a_device_array_names_its_shape():
+    err = compile_error(len_of_an_array, F32)
+    assert_points_at(err, len_of_an_array, "len(x)")
+    assert "len()" in err.message and "x.shape[0]" in err.message

@@ -25,7 +25,7 @@ from tsjit.frontend.frame import Frame
 from tsjit.frontend.source import parse_function
 from tsjit.lang import math as device_math
 from tsjit.lang.constexpr import DynamicRange
-from tsjit.lang.memory import Pointer
+from tsjit.lang.memory import Pointer, Tensor
 from tsjit.lang.values import Value
 
 
@@ -175,6 +175,9 @@ class CallMixin:
         if func is builtins.print:
             raise self.error(node, "print() is not available in device code; use tsjit.device_print(fmt, *args) "
                                    "for run-time values, or tsjit.static_print for compile-time ones")
+        if func is builtins.len and len(args) == 1 and isinstance(args[0], Tensor):
+            raise self.error(node, f"len() of a device array is not available; use x.shape[0] (its first extent; "
+                                   f"this array has rank {args[0].rank})")
         if func in (builtins.min, builtins.max, builtins.abs) and _has_value(args, kwargs):
             return getattr(device_math, func.__name__)(*args)
         if func in _CONVERSION_HINTS and _has_value(args, kwargs):

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import ast
 import builtins
+import inspect
 import operator
+import sys
 
 from tsjit.backend import emit
 from tsjit.errors import CompilationError, TsjitError
@@ -328,6 +330,8 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
         if name in self.frame.dropped:
             return (f" (`{name}` is assigned in only one branch of a run-time `if`, or only inside a run-time "
                     f"loop, so it has no value after it; assign it before the `if`/loop)")
+        if name in getattr(sys.modules.get("tsjit"), "__all__", ()):   # `range_constexpr(...)` without `tsjit.`
+            return f"; did you mean tsjit.{name}?"
         return ""
 
     def expr_name(self, node: ast.Name):
@@ -377,6 +381,9 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
             value = getattr(obj, node.attr)
         except AttributeError as exc:
             hint = getattr(exc, "hint", None)   # e.g. tsjit.math lists its functions
+            if hint is None and inspect.isroutine(obj):   # `tsjit.thread_idx.x`
+                name = getattr(obj, "__name__", "it")
+                hint = f"`{name}` is a function: call it first, {name}().{node.attr}"
             raise self.error(node, f"{self._type_name(obj)} has no attribute `{node.attr}`"
                              + (f"; {hint}" if hint else "")) from None
         explain = getattr(type(value), "__tsjit_not_a_value__", None)   # e.g. a TS TaskLocalVariable
