@@ -107,3 +107,26 @@ def test_compile_argument_errors_are_usage_errors_and_still_launch_errors():
     with pytest.raises(tsjit.UsageTypeError) as err:
         tsjit.compile(len)
     assert "@tsjit.kernel" in str(err.value)
+
+
+@tsjit.kernel
+def reverse_through_shared(x, N: tsjit.Constexpr[int]):
+    buf = tsjit.shared_array(tsjit.Float32, (N,))
+    i = tsjit.thread_idx().x
+    buf[i] = x[i]
+    tsjit.syncthreads()
+    x[i] = buf[N - 1 - i]
+
+
+def test_a_numpy_integer_constexpr_is_a_python_int_in_the_kernel():
+    """newcomer 7, item 5: ``N = a.shape[0]`` arrives as np.int64; shared_array needs a compile-time int."""
+    x = np.random.default_rng().standard_normal(32).astype(np.float32)
+    expected = x[::-1].copy()
+    reverse_through_shared.interpret[(1,), (32,)](x, np.int64(32))
+    np.testing.assert_array_equal(x, expected)
+
+
+def test_calling_interpret_instead_of_indexing_it_shows_the_launch_form():
+    """newcomer 7, item 14: ``k.interpret((1,), (32,))(...)``."""
+    with pytest.raises(tsjit.LaunchError, match=r"reverse_through_shared\.interpret\[grid, block\]\(\*args\)"):
+        reverse_through_shared.interpret((1,), (32,))(np.zeros(32, np.float32), 32)

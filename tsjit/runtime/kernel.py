@@ -586,6 +586,11 @@ class _InterpretLaunch:
     def __init__(self, kernel_obj: Kernel):
         self.kernel = kernel_obj
 
+    def __call__(self, *args, **kwargs):
+        name = self.kernel.__name__
+        raise LaunchError(f"{name}.interpret is indexed with the launch configuration, then called with the "
+                          f"arguments: {name}.interpret[grid, block](*args), e.g. {name}.interpret[(1,), (32,)](x)")
+
     def __getitem__(self, config):
         if not isinstance(config, tuple) or len(config) < 2:
             raise LaunchError(f"{self.kernel.__name__}.interpret[grid, block]: give both the grid and the block")

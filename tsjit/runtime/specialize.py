@@ -95,6 +95,8 @@ def _specialize_one(name: str, value, annotation, for_compile: bool, kernel_name
     if is_constexpr_annotation(annotation):
         if hasattr(annotation, "check"):  # tsjit.Constexpr[T]: the value is a T
             annotation.check(name, value)
+        if isinstance(value, (np.number, np.bool_)):  # np.int64(32) from a shape: the kernel sees the int 32
+            value = value.item()
         return abi.ConstSpec(value), []  # its digest is checked with the disk key (disk_spec_key)
     if type(value) is DeviceArray:
         spec = _tensor_spec(value.dtype, value.shape, value.strides, _alignment(value.data_ptr))
