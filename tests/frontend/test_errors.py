@@ -6,8 +6,9 @@ import traceback
 import pytest
 
 import tsjit
-from tsjit import Float16, Float32, Int32
+from tsjit import Float16, Float32, Int32, ts
 from tsjit.backend import emit
+from tsjit.examples.ts_copy import GmemDest, GmemSource
 
 from .compiling import assert_points_at, build, compile_error, position
 
@@ -639,3 +640,27 @@ def test_len_of_a_device_array_names_its_shape():
     err = compile_error(len_of_an_array, F32)
     assert_points_at(err, len_of_an_array, "len(x)")
     assert "len()" in err.message and "x.shape[0]" in err.message
+
+
+# -- a Python for loop in a schedule (newcomer 7, item 4) ----------------------------------------
+@tsjit.kernel
+def schedule_with_a_python_for(src, dst, num_entries):
+    cta, ctas = tsjit.block_idx().x, tsjit.grid_dim().x
+    source = GmemSource(name="source", src=src)
+    dest = GmemDest(name="dest", dst=dst)
+
+    @ts.schedule
+    def copy_schedule(s: GmemSource, d: GmemDest):
+        for t in range(cta, num_entries, ctas):   # the newcomer's loop: meant ts.domain_loop
+            d.store(s.load())
+
+    task = ts.Task("copy", [source], [dest], warp_idx=0, num_warps=1, schedule=copy_schedule(source, dest))
+    manager = ts.TaskManager([task], {dest: [source]}, verbose=False)
+    manager.setup_resources_and_tasks()
+    manager.run()
+
+
+def test_a_python_for_over_run_time_bounds_in_a_schedule_names_domain_loop():
+    err = compile_error(schedule_with_a_python_for, F32, F32, 64)
+    assert_points_at(err, schedule_with_a_python_for, "range(cta, num_entries, ctas)")
+    assert "run-time bound" in err.message and "with ts.domain_loop(start, end, step):" in err.message

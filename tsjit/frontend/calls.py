@@ -147,6 +147,23 @@ def _with_call_site(exc, location):
         return exc
 
 
+def compile_time_range(*args):
+    """Python's ``range`` inside a nested ``def`` of a kernel (a ``@ts.schedule``, a helper), whose body
+    runs as Python at compile time: a device value as a bound cannot be iterated there.
+
+    Raises:
+        CompilationError: a bound is a run-time device value; says to use ``ts.domain_loop`` in a
+            schedule, or a compile-time bound.
+    """
+    if any(isinstance(a, Value) for a in args):
+        raise CompilationError(
+            "a Python `for` loop over range(...) with a run-time bound runs at compile time in a nested "
+            "`def` (a @ts.schedule body runs once, as Python); in a schedule, loop over the work with "
+            "`with ts.domain_loop(start, end, step):` (the loop runs on the device); elsewhere give range "
+            "compile-time bounds, or move the loop into the kernel body")
+    return builtins.range(*args)
+
+
 class CallMixin:
     """Call handling of :class:`~.codegen.CodeGenerator`: device functions are inlined, every other
     callable runs at compile time, and nested ``def``/``lambda`` become closures.
@@ -273,6 +290,11 @@ class CallMixin:
         frame = self.frame
         self.record_references(node)  # its body runs as Python: record the globals it mentions
         names = sorted(set(frame.scope) | set(frame.parsed.closure))
+        bindings = dict(frame.parsed.closure)
+        bindings.update(frame.scope)
+        if "range" not in bindings and frame.parsed.globals.get("range", builtins.range) is builtins.range:
+            names.append("range")   # Python's range, refusing run-time bounds with the fix (a schedule's loop)
+            bindings["range"] = compile_time_range
         if isinstance(node, ast.Lambda):
             inner = ast.Return(value=node)
             body = [inner]
@@ -298,8 +320,6 @@ class CallMixin:
         code = compile(module, frame.parsed.filename, "exec")
         namespace: dict = {}
         exec(code, frame.parsed.globals, namespace)  # noqa: S102 - the user's own kernel source
-        bindings = dict(frame.parsed.closure)
-        bindings.update(frame.scope)
         try:
             return namespace["__tsjit_closure_maker"](*[bindings[n] for n in names])
         except TsjitError:
