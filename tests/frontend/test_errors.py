@@ -2,6 +2,7 @@
 the source line, a caret), free of compiler frames, naming what is wrong."""
 import os
 import traceback
+from dataclasses import dataclass
 
 import pytest
 
@@ -664,3 +665,34 @@ def test_a_python_for_over_run_time_bounds_in_a_schedule_names_domain_loop():
     err = compile_error(schedule_with_a_python_for, F32, F32, 64)
     assert_points_at(err, schedule_with_a_python_for, "range(cta, num_entries, ctas)")
     assert "run-time bound" in err.message and "with ts.domain_loop(start, end, step):" in err.message
+
+
+# -- an attribute a compiler object does not have lists the ones it has (newcomer 7, item 11) -----
+@dataclass(kw_only=True)
+class SourceReadingAStage(GmemSource):
+    @ts.consumer_work(returns="item")
+    def load(self, stage_info):
+        return self.src[stage_info.stage]          # the newcomer's guess; StageInfo has stage_idx
+
+
+@tsjit.kernel
+def stage_info_without_stage(src, dst, num_entries):
+    source = SourceReadingAStage(name="source", src=src)
+    dest = GmemDest(name="dest", dst=dst)
+
+    @ts.schedule
+    def copy_schedule(s: GmemSource, d: GmemDest):
+        with ts.domain_loop(tsjit.thread_idx().x, num_entries, 32):
+            d.store(s.load())
+
+    task = ts.Task("copy", [source], [dest], warp_idx=0, num_warps=1, schedule=copy_schedule(source, dest))
+    manager = ts.TaskManager([task], {dest: [source]}, verbose=False)
+    manager.setup_resources_and_tasks()
+    manager.run()
+
+
+def test_a_missing_stage_info_attribute_lists_the_real_ones():
+    err = compile_error(stage_info_without_stage, F32, F32, 64)
+    assert_points_at(err, SourceReadingAStage.load, "stage_info.stage")
+    assert "`StageInfo` object has no attribute `stage`" in err.message
+    assert "did you mean 'stage_idx'" in err.message and "loop_offset" in err.message

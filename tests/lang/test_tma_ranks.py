@@ -185,3 +185,16 @@ def test_every_gpu_case_has_valid_descriptors_that_straddle_the_edge(case):
     assert load.box_bytes == store.box_bytes == case.tile_elements * case.dtype.itemsize
     _, outside = expected_load(case, random_values(case.dtype, case.shape, np.random.default_rng()))
     assert outside.any() and (~outside).any()
+
+
+@tsjit.kernel
+def reads_the_global_shape(src_map, out):
+    out[0] = src_map.shape[1]          # newcomer 7, item 11: the tensor map has no global shape
+
+
+def test_a_tensor_map_has_no_global_shape_and_says_what_it_has():
+    with pytest.raises(tsjit.CompilationError, match=r"no attribute `shape`; a tensor map argument carries its box "
+                                                     r"\(box_shape, tile_shape\).*pass the extents you need as kernel "
+                                                     r"arguments"):
+        tsjit.compile(reads_the_global_shape, tsjit.tensormap_spec(tsjit.Float32, (8, 16)), np.zeros(1, np.int32),
+                      target="sm_90a")

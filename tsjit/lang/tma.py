@@ -69,6 +69,16 @@ class TensorMapHandle:
     def __repr__(self) -> str:
         return f"TensorMapHandle[{self.dtype.name}, box {self.box_shape}]"
 
+    def __getattr__(self, name: str):
+        # only for names that are not attributes: `tmap.shape` (the array's shape is not in the kernel)
+        if name.startswith("__") or name != "shape":
+            raise AttributeError(name)
+        exc = AttributeError(name)
+        exc.hint = ("a tensor map argument carries its box (box_shape, tile_shape), dtype and rank; the "
+                    "global array's shape lives in the descriptor only: pass the extents you need as kernel "
+                    "arguments (e.g. `M, N` beside the tensor map)")
+        raise exc
+
 
 def _tmap(tmap, name: str) -> TensorMapHandle:
     if not isinstance(tmap, TensorMapHandle):
