@@ -239,3 +239,27 @@ def test_boolean_plus_boolean_counts_in_int32():
     assert SEEN_DTYPES == [Int32]
     assert instructions(compiled.llir, "add")[0].startswith("%") and "add i32" in instructions(compiled.llir,
                                                                                               "add")[0]
+
+
+# -- the store rules (newcomer 7, item 16): a float narrows into a float, never into an integer ---
+@tsjit.kernel
+def store_float32_into(x, out):
+    i = tsjit.thread_idx().x
+    out[i] = x[i] * 3.0          # a Float32 value stored into `out`'s element type
+
+
+def test_float32_into_float16_memory_rounds_to_nearest_like_numpy():
+    rng = np.random.default_rng()
+    x = (rng.standard_normal(64) * 1000).astype(np.float32)
+    x[:2] = (30000.0, -30000.0)                      # 90000 is beyond Float16: +-inf, as numpy gives
+    out = np.full(64, np.nan, np.float16)
+    store_float32_into.interpret[(1,), (64,)](x, out)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(out, (x * np.float32(3.0)).astype(np.float16))
+
+
+def test_float32_into_int32_memory_is_refused_and_states_the_rule():
+    with pytest.raises(tsjit.CompilationError, match=r"storing a Float32 into Int32 memory would truncate it toward "
+                                                     r"zero; convert explicitly with tsjit\.Int32\(value\).*"
+                                                     r"Float32 into Float16, rounds to nearest implicitly"):
+        build(store_float32_into, tsjit.spec(64, Float32), tsjit.spec(64, Int32))

@@ -19,10 +19,17 @@
 No bounds checks are emitted: like CUDA C++, an out-of-range index is undefined
 behaviour (mask with an ``if``).
 
-Stores convert the value to the element type: integers and Booleans convert freely, a wider
-float rounds to a narrower float element (Float32 into Float16/BFloat16 memory rounds to
-nearest, as ``tsjit.Float16(v)`` would), but a float into integer memory is refused (it would
-truncate silently): convert explicitly.
+Stores convert the value to the element type, as Triton's ``tl.store`` does, with one exception:
+
+* a float into a narrower float element rounds to nearest even (Float32 into Float16 / BFloat16
+  memory, as ``tsjit.Float16(v)``; beyond the range it becomes ``±inf``), silently: the value
+  keeps its magnitude and loses precision only, which is what a half-precision output wants
+  (every example kernel that writes Float16 / BFloat16 relies on it);
+* an integer or Boolean into any integer element converts silently (a wider integer keeps its
+  low bits, two's complement, as C and Triton); an integer into float memory rounds to nearest;
+* a float into integer memory is refused (Triton would truncate toward zero): it drops the
+  fraction, which is a wrong answer more often than a wanted one.  Convert explicitly with
+  ``tsjit.Int32(v)`` (toward zero, saturating), or ``tsjit.Int32(tsjit.math.floor(v))``.
 """
 from __future__ import annotations
 
@@ -113,7 +120,8 @@ class Pointer:
         return Value(inst, self.dtype)
 
     def store(self, value, *, volatile: bool = False) -> None:
-        """Store ``value`` (converted to the element dtype) at this address."""
+        """Store ``value`` (converted to the element dtype by the module's store rules: a float rounds
+        into a narrower float, a float into an integer element is refused) at this address."""
         v = convert_for_store(value, self.dtype)
         b = emit.current().builder
         raw = b.zext(v.ir, emit.I8) if self.dtype.is_bool else v.ir
@@ -171,8 +179,8 @@ class Pointer:
 
 def convert_for_store(value, dtype: DType) -> Value:
     """``value`` (Value or Python scalar) as a ``dtype`` Value for storing into ``dtype`` memory
-    (stores and atomics).  Integers and floats widen or narrow implicitly; a float never becomes
-    an integer implicitly.
+    (stores and atomics).  Integers and floats widen or narrow implicitly (a float rounds to nearest
+    into a narrower float); a float never becomes an integer implicitly (the module's store rules).
 
     Raises:
         CompilationError: a float value or a non-integral float literal into integer memory, or an
@@ -182,8 +190,10 @@ def convert_for_store(value, dtype: DType) -> Value:
         if value.dtype is not dtype:
             if value.dtype.is_float and not dtype.is_float:
                 raise CompilationError(
-                    f"storing a {value.dtype.name} into {dtype.name} memory would truncate; convert "
-                    f"explicitly with tsjit.{dtype.name}(value)")
+                    f"storing a {value.dtype.name} into {dtype.name} memory would truncate it toward zero; "
+                    f"convert explicitly with tsjit.{dtype.name}(value) (a float into a narrower float "
+                    f"element, e.g. Float32 into Float16, rounds to nearest implicitly; into an integer "
+                    f"element it must be explicit)")
             return cast_to(value, dtype)
         return value
     if is_constant(value):
