@@ -31,6 +31,7 @@ ALLOWED = {
     ("tsjit/ts/group.py", "GroupMember.__getattr__", "AttributeError"): "attribute protocol (dunder lookups)",
     ("tsjit/lang/builtins.py", "Dim3.__getattr__", "AttributeError"): "attribute protocol (dunder lookups)",
     ("tsjit/lang/memory.py", "Tensor.__getattr__", "AttributeError"): "attribute protocol (TensorMap-only names)",
+    ("tsjit/lang/tma.py", "TensorMapHandle.__getattr__", "AttributeError"): "attribute protocol (its hint for `shape`)",
     ("tsjit/ts/cute_compat.py", "_Namespace.__getattr__", "AttributeError"): "attribute protocol (names CuTe DSL has and tsjit does not)",
     ("tsjit/backend/intrinsics.py", "_add", "RuntimeError"): "internal: the intrinsic table is malformed",
     ("tsjit/frontend/specs.py", "build_argument", "RuntimeError"): "internal: a spec kind without a builder",
