@@ -6,8 +6,8 @@ Merge group, consumer) and changes only when the copies are issued:
 
 * ``group`` copies per slice, slice ``j`` issued no earlier than ``j * gap`` SM cycles after the fill began
   (``%clock`` spin, bounded), or after a ``nanosleep`` of ``sleep`` ns between slices;
-* ``stagger``: warp ``w`` of the producer starts ``w * stagger`` cycles late (the four sub-partitions'
-  bursts do not coincide);
+* ``stagger``: warp ``w`` of the producer starts ``delay + w * stagger`` cycles late (the four
+  sub-partitions' bursts do not coincide; ``delay``: the burst follows the consumer's next HGMMA issue);
 * ``tma_after``: B's TMA is issued after this many of A's copies (8 = after all, as landed);
 * ``lanes``: only lanes ``< lanes`` of a warp issue in one instruction (the rest in later ones).
 
@@ -36,22 +36,26 @@ from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
 BM = mg.BM
 MANAGERS: list = []
 
-#: name -> (group, gap cycles, sleep ns, stagger cycles, tma_after, lanes)
+#: name -> (group, gap cycles, sleep ns, stagger cycles, tma_after, lanes, delay cycles)
 VARIANTS = {
-    "base": (8, 0, 0, 0, 8, 32),
-    "g2-gap150": (2, 150, 0, 0, 8, 32),
-    "g2-gap300": (2, 300, 0, 0, 8, 32),
-    "g4-gap400": (4, 400, 0, 0, 8, 32),
-    "g1-gap80": (1, 80, 0, 0, 8, 32),
-    "g1-gap140": (1, 140, 0, 0, 8, 32),
-    "stagger100": (8, 0, 0, 100, 8, 32),
-    "stagger250": (8, 0, 0, 250, 8, 32),
-    "g2-gap200-st50": (2, 200, 0, 50, 8, 32),
-    "g2-gap200-tma2": (2, 200, 0, 0, 2, 32),
-    "g4-gap400-tma4": (4, 400, 0, 0, 4, 32),
-    "g2-sleep100": (2, 0, 100, 0, 8, 32),
-    "g4-sleep250": (4, 0, 250, 0, 8, 32),
-    "lanes16": (8, 0, 0, 0, 8, 16),
+    "base": (8, 0, 0, 0, 8, 32, 0),
+    "g2-gap150": (2, 150, 0, 0, 8, 32, 0),
+    "g2-gap300": (2, 300, 0, 0, 8, 32, 0),
+    "g4-gap400": (4, 400, 0, 0, 8, 32, 0),
+    "g1-gap80": (1, 80, 0, 0, 8, 32, 0),
+    "g1-gap140": (1, 140, 0, 0, 8, 32, 0),
+    "stagger100": (8, 0, 0, 100, 8, 32, 0),
+    "stagger250": (8, 0, 0, 250, 8, 32, 0),
+    "g2-gap200-st50": (2, 200, 0, 50, 8, 32, 0),
+    "g2-gap200-tma2": (2, 200, 0, 0, 2, 32, 0),
+    "g4-gap400-tma4": (4, 400, 0, 0, 4, 32, 0),
+    "g2-sleep100": (2, 0, 100, 0, 8, 32, 0),
+    "g4-sleep250": (4, 0, 250, 0, 8, 32, 0),
+    "lanes16": (8, 0, 0, 0, 8, 16, 0),
+    "delay150": (8, 0, 0, 0, 8, 32, 150),
+    "delay300": (8, 0, 0, 0, 8, 32, 300),
+    "delay300-g2-gap150": (2, 150, 0, 0, 8, 32, 300),
+    "delay300-tma0": (8, 0, 0, 0, 0, 32, 300),
 }
 
 
@@ -77,6 +81,7 @@ class PacedTiles(mg.CpAsyncTiles):
     sleep: int = 0
     stagger: int = 0
     lanes: int = 32
+    delay: int = 0
 
     @ts.producer_work()
     def fill(self, stage_info, *, first: tsjit.Constexpr[int] = 0, last: tsjit.Constexpr[int] = 8):
@@ -92,10 +97,10 @@ class PacedTiles(mg.CpAsyncTiles):
         first_row = m * BM + r0
         tile = self.tiles[stage_info.stage_idx]
         starts = (tile.element_pointer((0, r0, swizzled * 8)), tile.element_pointer((0, r0, (swizzled ^ 4) * 8)))
-        if tsjit.const_expr(self.gap > 0 or self.stagger > 0):
+        if tsjit.const_expr(self.gap > 0 or self.stagger > 0 or self.delay > 0):
             t0 = _clock()
-        if tsjit.const_expr(self.stagger > 0 and first == 0):
-            wait_until = (t >> 5) * self.stagger
+        if tsjit.const_expr((self.stagger > 0 or self.delay > 0) and first == 0):
+            wait_until = (t >> 5) * self.stagger + self.delay
             n = 0
             while _clock() - t0 < wait_until and n < 4096:
                 n += 1
@@ -104,8 +109,8 @@ class PacedTiles(mg.CpAsyncTiles):
             if tsjit.const_expr(i > first and (i - first) % self.group == 0):
                 if tsjit.const_expr(self.gap > 0):
                     wait_until = ((i - first) // self.group) * self.gap
-                    if tsjit.const_expr(self.stagger > 0 and first == 0):
-                        wait_until = wait_until + (t >> 5) * self.stagger
+                    if tsjit.const_expr((self.stagger > 0 or self.delay > 0) and first == 0):
+                        wait_until = wait_until + (t >> 5) * self.stagger + self.delay
                     n = 0
                     while _clock() - t0 < wait_until and n < 4096:
                         n += 1
@@ -133,7 +138,8 @@ def load_schedule(k_tiles, tma_after: int):
             with ts.domain_loop(0, k_tiles, 1):
                 a.acquire()
                 b.acquire()
-                a.fill(first=0, last=tma_after)
+                if tma_after > 0:
+                    a.fill(first=0, last=tma_after)
                 b.tma_load()
                 if tma_after < passes:
                     a.fill(first=tma_after, last=passes)
@@ -155,7 +161,7 @@ class RecordingManager(ts.TaskManager):
 @tsjit.kernel
 def paced_gemm(a, b_map, c, c_map, M, N, K, GROUP: tsjit.Constexpr[int], GAP: tsjit.Constexpr[int],
                SLEEP: tsjit.Constexpr[int], STAGGER: tsjit.Constexpr[int], TMA_AFTER: tsjit.Constexpr[int],
-               LANES: tsjit.Constexpr[int]):
+               LANES: tsjit.Constexpr[int], DELAY: tsjit.Constexpr[int]):
     """The merge GEMM (BN 256, 4 stages, group_m 8) with a paced A fill."""
     BN, STAGES = 256, 4
     tiles_m, tiles_n, k_tiles = (M + BM - 1) // BM, (N + BN - 1) // BN, (K + BK - 1) // BK
@@ -169,7 +175,8 @@ def paced_gemm(a, b_map, c, c_map, M, N, K, GROUP: tsjit.Constexpr[int], GAP: ts
         STAGES, BN * BK * 2, ts.CooperativeGroup(ts.Agent.Thread, 1), consumers, advance_on_wait=True,
         producer_signaling_threads=ts.SignalingThreads.TaskWarpLeader)
     smem_a = PacedTiles(name="smem_a", pipeline_config=a_cfg, a=a, first_thread=0, threads=128, group=GROUP,
-                        gap=GAP, sleep=SLEEP, stagger=STAGGER, lanes=LANES)
+                        gap=GAP, sleep=SLEEP, stagger=STAGGER, lanes=LANES,
+                        delay=DELAY)
     smem_b = mg.TmaOperandB(name="smem_b", pipeline_config=b_cfg, b_map=b_map, a_ring=smem_a, block_n=BN,
                             tma_warp=0)
     group = ts.PipelineGroup("ab", [smem_a, smem_b], ts.PipelineGroupMode.Merge)
@@ -247,7 +254,9 @@ def main() -> None:
     from tsjit.runtime.driver import device_properties
     sms = device_properties().sm_count
     for name in names:
-        check_variant(name)
+        md = check_variant(name)[0].metadata
+        print(f"{name}: SAFE, {md.registers} registers, spills {md.spill_stores_bytes}/{md.spill_loads_bytes} B "
+              f"({md.tool_version})", flush=True)
     for M, N, K in [(4096, 4096, 4096), (8192, 8192, 4096)]:
         a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
