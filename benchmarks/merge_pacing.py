@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from dataclasses import dataclass
 
 import tsjit
@@ -253,15 +254,13 @@ def main() -> None:
     from tsjit.examples import gemm
     from tsjit.runtime.driver import device_properties
     sms = device_properties().sm_count
-    for name in names:
-        md = check_variant(name)[0].metadata
-        print(f"{name}: SAFE, {md.registers} registers, spills {md.spill_stores_bytes}/{md.spill_loads_bytes} B "
-              f"({md.tool_version})", flush=True)
+    t_start = time.time()
+    safe = set()
     for M, N, K in [(4096, 4096, 4096), (8192, 8192, 4096)]:
         a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
         ref = torch.relu(a.double() @ b.double().T)
-        fns = {}
+        fns, errors = {}, {}
         c_plain = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
         c_ex = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
         fns["plain"] = gemm.gemm_launcher(a, b, c_plain, stages=4)
@@ -272,16 +271,29 @@ def main() -> None:
             fns[name] = launcher(name, a, b, c, sms)
             outs[name] = c
         for name, c in outs.items():
+            MANAGERS.clear()
             fns[name]()
             torch.cuda.synchronize()
+            verdicts = {m.exhaustive_result.verdict for m in MANAGERS}
+            if verdicts - {"SAFE"}:
+                raise SystemExit(f"{name}: exhaustive checker {verdicts}")
+            if verdicts:
+                safe.add(name)
             err = ((c.double() - ref).norm() / ref.norm()).item()
-            if not err < 1e-2:
+            if not err < 4e-3:          # bf16 C: ~1.7e-3; a missing or stale A chunk shows above it
                 raise SystemExit(f"{name} {M}x{N}x{K}: relative error {err:.3g} against float64")
+            errors[name] = err
         del ref
         times = interleaved_time_ms(fns, reps=args.reps)
-        print(f"{M}x{N}x{K}: plain {times['plain']:.4f} ms, float64 check passed for {len(outs)}", flush=True)
+        print(f"{M}x{N}x{K}: plain {times['plain']:.4f} ms, float64 check passed for {len(outs)} "
+              f"({time.time() - t_start:.1f} s)", flush=True)
         for name, ms in times.items():
-            print(f"  {name:>16} {ms:.4f} ms  ratio {ms / times['plain']:.3f}", flush=True)
+            print(f"  {name:>18} {ms:.4f} ms  ratio {ms / times['plain']:.3f}  float64 error "
+                  f"{errors.get(name, float('nan')):.2e}", flush=True)
+    print("exhaustive checker SAFE (checked in this process):", ", ".join(sorted(safe)))
+    unchecked = set(names) - safe
+    if unchecked:
+        print("not re-verified here (compiled from the cache):", ", ".join(sorted(unchecked)))
 
 
 if __name__ == "__main__":
