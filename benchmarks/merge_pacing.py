@@ -37,26 +37,34 @@ from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
 BM = mg.BM
 MANAGERS: list = []
 
-#: name -> (group, gap cycles, sleep ns, stagger cycles, tma_after, lanes, delay cycles)
+#: name -> (group, gap cycles, sleep ns, stagger cycles, tma_after, lanes, delay cycles, B delay cycles, B sleep ns)
 VARIANTS = {
-    "base": (8, 0, 0, 0, 8, 32, 0),
-    "g2-gap150": (2, 150, 0, 0, 8, 32, 0),
-    "g2-gap300": (2, 300, 0, 0, 8, 32, 0),
-    "g4-gap400": (4, 400, 0, 0, 8, 32, 0),
-    "g1-gap80": (1, 80, 0, 0, 8, 32, 0),
-    "g1-gap140": (1, 140, 0, 0, 8, 32, 0),
-    "stagger100": (8, 0, 0, 100, 8, 32, 0),
-    "stagger250": (8, 0, 0, 250, 8, 32, 0),
-    "g2-gap200-st50": (2, 200, 0, 50, 8, 32, 0),
-    "g2-gap200-tma2": (2, 200, 0, 0, 2, 32, 0),
-    "g4-gap400-tma4": (4, 400, 0, 0, 4, 32, 0),
-    "g2-sleep100": (2, 0, 100, 0, 8, 32, 0),
-    "g4-sleep250": (4, 0, 250, 0, 8, 32, 0),
-    "lanes16": (8, 0, 0, 0, 8, 16, 0),
-    "delay150": (8, 0, 0, 0, 8, 32, 150),
-    "delay300": (8, 0, 0, 0, 8, 32, 300),
-    "delay300-g2-gap150": (2, 150, 0, 0, 8, 32, 300),
-    "delay300-tma0": (8, 0, 0, 0, 0, 32, 300),
+    "base": (8, 0, 0, 0, 8, 32, 0, 0, 0),
+    "g2-gap150": (2, 150, 0, 0, 8, 32, 0, 0, 0),
+    "g2-gap300": (2, 300, 0, 0, 8, 32, 0, 0, 0),
+    "g4-gap400": (4, 400, 0, 0, 8, 32, 0, 0, 0),
+    "g1-gap80": (1, 80, 0, 0, 8, 32, 0, 0, 0),
+    "g1-gap140": (1, 140, 0, 0, 8, 32, 0, 0, 0),
+    "stagger100": (8, 0, 0, 100, 8, 32, 0, 0, 0),
+    "stagger250": (8, 0, 0, 250, 8, 32, 0, 0, 0),
+    "g2-gap200-st50": (2, 200, 0, 50, 8, 32, 0, 0, 0),
+    "g2-gap200-tma2": (2, 200, 0, 0, 2, 32, 0, 0, 0),
+    "g4-gap400-tma4": (4, 400, 0, 0, 4, 32, 0, 0, 0),
+    "g2-sleep100": (2, 0, 100, 0, 8, 32, 0, 0, 0),
+    "g4-sleep250": (4, 0, 250, 0, 8, 32, 0, 0, 0),
+    "lanes16": (8, 0, 0, 0, 8, 16, 0, 0, 0),
+    "delay150": (8, 0, 0, 0, 8, 32, 150, 0, 0),
+    "delay300": (8, 0, 0, 0, 8, 32, 300, 0, 0),
+    "delay300-g2-gap150": (2, 150, 0, 0, 8, 32, 300, 0, 0),
+    "delay300-tma0": (8, 0, 0, 0, 0, 32, 300, 0, 0),
+    "g4-sleep500": (4, 0, 500, 0, 8, 32, 0, 0, 0),
+    "g4-sleep100": (4, 0, 100, 0, 8, 32, 0, 0, 0),
+    "g2-sleep250": (2, 0, 250, 0, 8, 32, 0, 0, 0),
+    "g4-sleep250-tma4": (4, 0, 250, 0, 4, 32, 0, 0, 0),
+    "bdelay150": (8, 0, 0, 0, 8, 32, 0, 150, 0),
+    "bdelay300": (8, 0, 0, 0, 8, 32, 0, 300, 0),
+    "bdelay600": (8, 0, 0, 0, 8, 32, 0, 600, 0),
+    "bsleep250": (8, 0, 0, 0, 8, 32, 0, 0, 250),
 }
 
 
@@ -130,11 +138,33 @@ class PacedTiles(mg.CpAsyncTiles):
                     tsjit.syncwarp()                   # keeps the slices' copies apart (no tail merge)
 
 
+@dataclass(kw_only=True)
+class DelayedB(mg.TmaOperandB):
+    """TmaOperandB whose TMA warp waits ``delay`` cycles (spin) or ``sleep`` ns before issuing B's load."""
+
+    delay: int = 0
+    sleep: int = 0
+
+    @ts.producer_work()
+    def tma_load(self, stage_info):
+        _, n, _ = stage_info.work_tile.coords
+        if tsjit.warp_idx() == self.tma_warp:
+            if tsjit.const_expr(self.delay > 0):
+                t0 = _clock()
+                k = 0
+                while _clock() - t0 < self.delay and k < 4096:
+                    k += 1
+            if tsjit.const_expr(self.sleep > 0):
+                _nanosleep(self.sleep)
+            if tsjit.elect_one():
+                self._load(stage_info, n)
+
+
 def load_schedule(k_tiles, tma_after: int):
     passes = BM // 16
 
     @ts.schedule
-    def load(q: WorkQueue, a: PacedTiles, b: mg.TmaOperandB):
+    def load(q: WorkQueue, a: PacedTiles, b: DelayedB):
         with ts.work_tile_loop(q):
             with ts.domain_loop(0, k_tiles, 1):
                 a.acquire()
@@ -162,7 +192,8 @@ class RecordingManager(ts.TaskManager):
 @tsjit.kernel
 def paced_gemm(a, b_map, c, c_map, M, N, K, GROUP: tsjit.Constexpr[int], GAP: tsjit.Constexpr[int],
                SLEEP: tsjit.Constexpr[int], STAGGER: tsjit.Constexpr[int], TMA_AFTER: tsjit.Constexpr[int],
-               LANES: tsjit.Constexpr[int], DELAY: tsjit.Constexpr[int]):
+               LANES: tsjit.Constexpr[int], DELAY: tsjit.Constexpr[int], B_DELAY: tsjit.Constexpr[int],
+               B_SLEEP: tsjit.Constexpr[int]):
     """The merge GEMM (BN 256, 4 stages, group_m 8) with a paced A fill."""
     BN, STAGES = 256, 4
     tiles_m, tiles_n, k_tiles = (M + BM - 1) // BM, (N + BN - 1) // BN, (K + BK - 1) // BK
@@ -178,8 +209,8 @@ def paced_gemm(a, b_map, c, c_map, M, N, K, GROUP: tsjit.Constexpr[int], GAP: ts
     smem_a = PacedTiles(name="smem_a", pipeline_config=a_cfg, a=a, first_thread=0, threads=128, group=GROUP,
                         gap=GAP, sleep=SLEEP, stagger=STAGGER, lanes=LANES,
                         delay=DELAY)
-    smem_b = mg.TmaOperandB(name="smem_b", pipeline_config=b_cfg, b_map=b_map, a_ring=smem_a, block_n=BN,
-                            tma_warp=0)
+    smem_b = DelayedB(name="smem_b", pipeline_config=b_cfg, b_map=b_map, a_ring=smem_a, block_n=BN,
+                      tma_warp=0, delay=B_DELAY, sleep=B_SLEEP)
     group = ts.PipelineGroup("ab", [smem_a, smem_b], ts.PipelineGroupMode.Merge)
     out = OutputTile(name="c", c=c, c_map=c_map, block_m=BM, block_n=BN, rows=M, cols=N,
                      fused=FusedEpilogue(activation="relu"), operands=(c, c, c, 1.0, 0.0), mode="tma",
@@ -188,7 +219,7 @@ def paced_gemm(a, b_map, c, c_map, M, N, K, GROUP: tsjit.Constexpr[int], GAP: ts
     load = load_schedule(k_tiles, TMA_AFTER)
 
     @ts.schedule
-    def mma_schedule(q: WorkQueue, a: PacedTiles, b: mg.TmaOperandB, o: OutputTile, *groups):
+    def mma_schedule(q: WorkQueue, a: PacedTiles, b: DelayedB, o: OutputTile, *groups):
         with ts.work_tile_loop(q):
             o.store(mma_loop(a, b, groups))
             q.wait()
@@ -270,6 +301,7 @@ def main() -> None:
             c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
             fns[name] = launcher(name, a, b, c, sms)
             outs[name] = c
+        fns["example-b"] = fns["example"]       # the landed kernel again, last in the round (position effect)
         for name, c in outs.items():
             MANAGERS.clear()
             fns[name]()
