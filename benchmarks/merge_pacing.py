@@ -68,6 +68,11 @@ VARIANTS = {
 }
 
 
+def _aligned(pointer, alignment: int):
+    """``pointer`` with a known byte alignment (16-byte chunk boundaries), as the landed fill."""
+    return tsjit.Pointer(pointer.ir, pointer.dtype, pointer.address_space, alignment)
+
+
 def _clock():
     """``%clock`` (32-bit SM cycles) as a volatile read: never hoisted out of a spin loop."""
     return Value(emit.current().inline_asm(emit.I32, "mov.u32 $0, %clock;", "=r", []), dtypes.Int32)
@@ -126,8 +131,8 @@ class PacedTiles(mg.CpAsyncTiles):
                 if tsjit.const_expr(self.sleep > 0):
                     _nanosleep(self.sleep)
             d = i * rows_per_pass
-            dst = mg._aligned(starts[(d % 8) // 4].offset(d * BK), 16)
-            src = mg._aligned(self.a.element_pointer((tsjit.math.min(first_row + d, rows - 1), col)), 16)
+            dst = _aligned(starts[(d % 8) // 4].offset(d * BK), 16)
+            src = _aligned(self.a.element_pointer((tsjit.math.min(first_row + d, rows - 1), col)), 16)
             if tsjit.const_expr(self.lanes == 32):
                 tsjit.cp_async(dst, src, 16, cache_global_only=True)
             else:
