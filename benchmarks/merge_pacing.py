@@ -9,11 +9,17 @@ Merge group, consumer) and changes only when the copies are issued:
 * ``stagger``: warp ``w`` of the producer starts ``delay + w * stagger`` cycles late (the four
   sub-partitions' bursts do not coincide; ``delay``: the burst follows the consumer's next HGMMA issue);
 * ``tma_after``: B's TMA is issued after this many of A's copies (8 = after all, as landed);
-* ``lanes``: only lanes ``< lanes`` of a warp issue in one instruction (the rest in later ones).
+* ``lanes``: only lanes ``< lanes`` of a warp issue in one instruction (the rest in later ones);
+* B's TMA (issued by warp 0 after A's copies) delayed by a ``%clock`` spin or a ``nanosleep`` of warp 0.
+
+``%clock`` / ``nanosleep`` are inline PTX (PTX ISA 9.x: special register ``%clock``, ``nanosleep``; the
+sleep lasts roughly the given ns, "in [0, 2t]").  The results are in BENCHMARKS.md ("Merge GEMM: A's
+copies paced", seventh session): every variant that delays A's copies is slower.
 
 Every variant is compiled (TaskManager checks, the exhaustive checker must say SAFE), run once against a
 float64 reference on the GPU (NaN-poisoned output), then timed in turns with the plain TS GEMM and the
-landed kernel (CUDA events, medians).
+landed kernel (CUDA events, medians) at 4096^3 and 8192x8192x4096; ``--list`` only compiles and checks
+(no GPU needed).
 
     PYTHONPATH=. python benchmarks/merge_pacing.py [--reps 20] [--only NAME ...] [--list]
 """
