@@ -12,8 +12,8 @@ Merge group, consumer) and changes only when the copies are issued:
 * ``lanes``: only lanes ``< lanes`` of a warp issue in one instruction (the rest in later ones);
 * B's TMA (issued by warp 0 after A's copies) delayed by a ``%clock`` spin or a ``nanosleep`` of warp 0.
 
-``%clock`` / ``nanosleep`` are inline PTX (PTX ISA 9.x: special register ``%clock``, ``nanosleep``; the
-sleep lasts roughly the given ns, "in [0, 2t]").  The results are in BENCHMARKS.md ("Merge GEMM: A's
+``%clock`` / ``nanosleep`` are inline PTX (PTX ISA: special register ``%clock``; ``nanosleep``, PTX ISA 6.3,
+sm_70+: the sleep lasts approximately the given ns, "in [0, 2t]").  The results are in BENCHMARKS.md ("Merge GEMM: A's
 copies paced", seventh session): every variant that delays A's copies is slower.
 
 Every variant is compiled (TaskManager checks, the exhaustive checker must say SAFE), run once against a
