@@ -23,7 +23,9 @@ time of each is
   the bytes all CTAs load (re-reads hit L2) over the L2 bandwidth, stretched by the idle SMs of a
   partial last wave and by too few CTAs to pull full bandwidth; the larger of MMA and memory;
 * split-K, per wave: each CTA writes its fp32 partial, and the last one of a tile reads all of them back
-  (one CTA's L2 bandwidth) in passes of one L2 round trip each, plus a fixed cost;
+  (one CTA's L2 bandwidth) in passes of one L2 round trip each, plus a fixed cost (fitted before the reducer's
+  passes were software-pipelined, 2026-12-02; consecutive passes now overlap, 0.4-0.8 us less at 2-4 passes,
+  and the constants were not refit: no measured choice would move);
 * per wave: a tile prologue / epilogue cost; per launch a fixed cost.
 
 The lowest estimate wins (ties: the smaller tile, then the earlier candidate, so the choice is
