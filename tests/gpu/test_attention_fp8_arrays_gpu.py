@@ -7,6 +7,7 @@ host-transposed V^T, a bf16 O); each case checks against a float64 reference com
 inputs (``q_scale * Q`` ...) on fresh random inputs with poisoned (NaN) outputs.  The bound: P is rounded to e4m3
 in the kernel (3 mantissa bits), so the max abs error may reach 2.5x that of the float64 attention whose P is
 rounded to e4m3 (plus bf16 output rounding); a wrong key order or fragment layout is off by O(1)."""
+import itertools
 import math
 
 import numpy as np
@@ -27,9 +28,11 @@ FP8 = tsjit.Float8E4M3
 
 
 def launch(q, k, vt, out, lse, *, seqlen_k, causal, scale_log2, v_scale, window=(None, None), block_n=None,
-           stages=None, pingpong=True, exp2_polynomial=None):
+           stages=None, pingpong=True, exp2_polynomial=None, lengths=None):
     """Launch attention_forward_fp8 as tsjit.ops.attention does: q (B, Sq, H, D), k (B, Sk, Hkv, D) and vt
-    (B, Hkv, D, Sk padded to 16) Float8E4M3, out (B, Sq, H, D) BFloat16, lse (B, H, Sq) Float32 device arrays."""
+    (B, Hkv, D, Sk padded to 16) Float8E4M3, out (B, Sq, H, D) BFloat16, lse (B, H, Sq) Float32 device arrays;
+    ``lengths``: (lengths_q, lengths_k) of a packed variable-length batch (B = 1, vt from
+    ``program.transposed_v_varlen``)."""
     batch, seqlen_q, heads, head_dim = q.shape
     kv_heads = k.shape[2]
     default_n, default_stages = program.default_config(head_dim, causal)
@@ -37,14 +40,19 @@ def launch(q, k, vt, out, lse, *, seqlen_k, causal, scale_log2, v_scale, window=
     left, right = window
     if causal:
         right = 0 if right is None else min(right, 0)
-    direct = head_dim == 256
+    varlen = lengths is not None
+    direct = head_dim == 256 or varlen
     if exp2_polynomial is None:
         exp2_polynomial = program.default_exp2_polynomial(head_dim, left is not None or right is not None)
     table = None
-    if causal or left is not None or right is not None:
+    cu = [tsjit.zeros((2,), tsjit.Int32)] * 2
+    if varlen:
+        cu = [tsjit.to_device(np.array([0] + list(itertools.accumulate(n)), np.int32)) for n in lengths]
+    if causal or left is not None or right is not None or varlen:
+        lens_q, lens_k = lengths if varlen else ([seqlen_q] * batch, [seqlen_k] * batch)
         table = tsjit.to_device(np.ascontiguousarray(
-            tiles.tile_table([seqlen_q] * batch, [seqlen_k] * batch, heads, block_n, causal, SMS, (left, right), 128,
-                             causal and not direct), dtype=np.int32))
+            tiles.tile_table(lens_q, lens_k, heads, block_n, causal, SMS, (left, right), 128, causal and not direct),
+            dtype=np.int32))
         num_tiles = table.shape[0]
     else:
         num_tiles = batch * heads * -(-seqlen_q // 128)
@@ -59,9 +67,9 @@ def launch(q, k, vt, out, lse, *, seqlen_k, causal, scale_log2, v_scale, window=
     grid = max(1, min(num_tiles, SMS))
     program.attention_forward_fp8[(grid,), (384,)](
         q_map, k_map, vt_map, o_map, out2d, lse, table if table is not None else tsjit.zeros((1, 2), tsjit.Int32),
-        seqlen_q, seqlen_k, heads, heads // kv_heads, scale_log2, v_scale, 0 if left is None else left,
+        *cu, seqlen_q, seqlen_k, heads, heads // kv_heads, scale_log2, v_scale, 0 if left is None else left,
         0 if right is None else right, head_dim, block_n, stages, right is not None, True, pingpong, 2,
-        left is not None, table is not None, direct, exp2_polynomial)
+        left is not None, table is not None, direct, exp2_polynomial, varlen)
 
 
 def _fp8(shape, rng, spread=2.0):
@@ -134,3 +142,50 @@ def test_attention_fp8_polynomial_exp2_rows_without_keys():
     """Every exponential on the FMA pipe (exp2_polynomial 16), causal with more queries than keys: masked keys give
     P = 0 exactly, so the rows that see no key get O = 0 and LSE -inf as with MUFU exp2."""
     check(1, 300, 100, 2, 1, 128, True, exp2_polynomial=16)
+
+
+def check_varlen(lens_q, lens_k, heads, kv_heads, head_dim, causal, **options):
+    """A packed variable-length batch (no padding: Q, K and O packed, V^T packed per sequence from a multiple of 16
+    keys) with poisoned outputs, each sequence against its own float64 reference (the bound of :func:`check`)."""
+    rng = np.random.default_rng()
+    total_q, total_k = sum(lens_q), sum(lens_k)
+    (qb, q8), (kb, k8), (vb, v8) = (_fp8((1, n, h, head_dim), rng) for n, h in
+                                    ((total_q, heads), (total_k, kv_heads), (total_k, kv_heads)))
+    q_scale, k_scale, v_scale = (float(x) for x in rng.uniform(0.05, 0.3, 3))
+    q, k = tsjit.to_device(qb, dtype=FP8), tsjit.to_device(kb, dtype=FP8)
+    vt = tsjit.to_device(program.transposed_v_varlen(vb[0], lens_k), dtype=FP8)
+    out = tsjit.empty(q.shape, tsjit.BFloat16).fill_bytes(0xFF)
+    lse = tsjit.empty((1, heads, total_q), tsjit.Float32).fill_bytes(0xFF)
+    scale = 1.0 / math.sqrt(head_dim)
+    launch(q, k, vt, out, lse, seqlen_k=total_k, causal=causal, v_scale=v_scale, lengths=(lens_q, lens_k),
+           scale_log2=scale * q_scale * k_scale * math.log2(math.e), **options)
+    got = decode(out.numpy(), tsjit.BFloat16).astype(np.float64)[0]
+    got_lse = lse.numpy().astype(np.float64)[0]
+    assert not np.isnan(got).any(), f"{np.isnan(got).sum()} output elements left unwritten (poison survived)"
+    assert not np.isnan(got_lse).any(), "LSE rows left unwritten (poison survived)"
+    worst = []
+    for b, (sq, sk) in enumerate(zip(lens_q, lens_k)):
+        q0, k0 = sum(lens_q[:b]), sum(lens_k[:b])
+        if sq == 0:
+            continue
+        qd, kd, vd = (x[:, lo:lo + n] * c for x, lo, n, c in
+                      ((q8, q0, sq, q_scale), (k8, k0, sk, k_scale), (v8, k0, sk, v_scale)))
+        ref, ref_lse = reference(qd, kd, vd, causal, scale)
+        bound = np.abs(round_to(ref, tsjit.BFloat16) - ref).max()
+        if sk:
+            bound += np.abs(rounded_p_reference(qd, kd, vd, causal, scale, (None, None)) - ref).max()
+        err = np.abs(got[q0:q0 + sq] - ref[0]).max()
+        assert err <= 2.5 * bound, (b, sq, sk, err, bound)
+        finite = np.isfinite(ref_lse[0])
+        np.testing.assert_array_equal(np.isfinite(got_lse[:, q0:q0 + sq]), finite)
+        if finite.any():
+            assert np.abs(got_lse[:, q0:q0 + sq][finite] - ref_lse[0][finite]).max() < 2e-3
+        worst.append(err)
+    return max(worst)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_fp8_varlen_matches_float64(causal):
+    """Packed sequences of lengths 0, 1 and 129 (and a query sequence with no keys; the third sequence's keys start
+    at packed key 8, so its V^T is realigned to 16), GQA 2:1, head_dim 128: every row and LSE entry written."""
+    check_varlen([0, 1, 129, 3, 20], [7, 1, 129, 0, 150], 2, 1, 128, causal)

@@ -6,6 +6,7 @@ pre-transposed; and the LaunchErrors of unsupported combinations.
 The bound: the kernel rounds P to e4m3 (3 mantissa bits) for the PV wgmma, so its max abs error may reach 2.5x that
 of the float64 attention whose P (normalized by the row maximum) is rounded to e4m3, plus the bf16 rounding of the
 output.  A wrong fragment layout, key order or scale is off by O(1)."""
+import itertools
 import math
 
 import pytest
@@ -138,9 +139,11 @@ def test_fp8_launch_errors():
         tsjit.ops.attention(q, k, v, q_scale=-1.0)
     with pytest.raises(tsjit.LaunchError, match="q_scale"):
         tsjit.ops.attention(*(t.float().bfloat16() for t in (q, k, v)), q_scale=2.0)
-    with pytest.raises(tsjit.LaunchError, match="cu_seqlens"):
-        cu = torch.tensor([0, 128], dtype=torch.int32, device="cuda")
-        tsjit.ops.attention(q[0], k[0], v[0], cu_seqlens_q=cu, cu_seqlens_k=cu)
+    cu = torch.tensor([0, 128], dtype=torch.int32, device="cuda")
+    with pytest.raises(tsjit.LaunchError, match="packed"):
+        tsjit.ops.attention(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu)
+    with pytest.raises(tsjit.LaunchError, match="cu_seqlens_k"):
+        tsjit.ops.attention(q[0], k[0], transpose_v_fp8(v), v_transposed=True, cu_seqlens_q=cu, cu_seqlens_k=cu)
     with pytest.raises(tsjit.LaunchError, match="'out'"):
         tsjit.ops.attention(q, k, v, out=torch.empty(q.shape, dtype=torch.float16, device="cuda"))
     with pytest.raises(tsjit.LaunchError, match="v_transposed"):
@@ -151,3 +154,56 @@ def test_fp8_launch_errors():
         tsjit.ops.attention(q.float().to(torch.float8_e5m2), k, v)
     with pytest.raises(tsjit.LaunchError, match="rescale_threshold"):
         tsjit.ops.attention(q, k, v, rescale_threshold=8.0)
+
+
+@pytest.mark.parametrize("causal,pretransposed", [(False, False), (True, False), (True, True)])
+def test_fp8_attention_varlen(causal, pretransposed):
+    """Packed sequences of lengths 0, 1, 129, ... (no padding; key starts not multiples of 16, so V^T is realigned
+    per sequence) against a float64 reference per sequence on the dequantized inputs; every output row and LSE entry
+    written (poisoned before), nothing written past the packed tokens."""
+    lens_q, lens_k = [0, 1, 129, 1000, 300, 64, 5], [7, 0, 129, 700, 2000, 64, 1]
+    heads, kv_heads, head_dim = 4, 2, 128
+    q, k, v, (sq, sk, sv) = fp8_inputs(1, sum(lens_q), sum(lens_k), heads, kv_heads, head_dim)
+    q, k, v = q[0], k[0], v[0]
+    cu_q, cu_k = (torch.tensor([0] + list(itertools.accumulate(n)), dtype=torch.int32, device="cuda")
+                  for n in (lens_q, lens_k))
+    scale = 1.0 / math.sqrt(head_dim)
+    base = torch.full((q.shape[0] + 8, heads, head_dim), float("nan"), device="cuda", dtype=torch.bfloat16)
+    out = base[:q.shape[0]]
+    lse = torch.full((heads, q.shape[0]), float("nan"), device="cuda", dtype=torch.float32)
+    v_arg = transpose_v_fp8(v, cu_k) if pretransposed else v
+    got, got_lse = tsjit.ops.attention(q, k, v_arg, causal=causal, scale=scale, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                                       out=out, lse_out=lse, q_scale=sq, k_scale=sk, v_scale=sv,
+                                       v_transposed=pretransposed)
+    torch.cuda.synchronize()
+    assert got is out and got_lse is lse and torch.isnan(base[q.shape[0]:]).all()
+    assert not torch.isnan(out).any() and not torch.isnan(lse).any()
+    qd, kd, vd = q.float().double() * sq, k.float().double() * sk, v.float().double() * sv
+    for b, (nq, nk) in enumerate(zip(lens_q, lens_k)):
+        q0, k0 = sum(lens_q[:b]), sum(lens_k[:b])
+        if nq == 0:
+            continue
+        qs, ks, vs = qd[None, q0:q0 + nq], kd[None, k0:k0 + nk], vd[None, k0:k0 + nk]
+        ref, ref_lse = reference(qs, ks, vs, causal, scale, None)
+        bound = (ref.bfloat16().double() - ref).abs().max().item()
+        if nk:
+            bound += rounded_p_error(qs, ks, vs, causal, scale, None, ref)
+        err = (out[q0:q0 + nq].double() - ref[0]).abs().max().item()
+        assert err <= 2.5 * bound, (b, nq, nk, err, bound)
+        finite = torch.isfinite(ref_lse[0])
+        assert torch.equal(torch.isfinite(lse[:, q0:q0 + nq]), finite)
+        if finite.any():
+            assert (lse[:, q0:q0 + nq].double()[finite] - ref_lse[0][finite]).abs().max().item() < 2e-3
+
+
+def test_transpose_v_fp8_varlen_matches_the_host_layout():
+    """The packed V^T of ``transpose_v_fp8(v, cu_seqlens_k)`` against the numpy layout (sequence starts realigned to
+    16 keys, zeros between sequences)."""
+    from tsjit.examples.attention_fp8 import transposed_v_varlen
+    lens = [7, 0, 129, 1, 40]
+    v = (torch.randn(sum(lens), 3, 128, device="cuda") * 2).to(E4M3)
+    cu = torch.tensor([0] + list(itertools.accumulate(lens)), dtype=torch.int32, device="cuda")
+    vt = transpose_v_fp8(v, cu)
+    expected = transposed_v_varlen(v.view(torch.uint8).cpu().numpy(), lens)
+    assert tuple(vt.shape) == expected.shape
+    assert (vt.view(torch.uint8).cpu().numpy() == expected).all()

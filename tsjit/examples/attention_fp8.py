@@ -21,8 +21,11 @@ order, :func:`~tsjit.examples.attention.run_program`) with three resources chang
   ``4q + j`` of each 16 carries key :data:`KEY_ORDER` ``[4q + j]``, and V^T stores its keys in that order within
   each group of 16 (the host transposition does it at no extra cost): the product sums the same pairs.
 
-Supported: head_dim 64, 128, 256; causal or not, sliding windows, GQA/MQA; fixed-length batches (the key order
-within each 16 is absolute, so a packed variable-length K whose sequences start anywhere is not supported).
+Supported: head_dim 64, 128, 256; causal or not, sliding windows, GQA/MQA; fixed-length batches and packed
+variable-length ones (``VARLEN``).  The key order within each 16 keys of V^T is relative to the sequence's start, so
+a packed V^T puts sequence ``b`` at key :func:`varlen_value_start` ``(cu_seqlens_k[b], b)``, a multiple of 16 (each
+sequence padded with zeros to the next one; :func:`varlen_value_keys` keys in all), while K and Q stay packed
+without padding.
 """
 from __future__ import annotations
 
@@ -77,6 +80,20 @@ def default_config(head_dim: int, causal: bool) -> tuple[int, int]:
 #: the key each K position of a 16-key group of the PV wgmma's A operand carries (module docstring)
 KEY_ORDER = tuple(8 * (j // 2) + 2 * q + j % 2 for q in range(4) for j in range(4))
 KEY_GROUP = 16
+
+
+def varlen_value_start(k_start, batch):
+    """The first key of sequence ``batch`` in a packed V^T (variable-length problems): ``16 * (ceil(k_start / 16) +
+    batch)`` with ``k_start = cu_seqlens_k[batch]``, a multiple of :data:`KEY_GROUP`, so every sequence's 16-key
+    groups are those of :data:`KEY_ORDER`; the next sequence starts at least ``length`` keys later (the ``+ batch``
+    absorbs the rounding), so sequences never overlap.  Device code (Int32 values) or host ints."""
+    return KEY_GROUP * ((k_start + (KEY_GROUP - 1)) // KEY_GROUP + batch)
+
+
+def varlen_value_keys(total_k: int, batch: int) -> int:
+    """Keys of the packed V^T of ``batch`` sequences of ``total_k`` keys in all: the start of a sequence ``batch``
+    (:func:`varlen_value_start`), which covers every sequence's padded keys (host ints)."""
+    return varlen_value_start(total_k, batch)
 
 
 def pack_probabilities_fp8(p, dtype):
@@ -138,10 +155,13 @@ class VTransposedTiles(resources.VTiles):
 
     @ts.producer_work()
     def tma_load(self, stage_info, *, lagging: tsjit.Constexpr[bool] = False):
-        """Load V^T of the tile's KV tile (as :meth:`KVRing.tma_load`: ``lagging`` is one tile behind)."""
+        """Load V^T of the tile's KV tile (as :meth:`KVRing.tma_load`: ``lagging`` is one tile behind); in a packed
+        variable-length V^T the sequence starts at :func:`varlen_value_start`, not at its K row."""
         shape = self.shape
         tile = shape.position(stage_info.work_tile)
         key = self.first_key(tile, stage_info, lagging)
+        if tsjit.const_expr(shape.cu_k is not None):
+            key = key - tile.k_start + varlen_value_start(tile.k_start, tile.batch)
         keys = value_box_keys(shape.block_n)
         if tsjit.elect_one():
             for box in tsjit.range_constexpr(shape.block_n // keys):
@@ -150,13 +170,13 @@ class VTransposedTiles(resources.VTiles):
 
 
 @tsjit.kernel
-def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, seqlen_q, seqlen_k, heads, group, scale_log2,
-                          v_scale, window_left, window_right, HEAD_DIM: tsjit.Constexpr[int],
+def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, cu_seqlens_q, cu_seqlens_k, seqlen_q, seqlen_k,
+                          heads, group, scale_log2, v_scale, window_left, window_right, HEAD_DIM: tsjit.Constexpr[int],
                           BLOCK_N: tsjit.Constexpr[int], STAGES: tsjit.Constexpr[int], CAUSAL: tsjit.Constexpr[bool],
                           STORE_LSE: tsjit.Constexpr[bool] = True, PINGPONG: tsjit.Constexpr[bool] = True,
                           Q_STAGES: tsjit.Constexpr[int] = 2, WINDOW: tsjit.Constexpr[bool] = False,
                           TABLE: tsjit.Constexpr[bool] = False, DIRECT_STORE: tsjit.Constexpr[bool] = False,
-                          EXP2_POLYNOMIAL: tsjit.Constexpr[int] = 0):
+                          EXP2_POLYNOMIAL: tsjit.Constexpr[int] = 0, VARLEN: tsjit.Constexpr[bool] = False):
     """The fp8 forward (module docstring), two consumer warpgroups, the software-pipelined schedule.
 
     ``q_map`` / ``k_map``: TensorMaps of the Float8E4M3 Q (B, S_q, H, D) and K (B, S_k, H_kv, D), boxes
@@ -164,12 +184,17 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, seqlen_q
     (B, H_kv, D, S_k padded to 16) (:func:`transposed_v`), box (1, 1, D, K) with K = :func:`value_box_keys`
     (BLOCK_N), K-byte swizzle;
     ``o_map``: of the BFloat16 O (B, S_q, H, D), box (1, 64, 1, 64), 128B swizzle; ``out``: O as a rank-2
-    (B * S_q, H * D) tensor (``DIRECT_STORE``, head_dim 256); ``lse``: Float32 (B, H, S_q); ``tiles``: the tile
-    table (``TABLE``); ``scale_log2 = scale * q_scale * k_scale * log2 e``; ``v_scale``: V's scale (Float32);
+    (B * S_q, H * D) tensor (``DIRECT_STORE``: head_dim 256, variable length); ``lse``: Float32 (B, H, S_q);
+    ``tiles``: the tile table (``TABLE``); ``cu_seqlens_q/k``: Int32 (batch + 1) prefix sums of the sequence lengths
+    (``VARLEN``, which needs ``TABLE`` and ``DIRECT_STORE``: Q, K, O packed as B = 1, V^T packed by
+    :func:`varlen_value_start`); ``scale_log2 = scale * q_scale * k_scale * log2 e``; ``v_scale``: V's scale (Float32);
     ``EXP2_POLYNOMIAL``: of every 16 exponentials of P, how many run on the FMA pipe rather than the MUFU unit
     (:func:`~tsjit.examples.attention_softmax.exp2_polynomial`; 0: none; :func:`default_exp2_polynomial`).
     Launch with 384 threads and a persistent grid."""
     block_m = 128
+    if tsjit.const_expr(VARLEN and not (TABLE and DIRECT_STORE)):
+        raise tsjit.CompilationError("attention_forward_fp8: VARLEN needs TABLE (the tiles of the sequences) and "
+                                     "DIRECT_STORE (rows past a sequence belong to the next one)")
     if tsjit.const_expr(TABLE):
         queue_config = TileSchedulerConfig.create_static_persistent_tile_scheduler_params(tiles.shape[0])
     else:
@@ -185,7 +210,9 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, seqlen_q
     shape = AttentionShape(seqlen_q=seqlen_q, seqlen_k=seqlen_k, heads=heads, group=group,
                            num_m_blocks=(seqlen_q + block_m - 1) // block_m, scale_log2=scale_log2, head_dim=HEAD_DIM,
                            block_n=BLOCK_N, causal=CAUSAL, pingpong=PINGPONG, window=WINDOW, window_left=window_left,
-                           window_right=window_right, table=tiles if TABLE else None, direct_store=DIRECT_STORE,
+                           window_right=window_right, table=tiles if TABLE else None,
+                           cu_q=cu_seqlens_q if VARLEN else None, cu_k=cu_seqlens_k if VARLEN else None,
+                           direct_store=DIRECT_STORE,
                            output_scale=v_scale, exp2_polynomial=EXP2_POLYNOMIAL)
     qs = resources.QTile(name="q", pipeline_config=q_cfg, q_map=q_map, shape=shape)
     ks = KTilesFp8(name="k", pipeline_config=k_cfg, tmap=k_map, q=qs, shape=shape)
@@ -206,14 +233,33 @@ def transposed_v(v_bits: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(grouped.reshape(batch, padded, kv_heads, head_dim).transpose(0, 2, 3, 1))
 
 
+def varlen_value_rows(lengths_k) -> np.ndarray:
+    """Where each key of a packed variable-length K lands in the packed V^T (host, numpy Int64, one entry per packed
+    key): key ``t`` of sequence ``b`` goes to :func:`varlen_value_start` ``(cu_seqlens_k[b], b) + t``."""
+    lengths = np.asarray(lengths_k, np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if len(lengths) else np.zeros(0, np.int64)
+    shift = np.array([varlen_value_start(int(c), b) - int(c) for b, c in enumerate(starts)], np.int64)
+    return np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(shift, lengths)
+
+
+def transposed_v_varlen(v_bits: np.ndarray, lengths_k) -> np.ndarray:
+    """The packed V^T of a variable-length V (host, numpy): FP8 codes ``(total_k, kv_heads, head_dim)`` ->
+    ``(1, kv_heads, head_dim, varlen_value_keys(total_k, batch))``, sequence ``b`` from key
+    :func:`varlen_value_start`, zero between sequences, each 16 keys in :data:`KEY_ORDER` (:func:`transposed_v`)."""
+    total, kv_heads, head_dim = v_bits.shape
+    full = np.zeros((varlen_value_keys(total, len(lengths_k)), kv_heads, head_dim), v_bits.dtype)
+    full[varlen_value_rows(lengths_k)] = v_bits
+    return transposed_v(full[None])
+
+
 def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, store_lse=True, pingpong=True,
-                   q_stages=2, window=False, table=None, direct_store=None, exp2_polynomial=None):
+                   q_stages=2, window=False, table=None, direct_store=None, exp2_polynomial=None, varlen=False):
     """Compile :func:`attention_forward_fp8` for sm_90a from argument specs alone (no GPU): the configuration
     ``tsjit.ops.attention`` launches for Float8E4M3 inputs with these options.  Returns the CompiledKernel."""
     default_n, default_stages = default_config(head_dim, causal)
     block_n, stages = block_n or default_n, stages or default_stages
-    table = (causal or window) if table is None else table
-    direct_store = head_dim == 256 if direct_store is None else direct_store
+    table = (causal or window or varlen) if table is None else table
+    direct_store = (varlen or head_dim == 256) if direct_store is None else direct_store
     if exp2_polynomial is None:
         exp2_polynomial = default_exp2_polynomial(head_dim, causal or window)
     fp8 = tsjit.Float8E4M3
@@ -224,14 +270,16 @@ def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, sto
     vt = tsjit.tensormap_spec(fp8, (1, 1, head_dim, keys), swizzle=f"{keys}B")
     o = tsjit.tensormap_spec(tsjit.BFloat16, (1, 64, 1, BOX), swizzle="128B")
     out = tsjit.spec((2000, 16 * head_dim), tsjit.BFloat16)
-    lse = tsjit.spec((2, 16, 1000), tsjit.Float32)
+    lse = tsjit.spec((1 if varlen else 2, 16, 1000), tsjit.Float32)
     tiles = tsjit.spec((300, 2), tsjit.Int32)
-    return tsjit.compile(attention_forward_fp8, q, k, vt, o, out, lse, tiles, 1000, 1000, 16, 2, 0.18, 1.5, 200, 0,
-                         head_dim, block_n, stages, causal, store_lse, pingpong, q_stages, window, table, direct_store,
-                         exp2_polynomial)
+    cu = tsjit.spec((3,), tsjit.Int32)
+    return tsjit.compile(attention_forward_fp8, q, k, vt, o, out, lse, tiles, cu, cu, 1000, 1000, 16, 2, 0.18, 1.5, 200,
+                         0, head_dim, block_n, stages, causal, store_lse, pingpong, q_stages, window, table,
+                         direct_store, exp2_polynomial, varlen)
 
 
 __all__ = ["attention_forward_fp8", "compile_config", "transposed_v", "pack_probabilities_fp8", "KTilesFp8",
-           "VTransposedTiles", "ValueBoxes", "value_box_keys", "KEY_ORDER", "HEAD_DIMS", "BLOCK_NS", "DEFAULT_CONFIG",
+           "VTransposedTiles", "ValueBoxes", "value_box_keys", "varlen_value_start", "varlen_value_keys",
+           "varlen_value_rows", "transposed_v_varlen", "KEY_ORDER", "HEAD_DIMS", "BLOCK_NS", "DEFAULT_CONFIG",
            "CAUSAL_CONFIG", "default_config", "DEFAULT_EXP2_POLYNOMIAL",
            "CAUSAL_EXP2_POLYNOMIAL", "default_exp2_polynomial"]

@@ -17,6 +17,7 @@ import math
 
 from tsjit import env
 from tsjit.errors import LaunchError, warn
+from tsjit.ops.attention_args import check_cu_seqlens as _check_cu_seqlens
 from tsjit.ops.attention_args import check_tensor as _check_tensor
 from tsjit.ops.attention_fp8 import attention_fp8
 from tsjit.ops.attention_args import device_table as _device_table
@@ -80,18 +81,8 @@ def _check_varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
             raise LaunchError(f"with cu_seqlens_q / cu_seqlens_k, argument '{name}' must be a packed "
                               f"(total_tokens, heads, head_dim) tensor, got "
                               f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
-    lengths = []
-    for name, cu, total in (("cu_seqlens_q", cu_seqlens_q, q.shape[0]), ("cu_seqlens_k", cu_seqlens_k, k.shape[0])):
-        if not isinstance(cu, torch.Tensor) or cu.dim() != 1 or cu.dtype != torch.int32 or cu.numel() < 2 \
-                or cu.device != q.device:
-            raise LaunchError(f"argument '{name}' must be a 1-D torch.int32 tensor of batch + 1 >= 2 prefix sums on "
-                              f"{q.device}, got {cu.dtype if isinstance(cu, torch.Tensor) else type(cu).__name__}"
-                              f"{' ' + str(tuple(cu.shape)) if isinstance(cu, torch.Tensor) else ''}")
-        host = cu.cpu().tolist()
-        if host[0] != 0 or any(b < a for a, b in zip(host, host[1:])) or host[-1] > total:
-            raise LaunchError(f"argument '{name}' must start at 0, never decrease and end at most at the "
-                              f"{total} packed tokens, got {host[:8]}{' ...' if len(host) > 8 else ''}")
-        lengths.append([b - a for a, b in zip(host, host[1:])])
+    lengths = [_check_cu_seqlens(name, cu, total, q.device, torch) for name, cu, total in
+               (("cu_seqlens_q", cu_seqlens_q, q.shape[0]), ("cu_seqlens_k", cu_seqlens_k, k.shape[0]))]
     if len(lengths[0]) != len(lengths[1]):
         raise LaunchError(f"arguments 'cu_seqlens_q' and 'cu_seqlens_k' must have the same length (batch + 1), "
                           f"got {cu_seqlens_q.numel()} and {cu_seqlens_k.numel()}")
@@ -163,12 +154,13 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
         q_scale, k_scale, v_scale: fp8 inputs (q, k, v all torch.float8_e4m3fn): the per-tensor dequantization
             scales (finite numbers > 0, default 1.0): the result is that of ``q_scale * q`` etc., written to a
             torch.bfloat16 ``out`` (:mod:`tsjit.ops.attention_fp8`, FlashAttention-3's fp8 forward: P rounded to
-            e4m3).  fp8 takes fixed-length batches only (no cu_seqlens) and the default schedule (``overlap``,
+            e4m3).  fp8 takes fixed-length and packed (cu_seqlens) batches, with the default schedule (``overlap``,
             ``rescale_threshold`` and ``warpgroups`` keep their defaults); ``block_n`` is 64, 128, 192, 224 or 256
             (default ``tsjit.examples.attention_fp8.default_config``).
         v_transposed: fp8 only: ``v`` is already in the kernel's layout, ``tsjit.ops.attention_fp8.transpose_v_fp8
-            (v)`` ((batch, kv_heads, head_dim, keys padded to 16)); otherwise each call transposes V (one launch of
-            a transpose kernel that reads and writes V once, counted in the call's time).
+            (v)`` ((batch, kv_heads, head_dim, keys padded to 16); packed: ``transpose_v_fp8(v, cu_seqlens_k)``);
+            otherwise each call transposes V (one launch of a transpose kernel that reads and writes V once, counted
+            in the call's time; packed: after a scatter of V to the sequences' 16-key aligned starts).
         exp2_polynomial: fp8 only: of every 16 exponentials of P, how many run on the FMA pipe (a cubic, relative
             error 7.5e-5: ``tsjit.examples.attention_softmax.exp2_polynomial``) instead of the MUFU unit, an
             int in [0, 16] (default ``tsjit.examples.attention_fp8.default_exp2_polynomial``: 3 at head_dim 128
@@ -185,9 +177,9 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
     torch = _torch(q)
     fp8 = tuple(getattr(torch, name) for name in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, name))
     if any(isinstance(t, torch.Tensor) and t.dtype in fp8 for t in (q, k, v)):
+        lengths = None
         if cu_seqlens_q is not None or cu_seqlens_k is not None:
-            raise LaunchError("tsjit.ops.attention: fp8 inputs take fixed-length batches only; cu_seqlens_q / "
-                              "cu_seqlens_k are not supported with torch.float8_e4m3fn q, k, v (pass bf16 tensors)")
+            lengths = _check_varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, torch)
         for name, value, default in (("overlap", overlap, True), ("rescale_threshold", rescale_threshold, -1),
                                      ("warpgroups", warpgroups, 2), ("o_in_q", o_in_q, False),
                                      ("direct_store", direct_store, None)):
@@ -202,7 +194,8 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
                              v_scale=1.0 if v_scale is None else v_scale, v_transposed=bool(v_transposed),
                              return_lse=return_lse, out=out, lse_out=lse_out, block_n=block_n, stages=stages, sms=sms,
                              pingpong=pingpong, q_stages=q_stages, tile_table=tile_table,
-                             exp2_polynomial=exp2_polynomial, torch=torch)
+                             exp2_polynomial=exp2_polynomial, torch=torch, lengths=lengths,
+                             cu_seqlens=(cu_seqlens_q, cu_seqlens_k))
     for name, value in (("q_scale", q_scale), ("k_scale", k_scale), ("v_scale", v_scale)):
         if value is not None:
             raise LaunchError(f"tsjit.ops.attention: argument '{name}' is the dequantization scale of fp8 inputs; "

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from tsjit.errors import LaunchError
 
-__all__ = ["torch_module", "check_tensor", "window_bounds", "device_table", "dummy_tensors", "lse_buffer", "TMA_STRIDE_BYTES"]
+__all__ = ["torch_module", "check_tensor", "window_bounds", "device_table", "check_cu_seqlens", "dummy_tensors", "lse_buffer",
+           "TMA_STRIDE_BYTES"]
 
 TMA_STRIDE_BYTES = 16          # TMA: global strides and the base address are multiples of 16 bytes
 
@@ -73,16 +74,36 @@ def window_bounds(window, causal):
     return left, right
 
 
-def device_table(host, device, torch):
-    """The tile table on the device, cached by the host table's identity (tile_table caches its results, so a
-    repeated shape uploads nothing)."""
+def device_table(host, device, torch, dtype=None):
+    """The tile table (or another host-built numpy array, uploaded as ``dtype``, default torch.int32) on the device,
+    cached by the host array's identity (tile_table caches its results, so a repeated shape uploads nothing)."""
     key = (id(host), str(device))
     entry = _TABLES.get(key)
     if entry is None or entry[0] is not host:
         if len(_TABLES) > 64:
             _TABLES.clear()
-        entry = _TABLES[key] = (host, torch.tensor(host, dtype=torch.int32).to(device))
+        entry = _TABLES[key] = (host, torch.tensor(host, dtype=torch.int32 if dtype is None else dtype).to(device))
     return entry[1]
+
+
+def check_cu_seqlens(name: str, cu, total: int, device, torch) -> list:
+    """The sequence lengths (host ints) of the prefix sums ``cu`` of a packed variable-length batch (one
+    device-to-host copy).
+
+    Raises:
+        LaunchError: ``cu`` (argument ``name``) is not a 1-D torch.int32 tensor of >= 2 entries on ``device`` that
+            starts at 0, never decreases and ends at most at the ``total`` packed tokens.
+    """
+    if not isinstance(cu, torch.Tensor) or cu.dim() != 1 or cu.dtype != torch.int32 or cu.numel() < 2 \
+            or cu.device != device:
+        raise LaunchError(f"argument '{name}' must be a 1-D torch.int32 tensor of batch + 1 >= 2 prefix sums on "
+                          f"{device}, got {cu.dtype if isinstance(cu, torch.Tensor) else type(cu).__name__}"
+                          f"{' ' + str(tuple(cu.shape)) if isinstance(cu, torch.Tensor) else ''}")
+    host = cu.cpu().tolist()
+    if host[0] != 0 or any(b < a for a, b in zip(host, host[1:])) or host[-1] > total:
+        raise LaunchError(f"argument '{name}' must start at 0, never decrease and end at most at the "
+                          f"{total} packed tokens, got {host[:8]}{' ...' if len(host) > 8 else ''}")
+    return [b - a for a, b in zip(host, host[1:])]
 
 
 _TABLES: dict = {}

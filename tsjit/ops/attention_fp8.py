@@ -6,9 +6,14 @@ V goes to the kernel transposed, ``(batch, kv_heads, head_dim, keys)`` with each
 call with the usual ``(batch, seqlen_k, kv_heads, head_dim)`` V transposes it first (one launch of the transpose
 kernel of :mod:`tsjit.examples.attention_v_transpose`, a read and a write of V, part of the call's time); a caller
 that keeps V in the kernel's layout passes ``transpose_v_fp8(v)`` with ``v_transposed=True`` and pays nothing.
+
+Packed variable-length batches (``cu_seqlens_q`` / ``cu_seqlens_k``) keep Q, K and O packed without padding; their
+V^T starts every sequence at a multiple of 16 keys (the key order is relative to the sequence), so the transpose
+scatters V to those starts first (``transpose_v_fp8(v, cu_seqlens_k)``), and O is stored from registers.
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -17,7 +22,8 @@ from tsjit.examples import attention_fp8 as program
 from tsjit.examples import attention_tiles as tiles
 from tsjit.examples import attention_v_transpose as transpose
 from tsjit.lang.dtypes import Float8E4M3
-from tsjit.ops.attention_args import check_tensor, device_table, dummy_tensors, lse_buffer, torch_module
+from tsjit.ops.attention_args import (check_cu_seqlens, check_tensor, device_table, dummy_tensors, lse_buffer,
+                                      torch_module)
 from tsjit.runtime.arrays import DeviceArray
 from tsjit.runtime.tensormap import TensorMap
 
@@ -26,27 +32,42 @@ __all__ = ["attention_fp8", "transpose_v_fp8", "FP8_DTYPE"]
 FP8_DTYPE = "float8_e4m3fn"
 
 
-def transpose_v_fp8(v):
+def transpose_v_fp8(v, cu_seqlens_k=None):
     """V in the fp8 kernel's layout: ``(batch, kv_heads, head_dim, keys rounded up to 16)`` torch.float8_e4m3fn,
     contiguous, the padding keys zero, each group of 16 keys in :data:`tsjit.examples.attention_fp8.KEY_ORDER`
     (``out[b, h, d, 16 g + l] = v[b, 16 g + KEY_ORDER[l], h, d]``).
 
     Args:
         v: (batch, seqlen_k, kv_heads, head_dim) torch.float8_e4m3fn CUDA tensor, last dimension contiguous, head_dim
-            64, 128 or 256.
+            64, 128 or 256; with ``cu_seqlens_k``, packed (total_k, kv_heads, head_dim).
+        cu_seqlens_k: a variable-length batch's (batch + 1) torch.int32 prefix sums (as for ``tsjit.ops.attention``;
+            read on the host, one device-to-host copy).  The result is then ``(1, kv_heads, head_dim,
+            varlen_value_keys(total_k, batch))``: sequence ``b`` from key ``varlen_value_start(cu_seqlens_k[b], b)``
+            (a multiple of 16; :mod:`tsjit.examples.attention_fp8`), zeros between sequences.
 
     Returns:
         The tensor to pass as ``v`` with ``v_transposed=True``: one launch of the bandwidth-bound transpose kernel
         :func:`tsjit.examples.attention_v_transpose.transpose_v_kernel` (one read and one write of V) on the
-        current stream.
+        current stream (variable length: after a scatter of V into the padded sequence starts).
 
     Raises:
-        LaunchError: ``v`` is not such a tensor, or has more than 65535 * 128 keys (the kernel's grid).
+        LaunchError: ``v`` is not such a tensor, bad ``cu_seqlens_k``, or more than 65535 * 128 keys (the kernel's
+            grid).
     """
     torch = torch_module(v)
+    if cu_seqlens_k is not None:
+        if not isinstance(v, torch.Tensor) or v.dim() != 3:
+            raise LaunchError(f"with cu_seqlens_k, argument 'v' must be a packed (total_k, kv_heads, head_dim) "
+                              f"tensor, got {tuple(v.shape) if isinstance(v, torch.Tensor) else type(v).__name__}")
+        return _transpose_varlen(v, check_cu_seqlens("cu_seqlens_k", cu_seqlens_k, v.shape[0], v.device, torch), torch)
     check_tensor("v", v, torch, (FP8_DTYPE,))
+    _check_head_dim(v.shape[3])
+    return _transpose(v, torch)
+
+
+def _transpose(v, torch):
+    """The transpose kernel's V^T of a checked (batch, keys, kv_heads, head_dim) fp8 ``v``."""
     batch, keys, heads, head_dim = v.shape
-    _check_head_dim(head_dim)
     padded = -(-keys // program.KEY_GROUP) * program.KEY_GROUP
     launch_grid = transpose.grid(batch, keys, heads)
     if launch_grid[1] > 65535:                  # CUDA's grid.y limit
@@ -62,6 +83,25 @@ def transpose_v_fp8(v):
     transpose.transpose_v_kernel[launch_grid, (transpose.threads(head_dim),)](
         bits.view(torch.int32), out.view(torch.int32), keys, head_dim, stream=stream)
     return out.view(torch.float8_e4m3fn)
+
+
+def _transpose_varlen(v, lengths_k, torch):
+    """The packed V^T of a packed (total_k, kv_heads, head_dim) fp8 ``v`` with sequence lengths ``lengths_k``
+    (host ints): V scattered to the sequences' V^T starts (zeros between), then :func:`_transpose`."""
+    check_tensor("v", v.unsqueeze(0), torch, (FP8_DTYPE,), layout="(total_k, kv_heads, head_dim)")
+    total, heads, head_dim = v.shape
+    _check_head_dim(head_dim)
+    padded = torch.zeros((program.varlen_value_keys(total, len(lengths_k)), heads, head_dim), dtype=torch.uint8,
+                         device=v.device)
+    if total:
+        rows = device_table(_value_rows(tuple(lengths_k)), v.device, torch, torch.int64)
+        padded.index_copy_(0, rows, v.view(torch.uint8))
+    return _transpose(padded.view(torch.float8_e4m3fn).unsqueeze(0), torch)
+
+
+@functools.lru_cache(maxsize=64)
+def _value_rows(lengths_k):
+    return program.varlen_value_rows(lengths_k)
 
 
 def _check_head_dim(head_dim):
@@ -86,7 +126,9 @@ def _scale_value(name, value, torch):
     return float(value)
 
 
-def _check(q, k, v, out, v_transposed, torch):
+def _check(q, k, v, out, v_transposed, torch, value_keys=None):
+    """Check the 4-D (packed: B = 1) fp8 arguments; ``value_keys``: the keys of a pre-transposed packed V^T
+    (:func:`~tsjit.examples.attention_fp8.varlen_value_keys`), None for a fixed-length batch."""
     fp8 = getattr(torch, FP8_DTYPE)
     for name, t in (("q", q), ("k", k), ("v", v)):
         if isinstance(t, torch.Tensor) and t.dtype != fp8:
@@ -99,10 +141,12 @@ def _check(q, k, v, out, v_transposed, torch):
     _, seqlen_k, kv_heads, _ = k.shape
     if v_transposed:
         check_tensor("v", v, torch, (FP8_DTYPE,), layout="(batch, kv_heads, head_dim, keys padded to 16)")
-        expected = (batch, kv_heads, head_dim, -(-seqlen_k // program.KEY_GROUP) * program.KEY_GROUP)
+        keys = -(-seqlen_k // program.KEY_GROUP) * program.KEY_GROUP if value_keys is None else value_keys
+        expected = (batch, kv_heads, head_dim, keys)
         if tuple(v.shape) != expected:
-            raise LaunchError(f"with v_transposed=True, argument 'v' must be tsjit.ops.attention_fp8."
-                              f"transpose_v_fp8(v) of shape {expected}, got {tuple(v.shape)}")
+            call = "transpose_v_fp8(v)" if value_keys is None else "transpose_v_fp8(v, cu_seqlens_k)"
+            raise LaunchError(f"with v_transposed=True, argument 'v' must be tsjit.ops.attention_fp8.{call} of shape "
+                              f"{expected}, got {tuple(v.shape)}")
     else:
         check_tensor("v", v, torch, (FP8_DTYPE,))
         if tuple(v.shape) != tuple(k.shape):
@@ -124,14 +168,30 @@ def _check(q, k, v, out, v_transposed, torch):
 
 
 def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_scale, v_transposed, return_lse, out,
-                  lse_out, block_n, stages, sms, pingpong, q_stages, tile_table, torch, exp2_polynomial=None):
+                  lse_out, block_n, stages, sms, pingpong, q_stages, tile_table, torch, exp2_polynomial=None,
+                  lengths=None, cu_seqlens=(None, None)):
     """The fp8 forward behind ``tsjit.ops.attention`` (its docstring has the arguments; ``left`` / ``right``: the
-    mask's bounds, None for unbounded).  Returns ``out`` or ``(out, lse)``.
+    mask's bounds, None for unbounded; ``lengths``: the (lengths_q, lengths_k) host ints of a packed batch whose
+    ``cu_seqlens`` (cu_seqlens_q, cu_seqlens_k) the caller has checked, None for a fixed-length one).  Returns
+    ``out`` or ``(out, lse)`` (packed: ``out`` (total_q, heads, head_dim), LSE (heads, total_q)).
 
     Raises:
         LaunchError: an argument the fp8 forward does not take (see :func:`_check`), or a bad scale / option.
     """
-    _check(q, k, v, out, v_transposed, torch)
+    varlen = lengths is not None
+    value_keys = None
+    if varlen:
+        for name, t in (("v", v), ("out", out)):
+            rank = 4 if name == "v" and v_transposed else 3
+            if t is not None and (not isinstance(t, torch.Tensor) or t.dim() != rank):
+                layout = "(1, kv_heads, head_dim, keys) transpose_v_fp8(v, cu_seqlens_k)" if rank == 4 else \
+                    "(tokens, heads, head_dim)"
+                raise LaunchError(f"with cu_seqlens, argument '{name}' must be a packed {layout} tensor")
+        value_keys = program.varlen_value_keys(k.shape[0], len(lengths[1]))
+        q, k = q.unsqueeze(0), k.unsqueeze(0)
+        v = v if v_transposed else v.unsqueeze(0)
+        out = None if out is None else out.unsqueeze(0)
+    _check(q, k, v, out, v_transposed, torch, value_keys)
     q_scale, k_scale, v_scale = (_scale_value(n, s, torch) for n, s in
                                  (("q_scale", q_scale), ("k_scale", k_scale), ("v_scale", v_scale)))
     batch, seqlen_q, heads, head_dim = q.shape
@@ -157,34 +217,47 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
                           f"on the FMA pipe), got {exp2_polynomial!r}")
     if out is None:
         out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
-    lse_shape = (batch, heads, seqlen_q)
+    result_out = out.squeeze(0) if varlen else out
+    lse_shape = (heads, seqlen_q) if varlen else (batch, heads, seqlen_q)
     lse, return_lse = lse_buffer(lse_out, return_lse, lse_shape, q.device, torch)
     if batch == 0 or seqlen_q == 0 or heads == 0:
-        return (out, lse) if return_lse else out
-    if seqlen_k == 0:
+        return (result_out, lse) if return_lse else result_out
+    if seqlen_k == 0 or (varlen and not any(lengths[0])):
         out.zero_()
         if return_lse:
             lse.fill_(float("-inf"))
-        return (out, lse) if return_lse else out
-    vt = v if v_transposed else transpose_v_fp8(v)
+        return (result_out, lse) if return_lse else result_out
+    if v_transposed:
+        vt = v
+    else:
+        vt = _transpose_varlen(v[0], lengths[1], torch) if varlen else transpose_v_fp8(v)
     if sms is None:
         sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-    direct = head_dim == 256
+    direct = varlen or head_dim == 256
     store = out
     if direct and not (out.stride(2) == head_dim and out.stride(0) == seqlen_q * out.stride(1)):
         store = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)    # rows of (heads * head_dim)
     ordered = causal or left is not None or right is not None
-    tile_table = ordered if tile_table is None else bool(tile_table)
+    if varlen and tile_table is False:
+        raise LaunchError("argument 'tile_table' cannot be False with cu_seqlens (the table lists the sequences' "
+                          "tiles); leave it None")
+    tile_table = (ordered or varlen) if tile_table is None else bool(tile_table)
     dummy = dummy_tensors(q.device, torch)
     table = None
     if tile_table:
-        table = device_table(tiles.tile_table([seqlen_q] * batch, [seqlen_k] * batch, heads, block_n, causal, sms,
-                                              (left, right), 128, causal and not direct), q.device, torch)
+        seqlens = lengths if varlen else ([seqlen_q] * batch, [seqlen_k] * batch)
+        table = device_table(tiles.tile_table(seqlens[0], seqlens[1], heads, block_n, causal, sms, (left, right), 128,
+                                              causal and not direct), q.device, torch)
         num_tiles = table.shape[0]
     else:
         num_tiles = batch * heads * -(-seqlen_q // 128)
+    if num_tiles == 0:
+        return (result_out, lse) if return_lse else result_out
     grid = max(1, min(num_tiles, sms))
-    lse_arg = lse if return_lse else torch.empty((batch, 1, 1), dtype=torch.float32, device=q.device)
+    if return_lse:
+        lse_arg = lse.unsqueeze(0) if varlen else lse
+    else:     # the grid order reads the batch from the LSE argument's first dimension
+        lse_arg = torch.empty((batch, 1, 1), dtype=torch.float32, device=q.device)
     width = min(128, head_dim)
     q_map = _fp8_map(q, (1, 128, 1, width), f"{width}B")
     k_map = _fp8_map(k, (1, block_n, 1, width), f"{width}B")
@@ -192,12 +265,14 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
     vt_map = _fp8_map(vt, (1, 1, head_dim, keys), f"{keys}B")
     o_map = TensorMap(store, (1, 64, 1, 64), swizzle="128B")
     out2d = store.as_strided((batch * seqlen_q, heads * head_dim), (store.stride(1), 1)) if direct else dummy["out"]
+    cu_q, cu_k = cu_seqlens if varlen else (dummy["cu"], dummy["cu"])
     stream = torch.cuda.current_stream(q.device).cuda_stream
     program.attention_forward_fp8[(grid,), (384,)](
-        q_map, k_map, vt_map, o_map, out2d, lse_arg, table if table is not None else dummy["table"], seqlen_q,
-        seqlen_k, heads, heads // kv_heads, scale * q_scale * k_scale * math.log2(math.e), v_scale,
+        q_map, k_map, vt_map, o_map, out2d, lse_arg, table if table is not None else dummy["table"], cu_q, cu_k,
+        seqlen_q, seqlen_k, heads, heads // kv_heads, scale * q_scale * k_scale * math.log2(math.e), v_scale,
         0 if left is None else left, 0 if right is None else right, head_dim, block_n, stages, right is not None,
-        return_lse, pingpong, q_stages, left is not None, table is not None, direct, exp2_polynomial, stream=stream)
+        return_lse, pingpong, q_stages, left is not None, table is not None, direct, exp2_polynomial, varlen,
+        stream=stream)
     if store is not out:
         out.copy_(store)
-    return (out, lse) if return_lse else out
+    return (result_out, lse) if return_lse else result_out

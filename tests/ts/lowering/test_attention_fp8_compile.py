@@ -1,6 +1,7 @@
 """The fp8 (e4m3) attention forward (tsjit.examples.attention_fp8, issue 16) compiles and verifies for sm_90a
-without a GPU: every head_dim, causal or not, a sliding window, 64-key tiles, with 0 spills; the PTX has the
-QK^T and PV wgmma with e4m3 operands (k32; the PV's A from registers, its B K-major from the V^T ring), the
+without a GPU: every head_dim, causal or not, a sliding window, 64-key tiles, packed variable-length batches, with 0
+spills; the PTX has the QK^T and PV wgmma with e4m3 operands (k32; the PV's A from registers, its B K-major from the
+V^T ring), the
 ``cvt.rn.satfinite.e4m3x2`` packing of P, 4-D TMA loads of V^T, setmaxnreg and the ping-pong turns; the TaskManager
 proves the program SAFE in under 2 s; and the key order of the P packing matches the 8-bit wgmma A fragment."""
 import re
@@ -28,7 +29,8 @@ CONFIGS += [(128, True, dict(window=True)), (128, False, dict(block_n=64, stages
             (128, False, dict(block_n=224, stages=2)), (128, False, dict(block_n=224, stages=3, q_stages=1)),
             (128, False, dict(exp2_polynomial=3)), (128, False, dict(block_n=224, stages=2, exp2_polynomial=3)),
             (64, False, dict(block_n=256)),
-            (128, False, dict(stages=3, q_stages=1, pingpong=False))]
+            (128, False, dict(stages=3, q_stages=1, pingpong=False)),
+            (128, False, dict(varlen=True)), (128, True, dict(varlen=True)), (64, True, dict(varlen=True))]
 
 
 @pytest.mark.parametrize("head_dim,causal,options", CONFIGS,
