@@ -28,7 +28,7 @@ FP8 = tsjit.Float8E4M3
 
 
 def launch(q, k, vt, out, lse, *, seqlen_k, causal, scale_log2, v_scale, window=(None, None), block_n=None,
-           stages=None, pingpong=True, exp2_polynomial=None, lengths=None):
+           stages=None, pingpong=True, exp2_polynomial=None, lengths=None, rescale_threshold=-1.0):
     """Launch attention_forward_fp8 as tsjit.ops.attention does: q (B, Sq, H, D), k (B, Sk, Hkv, D) and vt
     (B, Hkv, D, Sk padded to 16) Float8E4M3, out (B, Sq, H, D) BFloat16, lse (B, H, Sq) Float32 device arrays;
     ``lengths``: (lengths_q, lengths_k) of a packed variable-length batch (B = 1, vt from
@@ -69,7 +69,7 @@ def launch(q, k, vt, out, lse, *, seqlen_k, causal, scale_log2, v_scale, window=
         q_map, k_map, vt_map, o_map, out2d, lse, table if table is not None else tsjit.zeros((1, 2), tsjit.Int32),
         *cu, seqlen_q, seqlen_k, heads, heads // kv_heads, scale_log2, v_scale, 0 if left is None else left,
         0 if right is None else right, head_dim, block_n, stages, right is not None, True, pingpong, 2,
-        left is not None, table is not None, direct, exp2_polynomial, varlen)
+        left is not None, table is not None, direct, exp2_polynomial, varlen, float(rescale_threshold))
 
 
 def _fp8(shape, rng, spread=2.0):
@@ -182,6 +182,14 @@ def check_varlen(lens_q, lens_k, heads, kv_heads, head_dim, causal, **options):
             assert np.abs(got_lse[:, q0:q0 + sq][finite] - ref_lse[0][finite]).max() < 2e-3
         worst.append(err)
     return max(worst)
+
+
+def test_attention_fp8_conditional_rescaling_matches_float64():
+    """``RESCALE_THRESHOLD`` 8 (FlashAttention-4's conditional rescaling): stale row maxima let P reach 2**8 (e4m3's
+    range is 448); a row's first KV tile moves its maxima (from -inf) and later ones mostly do not, so both sides of
+    the warp-uniform rescale branch run."""
+    seqlen = 384 if env.interpret() else 1000
+    check(1, seqlen, seqlen, 2, 1, 128, True, rescale_threshold=8.0)
 
 
 @pytest.mark.parametrize("causal", [False, True])

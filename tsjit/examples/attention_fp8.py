@@ -64,6 +64,8 @@ CAUSAL_CONFIG = {64: (256, 2), 128: (128, 2), 256: (64, 2)}
 #: head_dim 64 and 256 were not measured)
 DEFAULT_EXP2_POLYNOMIAL = {64: 0, 128: 3, 256: 0}
 CAUSAL_EXP2_POLYNOMIAL = {64: 0, 128: 0, 256: 0}
+#: conditional rescaling per head_dim (``RESCALE_THRESHOLD``; -1: O rescaled after every KV tile)
+DEFAULT_RESCALE_THRESHOLD = {64: -1.0, 128: -1.0, 256: -1.0}
 
 
 def default_exp2_polynomial(head_dim: int, masked: bool) -> int:
@@ -176,7 +178,8 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, cu_seqle
                           STORE_LSE: tsjit.Constexpr[bool] = True, PINGPONG: tsjit.Constexpr[bool] = True,
                           Q_STAGES: tsjit.Constexpr[int] = 2, WINDOW: tsjit.Constexpr[bool] = False,
                           TABLE: tsjit.Constexpr[bool] = False, DIRECT_STORE: tsjit.Constexpr[bool] = False,
-                          EXP2_POLYNOMIAL: tsjit.Constexpr[int] = 0, VARLEN: tsjit.Constexpr[bool] = False):
+                          EXP2_POLYNOMIAL: tsjit.Constexpr[int] = 0, VARLEN: tsjit.Constexpr[bool] = False,
+                          RESCALE_THRESHOLD: tsjit.Constexpr[float] = -1.0):
     """The fp8 forward (module docstring), two consumer warpgroups, the software-pipelined schedule.
 
     ``q_map`` / ``k_map``: TensorMaps of the Float8E4M3 Q (B, S_q, H, D) and K (B, S_k, H_kv, D), boxes
@@ -189,7 +192,10 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, cu_seqle
     (``VARLEN``, which needs ``TABLE`` and ``DIRECT_STORE``: Q, K, O packed as B = 1, V^T packed by
     :func:`varlen_value_start`); ``scale_log2 = scale * q_scale * k_scale * log2 e``; ``v_scale``: V's scale (Float32);
     ``EXP2_POLYNOMIAL``: of every 16 exponentials of P, how many run on the FMA pipe rather than the MUFU unit
-    (:func:`~tsjit.examples.attention_softmax.exp2_polynomial`; 0: none; :func:`default_exp2_polynomial`).
+    (:func:`~tsjit.examples.attention_softmax.exp2_polynomial`; 0: none; :func:`default_exp2_polynomial`);
+    ``RESCALE_THRESHOLD`` >= 0: conditional rescaling as in :func:`~tsjit.examples.attention.attention_forward`
+    (P stays below ``2**RESCALE_THRESHOLD``, within e4m3's range up to 448 for thresholds <= 8), negative: O is
+    rescaled after every KV tile.
     Launch with 384 threads and a persistent grid."""
     block_m = 128
     if tsjit.const_expr(VARLEN and not (TABLE and DIRECT_STORE)):
@@ -213,7 +219,8 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, cu_seqle
                            window_right=window_right, table=tiles if TABLE else None,
                            cu_q=cu_seqlens_q if VARLEN else None, cu_k=cu_seqlens_k if VARLEN else None,
                            direct_store=DIRECT_STORE,
-                           output_scale=v_scale, exp2_polynomial=EXP2_POLYNOMIAL)
+                           output_scale=v_scale, exp2_polynomial=EXP2_POLYNOMIAL,
+                           rescale_threshold=RESCALE_THRESHOLD if RESCALE_THRESHOLD >= 0 else None)
     qs = resources.QTile(name="q", pipeline_config=q_cfg, q_map=q_map, shape=shape)
     ks = KTilesFp8(name="k", pipeline_config=k_cfg, tmap=k_map, q=qs, shape=shape)
     vs = VTransposedTiles(name="v", pipeline_config=v_cfg, tmap=vt_map, shape=shape)
@@ -253,7 +260,8 @@ def transposed_v_varlen(v_bits: np.ndarray, lengths_k) -> np.ndarray:
 
 
 def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, store_lse=True, pingpong=True,
-                   q_stages=2, window=False, table=None, direct_store=None, exp2_polynomial=None, varlen=False):
+                   q_stages=2, window=False, table=None, direct_store=None, exp2_polynomial=None, varlen=False,
+                   rescale_threshold=None):
     """Compile :func:`attention_forward_fp8` for sm_90a from argument specs alone (no GPU): the configuration
     ``tsjit.ops.attention`` launches for Float8E4M3 inputs with these options.  Returns the CompiledKernel."""
     default_n, default_stages = default_config(head_dim, causal)
@@ -275,11 +283,12 @@ def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, sto
     cu = tsjit.spec((3,), tsjit.Int32)
     return tsjit.compile(attention_forward_fp8, q, k, vt, o, out, lse, tiles, cu, cu, 1000, 1000, 16, 2, 0.18, 1.5, 200,
                          0, head_dim, block_n, stages, causal, store_lse, pingpong, q_stages, window, table,
-                         direct_store, exp2_polynomial, varlen)
+                         direct_store, exp2_polynomial, varlen,
+                         float(DEFAULT_RESCALE_THRESHOLD[head_dim] if rescale_threshold is None else rescale_threshold))
 
 
 __all__ = ["attention_forward_fp8", "compile_config", "transposed_v", "pack_probabilities_fp8", "KTilesFp8",
            "VTransposedTiles", "ValueBoxes", "value_box_keys", "varlen_value_start", "varlen_value_keys",
            "varlen_value_rows", "transposed_v_varlen", "KEY_ORDER", "HEAD_DIMS", "BLOCK_NS", "DEFAULT_CONFIG",
            "CAUSAL_CONFIG", "default_config", "DEFAULT_EXP2_POLYNOMIAL",
-           "CAUSAL_EXP2_POLYNOMIAL", "default_exp2_polynomial"]
+           "CAUSAL_EXP2_POLYNOMIAL", "default_exp2_polynomial", "DEFAULT_RESCALE_THRESHOLD"]

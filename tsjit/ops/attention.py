@@ -18,6 +18,7 @@ import math
 from tsjit import env
 from tsjit.errors import LaunchError, warn
 from tsjit.ops.attention_args import check_cu_seqlens as _check_cu_seqlens
+from tsjit.ops.attention_args import check_rescale_threshold as _check_rescale_threshold
 from tsjit.ops.attention_args import check_tensor as _check_tensor
 from tsjit.ops.attention_fp8 import attention_fp8
 from tsjit.ops.attention_args import device_table as _device_table
@@ -154,8 +155,9 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
         q_scale, k_scale, v_scale: fp8 inputs (q, k, v all torch.float8_e4m3fn): the per-tensor dequantization
             scales (finite numbers > 0, default 1.0): the result is that of ``q_scale * q`` etc., written to a
             torch.bfloat16 ``out`` (:mod:`tsjit.ops.attention_fp8`, FlashAttention-3's fp8 forward: P rounded to
-            e4m3).  fp8 takes fixed-length and packed (cu_seqlens) batches, with the default schedule (``overlap``,
-            ``rescale_threshold`` and ``warpgroups`` keep their defaults); ``block_n`` is 64, 128, 192, 224 or 256
+            e4m3).  fp8 takes fixed-length and packed (cu_seqlens) batches, with the default schedule (``overlap``
+            and ``warpgroups`` keep their defaults; ``rescale_threshold`` default
+            ``tsjit.examples.attention_fp8.DEFAULT_RESCALE_THRESHOLD``); ``block_n`` is 64, 128, 192, 224 or 256
             (default ``tsjit.examples.attention_fp8.default_config``).
         v_transposed: fp8 only: ``v`` is already in the kernel's layout, ``tsjit.ops.attention_fp8.transpose_v_fp8
             (v)`` ((batch, kv_heads, head_dim, keys padded to 16); packed: ``transpose_v_fp8(v, cu_seqlens_k)``);
@@ -180,8 +182,7 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
         lengths = None
         if cu_seqlens_q is not None or cu_seqlens_k is not None:
             lengths = _check_varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, torch)
-        for name, value, default in (("overlap", overlap, True), ("rescale_threshold", rescale_threshold, -1),
-                                     ("warpgroups", warpgroups, 2), ("o_in_q", o_in_q, False),
+        for name, value, default in (("overlap", overlap, True), ("warpgroups", warpgroups, 2), ("o_in_q", o_in_q, False),
                                      ("direct_store", direct_store, None)):
             if value is not None and value != default:
                 raise LaunchError(f"tsjit.ops.attention: argument '{name}' = {value!r} is not supported with fp8 "
@@ -194,7 +195,8 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
                              v_scale=1.0 if v_scale is None else v_scale, v_transposed=bool(v_transposed),
                              return_lse=return_lse, out=out, lse_out=lse_out, block_n=block_n, stages=stages, sms=sms,
                              pingpong=pingpong, q_stages=q_stages, tile_table=tile_table,
-                             exp2_polynomial=exp2_polynomial, torch=torch, lengths=lengths,
+                             exp2_polynomial=exp2_polynomial, rescale_threshold=rescale_threshold, torch=torch,
+                             lengths=lengths,
                              cu_seqlens=(cu_seqlens_q, cu_seqlens_k))
     for name, value in (("q_scale", q_scale), ("k_scale", k_scale), ("v_scale", v_scale)):
         if value is not None:
@@ -247,12 +249,8 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
     q_stages = program.DEFAULT_Q_STAGES[head_dim] if q_stages is None else q_stages
     if q_stages not in (1, 2):
         raise LaunchError(f"argument 'q_stages' must be 1 or 2, got {q_stages!r}")
-    if rescale_threshold is None:
-        rescale_threshold = program.DEFAULT_RESCALE_THRESHOLD[head_dim]
-    if isinstance(rescale_threshold, bool) or not isinstance(rescale_threshold, (int, float)) or \
-            not (rescale_threshold == -1 or 0 <= rescale_threshold <= 16):
-        raise LaunchError(f"argument 'rescale_threshold' must be a number in [0, 16] or -1 (rescale after every KV "
-                          f"tile), got {rescale_threshold!r}")
+    rescale_threshold = _check_rescale_threshold(program.DEFAULT_RESCALE_THRESHOLD[head_dim]
+                                                 if rescale_threshold is None else rescale_threshold)
     if warpgroups is None:
         warpgroups = program.DEFAULT_WARPGROUPS[head_dim]
     if warpgroups not in (2, 3) or isinstance(warpgroups, bool) or (warpgroups == 3 and head_dim != 64):

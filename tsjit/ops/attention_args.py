@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tsjit.errors import LaunchError
 
-__all__ = ["torch_module", "check_tensor", "window_bounds", "device_table", "check_cu_seqlens", "dummy_tensors", "lse_buffer",
+__all__ = ["torch_module", "check_tensor", "window_bounds", "device_table", "check_cu_seqlens", "check_rescale_threshold", "dummy_tensors", "lse_buffer",
            "TMA_STRIDE_BYTES"]
 
 TMA_STRIDE_BYTES = 16          # TMA: global strides and the base address are multiples of 16 bytes
@@ -139,3 +139,15 @@ def lse_buffer(lse_out, return_lse: bool, shape: tuple, device, torch):
     if return_lse:
         return torch.empty(shape, dtype=torch.float32, device=device), True
     return None, False
+
+
+def check_rescale_threshold(value) -> float:
+    """``rescale_threshold`` as a float: a number in [0, 16] (powers of 2), or -1 for a rescale after every KV tile.
+
+    Raises:
+        LaunchError: any other value.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value == -1 or 0 <= value <= 16):
+        raise LaunchError(f"argument 'rescale_threshold' must be a number in [0, 16] or -1 (rescale after every KV "
+                          f"tile), got {value!r}")
+    return float(value)

@@ -22,7 +22,7 @@ from tsjit.examples import attention_fp8 as program
 from tsjit.examples import attention_tiles as tiles
 from tsjit.examples import attention_v_transpose as transpose
 from tsjit.lang.dtypes import Float8E4M3
-from tsjit.ops.attention_args import (check_cu_seqlens, check_tensor, device_table, dummy_tensors, lse_buffer,
+from tsjit.ops.attention_args import (check_cu_seqlens, check_rescale_threshold, check_tensor, device_table, dummy_tensors, lse_buffer,
                                       torch_module)
 from tsjit.runtime.arrays import DeviceArray
 from tsjit.runtime.tensormap import TensorMap
@@ -169,7 +169,7 @@ def _check(q, k, v, out, v_transposed, torch, value_keys=None):
 
 def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_scale, v_transposed, return_lse, out,
                   lse_out, block_n, stages, sms, pingpong, q_stages, tile_table, torch, exp2_polynomial=None,
-                  lengths=None, cu_seqlens=(None, None)):
+                  rescale_threshold=None, lengths=None, cu_seqlens=(None, None)):
     """The fp8 forward behind ``tsjit.ops.attention`` (its docstring has the arguments; ``left`` / ``right``: the
     mask's bounds, None for unbounded; ``lengths``: the (lengths_q, lengths_k) host ints of a packed batch whose
     ``cu_seqlens`` (cu_seqlens_q, cu_seqlens_k) the caller has checked, None for a fixed-length one).  Returns
@@ -215,6 +215,8 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
     if isinstance(exp2_polynomial, bool) or not isinstance(exp2_polynomial, int) or not 0 <= exp2_polynomial <= 16:
         raise LaunchError(f"argument 'exp2_polynomial' must be an int in [0, 16] (exponentials of every 16 computed "
                           f"on the FMA pipe), got {exp2_polynomial!r}")
+    rescale_threshold = check_rescale_threshold(program.DEFAULT_RESCALE_THRESHOLD[head_dim]
+                                                if rescale_threshold is None else rescale_threshold)
     if out is None:
         out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
     result_out = out.squeeze(0) if varlen else out
@@ -272,7 +274,7 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
         seqlen_q, seqlen_k, heads, heads // kv_heads, scale * q_scale * k_scale * math.log2(math.e), v_scale,
         0 if left is None else left, 0 if right is None else right, head_dim, block_n, stages, right is not None,
         return_lse, pingpong, q_stages, left is not None, table is not None, direct, exp2_polynomial, varlen,
-        stream=stream)
+        rescale_threshold, stream=stream)
     if store is not out:
         out.copy_(store)
     return (result_out, lse) if return_lse else result_out

@@ -30,7 +30,8 @@ CONFIGS += [(128, True, dict(window=True)), (128, False, dict(block_n=64, stages
             (128, False, dict(exp2_polynomial=3)), (128, False, dict(block_n=224, stages=2, exp2_polynomial=3)),
             (64, False, dict(block_n=256)),
             (128, False, dict(stages=3, q_stages=1, pingpong=False)),
-            (128, False, dict(varlen=True)), (128, True, dict(varlen=True)), (64, True, dict(varlen=True))]
+            (128, False, dict(varlen=True)), (128, True, dict(varlen=True)), (64, True, dict(varlen=True)),
+            (128, False, dict(rescale_threshold=8.0)), (128, True, dict(rescale_threshold=8.0))]
 
 
 @pytest.mark.parametrize("head_dim,causal,options", CONFIGS,
@@ -51,6 +52,9 @@ def test_fp8_attention_compiles_without_spills(head_dim, causal, options):
     assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+40;", ptx)
     assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+232;", ptx)
     assert bool(re.findall(r"bar\.(sync|arrive)\s+(\d+|%r\d+), 256;", ptx)) == options.get("pingpong", True)
+    assert ("vote.sync.any.pred" in ptx) == (options.get("rescale_threshold", -1) >= 0), \
+        "conditional rescaling decides per warp (vote.any) whether the maxima move"
+
     polynomial = program.default_exp2_polynomial(head_dim, causal or options.get("window", False))
     emulated = polynomial_registers(options.get("exp2_polynomial", polynomial), block_n // 2)
     assert len(re.findall(r"ex2\.approx\.ftz\.f32", ptx)) == 2 * (block_n // 2 - len(emulated) + 2), \
