@@ -3,7 +3,8 @@
 One process: the same causal problem allocated three times at different addresses (a padding allocation of a
 random size before each), each timed interleaved with our bf16 forward and fp8-vt variants (ring stages, grid tile
 order, grid size, no ping-pong); every sample printed (min / median / max), plus the host time per call of the
-fp8 launch; then (2, 16, 8192, 128) causal once.  Checked against cuDNN (< 0.05) before timing.
+fp8 launch; then (2, 16, 8192, 128) causal once; then both shapes non-causal with conditional rescaling
+(``rescale_threshold=8``), polynomial exp2 shares and tile sizes.  Checked against cuDNN (< 0.05) before timing.
 
     PYTHONPATH=. python benchmarks/gpu_batches/i16b_causal_job.py
 """
@@ -21,7 +22,12 @@ from tsjit.ops.attention_fp8 import transpose_v_fp8  # noqa: E402
 
 T0 = time.time()
 VARIANTS = {"st3": dict(stages=3), "st4": dict(stages=4), "grid": dict(tile_table=False), "sms128": dict(sms=128),
-            "nopp": dict(pingpong=False)}
+            "nopp": dict(pingpong=False), "rt8": dict(rescale_threshold=8.0)}
+#: non-causal: conditional rescaling with the polynomial share, and tile sizes
+FULL_VARIANTS = {"rt8": dict(rescale_threshold=8.0), "rt8p0": dict(rescale_threshold=8.0, exp2_polynomial=0),
+                 "rt8p5": dict(rescale_threshold=8.0, exp2_polynomial=5), "p5": dict(exp2_polynomial=5),
+                 "bn224rt8": dict(block_n=224, stages=2, rescale_threshold=8.0),
+                 "bn128rt8": dict(block_n=128, stages=2, rescale_threshold=8.0)}
 
 
 def samples_ms(fns, reps=8, inner=5):
@@ -42,7 +48,7 @@ def samples_ms(fns, reps=8, inner=5):
     return out
 
 
-def problem(batch, heads, seqlen, head_dim, causal, pad_mib):
+def problem(batch, heads, seqlen, head_dim, causal, pad_mib, variants=VARIANTS):
     pad = torch.empty(pad_mib * 2**20 + 4096 * pad_mib, dtype=torch.uint8, device="cuda")
     shape = (batch, seqlen, heads, head_dim)
     q8, k8, v8 = ((torch.randn(shape, device="cuda") * 2).to(torch.float8_e4m3fn) for _ in range(3))
@@ -53,7 +59,7 @@ def problem(batch, heads, seqlen, head_dim, causal, pad_mib):
     args = dict(causal=causal, q_scale=scales[0], k_scale=scales[1], v_scale=scales[2], out=out8, v_transposed=True)
     fns = {"bf16": lambda: tsjit.ops.attention(q, k, v, causal=causal, out=out),
            "fp8-vt": lambda: tsjit.ops.attention(q8, k8, vt8, **args)}
-    for name, opts in VARIANTS.items():
+    for name, opts in variants.items():
         fns[name] = (lambda o: lambda: tsjit.ops.attention(q8, k8, vt8, **args, **o))(opts)
     ref = sdpa_call(BACKENDS["cudnn"], q, k, v, causal)().transpose(1, 2).float()
     for name, fn in fns.items():
@@ -98,4 +104,9 @@ for rep, pad in enumerate((0, 37, 301)):
 shape = (2, 16, 8192, 128, True)
 fns, addrs, keep = problem(*shape, 0)
 report(shape, fns, addrs)
+del fns, keep
+for shape in ((4, 16, 4096, 128, False), (2, 16, 8192, 128, False)):
+    fns, addrs, keep = problem(*shape, 0, FULL_VARIANTS)
+    report(shape, fns, addrs)
+    del fns, keep
 print(f"done in {time.time() - T0:.1f} s", flush=True)
