@@ -27,7 +27,8 @@ VARIANTS = {"st3": dict(stages=3), "st4": dict(stages=4), "grid": dict(tile_tabl
 FULL_VARIANTS = {"rt8": dict(rescale_threshold=8.0), "rt8p0": dict(rescale_threshold=8.0, exp2_polynomial=0),
                  "rt8p5": dict(rescale_threshold=8.0, exp2_polynomial=5), "p5": dict(exp2_polynomial=5),
                  "bn224rt8": dict(block_n=224, stages=2, rescale_threshold=8.0),
-                 "bn128rt8": dict(block_n=128, stages=2, rescale_threshold=8.0)}
+                 "bn128rt8": dict(block_n=128, stages=2, rescale_threshold=8.0), "nopp": dict(pingpong=False),
+                 "rt8p5nopp": dict(rescale_threshold=8.0, exp2_polynomial=5, pingpong=False)}
 
 
 def samples_ms(fns, reps=8, inner=5):
