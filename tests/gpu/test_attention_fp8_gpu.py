@@ -214,3 +214,42 @@ def test_transpose_v_fp8_varlen_matches_the_host_layout():
     expected = transposed_v_varlen(v.view(torch.uint8).cpu().numpy(), lens)
     assert tuple(vt.shape) == expected.shape
     assert (vt.view(torch.uint8).cpu().numpy() == expected).all()
+
+
+def test_fp8_repeated_calls_reuse_the_packed_launch_correctly():
+    """The fp8 host fast path (V pre-transposed, same tensors' addresses and metadata, options, stream: one driver
+    call) computes on the memory as it is at each call: new data in the same buffers, new scales, a new LSE buffer,
+    each against the float64 reference with the output poisoned first."""
+    import importlib
+    import warnings
+    ops_module = importlib.import_module("tsjit.ops.attention_fp8")
+    q, k, v, (sq, sk, sv) = fp8_inputs(2, 500, 500, 4, 2, 128)
+    vt = transpose_v_fp8(v)
+    out = torch.full(q.shape, float("nan"), device="cuda", dtype=torch.bfloat16)
+    scale = 1.0 / math.sqrt(128)
+
+    def run_and_check(q_scale, lse=None):
+        out.fill_(float("nan"))
+        if lse is not None:
+            lse.fill_(float("nan"))
+        tsjit.ops.attention(q, k, vt, causal=True, out=out, lse_out=lse, q_scale=q_scale, k_scale=sk, v_scale=sv,
+                            v_transposed=True)
+        qd, kd, vd = q.float().double() * q_scale, k.float().double() * sk, v.float().double() * sv
+        ref, ref_lse = reference(qd, kd, vd, True, scale, None)
+        bound = rounded_p_error(qd, kd, vd, True, scale, None, ref) + (ref.bfloat16().double() - ref).abs().max().item()
+        assert (out.double() - ref).abs().max().item() <= 2.5 * bound
+        if lse is not None:
+            assert (lse.double() - ref_lse).abs().max().item() < 2e-3
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_and_check(sq)
+    assert not [w for w in caught if "packed" in str(w.message)], [str(w.message) for w in caught]
+    assert any(key[3][3] == out.data_ptr() for key in ops_module._FAST), "the call was not packed"
+    for step in range(2):
+        for t in (q, k, v):
+            t.copy_((torch.randn(t.shape, device="cuda") * 2).to(E4M3))      # same addresses, new contents
+        vt.copy_(transpose_v_fp8(v))
+        run_and_check(sq)
+    run_and_check(sq * 2.0)                                                  # another scale: another launch
+    run_and_check(sq, torch.empty((2, 4, 500), device="cuda", dtype=torch.float32))

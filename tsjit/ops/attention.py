@@ -24,12 +24,12 @@ from tsjit.ops.attention_fp8 import attention_fp8
 from tsjit.ops.attention_args import device_table as _device_table
 from tsjit.ops.attention_args import dummy_tensors as _dummy
 from tsjit.ops.attention_args import lse_buffer as _lse_buffer
+from tsjit.ops.attention_args import device_view as _device_view
+from tsjit.ops.attention_args import tensor_key as _tensor_key
 from tsjit.ops.attention_args import torch_module as _torch
 from tsjit.ops.attention_args import window_bounds as _window_bounds
 from tsjit.examples import attention as program
 from tsjit.examples import attention_tiles as tiles
-from tsjit.lang.dtypes import BFloat16, Float16, Float32, Int32
-from tsjit.runtime.arrays import DeviceArray
 from tsjit.runtime.tensormap import TensorMap
 
 __all__ = ["attention", "SUPPORTED_HEAD_DIMS"]
@@ -341,27 +341,16 @@ def _pack(q4, k4, v4, store, out2d, lse_arg, rest, block_m, block_n, grid, torch
     """The packed launch (``Kernel.bind``) of these arguments over non-owning views, or None (with a warning)
     where it cannot be built: the caller then launches unpacked, so the fast path never costs a working call."""
     try:
-        maps = [TensorMap(_view(t, torch), box, swizzle="128B") for t, box in (
+        maps = [TensorMap(_device_view(t, torch), box, swizzle="128B") for t, box in (
             (q4, (1, block_m, 1, program.BOX)), (k4, (1, block_n, 1, program.BOX)),
             (v4, (1, block_n, 1, program.BOX)), (store, (1, 64, 1, program.BOX)))]
-        arrays = [_view(t, torch) for t in (out2d, lse_arg, rest[0], rest[1], rest[2])]
+        arrays = [_device_view(t, torch) for t in (out2d, lse_arg, rest[0], rest[1], rest[2])]
         return program.attention_forward.bind(*maps, *arrays, *rest[3:], grid=(grid,),
                                               block=(program.threads(block_m // 64),))
     except Exception as err:  # noqa: BLE001 -- any failure here falls back to the plain launch, which reports
         warn(f"tsjit.ops.attention: the packed launch could not be built ({type(err).__name__}: {err}); "
              f"launching unpacked (slower on the host)")
         return None
-
-
-def _tensor_key(t):
-    """What a packed launch depends on of a tensor argument (None: not given)."""
-    return None if t is None else (tuple(t.shape), t.stride(), t.dtype, t.data_ptr(), t.device)
-
-
-def _view(t, torch) -> DeviceArray:
-    """A DeviceArray over ``t``'s memory that does not own it (a packed launch built from it pins nothing)."""
-    dtypes = {torch.bfloat16: BFloat16, torch.float16: Float16, torch.float32: Float32, torch.int32: Int32}
-    return DeviceArray(tuple(t.shape), dtypes[t.dtype], strides=t.stride(), data_ptr=t.data_ptr())
 
 
 _FAST: dict = {}                 # fast-path key (tensor metadata + addresses + options + stream) -> packed launch

@@ -3,8 +3,10 @@ tensors TMA reads, the mask's window, and the device-side tile table and placeho
 from __future__ import annotations
 
 from tsjit.errors import LaunchError
+from tsjit.lang.dtypes import BFloat16, Float8E4M3, Float16, Float32, Int32
+from tsjit.runtime.arrays import DeviceArray
 
-__all__ = ["torch_module", "check_tensor", "window_bounds", "device_table", "check_cu_seqlens", "check_rescale_threshold", "dummy_tensors", "lse_buffer",
+__all__ = ["torch_module", "check_tensor", "window_bounds", "device_table", "check_cu_seqlens", "check_rescale_threshold", "dummy_tensors", "tensor_key", "device_view", "lse_buffer",
            "TMA_STRIDE_BYTES"]
 
 TMA_STRIDE_BYTES = 16          # TMA: global strides and the base address are multiples of 16 bytes
@@ -151,3 +153,17 @@ def check_rescale_threshold(value) -> float:
         raise LaunchError(f"argument 'rescale_threshold' must be a number in [0, 16] or -1 (rescale after every KV "
                           f"tile), got {value!r}")
     return float(value)
+
+
+def tensor_key(t):
+    """What a packed launch depends on of a tensor argument: shape, strides, dtype, address, device (None: not
+    given)."""
+    return None if t is None else (tuple(t.shape), t.stride(), t.dtype, t.data_ptr(), t.device)
+
+
+def device_view(t, torch):
+    """A :class:`~tsjit.runtime.arrays.DeviceArray` over the torch tensor ``t``'s memory that does not own it (a
+    packed launch built from it pins nothing): torch.bfloat16 / float16 / float32 / int32 / float8_e4m3fn."""
+    dtypes = {torch.bfloat16: BFloat16, torch.float16: Float16, torch.float32: Float32, torch.int32: Int32,
+              torch.float8_e4m3fn: Float8E4M3}
+    return DeviceArray(tuple(t.shape), dtypes[t.dtype], strides=t.stride(), data_ptr=t.data_ptr())

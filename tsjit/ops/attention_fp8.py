@@ -17,13 +17,14 @@ import functools
 import math
 import numbers
 
-from tsjit.errors import LaunchError
+from tsjit import env
+from tsjit.errors import LaunchError, warn
 from tsjit.examples import attention_fp8 as program
 from tsjit.examples import attention_tiles as tiles
 from tsjit.examples import attention_v_transpose as transpose
 from tsjit.lang.dtypes import Float8E4M3
-from tsjit.ops.attention_args import (check_cu_seqlens, check_rescale_threshold, check_tensor, device_table, dummy_tensors, lse_buffer,
-                                      torch_module)
+from tsjit.ops.attention_args import (check_cu_seqlens, check_rescale_threshold, check_tensor, device_table,
+                                      device_view, dummy_tensors, lse_buffer, tensor_key, torch_module)
 from tsjit.runtime.arrays import DeviceArray
 from tsjit.runtime.tensormap import TensorMap
 
@@ -179,6 +180,22 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
         LaunchError: an argument the fp8 forward does not take (see :func:`_check`), or a bad scale / option.
     """
     varlen = lengths is not None
+    fast_key = None
+    if not varlen and v_transposed and out is not None and (lse_out is not None or not return_lse) \
+            and all(type(t) is torch.Tensor for t in (q, k, v, out)) \
+            and all(type(x) in (float, int) for x in (q_scale, k_scale, v_scale)):
+        fast_key = (tensor_key(q), tensor_key(k), tensor_key(v), tensor_key(out), tensor_key(lse_out), causal, scale,
+                    left, right, q_scale, k_scale, v_scale, return_lse, block_n, stages, sms, pingpong, q_stages,
+                    tile_table, exp2_polynomial, rescale_threshold, env.code_state(),
+                    torch.cuda.current_stream(q.device).cuda_stream)
+        try:
+            bound = _FAST.get(fast_key)
+        except TypeError:                                   # an unhashable argument: the full path explains it
+            bound, fast_key = None, None
+        if bound is not None:
+            bound[0](fast_key[-1])
+            return (out, lse_out) if return_lse else out
+    given_out = out
     value_keys = None
     if varlen:
         for name, t in (("v", v), ("out", out)):
@@ -219,7 +236,7 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
                                                 if rescale_threshold is None else rescale_threshold)
     if out is None:
         out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
-    result_out = out.squeeze(0) if varlen else out
+    result_out = given_out if given_out is not None else (out.squeeze(0) if varlen else out)   # the caller's own
     lse_shape = (heads, seqlen_q) if varlen else (batch, heads, seqlen_q)
     lse, return_lse = lse_buffer(lse_out, return_lse, lse_shape, q.device, torch)
     if batch == 0 or seqlen_q == 0 or heads == 0:
@@ -269,12 +286,39 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
     out2d = store.as_strided((batch * seqlen_q, heads * head_dim), (store.stride(1), 1)) if direct else dummy["out"]
     cu_q, cu_k = cu_seqlens if varlen else (dummy["cu"], dummy["cu"])
     stream = torch.cuda.current_stream(q.device).cuda_stream
-    program.attention_forward_fp8[(grid,), (384,)](
-        q_map, k_map, vt_map, o_map, out2d, lse_arg, table if table is not None else dummy["table"], cu_q, cu_k,
-        seqlen_q, seqlen_k, heads, heads // kv_heads, scale * q_scale * k_scale * math.log2(math.e), v_scale,
-        0 if left is None else left, 0 if right is None else right, head_dim, block_n, stages, right is not None,
-        return_lse, pingpong, q_stages, left is not None, table is not None, direct, exp2_polynomial, varlen,
-        rescale_threshold, stream=stream)
+    arrays = (out2d, lse_arg, table if table is not None else dummy["table"], cu_q, cu_k)
+    scalars = (seqlen_q, seqlen_k, heads, heads // kv_heads, scale * q_scale * k_scale * math.log2(math.e), v_scale,
+               0 if left is None else left, 0 if right is None else right, head_dim, block_n, stages,
+               right is not None, return_lse, pingpong, q_stages, left is not None, table is not None, direct,
+               exp2_polynomial, varlen, rescale_threshold)
+    if fast_key is not None and store is out:
+        # a packed launch over non-owning views (it keeps no user tensor alive): a later call with the same tensors'
+        # metadata, addresses, options and stream is one driver call
+        bound = _bind((q_map, k_map, vt_map), store, arrays, scalars, grid, torch)
+        if bound is not None:
+            if len(_FAST) >= FAST_ENTRIES:
+                _FAST.pop(next(iter(_FAST)))
+            _FAST[fast_key] = (bound, lse_arg, arrays[2])     # the LSE placeholder and the table are ours: kept
+            bound(stream)
+            return (result_out, lse) if return_lse else result_out
+    program.attention_forward_fp8[(grid,), (384,)](q_map, k_map, vt_map, o_map, *arrays, *scalars, stream=stream)
     if store is not out:
         out.copy_(store)
     return (result_out, lse) if return_lse else result_out
+
+
+def _bind(fp8_maps, store, arrays, scalars, grid, torch):
+    """The packed launch (``Kernel.bind``) of these arguments over non-owning views (``fp8_maps`` are already over
+    views, :func:`_fp8_map`), or None (with a warning) where it cannot be built: the caller then launches unpacked."""
+    try:
+        o_map = TensorMap(device_view(store, torch), (1, 64, 1, 64), swizzle="128B")
+        views = [device_view(t, torch) for t in arrays]
+        return program.attention_forward_fp8.bind(*fp8_maps, o_map, *views, *scalars, grid=(grid,), block=(384,))
+    except Exception as err:  # noqa: BLE001 -- any failure here falls back to the plain launch, which reports
+        warn(f"tsjit.ops.attention: the packed fp8 launch could not be built ({type(err).__name__}: {err}); "
+             f"launching unpacked (slower on the host)")
+        return None
+
+
+_FAST: dict = {}          # fast-path key (tensor metadata + addresses + options + stream) -> packed fp8 launch
+FAST_ENTRIES = 256
