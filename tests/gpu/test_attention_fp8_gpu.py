@@ -217,9 +217,9 @@ def test_transpose_v_fp8_varlen_matches_the_host_layout():
 
 
 def test_fp8_repeated_calls_reuse_the_packed_launch_correctly():
-    """The fp8 host fast path (V pre-transposed, same tensors' addresses and metadata, options, stream: one driver
-    call) computes on the memory as it is at each call: new data in the same buffers, new scales, a new LSE buffer,
-    each against the float64 reference with the output poisoned first."""
+    """The fp8 host fast path (same tensors' addresses and metadata, scales, options, stream: one driver call, two
+    with V transposed in the call) computes on the memory as it is at each call: new data in the same buffers, new
+    scales, a new LSE buffer, each against the float64 reference with the output poisoned first."""
     import importlib
     import warnings
     ops_module = importlib.import_module("tsjit.ops.attention_fp8")
@@ -228,12 +228,12 @@ def test_fp8_repeated_calls_reuse_the_packed_launch_correctly():
     out = torch.full(q.shape, float("nan"), device="cuda", dtype=torch.bfloat16)
     scale = 1.0 / math.sqrt(128)
 
-    def run_and_check(q_scale, lse=None):
+    def run_and_check(q_scale, lse=None, pretransposed=True):
         out.fill_(float("nan"))
         if lse is not None:
             lse.fill_(float("nan"))
-        tsjit.ops.attention(q, k, vt, causal=True, out=out, lse_out=lse, q_scale=q_scale, k_scale=sk, v_scale=sv,
-                            v_transposed=True)
+        tsjit.ops.attention(q, k, vt if pretransposed else v, causal=True, out=out, lse_out=lse, q_scale=q_scale,
+                            k_scale=sk, v_scale=sv, v_transposed=pretransposed)
         qd, kd, vd = q.float().double() * q_scale, k.float().double() * sk, v.float().double() * sv
         ref, ref_lse = reference(qd, kd, vd, True, scale, None)
         bound = rounded_p_error(qd, kd, vd, True, scale, None, ref) + (ref.bfloat16().double() - ref).abs().max().item()
@@ -253,3 +253,7 @@ def test_fp8_repeated_calls_reuse_the_packed_launch_correctly():
         run_and_check(sq)
     run_and_check(sq * 2.0)                                                  # another scale: another launch
     run_and_check(sq, torch.empty((2, 4, 500), device="cuda", dtype=torch.float32))
+    for step in range(2):                # V transposed in the call: the entry's own V^T buffer, rewritten each call
+        run_and_check(sq, pretransposed=False)
+        v.copy_((torch.randn(v.shape, device="cuda") * 2).to(E4M3))
+    assert any(key[3][3] == out.data_ptr() and not key[12] for key in ops_module._FAST), "not packed with V"

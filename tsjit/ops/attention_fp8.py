@@ -7,6 +7,12 @@ call with the usual ``(batch, seqlen_k, kv_heads, head_dim)`` V transposes it fi
 kernel of :mod:`tsjit.examples.attention_v_transpose`, a read and a write of V, part of the call's time); a caller
 that keeps V in the kernel's layout passes ``transpose_v_fp8(v)`` with ``v_transposed=True`` and pays nothing.
 
+Host cost: a fixed-length call with ``out`` given (and ``lse_out``, if the LSE is wanted) whose tensors' shapes,
+strides, dtypes and addresses, scales (Python numbers), options and stream were seen before reuses its packed
+launches, as the bf16 forward does: one driver call (two when V is transposed in the call: that entry keeps its own
+V^T buffer, at most ``FAST_ENTRIES_WITH_V`` such entries).  The unpacked path costs 250-360 us per call on the
+H200's host (BENCHMARKS.md), more than the GPU time of small problems.
+
 Packed variable-length batches (``cu_seqlens_q`` / ``cu_seqlens_k``) keep Q, K and O packed without padding; their
 V^T starts every sequence at a multiple of 16 keys (the key order is relative to the sequence), so the transpose
 scatters V to those starts first (``transpose_v_fp8(v, cu_seqlens_k)``), and O is stored from registers.
@@ -66,8 +72,10 @@ def transpose_v_fp8(v, cu_seqlens_k=None):
     return _transpose(v, torch)
 
 
-def _transpose(v, torch):
-    """The transpose kernel's V^T of a checked (batch, keys, kv_heads, head_dim) fp8 ``v``."""
+def _transpose(v, torch, bound=None):
+    """The transpose kernel's V^T of a checked (batch, keys, kv_heads, head_dim) fp8 ``v``.  ``bound``: a list that
+    receives the launch packed over non-owning views (``Kernel.bind``: a later launch with the same memory is one
+    driver call) when ``v``'s rows need no aligned copy first; the launch then runs through it."""
     batch, keys, heads, head_dim = v.shape
     padded = -(-keys // program.KEY_GROUP) * program.KEY_GROUP
     launch_grid = transpose.grid(batch, keys, heads)
@@ -78,11 +86,19 @@ def _transpose(v, torch):
     if out.numel() == 0:
         return out.view(torch.float8_e4m3fn)
     bits = v.view(torch.uint8)
-    if any(stride % 16 for stride in bits.stride()[:3]):     # a size-1 dimension's stride: rows 16-byte aligned
+    copied = any(stride % 16 for stride in bits.stride()[:3])     # a size-1 dimension's stride: rows 16-byte aligned
+    if copied:
         bits = torch.empty(bits.shape, dtype=torch.uint8, device=v.device).copy_(bits)
     stream = torch.cuda.current_stream(v.device).cuda_stream
-    transpose.transpose_v_kernel[launch_grid, (transpose.threads(head_dim),)](
-        bits.view(torch.int32), out.view(torch.int32), keys, head_dim, stream=stream)
+    words, out_words = bits.view(torch.int32), out.view(torch.int32)
+    if bound is not None and not copied:
+        bound.append(transpose.transpose_v_kernel.bind(device_view(words, torch), device_view(out_words, torch), keys,
+                                                       head_dim, grid=launch_grid,
+                                                       block=(transpose.threads(head_dim),)))
+        bound[-1](stream)
+    else:
+        transpose.transpose_v_kernel[launch_grid, (transpose.threads(head_dim),)](words, out_words, keys, head_dim,
+                                                                                 stream=stream)
     return out.view(torch.float8_e4m3fn)
 
 
@@ -181,19 +197,20 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
     """
     varlen = lengths is not None
     fast_key = None
-    if not varlen and v_transposed and out is not None and (lse_out is not None or not return_lse) \
+    if not varlen and out is not None and (lse_out is not None or not return_lse) \
             and all(type(t) is torch.Tensor for t in (q, k, v, out)) \
             and all(type(x) in (float, int) for x in (q_scale, k_scale, v_scale)):
         fast_key = (tensor_key(q), tensor_key(k), tensor_key(v), tensor_key(out), tensor_key(lse_out), causal, scale,
-                    left, right, q_scale, k_scale, v_scale, return_lse, block_n, stages, sms, pingpong, q_stages,
-                    tile_table, exp2_polynomial, rescale_threshold, env.code_state(),
+                    left, right, q_scale, k_scale, v_scale, v_transposed, return_lse, block_n, stages, sms, pingpong,
+                    q_stages, tile_table, exp2_polynomial, rescale_threshold, env.code_state(),
                     torch.cuda.current_stream(q.device).cuda_stream)
         try:
             bound = _FAST.get(fast_key)
         except TypeError:                                   # an unhashable argument: the full path explains it
             bound, fast_key = None, None
         if bound is not None:
-            bound[0](fast_key[-1])
+            for launch in bound[0]:
+                launch(fast_key[-1])
             return (out, lse_out) if return_lse else out
     given_out = out
     value_keys = None
@@ -246,10 +263,13 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
         if return_lse:
             lse.fill_(float("-inf"))
         return (result_out, lse) if return_lse else result_out
+    launches = [] if fast_key is not None else None      # the packed launches of a fast-path entry
     if v_transposed:
         vt = v
-    else:
-        vt = _transpose_varlen(v[0], lengths[1], torch) if varlen else transpose_v_fp8(v)
+    else:      # V^T in a buffer of this call (of the fast-path entry, which keeps it, when the launch is packed)
+        vt = _transpose_varlen(v[0], lengths[1], torch) if varlen else _transpose(v, torch, launches)
+        if launches == []:                                   # V's rows needed an aligned copy: no fast path
+            launches = fast_key = None
     if sms is None:
         sms = torch.cuda.get_device_properties(q.device).multi_processor_count
     direct = varlen or head_dim == 256
@@ -293,12 +313,16 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
                exp2_polynomial, varlen, rescale_threshold)
     if fast_key is not None and store is out:
         # a packed launch over non-owning views (it keeps no user tensor alive): a later call with the same tensors'
-        # metadata, addresses, options and stream is one driver call
+        # metadata, addresses, options and stream is one driver call (two with the V transpose)
         bound = _bind((q_map, k_map, vt_map), store, arrays, scalars, grid, torch)
         if bound is not None:
-            if len(_FAST) >= FAST_ENTRIES:
-                _FAST.pop(next(iter(_FAST)))
-            _FAST[fast_key] = (bound, lse_arg, arrays[2])     # the LSE placeholder and the table are ours: kept
+            entries = _FAST_TRANSPOSED if v_transposed else _FAST_WITH_V
+            if len(entries) >= (FAST_ENTRIES if v_transposed else FAST_ENTRIES_WITH_V):
+                _FAST.pop(entries.pop(0), None)
+            entries.append(fast_key)
+            # kept: the LSE placeholder, the table and (V transposed in the call) the V^T buffer are ours
+            _FAST[fast_key] = ((*launches, bound) if launches else (bound,), lse_arg, arrays[2],
+                               None if v_transposed else vt)
             bound(stream)
             return (result_out, lse) if return_lse else result_out
     program.attention_forward_fp8[(grid,), (384,)](q_map, k_map, vt_map, o_map, *arrays, *scalars, stream=stream)
@@ -320,5 +344,8 @@ def _bind(fp8_maps, store, arrays, scalars, grid, torch):
         return None
 
 
-_FAST: dict = {}          # fast-path key (tensor metadata + addresses + options + stream) -> packed fp8 launch
+_FAST: dict = {}          # fast-path key (tensor metadata + addresses + options + stream) -> packed fp8 launches
+_FAST_TRANSPOSED: list = []       # the keys of entries given V^T, oldest first
+_FAST_WITH_V: list = []           # the keys of entries that transpose V themselves (each keeps a V^T buffer)
 FAST_ENTRIES = 256
+FAST_ENTRIES_WITH_V = 4           # each holds a buffer the size of V
