@@ -28,7 +28,7 @@ FP8 = tsjit.Float8E4M3
 
 
 def launch(q, k, vt, out, lse, *, seqlen_k, causal, scale_log2, v_scale, window=(None, None), block_n=None,
-           stages=None, pingpong=True, exp2_polynomial=None, lengths=None, rescale_threshold=-1.0):
+           stages=None, pingpong=True, exp2_polynomial=None, lengths=None, rescale_threshold=None):
     """Launch attention_forward_fp8 as tsjit.ops.attention does: q (B, Sq, H, D), k (B, Sk, Hkv, D) and vt
     (B, Hkv, D, Sk padded to 16) Float8E4M3, out (B, Sq, H, D) BFloat16, lse (B, H, Sq) Float32 device arrays;
     ``lengths``: (lengths_q, lengths_k) of a packed variable-length batch (B = 1, vt from
@@ -44,6 +44,8 @@ def launch(q, k, vt, out, lse, *, seqlen_k, causal, scale_log2, v_scale, window=
     direct = head_dim == 256 or varlen
     if exp2_polynomial is None:
         exp2_polynomial = program.default_exp2_polynomial(head_dim, left is not None or right is not None)
+    if rescale_threshold is None:
+        rescale_threshold = program.default_rescale_threshold(head_dim, left is not None or right is not None)
     table = None
     cu = [tsjit.zeros((2,), tsjit.Int32)] * 2
     if varlen:

@@ -64,8 +64,16 @@ CAUSAL_CONFIG = {64: (256, 2), 128: (128, 2), 256: (64, 2)}
 #: head_dim 64 and 256 were not measured)
 DEFAULT_EXP2_POLYNOMIAL = {64: 0, 128: 3, 256: 0}
 CAUSAL_EXP2_POLYNOMIAL = {64: 0, 128: 0, 256: 0}
-#: conditional rescaling per head_dim (``RESCALE_THRESHOLD``; -1: O rescaled after every KV tile)
+#: conditional rescaling per head_dim (``RESCALE_THRESHOLD``; -1: O rescaled after every KV tile), without / with a
+#: causal mask or window
 DEFAULT_RESCALE_THRESHOLD = {64: -1.0, 128: -1.0, 256: -1.0}
+CAUSAL_RESCALE_THRESHOLD = {64: -1.0, 128: -1.0, 256: -1.0}
+
+
+def default_rescale_threshold(head_dim: int, masked: bool) -> float:
+    """The ``RESCALE_THRESHOLD`` the fp8 forward launches by default for ``head_dim`` (``masked``: a causal mask or a
+    sliding window)."""
+    return (CAUSAL_RESCALE_THRESHOLD if masked else DEFAULT_RESCALE_THRESHOLD)[head_dim]
 
 
 def default_exp2_polynomial(head_dim: int, masked: bool) -> int:
@@ -284,11 +292,13 @@ def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, sto
     return tsjit.compile(attention_forward_fp8, q, k, vt, o, out, lse, tiles, cu, cu, 1000, 1000, 16, 2, 0.18, 1.5, 200,
                          0, head_dim, block_n, stages, causal, store_lse, pingpong, q_stages, window, table,
                          direct_store, exp2_polynomial, varlen,
-                         float(DEFAULT_RESCALE_THRESHOLD[head_dim] if rescale_threshold is None else rescale_threshold))
+                         float(default_rescale_threshold(head_dim, causal or window) if rescale_threshold is None
+                               else rescale_threshold))
 
 
 __all__ = ["attention_forward_fp8", "compile_config", "transposed_v", "pack_probabilities_fp8", "KTilesFp8",
            "VTransposedTiles", "ValueBoxes", "value_box_keys", "varlen_value_start", "varlen_value_keys",
            "varlen_value_rows", "transposed_v_varlen", "KEY_ORDER", "HEAD_DIMS", "BLOCK_NS", "DEFAULT_CONFIG",
            "CAUSAL_CONFIG", "default_config", "DEFAULT_EXP2_POLYNOMIAL",
-           "CAUSAL_EXP2_POLYNOMIAL", "default_exp2_polynomial", "DEFAULT_RESCALE_THRESHOLD"]
+           "CAUSAL_EXP2_POLYNOMIAL", "default_exp2_polynomial", "DEFAULT_RESCALE_THRESHOLD",
+           "CAUSAL_RESCALE_THRESHOLD", "default_rescale_threshold"]

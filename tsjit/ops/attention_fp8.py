@@ -249,8 +249,9 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
     if isinstance(exp2_polynomial, bool) or not isinstance(exp2_polynomial, int) or not 0 <= exp2_polynomial <= 16:
         raise LaunchError(f"argument 'exp2_polynomial' must be an int in [0, 16] (exponentials of every 16 computed "
                           f"on the FMA pipe), got {exp2_polynomial!r}")
-    rescale_threshold = check_rescale_threshold(program.DEFAULT_RESCALE_THRESHOLD[head_dim]
-                                                if rescale_threshold is None else rescale_threshold)
+    if rescale_threshold is None:
+        rescale_threshold = program.default_rescale_threshold(head_dim, left is not None or right is not None)
+    rescale_threshold = check_rescale_threshold(rescale_threshold)
     if out is None:
         out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
     result_out = given_out if given_out is not None else (out.squeeze(0) if varlen else out)   # the caller's own
