@@ -52,7 +52,8 @@ def test_fp8_attention_compiles_without_spills(head_dim, causal, options):
     assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+40;", ptx)
     assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+232;", ptx)
     assert bool(re.findall(r"bar\.(sync|arrive)\s+(\d+|%r\d+), 256;", ptx)) == options.get("pingpong", True)
-    assert ("vote.sync.any.pred" in ptx) == (options.get("rescale_threshold", -1) >= 0), \
+    threshold = program.default_rescale_threshold(head_dim, causal or options.get("window", False))
+    assert ("vote.sync.any.pred" in ptx) == (options.get("rescale_threshold", threshold) >= 0), \
         "conditional rescaling decides per warp (vote.any) whether the maxima move"
 
     polynomial = program.default_exp2_polynomial(head_dim, causal or options.get("window", False))
