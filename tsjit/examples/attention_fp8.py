@@ -49,11 +49,12 @@ HEAD_DIMS = (64, 128, 256)
 #: is not a multiple of 128, of 64 keys (64B swizzle) or 32 (32B swizzle: 224, FlashAttention-3's fp8 tile at head_dim
 #: 128, seven boxes)
 BLOCK_NS = (64, 128, 192, 224, 256)
-#: default (BLOCK_N, stages of the K and V rings) per head_dim (H200, 2026-12-01, BENCHMARKS.md: 192-key tiles with
-#: 3 stages are 1.18-1.20x our bf16 forward at head_dim 128, 128-key ones 1.09-1.12x; head_dim 64 is fastest with
-#: 256-key tiles); under a causal mask 192-key tiles spill 16 bytes (the mask) and 3 stages lost at (4, 16, 4096,
-#: 128), so causal problems take CAUSAL_CONFIG
-DEFAULT_CONFIG = {64: (256, 2), 128: (192, 3), 256: (64, 2)}
+#: default (BLOCK_N, stages of the K and V rings) per head_dim (H200, BENCHMARKS.md: at head_dim 128 224-key tiles
+#: with 2 stages and conditional rescaling are 1.196x / 1.236x our bf16 forward at (4, 16, 4096, 128) / (2, 16, 8192,
+#: 128) (2026-12-02, helper i16b, two runs), 192 x 3 1.18 / 1.21x, 128-key tiles 1.09-1.12x; head_dim 64 is fastest
+#: with 256-key tiles); under a causal mask 192-key tiles spill 16 bytes (the mask) and 128 x 2, 3 or 4 stages are
+#: within 1%, so causal problems take CAUSAL_CONFIG
+DEFAULT_CONFIG = {64: (256, 2), 128: (224, 2), 256: (64, 2)}
 CAUSAL_CONFIG = {64: (256, 2), 128: (128, 2), 256: (64, 2)}
 
 
@@ -65,8 +66,9 @@ CAUSAL_CONFIG = {64: (256, 2), 128: (128, 2), 256: (64, 2)}
 DEFAULT_EXP2_POLYNOMIAL = {64: 0, 128: 3, 256: 0}
 CAUSAL_EXP2_POLYNOMIAL = {64: 0, 128: 0, 256: 0}
 #: conditional rescaling per head_dim (``RESCALE_THRESHOLD``; -1: O rescaled after every KV tile), without / with a
-#: causal mask or window
-DEFAULT_RESCALE_THRESHOLD = {64: -1.0, 128: -1.0, 256: -1.0}
+#: causal mask or window (H200, 2026-12-02: threshold 8 with 224-key tiles is the fastest configuration at head_dim
+#: 128 without a mask; causal it loses 2-3%; P stays below 2**8, within e4m3's range, and is rounded to 3 bits anyway)
+DEFAULT_RESCALE_THRESHOLD = {64: -1.0, 128: 8.0, 256: -1.0}
 CAUSAL_RESCALE_THRESHOLD = {64: -1.0, 128: -1.0, 256: -1.0}
 
 
