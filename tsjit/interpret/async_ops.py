@@ -275,6 +275,12 @@ def _cp_async(tr, instr, d, args):
 
     def cp_async(f):
         th = f[0]
+        if f[src] % nbytes:
+            raise InterpretError(
+                f"cp.async at {where}: the global source address 0x{f[src]:x} is not {nbytes}-byte aligned "
+                f"({f[src] % nbytes} mod {nbytes}; PTX ISA cp.async: both addresses must be aligned to the copy "
+                f"size, the GPU faults with 'misaligned address'): check the index, and any "
+                f"tsjit.assume_aligned promise on the source pointer")
         views, off, _k, alloc = resolve(th, 1, f[src], nbytes, "cp.async read", where)
         window = th.cta.window
         offset = f[dst] & M.OFFSET_MASK

@@ -9,7 +9,9 @@ and :func:`lower` for ``tsjit.compile(..., interpret=True)``.  A launch:
    (``check_launch=False`` skips it, e.g. to see the deadlock a wrong block size causes);
 3. registers every array argument in the launch's :class:`~tsjit.interpret.memory.GlobalMemory`
    (interpreter-mode device arrays, numpy arrays and torch CPU tensors are used in place, so the
-   kernel's writes land in them) and builds the parameter values;
+   kernel's writes land in them) and builds the parameter values; an array whose spec promises a
+   16-byte aligned base (``TensorSpec.aligned16``: every host array, which stands for a device
+   allocation) but whose address is not is a :class:`~tsjit.errors.LaunchError`;
 4. runs the clusters one after another (:class:`~tsjit.interpret.machine.Machine`) and prints what
    ``device_print`` printed;
 5. records the global bytes the launch changed: the primary grid of a following ``pdl=True`` launch,
@@ -222,6 +224,13 @@ def _field_values(name, value, spec, gmem) -> list:
         return []
     if isinstance(spec, abi.TensorSpec):
         arg = _register_array(gmem, value, name)
+        if spec.aligned16 and arg.data_ptr & 15:
+            raise LaunchError(
+                f"argument '{name}': its base address 0x{arg.data_ptr:x} is {arg.data_ptr % 16} mod 16, but the "
+                f"kernel is compiled for a 16-byte aligned base (what device allocations give, and what a host "
+                f"array stands for; 16-byte cp.async and vector accesses rely on it, and the GPU faults with "
+                f"'misaligned address'); pass a 16-byte aligned array, e.g. a copy ({name}.copy() instead of "
+                f"a view such as x[1:])")
         mask = (1 << (64 if spec.index64 else 32)) - 1
         fields = [arg.data_ptr]
         fields += [int(n) & mask for n in arg.shape]

@@ -283,6 +283,9 @@ def _load(tr, instr):
         th = f[0]
         a = f[p]
         views, off, kind, owner = resolve(th, space, a, size, "load", where)
+        if a % size:   # a vector access moves its whole width at once (PTX ISA ld / st .v2 / .v4)
+            raise _misaligned("vector load (check the index and any tsjit.assume_aligned promise)", a, size,
+                              where)
         if kind == "shared" and owner.tracker is not None:
             owner.tracker.read(th, off, size, where)
         values = []
@@ -337,6 +340,9 @@ def _store(tr, instr):
         th = f[0]
         a = f[p]
         views, off, kind, owner = resolve(th, space, a, size, "store", where)
+        if a % size:   # a vector access moves its whole width at once (PTX ISA ld / st .v2 / .v4)
+            raise _misaligned("vector store (check the index and any tsjit.assume_aligned promise)", a, size,
+                              where)
         if kind == "shared" and owner.tracker is not None:
             owner.tracker.write(th, off, size, where)
         for (part_offset, (fmt, psize, _dec, encode)), x in zip(parts, f[v]):
