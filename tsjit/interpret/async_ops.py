@@ -11,8 +11,11 @@
   the thread exits.
 * Bulk copies (``cp.async.bulk`` global <-> shared) behave the same, without a tensor map.
 * ``cp.async`` (PTX ISA §9.7.9.25.3) copies when its group completes (``cp.async.wait_group`` /
-  ``wait_all``) or at ``cp.async.mbarrier.arrive.noinc``, which then arrives on the mbarrier; shared
-  memory read before that holds what was there before, as on the GPU.
+  ``wait_all``) or at ``cp.async.mbarrier.arrive.noinc``, which then arrives on the mbarrier.  Until
+  then its destination words are in ``SharedWindow.copies``: a load of them by any thread is an
+  InterpretError naming the cp.async's line and the load's (a ``syncthreads()`` does not retire
+  another thread's copies; the issuing thread's ``cp.async.wait_group`` does), with or without
+  ``TSJIT_INTERPRET_CHECK``.
 """
 from __future__ import annotations
 
@@ -288,7 +291,15 @@ def _cp_async(tr, instr, d, args):
         if offset % nbytes:
             raise InterpretError(f"cp.async at {where}: shared address {offset} is not {nbytes}-byte aligned")
 
+        record = (th, where)
+        words = range(offset, offset + nbytes, 4)
+        for word in words:
+            window.copies[word] = record
+
         def copy(views=views, off=off, offset=offset, th=th):
+            for word in words:
+                if window.copies.get(word) is record:
+                    del window.copies[word]
             if window.tracker is not None:
                 window.tracker.write(th, offset, nbytes, where)
             window.data[offset:offset + nbytes] = np.frombuffer(views["B"], np.uint8)[off:off + nbytes]

@@ -158,6 +158,17 @@ class SharedWindow:
         self.data = np.zeros(max(nbytes, 8), np.uint8)
         self.views = _views(self.data)
         self.tracker = None   # a races.SharedTracker when checks are on
+        self.copies = {}      # 4-byte word offset -> (issuing thread, line) of a cp.async not yet retired
+
+    def unretired(self, offset: int, nbytes: int):
+        """The ``(thread, line)`` of a ``cp.async`` not yet retired whose destination overlaps
+        ``[offset, offset + nbytes)``, or None."""
+        copies = self.copies
+        for word in range(offset - offset % 4, offset + nbytes, 4):
+            found = copies.get(word)
+            if found is not None:
+                return found
+        return None
 
     def check(self, offset: int, nbytes: int, what: str, line: str = "") -> None:
         """Raise an InterpretError when ``[offset, offset + nbytes)`` leaves the window."""

@@ -91,6 +91,21 @@ def resolve(th, space: int, address: int, nbytes: int, what: str, where: str):
     return alloc.views, address - alloc.base, "global", alloc
 
 
+def _unretired_read(th, window, offset, size, where) -> None:
+    """Raise when ``[offset, offset + size)`` of ``window`` is the destination of a cp.async in flight."""
+    found = window.unretired(offset, size)
+    if found is None:
+        return
+    issuer, line = found
+    raise InterpretError(   # the read's line last: the excerpt shows the last line a message names
+        f"read of shared memory a cp.async has not delivered: the cp.async at {line} ({issuer.describe()}) was "
+        f"not retired when its destination ({th.machine.program.describe_shared(offset)} of CTA "
+        f"{issuer.cta.ctaid}) was read by {th.describe()} at {where}; the issuing thread must call "
+        f"tsjit.cp_async_wait_group(0) (or tsjit.cp_async_wait_all()) after tsjit.cp_async_commit_group(), "
+        f"before the syncthreads() that publishes the data: a syncthreads() does not wait for cp.async copies "
+        f"(PTX ISA cp.async.wait_group)")
+
+
 def _misaligned(what, address, size, where):
     return InterpretError(f"misaligned {what}: {size}-byte access at address 0x{address:x} (not a multiple of "
                           f"{size}) at {where}; the GPU faults with 'misaligned address'")
@@ -264,6 +279,8 @@ def _load(tr, instr):
                     window.check(a, size, "load", where)
                 if a & (size - 1):
                     raise _misaligned("shared load", a, size, where)
+                if window.copies:
+                    _unretired_read(f[0], window, a, size, where)
                 f[d] = window.views[fmt][a >> shift]
             return load_shared
 
@@ -273,8 +290,11 @@ def _load(tr, instr):
             views, off, kind, owner = resolve(th, space, a, size, "load", where)
             if off & (size - 1):
                 raise _misaligned("load", a, size, where)
-            if kind == "shared" and owner.tracker is not None:
-                owner.tracker.read(th, off, size, where)
+            if kind == "shared":
+                if owner.copies:
+                    _unretired_read(th, owner, off, size, where)
+                if owner.tracker is not None:
+                    owner.tracker.read(th, off, size, where)
             raw = views[fmt][off >> shift]
             f[d] = decode(raw) if decode is not None else raw
         return load_any
@@ -286,8 +306,11 @@ def _load(tr, instr):
         if a % size:   # a vector access moves its whole width at once (PTX ISA ld / st .v2 / .v4)
             raise _misaligned("vector load (check the index and any tsjit.assume_aligned promise)", a, size,
                               where)
-        if kind == "shared" and owner.tracker is not None:
-            owner.tracker.read(th, off, size, where)
+        if kind == "shared":
+            if owner.copies:
+                _unretired_read(th, owner, off, size, where)
+            if owner.tracker is not None:
+                owner.tracker.read(th, off, size, where)
         values = []
         for part_offset, (fmt, psize, decode, _e) in parts:
             o = off + part_offset
