@@ -94,7 +94,9 @@ def lower(kernel, specs, target_name: str, pdl: bool = False) -> InterpretedKern
         CompilationError / VerificationError: as compiling for the GPU would.
     """
     cache = kernel.__dict__.setdefault("_interpret_programs", {})
-    key = (memory_spec_key(specs), target_name, pdl, env.code_affecting_values())   # TSJIT_DEBUG=1 builds differ
+    # TSJIT_DEBUG=1 builds differ; with TSJIT_INTERPRET_CHECK set, loads / stores are translated without
+    # the fast paths (tr.checks below), so a program translated without checks must not serve a checked run
+    key = (memory_spec_key(specs), target_name, pdl, env.code_affecting_values(), bool(env.interpret_checks()))
     found = cache.get(key)
     if found is not None:
         return found
