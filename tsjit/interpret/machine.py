@@ -138,6 +138,8 @@ class Machine:
         self.launch_queue = deque()
         self.at_quiescence = []   # jobs run when every live thread is parked (asynchronous units finish)
         self.watches = {}     # (id(buffer), byte offset) -> memory_ops.WordWatch of polling threads
+        self.held_race = None  # (InterpretError, thread): the first race found, raised later (races.py)
+        self.held_accesses = 0
 
     # -- scheduling ---------------------------------------------------------------------------
     def notify(self, waitable) -> None:
@@ -218,10 +220,13 @@ class Machine:
                     th.alive = False
                     th.waiting = None
                     live -= 1
-                    self._thread_exited(th)
+                    try:
+                        self._thread_exited(th)
+                    except InterpretError as exc:
+                        raise self._first_error(exc, th) from None
                     continue
                 except InterpretError as exc:
-                    raise _located(exc, th) from None
+                    raise self._first_error(exc, th) from None
                 th.waiting = waitable
                 waitable.waiters.append(th)
             if live:
@@ -235,8 +240,27 @@ class Machine:
                 if self.progress != timed_out_at and self._time_out_waits(threads):
                     timed_out_at = self.progress
                     continue
+                if self.held_race is not None:
+                    raise self._first_error(None, None)
                 raise deadlock_error(self, [t for t in threads if t.alive])
+        if self.held_race is not None:
+            raise self._first_error(None, None)
         self.clusters_done += 1
+
+    def _first_error(self, exc, th) -> InterpretError:
+        """The error to report for ``exc`` raised in ``th`` (None: at a deadlock or the cluster's end),
+        located: a held race (races.py) comes first unless ``exc`` is a divergent-barrier error, which
+        explains it (threads that skipped the barrier raced ahead)."""
+        held = self.held_race
+        if held is None:
+            return _located(exc, th)
+        race, racer = held
+        if exc is None or exc is race or not getattr(exc, "divergent_barrier", False):
+            return _located(race, racer)
+        first = str(race).split(";")[0]
+        return InterpretError(f"{_located(exc, th)}\n  (TSJIT_INTERPRET_CHECK=race also saw a "
+                              f"{first[len('shared-memory '):]}; it follows from the divergent barrier: the threads "
+                              f"that skipped it ran ahead)")
 
     def _time_out_waits(self, threads) -> bool:
         woken = False

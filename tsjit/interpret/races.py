@@ -22,6 +22,12 @@ them: a wgmma's operands at the ``wgmma.wait_group`` that completes its group, a
 ``cp.async.bulk.wait_group(.read)``; overwriting them earlier (a release before the MMA retired) is a
 race.
 
+A race is *held*, not raised at once (``Machine.held_race``): the launch runs on, so that an error
+that explains it wins — a ``syncthreads()`` in a divergent branch lets the threads that skip it race
+ahead, and the divergent-barrier error (raised when the barrier's phase is found incomplete) is the
+report to read, as it is without the check.  The held race is raised at the next other error, a
+deadlock, the end of its cluster, or after :data:`HOLD_ACCESSES` further tracked accesses.
+
 Granularity: aligned accesses of four bytes or more are tracked per 4-byte word; smaller ones per
 byte (a window that saw a sub-word access checks both).
 """
@@ -30,6 +36,10 @@ from __future__ import annotations
 from tsjit.errors import InterpretError
 
 __all__ = ["SharedTracker", "attach_trackers", "release", "acquire", "join", "synchronize", "snapshot", "retire"]
+
+
+#: tracked shared accesses allowed after a held race before it is raised anyway
+HOLD_ACCESSES = 1 << 16
 
 
 def join(a, b):
@@ -155,9 +165,26 @@ class SharedTracker:
             f"{other.where}, then {me}{th.describe()} at {where}; no barrier orders the two accesses (add "
             f"tsjit.syncthreads() between them in a plain kernel, or the barrier wait / arrive the pipeline needs)")
 
+    def _hold(self, *race) -> None:
+        """Keep the first race of the launch (:meth:`_race` of ``race``, with the thread that found it) in
+        ``Machine.held_race`` (the module docstring says why); execution goes on."""
+        machine = self.cta.machine
+        if machine.held_race is None:
+            machine.held_race = (self._race(*race), machine.current)
+            machine.held_accesses = 0
+
+    def _after_race(self) -> None:
+        """Bound what runs after a held race (a thread spinning on a plain shared load never parks)."""
+        machine = self.cta.machine
+        machine.held_accesses += 1
+        if machine.held_accesses > HOLD_ACCESSES:
+            raise machine.held_race[0]
+
     # -- accesses ------------------------------------------------------------------------------
     def read(self, th, offset: int, size: int, where: str, proxy: str = "generic", pending: bool = False):
         """Record a read (``pending``: an asynchronous read in flight until :func:`retire`); returns its record."""
+        if self.cta.machine.held_race is not None:
+            self._after_race()
         uid = th.uid
         clock = th.vc.get(uid, 0)
         check, record = self._keys(offset, size)
@@ -170,7 +197,7 @@ class SharedTracker:
                         f"{self.cta.machine.program.describe_shared(key)}, which nothing wrote since the launch "
                         f"(TSJIT_INTERPRET_CHECK=uninit)")
             elif not self._covers(th, w):
-                raise self._race("write then read", th, where, w, key, proxy)
+                self._hold("write then read", th, where, w, key, proxy)
             elif proxy != "generic" and w.proxy == "generic" and w.thread.fence_epoch == w.fence_epoch:
                 raise InterpretError(
                     f"missing fence.proxy.async: the asynchronous proxy (TMA store / wgmma) issued by "
@@ -189,6 +216,8 @@ class SharedTracker:
         return access
 
     def write(self, th, offset: int, size: int, where: str, proxy: str = "generic", clock=None) -> None:
+        if self.cta.machine.held_race is not None:
+            self._after_race()
         uid = th.uid
         own = th.vc.get(uid, 0) if clock is None else clock
         access = _Access(th, own, where, proxy)
@@ -196,12 +225,12 @@ class SharedTracker:
         for key in check:
             w = self.writes.get(key)
             if w is not None and w.uid != uid and not self._covers(th, w):
-                raise self._race("write then write", th, where, w, key, proxy)
+                self._hold("write then write", th, where, w, key, proxy)
             readers = self.reads.get(key)
             if readers:
                 for r in readers.values():
                     if not self._covers(th, r):
-                        raise self._race("read then write", th, where, r, key, proxy)
+                        self._hold("read then write", th, where, r, key, proxy)
         for key in check:
             self.reads.pop(key, None)
             if key not in record:
@@ -219,7 +248,7 @@ class SharedTracker:
             w = self.writes.get(key)
             plain = w if w is None or w.proxy != "atomic" else w.base
             if plain is not None and not self._covers(th, plain):
-                raise self._race("write then atomic", th, where, plain, key)
+                self._hold("write then atomic", th, where, plain, key)
             base = base or plain
         access = _Access(th, th.vc.get(th.uid, 0), where, "atomic")
         access.base = base

@@ -178,6 +178,13 @@ def warp_collective(kind: str, mask_of, value_of, compute, where: str, d):
     return op
 
 
+def _divergent(text: str) -> InterpretError:
+    """A divergent-barrier error: it wins over a race the checker held (``Machine._first_error``)."""
+    error = InterpretError(text)
+    error.divergent_barrier = True
+    return error
+
+
 class NamedBarrier(Waitable):
     """``bar.sync`` / ``bar.arrive`` barrier ``index`` of a CTA (0..15)."""
 
@@ -209,7 +216,7 @@ class NamedBarrier(Waitable):
             self.where = where
             self.aligned = aligned and count is None
         elif self.aligned and where != self.where:
-            raise InterpretError(
+            raise _divergent(
                 f"syncthreads (bar.sync {self.index}, every thread of the CTA) at {where}: {th.describe()} arrives "
                 f"in the phase that other threads of CTA {self.cta.ctaid} entered at a different syncthreads, at "
                 f"{self.where}: the threads took different branches and each group waits at its own barrier "
@@ -238,7 +245,7 @@ class NamedBarrier(Waitable):
         missing = [t for t in self.cta.threads if not t.alive]
         warps = sorted({t.linear // 32 for t in missing})
         shown = ", ".join(map(str, warps[:8])) + (", ..." if len(warps) > 8 else "")
-        raise InterpretError(
+        raise _divergent(
             f"syncthreads (bar.sync {self.index}, every thread of the CTA) at {self.where}: only {self.arrived} of "
             f"the {len(self.cta.threads)} threads of CTA {self.cta.ctaid} reach it; {len(missing)} thread(s) of "
             f"warp(s) {shown} exited without arriving (the barrier is in a branch, or after a return, that not "
