@@ -549,7 +549,8 @@ def assume_aligned(pointer: Pointer, nbytes: int) -> Pointer:
             ``address_of(t, index)``), or ``nbytes`` is not a compile-time power of two up to 1024.
 
     A wrong promise is undefined behaviour: the GPU faults with "misaligned address"; the CPU
-    interpreter reports misaligned loads, stores and ``cp.async`` shared destinations.
+    interpreter reports misaligned loads, stores (a vector access: its whole width) and ``cp.async``
+    addresses (shared destination and global source), with the line.
     """
     if isinstance(pointer, Tensor):
         raise CompilationError(f"tsjit.assume_aligned takes a pointer, got a tensor {pointer!r}; pass the address "
