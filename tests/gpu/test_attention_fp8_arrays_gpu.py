@@ -146,7 +146,7 @@ def test_attention_fp8_polynomial_exp2_rows_without_keys():
     check(1, 300, 100, 2, 1, 128, True, exp2_polynomial=16)
 
 
-def check_varlen(lens_q, lens_k, heads, kv_heads, head_dim, causal, **options):
+def check_varlen(lens_q, lens_k, heads, kv_heads, head_dim, causal, window=(None, None), **options):
     """A packed variable-length batch (no padding: Q, K and O packed, V^T packed per sequence from a multiple of 16
     keys) with poisoned outputs, each sequence against its own float64 reference (the bound of :func:`check`)."""
     rng = np.random.default_rng()
@@ -160,7 +160,7 @@ def check_varlen(lens_q, lens_k, heads, kv_heads, head_dim, causal, **options):
     lse = tsjit.empty((1, heads, total_q), tsjit.Float32).fill_bytes(0xFF)
     scale = 1.0 / math.sqrt(head_dim)
     launch(q, k, vt, out, lse, seqlen_k=total_k, causal=causal, v_scale=v_scale, lengths=(lens_q, lens_k),
-           scale_log2=scale * q_scale * k_scale * math.log2(math.e), **options)
+           scale_log2=scale * q_scale * k_scale * math.log2(math.e), window=window, **options)
     got = decode(out.numpy(), tsjit.BFloat16).astype(np.float64)[0]
     got_lse = lse.numpy().astype(np.float64)[0]
     assert not np.isnan(got).any(), f"{np.isnan(got).sum()} output elements left unwritten (poison survived)"
@@ -172,10 +172,10 @@ def check_varlen(lens_q, lens_k, heads, kv_heads, head_dim, causal, **options):
             continue
         qd, kd, vd = (x[:, lo:lo + n] * c for x, lo, n, c in
                       ((q8, q0, sq, q_scale), (k8, k0, sk, k_scale), (v8, k0, sk, v_scale)))
-        ref, ref_lse = reference(qd, kd, vd, causal, scale)
+        ref, ref_lse = reference(qd, kd, vd, causal, scale, window)
         bound = np.abs(round_to(ref, tsjit.BFloat16) - ref).max()
         if sk:
-            bound += np.abs(rounded_p_reference(qd, kd, vd, causal, scale, (None, None)) - ref).max()
+            bound += np.abs(rounded_p_reference(qd, kd, vd, causal, scale, window) - ref).max()
         err = np.abs(got[q0:q0 + sq] - ref[0]).max()
         assert err <= 2.5 * bound, (b, sq, sk, err, bound)
         finite = np.isfinite(ref_lse[0])
@@ -199,3 +199,9 @@ def test_attention_fp8_varlen_matches_float64(causal):
     """Packed sequences of lengths 0, 1 and 129 (and a query sequence with no keys; the third sequence's keys start
     at packed key 8, so its V^T is realigned to 16), GQA 2:1, head_dim 128: every row and LSE entry written."""
     check_varlen([0, 1, 129, 3, 20], [7, 1, 129, 0, 150], 2, 1, 128, causal)
+
+
+def test_attention_fp8_varlen_sliding_window_matches_float64():
+    """Packed sequences under a causal sliding window of 40 keys: the KV tiles before the window are skipped per
+    sequence (the V^T loads start from the sequence's realigned start plus the first visible tile)."""
+    check_varlen([0, 1, 129, 200], [7, 1, 129, 300], 2, 1, 128, True, window=(40, None), block_n=64, stages=3)
