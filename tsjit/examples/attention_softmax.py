@@ -109,11 +109,15 @@ def exp2_polynomial(x):
 
 def polynomial_registers(count: int, size: int) -> frozenset:
     """The accumulator registers (of ``size``) whose exponential :func:`online_softmax` computes with
-    :func:`exp2_polynomial`: ``count`` of every 16, evenly spread (0: none)."""
+    :func:`exp2_polynomial`: ``count`` of every 16 (0: none), spread over the 16 (slot ``k``: register
+    ``4 * floor(4 k / count) + k % 4`` of each 16, so consecutive slots alternate between the thread's two rows and
+    two column parities: ``i % 4`` is ``2 * row half + parity``).  The former choice, slot ``16 k / count``, put
+    counts 2 and 4 all on one row and parity (H200: 6-8% slower than 3 with 224-key tiles, BENCHMARKS.md); count 3
+    is the same either way."""
     if not 0 <= count <= 16:
         raise tsjit.CompilationError(f"online_softmax: the polynomial exp2 takes 0 to 16 of every 16 registers, "
                                      f"got {count}")
-    slots = {16 * k // count for k in range(count)} if count else set()
+    slots = {4 * (4 * k // count) + k % 4 for k in range(count)}
     return frozenset(i for i in range(size) if i % 16 in slots)
 
 

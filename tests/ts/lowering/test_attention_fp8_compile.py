@@ -167,6 +167,9 @@ def test_polynomial_registers_spread_evenly():
     assert polynomial_registers(16, 32) == frozenset(range(32))
     chosen = polynomial_registers(3, 96)
     assert len(chosen) == 18 and {i % 16 for i in chosen} == {0, 5, 10}
+    for count in range(1, 17):          # each count exactly, and over both rows and parities (i % 4) once it can
+        chosen = {i % 16 for i in polynomial_registers(count, 16)}
+        assert len(chosen) == count and len({i % 4 for i in chosen}) == min(count, 4), count
     with pytest.raises(tsjit.CompilationError, match="0 to 16"):
         polynomial_registers(17, 96)
 
