@@ -168,7 +168,18 @@ class _Emission:
         return self.scope[self.keys(action.cursor)[1]]
 
     def signal_warps(self, stride: int) -> int:
+        """Warps of this task that signal one stage."""
         return protocol.warps_per_stage(self.task.num_warps, stride)
+
+    def side_warps(self, stride: int) -> int:
+        """Warps of every task that signal one stage on this side (P1's sum: several consumer tasks may
+        release one ring; each one's arrivals count), this task's own when no step says so."""
+        return self.storage.signal_warps.get(self.side, self.signal_warps(stride))
+
+    def side_tasks(self) -> str:
+        """The names of the tasks signalling this side, for messages."""
+        names = self.storage.signal_tasks.get(self.side) or (self.task.name,)
+        return ", ".join(repr(n) for n in names)
 
 
 def _leader_cta(gate: Gate = Gate.Leader, config=None):
@@ -269,13 +280,14 @@ def _emit_arrive(action: Arrive, em: _Emission) -> None:
     cfg, name = em.storage.config, em.storage.resource.name
     group = (cfg.producer_group if em.side == "producer" else cfg.consumer_group).size
     stride = cfg.interleave_strides[1 if em.side == "producer" else 3]
-    warps = em.signal_warps(stride)
+    warps = em.side_warps(stride)
     bar = em.barrier(action)
     if action.on_copy_completion:
         if group != warps * 32:
             raise CompilationError(
-                f"resource '{name}': an AsyncLoad producer arrives from every thread (its own "
-                f"cp.async copies); set producer_group size to {warps * 32}, got {group}")
+                f"[P1] resource '{name}': an AsyncLoad producer arrives from every thread (its own "
+                f"cp.async copies) of task(s) {em.side_tasks()}; set producer_group size to {warps * 32}, "
+                f"got {group}")
         if action.ctas is not Ctas.Local:
             raise CompilationError(
                 f"resource '{name}': an AsyncLoad producer's arrivals (cp.async.mbarrier.arrive.noinc) land on its "
@@ -296,9 +308,9 @@ def _emit_arrive(action: Arrive, em: _Emission) -> None:
         group //= protocol.pair_size(cfg)     # the group counts both CTAs' arrivals on the leader's barrier
     if not shared_by_tasks and not protocol.thread_arrival_who(group, warps)[1]:
         raise CompilationError(
-            f"resource '{name}': the {em.side} group has {group} arrivals but task '{em.task.name}' signals "
-            f"each stage from {warps} warp(s) ({warps * 32} threads); set the CooperativeGroup size to "
-            f"{warps * 32} (every thread arrives) or {warps} (one lane per warp)")
+            f"[P1] resource '{name}': the {em.side} group has {group} arrivals but task(s) {em.side_tasks()} "
+            f"signal each stage from {warps} warp(s) ({warps * 32} threads) in all; set the CooperativeGroup "
+            f"size to {warps * 32} (every thread arrives) or {warps} (one lane per warp)")
     if action.ctas is Ctas.ClusterLeader:
         def signal():
             sync.mbarrier_arrive_cluster(bar, 0)
@@ -330,8 +342,8 @@ def _multicast_release(em: _Emission, bar, group: int, warps: int) -> None:
     if group != warps * lanes:
         raise CompilationError(
             f"resource '{em.storage.resource.name}': under TMA multicast {cfg.mcast_mode_mn} each consumer warp "
-            f"arrives from {lanes} lanes (one per CTA filling its stage), so the consumer group of task "
-            f"'{em.task.name}' ({warps} warp(s)) must have {warps * lanes} arrivals, got {group}")
+            f"arrives from {lanes} lanes (one per CTA filling its stage), so the consumer group of task(s) "
+            f"{em.side_tasks()} ({warps} warp(s) in all) must have {warps * lanes} arrivals, got {group} [P1]")
     B.syncwarp()
     lane = cast_to(B.lane_idx(), dt.Int32)
     rank = cast_to(B.cluster_ctarank(), dt.Int32)
@@ -403,7 +415,8 @@ def emit_operation(ctx, step, task, storage: PipelineStorage, cursors: Cursors, 
     warps = em.signal_warps(stride)
     arm = tx_bytes.arm_bytes(cfg, storage.resource, task, step, warps) if step.stage is ScheduleStage.ProducerAcquire \
         else None
-    for action in member_actions(step, protocol.actions(cfg, step.stage, warps, arm)):
+    # who arrives (every thread or one lane per warp) follows from all signalling tasks' warps, as in P1
+    for action in member_actions(step, protocol.actions(cfg, step.stage, em.side_warps(stride), arm)):
         if _thread_sync_follows_tcgen05(cfg, action):
             tcgen05.fence_before_thread_sync()
         _EMITTERS[type(action)](action, em)

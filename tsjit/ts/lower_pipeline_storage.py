@@ -22,8 +22,9 @@ from tsjit.ts import protocol
 from tsjit.ts.group import group_of
 from tsjit.ts.group_protocol import barrier_owners
 from tsjit.ts.protocol import BarrierKind
+from tsjit.ts.verify.counts import signalling_units
 
-__all__ = ["PipelineStorage", "place_allocator", "allocate", "initialize"]
+__all__ = ["PipelineStorage", "place_allocator", "allocate", "initialize", "side_signal_warps"]
 
 
 class PipelineStorage:
@@ -35,8 +36,11 @@ class PipelineStorage:
     CTA of the cluster (remote arrives), and the empty barriers expect C x ``consumer_group.size``.
     """
 
-    def __init__(self, resource, offset: int, empty_offset: int | None = None):
+    def __init__(self, resource, offset: int, empty_offset: int | None = None, signalling: tuple | None = None):
         cfg = resource.pipeline_config
+        # warps of all tasks that signal one stage, and those tasks' names, per side (P1's count: several
+        # consumer tasks may release one ring, and each one's arrivals count toward consumer_group.size)
+        self.signal_warps, self.signal_tasks = signalling or ({}, {})
         self.resource = resource
         self.config = cfg
         self.ring = protocol.ring(cfg, resource)
@@ -79,6 +83,19 @@ def place_allocator(ctx, manager):
     return base
 
 
+def side_signal_warps(manager, resource) -> tuple[dict, dict]:
+    """``({side: W}, {side: task names})`` for side "producer" / "consumer": the warps of every task
+    that commits (releases) one stage of ``resource``, summed over the tasks as check P1 counts them
+    (:func:`tsjit.ts.verify.counts.signalling_units`; the most any stage receives), and those tasks;
+    a side no task signals is left out."""
+    warps, names = {}, {}
+    for side, role in (("producer", "commit"), ("consumer", "release")):
+        per_stage, tasks = signalling_units(manager, resource, role)
+        if tasks and max(per_stage) > 0:
+            warps[side], names[side] = max(per_stage), tuple(t.name for t in tasks)
+    return warps, names
+
+
 def allocate(ctx, manager, base) -> dict:
     """Place each pipelined resource's barriers; returns {resource: PipelineStorage}.  Declares the
     cluster shape of the rings' ``cta_layout_vmnk`` as part of the launch contract.
@@ -106,6 +123,7 @@ def allocate(ctx, manager, base) -> dict:
                 f"{target} lowering in this tsjit build yet; the program verifies on the host "
                 f"(TaskManager), and AsyncAsync / TmaAsync pipelines compile for {target}")
         group = group_of(resource)
+        signalling = side_signal_warps(manager, resource)
         if group is not None:
             if base is None or not allocator.has_barriers(resource):
                 raise CompilationError(
@@ -113,13 +131,13 @@ def allocate(ctx, manager, base) -> dict:
                     f"place in shared memory: call smem_allocator.add_pipeline_group({group.name}) before "
                     f"compute_layout(), or let the TaskManager lay the allocator out")
             full, empty = allocator.barrier_offsets(resource)
-            storages[resource] = PipelineStorage(resource, base + full, base + empty)
+            storages[resource] = PipelineStorage(resource, base + full, base + empty, signalling)
         else:
             if base is not None and allocator.has_barriers(resource):
                 offset = base + allocator.barrier_offset(resource)
             else:
                 offset = ctx.reserve_shared(cfg.barrier_bytes, 8)
-            storages[resource] = PipelineStorage(resource, offset)
+            storages[resource] = PipelineStorage(resource, offset, signalling=signalling)
         clusters.add(tuple(cfg.cta_layout_vmnk) if cfg.cta_layout_vmnk else None)
     layouts = {c for c in clusters if c is not None}
     if len(layouts) > 1:
