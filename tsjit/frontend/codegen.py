@@ -32,7 +32,7 @@ from tsjit.frontend import calls, control, guards
 from tsjit.frontend.dependencies import DependencyRecorder, RecordingMixin, attribute_chain
 from tsjit.frontend.folded import FoldRecorder
 from tsjit.frontend.frame import Frame
-from tsjit.frontend.indexing_errors import named_container, not_an_element
+from tsjit.frontend.indexing_errors import named_container, none_index, not_an_element
 from tsjit.lang import values as V
 from tsjit.lang.builtins import DeviceField, DeviceText
 from tsjit.lang.dtypes import DType
@@ -430,6 +430,8 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
         """
         container = self.expr(node.value)
         key = self.subscript_key(node.slice)
+        if key is None or (isinstance(key, tuple) and None in key):
+            raise self.error(node, none_index(node.value, node.slice, key, self.frame.scope.get("self")))
         try:
             return container[key]
         except CompilationError as exc:
