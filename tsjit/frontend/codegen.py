@@ -430,7 +430,7 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
         """
         container = self.expr(node.value)
         key = self.subscript_key(node.slice)
-        if key is None or (isinstance(key, tuple) and None in key):
+        if key is None or (isinstance(key, tuple) and any(k is None for k in key)):
             raise self.error(node, none_index(node.value, node.slice, key, self.frame.scope.get("self")))
         try:
             return container[key]

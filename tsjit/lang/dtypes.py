@@ -158,6 +158,25 @@ def from_numpy(dtype) -> DType | None:
         return None
 
 
+_EXTRA_NAMES = {"bfloat16": BFloat16, "bf16": BFloat16, "half": Float16, "float": Float32, "double": Float64,
+                "bool": Boolean}
+
+
+def lookup(value) -> DType | None:
+    """The tsjit dtype ``value`` names, or ``None``: a :class:`DType` (itself), a numpy dtype or
+    scalar type (``np.float32``, ``np.dtype('float16')``), or a name: tsjit's (``"BFloat16"``), numpy's
+    (``"float32"``) or torch's (``"torch.bfloat16"``, ``"half"``)."""
+    if isinstance(value, DType):
+        return value
+    if isinstance(value, str):
+        name = value[6:] if value.startswith("torch.") else value
+        found = _BY_NAME.get(name) or _EXTRA_NAMES.get(name.lower())
+        if found is not None:
+            return found
+        value = name
+    return from_numpy(value)
+
+
 def promote(a: DType, b: DType) -> DType:
     """The result dtype of a binary arithmetic operator on values of dtypes ``a`` and ``b``.
 

@@ -451,11 +451,24 @@ def _check_compile_time_shape(dtype: DType, shape) -> None:
                 f"is then part of the compiled kernel) or pass an int literal / a compile-time constant")
 
 
+def _element_dtype(value, where: str) -> DType:
+    """The tsjit dtype of an array's element type ``value`` (:func:`tsjit.lang.dtypes.lookup`: a tsjit dtype,
+    a numpy dtype or a dtype name); a CompilationError naming ``where`` and the value otherwise."""
+    found = dt.lookup(value)
+    if found is None:
+        shown = f"{value!r}" if isinstance(value, str) else f"{value!r} (of type {type(value).__name__})"
+        raise CompilationError(
+            f"{where}: the element type {shown} is not a dtype: pass a tsjit dtype (e.g. tsjit.Float32, "
+            f"tsjit.BFloat16), a numpy dtype (np.float32, np.dtype('float16')) or a dtype name ('float32')")
+    return found
+
+
 def shared_array(dtype: DType, shape, *, align: int = 128) -> Tensor:
     """A row-major array of ``dtype`` with compile-time ``shape`` in dynamic shared memory.
 
     Args:
-        dtype: element type.
+        dtype: element type: a tsjit dtype (``tsjit.Float32``), a numpy dtype (``np.float32``,
+            ``np.dtype('float16')``) or a dtype name (``"float32"``, ``"BFloat16"``).
         shape: int or tuple of compile-time ints.
         align: byte alignment of the array's start (power of two, <= 1024; TMA destinations need
             128, 128B-swizzled tiles 1024 — PTX ISA §5.5.6).
@@ -464,11 +477,12 @@ def shared_array(dtype: DType, shape, *, align: int = 128) -> Tensor:
         A :class:`Tensor` in address space 3.  The kernel's dynamic shared-memory size includes it.
 
     Raises:
-        CompilationError: the shape is not compile-time positive ints, the alignment exceeds
+        CompilationError: ``dtype`` names no dtype, the shape is not compile-time positive ints, the alignment exceeds
             1024, or the array exceeds what one CTA of the target may use
             (``Target.smem_bytes_per_cta``, 227 KiB on sm_90a).  Arrays that exceed it only
             together are reported when the kernel is complete (still at compile time).
     """
+    dtype = _element_dtype(dtype, "shared_array")
     if isinstance(shape, int):
         shape = (shape,)
     _check_compile_time_shape(dtype, shape)

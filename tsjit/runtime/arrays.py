@@ -36,9 +36,6 @@ from tsjit.runtime import driver
 
 __tracebackhide__ = hide_from_pytest  # pytest shows a TsjitError without tsjit's frames
 
-_EXTRA_DTYPE_NAMES = {"bfloat16": BFloat16, "bf16": BFloat16, "half": dtypes.Float16,
-                      "float": dtypes.Float32, "double": dtypes.Float64, "bool": dtypes.Boolean}
-
 
 def resolve_dtype(value, field: str = "dtype") -> DType:
     """A tsjit :class:`DType` from a DType, a numpy dtype, or a name.
@@ -49,19 +46,7 @@ def resolve_dtype(value, field: str = "dtype") -> DType:
     Raises:
         TsjitError: naming ``field`` and the value when it is no supported dtype.
     """
-    if isinstance(value, DType):
-        return value
-    if isinstance(value, str):
-        name = value[6:] if value.startswith("torch.") else value
-        try:
-            return dtypes.by_name(name)
-        except KeyError:
-            pass
-        found = _EXTRA_DTYPE_NAMES.get(name.lower())
-        if found is not None:
-            return found
-        value = name
-    found = dtypes.from_numpy(value)
+    found = dtypes.lookup(value)
     if found is None:
         raise TsjitError(f"{field} {value!r} is not a supported dtype; expected one of "
                          f"{[d.name for d in dtypes.ALL_DTYPES]} or a matching numpy dtype")
