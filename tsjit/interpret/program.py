@@ -172,16 +172,28 @@ def _hook_storages():
         names = getattr(km, "interpret_barrier_names", None)
         if names is None:
             names = km.interpret_barrier_names = {}
+        users: dict = {}      # barrier offset -> the resources whose storages use it (a Fork's shared full)
         for resource, storage in storages.items():
             for s in range(storage.stages):
                 for kind in ("full", "empty"):
-                    names[_barrier_offset(storage, kind, s)] = f"{resource.name}.{kind}[{s}]"
+                    users.setdefault((_barrier_offset(storage, kind, s), kind, s), []).append(resource)
+        for (offset, kind, s), resources in users.items():
+            names[offset] = f"{_barrier_owner(resources, storages)}.{kind}[{s}]"
         return storages
     lower_pipeline.allocate = allocate
 
     def restore():
         lower_pipeline.allocate = original
     return restore
+
+
+def _barrier_owner(resources, storages) -> str:
+    """How the user writes the owner of a barrier: the resource (``ring``), a pipeline-group member's
+    own barrier as ``group.member`` (``fork.ring2``), one its group's members share as the group (``fork``)."""
+    group = getattr(storages[resources[0]], "group", None)
+    if group is None:
+        return resources[0].name
+    return group.name if len(resources) > 1 else f"{group.name}.{resources[0].name}"
 
 
 def _barrier_offset(storage, kind: str, stage: int) -> int:

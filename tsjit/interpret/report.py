@@ -5,8 +5,10 @@ the same wait are one group.  For each group the report names the CTA, the warps
 not whole warps), the TS task (from the lowering's ``// <task> warp: [a, b)`` comments), the step
 (``// <resource>_<operation>``), the loop iteration (how many times the thread reached that step
 before), the barrier (a TS pipeline barrier is named ``resource.full[stage]`` /
-``resource.empty[stage]`` from the lowering's storages), the phase parity waited for, the barrier's
-state, and the source line of the wait.
+``resource.empty[stage]`` from the lowering's storages; a pipeline-group member's ``group.member.empty[s]``,
+the barriers its members share ``group.full[s]``), the phase parity waited for, the barrier's state, and
+the source line of the wait.  Tasks of the blocked CTAs that already exited are listed with the
+iterations they ran: a producer and a consumer whose domain loops differ in trip count deadlock there.
 """
 from __future__ import annotations
 
@@ -16,7 +18,38 @@ from tsjit.errors import InterpretError
 
 __all__ = ["deadlock_error"]
 
-_BARRIER_NAME = re.compile(r"mbarrier (\w+)\.(full|empty)\[(\d+)\]")
+_BARRIER_NAME = re.compile(r"mbarrier ([\w.]+)\.(full|empty)\[(\d+)\]")
+_OPERATIONS = ("_try_acquire", "_try_wait", "_acquire", "_commit", "_wait", "_release")
+
+
+def _resource(barrier_owner: str, step: str) -> str:
+    """The resource as the user writes it: the barrier's owner, or for a barrier a pipeline group's members
+    share (``fork``) the member whose operation waits (``fork.ring``, from the step ``ring_wait``)."""
+    if "." in barrier_owner or not step:
+        return barrier_owner
+    member = next((step[:-len(op)] for op in _OPERATIONS if step.endswith(op)), None)
+    if member is None or member == barrier_owner:
+        return barrier_owner
+    return f"{barrier_owner}.{member}"
+
+
+def _exited_tasks(threads) -> list[str]:
+    """A line per task of the blocked threads' CTAs whose threads all exited: the iterations it ran."""
+    ctas = {id(th.cta): th.cta for th in threads}
+    lines = []
+    for cta in ctas.values():
+        tasks: dict = {}
+        for th in getattr(cta, "threads", ()):
+            if th.task:
+                tasks.setdefault(th.task, []).append(th)
+        for task, members in tasks.items():
+            if any(t.alive for t in members) or not any(t.steps_seen for t in members):
+                continue
+            seen = max((t.steps_seen for t in members), key=lambda d: max(d.values(), default=0))
+            step, runs = max(seen.items(), key=lambda kv: kv[1])
+            lines.append(f"  - CTA {cta.ctaid}: task '{task}' exited after {runs} iteration(s) (step {step} ran "
+                         f"{runs}x)")
+    return lines
 
 
 def _group_key(th):
@@ -53,7 +86,7 @@ def deadlock_error(machine, threads) -> InterpretError:
         what = w.describe() if w is not None else "nothing"
         match = _BARRIER_NAME.search(what)
         if match:
-            parts.append(f"resource '{match.group(1)}'")
+            parts.append(f"resource '{_resource(match.group(1), th.step)}'")
             parts.append(f"stage {match.group(3)}")
         if th.step:
             iteration = th.steps_seen.get(th.step, 1) - 1
@@ -65,6 +98,12 @@ def deadlock_error(machine, threads) -> InterpretError:
         lines.append(f"      waiting on {what}")
         if th.wait_line:
             lines.append(f"      at {th.wait_line}")
+    exited = _exited_tasks(threads)
+    if exited:
+        lines.append("  Tasks that already exited:")
+        lines += exited
+        lines.append("  A task that left its domain loop after fewer iterations than the blocked ones wait for: compare "
+                     "the producer's and the consumers' domain_loop(start, end, step) (their trip counts must match).")
     lines.append("  Check that every wait has a matching arrive/commit (counts and transaction bytes), that the block "
                  "has every warp the program's tasks use, and that producers and consumers walk the stages in the "
                  "same order.")
