@@ -47,7 +47,7 @@ import enum
 from dataclasses import dataclass
 
 from tsjit.errors import UsageTypeError, VerificationError
-from tsjit.ts.diagnostics import user_location
+from tsjit.ts.diagnostics import definition_location
 from tsjit.ts.pipeline import PipelineConfig
 from tsjit.ts.protocol import BarrierKind, SideKind, ring, row
 from tsjit.ts.memory_resource import MemoryResource
@@ -165,7 +165,7 @@ class PipelineGroup(MemoryResource):
 
     def __init__(self, name: str, members, mode: PipelineGroupMode):
         MemoryResource.__init__(self, name=name)
-        where = format_location(user_location())
+        where = format_location(definition_location())   # a kernel-body call: the kernel line
         if not isinstance(name, str) or not name:
             raise UsageTypeError(f"PipelineGroup name must be a non-empty str, got {name!r} ({where})")
         if isinstance(members, MemoryResource) or not isinstance(members, (list, tuple)):

@@ -9,7 +9,7 @@ import pytest
 
 import tsjit
 from tsjit import ts
-from tsjit.errors import InterpretError
+from tsjit.errors import InterpretError, VerificationError
 
 from tests.ts.lowering.test_two_consumer_tasks import BM, BN, M, N, Neg, Ring, RowSums
 
@@ -28,11 +28,11 @@ class Member(ts.MemoryResource):
 
 
 @tsjit.kernel
-def forked(tmap, sums, out, num_tiles, tiles_n, SAME_LOOPS: tsjit.Constexpr[bool]):
-    mk = lambda: ts.PipelineConfig.create_tma_async_pipeline_cfg(2, tmap.box_bytes,  # noqa: E731
+def forked(tmap, sums, out, num_tiles, tiles_n, SAME_LOOPS: tsjit.Constexpr[bool], STAGES2: tsjit.Constexpr[int]):
+    mk = lambda stages: ts.PipelineConfig.create_tma_async_pipeline_cfg(stages, tmap.box_bytes,  # noqa: E731
         ts.CooperativeGroup(ts.Agent.Thread, 1), ts.CooperativeGroup(ts.Agent.Thread, 32))
-    ring = Ring(name="ring", pipeline_config=mk(), tmap=tmap, tiles_n=tiles_n)
-    ring2 = Member(name="ring2", pipeline_config=mk())
+    ring = Ring(name="ring", pipeline_config=mk(2), tmap=tmap, tiles_n=tiles_n)
+    ring2 = Member(name="ring2", pipeline_config=mk(STAGES2))
     fork = ts.PipelineGroup("fork", [ring, ring2], ts.PipelineGroupMode.Fork)
     rs = RowSums(name="rs", sums=sums, ring=ring)
     ng = Neg(name="neg", out=out, ring=ring)
@@ -62,12 +62,12 @@ def forked(tmap, sums, out, num_tiles, tiles_n, SAME_LOOPS: tsjit.Constexpr[bool
     m.run()
 
 
-def _run(same_loops):
+def _run(same_loops, stages2=2):
     a = np.random.default_rng(6).standard_normal((M, N)).astype(np.float32)
     tiles_m, tiles_n = -(-M // BM), -(-N // BN)
     nt = tiles_m * tiles_n
     sums, out = np.full((nt, BM), np.nan, np.float32), np.full_like(a, np.nan)
-    forked.interpret[(2,), (96,)](tsjit.TensorMap(a, (BM, BN)), sums, out, nt, tiles_n, same_loops)
+    forked.interpret[(2,), (96,)](tsjit.TensorMap(a, (BM, BN)), sums, out, nt, tiles_n, same_loops, stages2)
     pad = np.zeros((tiles_m * BM, tiles_n * BN)); pad[:M, :N] = a
     return a, out, sums, pad.reshape(tiles_m, BM, tiles_n, BN).sum(3).transpose(0, 2, 1).reshape(nt, BM)
 
@@ -88,3 +88,13 @@ def test_fork_deadlock_names_the_group_member_and_the_short_loop():
     # CTA 0 of 2 runs tiles 0, 2, 4, 6, 8 in the producer: 5 iterations
     assert "task 'tma (warps 0-0)' exited after 5 iteration(s)" in text
     assert "domain_loop(start, end, step)" in text and "trip counts must match" in text
+
+
+def test_group_error_is_located_at_the_users_pipeline_group_line():
+    """newcomer report 8, item 8: the PG error named tsjit/frontend/calls.py as the group's place."""
+    with pytest.raises(VerificationError) as info:
+        _run(True, stages2=3)
+    text = str(info.value)
+    assert re.match(r"\[PG\] pipeline group 'fork' \(Fork, \S*test_fork_deadlock_report.py:\d+\)", text)
+    assert "calls.py" not in text and "tsjit/" not in text.split("\n")[0]
+    assert "'ring': 2, 'ring2': 3" in text and "Give every member the same num_stages" in text
