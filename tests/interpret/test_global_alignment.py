@@ -100,3 +100,24 @@ def test_wrong_promise_on_vector_load():
     text = str(info.value)
     assert "misaligned vector load" in text and "assume_aligned" in text
     assert f":{_line(vector_copy, 'load_vector')}" in text
+
+
+@tsjit.kernel
+def promised_scalar(src, out, SHIFT: tsjit.Constexpr[int]):
+    t = tsjit.thread_idx().x
+    p = tsjit.assume_aligned(tsjit.address_of(src, t * 4 + SHIFT), 16)
+    out[t] = p[0] + 1.0
+
+
+def test_wrong_promise_on_a_scalar_load_is_reported():
+    """The promise is checked at any access compiled with it (its IR ``align``), not only at the wide ones:
+    the compiler may widen accesses on it."""
+    x = np.random.default_rng().standard_normal(N).astype(np.float32)
+    out = np.full(32, np.nan, np.float32)
+    promised_scalar.interpret[(1,), (32,)](x, out, 0)
+    np.testing.assert_array_equal(out, (x[0:128:4].astype(np.float64) + 1.0).astype(np.float32))
+    with pytest.raises(InterpretError) as info:
+        promised_scalar.interpret[(1,), (32,)](x, out, 1)
+    text = str(info.value)
+    assert "broken alignment promise" in text and "4 mod 16" in text and "assume_aligned" in text
+    assert f":{_line(promised_scalar, 'p[0] + 1.0')}" in text

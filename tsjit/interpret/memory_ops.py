@@ -116,9 +116,9 @@ def translate(tr, instr):
     if isinstance(instr, ir.AllocaInstr):
         return _alloca(tr, instr)
     if isinstance(instr, ir.LoadInstr):
-        return _load(tr, instr)
+        return _promised(tr, instr, instr.operands[0], instr.type, "load", _load(tr, instr))
     if isinstance(instr, ir.StoreInstr):
-        return _store(tr, instr)
+        return _promised(tr, instr, instr.operands[1], instr.operands[0].type, "store", _store(tr, instr))
     if isinstance(instr, ir.AtomicRMW):
         return _atomic(tr, instr)
     if isinstance(instr, ir.LoadAtomicInstr):
@@ -126,6 +126,29 @@ def translate(tr, instr):
     if isinstance(instr, ir.StoreAtomicInstr):
         return _store_atomic(tr, instr)
     return _cmpxchg(tr, instr)
+
+
+def _promised(tr, instr, ptr, typ, what, op):
+    """``op``, checking first the alignment the access is compiled for (its IR ``align``, from
+    :class:`tsjit.lang.memory.Pointer`'s alignment: a ``tsjit.assume_aligned`` promise or what the array's
+    base and the index arithmetic prove) when that exceeds the access's own width."""
+    align = getattr(instr, "align", None) or 0
+    size = S.type_size(typ)
+    if align <= size:
+        return op
+    p = tr.slot(ptr)
+    where = tr.where(instr)
+
+    def promised(f):
+        a = f[p]
+        if a % align:
+            raise InterpretError(
+                f"broken alignment promise: the {size}-byte {what} at {where} is compiled for a {align}-byte "
+                f"aligned address (a tsjit.assume_aligned promise, or the alignment of the array's base and the "
+                f"index arithmetic), but the address 0x{a:x} is {a % align} mod {align}; the compiler may widen "
+                f"accesses on that promise (the GPU faults with 'misaligned address'): fix the promise or the index")
+        op(f)
+    return promised
 
 
 class WordWatch(Waitable):
