@@ -66,8 +66,11 @@ def test_the_same_program_with_its_barrier_is_race_free_and_exact(race_check):
 
 def test_uninitialized_shared_read_is_reported_under_uninit(monkeypatch):
     monkeypatch.setenv("TSJIT_INTERPRET_CHECK", "uninit")
-    with pytest.raises(InterpretError, match="uninitialized shared memory"):
+    with pytest.raises(InterpretError, match="uninitialized shared memory") as info:
         reads_unwritten.interpret[(1,), (64,)](np.zeros(64, np.float32))
+    text = str(info.value)      # the reservation named first, the read last: the shown line is the read (newcomer 8)
+    assert text.index("reserved at") < text.index("is read by"), text
+    assert "\n    out[tid] = tile[tid]\n    ^" in text, text
 
 
 def test_uninitialized_read_is_not_checked_by_default():

@@ -193,9 +193,9 @@ class SharedTracker:
             if w is None:
                 if self.uninit and key >= offset and not self._ever_written(key):
                     raise InterpretError(
-                        f"read of uninitialized shared memory: {th.describe()} at {where} reads "
-                        f"{self.cta.machine.program.describe_shared(key)}, which nothing wrote since the launch "
-                        f"(TSJIT_INTERPRET_CHECK=uninit)")
+                        f"read of uninitialized shared memory (TSJIT_INTERPRET_CHECK=uninit): "
+                        f"{self.cta.machine.program.describe_shared(key)}, which nothing wrote since the launch, "
+                        f"is read by {th.describe()} at {where}")   # the read last: the caret goes under it
             elif not self._covers(th, w):
                 self._hold("write then read", th, where, w, key, proxy)
             elif proxy != "generic" and w.proxy == "generic" and w.thread.fence_epoch == w.fence_epoch:
