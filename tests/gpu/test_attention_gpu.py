@@ -167,6 +167,26 @@ def test_attention_small_grid_and_block_n_64(schedule):
     assert_close_to_flash(*check(q, k, v, False, **dict(SCHEDULES[schedule], sms=3, q_stages=1)))
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seqlen_q,seqlen_k", [(8192, 8192), (300, 8500)])
+def test_attention_long_key_sequences_run_the_long_kv_default(monkeypatch, seqlen_q, seqlen_k, causal):
+    """seqlen_k from LONG_KV_CONFIG's threshold on, every tile option left None: the default is 160-key tiles with
+    O staged in Q (the last KV tile partial: 8192 and 8500 keys are no multiple of 160; 300 rows bottom-aligned)."""
+    from tsjit.examples.attention_config import LONG_KV_CONFIG
+    threshold, block_n, stages = LONG_KV_CONFIG[128]
+    assert seqlen_k >= threshold and seqlen_k % block_n
+    ops_module = importlib.import_module("tsjit.ops.attention")
+    original, chosen = ops_module.default_kv_tiles, []
+
+    def spy(*args):
+        chosen.append(original(*args))
+        return chosen[-1]
+    monkeypatch.setattr(ops_module, "default_kv_tiles", spy)
+    q, k, v = random_inputs(1, seqlen_q, seqlen_k, 2, 1, 128, torch.bfloat16)
+    assert_close_to_flash(*check(q, k, v, causal))
+    assert chosen == [(block_n, stages, True)]
+
+
 #: the error bound (x flash's) with a rescale threshold > 0: the stale maxima leave no P exactly 1.0 (the largest
 #: P of a row, exact in bf16 when the maximum is current, is rounded then), so the error grows (H200, 2026-12-01:
 #: threshold 8 gave 1.3x-2.3x flash's on the non-causal cases; threshold 0 keeps the maxima current, the default)

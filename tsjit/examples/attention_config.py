@@ -43,8 +43,25 @@ DEFAULT_DIRECT_STORE = {64: False, 128: False, 256: True}
 #: whether O is staged for its TMA stores in the work tile's Q stage (``O_IN_Q``) rather than a buffer of its own, per
 #: head_dim (where O is not stored from registers)
 DEFAULT_O_IN_Q = {64: False, 128: False, 256: False}
+#: long key sequences: per head_dim, from which ``seqlen_k`` on a fixed-length problem without a sliding window
+#: whose tile options are all left to the defaults runs other KV tiles: (from seqlen_k, KV tile rows, ring stages),
+#: with O staged in the tile's Q stage (the room the 160-key tiles need).  H200, 2026-12-02 (BENCHMARKS.md, helper
+#: i16s, 15 repetitions, noise ~0.3%): 160-key tiles with O in Q vs the 128-key default gain 4.9% / 1.8% at
+#: (1, 16, 16384, 128) causal / non-causal and 3.4% / 0% at (2, 16, 8192, 128), are even at S = 4096 (-0.2-+1%) and
+#: lose 1-2% at S = 2048 and 6-8% at S = 1024
+LONG_KV_CONFIG = {128: (8192, 160, 2)}
 #: consumer warpgroups per head_dim (64 Q rows each; 3 fits the registers of head_dim 64 only)
 DEFAULT_WARPGROUPS = {64: 3, 128: 2, 256: 2}
+
+
+def default_kv_tiles(head_dim: int, seqlen_k: int, long_eligible: bool) -> tuple:
+    """The default (KV tile rows, ring stages, O staged in Q) of a problem: ``LONG_KV_CONFIG`` where the head_dim
+    has an entry, ``long_eligible`` (a fixed-length problem without a sliding window, none of block_n, stages,
+    q_stages, o_in_q and direct_store given) and ``seqlen_k`` reaches its threshold; else ``DEFAULT_CONFIG`` and
+    ``DEFAULT_O_IN_Q`` (head_dim 64, 128 or 256; host Python)."""
+    if long_eligible and head_dim in LONG_KV_CONFIG and seqlen_k >= LONG_KV_CONFIG[head_dim][0]:
+        return LONG_KV_CONFIG[head_dim][1], LONG_KV_CONFIG[head_dim][2], True
+    return DEFAULT_CONFIG[head_dim] + (DEFAULT_O_IN_Q[head_dim],)
 
 
 def box_columns(dtype, head_dim: int) -> int:
@@ -66,4 +83,4 @@ def threads(warpgroups: int = CONSUMER_WARPGROUPS) -> int:
 __all__ = ["CONSUMER_WARPGROUPS", "THREADS", "BOX", "HEAD_DIMS", "LOG2_E", "PRODUCER_REGISTERS", "CONSUMER_REGISTERS",
            "PINGPONG_BARRIER", "REGISTERS", "TURN_BARRIERS", "DEFAULT_CONFIG", "BLOCK_NS", "DEFAULT_Q_STAGES",
            "DEFAULT_OVERLAP", "DEFAULT_PINGPONG", "DEFAULT_RESCALE_THRESHOLD", "DEFAULT_WARPGROUPS",
-           "DEFAULT_DIRECT_STORE", "DEFAULT_O_IN_Q", "threads", "box_columns", "box_swizzle"]
+           "DEFAULT_DIRECT_STORE", "DEFAULT_O_IN_Q", "LONG_KV_CONFIG", "default_kv_tiles", "threads", "box_columns", "box_swizzle"]

@@ -30,6 +30,7 @@ from tsjit.ops.attention_args import torch_module as _torch
 from tsjit.ops.attention_args import window_bounds as _window_bounds
 from tsjit.examples import attention as program
 from tsjit.examples import attention_tiles as tiles
+from tsjit.examples.attention_config import default_kv_tiles
 from tsjit.runtime.tensormap import TensorMap
 
 __all__ = ["attention", "SUPPORTED_HEAD_DIMS"]
@@ -126,7 +127,9 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
         out: optional output tensor (q's shape and dtype, same layout rules as q).
         lse_out: optional contiguous torch.float32 tensor of the LSE's shape (implies ``return_lse``).
         block_n, stages: KV tile rows (``tsjit.examples.attention.BLOCK_NS``) and ring depth; defaults per
-            head_dim (``tsjit.examples.attention.DEFAULT_CONFIG``).
+            head_dim (``tsjit.examples.attention.DEFAULT_CONFIG``; for long key sequences of a fixed-length problem
+            without a window whose tile options are all None, ``LONG_KV_CONFIG`` with O staged in Q:
+            ``tsjit.examples.attention_config.default_kv_tiles``).
         sms: CTAs of the persistent grid (default: the device's multiprocessor count).
         overlap: software-pipeline each warpgroup's loop (the softmax of a KV tile runs while the previous
             tile's PV wgmma is in flight); False: one tile at a time (default per head_dim:
@@ -239,7 +242,11 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
     left, right = _window_bounds(window, causal)
     batch, seqlen_q, heads, head_dim = q4.shape
     seqlen_k, kv_heads = k4.shape[1], k4.shape[2]
-    default_n, default_stages = program.DEFAULT_CONFIG[head_dim]
+    long_eligible = not varlen and left is None and right == (0 if causal else None) and all(
+        option is None for option in (block_n, stages, q_stages, o_in_q, direct_store))
+    default_n, default_stages, staged_in_q = default_kv_tiles(head_dim, seqlen_k, long_eligible)
+    if long_eligible and staged_in_q:
+        o_in_q = True
     block_n = default_n if block_n is None else block_n
     stages = default_stages if stages is None else stages
     if overlap is None:

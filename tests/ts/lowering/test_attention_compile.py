@@ -50,6 +50,7 @@ CONFIGS += [(128, True, tsjit.BFloat16, "pingpong", dict(window=True)),
             (128, True, tsjit.BFloat16, "pingpong", dict(rescale_threshold=8.0)),
             (64, False, tsjit.BFloat16, "overlapped", dict(rescale_threshold=0.0)),
             (128, False, tsjit.BFloat16, "pingpong", dict(block_n=160, o_in_q=True)),
+            (128, True, tsjit.BFloat16, "pingpong", dict(block_n=160, o_in_q=True)),     # LONG_KV_CONFIG, causal
             (64, True, tsjit.BFloat16, "pingpong", dict(o_in_q=True))]
 CONFIGS += [(d, causal, tsjit.BFloat16, schedule, {}) for d, causal in ((128, True), (64, False))
             for schedule in ("one-tile", "overlapped")]
@@ -126,7 +127,8 @@ def test_attention_block_n_64_one_q_stage_and_no_lse_compile():
 @pytest.mark.parametrize("head_dim,causal,options", [
     (64, True, dict(block_n=64, stages=2)),                            # configurations no other test compiles
     (256, False, dict(window=True, schedule="one-tile")),
-    (128, True, dict(varlen=True, window=True, q_stages=1))])
+    (128, True, dict(varlen=True, window=True, q_stages=1)),
+    (128, True, dict(block_n=160, o_in_q=True, store_lse=False))])     # the long-KV default's schedule, no LSE
 def test_attention_schedule_verifies_safe_quickly(monkeypatch, head_dim, causal, options):
     """The whole TaskManager construction (all checks, the exhaustive one included) inside a compile: SAFE in
     under 2 s."""
