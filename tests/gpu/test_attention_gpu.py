@@ -171,7 +171,8 @@ def test_attention_small_grid_and_block_n_64(schedule):
 @pytest.mark.parametrize("seqlen_q,seqlen_k", [(8192, 8192), (300, 8500)])
 def test_attention_long_key_sequences_run_the_long_kv_default(monkeypatch, seqlen_q, seqlen_k, causal):
     """seqlen_k from LONG_KV_CONFIG's threshold on, every tile option left None: the default is 160-key tiles with
-    O staged in Q (the last KV tile partial: 8192 and 8500 keys are no multiple of 160; 300 rows bottom-aligned)."""
+    O staged in Q (the last KV tile partial: 8192 and 8500 keys are no multiple of 160; 300 rows bottom-aligned),
+    also through the packed launch of a repeated call with new data in the same buffers."""
     from tsjit.examples.attention_config import LONG_KV_CONFIG
     threshold, block_n, stages = LONG_KV_CONFIG[128]
     assert seqlen_k >= threshold and seqlen_k % block_n
@@ -185,6 +186,13 @@ def test_attention_long_key_sequences_run_the_long_kv_default(monkeypatch, seqle
     q, k, v = random_inputs(1, seqlen_q, seqlen_k, 2, 1, 128, torch.bfloat16)
     assert_close_to_flash(*check(q, k, v, causal))
     assert chosen == [(block_n, stages, True)]
+    out = torch.full_like(q, float("nan"))
+    tsjit.ops.attention(q, k, v, causal=causal, out=out)
+    q.copy_(torch.randn_like(q))
+    out.fill_(float("nan"))
+    tsjit.ops.attention(q, k, v, causal=causal, out=out)        # the packed launch of the long-KV configuration
+    ref, _ = reference(q, k, v, causal, 1 / math.sqrt(128))
+    assert _within_bf16(out, ref)
 
 
 #: the error bound (x flash's) with a rescale threshold > 0: the stale maxima leave no P exactly 1.0 (the largest
