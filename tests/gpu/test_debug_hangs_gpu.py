@@ -86,7 +86,10 @@ def test_missing_commit_is_reported(debug_build):
         assert "CTA (0, 0, 0), warp 1, task 'consumer (warps 1-1)', resource 'chunks', stage 0, step chunks_wait, " \
                "loop iteration 0, waits for the phase of parity 0" in text
         assert "waiting on mbarrier chunks.full[0] (CTA rank 0): in phase 0 (parity 0)" in text
-        assert "task 'producer" not in text        # it finished
+        blocked, _, exited = text.partition("Tasks that already exited:")
+        assert "task 'producer" not in blocked      # it finished: listed as exited, and no trip-count hint
+        assert "task 'producer (warps 0-0)' exited after 16 iteration(s)" in exited
+        assert "domain_loop" not in exited
         return
     text = _common(_run("missing_commit"), "missing_commit")
     assert "1 wait(s) outlived" in text

@@ -33,8 +33,8 @@ def _resource(barrier_owner: str, step: str) -> str:
     return f"{barrier_owner}.{member}"
 
 
-def _exited_tasks(threads) -> list[str]:
-    """A line per task of the blocked threads' CTAs whose threads all exited: the iterations it ran."""
+def _exited_tasks(threads) -> list[tuple[str, int]]:
+    """(line, iterations) per task of the blocked threads' CTAs whose threads all exited: the iterations it ran."""
     ctas = {id(th.cta): th.cta for th in threads}
     lines = []
     for cta in ctas.values():
@@ -47,8 +47,8 @@ def _exited_tasks(threads) -> list[str]:
                 continue
             seen = max((t.steps_seen for t in members), key=lambda d: max(d.values(), default=0))
             step, runs = max(seen.items(), key=lambda kv: kv[1])
-            lines.append(f"  - CTA {cta.ctaid}: task '{task}' exited after {runs} iteration(s) (step {step} ran "
-                         f"{runs}x)")
+            lines.append((f"  - CTA {cta.ctaid}: task '{task}' exited after {runs} iteration(s) (step {step} ran "
+                          f"{runs}x)", runs))
     return lines
 
 
@@ -101,9 +101,13 @@ def deadlock_error(machine, threads) -> InterpretError:
     exited = _exited_tasks(threads)
     if exited:
         lines.append("  Tasks that already exited:")
-        lines += exited
-        lines.append("  A task that left its domain loop after fewer iterations than the blocked ones wait for: compare "
-                     "the producer's and the consumers' domain_loop(start, end, step) (their trip counts must match).")
+        lines += [line for line, _ in exited]
+        # a trip-count mismatch only when a task left its loop no later than the iteration a blocked one waits in
+        waits_in = max((th.steps_seen.get(th.step, 1) - 1 for th in threads if th.step), default=-1)
+        if any(runs <= waits_in for _, runs in exited):
+            lines.append("  A task left its domain loop after fewer iterations than a blocked one waits for: compare "
+                         "the producer's and the consumers' domain_loop(start, end, step) (their trip counts must "
+                         "match).")
     lines.append("  Check that every wait has a matching arrive/commit (counts and transaction bytes), that the block "
                  "has every warp the program's tasks use, and that producers and consumers walk the stages in the "
                  "same order.")
