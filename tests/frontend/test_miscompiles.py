@@ -582,7 +582,7 @@ def plain(x):
 
 @pytest.mark.parametrize("make_bad", ["file", pytest.param("unwritable", marks=pytest.mark.file_permissions)])
 def test_unusable_dump_dir_warns_once_and_the_compile_goes_on(tmp_path, monkeypatch, make_bad):
-    from tsjit.runtime import kernel as kernel_module
+    from tsjit.runtime import dumps as dumps_module
     if make_bad == "file":
         bad = tmp_path / "not_a_directory"
         bad.write_text("")
@@ -591,7 +591,7 @@ def test_unusable_dump_dir_warns_once_and_the_compile_goes_on(tmp_path, monkeypa
         bad.mkdir()
         bad.chmod(0o500)
     monkeypatch.setenv("TSJIT_DUMP_DIR", str(bad))
-    monkeypatch.setattr(kernel_module, "_dump_warned", set())
+    monkeypatch.setattr(dumps_module, "_dump_warned", set())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         build(plain, F32)

@@ -38,7 +38,7 @@ from tsjit.interpret.program import InterpretProgram, lower_for_interpreter
 from tsjit.interpret.translate import Translator
 from tsjit.backend.targets import DEFAULT_TARGET, environment_target, get_target
 from tsjit.runtime.arrays import describe_array_argument, host_allocation
-from tsjit.runtime.kernel import write_dump
+from tsjit.runtime.dumps import write_dump
 from tsjit.runtime.specialize import memory_spec_key
 from tsjit.runtime.tensormap import DESCRIPTOR_BYTES, interpreter_layout
 

@@ -20,10 +20,8 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import inspect
-import os
 import threading
 import time
-import warnings
 from dataclasses import dataclass, field
 
 from tsjit import env
@@ -36,6 +34,7 @@ from tsjit.errors import (CompilationError, CompileArgumentError, LaunchError, T
 from tsjit.frontend import artifacts
 from tsjit.frontend.dependencies import unchanged as dependencies_unchanged
 from tsjit.runtime import driver, hang_report, launch_config, streams
+from tsjit.runtime.dumps import dump_compiled
 from tsjit.runtime.cache import CacheEntry, KernelCache
 from tsjit.runtime.metadata import KernelMetadata
 from tsjit.lang.constexpr import is_constexpr_annotation
@@ -289,7 +288,7 @@ class Kernel:
                                           _folded=lambda: compile_to_llvm(self.fn, arg_specs, target,
                                                                           **self.options).folded_source)
                 artifacts.replay(meta.artifacts)  # render() files and TSJIT_DUMP_DIR: on a hit too
-                _dump(compiled)
+                dump_compiled(compiled)
                 return compiled
         if front is None:
             # LLVM's library load and target machine overlap the frontend (not while the assembler search
@@ -330,7 +329,7 @@ class Kernel:
             artifacts=written)
         compiled = CompiledKernel(lowered.name, asm.cubin, metadata, lowered.llir, ptx,
                                   _folded=lambda: lowered.folded_source)
-        _dump(compiled)
+        dump_compiled(compiled)
         return compiled
 
     # -- launch -------------------------------------------------------------------------------
@@ -505,56 +504,6 @@ def _launch_target() -> str:
     return _device_target
 
 
-def _folded_or_none(compiled: CompiledKernel):
-    """The folded source for the dump, or None (with a warning) if it cannot be printed: the dump
-    is a debugging aid and never fails a compile."""
-    try:
-        return compiled.folded_source
-    except Exception as exc:  # noqa: BLE001 - any printing failure only costs the .py file
-        warnings.warn(f"TSJIT_DUMP_DIR: the folded source of {compiled.name!r} could not be printed ({exc}); "
-                      f"the .ll/.ptx/.cubin dumps are written without it", RuntimeWarning, stacklevel=2)
-        return None
-
-
-def _dump(compiled: CompiledKernel) -> None:
-    if not env.dump_dir():
-        return
-    # A disk-cache hit has no folded source at hand (it would rerun the frontend): no .py then.
-    write_dump(f"{compiled.name}-{compiled.metadata.key[:12]}",
-               {".ll": compiled.llir, ".ptx": compiled.ptx, ".cubin": compiled.cubin},
-               folded_from=None if compiled.metadata.from_cache else compiled)
-
-
-def write_dump(stem: str, files: dict, folded_from=None) -> None:
-    """Write ``files`` (suffix -> ``str`` / ``bytes``; ``None``: a stage not at hand, skipped) as
-    ``<TSJIT_DUMP_DIR>/<stem><suffix>``; a no-op when ``TSJIT_DUMP_DIR`` is unset.  ``folded_from``: an
-    object with ``name`` and ``folded_source`` (a compiled or lowered kernel) whose folded source becomes
-    ``<stem>.py`` (a source that cannot be printed warns and is left out).
-
-    Dumping is a debugging aid: a directory that cannot be written warns once (``RuntimeWarning``)
-    and never fails the compile (or the CPU interpreter's lowering, which dumps its ``.ll`` / ``.py`` too).
-    """
-    directory = env.dump_dir()
-    if not directory:
-        return
-    if folded_from is not None:
-        files = {**files, ".py": _folded_or_none(folded_from)}
-    try:
-        os.makedirs(directory, exist_ok=True)
-        for suffix, data in files.items():
-            if data is None:  # a cache entry that did not keep this stage
-                continue
-            binary = isinstance(data, (bytes, bytearray))
-            with open(os.path.join(directory, stem + suffix), "wb" if binary else "w") as fh:
-                fh.write(data)
-    except OSError as exc:  # dumping is a debugging aid: it never fails a compile
-        if directory not in _dump_warned:
-            _dump_warned.add(directory)
-            warnings.warn(f"TSJIT_DUMP_DIR={directory!r} cannot be written ({exc.strerror or exc}); kernels "
-                          f"compile without dumps. Point it at a writable directory.", RuntimeWarning, stacklevel=3)
-
-
-_dump_warned: set = set()
 
 
 def kernel(fn=None, **options):
