@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import ast
 import builtins
-import inspect
 import operator
 import sys
 
 from tsjit.backend import emit
-from tsjit.errors import CompilationError, TsjitError, did_you_mean
+from tsjit.errors import CompilationError, TsjitError
 from tsjit.frontend import calls, control, guards
+from tsjit.frontend.attribute_errors import attribute_hint
 from tsjit.frontend.dependencies import DependencyRecorder, RecordingMixin, attribute_chain
 from tsjit.frontend.folded import FoldRecorder
 from tsjit.frontend.frame import Frame
@@ -380,30 +380,13 @@ class CodeGenerator(control.ControlFlowMixin, calls.CallMixin, RecordingMixin):
         try:
             value = getattr(obj, node.attr)
         except AttributeError as exc:
-            hint = getattr(exc, "hint", None)   # e.g. tsjit.math lists its functions
-            if hint is None and inspect.isroutine(obj):   # `tsjit.thread_idx.x`
-                name = getattr(obj, "__name__", "it")
-                hint = f"`{name}` is a function: call it first, {name}().{node.attr}"
-            if hint is None:
-                hint = self._attribute_list(obj, node.attr)
+            hint = getattr(exc, "hint", None) or attribute_hint(obj, node.attr)   # tsjit.math lists its functions
             raise self.error(node, f"{self._type_name(obj)} has no attribute `{node.attr}`"
                              + (f"; {hint}" if hint else "")) from None
         explain = getattr(type(value), "__tsjit_not_a_value__", None)   # e.g. a TS TaskLocalVariable
         if explain is not None:
             raise self.error(node, explain(value))
         return value
-
-    @staticmethod
-    def _attribute_list(obj, attr: str) -> str | None:
-        """For a plain object of the compiler's (a tensor map argument, a TS ``StageInfo``): its data
-        attributes, the closest to ``attr`` first; None for values, modules, classes and functions."""
-        if isinstance(obj, (Value, type, type(ast))) or callable(obj) or not hasattr(obj, "__dict__"):
-            return None
-        names = sorted(n for n in vars(obj) if not n.startswith("_"))
-        if not names or len(names) > 24:
-            return None
-        close = did_you_mean(attr, names).strip()
-        return (close[:1].lower() + close[1:] + " " if close else "") + "its attributes: " + ", ".join(names)
 
     @staticmethod
     def _type_name(obj) -> str:
