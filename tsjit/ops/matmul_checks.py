@@ -5,7 +5,7 @@ from __future__ import annotations
 from tsjit.errors import LaunchError
 from tsjit.lang import dtypes as dt
 from tsjit.lang.epilogue import ACTIVATIONS
-from tsjit.ops.operands import FP8_DTYPES, TORCH_DTYPES, Operand
+from tsjit.ops.operands import FP8_DTYPES, Operand
 
 INPUT_DTYPES = ("BFloat16", "Float16") + FP8_DTYPES
 OUTPUT_DTYPES = ("BFloat16", "Float16", "Float32")
@@ -26,12 +26,12 @@ def output_dtype(value, name: str = "matmul") -> dt.DType | None:
     """
     if value is None or isinstance(value, dt.DType):
         return value
-    found = TORCH_DTYPES.get(str(value))
-    given = str(value) if found is not None or str(value).startswith("torch.") else None
-    if given is None:
-        found = dt.from_numpy(value)
-        if found is not None or _numpy_name(value) is not None:
-            given = f"numpy dtype {_numpy_name(value)}"
+    text = str(value)
+    if text.startswith("torch."):                  # a torch dtype: tsjit.lang.dtypes.lookup reads its name
+        found, given = dt.lookup(text), text
+    else:
+        found = dt.lookup(value)
+        given = f"numpy dtype {_numpy_name(value)}" if found is not None or _numpy_name(value) is not None else None
     if found is None or found.name not in OUTPUT_DTYPES:
         given = given or f"{value!r} (of type {type(value).__name__})"
         raise LaunchError(f"tsjit.ops.{name}: argument 'out_dtype' is {given}; the output can be BFloat16, Float16 "
