@@ -112,8 +112,9 @@ def run_demo(size: int = 1 << 22, gemm_size: int = 4096) -> int:
         print("Task Scheduling programs: all came from the disk cache (verified when first compiled)")
     if not driver.gpu_available():
         print("No NVIDIA GPU/driver found: SKIPPED launching and checking the kernels on the GPU "
-              "(everything above was compiled and assembled).  To run kernels without a GPU, set "
-              "TSJIT_INTERPRET=1 (the CPU interpreter: small sizes; README, 'A first kernel').")
+              "(everything above was compiled and assembled).  The demo itself launches only on a GPU; to run your "
+              "own kernels without one, set TSJIT_INTERPRET=1 (the CPU interpreter: small sizes; README, 'A first "
+              "kernel').")
         return 0
     props = driver.device_properties()
     print(f"GPU: {props.name} (sm_{props.capability[0]}{props.capability[1]}): launching and checking")

@@ -343,6 +343,9 @@ class MBarrier(Waitable):
             text += (f" ({-self.tx} bytes more were delivered than expect_tx armed: was the TMA copy issued by "
                      f"every thread of a warp instead of one (`if tsjit.elect_one():`), or is the stage's "
                      f"num_bytes too small?)")
+        elif self.tx > 0 and self.pending == 0:   # every arrival came; armed bytes never landed
+            text += (f" (every arrival came, but {self.tx} of the bytes expect_tx armed never landed: is the stage's "
+                     f"num_bytes larger than its copies deliver (a box's dtype or shape), or was a copy skipped?)")
         return text
 
     def completed(self, parity: int) -> bool:

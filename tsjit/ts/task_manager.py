@@ -397,6 +397,8 @@ class TaskManager:
                 if finding.is_warning:
                     if self.verbose:
                         report(finding.message)
+                    if finding.is_note:
+                        continue
                     warn(f"[{finding.check}] {finding.message}", VerificationWarning)
             errors = [f.message for f in found if not f.is_warning]
             if errors:

@@ -37,13 +37,16 @@ P2  A TMA producer's ``num_bytes`` must match what its copies deliver.  When the
     ``{producer work label: bytes}``, :mod:`tsjit.ts.tx_bytes`) each acquire arms exactly its
     bracket's bytes: every work must be listed, ``num_bytes`` must be the stage's sum (x the CTAs
     of a leader-only consumer), and ``num_bytes_per_warp_per_cta``, if given, every warp's share.
+    With none of these (a resource of several TensorMap fields that does not override
+    ``tma_bytes_per_stage()``), P2 cannot know the bytes: it checks nothing and leaves a note in the
+    ``verbose=True`` report.
 """
 from __future__ import annotations
 
 from tsjit.ts.protocol import SideKind, Signal, Who, signals, warps_per_stage
 from tsjit.ts.enums import ScheduleStage
 from tsjit.ts.tx_bytes import arming_units, bracket_works, tx_cta_factor, work_bytes
-from tsjit.ts.verify.findings import Finding, at_config, error, warning
+from tsjit.ts.verify.findings import Finding, at_config, error, note, warning
 from tsjit.ts.verify.pipelines import co_filling_tasks, pipeline_config, role_tasks, task_lanes
 
 __all__ = ["check_arrival_counts", "check_tma_bytes", "signalling_units"]
@@ -238,6 +241,25 @@ def check_tma_bytes(manager) -> list[Finding]:
     return out
 
 
+def _tensor_map_fields(resource) -> int:
+    """How many of ``resource``'s attributes are TensorMaps (objects with an int ``box_bytes``)."""
+    return sum(isinstance(getattr(v, "box_bytes", None), int) for v in vars(resource).values())
+
+
+def _unchecked_bytes(resource, config) -> Finding:
+    """The P2 note (``verbose=True`` report only) for a resource whose stage bytes the checker cannot know: it has no
+    ``tma_bytes_per_stage()`` answer (it has several TensorMap fields) and no
+    ``num_bytes_per_warp_per_cta``.  Without one of them a wrong ``num_bytes`` is found only on the
+    GPU (a hang when too large, a stage completed early when too small) or by the interpreter."""
+    name = resource.name
+    which = f"{_tensor_map_fields(resource)} TensorMap fields"
+    return note("P2", (
+        f"note: resource {name!r} ({config.pipeline_type.value}): num_bytes={config.num_bytes} is not checked "
+        f"against the TMA copies: {name} has {which}, so {name}.tma_bytes_per_stage() cannot say what one "
+        f"stage's copies deliver.\n  Override tma_bytes_per_stage() to return the stage's bytes (e.g. the sum "
+        f"of its boxes' box_bytes), or pass num_bytes_per_warp_per_cta= to the pipeline config."))
+
+
 def _tma_bytes(manager, resource, config) -> list[Finding]:
     """P2 for one TMA-produced resource."""
     out: list[Finding] = []
@@ -282,6 +304,8 @@ def _tma_bytes(manager, resource, config) -> list[Finding]:
                 f"num_bytes_per_warp_per_cta is required to check num_bytes={given}.\n"
                 f"  Pass num_bytes_per_warp_per_cta= (the bytes one producer warp's "
                 f"copies deliver to one CTA).")))
+        elif _tensor_map_fields(resource) > 1:
+            out.append(_unchecked_bytes(resource, config))
         return out
     expected = per_warp * cta_factor * warp_factor
     if expected != given:

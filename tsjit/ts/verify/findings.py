@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from tsjit.ts.diagnostics import located
 
-__all__ = ["Finding", "error", "warning", "step_message", "at_config"]
+__all__ = ["Finding", "error", "warning", "note", "step_message", "at_config"]
 
 
 @dataclass(frozen=True)
@@ -21,11 +21,14 @@ class Finding:
         check: the rule id (``"R0"``, ``"G2"``, ...).
         message: the full text (what is wrong, then what to change).
         is_warning: True for findings that never fail verification (H1).
+        is_note: True for a warning that only the ``verbose=True`` report shows (what a check could
+            not check), never a ``VerificationWarning``.
     """
 
     check: str
     message: str
     is_warning: bool = False
+    is_note: bool = False
 
 
 def error(check: str, message: str) -> Finding:
@@ -34,6 +37,10 @@ def error(check: str, message: str) -> Finding:
 
 def warning(check: str, message: str) -> Finding:
     return Finding(check, message, True)
+
+
+def note(check: str, message: str) -> Finding:
+    return Finding(check, message, True, True)
 
 
 def step_message(task, step, what: str, fix: str) -> str:
@@ -45,4 +52,4 @@ def at_config(findings: list[Finding], config) -> list[Finding]:
     """``findings`` about ``config`` (a PipelineConfig), each located at the line that made it
     (``config.source_location``), with that line and a caret, so P1 / P2 point at the config."""
     location = getattr(config, "source_location", None)
-    return [Finding(f.check, located(f.message, location), f.is_warning) for f in findings]
+    return [Finding(f.check, located(f.message, location), f.is_warning, f.is_note) for f in findings]
