@@ -130,3 +130,23 @@ def test_calling_interpret_instead_of_indexing_it_shows_the_launch_form():
     """newcomer 7, item 14: ``k.interpret((1,), (32,))(...)``."""
     with pytest.raises(tsjit.LaunchError, match=r"reverse_through_shared\.interpret\[grid, block\]\(\*args\)"):
         reverse_through_shared.interpret((1,), (32,))(np.zeros(32, np.float32), 32)
+
+
+@tsjit.kernel
+def unannotated(x, out, n):
+    i = tsjit.thread_idx().x
+    if i < n:
+        out[i] = x[i]
+
+
+def test_unsupported_element_type_names_it_and_the_supported_ones():
+    with pytest.raises(tsjit.LaunchError) as err:
+        tsjit.compile(unannotated, np.zeros(8, np.float32), np.zeros(8, np.complex64), 8)
+    text = str(err.value)
+    assert "'out'" in text and "complex64" in text and "Float32" in text and "BFloat16" in text
+
+
+def test_a_list_argument_says_what_compile_accepts():
+    with pytest.raises(tsjit.LaunchError) as err:
+        tsjit.compile(unannotated, [1.0, 2.0], np.zeros(8, np.float32), 8)
+    assert "'x'" in str(err.value) and "numpy array" in str(err.value)

@@ -125,9 +125,12 @@ def _specialize_one(name: str, value, annotation, for_compile: bool, kernel_name
     if arg is None:
         raise LaunchError(f"argument '{name}': cannot pass a {type(value).__name__} object to a kernel; expected "
                           f"a device array (tsjit.to_device, torch/cupy CUDA tensor), a Python/numpy scalar, "
-                          f"or a tsjit.Constexpr parameter")
+                          f"or a tsjit.Constexpr parameter (for tsjit.compile also a numpy array or a tsjit.spec)")
     if arg.dtype is None:
-        raise LaunchError(f"argument '{name}' has an element type tsjit does not support")
+        given = getattr(value, "dtype", None) or (value.get("typestr") if isinstance(value, dict) else None)
+        names = ", ".join(d.name for d in dt.ALL_DTYPES)
+        raise LaunchError(f"argument '{name}' has the element type {given}, which tsjit does not support; "
+                          f"supported: {names}")
     if arg.device_kind == "host":
         if for_compile:
             return _tensor_spec(arg.dtype, arg.shape, arg.strides, 16), []
