@@ -157,6 +157,9 @@ MEASURED_WINNERS = {
     (256, 256, 16384): ((64, 64, 8, 11), 0.914),        # 8 stages 0.867-0.873, 14: 0.902, 4: 0.698
     (128, 4096, 4096): ((64, 64, 1, 11), 0.950),        # 8 stages 0.82-0.90, 13: 0.978 (batch 3); 128x64 K2 0.845-0.893
     (512, 512, 8192): ((128, 64, 4, 8), 0.945),         # 64x128 K4 0.915, 128x128 K8 0.762
+    # 2026-12-02, i15s (swapped; configs.unsplit_stream): split-K 2 0.86-0.93 (18.7-19.9 us), unsplit 18.3-18.4 us
+    # (0.93-0.94; 13 stages measured alike: 18.1-18.4)
+    (64, 4096, 4096): ((64, 64, 1, 11), 0.937),
     # 2026-12-02 (benchmarks/gemm_session_probe.py): 128x256 3 stages 1.770; at 3000x5000x1000 128x192 0.823 against
     # the heuristic's 0.830, at 1024x14336x4096 0.920 against 0.962
     (1000, 3000, 777): ((128, 192, 1, 4), 1.928),
@@ -169,6 +172,19 @@ def test_heuristic_picks_the_measured_winner(shape):
     _, cfg = _choose(*shape)
     assert (cfg.block_m, cfg.block_n, cfg.splits, cfg.stages, cfg.schedule) == (bm, bn, splits, stages,
                                                                                  "cooperative")
+
+
+def test_unsplit_stream_only_for_narrow_short_k_products():
+    """configs.unsplit_stream overrides the model's 64 x 64 split-K 2 only for a D at most 64 wide, at most 64 K
+    tiles, one wave of split CTAs and tiles filling at least 45% of the SMs (the measured case)."""
+    assert configs.unsplit_stream(configs.Problem(4096, 64, 4096), (64, 64, 2)) == (64, 64, 1)
+    assert configs.unsplit_stream(configs.Problem(4096, 64, 14336), (64, 64, 2)) is None      # long K: split wins
+    assert configs.unsplit_stream(configs.Problem(2048, 64, 4096), (64, 64, 2)) is None       # 32 tiles: too few
+    assert configs.unsplit_stream(configs.Problem(8192, 64, 4096), (64, 64, 2)) is None       # two waves split
+    assert configs.unsplit_stream(configs.Problem(2048, 128, 4096), (64, 64, 2)) is None      # D wider than 64
+    assert configs.unsplit_stream(configs.Problem(4096, 64, 4096), (128, 64, 2)) is None
+    ranked = configs.choose(configs.Problem(4096, 64, 4096, tma_output=False))[1]
+    assert ranked[0][1:] == (64, 64, 1) and any(entry[1:] == (64, 64, 2) for entry in ranked[1:])
 
 
 def test_192_wide_tiles_only_for_plain_16_bit_products():

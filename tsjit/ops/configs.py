@@ -29,10 +29,12 @@ time of each is
 * per wave: a tile prologue / epilogue cost; per launch a fixed cost.
 
 The lowest estimate wins (ties: the smaller tile, then the earlier candidate, so the choice is
-deterministic).  The constants were fitted on 2026-12-01 to forced-configuration timings on the
-H200 (``benchmarks/gemm_configs_probe.py``): the L2 sustains ~12 TB/s of tile re-reads, and the
-narrowest tile covering a narrow D wins the memory-bound ties (1 x 28672 x 4096: 0.85x -> 0.98x
-cuBLAS with a 16-wide tile instead of a 64-wide one).
+deterministic).  One measured exception, :func:`unsplit_stream`: a swapped small-M product with a
+short K runs its 64 x 64 tiles without the split-K 2 the model prefers.  The constants were fitted
+on 2026-12-01 to forced-configuration timings on the H200 (``benchmarks/gemm_configs_probe.py``):
+the L2 sustains ~12 TB/s of tile re-reads, and the narrowest tile covering a narrow D wins the
+memory-bound ties (1 x 28672 x 4096: 0.85x -> 0.98x cuBLAS with a 16-wide tile instead of a
+64-wide one).
 :func:`explain` prints the winner and the runners-up with their estimates.
 
 Ping-pong (:mod:`tsjit.ops.gemm_pingpong`, the shared-ring program, :data:`PINGPONG_CANDIDATES`) competes
@@ -346,9 +348,29 @@ def choose(problem: Problem) -> tuple[GemmConfig, list[tuple]]:
     # ties (memory-bound shapes): the smaller tile (fewer idle MMA lanes, a deeper ring), then the earlier
     ranked = sorted(((estimate(problem, *choice), choice[0] * choice[1], i, choice)
                      for i, choice in enumerate(candidates(problem))))
-    seconds, _, _, choice = ranked[0]
+    ranked = [(t, *c) for t, _, _, c in ranked]
+    unsplit = unsplit_stream(problem, ranked[0][1:])
+    if unsplit is not None:           # the measured exception: the unsplit entry goes first
+        ranked.sort(key=lambda entry: entry[1:] != unsplit)
+    seconds, choice = ranked[0][0], ranked[0][1:]
     config = make_config(problem, *choice, estimate_us=seconds * 1e6)
-    return config, [(t, *c) for t, _, _, c in ranked]
+    return config, ranked
+
+
+def unsplit_stream(problem: Problem, choice: tuple):
+    """``(64, 64, 1)`` where the model's 64 x 64 split-K 2 winner streams X (the weights of a swapped small-M
+    product: D at most 64 wide) over a short K (at most 64 K tiles) in one wave of tiles that alone fill at least
+    45% of the SMs; else None (the model's choice stands).  Measured faster without the split: the 64 unsplit CTAs'
+    11-stage rings pull the bandwidth and the split-K tail goes (H200, 2026-12-02, i15s, order-controlled
+    benchmarks/gemm_small_probe.py: 64 x 4096 x 4096 split-K 2 18.7-19.9 us, unsplit 18.3-18.4, 13 stages alike;
+    at 64 x 4096 x 14336, 224 K tiles, split-K 2 stays faster: 43.4 against 44.9)."""
+    if len(choice) != 3 or choice != (64, 64, 2) or problem.Q > 64:
+        return None
+    tiles = ceil_div(problem.P, 64) * ceil_div(problem.Q, 64) * problem.batch
+    k_tiles = ceil_div(problem.K, k_tile(problem.in_bytes))
+    if k_tiles <= 64 and 2 * tiles <= problem.sms and tiles >= 0.45 * problem.sms:
+        return (64, 64, 1)
+    return None
 
 
 def choice_of(config: GemmConfig) -> tuple:
