@@ -364,7 +364,7 @@ def unsplit_stream(problem: Problem, choice: tuple):
     11-stage rings pull the bandwidth and the split-K tail goes (H200, 2026-12-02, i15s, order-controlled
     benchmarks/gemm_small_probe.py: 64 x 4096 x 4096 split-K 2 18.7-19.9 us, unsplit 18.3-18.4, 13 stages alike;
     at 64 x 4096 x 14336, 224 K tiles, split-K 2 stays faster: 43.4 against 44.9)."""
-    if len(choice) != 3 or choice != (64, 64, 2) or problem.Q > 64:
+    if tuple(choice) != (64, 64, 2) or problem.Q > 64:
         return None
     tiles = ceil_div(problem.P, 64) * ceil_div(problem.Q, 64) * problem.batch
     k_tiles = ceil_div(problem.K, k_tile(problem.in_bytes))
