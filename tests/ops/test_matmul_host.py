@@ -15,6 +15,7 @@ import pytest
 
 import tsjit
 import tsjit.ops
+from tsjit.ops import configs
 from tsjit.runtime import arrays, driver, kernel, launch_config, tensormap
 
 mm = sys.modules["tsjit.ops.matmul"]
@@ -46,9 +47,18 @@ class FakeCai:
         return other
 
 
+class Launches(list):
+    """The launches a fake_gpu test made, ``(name, grid, block, params, stream)``; ``pdl``: whether each was
+    launched with programmatic dependent launch."""
+
+    def __init__(self):
+        super().__init__()
+        self.pdl = []
+
+
 @pytest.fixture
 def fake_gpu(monkeypatch):
-    launches = []
+    launches = Launches()
     addresses = itertools.count(1 << 40, 1 << 24)
     monkeypatch.setattr(driver, "device_properties", lambda: types.SimpleNamespace(
         sm_count=132, max_dynamic_smem_optin=232448, capability=(9, 0)))
@@ -74,7 +84,8 @@ def fake_gpu(monkeypatch):
                             grid=tuple(grid) + (1,) * (3 - len(grid)), block=tuple(block) + (1,) * (3 - len(block)),
                             smem_bytes=smem, cluster=cluster, pdl=pdl)))
     monkeypatch.setattr(launch_config, "launch_prepared", lambda fn, prepared, params, stream=0:
-                        launches.append((fn.name, prepared.grid, prepared.block, params, stream)))
+                        (launches.append((fn.name, prepared.grid, prepared.block, params, stream)),
+                         launches.pdl.append(prepared.config.pdl)))
     monkeypatch.setattr(driver, "check", lambda result, what: None)
     monkeypatch.setattr(driver, "bindings", lambda: types.SimpleNamespace(cuCtxSynchronize=lambda: 0))
     monkeypatch.setattr(mm, "_PLANS", {})
@@ -92,7 +103,7 @@ def test_large_product_launches_the_full_tile_once(fake_gpu):
     out = tsjit.ops.matmul(a, b)
     assert out.shape == (4096, 4096)
     (name, grid, block, params, stream), = fake_gpu
-    assert name.startswith("gemm_program") and grid == (132,) and block == (384,) and params and stream == 0
+    assert name.startswith("gemm_program") and grid == (132,) and block == (384,) and params and stream == 0 and fake_gpu.pdl == [False]
 
 
 def test_repeated_calls_reuse_the_packed_launch(fake_gpu):
@@ -141,6 +152,11 @@ def test_rows_off_128_bytes_are_realigned_where_the_model_says_it_pays(fake_gpu,
     tsjit.ops.matmul(a, b, out=FakeCai((3000, 5000)))
     names = [launch[0] for launch in fake_gpu]
     assert names[0] == "copy_rows" and names[1].startswith("gemm_program") and len(names) == 2
+    assert fake_gpu.pdl == [False, False]        # plain launches (PDL behind the copy measured slower)
+    # aligned rows pay for the long-K staging of a 128 x 256 tile (4 stages, 128 columns) that 2000-byte rows did not
+    config = next(iter(mm._PLANS.values())).config
+    assert (config.block_m, config.block_n, config.stages, config.staged_columns) == (128, 256, 4, 128)
+    assert configs.choose(configs.Problem(3000, 5000, 1000))[0].stages == 3
     (storage,) = next(iter(mm._PLANS.values())).staging.values()
     assert (storage.strides[1] * 2) % 128 == 0 and storage.data_ptr % 128 == 0
     assert storage.shape == ((1, 5000, 1000) if layout == "NK" else (1, 1000, 5000))

@@ -83,8 +83,8 @@ class Plan:
         if forced is not None:                   # a candidate tuple measured or stored by TSJIT_AUTOTUNE
             self.config = configs.make_config(self.problem, *forced,
                                               estimate_us=configs.estimate(self.problem, *forced) * 1e6)
-        cfg = self.config
         self.realign = self._realign(x[0], y[0])
+        self.config = cfg = configs.realigned_config(self.problem, self.config, self.realign)
         tiles = configs.ceil_div(self.P, cfg.block_m) * configs.ceil_div(self.Q, cfg.block_n) * batch
         self.grid = (min(tiles * cfg.splits, sms),)
         self.block = (threads_for(cfg),)
