@@ -7,13 +7,15 @@ before each timed repetition, medians); the
 tsjit output is compared with cuDNN's (max abs difference) before timing.
 
     PYTHONPATH=. python benchmarks/attention.py [--quick] [--shapes main|all] [--variants] [--sass]
-        [--shape B,H,H_kv,S,D,causal ...] [--variant NAME:key=value,... ...]
+        [--shape B,H,H_kv,S,D,causal ...] [--variant NAME:key=value,... ...] [--hd256]
 
 ``--fp8`` times the fp8 (e4m3, per-tensor scales) forward instead, against our bf16 forward and cuDNN on the
 dequantized inputs (``FP8_SHAPES``, or ``--shape``): ``fp8`` transposes V inside each call (the transpose kernel of
 tsjit/examples/attention_v_transpose.py, timed; the last column times it alone), ``fp8-vt`` is given V already in
 the kernel's layout (``v_transposed=True``); the ratios are to ``tsjit`` bf16;
 ``--variant`` adds fp8-vt columns with other options (``--variant st3:stages=3``).
+
+``--hd256`` replaces the shape list with ``HD256_SHAPES`` (head_dim 256, causal and not, S = 4096 and 8192).
 
 ``--variants`` also times other tsjit configurations (``TSJIT_VARIANTS``: the one-tile schedule, warpgroup
 ping-pong, the grid tile order under a causal mask, other KV tile sizes, a 1-stage Q ring); ``--sass`` prints the
@@ -39,6 +41,9 @@ EXTRA_SHAPES = [(16, 16, 16, 1024, 128, False), (16, 16, 16, 1024, 128, True), (
                 (8, 16, 16, 2048, 128, True), (1, 16, 16, 16384, 128, False), (1, 16, 16, 16384, 128, True),
                 (4, 32, 8, 4096, 128, False), (4, 32, 8, 4096, 128, True), (4, 16, 16, 4096, 256, False),
                 (4, 16, 16, 4096, 256, True)]
+#: ``--hd256``: head_dim 256 (80-key tiles, O stored from registers), causal and not
+HD256_SHAPES = [(4, 16, 16, 4096, 256, False), (4, 16, 16, 4096, 256, True), (2, 16, 16, 8192, 256, False),
+                (2, 16, 16, 8192, 256, True)]
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
             "efficient": SDPBackend.EFFICIENT_ATTENTION}
 
@@ -207,6 +212,7 @@ def main():
     parser.add_argument("--shape", action="append", default=[])
     parser.add_argument("--variant", action="append", default=[])
     parser.add_argument("--fp8", action="store_true")
+    parser.add_argument("--hd256", action="store_true", help="the head_dim-256 shapes (HD256_SHAPES)")
     args = parser.parse_args()
     if args.fp8:            # --variant adds pre-transposed fp8 configurations
         fp8_table([parse_shape(t) for t in args.shape] or FP8_SHAPES, 5 if args.quick else 10,
@@ -219,6 +225,8 @@ def main():
     if args.sass:
         print_sass()
     shapes = MAIN_SHAPES + (EXTRA_SHAPES if args.shapes == "all" else [])
+    if args.hd256:
+        shapes = HD256_SHAPES
     if args.shape:
         shapes = [parse_shape(text) for text in args.shape]
     reps = 5 if args.quick else 10

@@ -171,10 +171,14 @@ def test_attention_small_grid_and_block_n_64(schedule):
 @pytest.mark.parametrize("seqlen_q,seqlen_k", [(8192, 8192), (300, 8500)])
 def test_attention_long_key_sequences_run_the_long_kv_default(monkeypatch, seqlen_q, seqlen_k, causal):
     """seqlen_k from LONG_KV_CONFIG's threshold on, every tile option left None: the default is 160-key tiles with
-    O staged in Q (the last KV tile partial: 8192 and 8500 keys are no multiple of 160; 300 rows bottom-aligned),
-    also through the packed launch of a repeated call with new data in the same buffers."""
-    from tsjit.examples.attention_config import LONG_KV_CONFIG
+    O staged in Q under a causal mask, 176-key tiles with O staged in one Q stage without one (LONG_KV_FULL_CONFIG;
+    the last KV tile partial: 8192 and 8500 keys are no multiple of 160 or 176; 300 rows bottom-aligned), also
+    through the packed launch of a repeated call with new data in the same buffers."""
+    from tsjit.examples.attention_config import LONG_KV_CONFIG, LONG_KV_FULL_CONFIG
     threshold, block_n, stages = LONG_KV_CONFIG[128]
+    q_stages = 2
+    if not causal:
+        threshold, block_n, stages, q_stages = LONG_KV_FULL_CONFIG[128]
     assert seqlen_k >= threshold and seqlen_k % block_n
     ops_module = importlib.import_module("tsjit.ops.attention")
     original, chosen = ops_module.default_kv_tiles, []
@@ -185,7 +189,7 @@ def test_attention_long_key_sequences_run_the_long_kv_default(monkeypatch, seqle
     monkeypatch.setattr(ops_module, "default_kv_tiles", spy)
     q, k, v = random_inputs(1, seqlen_q, seqlen_k, 2, 1, 128, torch.bfloat16)
     assert_close_to_flash(*check(q, k, v, causal))
-    assert chosen == [(block_n, stages, True)]
+    assert chosen == [(block_n, stages, True, q_stages)]
     out = torch.full_like(q, float("nan"))
     tsjit.ops.attention(q, k, v, causal=causal, out=out)
     q.copy_(torch.randn_like(q))
@@ -288,8 +292,19 @@ def test_attention_bad_scale_and_out():
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_attention_head_dim_256(causal, dtype):
-    """head_dim 256: 64-key tiles, one Q stage, O stored from registers (its staging buffer would not fit)."""
+    """head_dim 256: 80-key tiles (the default; 700 keys: the last tile partial), one Q stage, O stored from
+    registers (its staging buffer would not fit); and 64-key tiles."""
     q, k, v = random_inputs(2, 700, 700, 4, 2, 256, getattr(torch, dtype))
+    assert_close_to_flash(*check(q, k, v, causal))
+    assert_close_to_flash(*check(q, k, v, causal, block_n=64))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seqlen_q,seqlen_k,heads,kv_heads", [(2048, 2048, 2, 1), (300, 1900, 3, 3), (1000, 77, 2, 2)])
+def test_attention_head_dim_256_longer_and_unequal_lengths(seqlen_q, seqlen_k, heads, kv_heads, causal):
+    """head_dim 256 over many KV tiles (the pipelined loop's steady state), GQA, unequal lengths (bottom-right
+    aligned causal mask; 77 keys: one partial 80-key tile, some rows see no key)."""
+    q, k, v = random_inputs(1, seqlen_q, seqlen_k, heads, kv_heads, 256, torch.bfloat16)
     assert_close_to_flash(*check(q, k, v, causal))
 
 

@@ -19,10 +19,12 @@ REGISTERS = {2: (PRODUCER_REGISTERS, CONSUMER_REGISTERS), 3: (32, 160)}
 TURN_BARRIERS = {2: PINGPONG_BARRIER, 3: 4}
 
 #: default KV tile rows and ring stages per head_dim (shared memory: Q + 2 rings + O staging < 227 KiB; head_dim
-#: 256 stores O from registers, its staging buffer would not fit)
-DEFAULT_CONFIG = {64: (128, 3), 128: (128, 2), 256: (64, 2)}
+#: 256 stores O from registers, its staging buffer would not fit).  head_dim 256 takes 80-key tiles (225 KiB with
+#: one Q stage; FlashAttention-3's tile): H200, 2026-12-02 (helper i16a) 1.039-1.088x cuDNN where 64-key tiles
+#: were 0.949-0.995x
+DEFAULT_CONFIG = {64: (128, 3), 128: (128, 2), 256: (80, 2)}
 #: KV tile rows the kernel supports: a multiple of 16 (the PV wgmma's K step) that is also a wgmma N for QK^T
-BLOCK_NS = (64, 96, 128, 160, 192)
+BLOCK_NS = (64, 80, 96, 128, 160, 176, 192)
 #: default stages of the Q ring per head_dim: with 2 the producer loads the next work tile's Q (and its first
 #: K/V tiles) while the consumers finish the current one
 DEFAULT_Q_STAGES = {64: 2, 128: 2, 256: 1}
@@ -50,18 +52,28 @@ DEFAULT_O_IN_Q = {64: False, 128: False, 256: False}
 #: (1, 16, 16384, 128) causal / non-causal and 3.4% / 0% at (2, 16, 8192, 128), are even at S = 4096 (-0.2-+1%) and
 #: lose 1-2% at S = 2048 and 6-8% at S = 1024
 LONG_KV_CONFIG = {128: (8192, 160, 2)}
+#: the same without a causal mask: (from seqlen_k, KV tile rows, ring stages, Q stages), O staged in Q.  176-key
+#: tiles (FlashAttention-3's non-causal head_dim-128 tile) fit with one Q stage: H200, 2026-12-02 (helper i16a)
+#: 625 / 627 vs 615 / 616 TFLOP/s (the 160-key default) at (2, 16, 8192, 128), cuDNN 610 / 612; 622 / 615 vs 609 /
+#: 605 in a second job (cuDNN 603 / 605)
+LONG_KV_FULL_CONFIG = {128: (8192, 176, 2, 1)}
 #: consumer warpgroups per head_dim (64 Q rows each; 3 fits the registers of head_dim 64 only)
 DEFAULT_WARPGROUPS = {64: 3, 128: 2, 256: 2}
 
 
-def default_kv_tiles(head_dim: int, seqlen_k: int, long_eligible: bool) -> tuple:
-    """The default (KV tile rows, ring stages, O staged in Q) of a problem: ``LONG_KV_CONFIG`` where the head_dim
-    has an entry, ``long_eligible`` (a fixed-length problem without a sliding window, none of block_n, stages,
-    q_stages, o_in_q and direct_store given) and ``seqlen_k`` reaches its threshold; else ``DEFAULT_CONFIG`` and
-    ``DEFAULT_O_IN_Q`` (head_dim 64, 128 or 256; host Python)."""
+def default_kv_tiles(head_dim: int, seqlen_k: int, long_eligible: bool, causal: bool = True) -> tuple:
+    """The default (KV tile rows, ring stages, O staged in Q, Q stages) of a problem: ``LONG_KV_CONFIG`` (causal)
+    or ``LONG_KV_FULL_CONFIG`` (no mask) where the head_dim has an entry, ``long_eligible`` (a fixed-length problem
+    without a sliding window, none of block_n, stages, q_stages, o_in_q and direct_store given) and ``seqlen_k``
+    reaches its threshold; else ``DEFAULT_CONFIG``, ``DEFAULT_O_IN_Q`` and ``DEFAULT_Q_STAGES`` (head_dim 64, 128
+    or 256; host Python)."""
+    if long_eligible and not causal and head_dim in LONG_KV_FULL_CONFIG \
+            and seqlen_k >= LONG_KV_FULL_CONFIG[head_dim][0]:
+        _, block_n, stages, q_stages = LONG_KV_FULL_CONFIG[head_dim]
+        return block_n, stages, True, q_stages
     if long_eligible and head_dim in LONG_KV_CONFIG and seqlen_k >= LONG_KV_CONFIG[head_dim][0]:
-        return LONG_KV_CONFIG[head_dim][1], LONG_KV_CONFIG[head_dim][2], True
-    return DEFAULT_CONFIG[head_dim] + (DEFAULT_O_IN_Q[head_dim],)
+        return LONG_KV_CONFIG[head_dim][1], LONG_KV_CONFIG[head_dim][2], True, DEFAULT_Q_STAGES[head_dim]
+    return DEFAULT_CONFIG[head_dim] + (DEFAULT_O_IN_Q[head_dim], DEFAULT_Q_STAGES[head_dim])
 
 
 def box_columns(dtype, head_dim: int) -> int:
@@ -83,4 +95,4 @@ def threads(warpgroups: int = CONSUMER_WARPGROUPS) -> int:
 __all__ = ["CONSUMER_WARPGROUPS", "THREADS", "BOX", "HEAD_DIMS", "LOG2_E", "PRODUCER_REGISTERS", "CONSUMER_REGISTERS",
            "PINGPONG_BARRIER", "REGISTERS", "TURN_BARRIERS", "DEFAULT_CONFIG", "BLOCK_NS", "DEFAULT_Q_STAGES",
            "DEFAULT_OVERLAP", "DEFAULT_PINGPONG", "DEFAULT_RESCALE_THRESHOLD", "DEFAULT_WARPGROUPS",
-           "DEFAULT_DIRECT_STORE", "DEFAULT_O_IN_Q", "LONG_KV_CONFIG", "default_kv_tiles", "threads", "box_columns", "box_swizzle"]
+           "DEFAULT_DIRECT_STORE", "DEFAULT_O_IN_Q", "LONG_KV_CONFIG", "LONG_KV_FULL_CONFIG", "default_kv_tiles", "threads", "box_columns", "box_swizzle"]

@@ -128,7 +128,8 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
         lse_out: optional contiguous torch.float32 tensor of the LSE's shape (implies ``return_lse``).
         block_n, stages: KV tile rows (``tsjit.examples.attention.BLOCK_NS``) and ring depth; defaults per
             head_dim (``tsjit.examples.attention.DEFAULT_CONFIG``; for long key sequences of a fixed-length problem
-            without a window whose tile options are all None, ``LONG_KV_CONFIG`` with O staged in Q:
+            without a window whose tile options are all None, ``LONG_KV_CONFIG`` (causal) or
+            ``LONG_KV_FULL_CONFIG`` with O staged in Q:
             ``tsjit.examples.attention_config.default_kv_tiles``).
         sms: CTAs of the persistent grid (default: the device's multiprocessor count).
         overlap: software-pipeline each warpgroup's loop (the softmax of a KV tile runs while the previous
@@ -244,9 +245,12 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
     seqlen_k, kv_heads = k4.shape[1], k4.shape[2]
     long_eligible = not varlen and left is None and right == (0 if causal else None) and all(
         option is None for option in (block_n, stages, q_stages, o_in_q, direct_store))
-    default_n, default_stages, staged_in_q = default_kv_tiles(head_dim, seqlen_k, long_eligible)
+    default_n, default_stages, staged_in_q, default_q_stages = default_kv_tiles(head_dim, seqlen_k, long_eligible,
+                                                                               causal)
     if long_eligible and staged_in_q:
         o_in_q = True
+    if long_eligible:
+        q_stages = default_q_stages
     block_n = default_n if block_n is None else block_n
     stages = default_stages if stages is None else stages
     if overlap is None:

@@ -51,7 +51,8 @@ CONFIGS += [(128, True, tsjit.BFloat16, "pingpong", dict(window=True)),
             (64, False, tsjit.BFloat16, "overlapped", dict(rescale_threshold=0.0)),
             (128, False, tsjit.BFloat16, "pingpong", dict(block_n=160, o_in_q=True)),
             (128, True, tsjit.BFloat16, "pingpong", dict(block_n=160, o_in_q=True)),     # LONG_KV_CONFIG, causal
-            (64, True, tsjit.BFloat16, "pingpong", dict(o_in_q=True))]
+            (64, True, tsjit.BFloat16, "pingpong", dict(o_in_q=True)),
+            (128, False, tsjit.BFloat16, "pingpong", dict(block_n=176, q_stages=1, o_in_q=True))]   # LONG_KV_FULL
 CONFIGS += [(d, causal, tsjit.BFloat16, schedule, {}) for d, causal in ((128, True), (64, False))
             for schedule in ("one-tile", "overlapped")]
 CONFIGS += [(128, False, tsjit.Float16, "pingpong", {})]
