@@ -28,7 +28,8 @@ FP8 = tsjit.Float8E4M3
 
 
 def launch(q, k, vt, out, lse, *, seqlen_k, causal, scale_log2, v_scale, window=(None, None), block_n=None,
-           stages=None, pingpong=True, exp2_polynomial=None, lengths=None, rescale_threshold=None):
+           stages=None, pingpong=True, exp2_polynomial=None, lengths=None, rescale_threshold=None, mma_row_sums=None,
+           exp2_degree=None):
     """Launch attention_forward_fp8 as tsjit.ops.attention does: q (B, Sq, H, D), k (B, Sk, Hkv, D) and vt
     (B, Hkv, D, Sk padded to 16) Float8E4M3, out (B, Sq, H, D) BFloat16, lse (B, H, Sq) Float32 device arrays;
     ``lengths``: (lengths_q, lengths_k) of a packed variable-length batch (B = 1, vt from
@@ -71,7 +72,9 @@ def launch(q, k, vt, out, lse, *, seqlen_k, causal, scale_log2, v_scale, window=
         q_map, k_map, vt_map, o_map, out2d, lse, table if table is not None else tsjit.zeros((1, 2), tsjit.Int32),
         *cu, seqlen_q, seqlen_k, heads, heads // kv_heads, scale_log2, v_scale, 0 if left is None else left,
         0 if right is None else right, head_dim, block_n, stages, right is not None, True, pingpong, 2,
-        left is not None, table is not None, direct, exp2_polynomial, varlen, float(rescale_threshold))
+        left is not None, table is not None, direct, exp2_polynomial, varlen, float(rescale_threshold),
+        program.default_mma_row_sums(head_dim, causal) if mma_row_sums is None else mma_row_sums,
+        program.default_exp2_degree(head_dim, causal) if exp2_degree is None else exp2_degree)
 
 
 def _fp8(shape, rng, spread=2.0):
@@ -93,7 +96,9 @@ def rounded_p_reference(q, k, v, causal, scale, window):
 
 
 def check(batch, seqlen_q, seqlen_k, heads, kv_heads, head_dim, causal, window=(None, None), **options):
-    """One case with poisoned outputs against the float64 reference of the dequantized inputs (module docstring)."""
+    """One case with poisoned outputs against the float64 reference of the dequantized inputs (module docstring).
+    With ``mma_row_sums`` the LSE is the log of the sum of the e4m3-rounded P (rounded against the kernel's running
+    maxima), checked to log(1 + 2**-4), e4m3's relative rounding (interpreted: up to 1e-2 seen; 2e-3 otherwise)."""
     rng = np.random.default_rng()
     (qb, q8), (kb, k8), (vb, v8) = (_fp8((batch, s, h, head_dim), rng) for s, h in
                                     ((seqlen_q, heads), (seqlen_k, kv_heads), (seqlen_k, kv_heads)))
@@ -117,7 +122,9 @@ def check(batch, seqlen_q, seqlen_k, heads, kv_heads, head_dim, causal, window=(
     assert err <= 2.5 * bound, (err, bound)
     finite = np.isfinite(ref_lse)
     np.testing.assert_array_equal(np.isfinite(got_lse), finite)
-    if finite.any():
+    if finite.any() and options.get("mma_row_sums"):
+        assert np.abs(got_lse[finite] - ref_lse[finite]).max() < math.log1p(2.0**-4)
+    elif finite.any():
         assert np.abs(got_lse[finite] - ref_lse[finite]).max() < 2e-3
     return err, bound
 
@@ -138,6 +145,16 @@ def test_attention_fp8_224_key_tiles_match_float64(causal, polynomial):
     seqlen = 600 if env.interpret() else 1000
     check(1, 200 if env.interpret() else seqlen, seqlen, 2, 1, 128, causal, block_n=224, stages=2,
           exp2_polynomial=polynomial)
+
+
+@pytest.mark.parametrize("causal,block_n,degree", [(False, 192, 2), (True, 224, 3), (False, 64, 2)])
+def test_attention_fp8_row_sums_in_the_pv_wgmma_match_float64(causal, block_n, degree):
+    """``MMA_ROW_SUMS``: a ones row below every V^T box (32B / 64B / 128B swizzled boxes of 32 / 64 / 128 keys per
+    block_n) makes the PV wgmma m64n136 and column 128 of O the row sums of P (the LSE comes from it too), with 4 of
+    16 exponentials on the FMA pipe at polynomial ``degree``; 2.5 KV tiles (interpreted: fewer queries)."""
+    seqlen = 5 * block_n // 2
+    check(1, 130 if env.interpret() else seqlen, seqlen, 2, 1, 128, causal, block_n=block_n,
+          stages=3 if block_n == 192 else 2, exp2_polynomial=4, mma_row_sums=True, exp2_degree=degree)
 
 
 def test_attention_fp8_polynomial_exp2_rows_without_keys():

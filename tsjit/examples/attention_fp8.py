@@ -38,8 +38,11 @@ from tsjit import ts
 from tsjit import wgmma
 from tsjit.examples import attention as base
 from tsjit.examples import attention_resources as resources
-from tsjit.examples.attention_config import BOX
+from tsjit.examples.attention_config import BOX, TURN_BARRIERS
+from tsjit.examples.attention_fp8_softmax import bitcast, online_softmax_fp8
+from tsjit.examples.attention_softmax import mask_scores
 from tsjit.examples.attention_tiles import AttentionShape
+from tsjit.lang import turns
 from tsjit.lang.epilogue import pack_fp8_quad
 from tsjit.lang.fragment import Fragment
 from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
@@ -82,6 +85,24 @@ def default_exp2_polynomial(head_dim: int, masked: bool) -> int:
     """The ``EXP2_POLYNOMIAL`` the fp8 forward launches by default for ``head_dim``, with ``masked`` a causal mask or a
     sliding window (measured unmasked only, so a mask takes :data:`CAUSAL_EXP2_POLYNOMIAL`)."""
     return (CAUSAL_EXP2_POLYNOMIAL if masked else DEFAULT_EXP2_POLYNOMIAL)[head_dim]
+
+
+#: whether the PV wgmma sums P (``MMA_ROW_SUMS``) and the FMA-pipe exponential's degree (``EXP2_DEGREE``) per
+#: head_dim, without / with a causal mask or window (not yet measured: off / 3, the earlier kernel)
+DEFAULT_MMA_ROW_SUMS = {64: False, 128: False, 256: False}
+CAUSAL_MMA_ROW_SUMS = {64: False, 128: False, 256: False}
+DEFAULT_EXP2_DEGREE = {64: 3, 128: 3, 256: 3}
+CAUSAL_EXP2_DEGREE = {64: 3, 128: 3, 256: 3}
+
+
+def default_mma_row_sums(head_dim: int, masked: bool) -> bool:
+    """Whether the fp8 forward launches with ``MMA_ROW_SUMS`` by default (``masked``: a causal mask or window)."""
+    return (CAUSAL_MMA_ROW_SUMS if masked else DEFAULT_MMA_ROW_SUMS)[head_dim]
+
+
+def default_exp2_degree(head_dim: int, masked: bool) -> int:
+    """The ``EXP2_DEGREE`` the fp8 forward launches by default (``masked``: a causal mask or window)."""
+    return (CAUSAL_EXP2_DEGREE if masked else DEFAULT_EXP2_DEGREE)[head_dim]
 
 
 def default_config(head_dim: int, causal: bool) -> tuple[int, int]:
@@ -142,7 +163,41 @@ class ValueBoxes:
 
 @dataclass(kw_only=True)
 class KTilesFp8(resources.KTiles):
-    """The K ring of e4m3 tiles: S = Q K^T with k32 wgmma, and P packed to e4m3 (:func:`pack_probabilities_fp8`)."""
+    """The K ring of e4m3 tiles: S = Q K^T with k32 wgmma, the fp8 online softmax
+    (:func:`~tsjit.examples.attention_fp8_softmax.online_softmax_fp8`: ``row_sums`` False where the PV wgmma sums P,
+    ``exp2_degree`` of the FMA-pipe exponentials) and P packed to e4m3 (:func:`pack_probabilities_fp8`)."""
+
+    row_sums: bool = True
+    exp2_degree: int = 3
+    ordering: bool = True
+
+    @ts.consumer_work(returns=("s", "stats"))
+    def softmax(self, stage_info, s, stats, *, overlapped: tsjit.Constexpr[bool] = False,
+                peeled: tsjit.Constexpr[bool] = False):
+        """As :meth:`KTiles.softmax <tsjit.examples.attention_resources.KTiles.softmax>` with the fp8 online softmax.
+        Without row sums, the never-taken store that keeps the exponentials under the PV in flight depends on the
+        bits of P instead (P >= 0 has clear sign bits; :func:`sign_bits`)."""
+        shape = self.shape
+        wgmma.wait_group(1 if overlapped else 0)
+        s = wgmma.fence_operand(s)
+        warpgroup = tsjit.warp_idx() // 4 - 1
+        tile = shape.position(stage_info.work_tile)
+        index = stage_info.loop_offset - 1 if peeled else stage_info.loop_offset
+        col0 = (tile.kv_range()[0] + index) * shape.block_n
+        row0 = tile.row0 + warpgroup * 64
+        bounds = (tile.seqlen_k, tile.offset, shape.window_right if shape.causal else None,
+                  shape.window_left if shape.window else None)
+        if tile.needs_mask(col0, row0 + 16 * (tsjit.warp_idx() % 4), 16):     # decided for this warp's 16 rows
+            s = mask_scores(s, row0, col0, *bounds)
+        p, stats = online_softmax_fp8(s, stats, shape.scale_log2, shape.rescale_threshold, shape.exp2_polynomial,
+                                      row_sums=self.row_sums, degree=self.exp2_degree)
+        if tsjit.const_expr(overlapped and self.row_sums):
+            if stats[2] + stats[3] < 0.0:            # never (row sums are >= 0): see KTiles.softmax
+                self.order_slot[0] = stats[2]
+        elif tsjit.const_expr(overlapped and self.ordering):
+            if sign_bits(p) != 0:                    # never (P >= 0): the same ordering store, on P's bits
+                self.order_slot[0] = stats[0]
+        return p, stats
 
     @ts.consumer_work(returns="p", work_attrs=ts.WorkAttr.AUXILIARY)
     def convert(self, stage_info, s):
@@ -150,20 +205,97 @@ class KTilesFp8(resources.KTiles):
         return pack_probabilities_fp8(s, self.tmap.dtype)
 
 
+def sign_bits(values):
+    """The OR of the sign bits of the Float32 ``values`` (a Fragment), as three-input ORs (one LOP3 per two values):
+    a value that depends on every one of them, for an ordering store (compile-time Python).  (An OR of P packed to
+    e4m3 would be cheaper, but the next PV then reads registers defined while the current one is in flight, and ptxas
+    serializes the wgmmas: C7513.)"""
+    words = [bitcast(v, tsjit.Int32) for v in values]
+    while len(words) > 1:
+        words = [words[i] | words[i + 1] | words[i + 2] if i + 2 < len(words) else
+                 (words[i] | words[i + 1] if i + 1 < len(words) else words[i])
+                 for i in range(0, len(words), 3)]
+    return words[0] & (-2**31)                       # 0x80000000 as an Int32
+
+
 @dataclass(kw_only=True)
 class VTransposedTiles(resources.VTiles):
     """The V ring holding V^T tiles (head_dim rows of BLOCK_N keys, in :data:`KEY_ORDER` within each 16), one
-    TMA box each; the PV wgmma reads them K-major."""
+    TMA box each; the PV wgmma reads them K-major.
+
+    ``ones_rows`` 8 (0: none): each box has 8 more rows after its head_dim TMA-filled ones, written once per CTA
+    (:meth:`start_turns`): a row of e4m3 ones, then 7 of zeros, so the PV wgmma is m64n(head_dim + 8) and column
+    head_dim of O is the row sum of (e4m3) P, rescaled with O (:class:`AttentionOutputFp8` reads it)."""
+
+    ones_rows: int = 0
+
+    def __post_init__(self):
+        super().__post_init__()
+        columns = self.shape.head_dim + self.ones_rows
+        self.o = ts.TaskLocalVariable(Fragment, default_factory=lambda: Fragment.zeros(columns // 2),
+                                      docs="the warpgroup's 64 x (head_dim + ones_rows) fp32 output accumulator")
 
     def tile_shape(self):
         keys = value_box_keys(self.shape.block_n)
-        return (self.pipeline_config.num_stages, self.shape.block_n // keys, self.shape.head_dim, keys)
+        return (self.pipeline_config.num_stages, self.shape.block_n // keys, self.shape.head_dim + self.ones_rows, keys)
 
     def tma_bytes_per_stage(self):
         return self.tmap.box_bytes * (self.shape.block_n // value_box_keys(self.shape.block_n))
 
     def value_descriptor(self, stage):
         return ValueBoxes(self.tiles[stage], value_box_keys(self.shape.block_n))
+
+    @ts.consumer_work(returns="o", work_attrs=ts.WorkAttr.AUXILIARY)
+    def zero_output(self, stage_info):
+        return Fragment.zeros((self.shape.head_dim + self.ones_rows) // 2)
+
+    @ts.consumer_work(work_attrs=ts.WorkAttr.AUXILIARY)
+    def start_turns(self, stage_info):
+        """Once per CTA: the ones rows of every box (each consumer warpgroup writes them all, the same bytes, then
+        fences them for the async proxy and syncs its 128 threads on its epilogue barrier), then the first turn
+        (:meth:`VTiles.start_turns <tsjit.examples.attention_resources.VTiles.start_turns>`)."""
+        if tsjit.const_expr(self.ones_rows > 0):
+            shape = self.shape
+            keys = value_box_keys(shape.block_n)
+            boxes = self.pipeline_config.num_stages * (shape.block_n // keys)
+            rows = shape.head_dim + self.ones_rows
+            words = self.tiles.reinterpret(tsjit.Int32).reshape((boxes, rows, keys // 4))
+            per_row = keys // 16                                   # 16-byte chunks per row
+            chunks = self.ones_rows * per_row                      # of one box's extra rows
+            tid = tsjit.thread_idx().x % 128
+            for i in tsjit.range_constexpr(-(-boxes * chunks // 128)):
+                index = tid + 128 * i
+                if index < boxes * chunks:
+                    chunk = index % chunks
+                    value = tsjit.select(chunk < per_row, ONES_E4M3X4, 0)       # the first extra row: ones
+                    words.store_vector((index // chunks, shape.head_dim + chunk // per_row, (chunk % per_row) * 4),
+                                       [value, value, value, value])
+            tsjit.fence_proxy_async()
+            tsjit.named_barrier_sync(1 + tsjit.warp_idx() // 4 - 1, 128)
+        if tsjit.const_expr(self.shape.pingpong):
+            if tsjit.warp_idx() // 4 == self.shape.block_m // 64:
+                turns.give_first_turn(TURN_BARRIERS[self.shape.block_m // 64])
+
+    @ts.consumer_work(returns="o")
+    def issue_accumulate(self, stage_info, p, o, *, last: tsjit.Constexpr[bool] = False):
+        """As :meth:`VTiles.issue_accumulate <tsjit.examples.attention_resources.VTiles.issue_accumulate>`, N =
+        head_dim + ``ones_rows``."""
+        shape = self.shape
+        warpgroup = tsjit.warp_idx() // 4 - 1
+        if tsjit.const_expr(shape.pingpong and last):
+            turns.take_turn(warpgroup, TURN_BARRIERS[shape.block_m // 64])
+        b_desc = self.value_descriptor(stage_info.stage_idx)
+        o = wgmma.fence_operand(o)
+        p = wgmma.fence_operand(p)
+        wgmma.fence()
+        for kk in tsjit.range_constexpr(shape.block_n // 32):                 # 32 keys each
+            a = Fragment([p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3]], tsjit.Int32)
+            o = wgmma.mma_async(o, a, resources.k_step(b_desc, kk), n=shape.head_dim + self.ones_rows,
+                                a_dtype=self.tmap.dtype)
+        wgmma.commit_group()
+        if tsjit.const_expr(shape.pingpong):
+            turns.pass_turn(warpgroup, TURN_BARRIERS[shape.block_m // 64], shape.block_m // 64)
+        return o
 
     @ts.producer_work()
     def tma_load(self, stage_info, *, lagging: tsjit.Constexpr[bool] = False):
@@ -181,6 +313,33 @@ class VTransposedTiles(resources.VTiles):
                                (tile.tensor_batch, tile.head // shape.group, 0, key + box * keys))
 
 
+@dataclass(kw_only=True)
+class AttentionOutputFp8(resources.AttentionOutput):
+    """The O / LSE epilogue; with ``ones_rows`` (the V ring's) the row sums of P are O's column head_dim (registers
+    ``head_dim / 2`` and ``+ 2`` of the thread of each row quad that holds it, 0 in the other three), and the
+    statistics' ``l`` are ignored."""
+
+    ones_rows: int = 0
+
+    @ts.producer_work()
+    def store(self, stage_info, o, stats, q_stage):
+        """Normalize and store O (:meth:`AttentionOutput.store
+        <tsjit.examples.attention_resources.AttentionOutput.store>`, inlined), its row sums taken from O."""
+        if tsjit.const_expr(self.ones_rows > 0):
+            half = self.shape.head_dim // 2
+            stats = Fragment([stats[0], stats[1], o[half], o[half + 2], stats[4], stats[5], stats[6]], tsjit.Float32)
+            o = Fragment([o[i] for i in range(half)], tsjit.Float32)
+        BASE_STORE(self, stage_info, o, stats, q_stage)
+
+
+#: the bf16 forward's epilogue body as a device function (inlined into :meth:`AttentionOutputFp8.store`)
+BASE_STORE = tsjit.func(resources.AttentionOutput.store)
+#: four e4m3 ones (0x38) in one Int32: a chunk of the ones row
+ONES_E4M3X4 = 0x38383838
+#: rows below each V^T box with ``MMA_ROW_SUMS`` (one of ones, seven of zeros: wgmma N grows in steps of 8)
+ONES_ROWS = 8
+
+
 @tsjit.kernel
 def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, cu_seqlens_q, cu_seqlens_k, seqlen_q, seqlen_k,
                           heads, group, scale_log2, v_scale, window_left, window_right, HEAD_DIM: tsjit.Constexpr[int],
@@ -189,7 +348,8 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, cu_seqle
                           Q_STAGES: tsjit.Constexpr[int] = 2, WINDOW: tsjit.Constexpr[bool] = False,
                           TABLE: tsjit.Constexpr[bool] = False, DIRECT_STORE: tsjit.Constexpr[bool] = False,
                           EXP2_POLYNOMIAL: tsjit.Constexpr[int] = 0, VARLEN: tsjit.Constexpr[bool] = False,
-                          RESCALE_THRESHOLD: tsjit.Constexpr[float] = -1.0):
+                          RESCALE_THRESHOLD: tsjit.Constexpr[float] = -1.0, MMA_ROW_SUMS: tsjit.Constexpr[bool] = False,
+                          EXP2_DEGREE: tsjit.Constexpr[int] = 3, ORDERING: tsjit.Constexpr[bool] = True):
     """The fp8 forward (module docstring), two consumer warpgroups, the software-pipelined schedule.
 
     ``q_map`` / ``k_map``: TensorMaps of the Float8E4M3 Q (B, S_q, H, D) and K (B, S_k, H_kv, D), boxes
@@ -205,7 +365,10 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, cu_seqle
     (:func:`~tsjit.examples.attention_softmax.exp2_polynomial`; 0: none; :func:`default_exp2_polynomial`);
     ``RESCALE_THRESHOLD`` >= 0: conditional rescaling as in :func:`~tsjit.examples.attention.attention_forward`
     (P stays below ``2**RESCALE_THRESHOLD``, within e4m3's range up to 448 for thresholds <= 8), negative: O is
-    rescaled after every KV tile.
+    rescaled after every KV tile; ``MMA_ROW_SUMS``: the PV wgmma sums P (a ones row below V^T, N = head_dim + 8:
+    :class:`VTransposedTiles`) instead of the softmax's FADDs; ``EXP2_DEGREE``: 2 or 3, the polynomial of the
+    FMA-pipe exponentials (:func:`~tsjit.examples.attention_fp8_softmax.exp2_fma`); ``ORDERING`` False: without
+    ``MMA_ROW_SUMS``'s ordering store (:meth:`KTilesFp8.softmax`), so ptxas waits for the PV before the softmax.
     Launch with 384 threads and a persistent grid."""
     block_m = 128
     if tsjit.const_expr(VARLEN and not (TABLE and DIRECT_STORE)):
@@ -232,9 +395,12 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, cu_seqle
                            output_scale=v_scale, exp2_polynomial=EXP2_POLYNOMIAL,
                            rescale_threshold=RESCALE_THRESHOLD if RESCALE_THRESHOLD >= 0 else None)
     qs = resources.QTile(name="q", pipeline_config=q_cfg, q_map=q_map, shape=shape)
-    ks = KTilesFp8(name="k", pipeline_config=k_cfg, tmap=k_map, q=qs, shape=shape)
-    vs = VTransposedTiles(name="v", pipeline_config=v_cfg, tmap=vt_map, shape=shape)
-    output = resources.AttentionOutput(name="o", o_map=o_map, out=out, lse=lse, shape=shape, store_lse=STORE_LSE)
+    ones_rows = ONES_ROWS if MMA_ROW_SUMS else 0
+    ks = KTilesFp8(name="k", pipeline_config=k_cfg, tmap=k_map, q=qs, shape=shape, row_sums=not MMA_ROW_SUMS,
+                   exp2_degree=EXP2_DEGREE, ordering=ORDERING)
+    vs = VTransposedTiles(name="v", pipeline_config=v_cfg, tmap=vt_map, shape=shape, ones_rows=ones_rows)
+    output = AttentionOutputFp8(name="o", o_map=o_map, out=out, lse=lse, shape=shape, store_lse=STORE_LSE,
+                                ones_rows=ones_rows)
     base.run_program(wq, qs, ks, vs, output, shape, True, 2)
 
 
@@ -271,7 +437,7 @@ def transposed_v_varlen(v_bits: np.ndarray, lengths_k) -> np.ndarray:
 
 def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, store_lse=True, pingpong=True,
                    q_stages=2, window=False, table=None, direct_store=None, exp2_polynomial=None, varlen=False,
-                   rescale_threshold=None):
+                   rescale_threshold=None, mma_row_sums=None, exp2_degree=None, ordering=True):
     """Compile :func:`attention_forward_fp8` for sm_90a from argument specs alone (no GPU): the configuration
     ``tsjit.ops.attention`` launches for Float8E4M3 inputs with these options.  Returns the CompiledKernel."""
     default_n, default_stages = default_config(head_dim, causal)
@@ -295,7 +461,10 @@ def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, sto
                          0, head_dim, block_n, stages, causal, store_lse, pingpong, q_stages, window, table,
                          direct_store, exp2_polynomial, varlen,
                          float(default_rescale_threshold(head_dim, causal or window) if rescale_threshold is None
-                               else rescale_threshold))
+                               else rescale_threshold),
+                         default_mma_row_sums(head_dim, causal or window) if mma_row_sums is None else mma_row_sums,
+                         default_exp2_degree(head_dim, causal or window) if exp2_degree is None else exp2_degree,
+                         ordering)
 
 
 __all__ = ["attention_forward_fp8", "compile_config", "transposed_v", "pack_probabilities_fp8", "KTilesFp8",
@@ -303,4 +472,6 @@ __all__ = ["attention_forward_fp8", "compile_config", "transposed_v", "pack_prob
            "varlen_value_rows", "transposed_v_varlen", "KEY_ORDER", "HEAD_DIMS", "BLOCK_NS", "DEFAULT_CONFIG",
            "CAUSAL_CONFIG", "default_config", "DEFAULT_EXP2_POLYNOMIAL",
            "CAUSAL_EXP2_POLYNOMIAL", "default_exp2_polynomial", "DEFAULT_RESCALE_THRESHOLD",
-           "CAUSAL_RESCALE_THRESHOLD", "default_rescale_threshold"]
+           "CAUSAL_RESCALE_THRESHOLD", "default_rescale_threshold", "AttentionOutputFp8", "sign_bits",
+           "ONES_ROWS", "ONES_E4M3X4", "DEFAULT_MMA_ROW_SUMS", "CAUSAL_MMA_ROW_SUMS", "DEFAULT_EXP2_DEGREE",
+           "CAUSAL_EXP2_DEGREE", "default_mma_row_sums", "default_exp2_degree"]

@@ -28,6 +28,7 @@ from tsjit.errors import LaunchError, warn
 from tsjit.examples import attention_fp8 as program
 from tsjit.examples import attention_tiles as tiles
 from tsjit.examples import attention_v_transpose as transpose
+from tsjit.examples.attention_fp8_softmax import EXP2_DEGREES
 from tsjit.lang.dtypes import Float8E4M3
 from tsjit.ops.attention_args import (check_cu_seqlens, check_rescale_threshold, check_tensor, device_table,
                                       device_view, dummy_tensors, lse_buffer, tensor_key, torch_module)
@@ -186,10 +187,13 @@ def _check(q, k, v, out, v_transposed, torch, value_keys=None):
 
 def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_scale, v_transposed, return_lse, out,
                   lse_out, block_n, stages, sms, pingpong, q_stages, tile_table, torch, exp2_polynomial=None,
-                  rescale_threshold=None, lengths=None, cu_seqlens=(None, None)):
+                  rescale_threshold=None, lengths=None, cu_seqlens=(None, None), mma_row_sums=None, exp2_degree=None,
+                  ordering=True):
     """The fp8 forward behind ``tsjit.ops.attention`` (its docstring has the arguments; ``left`` / ``right``: the
     mask's bounds, None for unbounded; ``lengths``: the (lengths_q, lengths_k) host ints of a packed batch whose
-    ``cu_seqlens`` (cu_seqlens_q, cu_seqlens_k) the caller has checked, None for a fixed-length one).  Returns
+    ``cu_seqlens`` (cu_seqlens_q, cu_seqlens_k) the caller has checked, None for a fixed-length one;
+    ``mma_row_sums``, ``exp2_degree``, ``ordering``: the kernel's ``MMA_ROW_SUMS``, ``EXP2_DEGREE`` and ``ORDERING``
+    (None: :func:`~tsjit.examples.attention_fp8.default_mma_row_sums` / ``default_exp2_degree``)).  Returns
     ``out`` or ``(out, lse)`` (packed: ``out`` (total_q, heads, head_dim), LSE (heads, total_q)).
 
     Raises:
@@ -202,7 +206,8 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
             and all(type(x) in (float, int) for x in (q_scale, k_scale, v_scale)):
         fast_key = (tensor_key(q), tensor_key(k), tensor_key(v), tensor_key(out), tensor_key(lse_out), causal, scale,
                     left, right, q_scale, k_scale, v_scale, v_transposed, return_lse, block_n, stages, sms, pingpong,
-                    q_stages, tile_table, exp2_polynomial, rescale_threshold, env.code_state(),
+                    q_stages, tile_table, exp2_polynomial, rescale_threshold, mma_row_sums, exp2_degree, ordering,
+                    env.code_state(),
                     torch.cuda.current_stream(q.device).cuda_stream)
         try:
             bound = _FAST.get(fast_key)
@@ -252,6 +257,12 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
     if rescale_threshold is None:
         rescale_threshold = program.default_rescale_threshold(head_dim, left is not None or right is not None)
     rescale_threshold = check_rescale_threshold(rescale_threshold)
+    masked = left is not None or right is not None
+    mma_row_sums = program.default_mma_row_sums(head_dim, masked) if mma_row_sums is None else bool(mma_row_sums)
+    exp2_degree = program.default_exp2_degree(head_dim, masked) if exp2_degree is None else exp2_degree
+    if exp2_degree not in EXP2_DEGREES:
+        raise LaunchError(f"argument 'exp2_degree' must be one of {list(EXP2_DEGREES)} (the polynomial of the "
+                          f"FMA-pipe exponentials), got {exp2_degree!r}")
     if out is None:
         out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
     result_out = given_out if given_out is not None else (out.squeeze(0) if varlen else out)   # the caller's own
@@ -311,7 +322,7 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
     scalars = (seqlen_q, seqlen_k, heads, heads // kv_heads, scale * q_scale * k_scale * math.log2(math.e), v_scale,
                0 if left is None else left, 0 if right is None else right, head_dim, block_n, stages,
                right is not None, return_lse, pingpong, q_stages, left is not None, table is not None, direct,
-               exp2_polynomial, varlen, rescale_threshold)
+               exp2_polynomial, varlen, rescale_threshold, mma_row_sums, exp2_degree, bool(ordering))
     if fast_key is not None and store is out:
         # a packed launch over non-owning views (it keeps no user tensor alive): a later call with the same tensors'
         # metadata, addresses, options and stream is one driver call (two with the V transpose)

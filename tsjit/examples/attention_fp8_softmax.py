@@ -1,0 +1,98 @@
+"""The online softmax of the fp8 attention forward (issue 16, :mod:`tsjit.examples.attention_fp8`): the bf16 forward's
+(:func:`~tsjit.examples.attention_softmax.online_softmax`, same statistics layout) with two changes for a kernel
+whose tensor cores run twice as fast as bf16 ones, so the softmax's instructions are what limits it:
+
+* **row sums optional** (``row_sums=False``): the fp8 forward can have the PV wgmma sum P for it (a row of ones
+  below V^T: :class:`~tsjit.examples.attention_fp8.VTransposedTiles` with ``ones_rows``), which removes the
+  ~2 x (BLOCK_N / 8 - 1) FADD of a thread's two row sums per KV tile; the statistics' ``l`` entries then stay 0;
+* **a cheaper FMA-pipe exponential** (:func:`exp2_fma`): P is rounded to e4m3 (3 mantissa bits, a relative
+  half-ulp of 6.25%) right after, so a quadratic (:data:`EXP2_QUADRATIC`, relative error 1.7e-3) is accurate enough,
+  and a clamp at :data:`EXP2_FMA_MIN` (one FMNMX) replaces the compare and select of
+  :func:`~tsjit.examples.attention_softmax.exp2_polynomial`: seven instructions instead of nine.
+
+Compile-time Python over :class:`~tsjit.lang.fragment.Fragment` values, as :mod:`attention_softmax`.
+"""
+from __future__ import annotations
+
+import tsjit
+from tsjit.backend import emit
+from tsjit.examples.attention_softmax import (EXP2_COEFFICIENTS, EXP2_ROUND, NEG_INF, exp2_polynomial, plus,
+                                              polynomial_registers, quad_reduce, row_half, tree_reduce)
+from tsjit.lang.fragment import Fragment
+from tsjit.lang.values import Value
+
+#: 2**f ~ c0 + c1 f + c2 f^2 on [-0.5, 0.5], fitted for the least maximum relative error (1.73e-3 in float32 Horner
+#: evaluation, host numpy over 20001 points)
+EXP2_QUADRATIC = (1.0004429817199707, 0.7034428119659424, 0.23842570185661316)
+#: the exponent :func:`exp2_fma` clamps its argument to: ``2**-126`` keeps the exponent-field add from borrowing
+#: (the result is then below e4m3's smallest subnormal, 2**-9, and rounds to 0)
+EXP2_FMA_MIN = -126.0
+#: polynomial degrees :func:`exp2_fma` evaluates
+EXP2_DEGREES = (2, 3)
+
+
+def bitcast(x, dtype):
+    """The bits of the 32-bit Value ``x`` as ``dtype`` (an LLVM bitcast; compile-time Python)."""
+    return Value(emit.current().builder.bitcast(x.ir, emit.llvm_type(dtype)), dtype)
+
+
+def exp2_fma(x, degree: int = 2):
+    """``2**x`` for a Float32 ``x <= 0`` (or -inf) on the FMA and ALU pipes (FlashAttention-4's emulation, cut to
+    what an e4m3 P needs): ``x`` clamped to :data:`EXP2_FMA_MIN` (-inf too), ``j = round(x)`` by the ``EXP2_ROUND``
+    addition, ``f = x - j`` in [-0.5, 0.5], :data:`EXP2_QUADRATIC` (``degree`` 2) or the cubic
+    :data:`~tsjit.examples.attention_softmax.EXP2_COEFFICIENTS` (3) for ``2**f``, and ``j`` added to its exponent
+    field (one IMAD).  Relative error <= 1.73e-3 (degree 2) / 7.5e-5 (3); results below 2**-126 are not exact but
+    stay in [0, 2**-125].  Compile-time Python."""
+    if degree not in EXP2_DEGREES:
+        raise tsjit.CompilationError(f"exp2_fma: degree must be one of {EXP2_DEGREES}, got {degree!r}")
+    clamped = tsjit.math.max(x, EXP2_FMA_MIN)
+    rounded = clamped + EXP2_ROUND
+    fraction = clamped - (rounded - EXP2_ROUND)
+    coefficients = EXP2_QUADRATIC if degree == 2 else EXP2_COEFFICIENTS
+    power = coefficients[-1]
+    for c in reversed(coefficients[:-1]):
+        power = tsjit.math.fma(power, fraction, c)
+    scaled = bitcast(power, tsjit.Int32) + (bitcast(rounded, tsjit.Int32) << 23)
+    return bitcast(scaled, tsjit.Float32)
+
+
+def online_softmax_fp8(s, stats, scale_log2, threshold=None, polynomial=0, *, row_sums=True, degree=3):
+    """One step of the online softmax (as :func:`~tsjit.examples.attention_softmax.online_softmax`: same ``stats``
+    layout, maxima, conditional rescaling and alphas) for the fp8 forward.  ``row_sums=False``: the thread-partial row
+    sums are not computed (``l`` stays 0; the PV wgmma sums P).  ``polynomial``: of every 16 exponentials of P, how
+    many run on the FMA pipe (:func:`exp2_fma` of ``degree``; degree 3 with the range check is the bf16 module's
+    :func:`~tsjit.examples.attention_softmax.exp2_polynomial`, the same arithmetic).  Returns (P as Float32 in S's
+    registers, new stats)."""
+    maxima = [quad_reduce(tree_reduce([stats[h]] + [s[i] for i in range(len(s)) if row_half(i) == h],
+                                      tsjit.math.max), tsjit.math.max) for h in range(2)]
+    grew = 1.0
+    if threshold is not None:
+        grown = [(maxima[h] - stats[h]) * scale_log2 > threshold for h in range(2)]
+        moves = tsjit.vote_any(grown[0] | grown[1])
+        maxima = [tsjit.select(moves, maxima[h], stats[h]) for h in range(2)]
+        grew = tsjit.select(moves, 1.0, 0.0)
+    scaled, alphas = [], []
+    for h in range(2):
+        m_scaled = tsjit.select(maxima[h] == NEG_INF, 0.0, maxima[h] * scale_log2)
+        scaled.append(m_scaled)
+        alphas.append(tsjit.math.exp2(stats[h] * scale_log2 - m_scaled, ftz=True))
+    emulated = polynomial_registers(polynomial, len(s))
+    p = []
+    for i in range(len(s)):
+        x = tsjit.math.fma(s[i], scale_log2, -scaled[row_half(i)])
+        if i not in emulated:
+            p.append(tsjit.math.exp2(x, ftz=True))
+        elif degree == 3:
+            p.append(exp2_polynomial(x))
+        else:
+            p.append(exp2_fma(x, degree))
+    if row_sums:
+        sums = [tree_reduce([stats[2 + h] * alphas[h]] + [p[i] for i in range(len(s)) if row_half(i) == h], plus)
+                for h in range(2)]
+    else:
+        sums = [stats[2], stats[3]]
+    return Fragment(p, tsjit.Float32), Fragment([maxima[0], maxima[1], sums[0], sums[1], alphas[0], alphas[1], grew],
+                                                tsjit.Float32)
+
+
+__all__ = ["bitcast", "exp2_fma", "online_softmax_fp8", "EXP2_QUADRATIC", "EXP2_FMA_MIN", "EXP2_DEGREES"]
