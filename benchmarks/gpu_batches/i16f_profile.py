@@ -36,9 +36,10 @@ def main():
         print("launched", options)
         return
     shapes = [tuple(int(x) for x in t.split(",")) for t in sys.argv[2].split(";")]
-    variants = [parse_variant(t) for t in sys.argv[3:]]
-    for batch, heads, seqlen, causal in shapes:
-        time_shape(batch, heads, seqlen, bool(causal), variants)
+    variants = [(t[0], parse_variant(t[2:])) if t[1:2] == "/" else ("a", parse_variant(t)) for t in sys.argv[3:]]
+    for batch, heads, seqlen, causal in shapes:       # "c/name:..." causal shapes only, "n/name:..." the others
+        time_shape(batch, heads, seqlen, bool(causal),
+                   [v for kind, v in variants if kind == "a" or kind == ("c" if causal else "n")])
 
 
 def time_shape(batch, heads, seqlen, causal, variants):

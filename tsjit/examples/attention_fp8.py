@@ -45,6 +45,8 @@ from tsjit.examples.attention_tiles import AttentionShape
 from tsjit.lang import turns
 from tsjit.lang.epilogue import pack_fp8_quad
 from tsjit.lang.fragment import Fragment
+from tsjit.lang.values import Value, cast_to
+from tsjit.backend import emit
 from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
 
 HEAD_DIMS = (64, 128, 256)
@@ -87,26 +89,37 @@ def default_exp2_polynomial(head_dim: int, masked: bool) -> int:
     return (CAUSAL_EXP2_POLYNOMIAL if masked else DEFAULT_EXP2_POLYNOMIAL)[head_dim]
 
 
-#: whether the PV wgmma sums P (``MMA_ROW_SUMS``) and the FMA-pipe exponential's degree (``EXP2_DEGREE``) per
-#: head_dim, without / with a causal mask or window (not yet measured: off / 3, the earlier kernel)
+#: whether a launch that stores no LSE has the PV wgmma sum P (``MMA_ROW_SUMS``: a ones row below V^T, so the softmax
+#: drops its row-sum FADDs), per head_dim, without / with a causal mask or window; such launches take
+#: ROW_SUMS_CONFIG / CAUSAL_ROW_SUMS_CONFIG tiles (the 8 more accumulator registers per thread do not fit 224-key
+#: tiles: ptxas spills and serializes the wgmmas) and ROW_SUMS_EXP2_DEGREE.  A launch that stores the LSE sums the
+#: fp32 P as before: the sums of the e4m3 P put the LSE up to ~1e-2 off (interpreter), the output is as accurate.
 DEFAULT_MMA_ROW_SUMS = {64: False, 128: False, 256: False}
 CAUSAL_MMA_ROW_SUMS = {64: False, 128: False, 256: False}
-DEFAULT_EXP2_DEGREE = {64: 3, 128: 3, 256: 3}
-CAUSAL_EXP2_DEGREE = {64: 3, 128: 3, 256: 3}
+ROW_SUMS_CONFIG = {128: (192, 3)}
+CAUSAL_ROW_SUMS_CONFIG = {128: (128, 2)}
+#: the polynomial degree of the FMA-pipe exponentials (``EXP2_DEGREE``), without / with row sums in the PV wgmma
+EXP2_DEGREE = 3
+ROW_SUMS_EXP2_DEGREE = 2
 
 
-def default_mma_row_sums(head_dim: int, masked: bool) -> bool:
-    """Whether the fp8 forward launches with ``MMA_ROW_SUMS`` by default (``masked``: a causal mask or window)."""
-    return (CAUSAL_MMA_ROW_SUMS if masked else DEFAULT_MMA_ROW_SUMS)[head_dim]
+def default_mma_row_sums(head_dim: int, masked: bool, store_lse: bool = True) -> bool:
+    """Whether the fp8 forward launches with ``MMA_ROW_SUMS`` by default: never where it stores the LSE, else per
+    :data:`DEFAULT_MMA_ROW_SUMS` (``masked``: a causal mask or window, :data:`CAUSAL_MMA_ROW_SUMS`).  A caller that
+    chooses the tile (block_n / stages) passes False itself."""
+    return not store_lse and (CAUSAL_MMA_ROW_SUMS if masked else DEFAULT_MMA_ROW_SUMS)[head_dim]
 
 
-def default_exp2_degree(head_dim: int, masked: bool) -> int:
-    """The ``EXP2_DEGREE`` the fp8 forward launches by default (``masked``: a causal mask or window)."""
-    return (CAUSAL_EXP2_DEGREE if masked else DEFAULT_EXP2_DEGREE)[head_dim]
+def default_exp2_degree(head_dim: int, masked: bool, row_sums: bool = False) -> int:
+    """The ``EXP2_DEGREE`` the fp8 forward launches by default (``row_sums``: with ``MMA_ROW_SUMS``)."""
+    return ROW_SUMS_EXP2_DEGREE if row_sums else EXP2_DEGREE
 
 
-def default_config(head_dim: int, causal: bool) -> tuple[int, int]:
-    """(BLOCK_N, stages) the fp8 forward launches by default for ``head_dim`` (causal or not)."""
+def default_config(head_dim: int, causal: bool, row_sums: bool = False) -> tuple[int, int]:
+    """(BLOCK_N, stages) the fp8 forward launches by default for ``head_dim`` (causal or not; ``row_sums``: with
+    ``MMA_ROW_SUMS``)."""
+    if row_sums:
+        return (CAUSAL_ROW_SUMS_CONFIG if causal else ROW_SUMS_CONFIG)[head_dim]
     return (CAUSAL_CONFIG if causal else DEFAULT_CONFIG)[head_dim]
 
 
@@ -150,15 +163,34 @@ def value_box_keys(block_n: int) -> int:
 
 class ValueBoxes:
     """The PV wgmma's B operand over one V^T stage of ``boxes`` boxes of ``keys`` keys: :meth:`k_step` ``(kk)`` is
-    the K-major descriptor of keys ``32 kk .. 32 kk + 31`` (compile-time Python, like a MatrixDescriptor's)."""
+    the K-major descriptor of keys ``32 kk .. 32 kk + 31`` (compile-time Python, like a MatrixDescriptor's).  One
+    descriptor is built (box 0); the others move its start address on the descriptor's low 32-bit word by a
+    compile-time byte offset (:func:`advance_low_word`): building each box's descriptor from its address cost a
+    dependent 64-bit chain of eight instructions per wgmma, issued while the warpgroup holds the tensor-core turn
+    (H200, Nsight Compute, 2026-12-02: 13% of the consumer warps' samples)."""
 
     def __init__(self, stage_tiles, keys):
         self.tiles, self.keys = stage_tiles, keys
+        self.base = wgmma.make_descriptor(stage_tiles[0], major="K", swizzle=f"{keys}B")
+        self.box_bytes = stage_tiles.strides[0] * stage_tiles.dtype.itemsize
 
     def k_step(self, kk):
         steps = self.keys // 32
-        desc = wgmma.make_descriptor(self.tiles[kk // steps], major="K", swizzle=f"{self.keys}B")
-        return resources.k_step(desc, kk % steps)
+        return advance_low_word(self.base, (kk // steps) * self.box_bytes + (kk % steps) * 32)
+
+
+def advance_low_word(desc, nbytes: int):
+    """``desc`` (a MatrixDescriptor) with its start address moved by ``nbytes`` (a compile-time multiple of 16) on its
+    low 32-bit word, behind an opaque ``mov.b32`` as :func:`~tsjit.examples.attention_resources.k_step` does (the
+    14-bit address field cannot carry into the upper word below 256 KiB of shared memory)."""
+    if nbytes == 0:
+        return desc
+    word = emit.current().inline_asm(emit.I32, "mov.b32 $0, $1;", "=r,r", [cast_to(desc, tsjit.Uint32).ir],
+                                     side_effect=False)
+    low = Value(word, tsjit.Uint32) + nbytes // 16
+    moved = cast_to(low, tsjit.Uint64) | (desc & 0xFFFFFFFF00000000)
+    return wgmma.MatrixDescriptor(moved.ir, desc.element_dtype, desc.major, desc.swizzle, desc.leading_byte_offset,
+                                  desc.stride_byte_offset)
 
 
 @dataclass(kw_only=True)
@@ -170,6 +202,7 @@ class KTilesFp8(resources.KTiles):
     row_sums: bool = True
     exp2_degree: int = 3
     ordering: bool = True
+    max_chains: int = 4
 
     @ts.consumer_work(returns=("s", "stats"))
     def softmax(self, stage_info, s, stats, *, overlapped: tsjit.Constexpr[bool] = False,
@@ -190,7 +223,7 @@ class KTilesFp8(resources.KTiles):
         if tile.needs_mask(col0, row0 + 16 * (tsjit.warp_idx() % 4), 16):     # decided for this warp's 16 rows
             s = mask_scores(s, row0, col0, *bounds)
         p, stats = online_softmax_fp8(s, stats, shape.scale_log2, shape.rescale_threshold, shape.exp2_polynomial,
-                                      row_sums=self.row_sums, degree=self.exp2_degree)
+                                      row_sums=self.row_sums, degree=self.exp2_degree, max_chains=self.max_chains)
         if tsjit.const_expr(overlapped and self.row_sums):
             if stats[2] + stats[3] < 0.0:            # never (row sums are >= 0): see KTiles.softmax
                 self.order_slot[0] = stats[2]
@@ -349,7 +382,8 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, cu_seqle
                           TABLE: tsjit.Constexpr[bool] = False, DIRECT_STORE: tsjit.Constexpr[bool] = False,
                           EXP2_POLYNOMIAL: tsjit.Constexpr[int] = 0, VARLEN: tsjit.Constexpr[bool] = False,
                           RESCALE_THRESHOLD: tsjit.Constexpr[float] = -1.0, MMA_ROW_SUMS: tsjit.Constexpr[bool] = False,
-                          EXP2_DEGREE: tsjit.Constexpr[int] = 3, ORDERING: tsjit.Constexpr[bool] = True):
+                          EXP2_DEGREE: tsjit.Constexpr[int] = 3, ORDERING: tsjit.Constexpr[bool] = True,
+                          MAX_CHAINS: tsjit.Constexpr[int] = 4):
     """The fp8 forward (module docstring), two consumer warpgroups, the software-pipelined schedule.
 
     ``q_map`` / ``k_map``: TensorMaps of the Float8E4M3 Q (B, S_q, H, D) and K (B, S_k, H_kv, D), boxes
@@ -368,7 +402,8 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, cu_seqle
     rescaled after every KV tile; ``MMA_ROW_SUMS``: the PV wgmma sums P (a ones row below V^T, N = head_dim + 8:
     :class:`VTransposedTiles`) instead of the softmax's FADDs; ``EXP2_DEGREE``: 2 or 3, the polynomial of the
     FMA-pipe exponentials (:func:`~tsjit.examples.attention_fp8_softmax.exp2_fma`); ``ORDERING`` False: without
-    ``MMA_ROW_SUMS``'s ordering store (:meth:`KTilesFp8.softmax`), so ptxas waits for the PV before the softmax.
+    ``MMA_ROW_SUMS``'s ordering store (:meth:`KTilesFp8.softmax`), so ptxas waits for the PV before the softmax;
+    ``MAX_CHAINS``: independent running maxima per row in the softmax.
     Launch with 384 threads and a persistent grid."""
     block_m = 128
     if tsjit.const_expr(VARLEN and not (TABLE and DIRECT_STORE)):
@@ -397,7 +432,7 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, cu_seqle
     qs = resources.QTile(name="q", pipeline_config=q_cfg, q_map=q_map, shape=shape)
     ones_rows = ONES_ROWS if MMA_ROW_SUMS else 0
     ks = KTilesFp8(name="k", pipeline_config=k_cfg, tmap=k_map, q=qs, shape=shape, row_sums=not MMA_ROW_SUMS,
-                   exp2_degree=EXP2_DEGREE, ordering=ORDERING)
+                   exp2_degree=EXP2_DEGREE, ordering=ORDERING, max_chains=MAX_CHAINS)
     vs = VTransposedTiles(name="v", pipeline_config=v_cfg, tmap=vt_map, shape=shape, ones_rows=ones_rows)
     output = AttentionOutputFp8(name="o", o_map=o_map, out=out, lse=lse, shape=shape, store_lse=STORE_LSE,
                                 ones_rows=ones_rows)
@@ -437,10 +472,12 @@ def transposed_v_varlen(v_bits: np.ndarray, lengths_k) -> np.ndarray:
 
 def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, store_lse=True, pingpong=True,
                    q_stages=2, window=False, table=None, direct_store=None, exp2_polynomial=None, varlen=False,
-                   rescale_threshold=None, mma_row_sums=None, exp2_degree=None, ordering=True):
+                   rescale_threshold=None, mma_row_sums=None, exp2_degree=None, ordering=True, max_chains=4):
     """Compile :func:`attention_forward_fp8` for sm_90a from argument specs alone (no GPU): the configuration
     ``tsjit.ops.attention`` launches for Float8E4M3 inputs with these options.  Returns the CompiledKernel."""
-    default_n, default_stages = default_config(head_dim, causal)
+    if mma_row_sums is None:
+        mma_row_sums = block_n is None and stages is None and default_mma_row_sums(head_dim, causal or window, store_lse)
+    default_n, default_stages = default_config(head_dim, causal, mma_row_sums)
     block_n, stages = block_n or default_n, stages or default_stages
     table = (causal or window or varlen) if table is None else table
     direct_store = (varlen or head_dim == 256) if direct_store is None else direct_store
@@ -462,16 +499,17 @@ def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, sto
                          direct_store, exp2_polynomial, varlen,
                          float(default_rescale_threshold(head_dim, causal or window) if rescale_threshold is None
                                else rescale_threshold),
-                         default_mma_row_sums(head_dim, causal or window) if mma_row_sums is None else mma_row_sums,
-                         default_exp2_degree(head_dim, causal or window) if exp2_degree is None else exp2_degree,
-                         ordering)
+                         mma_row_sums,
+                         default_exp2_degree(head_dim, causal or window, mma_row_sums) if exp2_degree is None
+                         else exp2_degree,
+                         ordering, max_chains)
 
 
 __all__ = ["attention_forward_fp8", "compile_config", "transposed_v", "pack_probabilities_fp8", "KTilesFp8",
-           "VTransposedTiles", "ValueBoxes", "value_box_keys", "varlen_value_start", "varlen_value_keys",
+           "VTransposedTiles", "ValueBoxes", "advance_low_word", "value_box_keys", "varlen_value_start", "varlen_value_keys",
            "varlen_value_rows", "transposed_v_varlen", "KEY_ORDER", "HEAD_DIMS", "BLOCK_NS", "DEFAULT_CONFIG",
            "CAUSAL_CONFIG", "default_config", "DEFAULT_EXP2_POLYNOMIAL",
            "CAUSAL_EXP2_POLYNOMIAL", "default_exp2_polynomial", "DEFAULT_RESCALE_THRESHOLD",
            "CAUSAL_RESCALE_THRESHOLD", "default_rescale_threshold", "AttentionOutputFp8", "sign_bits",
-           "ONES_ROWS", "ONES_E4M3X4", "DEFAULT_MMA_ROW_SUMS", "CAUSAL_MMA_ROW_SUMS", "DEFAULT_EXP2_DEGREE",
-           "CAUSAL_EXP2_DEGREE", "default_mma_row_sums", "default_exp2_degree"]
+           "ONES_ROWS", "ONES_E4M3X4", "DEFAULT_MMA_ROW_SUMS", "CAUSAL_MMA_ROW_SUMS", "EXP2_DEGREE",
+           "ROW_SUMS_EXP2_DEGREE", "ROW_SUMS_CONFIG", "CAUSAL_ROW_SUMS_CONFIG", "default_mma_row_sums", "default_exp2_degree"]

@@ -56,15 +56,16 @@ def exp2_fma(x, degree: int = 2):
     return bitcast(scaled, tsjit.Float32)
 
 
-def online_softmax_fp8(s, stats, scale_log2, threshold=None, polynomial=0, *, row_sums=True, degree=3):
+def online_softmax_fp8(s, stats, scale_log2, threshold=None, polynomial=0, *, row_sums=True, degree=3,
+                       max_chains=4):
     """One step of the online softmax (as :func:`~tsjit.examples.attention_softmax.online_softmax`: same ``stats``
     layout, maxima, conditional rescaling and alphas) for the fp8 forward.  ``row_sums=False``: the thread-partial row
     sums are not computed (``l`` stays 0; the PV wgmma sums P).  ``polynomial``: of every 16 exponentials of P, how
     many run on the FMA pipe (:func:`exp2_fma` of ``degree``; degree 3 with the range check is the bf16 module's
     :func:`~tsjit.examples.attention_softmax.exp2_polynomial`, the same arithmetic).  Returns (P as Float32 in S's
-    registers, new stats)."""
+    registers, new stats).  ``max_chains``: independent running maxima per row (FMNMX chains)."""
     maxima = [quad_reduce(tree_reduce([stats[h]] + [s[i] for i in range(len(s)) if row_half(i) == h],
-                                      tsjit.math.max), tsjit.math.max) for h in range(2)]
+                                      tsjit.math.max, max_chains), tsjit.math.max) for h in range(2)]
     grew = 1.0
     if threshold is not None:
         grown = [(maxima[h] - stats[h]) * scale_log2 > threshold for h in range(2)]

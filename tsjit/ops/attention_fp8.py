@@ -188,12 +188,14 @@ def _check(q, k, v, out, v_transposed, torch, value_keys=None):
 def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_scale, v_transposed, return_lse, out,
                   lse_out, block_n, stages, sms, pingpong, q_stages, tile_table, torch, exp2_polynomial=None,
                   rescale_threshold=None, lengths=None, cu_seqlens=(None, None), mma_row_sums=None, exp2_degree=None,
-                  ordering=True):
+                  ordering=True, max_chains=4):
     """The fp8 forward behind ``tsjit.ops.attention`` (its docstring has the arguments; ``left`` / ``right``: the
     mask's bounds, None for unbounded; ``lengths``: the (lengths_q, lengths_k) host ints of a packed batch whose
     ``cu_seqlens`` (cu_seqlens_q, cu_seqlens_k) the caller has checked, None for a fixed-length one;
-    ``mma_row_sums``, ``exp2_degree``, ``ordering``: the kernel's ``MMA_ROW_SUMS``, ``EXP2_DEGREE`` and ``ORDERING``
-    (None: :func:`~tsjit.examples.attention_fp8.default_mma_row_sums` / ``default_exp2_degree``)).  Returns
+    ``mma_row_sums``, ``exp2_degree``, ``ordering``, ``max_chains``: the kernel's ``MMA_ROW_SUMS``, ``EXP2_DEGREE``,
+    ``ORDERING`` and ``MAX_CHAINS``
+    (None: :func:`~tsjit.examples.attention_fp8.default_mma_row_sums`, only where no LSE is stored and block_n /
+    stages are not given, and ``default_exp2_degree``)).  Returns
     ``out`` or ``(out, lse)`` (packed: ``out`` (total_q, heads, head_dim), LSE (heads, total_q)).
 
     Raises:
@@ -207,7 +209,7 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
         fast_key = (tensor_key(q), tensor_key(k), tensor_key(v), tensor_key(out), tensor_key(lse_out), causal, scale,
                     left, right, q_scale, k_scale, v_scale, v_transposed, return_lse, block_n, stages, sms, pingpong,
                     q_stages, tile_table, exp2_polynomial, rescale_threshold, mma_row_sums, exp2_degree, ordering,
-                    env.code_state(),
+                    max_chains, env.code_state(),
                     torch.cuda.current_stream(q.device).cuda_stream)
         try:
             bound = _FAST.get(fast_key)
@@ -239,7 +241,12 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
         scale = 1.0 / math.sqrt(head_dim)
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale) or scale <= 0:
         raise LaunchError(f"argument 'scale' must be a finite number > 0 (default 1/sqrt(head_dim)), got {scale!r}")
-    default_n, default_stages = program.default_config(head_dim, causal)
+    masked = left is not None or right is not None
+    if mma_row_sums is None:      # the row sums of the e4m3 P, where no LSE is stored and the tile is the default
+        mma_row_sums = block_n is None and stages is None and \
+            program.default_mma_row_sums(head_dim, masked, return_lse or lse_out is not None)
+    mma_row_sums = bool(mma_row_sums)
+    default_n, default_stages = program.default_config(head_dim, causal, mma_row_sums)
     block_n = default_n if block_n is None else block_n
     stages = default_stages if stages is None else stages
     if block_n not in program.BLOCK_NS:
@@ -257,9 +264,7 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
     if rescale_threshold is None:
         rescale_threshold = program.default_rescale_threshold(head_dim, left is not None or right is not None)
     rescale_threshold = check_rescale_threshold(rescale_threshold)
-    masked = left is not None or right is not None
-    mma_row_sums = program.default_mma_row_sums(head_dim, masked) if mma_row_sums is None else bool(mma_row_sums)
-    exp2_degree = program.default_exp2_degree(head_dim, masked) if exp2_degree is None else exp2_degree
+    exp2_degree = program.default_exp2_degree(head_dim, masked, mma_row_sums) if exp2_degree is None else exp2_degree
     if exp2_degree not in EXP2_DEGREES:
         raise LaunchError(f"argument 'exp2_degree' must be one of {list(EXP2_DEGREES)} (the polynomial of the "
                           f"FMA-pipe exponentials), got {exp2_degree!r}")
@@ -322,7 +327,8 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
     scalars = (seqlen_q, seqlen_k, heads, heads // kv_heads, scale * q_scale * k_scale * math.log2(math.e), v_scale,
                0 if left is None else left, 0 if right is None else right, head_dim, block_n, stages,
                right is not None, return_lse, pingpong, q_stages, left is not None, table is not None, direct,
-               exp2_polynomial, varlen, rescale_threshold, mma_row_sums, exp2_degree, bool(ordering))
+               exp2_polynomial, varlen, rescale_threshold, mma_row_sums, exp2_degree, bool(ordering),
+               int(max_chains))
     if fast_key is not None and store is out:
         # a packed launch over non-owning views (it keeps no user tensor alive): a later call with the same tensors'
         # metadata, addresses, options and stream is one driver call (two with the V transpose)

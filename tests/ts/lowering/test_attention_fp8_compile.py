@@ -13,6 +13,7 @@ import tsjit
 from tsjit.examples import attention as base
 from tsjit.examples import attention_fp8 as program
 from tsjit.examples import attention_v_transpose as transpose
+from tsjit.examples.attention_fp8_softmax import EXP2_FMA_MIN, exp2_fma
 from tsjit.examples.attention_softmax import EXP2_POLYNOMIAL_MIN, exp2_polynomial, polynomial_registers
 from tsjit.interpret.numerics import decode
 from tsjit.interpret.wgmma import accumulator_coords, register_a_coords
@@ -178,3 +179,52 @@ def test_pack_fp8_quad_rejects_other_types():
     with pytest.raises(tsjit.CompilationError, match="Float8E4M3"):
         from tsjit.lang.epilogue import pack_fp8_quad
         pack_fp8_quad([0.0] * 4, tsjit.BFloat16)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fp8_row_sums_in_the_pv_wgmma_compile_without_spills(causal):
+    """``MMA_ROW_SUMS`` with the tiles a launch without LSE takes (ROW_SUMS_CONFIG): the PV wgmma is m64n136 (the
+    ones row below V^T), the softmax has no row-sum FADD chain left for ptxas to spill around, and the quadratic
+    exponentials (EXP2_DEGREE 2) replace the cubic ones."""
+    block_n, stages = program.default_config(128, causal, row_sums=True)
+    kernel = program.compile_config(128, causal, store_lse=False, mma_row_sums=True, block_n=block_n, stages=stages,
+                                    exp2_polynomial=3)
+    meta = kernel.metadata
+    assert meta["spill_stores_bytes"] == 0 and meta["spill_loads_bytes"] == 0 and meta["stack_frame_bytes"] == 0
+    pv = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n136k32\.f32\.e4m3\.e4m3 \{[^}]*\}, \{%r", kernel.ptx)
+    assert len(pv) == 2 * block_n // 32
+    assert not re.findall(r"m64n128k32\.f32\.e4m3\.e4m3 \{[^}]*\}, \{%r", kernel.ptx), "no PV of N = head_dim left"
+
+
+def test_row_sums_defaults_follow_the_lse():
+    """A launch that stores the LSE never sums the e4m3 P (its LSE would be ~1e-2 off); one that does not follows
+    DEFAULT_MMA_ROW_SUMS, with the row-sum tiles."""
+    for head_dim in program.HEAD_DIMS:
+        for masked in (False, True):
+            assert not program.default_mma_row_sums(head_dim, masked, store_lse=True)
+            table = program.CAUSAL_MMA_ROW_SUMS if masked else program.DEFAULT_MMA_ROW_SUMS
+            assert program.default_mma_row_sums(head_dim, masked, store_lse=False) == table[head_dim]
+            if table[head_dim]:
+                assert program.default_config(head_dim, masked, row_sums=True)[0] in program.BLOCK_NS
+
+
+@tsjit.kernel
+def _exp2_fma_kernel(x, out, DEGREE: tsjit.Constexpr[int]):
+    i = tsjit.block_idx().x * tsjit.block_dim().x + tsjit.thread_idx().x
+    if i < x.shape[0]:
+        out[i] = exp2_fma(x[i], DEGREE)
+
+
+@pytest.mark.parametrize("degree,tolerance", [(2, 1.8e-3), (3, 8e-5)])
+def test_exp2_fma_interpreted_matches_float64(degree, tolerance):
+    """The fp8 softmax's FMA-pipe exp2 (clamped, quadratic or cubic) on the CPU interpreter: relative error within
+    the fit's over [-126, 0]; below (and at -inf, masked keys) a value in [0, 2**-125], which e4m3 rounds to 0."""
+    rng = np.random.default_rng()
+    x = np.concatenate([-rng.exponential(4.0, 200), rng.uniform(EXP2_FMA_MIN, 0.0, 50),
+                        [0.0, -0.5, -1.5, -125.9, -126.5, -300.0, -np.inf]]).astype(np.float32)
+    out = np.full(x.shape, np.nan, np.float32)
+    _exp2_fma_kernel.interpret[(-(-x.size // 128),), (128,)](x, out, degree)
+    inside = x >= EXP2_FMA_MIN
+    exact = np.exp2(x[inside].astype(np.float64))
+    assert np.abs(out[inside] / exact - 1.0).max() <= tolerance
+    assert ((out[~inside] >= 0.0) & (out[~inside] <= 2.0**-125)).all()
