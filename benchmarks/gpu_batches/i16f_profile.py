@@ -3,6 +3,7 @@ interleaved timing of fp8 variants against the bf16 forward.
 
     PYTHONPATH=. python benchmarks/gpu_batches/i16f_profile.py launch [name:key=value,...]
     PYTHONPATH=. python benchmarks/gpu_batches/i16f_profile.py time "B,H,S,causal;..." [name:key=value,...]...
+    PYTHONPATH=. python benchmarks/gpu_batches/i16f_profile.py final "B,H,S,causal;..."
 """
 import sys
 
@@ -24,6 +25,11 @@ def inputs(batch, seqlen, heads, head_dim):
 
 def main():
     mode = sys.argv[1]
+    if mode == "final":
+        for text in sys.argv[2].split(";"):
+            batch, heads, seqlen, causal = (int(x) for x in text.split(","))
+            final(batch, heads, seqlen, bool(causal))
+        return
     if mode == "launch":
         options = parse_variant(sys.argv[2])[1] if len(sys.argv) > 2 else {}
         q8, k8, v8 = inputs(4, 4096, 16, 128)
@@ -42,7 +48,18 @@ def main():
                    [v for kind, v in variants if kind == "a" or kind == ("c" if causal else "n")])
 
 
-def time_shape(batch, heads, seqlen, causal, variants):
+def final(batch, heads, seqlen, causal):
+    """The landing comparison, interleaved in one process: bf16 forward; ``base`` = main's fp8 kernel (the same PTX:
+    ``moved_descriptors=False`` with main's default tiles, fp32 row sums); ``desc`` = base with the V^T descriptors
+    moved on their low word; ``new`` = this branch's default without LSE (row sums through the PV wgmma, its tiles),
+    V pre-transposed; ``fp8`` = the default with V transposed in the call.  Every column checked against bf16."""
+    tiles = dict(block_n=128, stages=2) if causal else dict(block_n=224, stages=2)
+    time_shape(batch, heads, seqlen, causal,
+               [("base", dict(tiles, moved_descriptors=False, mma_row_sums=False)),
+                ("desc", dict(tiles, mma_row_sums=False))], default_name="new", in_call=True)
+
+
+def time_shape(batch, heads, seqlen, causal, variants, default_name="fp8-vt", in_call=False):
     """bf16 forward, the fp8 default (V pre-transposed) and each variant (options of ``attention_fp8`` itself,
     which takes the experimental kernel options), interleaved; every fp8 column checked against the bf16 output
     (poisoned first) and the float64 check of the GPU tests elsewhere."""
@@ -51,8 +68,11 @@ def time_shape(batch, heads, seqlen, causal, variants):
     q, k, v = ((t.float() * 0.1).bfloat16() for t in (q8, k8, v8))
     out, out8 = torch.empty_like(q), torch.empty_like(q)
     fns = {"bf16": lambda: tsjit.ops.attention(q, k, v, causal=causal, out=out)}
-    fns["fp8-vt"] = lambda: tsjit.ops.attention(q8, k8, vt8, v_transposed=True, causal=causal, q_scale=0.1,
-                                                k_scale=0.1, v_scale=0.1, out=out8)
+    fns[default_name] = lambda: tsjit.ops.attention(q8, k8, vt8, v_transposed=True, causal=causal, q_scale=0.1,
+                                                    k_scale=0.1, v_scale=0.1, out=out8)
+    if in_call:
+        fns["fp8"] = lambda: tsjit.ops.attention(q8, k8, v8, causal=causal, q_scale=0.1, k_scale=0.1, v_scale=0.1,
+                                                 out=out8)
     base = dict(causal=causal, scale=None, left=None, right=0 if causal else None, q_scale=0.1, k_scale=0.1,
                 v_scale=0.1, v_transposed=True, return_lse=False, out=out8, lse_out=None, sms=None, pingpong=None,
                 q_stages=None, tile_table=None, torch=torch)

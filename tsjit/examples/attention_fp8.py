@@ -94,8 +94,8 @@ def default_exp2_polynomial(head_dim: int, masked: bool) -> int:
 #: ROW_SUMS_CONFIG / CAUSAL_ROW_SUMS_CONFIG tiles (the 8 more accumulator registers per thread do not fit 224-key
 #: tiles: ptxas spills and serializes the wgmmas) and ROW_SUMS_EXP2_DEGREE.  A launch that stores the LSE sums the
 #: fp32 P as before: the sums of the e4m3 P put the LSE up to ~1e-2 off (interpreter), the output is as accurate.
-DEFAULT_MMA_ROW_SUMS = {64: False, 128: False, 256: False}
-CAUSAL_MMA_ROW_SUMS = {64: False, 128: False, 256: False}
+DEFAULT_MMA_ROW_SUMS = {64: False, 128: True, 256: False}
+CAUSAL_MMA_ROW_SUMS = {64: False, 128: True, 256: False}
 ROW_SUMS_CONFIG = {128: (192, 3)}
 CAUSAL_ROW_SUMS_CONFIG = {128: (128, 2)}
 #: the polynomial degree of the FMA-pipe exponentials (``EXP2_DEGREE``), without / with row sums in the PV wgmma
@@ -169,13 +169,16 @@ class ValueBoxes:
     dependent 64-bit chain of eight instructions per wgmma, issued while the warpgroup holds the tensor-core turn
     (H200, Nsight Compute, 2026-12-02: 13% of the consumer warps' samples)."""
 
-    def __init__(self, stage_tiles, keys):
-        self.tiles, self.keys = stage_tiles, keys
-        self.base = wgmma.make_descriptor(stage_tiles[0], major="K", swizzle=f"{keys}B")
+    def __init__(self, stage_tiles, keys, moved=True):
+        self.tiles, self.keys, self.moved = stage_tiles, keys, moved
+        self.base = wgmma.make_descriptor(stage_tiles[0], major="K", swizzle=f"{keys}B") if moved else None
         self.box_bytes = stage_tiles.strides[0] * stage_tiles.dtype.itemsize
 
     def k_step(self, kk):
         steps = self.keys // 32
+        if not self.moved:           # the earlier code: each box's descriptor from its address (the baseline)
+            desc = wgmma.make_descriptor(self.tiles[kk // steps], major="K", swizzle=f"{self.keys}B")
+            return resources.k_step(desc, kk % steps)
         return advance_low_word(self.base, (kk // steps) * self.box_bytes + (kk % steps) * 32)
 
 
@@ -261,6 +264,7 @@ class VTransposedTiles(resources.VTiles):
     head_dim of O is the row sum of (e4m3) P, rescaled with O (:class:`AttentionOutputFp8` reads it)."""
 
     ones_rows: int = 0
+    moved_descriptors: bool = True
 
     def __post_init__(self):
         super().__post_init__()
@@ -276,7 +280,7 @@ class VTransposedTiles(resources.VTiles):
         return self.tmap.box_bytes * (self.shape.block_n // value_box_keys(self.shape.block_n))
 
     def value_descriptor(self, stage):
-        return ValueBoxes(self.tiles[stage], value_box_keys(self.shape.block_n))
+        return ValueBoxes(self.tiles[stage], value_box_keys(self.shape.block_n), self.moved_descriptors)
 
     @ts.consumer_work(returns="o", work_attrs=ts.WorkAttr.AUXILIARY)
     def zero_output(self, stage_info):
@@ -383,7 +387,7 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, cu_seqle
                           EXP2_POLYNOMIAL: tsjit.Constexpr[int] = 0, VARLEN: tsjit.Constexpr[bool] = False,
                           RESCALE_THRESHOLD: tsjit.Constexpr[float] = -1.0, MMA_ROW_SUMS: tsjit.Constexpr[bool] = False,
                           EXP2_DEGREE: tsjit.Constexpr[int] = 3, ORDERING: tsjit.Constexpr[bool] = True,
-                          MAX_CHAINS: tsjit.Constexpr[int] = 4):
+                          MAX_CHAINS: tsjit.Constexpr[int] = 4, MOVED_DESCRIPTORS: tsjit.Constexpr[bool] = True):
     """The fp8 forward (module docstring), two consumer warpgroups, the software-pipelined schedule.
 
     ``q_map`` / ``k_map``: TensorMaps of the Float8E4M3 Q (B, S_q, H, D) and K (B, S_k, H_kv, D), boxes
@@ -403,7 +407,8 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, cu_seqle
     :class:`VTransposedTiles`) instead of the softmax's FADDs; ``EXP2_DEGREE``: 2 or 3, the polynomial of the
     FMA-pipe exponentials (:func:`~tsjit.examples.attention_fp8_softmax.exp2_fma`); ``ORDERING`` False: without
     ``MMA_ROW_SUMS``'s ordering store (:meth:`KTilesFp8.softmax`), so ptxas waits for the PV before the softmax;
-    ``MAX_CHAINS``: independent running maxima per row in the softmax.
+    ``MAX_CHAINS``: independent running maxima per row in the softmax; ``MOVED_DESCRIPTORS`` False: each V^T box's
+    descriptor built from its address (the earlier, slower PV issue: :class:`ValueBoxes`), for comparisons.
     Launch with 384 threads and a persistent grid."""
     block_m = 128
     if tsjit.const_expr(VARLEN and not (TABLE and DIRECT_STORE)):
@@ -433,7 +438,8 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, cu_seqle
     ones_rows = ONES_ROWS if MMA_ROW_SUMS else 0
     ks = KTilesFp8(name="k", pipeline_config=k_cfg, tmap=k_map, q=qs, shape=shape, row_sums=not MMA_ROW_SUMS,
                    exp2_degree=EXP2_DEGREE, ordering=ORDERING, max_chains=MAX_CHAINS)
-    vs = VTransposedTiles(name="v", pipeline_config=v_cfg, tmap=vt_map, shape=shape, ones_rows=ones_rows)
+    vs = VTransposedTiles(name="v", pipeline_config=v_cfg, tmap=vt_map, shape=shape, ones_rows=ones_rows,
+                          moved_descriptors=MOVED_DESCRIPTORS)
     output = AttentionOutputFp8(name="o", o_map=o_map, out=out, lse=lse, shape=shape, store_lse=STORE_LSE,
                                 ones_rows=ones_rows)
     base.run_program(wq, qs, ks, vs, output, shape, True, 2)
@@ -472,7 +478,8 @@ def transposed_v_varlen(v_bits: np.ndarray, lengths_k) -> np.ndarray:
 
 def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, store_lse=True, pingpong=True,
                    q_stages=2, window=False, table=None, direct_store=None, exp2_polynomial=None, varlen=False,
-                   rescale_threshold=None, mma_row_sums=None, exp2_degree=None, ordering=True, max_chains=4):
+                   rescale_threshold=None, mma_row_sums=None, exp2_degree=None, ordering=True, max_chains=4,
+                   moved_descriptors=True):
     """Compile :func:`attention_forward_fp8` for sm_90a from argument specs alone (no GPU): the configuration
     ``tsjit.ops.attention`` launches for Float8E4M3 inputs with these options.  Returns the CompiledKernel."""
     if mma_row_sums is None:
@@ -502,7 +509,7 @@ def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, sto
                          mma_row_sums,
                          default_exp2_degree(head_dim, causal or window, mma_row_sums) if exp2_degree is None
                          else exp2_degree,
-                         ordering, max_chains)
+                         ordering, max_chains, moved_descriptors)
 
 
 __all__ = ["attention_forward_fp8", "compile_config", "transposed_v", "pack_probabilities_fp8", "KTilesFp8",
