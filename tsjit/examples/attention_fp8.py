@@ -21,6 +21,13 @@ order, :func:`~tsjit.examples.attention.run_program`) with three resources chang
   ``4q + j`` of each 16 carries key :data:`KEY_ORDER` ``[4q + j]``, and V^T stores its keys in that order within
   each group of 16 (the host transposition does it at no extra cost): the product sums the same pairs.
 
+* **Row sums in the PV wgmma** (``MMA_ROW_SUMS``; head_dim 128 where no LSE is stored): each V^T box has a row of
+  e4m3 ones (and 7 of zeros) below its head_dim rows, written once per CTA, so the PV wgmma is m64n(head_dim + 8) and
+  O's column head_dim is the row sum of the e4m3 P, rescaled with O: the softmax loses its row-sum FADDs (the
+  normalization then matches the rounded P exactly; the LSE would be ~1e-2 off, so a launch that stores it sums the
+  fp32 P as before).  The softmax's exponentials on the FMA pipe are then quadratic
+  (:mod:`tsjit.examples.attention_fp8_softmax`).
+
 Supported: head_dim 64, 128, 256; causal or not, sliding windows, GQA/MQA; fixed-length batches and packed
 variable-length ones (``VARLEN``).  The key order within each 16 keys of V^T is relative to the sequence's start, so
 a packed V^T puts sequence ``b`` at key :func:`varlen_value_start` ``(cu_seqlens_k[b], b)``, a multiple of 16 (each
