@@ -170,13 +170,14 @@ def value_box_keys(block_n: int) -> int:
 
 class ValueBoxes:
     """The PV wgmma's B operand over one V^T stage of ``boxes`` boxes of ``keys`` keys: :meth:`k_step` ``(kk)`` is
-    the K-major descriptor of keys ``32 kk .. 32 kk + 31`` (compile-time Python, like a MatrixDescriptor's).  One
-    descriptor is built (box 0); the others move its start address on the descriptor's low 32-bit word by a
+    the K-major descriptor of keys ``32 kk .. 32 kk + 31`` (compile-time Python, like a MatrixDescriptor's).  ``moved``:
+    one descriptor is built (box 0) and the others move its start address on the descriptor's low 32-bit word by a
     compile-time byte offset (:func:`advance_low_word`): building each box's descriptor from its address cost a
     dependent 64-bit chain of eight instructions per wgmma, issued while the warpgroup holds the tensor-core turn
-    (H200, Nsight Compute, 2026-12-02: 13% of the consumer warps' samples)."""
+    (H200, Nsight Compute, 2026-12-02: 13% of the consumer warps' samples; yet without row sums, moving them measured
+    2.5% slower, so only the row-sum kernel takes it).  Not ``moved``: each box's descriptor from its address."""
 
-    def __init__(self, stage_tiles, keys, moved=True):
+    def __init__(self, stage_tiles, keys, moved=False):
         self.tiles, self.keys, self.moved = stage_tiles, keys, moved
         self.base = wgmma.make_descriptor(stage_tiles[0], major="K", swizzle=f"{keys}B") if moved else None
         self.box_bytes = stage_tiles.strides[0] * stage_tiles.dtype.itemsize
@@ -271,7 +272,7 @@ class VTransposedTiles(resources.VTiles):
     head_dim of O is the row sum of (e4m3) P, rescaled with O (:class:`AttentionOutputFp8` reads it)."""
 
     ones_rows: int = 0
-    moved_descriptors: bool = True
+    moved_descriptors: bool = False
 
     def __post_init__(self):
         super().__post_init__()
@@ -394,7 +395,7 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, cu_seqle
                           EXP2_POLYNOMIAL: tsjit.Constexpr[int] = 0, VARLEN: tsjit.Constexpr[bool] = False,
                           RESCALE_THRESHOLD: tsjit.Constexpr[float] = -1.0, MMA_ROW_SUMS: tsjit.Constexpr[bool] = False,
                           EXP2_DEGREE: tsjit.Constexpr[int] = 3, ORDERING: tsjit.Constexpr[bool] = True,
-                          MAX_CHAINS: tsjit.Constexpr[int] = 4, MOVED_DESCRIPTORS: tsjit.Constexpr[bool] = True):
+                          MAX_CHAINS: tsjit.Constexpr[int] = 4, MOVED_DESCRIPTORS: tsjit.Constexpr[bool] = False):
     """The fp8 forward (module docstring), two consumer warpgroups, the software-pipelined schedule.
 
     ``q_map`` / ``k_map``: TensorMaps of the Float8E4M3 Q (B, S_q, H, D) and K (B, S_k, H_kv, D), boxes
@@ -414,8 +415,9 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, cu_seqle
     :class:`VTransposedTiles`) instead of the softmax's FADDs; ``EXP2_DEGREE``: 2 or 3, the polynomial of the
     FMA-pipe exponentials (:func:`~tsjit.examples.attention_fp8_softmax.exp2_fma`); ``ORDERING`` False: without
     ``MMA_ROW_SUMS``'s ordering store (:meth:`KTilesFp8.softmax`), so ptxas waits for the PV before the softmax;
-    ``MAX_CHAINS``: independent running maxima per row in the softmax; ``MOVED_DESCRIPTORS`` False: each V^T box's
-    descriptor built from its address (the earlier, slower PV issue: :class:`ValueBoxes`), for comparisons.
+    ``MAX_CHAINS``: independent running maxima per row in the softmax; ``MOVED_DESCRIPTORS``: the V^T boxes'
+    descriptors moved from box 0's (:class:`ValueBoxes`; ``tsjit.ops.attention`` takes it with ``MMA_ROW_SUMS``, where
+    it was measured faster; without row sums it measured 2.5% slower at 224-key tiles, BENCHMARKS.md 2026-12-02).
     Launch with 384 threads and a persistent grid."""
     block_m = 128
     if tsjit.const_expr(VARLEN and not (TABLE and DIRECT_STORE)):
@@ -486,7 +488,7 @@ def transposed_v_varlen(v_bits: np.ndarray, lengths_k) -> np.ndarray:
 def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, store_lse=True, pingpong=True,
                    q_stages=2, window=False, table=None, direct_store=None, exp2_polynomial=None, varlen=False,
                    rescale_threshold=None, mma_row_sums=None, exp2_degree=None, ordering=True, max_chains=4,
-                   moved_descriptors=True):
+                   moved_descriptors=None):
     """Compile :func:`attention_forward_fp8` for sm_90a from argument specs alone (no GPU): the configuration
     ``tsjit.ops.attention`` launches for Float8E4M3 inputs with these options.  Returns the CompiledKernel."""
     if mma_row_sums is None:
@@ -516,7 +518,7 @@ def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, sto
                          mma_row_sums,
                          default_exp2_degree(head_dim, causal or window, mma_row_sums) if exp2_degree is None
                          else exp2_degree,
-                         ordering, max_chains, moved_descriptors)
+                         ordering, max_chains, mma_row_sums if moved_descriptors is None else moved_descriptors)
 
 
 __all__ = ["attention_forward_fp8", "compile_config", "transposed_v", "pack_probabilities_fp8", "KTilesFp8",
