@@ -89,7 +89,8 @@ def test_cta_0_fetches_for_the_cluster_with_a_multicast_try_cancel(two_cta):
 
 
 def test_consumers_release_to_cta_0_and_the_launch_needs_the_cluster(two_cta):
-    assert "mbarrier.arrive.release.cluster.shared::cluster.b64" in two_cta.ptx
+    # a consumer release: a CTA-scope release fence, then relaxed remote arrives (no MEMBAR.ALL.GPU)
+    assert "mbarrier.arrive.relaxed.cluster.shared::cluster.b64" in two_cta.ptx and "fence.release.cta" in two_cta.ptx
     assert two_cta.launch_requirements.cluster == (2, 1, 1)
     assert ".reqnctapercluster 2, 1, 1" in two_cta.ptx
 

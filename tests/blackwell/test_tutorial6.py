@@ -94,7 +94,8 @@ def test_the_pair_routes_tma_completion_to_the_leader_and_multicasts_commits(bui
                      r"\.cta_group::2 \[", ptx), "no leader-routed (cta_group::2) TMA load"
     assert "mapa.shared::cluster" in ptx
     assert "tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64" in ptx
-    assert "mbarrier.arrive.release.cluster.shared::cluster.b64" in ptx     # epilogue -> pair leader's empty
+    assert "mbarrier.arrive.relaxed.cluster.shared::cluster.b64" in ptx     # epilogue -> pair leader's empty
+    assert "fence.release.cta" in ptx                 # ... a consumer release at CTA scope
 
 
 def test_the_pair_uses_clc_across_the_cluster_and_pdl(builds):

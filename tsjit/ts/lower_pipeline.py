@@ -21,10 +21,12 @@ Operations (PTX ISA §9.7.13.15): what each operation does is the protocol table
 side's preceding probe succeeded), ``ArmTx`` ``mbarrier.arrive.expect_tx`` by an elected lane
 (of every warp, or of the task's first warp), ``Arrive`` ``mbarrier.arrive`` from every thread
 or from lane 0 of each warp (after ``bar.warp.sync``; on every CTA of the cluster with remote
-arrives) or ``cp.async.mbarrier.arrive.noinc`` for AsyncLoad, ``SetStage`` / ``Advance`` the
-cursor updates.  The producer tail (:func:`tsjit.ts.protocol.tail_actions`) waits on the empty
-barrier of every stage a producing task may still have in flight, so no arrival lands after
-the CTA exits.  Barrier init counts are the table's :class:`~tsjit.ts.protocol.Ring` counts.
+arrives: a producer's release at cluster scope, a consumer's at CTA scope,
+:func:`~tsjit.lang.cluster_release.mbarrier_release_cluster`) or ``cp.async.mbarrier.arrive.noinc``
+for AsyncLoad, ``SetStage`` / ``Advance`` the cursor updates.  The producer tail
+(:func:`tsjit.ts.protocol.tail_actions`) waits on the empty barrier of every stage a producing task may
+still have in flight, so no arrival lands after the CTA exits.  Barrier init counts are the table's
+:class:`~tsjit.ts.protocol.Ring` counts.
 
 Pipeline groups (:mod:`tsjit.ts.group`): a member's full and empty barriers are arrays of its
 group's ((N + 1) x S, placed by ``SmemAllocator.add_pipeline_group``; each array initialised once
@@ -38,6 +40,7 @@ import dataclasses
 from tsjit.errors import CompilationError
 from tsjit.lang import bounded_wait
 from tsjit.lang.async_copy import cp_async_mbarrier_arrive
+from tsjit.lang.cluster_release import mbarrier_release_cluster
 from tsjit.lang import builtins as B
 from tsjit.lang import dtypes as dt
 from tsjit.lang import sync
@@ -129,14 +132,21 @@ def _async_load_arrive(bar) -> None:
     cp_async_mbarrier_arrive(bar)
 
 
-def _arrive_everywhere(bar, cluster: int) -> None:
-    """Arrive on ``bar`` of this CTA, and on the same barrier of every other CTA of the cluster."""
+def _arrive_everywhere(bar, cluster: int, consumer: bool = False) -> None:
+    """Arrive on ``bar`` of this CTA, and on the same barrier of every other CTA of the cluster
+    (a producer with cluster-scope releases; a ``consumer`` releases at CTA scope,
+    :func:`tsjit.lang.cluster_release.mbarrier_release_cluster`: the cluster-scope release costs a
+    ``MEMBAR.ALL.GPU`` per arrive)."""
     if cluster == 1:
         sync.mbarrier_arrive(bar)
         return
     rank = B.cluster_ctarank()
-    for peer in range(cluster):
-        sync.mbarrier_arrive_cluster(bar, (rank + peer) % cluster)
+    ranks = [(rank + peer) % cluster for peer in range(cluster)]
+    if consumer:
+        mbarrier_release_cluster(bar, ranks)
+        return
+    for peer in ranks:
+        sync.mbarrier_arrive_cluster(bar, peer)
 
 
 def _elected_expect_tx(ctx, bar, nbytes: int, arm=sync.mbarrier_arrive_expect_tx) -> None:
@@ -297,6 +307,14 @@ def _emit_arrive(action: Arrive, em: _Emission) -> None:
         return
     if action.ctas is Ctas.ClusterLeader and em.storage.cluster == 1:
         action = protocol.Arrive(action.barrier, action.cursor, action.who)     # CTA 0 is this CTA
+    # a consumer's arrivals only release the stage it read (CTA-scope release); a producer's publish its data
+    consumer = em.side == "consumer"
+
+    def remote(bar_, rank_):
+        if consumer:
+            mbarrier_release_cluster(bar_, [rank_])
+        else:
+            sync.mbarrier_arrive_cluster(bar_, rank_)
     if action.ctas is Ctas.MulticastPeers:
         _multicast_release(em, bar, group, warps)
         return
@@ -313,16 +331,16 @@ def _emit_arrive(action: Arrive, em: _Emission) -> None:
             f"size to {warps * 32} (every thread arrives) or {warps} (one lane per warp)")
     if action.ctas is Ctas.ClusterLeader:
         def signal():
-            sync.mbarrier_arrive_cluster(bar, 0)
+            remote(bar, 0)
     elif action.ctas is Ctas.PairLeader:
         def signal():      # the leader of this CTA's 2-CTA pair (remote arrive; arrival counts x V)
             rank = cast_to(B.cluster_ctarank(), dt.Int32)
-            sync.mbarrier_arrive_cluster(bar, rank - rank % protocol.pair_size(cfg))
+            remote(bar, rank - rank % protocol.pair_size(cfg))
     else:
         cluster = em.storage.cluster if action.ctas is Ctas.AllInCluster else 1
 
         def signal():
-            _arrive_everywhere(bar, cluster)
+            _arrive_everywhere(bar, cluster, consumer)
     if action.who is Who.AllThreads:
         _gated(em, action, signal)
         return
@@ -348,7 +366,7 @@ def _multicast_release(em: _Emission, bar, group: int, warps: int) -> None:
     lane = cast_to(B.lane_idx(), dt.Int32)
     rank = cast_to(B.cluster_ctarank(), dt.Int32)
     em.ctx.if_then(compare("<", lane, lanes),
-                   lambda: sync.mbarrier_arrive_cluster(bar, protocol.multicast_peer_rank(cfg, lane, rank, select)),
+                   lambda: mbarrier_release_cluster(bar, [protocol.multicast_peer_rank(cfg, lane, rank, select)]),
                    "arrive.peers", "arrive.peers.done")
 
 

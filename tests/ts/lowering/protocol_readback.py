@@ -190,7 +190,8 @@ class _Thread:
             self.events.append(("arm", args[0][1], 1, args[1], label, args[0][2]))
         elif name == "llvm.nvvm.mbarrier.arrive.scope.cta.space.cta":
             self.events.append(("arrive", args[0][1], args[1], 0, label))
-        elif name == "llvm.nvvm.mbarrier.arrive.scope.cluster.space.cluster":
+        elif name in ("llvm.nvvm.mbarrier.arrive.scope.cluster.space.cluster",
+                      "llvm.nvvm.mbarrier.arrive.relaxed.scope.cluster.space.cluster"):     # a consumer release
             target = args[0][2] if args[0][0] == "remote" else self.cta_rank
             self.events.append(("arrive", args[0][1], args[1], 0, label, target))
         elif name == "llvm.nvvm.cp.async.mbarrier.arrive.noinc.shared":

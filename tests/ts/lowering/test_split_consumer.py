@@ -88,4 +88,5 @@ def test_split_consumer_lowering_is_not_the_plain_consumer(monkeypatch):
     """The waiter's wait is on every CTA and no release is in it; the release is the leader's, to both CTAs."""
     compiled, _ = _compile(monkeypatch)
     assert ".reqnctapercluster 2, 1, 1" in compiled.ptx and "%cluster_ctarank" in compiled.ptx
-    assert "mbarrier.arrive.release.cluster.shared::cluster" in compiled.ptx
+    # the release (a consumer's): a CTA-scope release fence, then relaxed remote arrives
+    assert "mbarrier.arrive.relaxed.cluster.shared::cluster" in compiled.ptx and "fence.release.cta" in compiled.ptx
