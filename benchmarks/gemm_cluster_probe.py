@@ -25,6 +25,7 @@ except ImportError:       # compile-only use (use_arrive, compiled_gemm) on a ma
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tsjit                                        # noqa: E402
+from tsjit import env                               # noqa: E402
 from tsjit.examples import gemm                     # noqa: E402
 from timing import interleaved_time_ms              # noqa: E402  (benchmarks/timing.py)
 
@@ -143,6 +144,31 @@ def sampled_check(c, a, b, rows=64, cols=64) -> float:
     return worst
 
 
+_BASELINE = {}
+
+
+def launcher_with_arrive(kind, a, b, c, **kw):
+    """``gemm.gemm_launcher`` on a second kernel object of the tutorial's function, compiled (its first call)
+    with the consumer release arrive ``kind`` (:func:`use_arrive`), so the old and the new lowering run in one
+    process.  Needs ``TSJIT_DISABLE_CACHE=1``: both builds have the same disk-cache key."""
+    from tsjit.ts import lower_pipeline as lp
+    if kind == "fix":
+        fn = gemm.gemm_launcher(a, b, c, **kw)
+        fn()
+        return fn
+    if kind not in _BASELINE:
+        _BASELINE[kind] = tsjit.kernel(gemm.gemm_ts.fn)
+    saved_kernel, saved_release = gemm.gemm_ts, lp.mbarrier_release_cluster
+    try:
+        gemm.gemm_ts = _BASELINE[kind]
+        use_arrive(kind)
+        fn = gemm.gemm_launcher(a, b, c, **kw)
+        fn()                                   # compiles under the swapped lowering
+    finally:
+        gemm.gemm_ts, lp.mbarrier_release_cluster = saved_kernel, saved_release
+    return fn
+
+
 def time_shape(M, N, K, variants, reps):
     a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
@@ -150,8 +176,8 @@ def time_shape(M, N, K, variants, reps):
     errors = {}
     for label, kw in variants:
         c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-        fn = gemm.gemm_launcher(a, b, c, **kw)
-        fn()
+        kw = dict(kw)
+        fn = launcher_with_arrive(kw.pop("arrive", "fix"), a, b, c, **kw)
         torch.cuda.synchronize()
         errors[label] = sampled_check(c, a, b)
         fns[label] = fn
@@ -175,8 +201,12 @@ def main():
     parser.add_argument("--no-occupancy", action="store_true")
     parser.add_argument("--arrive", default="fix", help="fix / cluster / relaxed / cta (see use_arrive)")
     parser.add_argument("--cluster-only", action="store_true", help="time torch and cluster_m=2 only")
+    parser.add_argument("--ab", nargs="*", default=[], help="also time cluster_m=2 with these release arrives "
+                        "(cluster / relaxed / cta) in the same process (needs TSJIT_DISABLE_CACHE=1)")
     args = parser.parse_args()
     use_arrive(args.arrive)
+    if args.ab and not env.disable_cache():
+        raise SystemExit("--ab needs TSJIT_DISABLE_CACHE=1 (the swapped builds share the disk-cache key)")
     t0 = time.time()
     props = torch.cuda.get_device_properties(0)
     print(f"{props.name}, {props.multi_processor_count} SMs, tsjit {tsjit.__file__}")
@@ -193,6 +223,9 @@ def main():
     variants = [] if args.cluster_only else [("cluster_m=1", dict(stages=args.stages))]
     variants += [(f"cluster_m=2 sms={s} arrive={args.arrive}", dict(stages=args.stages, cluster_m=2, sms=s))
                  for s in args.sms]
+    variants += [(f"cluster_m=2 sms={s} arrive={kind} (old)" if kind == "cluster" else
+                  f"cluster_m=2 sms={s} arrive={kind}", dict(stages=args.stages, cluster_m=2, sms=s, arrive=kind))
+                 for kind in args.ab for s in args.sms]
     for shape in args.shapes:
         M, N, K, *bn = (int(x) for x in shape.split(","))
         extra = dict(block_n=bn[0]) if bn else {}
