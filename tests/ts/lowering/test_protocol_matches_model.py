@@ -288,9 +288,9 @@ def test_the_readback_sees_a_wrong_lowering(monkeypatch):
     from tsjit.ts import lower_pipeline
     original = lower_pipeline._arrive_everywhere
 
-    def twice(bar, cluster):
-        original(bar, cluster)
-        original(bar, cluster)
+    def twice(bar, cluster, *args, **kwargs):
+        original(bar, cluster, *args, **kwargs)
+        original(bar, cluster, *args, **kwargs)
     monkeypatch.setattr(lower_pipeline, "_arrive_everywhere", twice)
     case = Case(T.TmaAsync, S.ConsumerRelease, Sig.All)
     llir, manager = _compile(case, monkeypatch)
