@@ -39,7 +39,6 @@ def use_arrive(kind: str) -> None:
     from tsjit.backend import emit, intrinsics
     from tsjit.lang import dtypes as dt, sync
     from tsjit.lang.values import constant
-    from tsjit.ts import lower_pipeline as lp
     if kind == "fix":
         return
     if kind == "cluster":
@@ -58,7 +57,7 @@ def use_arrive(kind: str) -> None:
                 emit.current().intrinsic(name, [remote.ir, constant(1, dt.Int32).ir])
     else:
         raise SystemExit(f"--arrive: fix, cluster, relaxed or cta; got {kind!r}")
-    lp.mbarrier_release_cluster = release
+    sync.mbarrier_release_cluster = release     # the lowering calls it through the module
 
 
 def compiled_gemm(cluster_m: int, stages: int, block_n: int = 256):
@@ -151,21 +150,21 @@ def launcher_with_arrive(kind, a, b, c, **kw):
     """``gemm.gemm_launcher`` on a second kernel object of the tutorial's function, compiled (its first call)
     with the consumer release arrive ``kind`` (:func:`use_arrive`), so the old and the new lowering run in one
     process.  Needs ``TSJIT_DISABLE_CACHE=1``: both builds have the same disk-cache key."""
-    from tsjit.ts import lower_pipeline as lp
+    from tsjit.lang import sync
     if kind == "fix":
         fn = gemm.gemm_launcher(a, b, c, **kw)
         fn()
         return fn
     if kind not in _BASELINE:
         _BASELINE[kind] = tsjit.kernel(gemm.gemm_ts.fn)
-    saved_kernel, saved_release = gemm.gemm_ts, lp.mbarrier_release_cluster
+    saved_kernel, saved_release = gemm.gemm_ts, sync.mbarrier_release_cluster
     try:
         gemm.gemm_ts = _BASELINE[kind]
         use_arrive(kind)
         fn = gemm.gemm_launcher(a, b, c, **kw)
         fn()                                   # compiles under the swapped lowering
     finally:
-        gemm.gemm_ts, lp.mbarrier_release_cluster = saved_kernel, saved_release
+        gemm.gemm_ts, sync.mbarrier_release_cluster = saved_kernel, saved_release
     return fn
 
 

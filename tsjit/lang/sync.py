@@ -102,6 +102,28 @@ def mbarrier_arrive_cluster(bar, cta_rank, count=1) -> None:
     _call("llvm.nvvm.mbarrier.arrive.scope.cluster.space.cluster", [remote.ir, _i32(count, "count").ir])
 
 
+def mbarrier_release_cluster(bar, cta_ranks) -> None:
+    """A consumer's release of a pipeline stage: arrive once on the mbarrier at ``bar``'s offset in each
+    cluster CTA of ``cta_ranks`` (ints or run-time Int32 values; this CTA's own rank may be among them),
+    released at CTA scope: one ``fence.release.cta`` (SASS ``MEMBAR.ALL.CTA``), then ``mapa`` +
+    ``mbarrier.arrive.relaxed.cluster.shared::cluster`` per CTA -- what CUTLASS's
+    ``ClusterBarrier::arrive(cta_id)`` issues (``mbarrier.arrive.shared::cluster``, default ``.release.cta``).
+
+    A consumer's release only orders this CTA's reads of the stage (retired wgmma, thread loads) before the
+    producer's next writes into it (TMA copies issued after the producer's wait), so CTA scope suffices.
+    :func:`mbarrier_arrive_cluster`'s ``.release.cluster`` (what a producer publishing data needs) makes
+    ptxas put ``MEMBAR.ALL.CTA; MEMBAR.ALL.GPU; ERRBAR; CGAERRBAR`` before each arrive (SASS of the tutorial
+    GEMM at cluster_m = 2, CUDA 13): in the MMA warps' K loop it stalled the next MMAs on every stage
+    (BENCHMARKS.md, issue 15, helper i15c).  Sources: PTX ISA 8.6 §9.7.13.15.11 (``mbarrier.arrive``:
+    ``.relaxed`` / ``.release``, ``.cta`` / ``.cluster``), §9.7.13.4 (``fence``)."""
+    km = emit.current()
+    bar = _barrier(bar, "mbarrier_release_cluster")
+    km.builder.fence("release", "block")     # PTX fence.release.cta (LLVM's "block" sync scope)
+    for rank in cta_ranks:
+        remote = map_shared_rank(bar, rank)
+        _call("llvm.nvvm.mbarrier.arrive.relaxed.scope.cluster.space.cluster", [remote.ir, _i32(1, "count").ir])
+
+
 def mbarrier_arrive_expect_tx_cluster(bar, cta_rank, nbytes) -> None:
     """Arrive on the mbarrier at ``bar``'s offset in cluster CTA ``cta_rank`` and raise its expected
     transaction count by ``nbytes`` (``mapa`` + ``mbarrier.arrive.expect_tx.release.cluster.shared::cluster``;

@@ -22,7 +22,7 @@ side's preceding probe succeeded), ``ArmTx`` ``mbarrier.arrive.expect_tx`` by an
 (of every warp, or of the task's first warp), ``Arrive`` ``mbarrier.arrive`` from every thread
 or from lane 0 of each warp (after ``bar.warp.sync``; on every CTA of the cluster with remote
 arrives: a producer's release at cluster scope, a consumer's at CTA scope,
-:func:`~tsjit.lang.cluster_release.mbarrier_release_cluster`) or ``cp.async.mbarrier.arrive.noinc``
+:func:`~tsjit.lang.sync.mbarrier_release_cluster`) or ``cp.async.mbarrier.arrive.noinc``
 for AsyncLoad, ``SetStage`` / ``Advance`` the cursor updates.  The producer tail
 (:func:`tsjit.ts.protocol.tail_actions`) waits on the empty barrier of every stage a producing task may
 still have in flight, so no arrival lands after the CTA exits.  Barrier init counts are the table's
@@ -40,7 +40,6 @@ import dataclasses
 from tsjit.errors import CompilationError
 from tsjit.lang import bounded_wait
 from tsjit.lang.async_copy import cp_async_mbarrier_arrive
-from tsjit.lang.cluster_release import mbarrier_release_cluster
 from tsjit.lang import builtins as B
 from tsjit.lang import dtypes as dt
 from tsjit.lang import sync
@@ -135,7 +134,7 @@ def _async_load_arrive(bar) -> None:
 def _arrive_everywhere(bar, cluster: int, consumer: bool = False) -> None:
     """Arrive on ``bar`` of this CTA, and on the same barrier of every other CTA of the cluster
     (a producer with cluster-scope releases; a ``consumer`` releases at CTA scope,
-    :func:`tsjit.lang.cluster_release.mbarrier_release_cluster`: the cluster-scope release costs a
+    :func:`tsjit.lang.sync.mbarrier_release_cluster`: the cluster-scope release costs a
     ``MEMBAR.ALL.GPU`` per arrive)."""
     if cluster == 1:
         sync.mbarrier_arrive(bar)
@@ -143,7 +142,7 @@ def _arrive_everywhere(bar, cluster: int, consumer: bool = False) -> None:
     rank = B.cluster_ctarank()
     ranks = [(rank + peer) % cluster for peer in range(cluster)]
     if consumer:
-        mbarrier_release_cluster(bar, ranks)
+        sync.mbarrier_release_cluster(bar, ranks)
         return
     for peer in ranks:
         sync.mbarrier_arrive_cluster(bar, peer)
@@ -312,7 +311,7 @@ def _emit_arrive(action: Arrive, em: _Emission) -> None:
 
     def remote(bar_, rank_):
         if consumer:
-            mbarrier_release_cluster(bar_, [rank_])
+            sync.mbarrier_release_cluster(bar_, [rank_])
         else:
             sync.mbarrier_arrive_cluster(bar_, rank_)
     if action.ctas is Ctas.MulticastPeers:
@@ -366,7 +365,7 @@ def _multicast_release(em: _Emission, bar, group: int, warps: int) -> None:
     lane = cast_to(B.lane_idx(), dt.Int32)
     rank = cast_to(B.cluster_ctarank(), dt.Int32)
     em.ctx.if_then(compare("<", lane, lanes),
-                   lambda: mbarrier_release_cluster(bar, [protocol.multicast_peer_rank(cfg, lane, rank, select)]),
+                   lambda: sync.mbarrier_release_cluster(bar, [protocol.multicast_peer_rank(cfg, lane, rank, select)]),
                    "arrive.peers", "arrive.peers.done")
 
 

@@ -403,10 +403,15 @@ class MemoryResource:
         object with an int ``box_bytes``), or None when it has none or several; override
         it when a stage loads several boxes.
         """
-        boxes = [getattr(self, f.name) for f in dataclasses.fields(self)] \
-            if dataclasses.is_dataclass(self) else []
-        boxes = [b for b in boxes if isinstance(getattr(b, "box_bytes", None), int)]
+        boxes = self.tensor_map_fields()
         return boxes[0].box_bytes if len(boxes) == 1 else None
+
+    def tensor_map_fields(self) -> list:
+        """The values of this resource's dataclass fields that are TensorMaps (objects with an int
+        ``box_bytes``), in field order; empty for a resource that is not a dataclass.  The default
+        :meth:`tma_bytes_per_stage` and check P2's note on unchecked stage bytes both count these."""
+        values = [getattr(self, f.name) for f in dataclasses.fields(self)] if dataclasses.is_dataclass(self) else []
+        return [v for v in values if isinstance(getattr(v, "box_bytes", None), int)]
 
     def task_local_variables(self) -> dict[str, TaskLocalVariable]:
         """The task-local variables of this resource by attribute name, in field order.

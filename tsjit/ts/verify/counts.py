@@ -241,18 +241,13 @@ def check_tma_bytes(manager) -> list[Finding]:
     return out
 
 
-def _tensor_map_fields(resource) -> int:
-    """How many of ``resource``'s attributes are TensorMaps (objects with an int ``box_bytes``)."""
-    return sum(isinstance(getattr(v, "box_bytes", None), int) for v in vars(resource).values())
-
-
 def _unchecked_bytes(resource, config) -> Finding:
     """The P2 note (``verbose=True`` report only) for a resource whose stage bytes the checker cannot know: it has no
     ``tma_bytes_per_stage()`` answer (it has several TensorMap fields) and no
     ``num_bytes_per_warp_per_cta``.  Without one of them a wrong ``num_bytes`` is found only on the
     GPU (a hang when too large, a stage completed early when too small) or by the interpreter."""
     name = resource.name
-    which = f"{_tensor_map_fields(resource)} TensorMap fields"
+    which = f"{len(resource.tensor_map_fields())} TensorMap fields"
     return note("P2", (
         f"note: resource {name!r} ({config.pipeline_type.value}): num_bytes={config.num_bytes} is not checked "
         f"against the TMA copies: {name} has {which}, so {name}.tma_bytes_per_stage() cannot say what one "
@@ -304,7 +299,7 @@ def _tma_bytes(manager, resource, config) -> list[Finding]:
                 f"num_bytes_per_warp_per_cta is required to check num_bytes={given}.\n"
                 f"  Pass num_bytes_per_warp_per_cta= (the bytes one producer warp's "
                 f"copies deliver to one CTA).")))
-        elif _tensor_map_fields(resource) > 1:
+        elif len(resource.tensor_map_fields()) > 1:
             out.append(_unchecked_bytes(resource, config))
         return out
     expected = per_warp * cta_factor * warp_factor
