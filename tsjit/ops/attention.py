@@ -18,6 +18,7 @@ import math
 from tsjit import env
 from tsjit.errors import LaunchError, warn
 from tsjit.ops.attention_args import check_cu_seqlens as _check_cu_seqlens
+from tsjit.ops.attention_args import check_cuda as _check_cuda
 from tsjit.ops.attention_args import check_rescale_threshold as _check_rescale_threshold
 from tsjit.ops.attention_args import check_tensor as _check_tensor
 from tsjit.ops.attention_fp8 import attention_fp8
@@ -41,7 +42,7 @@ SUPPORTED_HEAD_DIMS = program.HEAD_DIMS
 
 def _check_arguments(q, k, v, out, causal, scale, torch):
     for name, t in (("q", q), ("k", k), ("v", v)):
-        _check_tensor(name, t, torch)
+        _check_tensor(name, t, torch, require_cuda=False)   # shapes first: they are wrong on any device
     if k.dtype != q.dtype or v.dtype != q.dtype:
         raise LaunchError(f"arguments q, k, v must have one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     if tuple(k.shape) != tuple(v.shape):
@@ -59,6 +60,8 @@ def _check_arguments(q, k, v, out, causal, scale, torch):
     if kv_heads < 1 or heads % kv_heads:
         raise LaunchError(f"argument 'k' has {kv_heads} heads, which must divide the {heads} heads of 'q' "
                           f"(GQA/MQA)")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        _check_cuda(name, t)
     if q.device != k.device or q.device != v.device:
         raise LaunchError(f"arguments q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
     if not isinstance(causal, bool):
@@ -215,7 +218,8 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
                           "forward computes every exponential on the MUFU unit); leave it None")
     fast_key = None
     if cu_seqlens_q is None and cu_seqlens_k is None and out is not None and (lse_out is not None or not return_lse) \
-            and all(type(t) is torch.Tensor for t in (q, k, v, out)) and (window is None or type(window) is tuple):
+            and all(type(t) is torch.Tensor for t in (q, k, v, out)) and (window is None or type(window) is tuple) \
+            and q.is_cuda:                                      # a CPU q: the checks below name it (no stream)
         fast_key = (_tensor_key(q), _tensor_key(k), _tensor_key(v), _tensor_key(out), _tensor_key(lse_out), causal,
                     scale, window, return_lse, block_n, stages, sms, overlap, pingpong, q_stages, tile_table,
                     rescale_threshold, warpgroups, direct_store, o_in_q, env.code_state(),  # a launch packed for the

@@ -6,7 +6,7 @@ from tsjit.errors import LaunchError
 from tsjit.lang.dtypes import BFloat16, Float8E4M3, Float16, Float32, Int32
 from tsjit.runtime.arrays import DeviceArray
 
-__all__ = ["torch_module", "check_tensor", "window_bounds", "device_table", "check_cu_seqlens", "check_rescale_threshold", "dummy_tensors", "tensor_key", "device_view", "lse_buffer",
+__all__ = ["torch_module", "check_tensor", "check_cuda", "window_bounds", "device_table", "check_cu_seqlens", "check_rescale_threshold", "dummy_tensors", "tensor_key", "device_view", "lse_buffer",
            "TMA_STRIDE_BYTES"]
 
 TMA_STRIDE_BYTES = 16          # TMA: global strides and the base address are multiples of 16 bytes
@@ -25,9 +25,11 @@ def torch_module(q):
 
 
 def check_tensor(name: str, t, torch, dtypes=("bfloat16", "float16"),
-                 layout="(batch, seqlen, heads, head_dim)") -> None:
+                 layout="(batch, seqlen, heads, head_dim)", require_cuda: bool = True) -> None:
     """Check that ``t`` is a 4-D CUDA torch tensor of one of ``dtypes`` (torch attribute names) that TMA can
     address: last dimension contiguous, other strides and the base address multiples of 16 bytes.
+    ``require_cuda=False`` leaves the device to a later :func:`check_cuda` (so that a shape or head_dim
+    error is reported first, also for CPU tensors).
 
     Raises:
         LaunchError: naming argument ``name``, what it is and what to pass instead.
@@ -50,12 +52,18 @@ def check_tensor(name: str, t, torch, dtypes=("bfloat16", "float16"),
             raise LaunchError(f"argument '{name}' has stride {t.stride(axis)} in dimension {axis}, "
                               f"{t.stride(axis) * itemsize} bytes; TMA needs strides that are multiples of 16 "
                               f"bytes; pass {name}.contiguous()")
-    if not t.is_cuda:
-        raise LaunchError(f"argument '{name}' is on {t.device}; tsjit.ops.attention needs CUDA tensors "
-                          f"(move it with {name}.cuda())")
+    if require_cuda:
+        check_cuda(name, t)
     if t.data_ptr() % TMA_STRIDE_BYTES:
         raise LaunchError(f"argument '{name}' starts at an address that is not 16-byte aligned; TMA needs a "
                           f"16-byte aligned base (pass {name}.clone())")
+
+
+def check_cuda(name: str, t) -> None:
+    """Raise a LaunchError naming argument ``name`` unless the torch tensor ``t`` is on a CUDA device."""
+    if not t.is_cuda:
+        raise LaunchError(f"argument '{name}' is on {t.device}; tsjit.ops.attention needs CUDA tensors "
+                          f"(move it with {name}.cuda())")
 
 
 def window_bounds(window, causal):

@@ -1,0 +1,95 @@
+"""``tsjit.ops.attention``'s argument checks on CPU torch tensors (no GPU): a shape or head_dim mistake is
+named before the device (so it can be found on a machine without a GPU), and a CPU tensor with ``out=`` is a
+LaunchError naming the argument, not torch's "not compiled with CUDA" from the launch fast path.
+
+A duck-typed torch stands in for PyTorch (CI has none); the last test repeats the checks with the real one
+where it is installed."""
+import sys
+import types
+
+import pytest
+
+import tsjit
+
+
+class FakeTensor:
+    """A contiguous torch tensor as the argument checks read it (shape, dtype, strides, device)."""
+
+    def __init__(self, shape, dtype="float16", device="cpu"):
+        self.shape, self.dtype, self.device = tuple(shape), dtype, device
+        self.is_cuda = device.startswith("cuda")
+        strides, step = [], 1
+        for extent in reversed(self.shape):
+            strides.insert(0, step)
+            step *= extent
+        self._strides = tuple(strides)
+
+    def dim(self):
+        return len(self.shape)
+
+    def stride(self, axis=None):
+        return self._strides if axis is None else self._strides[axis]
+
+    def element_size(self):
+        return 2
+
+    def data_ptr(self):
+        return 1 << 20
+
+
+def _cpu_only_stream(device):
+    raise AssertionError("Torch not compiled with CUDA enabled")    # what a CPU-only torch raises
+
+
+@pytest.fixture
+def fake_torch(monkeypatch):
+    torch = types.ModuleType("torch")
+    torch.Tensor, torch.float16, torch.bfloat16, torch.float32 = FakeTensor, "float16", "bfloat16", "float32"
+    torch.cuda = types.SimpleNamespace(current_stream=_cpu_only_stream)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    return torch
+
+
+def _launch_error(*args, **kwargs):
+    with pytest.raises(tsjit.LaunchError) as err:
+        tsjit.ops.attention(*args, **kwargs)
+    return str(err.value)
+
+
+@pytest.mark.parametrize("head_dim", [96, 32])
+def test_unsupported_head_dim_is_named_before_the_device(fake_torch, head_dim):
+    q = FakeTensor((1, 128, 2, head_dim))
+    message = _launch_error(q, q, q)
+    assert f"head_dim {head_dim} is not supported" in message and "64, 128, 256" in message, message
+
+
+def test_mismatched_head_dim_of_k_is_named_before_the_device(fake_torch):
+    q, k = FakeTensor((1, 128, 2, 64)), FakeTensor((1, 128, 2, 128))
+    message = _launch_error(q, k, k)
+    assert "'k' has head_dim 128" in message and "'q' has head_dim 64" in message, message
+
+
+def test_heads_that_do_not_divide_are_named_before_the_device(fake_torch):
+    q, k = FakeTensor((1, 128, 3, 64)), FakeTensor((1, 128, 2, 64))
+    message = _launch_error(q, k, k)
+    assert "'k' has 2 heads" in message and "3 heads of 'q'" in message, message
+
+
+def test_well_formed_cpu_tensors_name_the_device(fake_torch):
+    q = FakeTensor((1, 128, 2, 64))
+    message = _launch_error(q, q, q)
+    assert "argument 'q' is on cpu" in message and "q.cuda()" in message, message
+
+
+def test_cpu_tensors_with_out_are_a_launch_error_not_a_stream_crash(fake_torch):
+    q = FakeTensor((1, 128, 2, 64))
+    message = _launch_error(q, q, q, out=FakeTensor(q.shape))
+    assert "argument 'q' is on cpu" in message, message
+
+
+def test_real_cpu_torch_tensors_get_the_same_messages():
+    torch = pytest.importorskip("torch")
+    q = torch.zeros(1, 128, 2, 64, dtype=torch.float16)
+    q96 = torch.zeros(1, 128, 2, 96, dtype=torch.float16)
+    assert "head_dim 96 is not supported" in _launch_error(q96, q96, q96)
+    assert "argument 'q' is on cpu" in _launch_error(q, q, q, out=torch.zeros_like(q))
