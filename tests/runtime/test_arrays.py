@@ -335,3 +335,60 @@ def test_bfloat16_decoder_named_by_numpy_docstring_is_public():
     assert {"bfloat16_bits_to_float32", "float_to_bfloat16_bits"} <= set(tsjit.__all__)
     assert "tsjit.bfloat16_bits_to_float32" in arrays.DeviceArray.numpy.__doc__
     assert "bfloat16_bits_to_float32" in tsjit.__doc__
+
+
+class _CpuTensor:
+    """A CPU torch tensor as to_device reads it (duck-typed; CI has no torch): its bits live in ``bits``."""
+
+    def __init__(self, bits, dtype, is_cuda=False):
+        self.bits, self.dtype, self.is_cuda = np.ascontiguousarray(bits), dtype, is_cuda
+        self.shape = self.bits.shape
+
+    def stride(self):
+        return tuple(s // self.bits.itemsize for s in self.bits.strides)
+
+    def data_ptr(self):
+        return self.bits.ctypes.data
+
+    def detach(self):
+        return self
+
+    def contiguous(self):
+        return self
+
+    def numel(self):
+        return self.bits.size
+
+    def element_size(self):
+        return self.bits.itemsize
+
+    def __array__(self, *args, **kwargs):   # what torch raises for a dtype numpy lacks
+        raise TypeError(f"Got unsupported ScalarType {self.dtype}")
+
+
+@pytest.mark.gpu_or_interpret
+@pytest.mark.parametrize("torch_dtype, tsjit_dtype, bits_dtype", [
+    ("torch.bfloat16", dtypes.BFloat16, np.uint16), ("torch.float8_e4m3fn", dtypes.Float8E4M3, np.uint8),
+    ("torch.float8_e5m2", dtypes.Float8E5M2, np.uint8)])
+def test_to_device_copies_a_cpu_torch_tensor_without_a_numpy_dtype_bit_for_bit(torch_dtype, tsjit_dtype, bits_dtype):
+    bits = np.random.default_rng().integers(0, np.iinfo(bits_dtype).max, (6, 10)).astype(bits_dtype)
+    device = arrays.to_device(_CpuTensor(bits, torch_dtype))
+    assert device.dtype is tsjit_dtype and device.shape == (6, 10)
+    assert np.array_equal(device.numpy(), bits)
+
+
+def test_to_device_of_a_bfloat16_tensor_to_another_dtype_says_to_convert_in_torch():
+    with pytest.raises(TsjitError, match=r"torch.bfloat16 tensor cannot become Float32.*x.to\(torch.float32\)"):
+        arrays.to_device(_CpuTensor(np.zeros(4, np.uint16), "torch.bfloat16"), dtype=dtypes.Float32)
+
+
+def test_to_device_of_a_cuda_torch_tensor_says_it_is_already_on_the_gpu():
+    with pytest.raises(LaunchError, match="CUDA torch tensor, already on the GPU; pass it .* as it is"):
+        arrays.to_device(_CpuTensor(np.zeros(4, np.uint16), "torch.bfloat16", is_cuda=True))
+
+
+@pytest.mark.gpu_or_interpret
+def test_to_device_of_a_real_cpu_bfloat16_tensor_keeps_its_bits():
+    torch = pytest.importorskip("torch")
+    tensor = torch.randn(5, 8, dtype=torch.bfloat16)[:, ::2]
+    assert np.array_equal(arrays.to_device(tensor).numpy(), tensor.contiguous().view(torch.int16).numpy().view(np.uint16))

@@ -548,18 +548,48 @@ def zeros(shape, dtype) -> DeviceArray:
     return DeviceArray(shape, dtype).fill_bytes(0)
 
 
+_TORCH_BIT_DTYPES = {"torch.bfloat16": BFloat16, "torch.float8_e4m3fn": dtypes.Float8E4M3,   # no numpy dtype
+                     "torch.float8_e5m2": dtypes.Float8E5M2}
+
+
+def _torch_bits(array, dtype):
+    """``(array, dtype)`` for :func:`to_device`: a CPU torch tensor of bfloat16 / fp8, which ``np.asarray``
+    refuses, becomes a numpy array of its bit patterns and its tsjit dtype; anything else is returned as is."""
+    if isinstance(array, np.ndarray) or not (hasattr(array, "data_ptr") and hasattr(array, "is_cuda")
+                                             and hasattr(array, "stride")):
+        return array, dtype
+    if array.is_cuda:
+        raise LaunchError("tsjit.to_device: the argument is a CUDA torch tensor, already on the GPU; pass it to "
+                          "kernels and tsjit.ops as it is (to_device copies host arrays to the device)")
+    kind = _TORCH_BIT_DTYPES.get(str(array.dtype))
+    if kind is None:
+        return array, dtype
+    if dtype is not None and resolve_dtype(dtype) is not kind:
+        raise TsjitError(f"tsjit.to_device: a {array.dtype} tensor cannot become {resolve_dtype(dtype).name} here; "
+                         f"convert it in torch first (x.to(torch.float32)) or leave dtype=None")
+    tensor = array.detach().contiguous()
+    nbytes = tensor.numel() * tensor.element_size()
+    bits = np.empty(nbytes, np.uint8)
+    if nbytes:
+        ctypes.memmove(bits.ctypes.data, tensor.data_ptr(), nbytes)
+    return bits.view(kind.numpy).reshape(tuple(tensor.shape)), kind
+
+
 def to_device(array, dtype=None) -> DeviceArray:
     """Copy a host array to a new C-contiguous device array.
 
     Args:
-        array: a numpy array or anything ``np.asarray`` accepts.
+        array: a numpy array or anything ``np.asarray`` accepts; a CPU torch tensor, bfloat16 and
+            float8 ones included (copied bit for bit).
         dtype: the device dtype; default: the host array's.  ``BFloat16`` takes a
             ``uint16`` array as bit patterns, or floats/ints rounded to nearest even.
 
     Raises:
         TsjitError: unsupported or unconvertible dtype; LaunchError: no GPU (and not
-        ``TSJIT_INTERPRET=1``, under which the copy lives in host memory for the CPU interpreter).
+        ``TSJIT_INTERPRET=1``, under which the copy lives in host memory for the CPU interpreter),
+        or ``array`` is a CUDA torch tensor (already a device array).
     """
+    array, dtype = _torch_bits(array, dtype)
     host = np.asarray(array)
     target = resolve_dtype(host.dtype if dtype is None else dtype)
     data = host_array_for(host, target)
