@@ -67,3 +67,59 @@ def test_matmul_itself_still_needs_gpu_arrays():
     with pytest.raises(tsjit.LaunchError, match="argument 'a' must be a GPU array") as info:
         tsjit.ops.matmul(np.zeros((64, 64), np.float16), np.zeros((64, 64), np.float16))
     assert "tsjit.to_device(x)" in str(info.value)   # the fix, also under the interpreter
+
+
+class CpuTorchTensor:
+    """Enough of a CPU torch tensor for tsjit's argument adapter (duck-typed; CI has no torch)."""
+
+    is_cuda = False
+
+    def __init__(self, shape, dtype="torch.bfloat16", strides=None):
+        self.shape, self.dtype = tuple(shape), dtype
+        self._strides = strides or ((shape[1], 1) if len(shape) == 2 else (shape[1] * shape[2], shape[2], 1))
+
+    def stride(self):
+        return self._strides
+
+    def data_ptr(self):
+        return 1 << 20
+
+
+def test_explain_takes_cpu_torch_tensors_as_their_specs(no_gpu):
+    """explain needs shapes only: a CPU tensor (bf16, or fp8 with K-major b) plans as a spec of its layout."""
+    spec = tsjit.ops.matmul.explain(tsjit.spec((256, 512), tsjit.BFloat16),
+                                    tsjit.spec((512, 1024), tsjit.BFloat16, strides=(1, 512)))
+    tensor = tsjit.ops.matmul.explain(CpuTorchTensor((256, 512)), CpuTorchTensor((512, 1024), strides=(1, 512)))
+    assert tensor == spec and "Y K-major" in tensor
+    fp8 = tsjit.ops.matmul.explain(CpuTorchTensor((256, 512), "torch.float8_e4m3fn"),
+                                   CpuTorchTensor((512, 1024), "torch.float8_e4m3fn", strides=(1, 512)))
+    assert fp8.startswith("problem: D (256 x 1024)")
+    with pytest.raises(tsjit.LaunchError, match="explain: argument 'b' has dtype torch.int32; expected torch.bfloat16"):
+        tsjit.ops.matmul.explain(CpuTorchTensor((256, 512)), CpuTorchTensor((512, 1024), "torch.int32"))
+
+
+def test_matmul_of_a_cpu_torch_tensor_points_at_explain_or_the_interpreter(monkeypatch):
+    a, b = CpuTorchTensor((64, 64)), CpuTorchTensor((64, 64))
+    monkeypatch.delenv("TSJIT_INTERPRET", raising=False)
+    with pytest.raises(tsjit.LaunchError, match=r"'a' is a CPU tensor; pass it on the GPU \(x.cuda\(\)\); "
+                                                r"tsjit.ops.matmul.explain takes CPU tensors"):
+        tsjit.ops.matmul(a, b)
+    monkeypatch.setenv("TSJIT_INTERPRET", "1")
+    with pytest.raises(tsjit.LaunchError, match=r"under TSJIT_INTERPRET=1 copy it with tsjit.to_device\(x\)"):
+        tsjit.ops.matmul(a, b)
+
+
+def test_bmm_errors_name_bmm(no_gpu):
+    with pytest.raises(tsjit.LaunchError, match=r"^tsjit.ops.bmm: argument 'a' must have rank 3; got shape \(64, 32\)"):
+        tsjit.ops.matmul.explain(np.zeros((64, 32), np.float16), np.zeros((32, 16), np.float16), batched=True)
+    with pytest.raises(tsjit.LaunchError, match=r"^tsjit.ops.bmm: argument 'a' must be a GPU array"):
+        tsjit.ops.bmm(np.zeros((2, 64, 32), np.float16), np.zeros((2, 32, 16), np.float16))
+
+
+def test_an_out_of_an_unwritable_dtype_is_named_as_out(no_gpu):
+    with pytest.raises(tsjit.LaunchError, match=r"argument 'out' has dtype Int32; the output can be BFloat16"):
+        tsjit.ops.matmul.explain(np.zeros((64, 32), np.float16), np.zeros((32, 16), np.float16),
+                                 out=np.zeros((64, 16), np.int32))
+    with pytest.raises(tsjit.LaunchError, match=r"argument 'out_dtype' is Int32; the output can be BFloat16"):
+        tsjit.ops.matmul.explain(np.zeros((64, 32), np.float16), np.zeros((32, 16), np.float16),
+                                 out_dtype=tsjit.Int32)

@@ -198,13 +198,13 @@ def _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a
             return done
     name = "bmm" if batched else "matmul"
     ranks = (3,) if batched else (2,)
-    A = operand(a, "a", ranks, plan_only)
-    B = operand(b, "b", ranks, plan_only)
-    O = None if out is None else operand(out, "out", ranks, plan_only)
-    R = None if residual is None else operand(residual, "residual", ranks, plan_only)
-    V = None if bias is None else operand(bias, "bias", (1, 2), plan_only)
-    kind_a, SA, factor_a = scale_operand(scale_a, "scale_a", A.shape[1], "row", plan_only)
-    kind_b, SB, factor_b = scale_operand(scale_b, "scale_b", B.shape[2], "col", plan_only)
+    A = operand(a, "a", ranks, plan_only, name)
+    B = operand(b, "b", ranks, plan_only, name)
+    O = None if out is None else operand(out, "out", ranks, plan_only, name)
+    R = None if residual is None else operand(residual, "residual", ranks, plan_only, name)
+    V = None if bias is None else operand(bias, "bias", (1, 2), plan_only, name)
+    kind_a, SA, factor_a = scale_operand(scale_a, "scale_a", A.shape[1], "row", plan_only, name)
+    kind_b, SB, factor_b = scale_operand(scale_b, "scale_b", B.shape[2], "col", plan_only, name)
     alpha = alpha * factor_a * factor_b
     out_dtype = output_dtype(out_dtype, name)
     key = (_signature(A), _signature(B), _signature(O), _signature(V), _signature(R), activation, alpha != 1.0,
@@ -223,7 +223,7 @@ def _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a
     if O is None:
         shape = (plan.batch, plan.M, plan.N) if batched else (plan.M, plan.N)
         out = _allocate(shape, plan.out_dtype, a if A.torch else None)
-        O = operand(out, "out", ranks)
+        O = operand(out, "out", ranks, op=name)
     s = _current_stream(a) if stream is None and A.torch else stream_handle(stream, None)
     if new:
         if env.autotune():
@@ -360,7 +360,7 @@ def explain(a, b, *, verbose: bool = False, dtype=None, sms: int | None = None, 
 
     Args:
         a, b (and ``out``, ``bias``, ``residual``): GPU arrays as for :func:`matmul`, or
-            ``tsjit.spec(shape, dtype, strides=..., align=...)`` specs, or host numpy arrays (they
+            ``tsjit.spec(shape, dtype, strides=..., align=...)`` specs, or host numpy arrays or CPU torch tensors (they
             stand for device arrays of their shape, strides and dtype, 16-byte aligned), or shape
             tuples with ``dtype`` (``explain((256, 512), (512, 1024), dtype=tsjit.BFloat16)``).
         dtype: the dtype of shape-tuple arguments.

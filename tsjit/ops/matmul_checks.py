@@ -124,8 +124,9 @@ def check_arguments(A: Operand, B: Operand, out: Operand | None, bias: Operand |
     else:
         dtype = out_dtype or (dt.BFloat16 if fp8 else A.dtype)
     if dtype.name not in OUTPUT_DTYPES:
-        raise LaunchError(f"tsjit.ops.{name}: argument 'out_dtype' must be BFloat16, Float16 or Float32; "
-                          f"got {dtype.name}")
+        given = "out' has dtype" if out is not None else "out_dtype' is"
+        raise LaunchError(f"tsjit.ops.{name}: argument '{given} {dtype.name}; the output can be BFloat16, "
+                          f"Float16 or Float32")
     check_matrix(out, "out", batch, M, N, OUTPUT_DTYPES)
     check_matrix(residual, "residual", batch, M, N, OUTPUT_DTYPES)
     if beta != 0.0 and out is None:

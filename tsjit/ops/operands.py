@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 
+from tsjit import env
 from tsjit.errors import LaunchError, TsjitError
 from tsjit.lang import dtypes as dt
 from tsjit.runtime import streams
@@ -52,54 +53,72 @@ class Operand:
         return (self.shape, self.strides, self.dtype, not self.ptr & 15)
 
 
-def _rank_error(name: str, ranks, shape):
-    return LaunchError(f"tsjit.ops.matmul: argument '{name}' must have rank {' or '.join(map(str, ranks))}; got "
+def _rank_error(name: str, ranks, shape, op: str = "matmul"):
+    return LaunchError(f"tsjit.ops.{op}: argument '{name}' must have rank {' or '.join(map(str, ranks))}; got "
                        f"shape {shape}")
 
 
-def _described_operand(x, name: str, ranks) -> Operand | None:
-    """For ``explain``: an ``ArraySpec`` or a host (numpy) array as an operand without memory
-    (its fake address has exactly the spec's alignment), or None for anything else."""
-    if not isinstance(x, ArraySpec):
-        if hasattr(x, "data_ptr") and hasattr(x, "is_cuda"):
-            return None                           # a torch tensor: read as a device array (fp8 included)
-        arg = describe_array_argument(x, name)
-        if arg is None or arg.device_kind != "host":
-            return None
-    try:
-        spec = spec_from_object(x, name)
-    except TsjitError as exc:
-        raise LaunchError(f"tsjit.ops.matmul.explain: argument '{name}': {exc}") from None
+def _described_operand(x, name: str, ranks, op: str = "matmul") -> Operand | None:
+    """For ``explain``: an ``ArraySpec``, a host (numpy) array or a CPU torch tensor as an operand without
+    memory (its fake address has exactly the spec's alignment), or None for anything else."""
+    if hasattr(x, "data_ptr") and hasattr(x, "is_cuda") and hasattr(x, "stride"):
+        if x.is_cuda:
+            return None                           # a CUDA torch tensor: read as a device array (fp8 included)
+        dtype = TORCH_DTYPES.get(str(x.dtype))    # a CPU one stands for a 16-byte aligned CUDA copy of it
+        if dtype is None:
+            raise LaunchError(f"tsjit.ops.{op}.explain: argument '{name}' has dtype {x.dtype}; expected "
+                              f"{', '.join(TORCH_DTYPES)}")
+        spec = ArraySpec(tuple(x.shape), dtype, tuple(x.stride()), 16)
+    else:
+        if not isinstance(x, ArraySpec):
+            arg = describe_array_argument(x, name)
+            if arg is None or arg.device_kind != "host":
+                return None
+        try:
+            spec = spec_from_object(x, name)
+        except TsjitError as exc:
+            raise LaunchError(f"tsjit.ops.{op}.explain: argument '{name}': {exc}") from None
     shape, strides = tuple(spec.shape), tuple(spec.strides)
     if len(shape) not in ranks:
-        raise _rank_error(name, ranks, shape)
+        raise _rank_error(name, ranks, shape, op)
     while len(shape) < 3:
         shape, strides = (1,) + shape, (0,) + strides
     return Operand(shape, strides, spec.dtype, spec.align, x, False)
 
 
-def operand(x, name: str, ranks, described: bool = False) -> Operand:
+def _host_hint() -> str:
+    """What to do with a host array: on the CPU interpreter a DeviceArray copy, else a GPU copy."""
+    if env.interpret_requested():
+        return ("; under TSJIT_INTERPRET=1 copy it with tsjit.to_device(x) (the copy stays in host memory for the "
+                "CPU interpreter)")
+    return "; copy it with tsjit.to_device(x) (under TSJIT_INTERPRET=1 that array stays in host memory)"
+
+
+def operand(x, name: str, ranks, described: bool = False, op: str = "matmul") -> Operand:
     """The :class:`Operand` of argument ``name`` (rank in ``ranks``, padded to rank 3 with leading 1s).
 
-    ``described``: specs and host arrays stand for device arrays (``explain``).
+    ``described``: specs, host arrays and CPU torch tensors stand for device arrays (``explain``).
+    ``op``: the calling op (``"matmul"`` / ``"bmm"``), for the messages.
 
     Raises:
         LaunchError: a CPU tensor, an unsupported dtype, a wrong rank, or not an array; names ``name``.
     """
     if described:
-        op = _described_operand(x, name, ranks)
-        if op is not None:
-            return op
+        described_op = _described_operand(x, name, ranks, op)
+        if described_op is not None:
+            return described_op
     if hasattr(x, "data_ptr") and hasattr(x, "is_cuda") and hasattr(x, "stride"):
         if not x.is_cuda:
-            raise LaunchError(f"tsjit.ops.matmul: argument '{name}' is a CPU tensor; pass it on the GPU (x.cuda())")
+            raise LaunchError(f"tsjit.ops.{op}: argument '{name}' is a CPU tensor; pass it on the GPU (x.cuda())"
+                              + (_host_hint() if env.interpret_requested() else
+                                 f"; tsjit.ops.matmul.explain takes CPU tensors (shapes only)"))
         dtype = _TORCH_DTYPE_OBJECTS.get(x.dtype)
         if dtype is None:
             dtype = TORCH_DTYPES.get(str(x.dtype))
             if dtype is not None:
                 _TORCH_DTYPE_OBJECTS[x.dtype] = dtype
         if dtype is None:
-            raise LaunchError(f"tsjit.ops.matmul: argument '{name}' has dtype {x.dtype}; expected torch.bfloat16, "
+            raise LaunchError(f"tsjit.ops.{op}: argument '{name}' has dtype {x.dtype}; expected torch.bfloat16, "
                               f"torch.float16, torch.float8_e4m3fn, torch.float8_e5m2 (or torch.float32 for bias / "
                               f"residual / out / scales)")
         shape, strides, ptr, is_torch = tuple(x.shape), tuple(x.stride()), x.data_ptr(), True
@@ -108,13 +127,12 @@ def operand(x, name: str, ranks, described: bool = False) -> Operand:
         arg = describe_array_argument(x, name)
         if arg is None or arg.device_kind != "cuda":
             what = "a host array" if arg is not None else type(x).__name__
-            raise LaunchError(f"tsjit.ops.matmul: argument '{name}' must be a GPU array (torch CUDA tensor, "
+            raise LaunchError(f"tsjit.ops.{op}: argument '{name}' must be a GPU array (torch CUDA tensor, "
                               f"tsjit.DeviceArray, __cuda_array_interface__ or DLPack); got {what}"
-                              + ("; copy it with tsjit.to_device(x) (under TSJIT_INTERPRET=1 that array stays in "
-                                 "host memory)" if arg is not None else ""))
+                              + (_host_hint() if arg is not None else ""))
         dtype, shape, strides, ptr, is_torch = arg.dtype, tuple(arg.shape), tuple(arg.strides), arg.data_ptr, False
     if len(shape) not in ranks:
-        raise _rank_error(name, ranks, shape)
+        raise _rank_error(name, ranks, shape, op)
     while len(shape) < 3:
         shape, strides = (1,) + shape, (0,) + strides
     return Operand(shape, strides, dtype, ptr, x, is_torch)
@@ -146,7 +164,7 @@ def operand_layout(op: Operand, k_axis: int):
     return None
 
 
-def scale_operand(scale, name: str, length: int, axis: str, described: bool = False):
+def scale_operand(scale, name: str, length: int, axis: str, described: bool = False, op: str = "matmul"):
     """An fp8 dequantization scale: ``(kind, operand_or_None, factor)``.
 
     ``scale`` is None (kind ``"none"``), a Python number (kind ``"none"``, folded into alpha as
@@ -161,17 +179,18 @@ def scale_operand(scale, name: str, length: int, axis: str, described: bool = Fa
         return "none", None, 1.0
     if isinstance(scale, (int, float)) and not isinstance(scale, bool):
         return "none", None, float(scale)
-    op = operand(scale, name, (0, 1, 2), described)
-    count = op.shape[0] * op.shape[1] * op.shape[2]
+    scales = operand(scale, name, (0, 1, 2), described, op)
+    count = scales.shape[0] * scales.shape[1] * scales.shape[2]
     want = (length, 1) if axis == "row" else (1, length)
-    if op.dtype is not dt.Float32:
-        raise LaunchError(f"tsjit.ops.matmul: argument '{name}' has dtype {getattr(op.dtype, 'name', None)}; "
+    if scales.dtype is not dt.Float32:
+        raise LaunchError(f"tsjit.ops.{op}: argument '{name}' has dtype {getattr(scales.dtype, 'name', None)}; "
                           f"scales are Float32 (torch.float32)")
     if count == 1:
-        return "tensor", op, 1.0
-    if op.shape[0] == 1 and count == length and op.shape[1:] in ((1, length), want):
-        return "vector", op, 1.0
-    raise LaunchError(f"tsjit.ops.matmul: argument '{name}' has shape {op.shape[1:] if op.shape[0] == 1 else op.shape}; "
+        return "tensor", scales, 1.0
+    if scales.shape[0] == 1 and count == length and scales.shape[1:] in ((1, length), want):
+        return "vector", scales, 1.0
+    shape = scales.shape[1:] if scales.shape[0] == 1 else scales.shape
+    raise LaunchError(f"tsjit.ops.{op}: argument '{name}' has shape {shape}; "
                       f"expected one element (per-tensor scale), ({length},) or {want} (one per "
                       f"{'row of a' if axis == 'row' else 'column of b'})")
 
