@@ -360,9 +360,10 @@ def explain(a, b, *, verbose: bool = False, dtype=None, sms: int | None = None, 
 
     Args:
         a, b (and ``out``, ``bias``, ``residual``): GPU arrays as for :func:`matmul`, or
-            ``tsjit.spec(shape, dtype, strides=..., align=...)`` specs, or host numpy arrays or CPU torch tensors (they
-            stand for device arrays of their shape, strides and dtype, 16-byte aligned), or shape
-            tuples with ``dtype`` (``explain((256, 512), (512, 1024), dtype=tsjit.BFloat16)``).
+            ``tsjit.spec(shape, dtype, strides=..., align=...)`` specs, or host numpy arrays or CPU
+            torch tensors (they stand for device arrays of their shape, strides and dtype, 16-byte
+            aligned), or shape tuples with ``dtype`` (``explain((256, 512), (512, 1024),
+            dtype=tsjit.BFloat16)``).
         dtype: the dtype of shape-tuple arguments.
         sms: SMs to plan for; default the current GPU's, or :data:`DEFAULT_SMS` (132, an H200)
             when no GPU is present (the text then says so).
