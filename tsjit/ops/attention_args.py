@@ -6,7 +6,8 @@ from tsjit.errors import LaunchError
 from tsjit.lang.dtypes import BFloat16, Float8E4M3, Float16, Float32, Int32
 from tsjit.runtime.arrays import DeviceArray
 
-__all__ = ["torch_module", "check_tensor", "check_cuda", "window_bounds", "device_table", "check_cu_seqlens", "check_rescale_threshold", "dummy_tensors", "tensor_key", "device_view", "lse_buffer",
+__all__ = ["torch_module", "check_tensor", "check_cuda", "window_bounds", "device_table", "check_cu_seqlens",
+           "check_rescale_threshold", "dummy_tensors", "tensor_key", "device_view", "lse_buffer",
            "TMA_STRIDE_BYTES"]
 
 TMA_STRIDE_BYTES = 16          # TMA: global strides and the base address are multiples of 16 bytes
