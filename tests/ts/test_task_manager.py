@@ -134,6 +134,15 @@ def test_g2_edge_not_backed_by_a_task():
     assert "task 'a'" in text and "task 'b'" in text
 
 
+def test_g2_reversed_edge_lists_each_tasks_resources_and_names_the_edge_to_write():
+    task, src, dst = copy_task()
+    with pytest.raises(VerificationError) as err:
+        manager([task], {src: [dst]})
+    text = str(err.value)
+    assert err.value.check == "G2" and "src_resources [src], dst_resources [dst]" in text, text
+    assert "probably reversed; write {dst: [src]}" in text, text
+
+
 def test_g2_barrier_edge_needs_a_task_listing_both():
     src, dst = copy_resources()
     pdl = Barrier(name="pdl")

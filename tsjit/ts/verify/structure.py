@@ -166,13 +166,17 @@ def check_graph_edges_backed(manager) -> list[Finding]:
             if any(_contains(t.src_resources, up) and _contains(t.dst_resources, down)
                    for t in tasks):
                 continue
-            touching = [t.describe() + (" src" if _contains(t.src_resources, up) else "")
-                        + (" dst" if _contains(t.dst_resources, down) else "")
+            touching = [f"{t.describe()} src_resources [{', '.join(r.name for r in t.src_resources)}], "
+                        f"dst_resources [{', '.join(r.name for r in t.dst_resources)}]"
                         for t in tasks if _contains(t.resources, up) or _contains(t.resources, down)]
+            reversed_edge = any(_contains(t.src_resources, down) and _contains(t.dst_resources, up) for t in tasks)
+            hint = (f"\n  The graph maps downstream to upstream, and a task consumes {down.name!r} and produces "
+                    f"{up.name!r}: the edge is probably reversed; write {{{up.name}: [{down.name}]}}."
+                    if reversed_edge else "")
             out.append(error("G2", (
                 f"edge {edge} says 'consume {up.name} before producing {down.name}', but no "
                 f"task has {up.name!r} in src_resources and {down.name!r} in dst_resources "
-                f"(tasks touching them: {'; '.join(touching) or 'none'}).\n  Put both in one "
+                f"(tasks touching them: {'; '.join(touching) or 'none'}).{hint}\n  Put both in one "
                 f"task (src_resources=[{up.name}], dst_resources=[{down.name}]) or remove the "
                 f"edge.")))
     return out
