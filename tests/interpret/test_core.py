@@ -157,6 +157,18 @@ def test_gpu_device_array_is_refused_with_advice():
         scale_add.interpret[(1,), (32,)](FakeCuda(), np.zeros(4, np.float32), 4, 1.0)
 
 
+@pytest.mark.parametrize("grid, block, named", [
+    ((0,), (32,), "grid (0, 1, 1) has no CTA"), ((1,), (32, 33), "block (32, 33, 1) has 1056 threads"),
+    ((1,), (0,), "block (0, 1, 1) has no threads")])
+def test_a_bad_grid_or_block_names_the_one_that_is_wrong(grid, block, named):
+    x = np.zeros(4, np.float32)
+    with pytest.raises(LaunchError) as info:
+        scale_add.interpret[grid, block](x, np.zeros(4, np.float32), 4, 1.0)
+    message = str(info.value)
+    assert named in message, message
+    assert ("grid" in message) != ("block" in message), f"names only the wrong one: {message}"
+
+
 @tsjit.kernel
 def prints(x):
     i = tsjit.thread_idx().x

@@ -153,9 +153,11 @@ def run(kernel, values, specs, *, grid, block, smem_bytes=0, cluster=None, check
         requirements.check(lowered.name, g, b, cluster, smem, None)
     if any(gi % ci for gi, ci in zip(g, c)):
         raise LaunchError(f"kernel {lowered.name!r}: grid {g} is not a whole number of clusters {c}")
-    if b[0] * b[1] * b[2] > 1024 or min(b) < 1 or min(g) < 1:
-        raise LaunchError(f"kernel {lowered.name!r}: block {b} must have 1..1024 threads and the grid {g} at "
-                          f"least one CTA")
+    if b[0] * b[1] * b[2] > 1024 or min(b) < 1:
+        raise LaunchError(f"kernel {lowered.name!r}: block {b} has {b[0] * b[1] * b[2] if min(b) > 0 else 'no'} "
+                          f"threads; a CTA has 1 to 1024 (every block extent >= 1)")
+    if min(g) < 1:
+        raise LaunchError(f"kernel {lowered.name!r}: grid {g} has no CTA; every grid extent must be >= 1")
     gmem = GlobalMemory()
     params = _parameters(compiled, kernel, values, specs, gmem)
     for slot, data, name in compiled.constants:
