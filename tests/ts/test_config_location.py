@@ -75,3 +75,29 @@ def test_p1_in_a_kernel_points_at_the_config_line_and_names_the_taskmanager_line
     note = text.split("raised while compiling the kernel")[1].splitlines()     # the line and a caret
     assert note[1].strip().startswith("manager = ts.TaskManager([producer, consumer]") and note[2].strip() == "^"
     assert note[2].index("^") == note[1].index("ts.TaskManager")
+
+
+
+@tsjit.kernel
+def ring_of_run_time_stages(x, stages):
+    config = ts.PipelineConfig.create_async_async_pipeline_cfg(
+        stages, ts.CooperativeGroup(ts.Agent.Thread, 32), ts.CooperativeGroup(ts.Agent.Thread, 128))
+    Chunks(name="ring", pipeline_config=config, x=x)
+
+
+@tsjit.kernel
+def ring_of_a_run_time_group_size(x, consumers):
+    config = ts.PipelineConfig.create_async_async_pipeline_cfg(
+        2, ts.CooperativeGroup(ts.Agent.Thread, 32), ts.CooperativeGroup(ts.Agent.Thread, consumers))
+    Chunks(name="ring", pipeline_config=config, x=x)
+
+
+@pytest.mark.parametrize("kernel, field", [(ring_of_run_time_stages, "num_stages"),
+                                           (ring_of_a_run_time_group_size, "CooperativeGroup size")])
+def test_a_run_time_stage_count_or_group_size_says_to_make_it_constexpr(kernel, field):
+    """A plain (not Constexpr) kernel parameter is a run-time Int32: the P3 message says so and names the fix."""
+    with pytest.raises(VerificationError) as err:
+        tsjit.compile(kernel, np.zeros(1024, np.float32), 2, target="sm_90a")
+    text = str(err.value)
+    assert err.value.check == "P3" and text.startswith(f"[P3] {field} must be a positive int, got Value(Int32)"), text
+    assert "run-time value" in text and "tsjit.Constexpr[int]" in text, text

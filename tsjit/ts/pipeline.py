@@ -32,6 +32,15 @@ class Agent(enum.Enum):
     ThreadBlockCluster = "cluster"
 
 
+def _compile_time_hint(value) -> str:
+    """What to change when ``value`` is a run-time device scalar (duck-typed: an LLVM ``ir`` and a
+    ``dtype``, as ``tsjit.lang.values.Value``) where a pipeline needs a compile-time int."""
+    if hasattr(value, "ir") and hasattr(value, "dtype") and not isinstance(value, int):
+        return ("; it is a run-time value, but a pipeline's stages, arrival counts and bytes are fixed when the "
+                "kernel compiles: pass a Python int, or declare that kernel parameter as tsjit.Constexpr[int]")
+    return ""
+
+
 @dataclass(frozen=True)
 class CooperativeGroup:
     """An arrival count: ``size`` agents of kind ``agent`` (mbarrier arrivals per phase)."""
@@ -41,7 +50,8 @@ class CooperativeGroup:
 
     def __post_init__(self):
         if not isinstance(self.size, int) or self.size < 1:
-            raise VerificationError(f"CooperativeGroup size must be a positive int, got {self.size!r}", "P3")
+            raise VerificationError(f"CooperativeGroup size must be a positive int, got {self.size!r}"
+                                    f"{_compile_time_hint(self.size)}", "P3")
 
     @property
     def arrivals(self) -> int:
@@ -133,7 +143,8 @@ class PipelineConfig:
         if not isinstance(t, PipelineType):
             raise VerificationError(f"pipeline_type must be a PipelineType, got {t!r}", "P3")
         if not isinstance(self.num_stages, int) or self.num_stages < 1:
-            raise VerificationError(f"num_stages must be a positive int, got {self.num_stages!r}", "P3")
+            raise VerificationError(f"num_stages must be a positive int, got {self.num_stages!r}"
+                                    f"{_compile_time_hint(self.num_stages)}", "P3")
         for name in ("producer_signaling_threads", "consumer_signaling_threads", "consumer_wait_signaling_threads"):
             value = getattr(self, name)
             if value is not None and not SignalingThreads.is_valid_combination(value):
@@ -159,7 +170,7 @@ class PipelineConfig:
         needs_bytes = protocol.producer_arms_tx
         if needs_bytes and (not isinstance(self.num_bytes, int) or self.num_bytes <= 0):
             raise VerificationError(f"{t.value} needs num_bytes > 0 (the bytes one stage's copies deliver), "
-                                    f"got {self.num_bytes!r}", "P3")
+                                    f"got {self.num_bytes!r}{_compile_time_hint(self.num_bytes)}", "P3")
         if not needs_bytes and self.num_bytes:
             raise VerificationError(f"num_bytes={self.num_bytes} is only meaningful for TMA/CLC producers; "
                                     f"{t.value} producers arrive without transaction bytes", "P3")
