@@ -242,6 +242,34 @@ def test_wrong_number_of_tensor_indices():
 
 
 @tsjit.kernel
+def indexed_by_the_whole_thread_idx(x):
+    x[tsjit.thread_idx()] = 1.0
+
+
+@tsjit.kernel
+def arithmetic_on_the_whole_thread_idx(x, C: tsjit.Constexpr[int]):
+    if tsjit.const_expr(C == 0):
+        x[0] = x[tsjit.block_idx() * 128 + 1]
+    else:
+        if tsjit.thread_idx() < 4:
+            x[0] = 1.0
+
+
+def test_indexing_with_a_whole_dim3_says_to_take_a_component():
+    err = compile_error(indexed_by_the_whole_thread_idx, F32)
+    assert_points_at(err, indexed_by_the_whole_thread_idx, "x[tsjit.thread_idx()]")
+    assert "(x, y, z) triple" in err.message and "tsjit.thread_idx().x" in err.message, err.message
+
+
+@pytest.mark.parametrize("variant, snippet", [(0, "tsjit.block_idx() * 128"), (1, "tsjit.thread_idx() < 4")])
+def test_arithmetic_or_a_comparison_on_a_whole_dim3_says_to_take_a_component(variant, snippet):
+    err = compile_error(arithmetic_on_the_whole_thread_idx, F32, variant)
+    assert_points_at(err, arithmetic_on_the_whole_thread_idx, snippet)
+    assert "(x, y, z) triple, not a number" in err.message and ".x" in err.message, err.message
+    assert "concatenate" not in err.message
+
+
+@tsjit.kernel
 def misaligned_vector(x, out, C: tsjit.Constexpr[int]):
     tx = tsjit.thread_idx().x
     if tsjit.const_expr(C == 0):

@@ -36,6 +36,15 @@ class Dim3(namedtuple("Dim3", "x y z")):
                     ".x, .y and .z only")          # the frontend appends it to its error
         raise exc
 
+    def _arithmetic(self, *other):
+        """Arithmetic or an ordering on the whole triple (a tuple would concatenate or compare element-wise)."""
+        raise CompilationError("tsjit.thread_idx(), block_idx(), block_dim() and grid_dim() return an (x, y, z) "
+                               "triple, not a number; compute with one component, e.g. tsjit.thread_idx().x")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _arithmetic
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __truediv__ = __rtruediv__ = _arithmetic
+    __lt__ = __le__ = __gt__ = __ge__ = _arithmetic
+
 FULL_MASK = 0xFFFFFFFF
 
 

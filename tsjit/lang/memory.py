@@ -281,6 +281,11 @@ class Tensor:
     def _offset(self, index):
         if not isinstance(index, tuple):
             index = (index,)
+        if getattr(index, "_fields", None) == ("x", "y", "z") and self.rank != 3:   # a Dim3 (builtins)
+            raise CompilationError(
+                f"a rank-{self.rank} tensor indexed with a whole (x, y, z) triple (tsjit.thread_idx(), "
+                f"block_idx(), block_dim() or grid_dim()); index with its components, e.g. "
+                f"tsjit.thread_idx().x")
         if len(index) != self.rank:
             raise CompilationError(
                 f"a rank-{self.rank} tensor needs {self.rank} indices (one per dimension), got {len(index)}"
