@@ -7,6 +7,8 @@
   driver's ``CUlaunchConfig`` per stream, and the ``cuLaunchKernelEx`` call.
 - :mod:`tsjit.runtime.launch`: the warm launch path (argument signatures, parameter blocks,
   the generated per-kernel launcher) and ``Kernel.bind``'s :class:`BoundLaunch`.
+- :mod:`tsjit.runtime.native_launch`: a small C extension, built once into the cache directory with the
+  system compiler, that makes a packed launch's ``cuLaunchKernelEx`` call from C (ctypes where it cannot be built).
 - :mod:`tsjit.runtime.events`: CUDA events.
 - :mod:`tsjit.runtime.arrays`: :class:`DeviceArray`, host/device copies, bfloat16
   conversion, and the adapter that describes any array-like argument (DeviceArray,

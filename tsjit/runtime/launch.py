@@ -28,7 +28,7 @@ import threading
 from tsjit import env
 from tsjit.abi import BY_REFERENCE
 from tsjit.errors import GENERATED_CODE_PREFIX, LaunchError, hide_from_pytest
-from tsjit.runtime import driver, launch_config, streams
+from tsjit.runtime import driver, launch_config, native_launch, streams
 from tsjit.runtime.arrays import DeviceArray
 
 _CONSTEXPR = object()
@@ -427,10 +427,12 @@ class BoundLaunch:
 
     def direct(self, stream: int):
         """A zero-argument callable doing this launch on raw stream handle ``stream`` with no Python
-        frame of its own (:func:`held_cu_launch_kernel_ex` with its four arguments bound); it returns the
-        driver's result (0: launched; anything else: nothing was launched, e.g. no current context on
-        this thread: call ``bound(stream)``, which launches or raises).  None where ctypes cannot reach
-        libcuda.  Valid while this BoundLaunch is alive."""
+        frame of its own: a :mod:`~tsjit.runtime.native_launch` ``Launch`` (the driver call made from C)
+        where that extension is available, else :func:`held_cu_launch_kernel_ex` with its four arguments
+        bound (ctypes).  It returns the driver's result (0: launched; anything else: nothing was launched,
+        e.g. no current context on this thread: call ``bound(stream)``, which launches or raises); the GIL
+        is held during the call either way.  None where ctypes cannot reach libcuda.  Valid while this
+        BoundLaunch is alive (the native one keeps it alive)."""
         held = held_cu_launch_kernel_ex() if self.raw is not None else None
         if held is None or stream.__class__ is not int:
             return None
@@ -439,6 +441,9 @@ class BoundLaunch:
             if len(self.pinned) >= 16:          # never evicted (a callable handed out holds its address)
                 return None
             cfg = self.pinned[stream] = self.prepared.for_stream(stream)
+        native = native_launch.packed_launch(held, cfg.getPtr(), self.handle, self.params, self)
+        if native is not None:
+            return native
         pointer = ctypes.c_void_p
         return functools.partial(held, pointer(cfg.getPtr()), pointer(self.handle), pointer(self.params), None)
 
