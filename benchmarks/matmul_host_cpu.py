@@ -6,7 +6,9 @@ What runs for real: argument reading, planning, the kernels' compilation for sm_
 their parameter blocks, the lookups.  What is replaced: the driver's few entry points (as in
 tests/ops/test_matmul_host.py's ``fake_gpu``), and ``cuLaunchKernelEx`` itself by a C function with the same four
 pointer arguments that returns 0 (compiled here with ``cc``), loaded through ctypes as tsjit loads libcuda;
-torch tensors by tests/ops/test_matmul_host.py's FakeTorchTensor (Python methods: their metadata reads cost more
+the old tree's packed launches are called through
+ctypes, this tree's through tsjit.runtime.native_launch where it builds (with ``--old`` a tree before it, that is the
+old call); torch tensors by tests/ops/test_matmul_host.py's FakeTorchTensor (Python methods: their metadata reads cost more
 than torch's).  So the numbers are tsjit's own Python per call, less the driver; on the GPU add the driver call.
 
     PYTHONPATH=. python benchmarks/matmul_host_cpu.py --old /tmp/old.py [--rounds 25]
@@ -31,7 +33,7 @@ sys.path.insert(0, str(ROOT / "tests" / "ops"))
 import test_matmul_host as host_tests  # noqa: E402  (tests/ops/test_matmul_host.py: the fake driver, tensors)
 
 import tsjit  # noqa: E402
-from tsjit.runtime import launch  # noqa: E402
+from tsjit.runtime import launch, native_launch  # noqa: E402
 
 
 def no_op_launch(directory: str):
@@ -77,11 +79,13 @@ def main() -> None:
     FakeTorchTensor = host_tests.FakeTorchTensor
     a, b, c = FakeTorchTensor((64, 256)), FakeTorchTensor((256, 256)), FakeTorchTensor((64, 256))
     A, B, C = (tsjit.empty(shape, tsjit.BFloat16) for shape in ((64, 256), (256, 256), (64, 256)))
-    for module in (new, old):
+    for module, native in ((old, False), (new, True)):   # the old tree's launches packed as it packs them: ctypes
+        native_launch.ENABLED = native
         for _ in range(4):
             module.matmul(a, b, out=c)
             module.matmul(a, b)
             module.matmul(A, B, out=C)
+    native_launch.ENABLED = True
     pairs = {"matmul(a, b, out=c), torch stand-ins": (lambda: new.matmul(a, b, out=c), lambda: old.matmul(a, b, out=c)),
              "matmul(a, b), torch stand-ins": (lambda: new.matmul(a, b), lambda: old.matmul(a, b)),
              "matmul(A, B, out=C), tsjit DeviceArrays": (lambda: new.matmul(A, B, out=C),

@@ -404,10 +404,11 @@ class FakeTorchModule(types.ModuleType):
         super().__init__("torch")
         self.blocks, self.made = itertools.cycle(blocks), []
 
-    def empty(self, shape, dtype=None, device=None):
-        tensor = FakeTorchTensor(tuple(shape))
+    def empty(self, *size, dtype=None, device=None):
+        shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], tuple) else size   # as torch: both forms
+        tensor = FakeTorchTensor(shape)
         tensor._ptr = next(self.blocks)
-        self.made.append((tuple(shape), dtype, device))
+        self.made.append((shape, dtype, device))
         return tensor
 
 

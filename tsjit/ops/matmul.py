@@ -96,6 +96,7 @@ _interpret_requested = env.interpret_requested  # TSJIT_INTERPRET set now: Devic
 OUTPUT_ADDRESSES = 8
 _RAW_STREAM: list = []                 # [torch's _cuda_getCurrentRawStream or None], looked up once
 _CODE_STATE = [env.code_state()]       # the code-affecting environment the launch caches were filled under
+_code_state = env.code_state
 
 
 def _forget_launches_of_another_environment() -> None:
@@ -302,7 +303,8 @@ def matmul(a, b, *, bias=None, activation=None, residual=None, alpha=1.0, beta=0
         LaunchError: a bad argument, naming it (shape, dtype, device), or a launch failure.
         CompilationError: ``epilogue_fn`` does not compile.
     """
-    _forget_launches_of_another_environment()
+    if _code_state() != _CODE_STATE[0]:      # inlined: a frame less per call
+        _forget_launches_of_another_environment()
     if (bias is None and residual is None and activation is None and out_dtype is None and scale_a is None
             and scale_b is None and epilogue_fn is None and stream is None):
         kind = type(a)                 # the plain call: one lookup keyed by the addresses, inlined
@@ -312,7 +314,7 @@ def matmul(a, b, *, bias=None, activation=None, residual=None, alpha=1.0, beta=0
                     s = _RAW_STREAM[0](a.get_device())
                     entry = _ALLOCATING.get((a.data_ptr(), b.data_ptr(), s, alpha))
                     if entry is not None and entry[0] == (a.shape, a.stride(), a.dtype, b.shape, b.stride(), b.dtype):
-                        out = entry[1](entry[2], dtype=entry[3], device=entry[4])
+                        out = entry[1](*entry[2], dtype=entry[3], device=entry[4])   # sizes as arguments: cheaper
                         launch = entry[5].get(out.data_ptr())
                         if launch is None:       # a block of the allocator not seen yet: pack its launch
                             return _call(a, b, None, None, None, alpha, beta, out, None, None, None, None, None,
