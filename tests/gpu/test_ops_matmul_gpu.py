@@ -257,3 +257,47 @@ def test_bad_bias_and_out_are_named():
         tsjit.ops.matmul(a, b, out=_rand(4, 7))
     with pytest.raises(tsjit.LaunchError, match="'a'"):
         tsjit.ops.matmul(a.cpu(), b)
+
+
+def _hit_twice(call, out, ref, what):
+    """``call()`` twice into a NaN-poisoned ``out``: the first may plan and pack, the second is a cache hit; both
+    must write the product ``ref``."""
+    for attempt in range(2):
+        out.fill_(float("nan"))
+        got = call()
+        torch.cuda.synchronize()
+        assert _rel(got, ref) < 1e-2, f"{what}, call {attempt + 1}"
+
+
+def test_warm_calls_never_reuse_a_launch_packed_for_other_metadata_at_the_same_addresses():
+    """The host caches key on data addresses and check the metadata: the same memory seen with other strides
+    (a transposed view), another dtype, another shape of out, another stream, or an address off 16 bytes must
+    each get its own launch, never the warm one of the previous call (every product checked against float64, the
+    output poisoned before each call)."""
+    square, b = _rand(256, 256), _rand(256, 384)
+    out = _poisoned(256, 384)
+    _hit_twice(lambda: tsjit.ops.matmul(square, b, out=out), out, square.double() @ b.double(), "plain")
+    _hit_twice(lambda: tsjit.ops.matmul(square.t(), b, out=out), out, square.t().double() @ b.double(), "a.t()")
+    halves_a, halves_b, halves_out = square.view(torch.float16), b.view(torch.float16), out.view(torch.float16)
+    halves_a.copy_(_rand(256, 256, dtype=torch.float16))
+    halves_b.copy_(_rand(256, 384, dtype=torch.float16))
+    _hit_twice(lambda: tsjit.ops.matmul(halves_a, halves_b, out=halves_out), halves_out,
+               halves_a.double() @ halves_b.double(), "the same memory as float16")
+    square.copy_(_rand(256, 256))
+    b.copy_(_rand(256, 384))
+    narrow = out[:, :192]                                   # out's address, another shape and the same strides
+    _hit_twice(lambda: tsjit.ops.matmul(square, b[:, :192], out=narrow), narrow,
+               square.double() @ b[:, :192].double(), "narrower out at the same address")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())         # the inputs written above are visible there
+    with torch.cuda.stream(stream):
+        _hit_twice(lambda: tsjit.ops.matmul(square, b, out=out), out, square.double() @ b.double(), "another stream")
+    padded = _rand(256, 264)
+    for offset in (8, 1):                                   # 16-byte aligned view, then a 2-byte offset (staged)
+        view = padded[:, offset:offset + 256]
+        _hit_twice(lambda: tsjit.ops.matmul(view, b, out=out), out, view.double() @ b.double(), f"offset {offset}")
+    _hit_twice(lambda: tsjit.ops.matmul(square, b, out=out, alpha=0.5), out, 0.5 * (square.double() @ b.double()),
+               "alpha")
+    allocating = [tsjit.ops.matmul(square, b) for _ in range(3)]
+    for got in allocating:
+        assert _rel(got, square.double() @ b.double()) < 1e-2

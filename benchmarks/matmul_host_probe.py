@@ -1,0 +1,174 @@
+"""Where the host time of one ``tsjit.ops.matmul`` call goes, on the GPU (issue 15: <= 6 us per call).
+
+In one process, timed in turns (rounds of ``--calls`` back-to-back calls of each callable, wall clock around each
+burst, the GPU synchronized between bursts, medians over ``--rounds`` rounds, after warm-up):
+
+* ``torch.matmul(a, b, out=c)`` and ``torch.matmul(a, b)``, the baseline;
+* this tree's ``tsjit.ops.matmul`` (packed launches called through :mod:`tsjit.runtime.native_launch`);
+* the same file loaded a second time with the native launcher off (its packed launches called through ctypes:
+  the Python path alone changed);
+* ``--old``: another tree's ``tsjit/ops/matmul.py`` (``git show main:tsjit/ops/matmul.py > old.py``), also with
+  ctypes launches, as that tree launches;
+* the parts: the packed launch alone (native, ctypes partial, ``BoundLaunch.__call__``), the torch metadata
+  reads, the current raw stream, the environment check, and ``torch.empty`` in several spellings.
+
+Before timing, every ``ops.matmul`` variant's warm call is checked: the output NaN-poisoned, then compared with a
+float64 product (relative Frobenius error).  Writes a markdown table (``--table``) and prints it.
+
+    PYTHONPATH=. python benchmarks/matmul_host_probe.py --old /tmp/old.py [--rounds 25 --calls 200]
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+import tsjit
+import tsjit.ops
+from tsjit import env
+from tsjit.runtime import native_launch
+
+NEW = sys.modules["tsjit.ops.matmul"]
+
+
+def load_copy(path: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def warm(module, a, b, c, native: bool) -> None:
+    """Fill ``module``'s caches (the out= and allocating entries) with launches packed with the native launcher
+    on or off."""
+    native_launch.ENABLED = native
+    try:
+        for _ in range(4):
+            module.matmul(a, b, out=c)
+            module.matmul(a, b)
+    finally:
+        native_launch.ENABLED = True
+    torch.cuda.synchronize()
+
+
+def check(name: str, fn, c, ref) -> float:
+    """Relative error of ``fn()``'s output: ``c`` NaN-poisoned first, and a block of ``c``'s size poisoned and freed
+    (torch's caching allocator hands it to the next allocation of that size: an allocating call's output)."""
+    c.fill_(float("nan"))
+    block = torch.full_like(c, float("nan"))
+    del block
+    out = fn()
+    torch.cuda.synchronize()
+    if not torch.isfinite(out).all():
+        raise SystemExit(f"{name}: NaN left in the output (a launch that did not run, or wrote elsewhere)")
+    error = (torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref)).item()
+    if error > 1e-2:
+        raise SystemExit(f"{name}: relative error {error:.3g}")
+    return error
+
+
+def plain_entry(module, a, b, c):
+    """``(direct, bound)`` of ``module``'s out= entry for (a, b, c) on the current stream."""
+    s = torch.cuda.current_stream().cuda_stream
+    entry = module._PLAIN.get((a.data_ptr(), b.data_ptr(), c.data_ptr(), s, 1.0, 0.0))
+    if entry is None:
+        raise SystemExit(f"{module.__name__}: no out= entry after warm-up")
+    return entry[1], entry[2], s
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--old", help="another tree's tsjit/ops/matmul.py (timed with ctypes launches)")
+    parser.add_argument("--rounds", type=int, default=25)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--shape", default="64,256,256", help="M,N,K")
+    parser.add_argument("--table", help="write the markdown table here")
+    parser.add_argument("--json", help="write the medians here")
+    args = parser.parse_args()
+    M, N, K = (int(x) for x in args.shape.split(","))
+    a = torch.randn(M, K, device="cuda").to(torch.bfloat16)
+    b = torch.randn(K, N, device="cuda").to(torch.bfloat16)
+    c = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+    ref = a.double() @ b.double()
+    modules = {"new": NEW, "new, ctypes launches": load_copy(NEW.__file__, "tsjit_ops_matmul_ctypes")}
+    if args.old:
+        modules["old"] = load_copy(args.old, "tsjit_ops_matmul_old")
+    native_available = native_launch.launch_type() is not None
+    for name, module in modules.items():
+        warm(module, a, b, c, native=(name == "new"))
+    errors = {}
+    for name, module in modules.items():
+        errors[f"{name} out="] = check(f"{name} out=", lambda m=module: m.matmul(a, b, out=c), c, ref)
+        errors[f"{name} allocating"] = check(f"{name} allocating", lambda m=module: m.matmul(a, b), c, ref)
+    direct_native, bound, s = plain_entry(NEW, a, b, c)
+    direct_ctypes, _, _ = plain_entry(modules["new, ctypes launches"], a, b, c)
+    print(f"native launcher: {native_available} ({type(direct_native).__name__}); ctypes: "
+          f"{type(direct_ctypes).__name__}; errors {errors}")
+
+    dev, dt, raw = a.device, a.dtype, torch._C._cuda_getCurrentRawStream
+    template, cf = torch.empty((1,), dtype=dt, device=dev).expand(M, N), torch.contiguous_format
+    for made in (torch.empty_like(template), torch.empty_like(template, memory_format=cf)):
+        assert made.shape == (M, N) and made.stride() == (N, 1) and made.dtype == dt and made.device == dev
+    table = {"torch.matmul(a, b, out=c)": lambda: torch.matmul(a, b, out=c),
+             "torch.matmul(a, b)": lambda: torch.matmul(a, b)}
+    for name, module in modules.items():
+        table[f"ops.matmul(a, b, out=c) [{name}]"] = lambda m=module: m.matmul(a, b, out=c)
+        table[f"ops.matmul(a, b) [{name}]"] = lambda m=module: m.matmul(a, b)
+    table.update({
+        "packed launch alone: native Launch": direct_native,
+        "packed launch alone: ctypes partial (PyDLL)": direct_ctypes,
+        "packed launch alone: BoundLaunch(stream) (CDLL)": lambda: bound(s),
+        "a.shape": lambda: a.shape, "a.stride()": lambda: a.stride(), "a.dtype": lambda: a.dtype,
+        "a.data_ptr()": lambda: a.data_ptr(), "a.get_device()": lambda: a.get_device(),
+        "raw current stream (_cuda_getCurrentRawStream(0))": lambda: raw(0),
+        "env.code_state() check": lambda: env.code_state() != NEW._CODE_STATE[0],
+        "9 metadata reads as one tuple": lambda: (a.shape, a.stride(), a.dtype, b.shape, b.stride(), b.dtype,
+                                                  c.shape, c.stride(), c.dtype),
+        "empty lambda (loop floor)": lambda: None,
+        "torch.empty((M, N), dtype=, device=)": lambda: torch.empty((M, N), dtype=dt, device=dev),
+        "torch.empty(M, N, dtype=, device=)": lambda: torch.empty(M, N, dtype=dt, device=dev),
+        "torch.empty(M, N, dtype=, device=0)": lambda: torch.empty(M, N, dtype=dt, device=0),
+        "a.new_empty((M, N))": lambda: a.new_empty((M, N)),
+        "torch.empty_like(c)": lambda: torch.empty_like(c),
+        "torch.empty_like(1-element template expanded to (M, N))": lambda: torch.empty_like(template),
+        "torch.empty_like(template, memory_format=contiguous)": lambda: torch.empty_like(template, memory_format=cf),
+    })
+    samples = {name: [] for name in table}
+    for name, fn in table.items():            # warm-up
+        for _ in range(20):
+            fn()
+    torch.cuda.synchronize()
+    clock = time.perf_counter_ns
+    for _ in range(args.rounds):
+        for name, fn in table.items():
+            t0 = clock()
+            for _ in range(args.calls):
+                fn()
+            t1 = clock()
+            samples[name].append((t1 - t0) / args.calls / 1e3)
+            torch.cuda.synchronize()
+    medians = {name: statistics.median(v) for name, v in samples.items()}
+    torch_out, torch_alloc = medians["torch.matmul(a, b, out=c)"], medians["torch.matmul(a, b)"]
+    lines = [f"| call ({M}x{N}x{K} bf16) | host us/call (median) | min | x torch.matmul (same kind) |", "|---|---|---|---|"]
+    for name, value in medians.items():
+        base = torch_alloc if ("(a, b)" in name and "out=" not in name) else torch_out
+        ratio = f"{value / base:.2f}" if name.startswith(("ops.", "torch.matmul")) else ""
+        lines.append(f"| {name} | {value:.2f} | {min(samples[name]):.2f} | {ratio} |")
+    text = "\n".join(lines)
+    print(text)
+    print("cache statistics", NEW.cache_statistics())
+    if args.table:
+        with open(args.table, "w") as handle:
+            handle.write(text + "\n")
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"medians": medians, "errors": errors, "native": native_available}, handle, indent=1)
+
+
+if __name__ == "__main__":
+    main()
