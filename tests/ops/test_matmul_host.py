@@ -539,3 +539,59 @@ def test_packed_launches_are_forgotten_when_a_code_affecting_variable_changes(fa
     monkeypatch.delenv("TSJIT_DEBUG")
     tsjit.ops.matmul(a, b, out=out, stream=3)
     assert len(general) == 2
+
+
+COUNTER = r"""
+#include <stdint.h>
+static int calls = 0, result = 0;
+static uintptr_t params = 0;
+int counted4(void *config, void *function, void *p, void *extra) { calls++; params = (uintptr_t)p; return result; }
+int counted_calls(void) { return calls; }
+uintptr_t counted_params(void) { return params; }
+void counted_result(int r) { result = r; }
+"""
+
+
+def test_plain_torch_call_through_the_native_launch(fake_gpu, monkeypatch, tmp_path):
+    """With tsjit.runtime.native_launch built (cuLaunchKernelEx replaced by a C stand-in that counts its calls and
+    returns a settable result), the plain call's hit is one call of the extension's Launch with the packed
+    launch's parameter block, no Python stand-in involved; a driver error goes through the full launch, which
+    raises (never silent)."""
+    import subprocess
+    from tsjit.errors import LaunchError
+    from tsjit.runtime import launch, native_launch
+    compiler = native_launch._compiler()
+    if compiler is None:
+        pytest.skip("no C compiler on PATH")
+    (tmp_path / "counter.c").write_text(COUNTER)
+    subprocess.run([compiler, "-O2", "-shared", "-fPIC", str(tmp_path / "counter.c"), "-o", str(tmp_path / "c.so")],
+                   check=True)
+    counter = ctypes.PyDLL(str(tmp_path / "c.so"))
+    counter.counted4.restype = ctypes.c_int
+    counter.counted_params.restype = ctypes.c_uint64
+    counter.counted_result.argtypes = [ctypes.c_int]
+    result = [0]
+    calls = fake_driver_launches(monkeypatch, result)                # the full path's launches, recorded in Python
+    monkeypatch.setattr(launch, "_HELD_LAUNCH_EX", [counter.counted4])
+    monkeypatch.setenv("TSJIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TSJIT_DISABLE_CACHE", raising=False)
+    monkeypatch.setattr(native_launch, "_LOADED", [])
+    monkeypatch.setattr(mm, "_RAW_STREAM", [lambda device: 5])
+    monkeypatch.setattr(mm, "_FAST", {})
+    monkeypatch.setattr(mm, "_PLAIN", {})
+    a, b, out = FakeTorchTensor((80, 384)), FakeTorchTensor((384, 704)), FakeTorchTensor((80, 704))
+    tsjit.ops.matmul(a, b, out=out)                                   # learns the tensor type
+    tsjit.ops.matmul(a, b, out=out)                                   # fills the fast-path entry
+    ((meta, direct, bound),) = mm._PLAIN.values()
+    assert type(direct).__name__ == "Launch" and direct.owner is bound
+    before, recorded = counter.counted_calls(), len(calls)
+    monkeypatch.setattr(mm, "_call", None)                            # a hit never reaches the general path
+    assert tsjit.ops.matmul(a, b, out=out) is out
+    assert counter.counted_calls() == before + 1 and len(calls) == recorded
+    assert counter.counted_params() == ctypes.addressof(bound.pointer_array)
+    counter.counted_result(201)                                       # CUDA_ERROR_INVALID_CONTEXT
+    result[0] = 201
+    with pytest.raises(LaunchError, match="failed"):
+        tsjit.ops.matmul(a, b, out=out)
+    assert counter.counted_calls() == before + 2 and len(calls) == recorded + 1   # the C call, then the full one
+    counter.counted_result(0)
