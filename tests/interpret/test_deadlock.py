@@ -82,3 +82,37 @@ def test_a_blocked_pipeline_wait_is_reported_at_the_schedule_line(monkeypatch):
     y = tsjit.empty((n,), tsjit.Float32)
     text = _deadlock(lambda: hang_programs.missing_commit[(1,), (64,)](x, y, n, hang_programs.CHUNK))
     assert f"at {interpret_bugs.__file__}:{line['c.wait()']}" in text, text
+
+
+@tsjit.kernel
+def loop_without_an_increment(x, n):
+    i = tsjit.thread_idx().x
+    while i < n:
+        x[i] = 2.0
+
+
+def test_ctrl_c_in_a_loop_that_never_ends_names_the_thread_and_the_loop_line():
+    """An endless loop is no deadlock (a thread keeps running): the launch runs until interrupted, and the
+    KeyboardInterrupt then says which thread was running which kernel line."""
+    signal = pytest.importorskip("signal")
+    if not hasattr(signal, "setitimer"):
+        pytest.skip("needs signal.setitimer (POSIX)")
+    x = np.zeros(64, np.float32)
+    loop_without_an_increment.interpret[(1,), (32,)](x, 0)        # compiled and translated before the timer
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    previous = signal.signal(signal.SIGVTALRM, interrupt)       # CPU time: leaves pytest-timeout's SIGALRM alone
+    try:
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0.5)
+        with pytest.raises(KeyboardInterrupt) as info:
+            loop_without_an_increment.interpret[(1,), (32,)](x, 64)
+    finally:
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        signal.signal(signal.SIGVTALRM, previous)
+    message = str(info.value)
+    first = loop_without_an_increment.fn.__code__.co_firstlineno
+    lines = {first + 3: "while i < n:", first + 4: "x[i] = 2.0"}         # the interrupt lands in either block
+    found = [n for n in lines if f"{os.path.abspath(__file__)}:{n}" in message]
+    assert "CTA (0, 0, 0) thread" in message and len(found) == 1, message
+    assert "a loop that never ends" in message and lines[found[0]] in message, message

@@ -156,8 +156,28 @@ class Machine:
         nclusters = (gx // cx, gy // cy, gz // cz)
         ids = [(kx, ky, kz) for kz in range(nclusters[2]) for ky in range(nclusters[1]) for kx in range(nclusters[0])]
         self.launch_queue = deque(enumerate(ids))   # clusters not started yet (CLC try_cancel takes from it)
-        while self.launch_queue:
-            self._run_cluster(*self.launch_queue.popleft())
+        try:
+            while self.launch_queue:
+                self._run_cluster(*self.launch_queue.popleft())
+        except KeyboardInterrupt as exc:     # Ctrl-C, typically in a loop that never ends: say where
+            raise KeyboardInterrupt(self._interrupted_at(exc)) from None
+
+    def _interrupted_at(self, exc: KeyboardInterrupt) -> str:
+        """Where the interrupt found the launch: the running thread and the source line of its basic block
+        (read from the traceback: the thread's fiber has finished by now)."""
+        block, tb = None, exc.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code is thread_main.__code__:
+                block = tb.tb_frame.f_locals.get("block")
+            tb = tb.tb_next
+        th = self.current
+        if block is None or th is None:
+            return "the CPU interpreter was interrupted between threads"
+        lines = [line for line in map(self.program.line_of, block.ir_block.instructions) if line]
+        where = lines[0] if lines else f"basic block {block.name!r}"
+        task = f", task '{th.task}'" if th.task else ""
+        return (f"the CPU interpreter was interrupted while {th.describe()}{task} ran {where}; a loop that never "
+                f"ends runs forever here as on a GPU: check its condition and what changes it{_source_excerpt(where)}")
 
     def _make_cluster(self, index, cluster_id) -> Cluster:
         cluster = Cluster(index, cluster_id)
