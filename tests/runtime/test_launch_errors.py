@@ -150,3 +150,10 @@ def test_a_list_argument_says_what_compile_accepts():
     with pytest.raises(tsjit.LaunchError) as err:
         tsjit.compile(unannotated, [1.0, 2.0], np.zeros(8, np.float32), 8)
     assert "'x'" in str(err.value) and "numpy array" in str(err.value)
+
+
+def test_launching_the_compiled_kernel_says_to_launch_the_kernel_function():
+    compiled = tsjit.compile(annotated, np.zeros(8, np.float32), np.zeros(8, np.float32), 8)
+    with pytest.raises(tsjit.LaunchError) as err:
+        compiled[(1,), (32,)]
+    assert "annotated[grid, block](...)" in str(err.value) and "CompiledKernel" in str(err.value)

@@ -101,6 +101,16 @@ class CompiledKernel:
         return (f"<CompiledKernel {self.name} target={meta['target']} registers={meta['registers']} "
                 f"smem_bytes={smem} cubin={len(self.cubin)} B ({source})>")
 
+    def __getitem__(self, config):
+        """Refused: launch through the kernel (it finds this specialization again in the cache).
+
+        Raises:
+            LaunchError: always, naming ``kernel[grid, block](...)``.
+        """
+        raise LaunchError(f"a CompiledKernel ({self.name}) is not launched itself: launch the @tsjit.kernel "
+                          f"function instead, {self.name}[grid, block](...) (it reuses this compiled "
+                          f"specialization from the cache)")
+
     @property
     def launch_requirements(self) -> LaunchRequirements:
         """The launch contract the launcher checks (``metadata.launch_requirements``)."""
