@@ -123,3 +123,16 @@ def test_an_out_of_an_unwritable_dtype_is_named_as_out(no_gpu):
     with pytest.raises(tsjit.LaunchError, match=r"argument 'out_dtype' is Int32; the output can be BFloat16"):
         tsjit.ops.matmul.explain(np.zeros((64, 32), np.float16), np.zeros((32, 16), np.float16),
                                  out_dtype=tsjit.Int32)
+
+
+def test_a_misspelled_keyword_is_refused_not_planned_without_it(no_gpu):
+    a, b = np.zeros((64, 32), np.float16), np.zeros((32, 16), np.float16)
+    with pytest.raises(tsjit.LaunchError, match=r"unexpected keyword argument 'activaton'.*Did you mean 'activation'"):
+        tsjit.ops.matmul.explain(a, b, activaton="relu")
+    assert tsjit.ops.matmul.explain(a, b, stream=None, activation="relu", verbose=False).startswith("problem:")
+
+
+def test_bmm_has_its_own_explain(no_gpu):
+    a, b = np.zeros((2, 64, 32), np.float16), np.zeros((2, 32, 16), np.float16)
+    assert tsjit.ops.bmm.explain(a, b) == tsjit.ops.matmul.explain(a, b, batched=True)
+    assert "batch 2" in tsjit.ops.bmm.explain(a, b)

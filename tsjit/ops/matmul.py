@@ -48,7 +48,7 @@ import threading
 
 import tsjit
 from tsjit import env
-from tsjit.errors import LaunchError
+from tsjit.errors import LaunchError, did_you_mean
 from tsjit.ops import autotune
 from tsjit.ops.matmul_checks import INPUT_DTYPES, OUTPUT_DTYPES, output_dtype  # noqa: F401 (re-exported)
 from tsjit.ops.matmul_plan import Plan
@@ -373,6 +373,11 @@ def explain(a, b, *, verbose: bool = False, dtype=None, sms: int | None = None, 
     Raises:
         LaunchError: as :func:`matmul`, naming the argument.
     """
+    unknown = sorted(set(kwargs) - set(_EXPLAIN_KEYWORDS))
+    if unknown:   # a misspelled keyword would plan another problem, silently
+        raise LaunchError(f"tsjit.ops.matmul.explain: unexpected keyword argument {unknown[0]!r}; it takes "
+                          f"matmul's keywords ({', '.join(_EXPLAIN_KEYWORDS)}), verbose, dtype and sms."
+                          + did_you_mean(unknown[0], _EXPLAIN_KEYWORDS + ("verbose", "dtype", "sms")))
     shapes = {}
     for name, value in (("a", a), ("b", b), ("out", kwargs.get("out")), ("bias", kwargs.get("bias")),
                         ("residual", kwargs.get("residual"))):
@@ -397,4 +402,16 @@ def explain(a, b, *, verbose: bool = False, dtype=None, sms: int | None = None, 
     return text
 
 
+#: the keywords of :func:`matmul` that :func:`explain` reads (``stream`` is accepted and plays no part), and
+#: ``batched`` (:func:`bmm`)
+_EXPLAIN_KEYWORDS = ("bias", "activation", "residual", "alpha", "beta", "out", "out_dtype", "scale_a", "scale_b",
+                     "stream", "epilogue_fn", "batched")
+
+
+def _explain_bmm(a, b, **kwargs) -> str:
+    """:func:`explain` for :func:`bmm`: ``explain(a, b, batched=True, ...)``."""
+    return explain(a, b, batched=True, **kwargs)
+
+
 matmul.explain = explain
+bmm.explain = _explain_bmm
