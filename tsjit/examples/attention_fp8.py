@@ -104,7 +104,7 @@ def default_exp2_polynomial(head_dim: int, masked: bool) -> int:
 DEFAULT_MMA_ROW_SUMS = {64: False, 128: True, 256: False}
 CAUSAL_MMA_ROW_SUMS = {64: False, 128: True, 256: False}
 ROW_SUMS_CONFIG = {128: (192, 3)}
-CAUSAL_ROW_SUMS_CONFIG = {128: (128, 2)}
+CAUSAL_ROW_SUMS_CONFIG = {128: (192, 3)}
 #: the polynomial degree of the FMA-pipe exponentials (``EXP2_DEGREE``), without / with row sums in the PV wgmma
 EXP2_DEGREE = 3
 ROW_SUMS_EXP2_DEGREE = 2
@@ -212,41 +212,68 @@ class KTilesFp8(resources.KTiles):
 
     row_sums: bool = True
     exp2_degree: int = 3
-    ordering: bool = True
+    ordering: int = 3
     max_chains: int = 4
+    fused_exp2: bool = False
 
     @ts.consumer_work(returns=("s", "stats"))
     def softmax(self, stage_info, s, stats, *, overlapped: tsjit.Constexpr[bool] = False,
                 peeled: tsjit.Constexpr[bool] = False):
         """As :meth:`KTiles.softmax <tsjit.examples.attention_resources.KTiles.softmax>` with the fp8 online softmax.
         Without row sums, the never-taken store that keeps the exponentials under the PV in flight depends on the
-        bits of P instead (P >= 0 has clear sign bits; :func:`sign_bits`)."""
+        bits of P instead (P >= 0 has clear sign bits; :func:`sign_bits`), or (``ordering`` 3) on the bits of P
+        packed to e4m3, which then leaves in S's registers for :meth:`convert`."""
         shape = self.shape
         wgmma.wait_group(1 if overlapped else 0)
         s = wgmma.fence_operand(s)
-        warpgroup = tsjit.warp_idx() // 4 - 1
-        tile = shape.position(stage_info.work_tile)
-        index = stage_info.loop_offset - 1 if peeled else stage_info.loop_offset
-        col0 = (tile.kv_range()[0] + index) * shape.block_n
-        row0 = tile.row0 + warpgroup * 64
-        bounds = (tile.seqlen_k, tile.offset, shape.window_right if shape.causal else None,
-                  shape.window_left if shape.window else None)
-        if tile.needs_mask(col0, row0 + 16 * (tsjit.warp_idx() % 4), 16):     # decided for this warp's 16 rows
+        row0, col0, bounds, masked = score_geometry(shape, stage_info, peeled)
+        if masked:
             s = mask_scores(s, row0, col0, *bounds)
         p, stats = online_softmax_fp8(s, stats, shape.scale_log2, shape.rescale_threshold, shape.exp2_polynomial,
-                                      row_sums=self.row_sums, degree=self.exp2_degree, max_chains=self.max_chains)
+                                      row_sums=self.row_sums, degree=self.exp2_degree, max_chains=self.max_chains,
+                                      fused=self.fused_exp2)
         if tsjit.const_expr(overlapped and self.row_sums):
             if stats[2] + stats[3] < 0.0:            # never (row sums are >= 0): see KTiles.softmax
                 self.order_slot[0] = stats[2]
-        elif tsjit.const_expr(overlapped and self.ordering):
+        elif tsjit.const_expr(self.ordering == 3 and not self.row_sums):
+            packed = pack_probabilities_fp8(p, self.tmap.dtype)
+            zero = packed_sign_bits(packed)          # 0 (P >= 0), which ptxas cannot know
+            if tsjit.const_expr(overlapped):
+                if zero != 0:                        # never: the ordering store, on the packed P
+                    self.order_slot[0] = stats[0]
+            # S's registers carry the packed P and the zero (the rest unused): convert finishes after the wait
+            p = Fragment([bitcast(packed[i], tsjit.Float32) for i in range(len(packed))] +
+                         [bitcast(zero, tsjit.Float32)] + [0.0] * (len(p) - len(packed) - 1), tsjit.Float32)
+        elif tsjit.const_expr(overlapped and self.ordering == 1):
             if sign_bits(p) != 0:                    # never (P >= 0): the same ordering store, on P's bits
                 self.order_slot[0] = stats[0]
         return p, stats
 
     @ts.consumer_work(returns="p", work_attrs=ts.WorkAttr.AUXILIARY)
     def convert(self, stage_info, s):
-        """P (fp32) -> the e4m3 A registers of the PV wgmma (after the previous PV has retired)."""
+        """P (fp32) -> the e4m3 A registers of the PV wgmma (after the previous PV has retired).  ``ORDERING`` 3
+        (without fp32 row sums) packed P before the wait already: S's first ``block_n / 8``
+        registers and a zero, bitcast to Float32; P is then that packing XOR the zero, new registers defined after
+        the wait (ptxas's own copy of the packing would be 24 moves there)."""
+        if tsjit.const_expr(self.ordering == 3 and not self.row_sums):
+            count = self.shape.block_n // 8
+            zero = bitcast(s[count], tsjit.Int32)
+            return Fragment([bitcast(s[i], tsjit.Int32) ^ zero for i in range(count)], tsjit.Int32)
         return pack_probabilities_fp8(s, self.tmap.dtype)
+
+
+def score_geometry(shape, stage_info, peeled):
+    """Where the warpgroup's S tile lies: (its first row in the sequence, its first key, the mask bounds for
+    :func:`~tsjit.examples.attention_softmax.mask_scores`, whether this warp's 16 rows need the mask); ``peeled``:
+    the pipelined loop's first KV tile, before the loop (compile-time Python in a work body)."""
+    warpgroup = tsjit.warp_idx() // 4 - 1
+    tile = shape.position(stage_info.work_tile)
+    index = stage_info.loop_offset - 1 if peeled else stage_info.loop_offset
+    col0 = (tile.kv_range()[0] + index) * shape.block_n
+    row0 = tile.row0 + warpgroup * 64
+    bounds = (tile.seqlen_k, tile.offset, shape.window_right if shape.causal else None,
+              shape.window_left if shape.window else None)
+    return row0, col0, bounds, tile.needs_mask(col0, row0 + 16 * (tsjit.warp_idx() % 4), 16)
 
 
 def sign_bits(values):
@@ -260,6 +287,16 @@ def sign_bits(values):
                  (words[i] | words[i + 1] if i + 1 < len(words) else words[i])
                  for i in range(0, len(words), 3)]
     return words[0] & (-2**31)                       # 0x80000000 as an Int32
+
+
+def packed_sign_bits(packed):
+    """The OR of the sign bits of the e4m3 codes in the Int32 Fragment ``packed`` (three-input ORs)."""
+    words = list(packed)
+    while len(words) > 1:
+        words = [words[i] | words[i + 1] | words[i + 2] if i + 2 < len(words) else
+                 (words[i] | words[i + 1] if i + 1 < len(words) else words[i])
+                 for i in range(0, len(words), 3)]
+    return words[0] & (-2139062144)                   # 0x80808080 as an Int32
 
 
 @dataclass(kw_only=True)
@@ -394,8 +431,9 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, cu_seqle
                           TABLE: tsjit.Constexpr[bool] = False, DIRECT_STORE: tsjit.Constexpr[bool] = False,
                           EXP2_POLYNOMIAL: tsjit.Constexpr[int] = 0, VARLEN: tsjit.Constexpr[bool] = False,
                           RESCALE_THRESHOLD: tsjit.Constexpr[float] = -1.0, MMA_ROW_SUMS: tsjit.Constexpr[bool] = False,
-                          EXP2_DEGREE: tsjit.Constexpr[int] = 3, ORDERING: tsjit.Constexpr[bool] = True,
-                          MAX_CHAINS: tsjit.Constexpr[int] = 4, MOVED_DESCRIPTORS: tsjit.Constexpr[bool] = False):
+                          EXP2_DEGREE: tsjit.Constexpr[int] = 3, ORDERING: tsjit.Constexpr[int] = 3,
+                          MAX_CHAINS: tsjit.Constexpr[int] = 4, MOVED_DESCRIPTORS: tsjit.Constexpr[bool] = False,
+                          FUSED_EXP2: tsjit.Constexpr[bool] = True):
     """The fp8 forward (module docstring), two consumer warpgroups, the software-pipelined schedule.
 
     ``q_map`` / ``k_map``: TensorMaps of the Float8E4M3 Q (B, S_q, H, D) and K (B, S_k, H_kv, D), boxes
@@ -413,11 +451,17 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, cu_seqle
     (P stays below ``2**RESCALE_THRESHOLD``, within e4m3's range up to 448 for thresholds <= 8), negative: O is
     rescaled after every KV tile; ``MMA_ROW_SUMS``: the PV wgmma sums P (a ones row below V^T, N = head_dim + 8:
     :class:`VTransposedTiles`) instead of the softmax's FADDs; ``EXP2_DEGREE``: 2 or 3, the polynomial of the
-    FMA-pipe exponentials (:func:`~tsjit.examples.attention_fp8_softmax.exp2_fma`); ``ORDERING`` False: without
-    ``MMA_ROW_SUMS``'s ordering store (:meth:`KTilesFp8.softmax`), so ptxas waits for the PV before the softmax;
+    FMA-pipe exponentials (:func:`~tsjit.examples.attention_fp8_softmax.exp2_fma`); ``ORDERING``: with
+    ``MMA_ROW_SUMS``, what the never-taken store that keeps the exponentials above the PV wait depends on
+    (:meth:`KTilesFp8.softmax`): 3 P packed to e4m3 (12 LOP3 per 192 keys; the packing then crosses the wait in S's
+    registers and an XOR with that zero copies it into P's: H200, BENCHMARKS.md 2026-12-03), 1 the sign bits of
+    the fp32 P (48 LOP3), 0 none (ptxas then waits for the PV before the softmax);
     ``MAX_CHAINS``: independent running maxima per row in the softmax; ``MOVED_DESCRIPTORS``: the V^T boxes'
     descriptors moved from box 0's (:class:`ValueBoxes`; ``tsjit.ops.attention`` takes it with ``MMA_ROW_SUMS``, where
-    it was measured faster; without row sums it measured 2.5% slower at 224-key tiles, BENCHMARKS.md 2026-12-02).
+    it was measured faster; without row sums it measured 2.5% slower at 224-key tiles, BENCHMARKS.md 2026-12-02);
+    ``FUSED_EXP2`` (with ``MMA_ROW_SUMS``, ``EXP2_DEGREE`` 2, ``EXP2_POLYNOMIAL`` > 0 and no LSE stored, else
+    ignored): the FMA-pipe exponentials straight from the scores against integral maxima
+    (:class:`~tsjit.examples.attention_fp8_softmax.FusedExp2`; the LSE would have to carry the rounding).
     Launch with 384 threads and a persistent grid."""
     block_m = 128
     if tsjit.const_expr(VARLEN and not (TABLE and DIRECT_STORE)):
@@ -446,7 +490,9 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, cu_seqle
     qs = resources.QTile(name="q", pipeline_config=q_cfg, q_map=q_map, shape=shape)
     ones_rows = ONES_ROWS if MMA_ROW_SUMS else 0
     ks = KTilesFp8(name="k", pipeline_config=k_cfg, tmap=k_map, q=qs, shape=shape, row_sums=not MMA_ROW_SUMS,
-                   exp2_degree=EXP2_DEGREE, ordering=ORDERING, max_chains=MAX_CHAINS)
+                   exp2_degree=EXP2_DEGREE, ordering=ORDERING, max_chains=MAX_CHAINS,
+                   fused_exp2=FUSED_EXP2 and MMA_ROW_SUMS and EXP2_DEGREE == 2 and EXP2_POLYNOMIAL > 0
+                   and not STORE_LSE)
     vs = VTransposedTiles(name="v", pipeline_config=v_cfg, tmap=vt_map, shape=shape, ones_rows=ones_rows,
                           moved_descriptors=MOVED_DESCRIPTORS)
     output = AttentionOutputFp8(name="o", o_map=o_map, out=out, lse=lse, shape=shape, store_lse=STORE_LSE,
@@ -487,8 +533,8 @@ def transposed_v_varlen(v_bits: np.ndarray, lengths_k) -> np.ndarray:
 
 def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, store_lse=True, pingpong=True,
                    q_stages=2, window=False, table=None, direct_store=None, exp2_polynomial=None, varlen=False,
-                   rescale_threshold=None, mma_row_sums=None, exp2_degree=None, ordering=True, max_chains=4,
-                   moved_descriptors=None):
+                   rescale_threshold=None, mma_row_sums=None, exp2_degree=None, ordering=3, max_chains=4,
+                   moved_descriptors=None, fused_exp2=True):
     """Compile :func:`attention_forward_fp8` for sm_90a from argument specs alone (no GPU): the configuration
     ``tsjit.ops.attention`` launches for Float8E4M3 inputs with these options.  Returns the CompiledKernel."""
     if mma_row_sums is None:
@@ -518,7 +564,8 @@ def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, sto
                          mma_row_sums,
                          default_exp2_degree(head_dim, causal or window, mma_row_sums) if exp2_degree is None
                          else exp2_degree,
-                         ordering, max_chains, mma_row_sums if moved_descriptors is None else moved_descriptors)
+                         int(ordering), max_chains, mma_row_sums if moved_descriptors is None else moved_descriptors,
+                         fused_exp2)
 
 
 __all__ = ["attention_forward_fp8", "compile_config", "transposed_v", "pack_probabilities_fp8", "KTilesFp8",
@@ -528,4 +575,5 @@ __all__ = ["attention_forward_fp8", "compile_config", "transposed_v", "pack_prob
            "CAUSAL_EXP2_POLYNOMIAL", "default_exp2_polynomial", "DEFAULT_RESCALE_THRESHOLD",
            "CAUSAL_RESCALE_THRESHOLD", "default_rescale_threshold", "AttentionOutputFp8", "sign_bits",
            "ONES_ROWS", "ONES_E4M3X4", "DEFAULT_MMA_ROW_SUMS", "CAUSAL_MMA_ROW_SUMS", "EXP2_DEGREE",
-           "ROW_SUMS_EXP2_DEGREE", "ROW_SUMS_CONFIG", "CAUSAL_ROW_SUMS_CONFIG", "default_mma_row_sums", "default_exp2_degree"]
+           "ROW_SUMS_EXP2_DEGREE", "ROW_SUMS_CONFIG", "CAUSAL_ROW_SUMS_CONFIG", "default_mma_row_sums", "default_exp2_degree",
+           "score_geometry", "packed_sign_bits"]

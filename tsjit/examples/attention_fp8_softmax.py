@@ -56,8 +56,42 @@ def exp2_fma(x, degree: int = 2):
     return bitcast(scaled, tsjit.Float32)
 
 
+#: the exponent :class:`FusedExp2` clamps to (a margin of one below :data:`EXP2_FMA_MIN`: the clamp is applied to the
+#: score, so the exponent argument it gives can be off by rounding)
+EXP2_FUSED_MIN = -125.0
+
+
+def integral(x):
+    """``x`` rounded to an integer (Float32, ``|x| < 2**22``; -inf stays -inf) by the ``EXP2_ROUND`` addition."""
+    return (x + EXP2_ROUND) - EXP2_ROUND
+
+
+class FusedExp2:
+    """``2**(s * scale_log2 - m)`` straight from a score ``s`` on the FMA pipe, for a row whose maximum ``m`` (exp2
+    units) is an integer (:func:`integral`): the argument's integer part comes from one FFMA into the ``EXP2_ROUND``
+    range, ``s * scale_log2 + (EXP2_ROUND - m)``, and its fraction from a second FFMA with the (exact) integer
+    difference, so the exponent argument is never formed: six instructions and the clamp (seven; :func:`exp2_fma`
+    takes eight with the FFMA that forms the argument).  The clamp is on the score, ``s >= (m + EXP2_FUSED_MIN) /
+    scale_log2`` (``scale_log2 > 0``).  The quadratic :data:`EXP2_QUADRATIC` (relative error 1.73e-3, for P rounded
+    to e4m3).  Compile-time Python: build once per row and tile, call per register."""
+
+    def __init__(self, scale_log2, m_int, inverse_scale):
+        self.scale = scale_log2
+        self.offset = EXP2_ROUND - m_int
+        self.lower = (m_int + EXP2_FUSED_MIN) * inverse_scale
+
+    def __call__(self, s):
+        clamped = tsjit.math.max(s, self.lower)
+        rounded = tsjit.math.fma(clamped, self.scale, self.offset)
+        fraction = tsjit.math.fma(clamped, self.scale, self.offset - rounded)
+        power = EXP2_QUADRATIC[-1]
+        for c in reversed(EXP2_QUADRATIC[:-1]):
+            power = tsjit.math.fma(power, fraction, c)
+        return bitcast(bitcast(power, tsjit.Int32) + (bitcast(rounded, tsjit.Int32) << 23), tsjit.Float32)
+
+
 def online_softmax_fp8(s, stats, scale_log2, threshold=None, polynomial=0, *, row_sums=True, degree=3,
-                       max_chains=4):
+                       max_chains=4, fused=False):
     """One step of the online softmax (as :func:`~tsjit.examples.attention_softmax.online_softmax`: same ``stats``
     layout, maxima, conditional rescaling and alphas) for the fp8 forward.  ``row_sums=False``: the thread-partial row
     sums are not computed (``l`` stays 0; the PV wgmma sums P).  ``polynomial``: of every 16 exponentials of P, how
@@ -75,11 +109,20 @@ def online_softmax_fp8(s, stats, scale_log2, threshold=None, polynomial=0, *, ro
     scaled, alphas = [], []
     for h in range(2):
         m_scaled = tsjit.select(maxima[h] == NEG_INF, 0.0, maxima[h] * scale_log2)
+        old = stats[h] * scale_log2
+        if fused:
+            m_scaled, old = integral(m_scaled), integral(old)
         scaled.append(m_scaled)
-        alphas.append(tsjit.math.exp2(stats[h] * scale_log2 - m_scaled, ftz=True))
+        alphas.append(tsjit.math.exp2(old - m_scaled, ftz=True))
     emulated = polynomial_registers(polynomial, len(s))
+    if fused:
+        inverse = 1.0 / scale_log2
+        fast = [FusedExp2(scale_log2, scaled[h], inverse) for h in range(2)]
     p = []
     for i in range(len(s)):
+        if fused and i in emulated:
+            p.append(fast[row_half(i)](s[i]))
+            continue
         x = tsjit.math.fma(s[i], scale_log2, -scaled[row_half(i)])
         if i not in emulated:
             p.append(tsjit.math.exp2(x, ftz=True))
@@ -96,4 +139,5 @@ def online_softmax_fp8(s, stats, scale_log2, threshold=None, polynomial=0, *, ro
                                                 tsjit.Float32)
 
 
-__all__ = ["bitcast", "exp2_fma", "online_softmax_fp8", "EXP2_QUADRATIC", "EXP2_FMA_MIN", "EXP2_DEGREES"]
+__all__ = ["bitcast", "exp2_fma", "online_softmax_fp8", "integral", "FusedExp2", "EXP2_QUADRATIC", "EXP2_FMA_MIN",
+           "EXP2_FUSED_MIN", "EXP2_DEGREES"]

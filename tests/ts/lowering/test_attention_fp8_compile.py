@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 import tsjit
+from tsjit.backend.assemble import assemble
 from tsjit.examples import attention as base
 from tsjit.examples import attention_fp8 as program
 from tsjit.examples import attention_v_transpose as transpose
-from tsjit.examples.attention_fp8_softmax import EXP2_FMA_MIN, exp2_fma
+from tsjit.examples.attention_fp8_softmax import EXP2_FMA_MIN, EXP2_FUSED_MIN, FusedExp2, exp2_fma, integral
 from tsjit.examples.attention_softmax import EXP2_POLYNOMIAL_MIN, exp2_polynomial, polynomial_registers
 from tsjit.interpret.numerics import decode
 from tsjit.interpret.wgmma import accumulator_coords, register_a_coords
@@ -228,3 +229,53 @@ def test_exp2_fma_interpreted_matches_float64(degree, tolerance):
     exact = np.exp2(x[inside].astype(np.float64))
     assert np.abs(out[inside] / exact - 1.0).max() <= tolerance
     assert ((out[~inside] >= 0.0) & (out[~inside] <= 2.0**-125)).all()
+
+
+@tsjit.kernel
+def _fused_exp2_kernel(s, m, out, scale):
+    i = tsjit.block_idx().x * tsjit.block_dim().x + tsjit.thread_idx().x
+    if i < s.shape[0]:
+        m_int = integral(m[i])
+        out[i] = FusedExp2(scale, m_int, 1.0 / scale)(s[i])
+
+
+def test_fused_exp2_interpreted_matches_float64():
+    """FusedExp2 (the FMA-pipe exp2 straight from a score, against an integral row maximum) on the CPU interpreter:
+    ``2**(s * scale - round(m))`` within the quadratic's relative error (1.8e-3) where the argument is at least
+    EXP2_FUSED_MIN, and a value in [0, 2**-124] below it and for masked (-inf) scores, which e4m3 rounds to 0."""
+    rng = np.random.default_rng()
+    scale = np.float32(rng.uniform(0.01, 0.5))
+    m = rng.uniform(-300.0, 300.0, 400).astype(np.float32)                 # row maxima in exp2 units
+    x = np.concatenate([-rng.exponential(4.0, 300), rng.uniform(EXP2_FUSED_MIN, 0.0, 60),
+                        [0.0, -0.5, -1.5, -124.5, -126.0, -200.0, -1e4, -np.inf]])[:400]
+    m = m[:x.size]
+    m_int = np.round(m.astype(np.float64))
+    s = ((x + m_int) / scale).astype(np.float32)                           # scores whose argument is about x
+    out = np.full(s.shape, np.nan, np.float32)
+    _fused_exp2_kernel.interpret[(-(-s.size // 128),), (128,)](s, m, out, float(scale))
+    argument = s.astype(np.float64) * np.float64(scale) - m_int
+    inside = argument >= EXP2_FUSED_MIN
+    exact = np.exp2(argument[inside])
+    assert np.abs(out[inside] / exact - 1.0).max() <= 1.8e-3
+    assert ((out[~inside] >= 0.0) & (out[~inside] <= 2.0**-124)).all()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fp8_packed_ordering_keeps_the_wgmma_pipeline(causal):
+    """``ORDERING`` 3 (the default with row sums in the PV wgmma): the ordering store depends on P packed to e4m3
+    (an OR of the packed registers, 0x80808080), the packing crosses the PV wait in S's registers and an XOR with that
+    zero writes P's A registers after it (the loop's and the peeled tile's block_n / 8 each); 0 spills, and ptxas
+    keeps the wgmma pipeline (its info log would report a serialization as C7513 "Potential Performance Loss"; the
+    log of assembling the same PTX with ptxas is checked).  Without it (``ORDERING`` 1) the same store ORs the sign
+    bits of the fp32 P."""
+    block_n, stages = program.default_config(128, causal, row_sums=True)
+    kernel = program.compile_config(128, causal, store_lse=False)
+    meta = kernel.metadata
+    assert meta["spill_stores_bytes"] == 0 and meta["spill_loads_bytes"] == 0 and meta["stack_frame_bytes"] == 0
+    ptx = kernel.ptx
+    assert "-2139062144" in ptx, "the sign bits of the packed e4m3 codes (0x80808080)"
+    assert len(re.findall(r"xor\.b32", ptx)) >= 2 * block_n // 8
+    log = assemble(ptx, "sm_90a", kernel_name="attention_forward_fp8", tool="ptxas").info_log
+    assert "Potential Performance Loss" not in log, [line for line in log.splitlines() if "C75" in line]
+    old = program.compile_config(128, causal, store_lse=False, ordering=1).ptx
+    assert "-2139062144" not in old and len(re.findall(r"xor\.b32", old)) < 2 * block_n // 8
