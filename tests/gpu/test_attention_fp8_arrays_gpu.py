@@ -29,7 +29,7 @@ FP8 = tsjit.Float8E4M3
 
 def launch(q, k, vt, out, lse, *, seqlen_k, causal, scale_log2, v_scale, window=(None, None), block_n=None,
            stages=None, pingpong=True, exp2_polynomial=None, lengths=None, rescale_threshold=None, mma_row_sums=None,
-           exp2_degree=None, ordering=3, fused_exp2=True, store_lse=True):
+           exp2_degree=None, ordering=3, fused_exp2=True, store_lse=True, stale_maxima=False):
     """Launch attention_forward_fp8 as tsjit.ops.attention does: q (B, Sq, H, D), k (B, Sk, Hkv, D) and vt
     (B, Hkv, D, Sk padded to 16) Float8E4M3, out (B, Sq, H, D) BFloat16, lse (B, H, Sq) Float32 device arrays;
     ``lengths``: (lengths_q, lengths_k) of a packed variable-length batch (B = 1, vt from
@@ -75,7 +75,7 @@ def launch(q, k, vt, out, lse, *, seqlen_k, causal, scale_log2, v_scale, window=
         left is not None, table is not None, direct, exp2_polynomial, varlen, float(rescale_threshold),
         program.default_mma_row_sums(head_dim, causal) if mma_row_sums is None else mma_row_sums,
         program.default_exp2_degree(head_dim, causal) if exp2_degree is None else exp2_degree, ordering, 4, False,
-        fused_exp2)
+        fused_exp2, stale_maxima)
 
 
 def _fp8(shape, rng, spread=2.0):
@@ -96,14 +96,23 @@ def rounded_p_reference(q, k, v, causal, scale, window):
     return o.transpose(0, 2, 1, 3)
 
 
-def check(batch, seqlen_q, seqlen_k, heads, kv_heads, head_dim, causal, window=(None, None), **options):
+def check(batch, seqlen_q, seqlen_k, heads, kv_heads, head_dim, causal, window=(None, None), late_keys=None,
+          **options):
     """One case with poisoned outputs against the float64 reference of the dequantized inputs (module docstring).
     With ``mma_row_sums`` the LSE is the log of the sum of the e4m3-rounded P (rounded against the kernel's running
-    maxima), checked to log(1 + 2**-4), e4m3's relative rounding (interpreted: up to 1e-2 seen; 2e-3 otherwise)."""
+    maxima), checked to log(1 + 2**-4), e4m3's relative rounding (interpreted: up to 1e-2 seen; 2e-3 otherwise).
+    ``late_keys``: (first key, gain): K from that key on is that many times larger and the Q and K scales are 1, so
+    the rows' maxima jump by far more than 2**8 at a late KV tile."""
     rng = np.random.default_rng()
     (qb, q8), (kb, k8), (vb, v8) = (_fp8((batch, s, h, head_dim), rng) for s, h in
                                     ((seqlen_q, heads), (seqlen_k, kv_heads), (seqlen_k, kv_heads)))
     q_scale, k_scale, v_scale = (float(x) for x in rng.uniform(0.05, 0.3, 3))
+    if late_keys is not None:
+        first, gain = late_keys
+        k8[:, first:] *= gain
+        kb = encode(k8, FP8)
+        k8 = decode(kb, FP8).astype(np.float64)
+        q_scale = k_scale = 1.0
     q, k = tsjit.to_device(qb, dtype=FP8), tsjit.to_device(kb, dtype=FP8)
     vt = tsjit.to_device(program.transposed_v(vb), dtype=FP8)
     out = tsjit.empty(q.shape, tsjit.BFloat16).fill_bytes(0xFF)
@@ -244,3 +253,14 @@ def test_attention_fp8_fused_exp2_rows_without_keys():
     keys give P below 2**-124, which e4m3 rounds to 0, so rows that see no key get O = 0."""
     check(1, 300, 100, 2, 1, 128, True, block_n=192, stages=3, exp2_polynomial=16, mma_row_sums=True, exp2_degree=2,
           store_lse=False)
+
+
+@pytest.mark.parametrize("causal,block_n,polynomial", [(False, 160, 3), (True, 128, 0), (False, 160, 16)])
+def test_attention_fp8_stale_maxima_match_float64(causal, block_n, polynomial):
+    """``STALE_MAXIMA`` (no LSE): P against the stale integral row maxima, packed, and only where some P reaches 2**8
+    (or a row has no maximum yet) the warp moves to the tile's maxima and computes P again; the keys of the last KV
+    tiles are 4x larger (Q and K scales 1), so rows move late as well as on their first tile."""
+    seqlen = 3 * block_n
+    check(1, 130 if env.interpret() else seqlen, seqlen, 2, 1, 128, causal, block_n=block_n, stages=3,
+          exp2_polynomial=polynomial, mma_row_sums=True, exp2_degree=2, store_lse=False, stale_maxima=True,
+          late_keys=(2 * block_n, 4.0))

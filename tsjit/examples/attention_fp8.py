@@ -46,8 +46,9 @@ from tsjit import wgmma
 from tsjit.examples import attention as base
 from tsjit.examples import attention_resources as resources
 from tsjit.examples.attention_config import BOX, TURN_BARRIERS
-from tsjit.examples.attention_fp8_softmax import bitcast, online_softmax_fp8
-from tsjit.examples.attention_softmax import mask_scores
+from tsjit.examples.attention_fp8_softmax import (bitcast, exponentials, integral_maxima, online_softmax_fp8,
+                                                  overflow_bits, without_empty)
+from tsjit.examples.attention_softmax import NEG_INF, mask_scores
 from tsjit.examples.attention_tiles import AttentionShape
 from tsjit.lang import turns
 from tsjit.lang.epilogue import pack_fp8_quad
@@ -215,6 +216,7 @@ class KTilesFp8(resources.KTiles):
     ordering: int = 3
     max_chains: int = 4
     fused_exp2: bool = False
+    stale_maxima: bool = False
 
     @ts.consumer_work(returns=("s", "stats"))
     def softmax(self, stage_info, s, stats, *, overlapped: tsjit.Constexpr[bool] = False,
@@ -229,6 +231,8 @@ class KTilesFp8(resources.KTiles):
         row0, col0, bounds, masked = score_geometry(shape, stage_info, peeled)
         if masked:
             s = mask_scores(s, row0, col0, *bounds)
+        if tsjit.const_expr(self.stale_maxima):
+            return STALE_SOFTMAX(self, s, stats, overlapped, peeled)
         p, stats = online_softmax_fp8(s, stats, shape.scale_log2, shape.rescale_threshold, shape.exp2_polynomial,
                                       row_sums=self.row_sums, degree=self.exp2_degree, max_chains=self.max_chains,
                                       fused=self.fused_exp2)
@@ -249,17 +253,63 @@ class KTilesFp8(resources.KTiles):
                 self.order_slot[0] = stats[0]
         return p, stats
 
+    def stale_softmax(self, s, stats, overlapped: tsjit.Constexpr[bool], peeled: tsjit.Constexpr[bool]):
+        """The online softmax against the stale row maxima (``stale_maxima``; with row sums in the PV wgmma and no
+        LSE): ``stats[0:2]`` hold the running maxima in exp2 units, rounded to integers.  P is computed against
+        them and packed to e4m3 first; only where that leaves some P >= 2**8 on the warp (:func:`overflow_bits`:
+        an add and a third of an OR per packed register), or a row has seen no key yet, does the warp (a uniform
+        branch) take the row maxima of S, move to them and compute P again, with O's rescale factors.  That is the
+        conditional rescaling of threshold 8 decided on P itself, so the common KV tile has no FMNMX reduction, no
+        shuffles and no alpha exp2.  Returns S's registers carrying the packed P and a zero (as ``ORDERING`` 3) and
+        the statistics."""
+        shape = self.shape
+        scale = shape.scale_log2
+        stale = [stats[0], stats[1]]
+        dtype = self.tmap.dtype
+        current0, current1 = stats[0], stats[1]
+        alpha0, alpha1, grew = stats[4] * 0.0 + 1.0, stats[5] * 0.0 + 1.0, stats[6] * 0.0
+        if tsjit.const_expr(peeled):
+            slow = tsjit.vote_any(stale[0] == stale[0])                     # always: no maxima yet
+            packed = Fragment.zeros(shape.block_n // 8, tsjit.Int32)
+            flag = packed[0]
+        else:
+            packed = pack_probabilities_fp8(Fragment(exponentials(s, without_empty(stale), scale,
+                                                                  shape.exp2_polynomial, self.exp2_degree,
+                                                                  self.fused_exp2), tsjit.Float32), dtype)
+            flag = overflow_bits(packed)
+            slow = tsjit.vote_any((flag != 0) | (stale[0] == NEG_INF) | (stale[1] == NEG_INF))
+        if slow:                                     # warp-uniform: move to the row maxima of this tile
+            grown = integral_maxima(s, stale, scale, self.max_chains)
+            packed = pack_probabilities_fp8(Fragment(exponentials(s, without_empty(grown), scale,
+                                                                  shape.exp2_polynomial, self.exp2_degree,
+                                                                  self.fused_exp2), tsjit.Float32), dtype)
+            flag = overflow_bits(packed)             # 0 now (P <= 2**0.5)
+            alpha0 = tsjit.select(stale[0] == NEG_INF, 0.0, tsjit.math.exp2(stale[0] - grown[0], ftz=True))
+            alpha1 = tsjit.select(stale[1] == NEG_INF, 0.0, tsjit.math.exp2(stale[1] - grown[1], ftz=True))
+            current0, current1 = grown[0], grown[1]
+            grew = alpha0 * 0.0 + 1.0
+        if tsjit.const_expr(overlapped):
+            if flag != 0:                            # never: keeps the exponentials above the PV wait
+                self.order_slot[0] = stats[0]
+        p = Fragment([bitcast(packed[i], tsjit.Float32) for i in range(len(packed))] +
+                     [bitcast(flag, tsjit.Float32)] + [0.0] * (len(s) - len(packed) - 1), tsjit.Float32)
+        return p, Fragment([current0, current1, stats[2], stats[3], alpha0, alpha1, grew], tsjit.Float32)
+
     @ts.consumer_work(returns="p", work_attrs=ts.WorkAttr.AUXILIARY)
     def convert(self, stage_info, s):
         """P (fp32) -> the e4m3 A registers of the PV wgmma (after the previous PV has retired).  ``ORDERING`` 3
         (without fp32 row sums) packed P before the wait already: S's first ``block_n / 8``
         registers and a zero, bitcast to Float32; P is then that packing XOR the zero, new registers defined after
         the wait (ptxas's own copy of the packing would be 24 moves there)."""
-        if tsjit.const_expr(self.ordering == 3 and not self.row_sums):
+        if tsjit.const_expr((self.ordering == 3 or self.stale_maxima) and not self.row_sums):
             count = self.shape.block_n // 8
             zero = bitcast(s[count], tsjit.Int32)
             return Fragment([bitcast(s[i], tsjit.Int32) ^ zero for i in range(count)], tsjit.Int32)
         return pack_probabilities_fp8(s, self.tmap.dtype)
+
+
+#: :meth:`KTilesFp8.stale_softmax` as a device function (inlined into :meth:`KTilesFp8.softmax`)
+STALE_SOFTMAX = tsjit.func(KTilesFp8.stale_softmax)
 
 
 def score_geometry(shape, stage_info, peeled):
@@ -433,7 +483,7 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, cu_seqle
                           RESCALE_THRESHOLD: tsjit.Constexpr[float] = -1.0, MMA_ROW_SUMS: tsjit.Constexpr[bool] = False,
                           EXP2_DEGREE: tsjit.Constexpr[int] = 3, ORDERING: tsjit.Constexpr[int] = 3,
                           MAX_CHAINS: tsjit.Constexpr[int] = 4, MOVED_DESCRIPTORS: tsjit.Constexpr[bool] = False,
-                          FUSED_EXP2: tsjit.Constexpr[bool] = True):
+                          FUSED_EXP2: tsjit.Constexpr[bool] = True, STALE_MAXIMA: tsjit.Constexpr[bool] = False):
     """The fp8 forward (module docstring), two consumer warpgroups, the software-pipelined schedule.
 
     ``q_map`` / ``k_map``: TensorMaps of the Float8E4M3 Q (B, S_q, H, D) and K (B, S_k, H_kv, D), boxes
@@ -492,7 +542,7 @@ def attention_forward_fp8(q_map, k_map, vt_map, o_map, out, lse, tiles, cu_seqle
     ks = KTilesFp8(name="k", pipeline_config=k_cfg, tmap=k_map, q=qs, shape=shape, row_sums=not MMA_ROW_SUMS,
                    exp2_degree=EXP2_DEGREE, ordering=ORDERING, max_chains=MAX_CHAINS,
                    fused_exp2=FUSED_EXP2 and MMA_ROW_SUMS and EXP2_DEGREE == 2 and EXP2_POLYNOMIAL > 0
-                   and not STORE_LSE)
+                   and not STORE_LSE, stale_maxima=STALE_MAXIMA and MMA_ROW_SUMS and not STORE_LSE)
     vs = VTransposedTiles(name="v", pipeline_config=v_cfg, tmap=vt_map, shape=shape, ones_rows=ones_rows,
                           moved_descriptors=MOVED_DESCRIPTORS)
     output = AttentionOutputFp8(name="o", o_map=o_map, out=out, lse=lse, shape=shape, store_lse=STORE_LSE,
@@ -534,7 +584,7 @@ def transposed_v_varlen(v_bits: np.ndarray, lengths_k) -> np.ndarray:
 def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, store_lse=True, pingpong=True,
                    q_stages=2, window=False, table=None, direct_store=None, exp2_polynomial=None, varlen=False,
                    rescale_threshold=None, mma_row_sums=None, exp2_degree=None, ordering=3, max_chains=4,
-                   moved_descriptors=None, fused_exp2=True):
+                   moved_descriptors=None, fused_exp2=True, stale_maxima=False):
     """Compile :func:`attention_forward_fp8` for sm_90a from argument specs alone (no GPU): the configuration
     ``tsjit.ops.attention`` launches for Float8E4M3 inputs with these options.  Returns the CompiledKernel."""
     if mma_row_sums is None:
@@ -565,7 +615,7 @@ def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, sto
                          default_exp2_degree(head_dim, causal or window, mma_row_sums) if exp2_degree is None
                          else exp2_degree,
                          int(ordering), max_chains, mma_row_sums if moved_descriptors is None else moved_descriptors,
-                         fused_exp2)
+                         fused_exp2, stale_maxima)
 
 
 __all__ = ["attention_forward_fp8", "compile_config", "transposed_v", "pack_probabilities_fp8", "KTilesFp8",

@@ -90,6 +90,60 @@ class FusedExp2:
         return bitcast(bitcast(power, tsjit.Int32) + (bitcast(rounded, tsjit.Int32) << 23), tsjit.Float32)
 
 
+def exponentials(s, scaled, scale_log2, polynomial=0, degree=3, fused=False):
+    """P = ``2**(s * scale_log2 - scaled[row])`` per register of S (``scaled``: the thread's two row maxima in exp2
+    units, 0 for a row without keys so far), ``polynomial`` of every 16 on the FMA pipe (:func:`exp2_fma` of
+    ``degree``; ``fused``: :class:`FusedExp2`, the maxima then integers), the others on the MUFU unit.  A list of
+    Float32 Values (compile-time Python)."""
+    emulated = polynomial_registers(polynomial, len(s))
+    if fused:
+        inverse = 1.0 / scale_log2
+        fast = [FusedExp2(scale_log2, scaled[h], inverse) for h in range(2)]
+    p = []
+    for i in range(len(s)):
+        if fused and i in emulated:
+            p.append(fast[row_half(i)](s[i]))
+            continue
+        x = tsjit.math.fma(s[i], scale_log2, -scaled[row_half(i)])
+        if i not in emulated:
+            p.append(tsjit.math.exp2(x, ftz=True))
+        elif degree == 3:
+            p.append(exp2_polynomial(x))
+        else:
+            p.append(exp2_fma(x, degree))
+    return p
+
+
+def integral_maxima(s, stale, scale_log2, max_chains=4):
+    """The thread's two running row maxima in exp2 units, rounded to integers (-inf for a row without keys so far):
+    ``max(stale, round(max(row of s) * scale_log2))`` reduced over each row's quad (``stale``: the previous ones)."""
+    raw = [quad_reduce(tree_reduce([s[i] for i in range(len(s)) if row_half(i) == h], tsjit.math.max, max_chains),
+                       tsjit.math.max) for h in range(2)]
+    return [tsjit.math.max(stale[h], integral(raw[h] * scale_log2)) for h in range(2)]
+
+
+def without_empty(scaled):
+    """Maxima in exp2 units with -inf (a row without keys so far) replaced by 0, so the exponentials give 0."""
+    return [tsjit.select(scaled[h] == NEG_INF, 0.0, scaled[h]) for h in range(2)]
+
+
+#: per byte of packed e4m3 P: adding it carries into the byte's top bit exactly where P >= 2**8 (code 0x78 up)
+OVERFLOW_ADD = 0x08080808
+OVERFLOW_CODE = 0x78
+
+
+def overflow_bits(packed):
+    """The OR over the packed e4m3 P (an Int32 Fragment) of each word plus :data:`OVERFLOW_ADD`, masked to the
+    bytes' top bits: nonzero iff some P is at least 2**8 (P >= 0, codes <= 0x7F, so no byte carries into the next);
+    as three-input ORs (compile-time Python)."""
+    words = [w + OVERFLOW_ADD for w in packed]
+    while len(words) > 1:
+        words = [words[i] | words[i + 1] | words[i + 2] if i + 2 < len(words) else
+                 (words[i] | words[i + 1] if i + 1 < len(words) else words[i])
+                 for i in range(0, len(words), 3)]
+    return words[0] & (-2139062144)                   # 0x80808080 as an Int32
+
+
 def online_softmax_fp8(s, stats, scale_log2, threshold=None, polynomial=0, *, row_sums=True, degree=3,
                        max_chains=4, fused=False):
     """One step of the online softmax (as :func:`~tsjit.examples.attention_softmax.online_softmax`: same ``stats``
@@ -114,22 +168,7 @@ def online_softmax_fp8(s, stats, scale_log2, threshold=None, polynomial=0, *, ro
             m_scaled, old = integral(m_scaled), integral(old)
         scaled.append(m_scaled)
         alphas.append(tsjit.math.exp2(old - m_scaled, ftz=True))
-    emulated = polynomial_registers(polynomial, len(s))
-    if fused:
-        inverse = 1.0 / scale_log2
-        fast = [FusedExp2(scale_log2, scaled[h], inverse) for h in range(2)]
-    p = []
-    for i in range(len(s)):
-        if fused and i in emulated:
-            p.append(fast[row_half(i)](s[i]))
-            continue
-        x = tsjit.math.fma(s[i], scale_log2, -scaled[row_half(i)])
-        if i not in emulated:
-            p.append(tsjit.math.exp2(x, ftz=True))
-        elif degree == 3:
-            p.append(exp2_polynomial(x))
-        else:
-            p.append(exp2_fma(x, degree))
+    p = exponentials(s, scaled, scale_log2, polynomial, degree, fused)
     if row_sums:
         sums = [tree_reduce([stats[2 + h] * alphas[h]] + [p[i] for i in range(len(s)) if row_half(i) == h], plus)
                 for h in range(2)]
@@ -139,5 +178,6 @@ def online_softmax_fp8(s, stats, scale_log2, threshold=None, polynomial=0, *, ro
                                                 tsjit.Float32)
 
 
-__all__ = ["bitcast", "exp2_fma", "online_softmax_fp8", "integral", "FusedExp2", "EXP2_QUADRATIC", "EXP2_FMA_MIN",
+__all__ = ["bitcast", "exp2_fma", "online_softmax_fp8", "integral", "FusedExp2", "exponentials", "integral_maxima",
+           "without_empty", "overflow_bits", "OVERFLOW_ADD", "OVERFLOW_CODE", "EXP2_QUADRATIC", "EXP2_FMA_MIN",
            "EXP2_FUSED_MIN", "EXP2_DEGREES"]

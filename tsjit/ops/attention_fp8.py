@@ -188,7 +188,7 @@ def _check(q, k, v, out, v_transposed, torch, value_keys=None):
 def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_scale, v_transposed, return_lse, out,
                   lse_out, block_n, stages, sms, pingpong, q_stages, tile_table, torch, exp2_polynomial=None,
                   rescale_threshold=None, lengths=None, cu_seqlens=(None, None), mma_row_sums=None, exp2_degree=None,
-                  ordering=3, max_chains=4, moved_descriptors=None, fused_exp2=True):
+                  ordering=3, max_chains=4, moved_descriptors=None, fused_exp2=True, stale_maxima=False):
     """The fp8 forward behind ``tsjit.ops.attention`` (its docstring has the arguments; ``left`` / ``right``: the
     mask's bounds, None for unbounded; ``lengths``: the (lengths_q, lengths_k) host ints of a packed batch whose
     ``cu_seqlens`` (cu_seqlens_q, cu_seqlens_k) the caller has checked, None for a fixed-length one;
@@ -209,7 +209,7 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
         fast_key = (tensor_key(q), tensor_key(k), tensor_key(v), tensor_key(out), tensor_key(lse_out), causal, scale,
                     left, right, q_scale, k_scale, v_scale, v_transposed, return_lse, block_n, stages, sms, pingpong,
                     q_stages, tile_table, exp2_polynomial, rescale_threshold, mma_row_sums, exp2_degree, ordering,
-                    max_chains, moved_descriptors, fused_exp2, env.code_state(),
+                    max_chains, moved_descriptors, fused_exp2, stale_maxima, env.code_state(),
                     torch.cuda.current_stream(q.device).cuda_stream)
         try:
             bound = _FAST.get(fast_key)
@@ -328,7 +328,7 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
                0 if left is None else left, 0 if right is None else right, head_dim, block_n, stages,
                right is not None, return_lse, pingpong, q_stages, left is not None, table is not None, direct,
                exp2_polynomial, varlen, rescale_threshold, mma_row_sums, exp2_degree, int(ordering),
-               int(max_chains), mma_row_sums if moved_descriptors is None else bool(moved_descriptors), bool(fused_exp2))
+               int(max_chains), mma_row_sums if moved_descriptors is None else bool(moved_descriptors), bool(fused_exp2), bool(stale_maxima))
     if fast_key is not None and store is out:
         # a packed launch over non-owning views (it keeps no user tensor alive): a later call with the same tensors'
         # metadata, addresses, options and stream is one driver call (two with the V transpose)
