@@ -61,7 +61,7 @@ HEAD_DIMS = (64, 128, 256)
 #: KV tile rows the fp8 kernel supports: V^T rows are loaded as boxes of 128 keys (128B swizzle) or, where BLOCK_N
 #: is not a multiple of 128, of 64 keys (64B swizzle) or 32 (32B swizzle: 224, FlashAttention-3's fp8 tile at head_dim
 #: 128, seven boxes)
-BLOCK_NS = (64, 128, 192, 224, 256)
+BLOCK_NS = (64, 128, 160, 192, 224, 256)
 #: default (BLOCK_N, stages of the K and V rings) per head_dim (H200, BENCHMARKS.md: at head_dim 128 224-key tiles
 #: with 2 stages and conditional rescaling are 1.196x / 1.236x our bf16 forward at (4, 16, 4096, 128) / (2, 16, 8192,
 #: 128) (2026-12-02, helper i16b, two runs), 192 x 3 1.18 / 1.21x, 128-key tiles 1.09-1.12x; head_dim 64 is fastest
@@ -104,8 +104,13 @@ def default_exp2_polynomial(head_dim: int, masked: bool) -> int:
 #: fp32 P as before: the sums of the e4m3 P put the LSE up to ~1e-2 off (interpreter), the output is as accurate.
 DEFAULT_MMA_ROW_SUMS = {64: False, 128: True, 256: False}
 CAUSAL_MMA_ROW_SUMS = {64: False, 128: True, 256: False}
-ROW_SUMS_CONFIG = {128: (192, 3)}
+ROW_SUMS_CONFIG = {128: (160, 3)}
 CAUSAL_ROW_SUMS_CONFIG = {128: (192, 3)}
+#: whether the launch with row sums in the PV wgmma (no LSE) runs its softmax against the stale row maxima
+#: (``STALE_MAXIMA``), per head_dim, without / with a causal mask or window: its S, packed P, O and the P in flight
+#: fit 160-key tiles (192 spill 132 bytes; with the mask 160 spill 40, 128 fit)
+ROW_SUMS_STALE_MAXIMA = {128: True}
+CAUSAL_ROW_SUMS_STALE_MAXIMA = {128: False}
 #: the polynomial degree of the FMA-pipe exponentials (``EXP2_DEGREE``), without / with row sums in the PV wgmma
 EXP2_DEGREE = 3
 ROW_SUMS_EXP2_DEGREE = 2
@@ -121,6 +126,13 @@ def default_mma_row_sums(head_dim: int, masked: bool, store_lse: bool = True) ->
 def default_exp2_degree(head_dim: int, masked: bool, row_sums: bool = False) -> int:
     """The ``EXP2_DEGREE`` the fp8 forward launches by default (``row_sums``: with ``MMA_ROW_SUMS``)."""
     return ROW_SUMS_EXP2_DEGREE if row_sums else EXP2_DEGREE
+
+
+def default_stale_maxima(head_dim: int, row_sums: bool, masked: bool = False) -> bool:
+    """Whether the fp8 forward launches with ``STALE_MAXIMA`` by default: with ``MMA_ROW_SUMS`` (``row_sums``, where
+    no LSE is stored) per :data:`ROW_SUMS_STALE_MAXIMA` (``masked``: a causal mask or window,
+    :data:`CAUSAL_ROW_SUMS_STALE_MAXIMA`)."""
+    return row_sums and (CAUSAL_ROW_SUMS_STALE_MAXIMA if masked else ROW_SUMS_STALE_MAXIMA).get(head_dim, False)
 
 
 def default_config(head_dim: int, causal: bool, row_sums: bool = False) -> tuple[int, int]:
@@ -584,11 +596,12 @@ def transposed_v_varlen(v_bits: np.ndarray, lengths_k) -> np.ndarray:
 def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, store_lse=True, pingpong=True,
                    q_stages=2, window=False, table=None, direct_store=None, exp2_polynomial=None, varlen=False,
                    rescale_threshold=None, mma_row_sums=None, exp2_degree=None, ordering=3, max_chains=4,
-                   moved_descriptors=None, fused_exp2=True, stale_maxima=False):
+                   moved_descriptors=None, fused_exp2=True, stale_maxima=None):
     """Compile :func:`attention_forward_fp8` for sm_90a from argument specs alone (no GPU): the configuration
     ``tsjit.ops.attention`` launches for Float8E4M3 inputs with these options.  Returns the CompiledKernel."""
+    tiles_given = block_n is not None or stages is not None
     if mma_row_sums is None:
-        mma_row_sums = block_n is None and stages is None and default_mma_row_sums(head_dim, causal or window, store_lse)
+        mma_row_sums = not tiles_given and default_mma_row_sums(head_dim, causal or window, store_lse)
     default_n, default_stages = default_config(head_dim, causal, mma_row_sums)
     block_n, stages = block_n or default_n, stages or default_stages
     table = (causal or window or varlen) if table is None else table
@@ -615,7 +628,8 @@ def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, sto
                          default_exp2_degree(head_dim, causal or window, mma_row_sums) if exp2_degree is None
                          else exp2_degree,
                          int(ordering), max_chains, mma_row_sums if moved_descriptors is None else moved_descriptors,
-                         fused_exp2, stale_maxima)
+                         fused_exp2, not tiles_given and default_stale_maxima(head_dim, mma_row_sums, causal or window)
+                         if stale_maxima is None else stale_maxima)
 
 
 __all__ = ["attention_forward_fp8", "compile_config", "transposed_v", "pack_probabilities_fp8", "KTilesFp8",
@@ -626,4 +640,4 @@ __all__ = ["attention_forward_fp8", "compile_config", "transposed_v", "pack_prob
            "CAUSAL_RESCALE_THRESHOLD", "default_rescale_threshold", "AttentionOutputFp8", "sign_bits",
            "ONES_ROWS", "ONES_E4M3X4", "DEFAULT_MMA_ROW_SUMS", "CAUSAL_MMA_ROW_SUMS", "EXP2_DEGREE",
            "ROW_SUMS_EXP2_DEGREE", "ROW_SUMS_CONFIG", "CAUSAL_ROW_SUMS_CONFIG", "default_mma_row_sums", "default_exp2_degree",
-           "score_geometry", "packed_sign_bits"]
+           "score_geometry", "packed_sign_bits", "ROW_SUMS_STALE_MAXIMA", "CAUSAL_ROW_SUMS_STALE_MAXIMA", "default_stale_maxima", "STALE_SOFTMAX"]

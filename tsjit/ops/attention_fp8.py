@@ -188,7 +188,7 @@ def _check(q, k, v, out, v_transposed, torch, value_keys=None):
 def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_scale, v_transposed, return_lse, out,
                   lse_out, block_n, stages, sms, pingpong, q_stages, tile_table, torch, exp2_polynomial=None,
                   rescale_threshold=None, lengths=None, cu_seqlens=(None, None), mma_row_sums=None, exp2_degree=None,
-                  ordering=3, max_chains=4, moved_descriptors=None, fused_exp2=True, stale_maxima=False):
+                  ordering=3, max_chains=4, moved_descriptors=None, fused_exp2=True, stale_maxima=None):
     """The fp8 forward behind ``tsjit.ops.attention`` (its docstring has the arguments; ``left`` / ``right``: the
     mask's bounds, None for unbounded; ``lengths``: the (lengths_q, lengths_k) host ints of a packed batch whose
     ``cu_seqlens`` (cu_seqlens_q, cu_seqlens_k) the caller has checked, None for a fixed-length one;
@@ -246,6 +246,9 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
         mma_row_sums = block_n is None and stages is None and \
             program.default_mma_row_sums(head_dim, masked, return_lse or lse_out is not None)
     mma_row_sums = bool(mma_row_sums)
+    if stale_maxima is None:      # with the default row-sum launch only (its tiles are the stale-maxima ones)
+        stale_maxima = block_n is None and stages is None and \
+            program.default_stale_maxima(head_dim, mma_row_sums, masked)
     default_n, default_stages = program.default_config(head_dim, causal, mma_row_sums)
     block_n = default_n if block_n is None else block_n
     stages = default_stages if stages is None else stages

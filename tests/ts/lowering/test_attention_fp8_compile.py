@@ -269,7 +269,7 @@ def test_fp8_packed_ordering_keeps_the_wgmma_pipeline(causal):
     log of assembling the same PTX with ptxas is checked).  Without it (``ORDERING`` 1) the same store ORs the sign
     bits of the fp32 P."""
     block_n, stages = program.default_config(128, causal, row_sums=True)
-    kernel = program.compile_config(128, causal, store_lse=False)
+    kernel = program.compile_config(128, causal, store_lse=False, stale_maxima=False)
     meta = kernel.metadata
     assert meta["spill_stores_bytes"] == 0 and meta["spill_loads_bytes"] == 0 and meta["stack_frame_bytes"] == 0
     ptx = kernel.ptx
@@ -277,5 +277,25 @@ def test_fp8_packed_ordering_keeps_the_wgmma_pipeline(causal):
     assert len(re.findall(r"xor\.b32", ptx)) >= 2 * block_n // 8
     log = assemble(ptx, "sm_90a", kernel_name="attention_forward_fp8", tool="ptxas").info_log
     assert "Potential Performance Loss" not in log, [line for line in log.splitlines() if "C75" in line]
-    old = program.compile_config(128, causal, store_lse=False, ordering=1).ptx
+    old = program.compile_config(128, causal, store_lse=False, ordering=1, stale_maxima=False).ptx
     assert "-2139062144" not in old and len(re.findall(r"xor\.b32", old)) < 2 * block_n // 8
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fp8_stale_maxima_compile_without_spills(causal):
+    """The launch without LSE (``STALE_MAXIMA`` with row sums in the PV wgmma, 160-key tiles): 0 spills, the wgmma
+    pipeline kept (no "Potential Performance Loss" in the ptxas log), the overflow test of the packed P (its add of
+    0x08080808) and the warp vote that takes the row maxima only then."""
+    block_n, _ = program.default_config(128, causal, row_sums=True)
+    assert not program.default_stale_maxima(128, False)
+    kernel = program.compile_config(128, causal, store_lse=False, stale_maxima=True,
+                                    **({} if program.default_stale_maxima(128, True, causal) else
+                                       dict(block_n=128, stages=3, mma_row_sums=True)))
+    block_n = 128 if not program.default_stale_maxima(128, True, causal) else block_n
+    meta = kernel.metadata
+    assert meta["spill_stores_bytes"] == 0 and meta["spill_loads_bytes"] == 0 and meta["stack_frame_bytes"] == 0
+    ptx = kernel.ptx
+    assert "134744072" in ptx and "vote.sync.any.pred" in ptx
+    assert len(re.findall(rf"m64n{block_n}k32\.f32\.e4m3\.e4m3", ptx)) == 2 * 128 // 32
+    log = assemble(ptx, "sm_90a", kernel_name="attention_forward_fp8", tool="ptxas").info_log
+    assert "Potential Performance Loss" not in log, [line for line in log.splitlines() if "C75" in line]
