@@ -47,7 +47,7 @@ from tsjit.examples import attention as base
 from tsjit.examples import attention_resources as resources
 from tsjit.examples.attention_config import BOX, TURN_BARRIERS
 from tsjit.examples.attention_fp8_softmax import (bitcast, exponentials, integral_maxima, online_softmax_fp8,
-                                                  overflow_bits, without_empty)
+                                                  or_tree, overflow_bits, without_empty)
 from tsjit.examples.attention_softmax import NEG_INF, mask_scores
 from tsjit.examples.attention_tiles import AttentionShape
 from tsjit.lang import turns
@@ -343,22 +343,12 @@ def sign_bits(values):
     a value that depends on every one of them, for an ordering store (compile-time Python).  (An OR of P packed to
     e4m3 would be cheaper, but the next PV then reads registers defined while the current one is in flight, and ptxas
     serializes the wgmmas: C7513.)"""
-    words = [bitcast(v, tsjit.Int32) for v in values]
-    while len(words) > 1:
-        words = [words[i] | words[i + 1] | words[i + 2] if i + 2 < len(words) else
-                 (words[i] | words[i + 1] if i + 1 < len(words) else words[i])
-                 for i in range(0, len(words), 3)]
-    return words[0] & (-2**31)                       # 0x80000000 as an Int32
+    return or_tree([bitcast(v, tsjit.Int32) for v in values]) & (-2**31)         # 0x80000000 as an Int32
 
 
 def packed_sign_bits(packed):
     """The OR of the sign bits of the e4m3 codes in the Int32 Fragment ``packed`` (three-input ORs)."""
-    words = list(packed)
-    while len(words) > 1:
-        words = [words[i] | words[i + 1] | words[i + 2] if i + 2 < len(words) else
-                 (words[i] | words[i + 1] if i + 1 < len(words) else words[i])
-                 for i in range(0, len(words), 3)]
-    return words[0] & (-2139062144)                   # 0x80808080 as an Int32
+    return or_tree(packed) & (-2139062144)                                      # 0x80808080 as an Int32
 
 
 @dataclass(kw_only=True)

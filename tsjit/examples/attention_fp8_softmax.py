@@ -136,12 +136,18 @@ def overflow_bits(packed):
     """The OR over the packed e4m3 P (an Int32 Fragment) of each word plus :data:`OVERFLOW_ADD`, masked to the
     bytes' top bits: nonzero iff some P is at least 2**8 (P >= 0, codes <= 0x7F, so no byte carries into the next);
     as three-input ORs (compile-time Python)."""
-    words = [w + OVERFLOW_ADD for w in packed]
+    return or_tree([w + OVERFLOW_ADD for w in packed]) & (-2139062144)           # 0x80808080 as an Int32
+
+
+def or_tree(words):
+    """The bitwise OR of the Int32 Values ``words`` as three-input ORs (one LOP3 per two words; compile-time
+    Python)."""
+    words = list(words)
     while len(words) > 1:
         words = [words[i] | words[i + 1] | words[i + 2] if i + 2 < len(words) else
                  (words[i] | words[i + 1] if i + 1 < len(words) else words[i])
                  for i in range(0, len(words), 3)]
-    return words[0] & (-2139062144)                   # 0x80808080 as an Int32
+    return words[0]
 
 
 def online_softmax_fp8(s, stats, scale_log2, threshold=None, polynomial=0, *, row_sums=True, degree=3,
@@ -179,5 +185,5 @@ def online_softmax_fp8(s, stats, scale_log2, threshold=None, polynomial=0, *, ro
 
 
 __all__ = ["bitcast", "exp2_fma", "online_softmax_fp8", "integral", "FusedExp2", "exponentials", "integral_maxima",
-           "without_empty", "overflow_bits", "OVERFLOW_ADD", "OVERFLOW_CODE", "EXP2_QUADRATIC", "EXP2_FMA_MIN",
+           "without_empty", "overflow_bits", "or_tree", "OVERFLOW_ADD", "OVERFLOW_CODE", "EXP2_QUADRATIC", "EXP2_FMA_MIN",
            "EXP2_FUSED_MIN", "EXP2_DEGREES"]
