@@ -26,7 +26,11 @@ order, :func:`~tsjit.examples.attention.run_program`) with three resources chang
   O's column head_dim is the row sum of the e4m3 P, rescaled with O: the softmax loses its row-sum FADDs (the
   normalization then matches the rounded P exactly; the LSE would be ~1e-2 off, so a launch that stores it sums the
   fp32 P as before).  The softmax's exponentials on the FMA pipe are then quadratic
-  (:mod:`tsjit.examples.attention_fp8_softmax`).
+  (:mod:`tsjit.examples.attention_fp8_softmax`), computed straight from the scores against integral row maxima
+  (``FUSED_EXP2``), and P is packed to e4m3 before the PV wait (``ORDERING`` 3).
+* **Stale row maxima** (``STALE_MAXIMA``, the launch without LSE at head_dim 128, not masked): P is computed against
+  the previous tiles' maxima and packed; only where some P reaches 2**8 does the warp reduce the tile's maxima and
+  compute P again (:meth:`KTilesFp8.stale_softmax`), so most KV tiles have no max reduction.
 
 Supported: head_dim 64, 128, 256; causal or not, sliding windows, GQA/MQA; fixed-length batches and packed
 variable-length ones (``VARLEN``).  The key order within each 16 keys of V^T is relative to the sequence's start, so

@@ -164,7 +164,7 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
             torch.bfloat16 ``out`` (:mod:`tsjit.ops.attention_fp8`, FlashAttention-3's fp8 forward: P rounded to
             e4m3).  fp8 takes fixed-length and packed (cu_seqlens) batches, with the default schedule (``overlap``
             and ``warpgroups`` keep their defaults; ``rescale_threshold`` default
-            ``tsjit.examples.attention_fp8.default_rescale_threshold``); ``block_n`` is 64, 128, 192, 224 or 256
+            ``tsjit.examples.attention_fp8.default_rescale_threshold``); ``block_n`` is 64, 128, 160, 192, 224 or 256
             (default ``tsjit.examples.attention_fp8.default_config``).
         v_transposed: fp8 only: ``v`` is already in the kernel's layout, ``tsjit.ops.attention_fp8.transpose_v_fp8
             (v)`` ((batch, kv_heads, head_dim, keys padded to 16); packed: ``transpose_v_fp8(v, cu_seqlens_k)``);
