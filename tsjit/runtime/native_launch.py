@@ -12,6 +12,8 @@ directory (``TSJIT_CACHE_DIR``), as Triton builds its launchers, and loaded from
 that cannot work -- no C compiler (``cc``, ``gcc`` or ``clang`` on ``PATH``), no ``Python.h``, the cache turned off
 (``TSJIT_DISABLE_CACHE``) or not writable, a compiler error (remembered next to the cache entry, so it is not
 retried) -- :func:`launch_type` is ``None`` and callers keep ctypes.  :data:`ENABLED` switches it off (measurements).
+The extension is host code loaded from the cache directory, so that directory must be as private as Triton's cache
+(the default, under the user's cache directory, is).
 
 The launch semantics are ctypes.PyDLL's (:func:`tsjit.runtime.launch.held_cu_launch_kernel_ex`): the GIL is held
 during the driver call, whose ``CUresult`` is returned as an int (0: launched).  Source: CUDA driver API,
