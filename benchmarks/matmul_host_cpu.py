@@ -86,7 +86,19 @@ def main() -> None:
             module.matmul(a, b)
             module.matmul(A, B, out=C)
     native_launch.ENABLED = True
+    bias = FakeTorchTensor((1, 256))
+    for module, native in ((old, False), (new, True)):
+        native_launch.ENABLED = native
+        for _ in range(4):
+            module.matmul(a, b, out=c, bias=bias, activation="relu")
+            module.matmul(a, b, out=c, stream=5)
+    native_launch.ENABLED = True
     pairs = {"matmul(a, b, out=c), torch stand-ins": (lambda: new.matmul(a, b, out=c), lambda: old.matmul(a, b, out=c)),
+             "matmul(a, b, out=c, bias=, activation=), stand-ins": (
+                 lambda: new.matmul(a, b, out=c, bias=bias, activation="relu"),
+                 lambda: old.matmul(a, b, out=c, bias=bias, activation="relu")),
+             "matmul(a, b, out=c, stream=5), stand-ins": (lambda: new.matmul(a, b, out=c, stream=5),
+                                                          lambda: old.matmul(a, b, out=c, stream=5)),
              "matmul(a, b), torch stand-ins": (lambda: new.matmul(a, b), lambda: old.matmul(a, b)),
              "matmul(A, B, out=C), tsjit DeviceArrays": (lambda: new.matmul(A, B, out=C),
                                                          lambda: old.matmul(A, B, out=C))}

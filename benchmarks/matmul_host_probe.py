@@ -58,12 +58,15 @@ def without_native(module) -> None:
     module._call = call
 
 
-def warm(module, a, b, c, arrays) -> None:
-    """Fill ``module``'s caches: the out= and allocating entries of torch tensors, the out= entry of DeviceArrays."""
+def warm(module, a, b, c, arrays, bias, stream) -> None:
+    """Fill ``module``'s caches: the out= and allocating entries of torch tensors, the out= entry of DeviceArrays,
+    the general fast path's entries of a call with a bias and ReLU and of one with an explicit stream."""
     for _ in range(4):
         module.matmul(a, b, out=c)
         module.matmul(a, b)
         module.matmul(*arrays[:2], out=arrays[2])
+        module.matmul(a, b, out=c, bias=bias, activation="relu")
+        module.matmul(a, b, out=c, stream=stream)
     torch.cuda.synchronize()
 
 
@@ -155,10 +158,11 @@ def main() -> None:
     print(f"native launcher build in a fresh directory: {(t1 - t0) * 1e3:.0f} ms, load {(t2 - t1) * 1e3:.1f} ms")
     native_available = native_launch.launch_type() is not None
     A, B, C = (tsjit.empty(shape, tsjit.BFloat16) for shape in ((M, K), (K, N), (M, N)))
+    bias, stream = torch.randn(N, device="cuda").to(torch.bfloat16), torch.cuda.current_stream().cuda_stream
     for name, module in modules.items():
         if name != "new":
             without_native(module)
-        warm(module, a, b, c, (A, B, C))
+        warm(module, a, b, c, (A, B, C), bias, stream)
     errors = {}
     for name, module in modules.items():
         errors[f"{name} out="] = check(f"{name} out=", lambda m=module: m.matmul(a, b, out=c), c, ref)
@@ -178,6 +182,9 @@ def main() -> None:
         table[f"ops.matmul(a, b, out=c) [{name}]"] = lambda m=module: m.matmul(a, b, out=c)
         table[f"ops.matmul(a, b) [{name}]"] = lambda m=module: m.matmul(a, b)
         table[f"ops.matmul(A, B, out=C) DeviceArrays [{name}]"] = lambda m=module: m.matmul(A, B, out=C)
+        table[f"ops.matmul(a, b, out=c, bias=, activation='relu') [{name}]"] = \
+            lambda m=module: m.matmul(a, b, out=c, bias=bias, activation="relu")
+        table[f"ops.matmul(a, b, out=c, stream=) [{name}]"] = lambda m=module: m.matmul(a, b, out=c, stream=stream)
     table.update({
         "packed launch alone: native Launch": direct_native,
         "packed launch alone: ctypes partial (PyDLL)": direct_ctypes,

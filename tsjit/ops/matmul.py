@@ -129,7 +129,7 @@ def _fast_call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, sc
     """The hot path for torch tensors: one dict lookup of everything the launch depends on, then
     one ``cuLaunchKernel``; ``None`` on a miss (the caller takes the full path).  ``allocating``: a plain
     ``matmul(a, b)`` (a hit is entered for :func:`matmul`'s allocating lookup)."""
-    s = _current_stream(a) if stream is None else stream_handle(stream, a)
+    s = _current_stream(a) if stream is None else stream if type(stream) is int else stream_handle(stream, a)
     if out is None:
         rank = 3 if batched else 2
         if beta != 0.0 or len(a.shape) != rank or len(b.shape) != rank:
@@ -144,7 +144,9 @@ def _fast_call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, sc
            out.shape, out.stride(), out.dtype, s, alpha, beta, batched)
     if bias is not None or residual is not None or activation is not None or out_dtype is not None or \
             epilogue_fn is not None or scale_a is not None or scale_b is not None:
-        key += (_key(bias), _key(residual), activation, out_dtype, epilogue_fn, _key(scale_a), _key(scale_b))
+        key += (None if bias is None else _key(bias), None if residual is None else _key(residual), activation,
+                out_dtype, epilogue_fn, None if scale_a is None else _key(scale_a),
+                None if scale_b is None else _key(scale_b))
     entry = _FAST.get(key)
     if entry is None:
         return None, out, key
@@ -192,7 +194,8 @@ def _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a
              and scale_a is None and scale_b is None and epilogue_fn is None and not batched)
     allocating = plain and (out is None or allocated) and beta == 0.0
     if (not plan_only and type(a) in TORCH_TYPES and type(b) in TORCH_TYPES and (out is None or type(out) in TORCH_TYPES)
-            and _is_fast(bias) and _is_fast(residual) and _is_fast(scale_a) and _is_fast(scale_b)):
+            and (bias is None or _is_fast(bias)) and (residual is None or _is_fast(residual))
+            and (scale_a is None or _is_fast(scale_a)) and (scale_b is None or _is_fast(scale_b))):
         done, out, fast_key = _fast_call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a,
                                          scale_b, stream, epilogue_fn, batched, allocating)
         if done is not None:
