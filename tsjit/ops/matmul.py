@@ -32,12 +32,15 @@ dequantization scales (fp32 accumulation) with the Task Scheduling program of
   stream when torch is loaded, else tsjit's current stream.
 * **Host cost**: a call whose shapes, strides, dtypes, alignment and options were seen before is
   a dict lookup; a call whose data pointers were seen before reuses its packed launch (TMA
-  descriptors included): one ``cuLaunchKernelEx``, called with no Python frame of its own
-  (:meth:`tsjit.runtime.launch.BoundLaunch.direct`); the plain ``matmul(a, b, out=c)`` of torch
-  tensors looks its launch up by the three addresses and checks the tensors' metadata; the plain
-  allocating ``matmul(a, b)`` looks a and b up by their addresses, allocates the output as the entry
-  says and takes the launch packed for the block torch's caching allocator returned (a block not
-  seen yet is packed by the general path).
+  descriptors included): one ``cuLaunchKernelEx``, called with no Python frame of its own, from C where
+  :mod:`tsjit.runtime.native_launch` builds (:meth:`tsjit.runtime.launch.BoundLaunch.direct`); the plain
+  ``matmul(a, b, out=c)`` of torch tensors looks its launch up by the three addresses and checks the
+  tensors' metadata; the plain allocating ``matmul(a, b)`` looks a and b up by their addresses,
+  allocates the output as the entry says and takes the launch packed for the block torch's caching
+  allocator returned (a block not seen yet is packed by the general path).  Measured on the H200
+  (BENCHMARKS.md, issue 15, i15h): 5.3 us for ``out=`` of which the driver is 3.0 and the 13 torch
+  reads a hit must make (address, shape, strides, dtype of three tensors, a's device, the current
+  stream) 1.4.
 
 Errors: a bad argument raises :class:`~tsjit.errors.LaunchError` naming it (shape, dtype, device).
 """
