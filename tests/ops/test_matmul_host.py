@@ -595,3 +595,76 @@ def test_plain_torch_call_through_the_native_launch(fake_gpu, monkeypatch, tmp_p
         tsjit.ops.matmul(a, b, out=out)
     assert counter.counted_calls() == before + 2 and len(calls) == recorded + 1   # the C call, then the full one
     counter.counted_result(0)
+
+
+def _view(like, shape=None, strides=None, dtype=None, offset=0):
+    """A FakeTorchTensor at ``like``'s address (plus ``offset`` bytes) with other metadata."""
+    view = FakeTorchTensor(shape or like.shape)
+    view._ptr, view._strides = like._ptr + offset, strides or like._strides
+    if dtype is not None:
+        view.dtype = dtype
+    return view
+
+
+@pytest.mark.parametrize("change", ["a strides", "a dtype", "b shape", "out shape", "out dtype", "out offset",
+                                    "stream", "alpha", "beta"])
+def test_plain_out_lookup_never_reuses_a_launch_for_other_metadata(fake_gpu, monkeypatch, change):
+    """The plain ``matmul(a, b, out=c)`` lookup (three addresses, stream, alpha, beta) must miss -- take the general
+    path -- when anything a packed launch depends on differs at the same addresses: strides (a transposed view),
+    dtype, shape, the output's alignment, the current stream, alpha or beta."""
+    fake_driver_launches(monkeypatch)
+    stream = [5]
+    monkeypatch.setattr(mm, "_RAW_STREAM", [lambda device: stream[0]])
+    for table in ("_FAST", "_PLAIN"):
+        monkeypatch.setattr(mm, table, {})
+    a, b, out = FakeTorchTensor((128, 128)), FakeTorchTensor((128, 256)), FakeTorchTensor((128, 256))
+    tsjit.ops.matmul(a, b, out=out)
+    tsjit.ops.matmul(a, b, out=out)
+    general = []
+    monkeypatch.setattr(mm, "_call", lambda *args: general.append(args) or "general path")
+    assert tsjit.ops.matmul(a, b, out=out) is out and not general      # warm: the lookup's hit
+    kwargs = {}
+    if change == "a strides":
+        a = _view(a, strides=(1, 128))
+    elif change == "a dtype":
+        a = _view(a, dtype="torch.float16")
+    elif change == "b shape":
+        b = _view(b, shape=(128, 128), strides=(256, 1))
+    elif change == "out shape":
+        out = _view(out, shape=(128, 128), strides=(256, 1))
+    elif change == "out dtype":
+        out = _view(out, dtype="torch.float32")
+    elif change == "out offset":
+        out = _view(out, offset=2)
+    elif change == "stream":
+        stream[0] = 6
+    else:
+        kwargs[change] = 0.5
+    assert tsjit.ops.matmul(a, b, out=out, **kwargs) == "general path" and len(general) == 1
+
+
+@pytest.mark.parametrize("change", ["bias dtype", "bias address", "activation", "stream"])
+def test_general_fast_path_never_reuses_a_launch_for_other_options(fake_gpu, monkeypatch, change):
+    """The general fast path (options given: a bias, an activation, an explicit stream) keys on every argument's
+    metadata and address: another bias dtype or address, activation or stream misses."""
+    fake_driver_launches(monkeypatch)
+    monkeypatch.setattr(mm, "_FAST", {})
+    a, b, out = FakeTorchTensor((128, 128)), FakeTorchTensor((128, 256)), FakeTorchTensor((128, 256))
+    bias = FakeTorchTensor((1, 256))
+    for _ in range(2):
+        tsjit.ops.matmul(a, b, out=out, bias=bias, activation="relu", stream=7)
+    packed = mm.cache_statistics()["launches_packed"]
+    kwargs = dict(bias=bias, activation="relu", stream=7)
+    tsjit.ops.matmul(a, b, out=out, **kwargs)
+    assert mm.cache_statistics()["launches_packed"] == packed           # warm
+    if change == "bias dtype":
+        kwargs["bias"] = _view(bias, dtype="torch.float16")
+    elif change == "bias address":
+        kwargs["bias"] = FakeTorchTensor((1, 256))
+    elif change == "activation":
+        kwargs["activation"] = "silu"
+    else:
+        kwargs["stream"] = 8
+    fast_before = len(mm._FAST)
+    tsjit.ops.matmul(a, b, out=out, **kwargs)
+    assert len(mm._FAST) == fast_before + 1                              # a new entry, not the warm one
