@@ -144,7 +144,25 @@ def _cta_mask(multicast_mask):
     return cast_to(as_value(multicast_mask, dt.Int16), dt.Int16).ir, 1
 
 
-def tma_load(tmap, dst, barrier, coords, *, multicast_mask=None, cta_group: int = 1) -> None:
+#: the L2 eviction priorities a load can ask for (PTX ISA "createpolicy", a data-movement instruction:
+#: ``L2::evict_last``, ``evict_normal``, ``evict_first``, ``evict_unchanged``)
+CACHE_POLICIES = ("evict_first", "evict_last", "evict_normal", "evict_unchanged")
+
+
+def _cache_hint(cache_policy):
+    """The i64 cache-policy operand and the use-hint flag of a copy for ``cache_policy`` (None: no hint): a
+    ``createpolicy.fractional.L2::<priority>.b64`` over the whole access (fraction 1.0)."""
+    if cache_policy is None:
+        return ir.Constant(emit.I64, 0), 0
+    if not isinstance(cache_policy, str) or cache_policy not in CACHE_POLICIES:
+        raise CompilationError(f"tsjit.tma_load: cache_policy is {cache_policy!r}; use None or one of "
+                               f"{', '.join(repr(p) for p in CACHE_POLICIES)} (PTX ISA createpolicy)")
+    policy = emit.current().inline_asm(emit.I64, f"createpolicy.fractional.L2::{cache_policy}.b64 $0, 1.0;", "=l",
+                                       [], side_effect=False)
+    return policy, 1
+
+
+def tma_load(tmap, dst, barrier, coords, *, multicast_mask=None, cta_group: int = 1, cache_policy=None) -> None:
     """Copy the box at ``coords`` of ``tmap`` into shared memory ``dst``; completion is signalled on
     ``barrier`` as transaction bytes (arm it with :func:`tsjit.mbarrier_arrive_expect_tx` for
     ``tmap.box_bytes``).  Elements outside the array are filled per the descriptor's ``oob_fill``.
@@ -166,19 +184,27 @@ def tma_load(tmap, dst, barrier, coords, *, multicast_mask=None, cta_group: int 
             ``barrier``'s offset in the *pair leader* (the even cluster rank: ``rank - rank % 2``),
             whose expect_tx counts both CTAs' bytes (``.cta_group::2``; the barrier address is the
             leader's ``mapa`` address in ``shared::cluster``).  Emitted as inline PTX.
+        cache_policy: None, or the L2 eviction priority of the box's lines (a compile-time string of
+            :data:`CACHE_POLICIES`): ``"evict_first"`` for data read once (a streamed weight matrix: its
+            lines go before the other lines of their L2 set, e.g. dirty lines that would otherwise be
+            written back to make room), ``"evict_last"`` for data re-read by many CTAs.  Emitted as
+            ``.L2::cache_hint`` with a ``createpolicy.fractional`` policy (fraction 1.0); cta_group 1 only.
 
     Raises:
         CompilationError: ``tmap`` is not a TensorMap argument, the coordinate count differs from
             its rank, a constant coordinate is outside int32, ``dst`` is not a large enough,
             aligned shared tile, ``barrier`` is not a shared pointer, the mask is out of range,
             or a compile-time innermost coordinate is not 16-byte aligned; ``cta_group`` other
-            than 1 or 2, or 2 on a target without tcgen05.
+            than 1 or 2, or 2 on a target without tcgen05; ``cache_policy`` not None nor one of
+            :data:`CACHE_POLICIES`, or given with ``cta_group=2``.
 
     Source: PTX ISA 8.0+, "cp.async.bulk.tensor" (``.shared::cluster.global.tile``, ``.multicast::cluster``;
-    ``.cta_group::2``: PTX ISA 8.6, sm_100a).
+    ``.cta_group::2``: PTX ISA 8.6, sm_100a; ``.L2::cache_hint``: PTX ISA 8.0, with ``createpolicy``, 7.4).
     """
     if isinstance(cta_group, bool) or cta_group not in (1, 2):
         raise CompilationError(f"tsjit.tma_load: cta_group must be 1 or 2, got {cta_group!r}")
+    if cache_policy is not None and cta_group == 2:
+        raise CompilationError("tsjit.tma_load: cache_policy is supported with cta_group=1 only")
     t = _tmap(tmap, "tma_load")
     align = 1024 if t.swizzle == "128B" else 128
     d = _smem_address(dst, t, "tma_load", align)
@@ -192,8 +218,9 @@ def tma_load(tmap, dst, barrier, coords, *, multicast_mask=None, cta_group: int 
     if cta_group == 2:
         _tma_load_pair(t, dst_cluster, barrier, cluster_coords, mask if use_mask else None)
         return
-    args = [dst_cluster, barrier.ir, t.ir, *cluster_coords, mask, ir.Constant(emit.I64, 0),
-            ir.Constant(emit.I1, use_mask), ir.Constant(emit.I1, 0), ir.Constant(emit.I32, 0)]
+    hint, use_hint = _cache_hint(cache_policy)
+    args = [dst_cluster, barrier.ir, t.ir, *cluster_coords, mask, hint,
+            ir.Constant(emit.I1, use_mask), ir.Constant(emit.I1, use_hint), ir.Constant(emit.I32, 0)]
     km.intrinsic(f"llvm.nvvm.cp.async.bulk.tensor.g2s.tile.{t.rank}d", args)
 
 

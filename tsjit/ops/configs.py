@@ -191,6 +191,8 @@ class GemmConfig:
             cooperative program with each tile's epilogue run under the next tile's first MMAs; BN <= 128,
             no split-K).
         mma_lag: wgmma groups the shared-ring ping-pong keeps in flight (1 or 2).
+        x_policy, y_policy: ``""`` or the L2 eviction priority of X's / Y's TMA loads (cooperative only;
+            :func:`stream_policies`).
         estimate_us: the cost model's estimate (microseconds).
     """
 
@@ -204,6 +206,8 @@ class GemmConfig:
     block_k: int = BK
     schedule: str = "cooperative"
     mma_lag: int = 1
+    x_policy: str = ""
+    y_policy: str = ""
     estimate_us: float = field(default=0.0, compare=False)
 
     @property
@@ -223,8 +227,10 @@ class GemmConfig:
         if self.schedule == "deferred":
             return (f"{self.block_m}x{self.block_n}x{self.block_k} tile, {self.block_m // 64} consumer warpgroup(s), "
                     f"{self.stages} stages, {self.epilogue} epilogue deferred under the next tile's MMAs")
+        policies = "".join(f", {name} loads {policy}" for name, policy in (("X", self.x_policy), ("Y", self.y_policy))
+                           if policy)
         return (f"{self.block_m}x{self.block_n}x{self.block_k} tile, {self.block_m // 64} consumer warpgroup(s), "
-                f"{self.stages} stages, {self.epilogue} epilogue{split}")
+                f"{self.stages} stages, {self.epilogue} epilogue{split}{policies}")
 
 
 def reduction_columns(block_n: int, splits: int) -> int:
@@ -386,6 +392,23 @@ def unsplit_stream(problem: Problem, choice: tuple):
     return None
 
 
+#: an operand read once by the whole grid (every CTA a different part of it) and at least this large streams with
+#: evict-first TMA loads (:func:`stream_policies`)
+STREAM_MIN_BYTES = 4 << 20
+
+
+def stream_policies(problem: Problem, block_m: int, block_n: int) -> tuple[str, str]:
+    """``(x_policy, y_policy)``: ``"evict_first"`` for an operand of at least :data:`STREAM_MIN_BYTES` that the
+    grid reads once (X when one tile covers D's width, ``ceil(Q / BN) == 1``; Y when one tile covers its height),
+    else ``""``.  Its lines then leave the L2 before the other lines of their sets: the dirty lines that earlier
+    kernels left there (writes not yet written back) stay instead of being written back to make room during the
+    stream, and the re-read operand's lines stay."""
+    p = problem
+    x_once = ceil_div(p.Q, block_n) == 1 and p.P * p.K * p.in_bytes * p.batch >= STREAM_MIN_BYTES
+    y_once = ceil_div(p.P, block_m) == 1 and p.Q * p.K * p.in_bytes * p.batch >= STREAM_MIN_BYTES
+    return ("evict_first" if x_once else "", "evict_first" if y_once else "")
+
+
 def choice_of(config: GemmConfig) -> tuple:
     """The candidate tuple of ``config``: ``(BM, BN, S)``, or ``(BM, BN, 1, schedule)`` for ping-pong (and
     the deferred epilogue)."""
@@ -434,8 +457,10 @@ def make_config(problem: Problem, block_m: int, block_n: int, splits: int, sched
         short = SHORT_K_TILES if problem.in_bytes == 2 else 64
         staged = 256 if ceil_div(problem.K, k_tile(problem.in_bytes)) < short else 128
     stages = stages_for(block_m, block_n, epilogue, staged if tma else 0, problem.in_bytes)
+    x_policy, y_policy = stream_policies(problem, block_m, block_n) if schedule == "cooperative" else ("", "")
     return GemmConfig(block_m, block_n, stages, epilogue, staged if tma else 64, splits, group_m=group_m,
-                      block_k=k_tile(problem.in_bytes), schedule=schedule, estimate_us=estimate_us)
+                      block_k=k_tile(problem.in_bytes), schedule=schedule, x_policy=x_policy, y_policy=y_policy,
+                      estimate_us=estimate_us)
 
 
 def explain_choice(problem: Problem, swapped: bool, config: GemmConfig, ranked) -> str:

@@ -271,8 +271,13 @@ def threads_for(config) -> int:
 
 def extra_arguments(config) -> tuple:
     """The arguments :func:`kernel_for` ``(config)`` takes after :func:`~tsjit.ops.gemm_program.gemm_program`'s:
-    ``(LAG,)`` for the shared-ring ping-pong."""
-    return (config.mma_lag,) if config.schedule == "pingpong-shared" else ()
+    ``(LAG,)`` for the shared-ring ping-pong, ``(X_POLICY, Y_POLICY)`` for a cooperative configuration with L2
+    eviction priorities."""
+    if config.schedule == "pingpong-shared":
+        return (config.mma_lag,)
+    if config.schedule == "cooperative" and (config.x_policy or config.y_policy):
+        return (config.x_policy, config.y_policy)
+    return ()
 
 
 def compile_config(config, **options):

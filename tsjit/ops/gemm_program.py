@@ -198,6 +198,8 @@ class OperandRing(WarpgroupMmaRing):
     bk: int = BK
     x_tiles: object = None
     y_tiles: object = None
+    x_policy: object = None
+    y_policy: object = None
     acc: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
 
     def __post_init__(self):
@@ -245,26 +247,30 @@ class OperandRing(WarpgroupMmaRing):
             col0 = n * self.block_n
             if tsjit.const_expr(self.x_major == "K"):
                 if tsjit.const_expr(self.batched):
-                    tsjit.tma_load(self.x_map, self.x_tiles[stage], bar, (batch, row0, k))
+                    tsjit.tma_load(self.x_map, self.x_tiles[stage], bar, (batch, row0, k), cache_policy=self.x_policy)
                 else:
-                    tsjit.tma_load(self.x_map, self.x_tiles[stage], bar, (row0, k))
+                    tsjit.tma_load(self.x_map, self.x_tiles[stage], bar, (row0, k), cache_policy=self.x_policy)
             else:
                 for g in tsjit.range_constexpr(self.block_m // 64):
                     if tsjit.const_expr(self.batched):
-                        tsjit.tma_load(self.x_map, self.x_tiles[stage, g], bar, (batch, k, row0 + g * BOX))
+                        tsjit.tma_load(self.x_map, self.x_tiles[stage, g], bar, (batch, k, row0 + g * BOX),
+                                       cache_policy=self.x_policy)
                     else:
-                        tsjit.tma_load(self.x_map, self.x_tiles[stage, g], bar, (k, row0 + g * BOX))
+                        tsjit.tma_load(self.x_map, self.x_tiles[stage, g], bar, (k, row0 + g * BOX),
+                                       cache_policy=self.x_policy)
             if tsjit.const_expr(self.y_major == "K"):
                 if tsjit.const_expr(self.batched):
-                    tsjit.tma_load(self.y_map, self.y_tiles[stage], bar, (batch, col0, k))
+                    tsjit.tma_load(self.y_map, self.y_tiles[stage], bar, (batch, col0, k), cache_policy=self.y_policy)
                 else:
-                    tsjit.tma_load(self.y_map, self.y_tiles[stage], bar, (col0, k))
+                    tsjit.tma_load(self.y_map, self.y_tiles[stage], bar, (col0, k), cache_policy=self.y_policy)
             else:
                 for j in tsjit.range_constexpr(self.block_n // BOX):
                     if tsjit.const_expr(self.batched):
-                        tsjit.tma_load(self.y_map, self.y_tiles[stage, j], bar, (batch, k, col0 + j * BOX))
+                        tsjit.tma_load(self.y_map, self.y_tiles[stage, j], bar, (batch, k, col0 + j * BOX),
+                                       cache_policy=self.y_policy)
                     else:
-                        tsjit.tma_load(self.y_map, self.y_tiles[stage, j], bar, (k, col0 + j * BOX))
+                        tsjit.tma_load(self.y_map, self.y_tiles[stage, j], bar, (k, col0 + j * BOX),
+                                       cache_policy=self.y_policy)
 
     def operand_tiles(self, stage, warpgroup):
         """This warpgroup's X tile and the Y tile of ``stage``, with their majors."""
@@ -468,7 +474,8 @@ def gemm_program(x_map, y_map, c, c_map, bias, residual, workspace, counters, sc
                  BM: tsjit.Constexpr[int], BN: tsjit.Constexpr[int], STAGES: tsjit.Constexpr[int],
                  X_MAJOR: tsjit.Constexpr[str], Y_MAJOR: tsjit.Constexpr[str], EPILOGUE: tsjit.Constexpr[str],
                  STAGED: tsjit.Constexpr[int], SPLITS: tsjit.Constexpr[int], BATCHED: tsjit.Constexpr[bool],
-                 GROUP_M: tsjit.Constexpr[int], FUSED: tsjit.Constexpr[object]):
+                 GROUP_M: tsjit.Constexpr[int], FUSED: tsjit.Constexpr[object], X_POLICY: tsjit.Constexpr[str] = "",
+                 Y_POLICY: tsjit.Constexpr[str] = ""):
     """D (M, N) = X (M, K) @ Y (K, N) (per batch when BATCHED), with the fused epilogue FUSED.
 
     X and Y are BFloat16 / Float16 (K- or MN-major) or Float8E4M3 / Float8E5M2 (K-major only, the
@@ -479,7 +486,9 @@ def gemm_program(x_map, y_map, c, c_map, bias, residual, workspace, counters, sc
     Launch with ``block = 128 * (1 + BM // 64)`` threads and a persistent grid of at most
     ``ceil(M / BM) * ceil(N / BN) * batch * SPLITS`` CTAs.  ``SPLITS`` (split-K) must be in
     ``1..ceil(K / 64)``; when it is > 1, ``workspace`` holds ``tiles * SPLITS * BM * BN`` Float32
-    and ``counters`` ``tiles * BM / 32`` zeroed Int32.
+    and ``counters`` ``tiles * BM / 32`` zeroed Int32.  ``X_POLICY`` / ``Y_POLICY``: ``""`` or the L2 eviction
+    priority of the operand's TMA loads (``tsjit.tma_load``'s ``cache_policy``: ``"evict_first"`` for an
+    operand every CTA reads a different part of, once).
     """
     groups = BM // 64
     tiles_m = (M + BM - 1) // BM
@@ -497,7 +506,7 @@ def gemm_program(x_map, y_map, c, c_map, bias, residual, workspace, counters, sc
         ts.CooperativeGroup(ts.Agent.Thread, groups * 4), advance_on_wait=True)
     ring = OperandRing(name="xy", pipeline_config=cfg, x_map=x_map, y_map=y_map, block_m=BM, block_n=BN,
                        x_major=X_MAJOR, y_major=Y_MAJOR, batched=BATCHED, split_k=SPLIT, splits=split_count,
-                       k_tiles=k_tiles)
+                       k_tiles=k_tiles, x_policy=X_POLICY or None, y_policy=Y_POLICY or None)
     out = OutputTile(name="d", c=c, c_map=c_map, block_m=BM, block_n=BN, rows=M, cols=N, fused=FUSED,
                      operands=(bias, residual, c, alpha, beta, scale_x, scale_y), mode=EPILOGUE, batched=BATCHED,
                      staged_columns=STAGED, split_k=SPLIT, splits=split_count, tiles_m=tiles_m, tiles_n=tiles_n,
