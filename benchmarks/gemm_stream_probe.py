@@ -40,10 +40,12 @@ FIRST, LAST = "evict_first", "evict_last"
 
 def variants(M, N, K):
     """(label, spec) per variant: spec None = the heuristic; ("hint", x_policy, y_policy) = the heuristic's tile with
-    these policies; (BM, BN, splits, stages or None, x_policy, y_policy) = forced, in D's coordinates."""
-    out = [("heuristic", None), ("heur X first", ("hint", FIRST, "")), ("heur X first Y last", ("hint", FIRST, LAST))]
+    these policies (``""``, ``""``: main's configuration before configs.stream_policies); (BM, BN, splits, stages or None, x_policy, y_policy) = forced, in D's coordinates."""
+    out = [("heuristic", None), ("main: heur, no hints", ("hint", "", "")), ("heur X first", ("hint", FIRST, "")),
+           ("heur X first Y last", ("hint", FIRST, LAST))]
     if M == 128:       # not swapped: X = A (re-read by every CTA), Y = B
-        out = [("heuristic", None), ("heur Y first", ("hint", "", FIRST)), ("heur Y first X last", ("hint", LAST, FIRST))]
+        out = [("heuristic", None), ("main: heur, no hints", ("hint", "", "")), ("heur Y first", ("hint", "", FIRST)),
+               ("heur Y first X last", ("hint", LAST, FIRST))]
         out += [("128x64 S1 Yfirst", (128, 64, 1, None, "", FIRST)), ("128x128 S1 Yfirst", (128, 128, 1, None, "", FIRST)),
                 ("128x64 S2 Yfirst", (128, 64, 2, None, "", FIRST))]
         return out
@@ -205,7 +207,7 @@ def main() -> None:
                         print(f"(triton read {policy or 'normal'} PTX load / policy instructions: {hints})")
                     except Exception as exc:
                         print(f"| {N}x{K} | triton read {policy} | FAILED {type(exc).__name__}: {str(exc)[:150]} |")
-        labels = {}
+        labels, outputs = {}, []            # outputs: every bound launch's D stays allocated while it is timed
         for label, spec in variants(M, N, K):
             try:
                 force_with(maker(spec))
@@ -229,6 +231,7 @@ def main() -> None:
                 continue
             bound = next(iter(plan.bindings.values()))           # the first call's: into `out`
             labels[label] = (text, f"{err:.1e}")
+            outputs.append(out)
             fns[label] = (lambda bound=bound: bound(stream))
         force_with(None)
         t = measure(fns)
