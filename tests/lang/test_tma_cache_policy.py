@@ -51,3 +51,36 @@ def test_an_unknown_policy_is_refused_by_name(bad):
 def test_a_policy_with_a_pair_load_is_refused():
     with pytest.raises(tsjit.CompilationError, match=r"cache_policy is supported with cta_group=1 only"):
         compile_policy("evict_first", cta_group=2, target="sm_100a")
+
+
+@tsjit.kernel
+def copy_streamed(src, dst, POLICY: tsjit.Constexpr[object]):
+    tile = tsjit.shared_array(tsjit.Float32, (8, 16), align=1024)
+    bar = tsjit.shared_array(tsjit.Int64, 1, align=8)
+    barp = tsjit.address_of(bar, 0)
+    if tsjit.thread_idx().x == 0:
+        tsjit.mbarrier_init(barp, 1)
+        tsjit.fence_mbarrier_init()
+    tsjit.syncthreads()
+    if tsjit.thread_idx().x == 0:
+        tsjit.mbarrier_arrive_expect_tx(barp, src.box_bytes)
+        tsjit.tma_load(src, tile, barp, (tsjit.block_idx().x * 8, 0), cache_policy=POLICY)
+    tsjit.mbarrier_wait(barp, 0)
+    tsjit.fence_proxy_async()
+    tsjit.syncthreads()
+    if tsjit.thread_idx().x == 0:
+        tsjit.tma_store(dst, tile, (tsjit.block_idx().x * 8, 0))
+        tsjit.bulk_commit_group()
+        tsjit.bulk_wait_group(0)
+
+
+def test_the_interpreter_runs_hinted_loads_unchanged(monkeypatch):
+    np = pytest.importorskip("numpy")
+    from tsjit.runtime import driver
+    if driver.gpu_available():
+        pytest.skip("a GPU is present: host-array TensorMaps then need TSJIT_INTERPRET=1")
+    monkeypatch.delenv("TSJIT_INTERPRET", raising=False)
+    a = np.random.default_rng().standard_normal((24, 16)).astype(np.float32)
+    out = np.full_like(a, np.nan)
+    copy_streamed.interpret[(3,), (32,)](tsjit.TensorMap(a, (8, 16)), tsjit.TensorMap(out, (8, 16)), "evict_first")
+    assert np.array_equal(out, a)

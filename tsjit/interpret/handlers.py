@@ -107,6 +107,14 @@ def _debug_helpers(tr, instr, d, args, match):
     return None
 
 
+@handles_asm(r"^createpolicy\.fractional\.L2::\w+\.b64 \$0, 1\.0;$")
+def _cache_policy(tr, instr, d, args, match):
+    """``tsjit.tma_load``'s ``cache_policy``: an L2 eviction priority changes no value; an opaque 0 register."""
+    def policy(f):
+        f[d] = 0
+    return policy
+
+
 @handles_asm(r"^trap;")
 def _trap(tr, instr, d, args, match):
     where = tr.where(instr)
