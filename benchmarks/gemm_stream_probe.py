@@ -153,7 +153,7 @@ def main() -> None:
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     flush_words = flush.view(torch.int32)
     sink = torch.empty((), device="cuda", dtype=torch.int64)
-    flushes = {"zero": lambda: flush.zero_(), "read": lambda: torch.sum(flush_words, dtype=torch.int64, out=sink)}
+    flushes = {"zero": lambda: flush.zero_(), "read": lambda: torch.sum(flush_words, 0, dtype=torch.int64, out=sink)}
     rng = torch.Generator().manual_seed(0)
     reader = None if args.no_roof else triton_reader()
     stream = torch.cuda.current_stream().cuda_stream
@@ -191,7 +191,8 @@ def main() -> None:
             bt = b.t()                                            # (N, K) contiguous: the weight itself
             copy = torch.empty_like(bt)
             fns["roof: torch copy B (read+write)"] = lambda: copy.copy_(bt)
-            fns["roof: torch sum B (read)"] = lambda: torch.sum(bt.view(torch.int32), dtype=torch.int64, out=sink)
+            fns["roof: torch sum B (read)"] = lambda: torch.sum(bt.view(torch.int32).view(-1), 0,
+                                                                        dtype=torch.int64, out=sink)
             if reader is not None:
                 run = reader
                 words = bt.view(torch.int32).view(-1)
