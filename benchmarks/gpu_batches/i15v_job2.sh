@@ -6,7 +6,7 @@
 RES=${RES:-/tmp/i15v-res}; mkdir -p "$RES"; export PYTHONUNBUFFERED=1
 S=$(date +%s)
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader > "$RES/gpu.txt" 2>&1
-(cd benchmarks && timeout 25 python3 gemm_stream_probe.py --workers 14 --reps 21 --seconds 20) > "$RES/stream.txt" 2>&1
+(cd benchmarks && timeout 27 python3 gemm_stream_probe.py --workers 14 --reps 21 --seconds 22) > "$RES/stream.txt" 2>&1
 echo "probe rc=$? at $(( $(date +%s) - S )) s"
 cat "$RES/stream.txt"
 timeout $(( 40 - ($(date +%s) - S) )) python3 -m pytest -x -q -p no:cacheprovider -n 8 -m gpu \
