@@ -23,11 +23,15 @@ def test_a_swapped_small_m_product_streams_the_weights():
 
 def test_operands_read_by_several_tiles_or_small_stay_normal():
     assert configs.stream_policies(configs.Problem(4096, 4096, 4096), 128, 256) == ("", "")
-    assert configs.stream_policies(configs.Problem(4096, 64, 4096), 64, 32) == ("", "")      # X read twice
+    reads = configs.STREAM_MAX_READS
+    assert configs.stream_policies(configs.Problem(4096, 64 * reads + 1, 4096), 64, 64) == ("", "")  # read too often
     assert configs.stream_policies(configs.Problem(127, 255, 64), 128, 256) == ("", "")      # both read once, small
     assert configs.stream_policies(configs.Problem(128, 4096, 4096), 128, 64) == ("", FIRST)  # one tile tall: Y once
-    assert configs.stream_policies(configs.Problem(128, 4096, 4096), 64, 64) == ("", "")     # two tiles tall
-    assert configs.stream_policies(configs.Problem(4096, 64, 4096), 64, 64) == (FIRST, "")
+    assert configs.stream_policies(configs.Problem(64 * reads + 1, 4096, 4096), 64, 64) == ("", "")
+    assert configs.stream_policies(configs.Problem(4096, 64 * reads, 4096), 64, 64) == (FIRST, "")
+    assert configs.stream_policies(configs.Problem(64 * reads, 4096, 4096), 64, 64) == ("", FIRST)
+    assert configs.stream_policies(configs.Problem(1024, 64, 1024), 64, 64) == ("", "")      # X 2 MiB: small
+
 
 
 def test_only_cooperative_configs_carry_policies_and_pass_them_to_the_kernel():
