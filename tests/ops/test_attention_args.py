@@ -75,6 +75,14 @@ def test_heads_that_do_not_divide_are_named_before_the_device(fake_torch):
     assert "'k' has 2 heads" in message and "3 heads of 'q'" in message, message
 
 
+def test_a_bad_scale_or_out_is_named_before_the_device(fake_torch):
+    q = FakeTensor((1, 128, 2, 64))
+    assert "argument 'scale' must be a finite number > 0" in _launch_error(q, q, q, scale=-1.0)
+    message = _launch_error(q, q, q, out=FakeTensor((1, 128, 2, 32)))
+    assert "argument 'out' must be a float16 tensor of shape (1, 128, 2, 64), got float16 (1, 128, 2, 32)" in message, \
+        message
+
+
 def test_well_formed_cpu_tensors_name_the_device(fake_torch):
     q = FakeTensor((1, 128, 2, 64))
     message = _launch_error(q, q, q)

@@ -60,10 +60,6 @@ def _check_arguments(q, k, v, out, causal, scale, torch):
     if kv_heads < 1 or heads % kv_heads:
         raise LaunchError(f"argument 'k' has {kv_heads} heads, which must divide the {heads} heads of 'q' "
                           f"(GQA/MQA)")
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        _check_cuda(name, t)
-    if q.device != k.device or q.device != v.device:
-        raise LaunchError(f"arguments q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
     if not isinstance(causal, bool):
         raise LaunchError(f"argument 'causal' must be a bool, got {causal!r}")
     if scale is None:
@@ -71,10 +67,16 @@ def _check_arguments(q, k, v, out, causal, scale, torch):
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
         raise LaunchError(f"argument 'scale' must be a finite number > 0 (default 1/sqrt(head_dim)), got {scale!r}")
     if out is not None:
-        _check_tensor("out", out, torch)
-        if tuple(out.shape) != tuple(q.shape) or out.dtype != q.dtype or out.device != q.device:
-            raise LaunchError(f"argument 'out' must be a {q.dtype} tensor of shape {tuple(q.shape)} on {q.device}, "
-                              f"got {out.dtype} {tuple(out.shape)} on {out.device}")
+        _check_tensor("out", out, torch, require_cuda=False)
+        if tuple(out.shape) != tuple(q.shape) or out.dtype != q.dtype:
+            raise LaunchError(f"argument 'out' must be a {q.dtype} tensor of shape {tuple(q.shape)}, "
+                              f"got {out.dtype} {tuple(out.shape)}")
+    for name, t in (("q", q), ("k", k), ("v", v), ("out", out)):   # the device last: the rest is checkable anywhere
+        if t is not None:
+            _check_cuda(name, t)
+    if q.device != k.device or q.device != v.device or (out is not None and out.device != q.device):
+        devices = ", ".join(str(t.device) for t in (q, k, v, out) if t is not None)
+        raise LaunchError(f"arguments q, k, v{', out' if out is not None else ''} must be on one device, got {devices}")
     return float(scale)
 
 
