@@ -95,3 +95,22 @@ def test_a_warning_from_python_dash_c_code_is_shown_not_an_import_error():
                          env=dict(os.environ, PYTHONPATH=os.path.dirname(TSJIT_DIR)))
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "done" and "UserWarning: demoted finding [Q1]" in out.stderr
+
+
+@tsjit.kernel
+def doubles(x):
+    x[tsjit.thread_idx().x] = 2.0
+
+
+def test_an_unwritable_dump_dir_warns_at_the_users_compile_line(tmp_path, monkeypatch):
+    from tsjit.runtime import dumps
+    blocker = tmp_path / "a-file"
+    blocker.write_bytes(b"not a directory")
+    monkeypatch.setenv("TSJIT_DUMP_DIR", str(blocker / "dumps"))
+    monkeypatch.setattr(dumps, "_dump_warned", set())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tsjit.compile(doubles, np.zeros(32, np.float32), target="sm_90a")   # the line the warning names
+    found = [w for w in caught if "TSJIT_DUMP_DIR" in str(w.message)]
+    assert len(found) == 1, [str(w.message) for w in caught]
+    assert (found[0].filename, found[0].lineno) == (THIS_FILE, _line_of("tsjit.compile(doubles, np.zeros(32"))

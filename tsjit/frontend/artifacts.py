@@ -13,7 +13,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-import warnings
+
+from tsjit.errors import warn
 
 _recording: contextvars.ContextVar[list | None] = contextvars.ContextVar("tsjit_artifacts", default=None)
 
@@ -53,5 +54,5 @@ def replay(files) -> None:
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(text)
         except OSError as exc:
-            warnings.warn(f"cannot write {path!r} (recorded by the kernel's compile, e.g. TaskManager.render) "
-                          f"on this cache hit: {exc.strerror or exc}", RuntimeWarning, stacklevel=2)
+            warn(f"cannot write {path!r} (recorded by the kernel's compile, e.g. TaskManager.render) "
+                 f"on this cache hit: {exc.strerror or exc}", RuntimeWarning)

@@ -42,11 +42,10 @@ import stat
 import struct
 import tempfile
 import time
-import warnings
 from dataclasses import dataclass, field
 
 from tsjit import env
-from tsjit.errors import CacheError, TsjitError
+from tsjit.errors import CacheError, TsjitError, warn
 
 MAGIC = b"TSJITC1\0"
 FORMAT_VERSION = 1
@@ -222,8 +221,8 @@ class KernelCache:
             self._write_disabled = True
             if directory not in _warned_directories:
                 _warned_directories.add(directory)
-                warnings.warn(f"tsjit kernel cache disabled: cannot write to {directory!r} ({exc}); "
-                              f"set TSJIT_CACHE_DIR to a writable directory", RuntimeWarning, stacklevel=2)
+                warn(f"tsjit kernel cache disabled: cannot write to {directory!r} ({exc}); "
+                     f"set TSJIT_CACHE_DIR to a writable directory", RuntimeWarning)
             return False
         finally:
             if temp_path is not None:

@@ -6,9 +6,9 @@
 from __future__ import annotations
 
 import os
-import warnings
 
 from tsjit import env
+from tsjit.errors import warn
 
 __all__ = ["dump_compiled", "write_dump"]
 
@@ -19,8 +19,8 @@ def _folded_or_none(compiled):
     try:
         return compiled.folded_source
     except Exception as exc:  # noqa: BLE001 - any printing failure only costs the .py file
-        warnings.warn(f"TSJIT_DUMP_DIR: the folded source of {compiled.name!r} could not be printed ({exc}); "
-                      f"the .ll/.ptx/.cubin dumps are written without it", RuntimeWarning, stacklevel=2)
+        warn(f"TSJIT_DUMP_DIR: the folded source of {compiled.name!r} could not be printed ({exc}); "
+             f"the .ll/.ptx/.cubin dumps are written without it", RuntimeWarning)
         return None
 
 
@@ -60,8 +60,8 @@ def write_dump(stem: str, files: dict, folded_from=None) -> None:
     except OSError as exc:  # dumping is a debugging aid: it never fails a compile
         if directory not in _dump_warned:
             _dump_warned.add(directory)
-            warnings.warn(f"TSJIT_DUMP_DIR={directory!r} cannot be written ({exc.strerror or exc}); kernels "
-                          f"compile without dumps. Point it at a writable directory.", RuntimeWarning, stacklevel=3)
+            warn(f"TSJIT_DUMP_DIR={directory!r} cannot be written ({exc.strerror or exc}); kernels "
+                 f"compile without dumps. Point it at a writable directory.", RuntimeWarning)
 
 
 _dump_warned: set = set()
