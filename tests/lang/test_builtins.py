@@ -299,3 +299,11 @@ def address_mistakes(x, out, CASE: tsjit.Constexpr[int]):
 def test_an_element_where_an_address_is_needed_names_address_of(case, message):
     with pytest.raises(tsjit.CompilationError, match=message):
         build(address_mistakes, tsjit.spec(256, Float32), tsjit.spec(64, Float32), case)
+
+
+@pytest.mark.parametrize("call", [lambda: tsjit.thread_idx(), lambda: tsjit.shared_array(tsjit.Float32, (4,))])
+def test_a_builtin_called_in_plain_python_says_to_call_it_in_a_kernel(call):
+    with pytest.raises(tsjit.CompilationError) as err:
+        call()
+    message = str(err.value)
+    assert "ran in plain Python" in message and "@tsjit.kernel function's body" in message, message

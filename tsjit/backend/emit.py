@@ -210,7 +210,10 @@ def current() -> KernelModule:
     """
     stack = getattr(_state, "stack", None)
     if not stack:
-        raise CompilationError("device values can only be used while a tsjit kernel is being compiled")
+        raise CompilationError("device values can only be used while a tsjit kernel is being compiled: this "
+                               "tsjit call (thread_idx(), shared_array(), a device array's element, ...) ran in "
+                               "plain Python; make it in a @tsjit.kernel function's body or in code that body "
+                               "calls (Task Scheduling resources are built inside the kernel)")
     return stack[-1]
 
 
