@@ -112,7 +112,9 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
     Args:
         q: (batch, seqlen_q, heads, head_dim) torch.bfloat16 or torch.float16 CUDA tensor (torch is
             required; other array types are refused), last dimension contiguous, other strides multiples of
-            16 bytes (FlashAttention's layout); with ``cu_seqlens_q``, packed (total_q, heads, head_dim).
+            16 bytes (FlashAttention's layout; ``scaled_dot_product_attention``'s (batch, heads, seqlen,
+            head_dim) tensors are passed as ``q.transpose(1, 2)``, read in place); with ``cu_seqlens_q``, packed
+            (total_q, heads, head_dim).
         k, v: (batch, seqlen_k, kv_heads, head_dim) (packed: (total_k, kv_heads, head_dim)), same dtype;
             ``kv_heads`` divides ``heads`` (GQA/MQA: query head ``h`` uses KV head ``h // (heads // kv_heads)``;
             K and V are not copied).
