@@ -1,9 +1,10 @@
-"""``tsjit.ops.attention``'s argument checks on CPU torch tensors (no GPU): a shape or head_dim mistake is
-named before the device (so it can be found on a machine without a GPU), and a CPU tensor with ``out=`` is a
-LaunchError naming the argument, not torch's "not compiled with CUDA" from the launch fast path.
+"""``tsjit.ops.attention`` on CPU torch tensors (no GPU): a shape or head_dim mistake is named before the
+device (so it can be found on a machine without a GPU), a CPU tensor with ``out=`` is a LaunchError naming the
+argument, not torch's "not compiled with CUDA" from the launch fast path, and under ``TSJIT_INTERPRET=1`` the
+call runs on the CPU interpreter, checked against a float64 reference.
 
-A duck-typed torch stands in for PyTorch (CI has none); the last test repeats the checks with the real one
-where it is installed."""
+A duck-typed torch stands in for PyTorch for the messages (CI has none); the tests with the real one run where
+it is installed."""
 import sys
 import types
 
@@ -83,21 +84,56 @@ def test_a_bad_scale_or_out_is_named_before_the_device(fake_torch):
         message
 
 
-def test_well_formed_cpu_tensors_name_the_device(fake_torch):
+def test_well_formed_cpu_tensors_name_the_device(fake_torch, monkeypatch):
+    monkeypatch.delenv("TSJIT_INTERPRET", raising=False)      # (the CPU interpreter takes CPU tensors)
     q = FakeTensor((1, 128, 2, 64))
     message = _launch_error(q, q, q)
     assert "argument 'q' is on cpu" in message and "q.cuda()" in message, message
 
 
-def test_cpu_tensors_with_out_are_a_launch_error_not_a_stream_crash(fake_torch):
+def test_cpu_tensors_with_out_are_a_launch_error_not_a_stream_crash(fake_torch, monkeypatch):
+    monkeypatch.delenv("TSJIT_INTERPRET", raising=False)
     q = FakeTensor((1, 128, 2, 64))
     message = _launch_error(q, q, q, out=FakeTensor(q.shape))
     assert "argument 'q' is on cpu" in message, message
 
 
-def test_real_cpu_torch_tensors_get_the_same_messages():
+def test_real_cpu_torch_tensors_get_the_same_messages(monkeypatch):
     torch = pytest.importorskip("torch")
+    monkeypatch.delenv("TSJIT_INTERPRET", raising=False)
     q = torch.zeros(1, 128, 2, 64, dtype=torch.float16)
     q96 = torch.zeros(1, 128, 2, 96, dtype=torch.float16)
     assert "head_dim 96 is not supported" in _launch_error(q96, q96, q96)
     assert "argument 'q' is on cpu" in _launch_error(q, q, q, out=torch.zeros_like(q))
+
+
+def _reference(q, k, v, causal, torch):
+    """softmax(q k^T / sqrt(d)) v in float64 with the bottom-right causal mask; (batch, seqlen, heads, head_dim)."""
+    qd, kd, vd = (t.double().transpose(1, 2) for t in (q, k, v))
+    group = q.shape[2] // k.shape[2]
+    kd, vd = kd.repeat_interleave(group, 1), vd.repeat_interleave(group, 1)
+    scores = qd @ kd.transpose(-1, -2) / q.shape[-1] ** 0.5
+    rows, cols = scores.shape[-2:]
+    if causal:
+        seen = torch.arange(cols)[None] <= torch.arange(rows)[:, None] + (cols - rows)
+        scores = scores.masked_fill(~seen, float("-inf"))
+    return (scores.softmax(-1) @ vd).transpose(1, 2), torch.logsumexp(scores, -1)
+
+
+@pytest.mark.parametrize("dtype, head_dim, heads, kv_heads, causal", [
+    ("bfloat16", 64, 2, 2, False), ("float16", 128, 4, 2, True)])
+def test_attention_runs_on_the_cpu_interpreter_with_cpu_tensors(monkeypatch, dtype, head_dim, heads, kv_heads, causal):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv("TSJIT_INTERPRET", "1")
+    generator = torch.Generator().manual_seed(int.from_bytes(__import__("os").urandom(4), "little"))
+    dtype = getattr(torch, dtype)
+    q = torch.randn(1, 100, heads, head_dim, generator=generator).to(dtype)      # a partial Q tile
+    k, v = (torch.randn(1, 150, kv_heads, head_dim, generator=generator).to(dtype) for _ in range(2))
+    out = torch.full_like(q, float("nan"))
+    lse = torch.full((1, heads, 100), float("nan"))
+    tsjit.ops.attention(q, k, v, causal=causal, out=out, lse_out=lse)
+    expected, expected_lse = _reference(q, k, v, causal, torch)
+    rounding = (expected.to(dtype).double() - expected).abs().max().item()
+    error = (out.double() - expected).abs().max().item()
+    assert error <= 3 * max(rounding, 2.0 ** -10), (error, rounding)
+    assert (lse.double() - expected_lse).abs().max().item() < 2e-3

@@ -1,7 +1,8 @@
 """``tsjit.ops.attention``: FlashAttention-style forward attention on torch tensors (Hopper, sm_90a).
 
 It needs PyTorch: q, k, v (and out / lse_out) must be CUDA torch tensors (numpy arrays, tsjit
-``DeviceArray`` s and other GPU arrays are refused with a LaunchError; ``tsjit.ops.matmul`` takes those).
+``DeviceArray`` s and other GPU arrays are refused with a LaunchError; ``tsjit.ops.matmul`` takes those), or,
+under ``TSJIT_INTERPRET=1``, CPU torch tensors: the bf16 / fp16 forward then runs on the CPU interpreter.
 
 The kernel is the Task Scheduling program of :mod:`tsjit.examples.attention` (a TMA producer warp,
 two consumer warpgroups with wgmma and an online softmax, persistent tiles); float8_e4m3fn inputs with per-tensor
@@ -34,9 +35,12 @@ from tsjit.examples import attention_tiles as tiles
 from tsjit.examples.attention_config import default_kv_tiles
 from tsjit.runtime.tensormap import TensorMap
 
-__all__ = ["attention", "SUPPORTED_HEAD_DIMS"]
+__all__ = ["attention", "SUPPORTED_HEAD_DIMS", "INTERPRETER_SMS"]
 
 SUPPORTED_HEAD_DIMS = program.HEAD_DIMS
+#: the persistent grid's CTAs under the CPU interpreter (``TSJIT_INTERPRET=1``) when ``sms`` is not given: an
+#: H200's 132 multiprocessors, as ``tsjit.ops.matmul.explain`` assumes without a GPU
+INTERPRETER_SMS = 132
 
 
 
@@ -72,7 +76,7 @@ def _check_arguments(q, k, v, out, causal, scale, torch):
             raise LaunchError(f"argument 'out' must be a {q.dtype} tensor of shape {tuple(q.shape)}, "
                               f"got {out.dtype} {tuple(out.shape)}")
     for name, t in (("q", q), ("k", k), ("v", v), ("out", out)):   # the device last: the rest is checkable anywhere
-        if t is not None:
+        if t is not None and not env.interpret_requested():        # the CPU interpreter takes CPU tensors
             _check_cuda(name, t)
     if q.device != k.device or q.device != v.device or (out is not None and out.device != q.device):
         devices = ", ".join(str(t.device) for t in (q, k, v, out) if t is not None)
@@ -111,10 +115,11 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
 
     Args:
         q: (batch, seqlen_q, heads, head_dim) torch.bfloat16 or torch.float16 CUDA tensor (torch is
-            required; other array types are refused), last dimension contiguous, other strides multiples of
-            16 bytes (FlashAttention's layout; ``scaled_dot_product_attention``'s (batch, heads, seqlen,
-            head_dim) tensors are passed as ``q.transpose(1, 2)``, read in place); with ``cu_seqlens_q``, packed
-            (total_q, heads, head_dim).
+            required; other array types are refused; under ``TSJIT_INTERPRET=1`` a CPU tensor, run on the
+            CPU interpreter with ``sms`` defaulting to :data:`INTERPRETER_SMS`), last dimension contiguous,
+            other strides multiples of 16 bytes (FlashAttention's layout; ``scaled_dot_product_attention``'s
+            (batch, heads, seqlen, head_dim) tensors are passed as ``q.transpose(1, 2)``, read in place); with
+            ``cu_seqlens_q``, packed (total_q, heads, head_dim).
         k, v: (batch, seqlen_k, kv_heads, head_dim) (packed: (total_k, kv_heads, head_dim)), same dtype;
             ``kv_heads`` divides ``heads`` (GQA/MQA: query head ``h`` uses KV head ``h // (heads // kv_heads)``;
             K and V are not copied).
@@ -138,7 +143,8 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
             without a window whose tile options are all None, ``LONG_KV_CONFIG`` (causal) or
             ``LONG_KV_FULL_CONFIG`` with O staged in Q:
             ``tsjit.examples.attention_config.default_kv_tiles``).
-        sms: CTAs of the persistent grid (default: the device's multiprocessor count).
+        sms: CTAs of the persistent grid (default: the device's multiprocessor count; under the CPU
+            interpreter :data:`INTERPRETER_SMS`).
         overlap: software-pipeline each warpgroup's loop (the softmax of a KV tile runs while the previous
             tile's PV wgmma is in flight); False: one tile at a time (default per head_dim:
             ``tsjit.examples.attention.DEFAULT_OVERLAP``).
@@ -183,7 +189,8 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
         ``out``, or ``(out, lse)`` with ``return_lse``.
 
     Raises:
-        LaunchError: torch is not installed, or an argument is not a CUDA torch tensor; an unsupported head_dim
+        LaunchError: torch is not installed, or an argument is not a CUDA torch tensor (not checked under
+            ``TSJIT_INTERPRET=1``, except for fp8, which needs a GPU); an unsupported head_dim
             (64, 128 and 256 are supported) or dtype, a layout TMA cannot address, mismatched shapes/devices,
             bad cu_seqlens, window or scale, each naming the argument.
     """
@@ -290,8 +297,9 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
         if return_lse:
             lse.fill_(float("-inf"))
         return (result_out, lse) if return_lse else result_out
+    interpreted = env.interpret_requested()
     if sms is None:
-        sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+        sms = INTERPRETER_SMS if interpreted else torch.cuda.get_device_properties(q.device).multi_processor_count
     direct = varlen or head_dim == 256 or (program.DEFAULT_DIRECT_STORE[head_dim] if direct_store is None
                                            else direct_store)
     if direct_store is False and direct:
@@ -333,7 +341,7 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
     o_map = TensorMap(store, (1, 64, 1, program.BOX), swizzle="128B")
     out2d = store.as_strided((store.shape[0] * store.shape[1], heads * head_dim), (store.stride(1), 1)) if direct \
         else dummy["out"]
-    stream = torch.cuda.current_stream(q.device).cuda_stream
+    stream = None if interpreted else torch.cuda.current_stream(q.device).cuda_stream
     rest = (table if table is not None else dummy["table"], cu_seqlens_q if varlen else dummy["cu"],
             cu_seqlens_k if varlen else dummy["cu"], seqlen_q, seqlen_k, heads, heads // kv_heads,
             program.log2_scale(scale), 0 if left is None else left, 0 if right is None else right, head_dim, block_n,

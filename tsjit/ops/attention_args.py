@@ -2,6 +2,7 @@
 tensors TMA reads, the mask's window, and the device-side tile table and placeholder tensors (cached)."""
 from __future__ import annotations
 
+from tsjit import env
 from tsjit.errors import LaunchError
 from tsjit.lang.dtypes import BFloat16, Float8E4M3, Float16, Float32, Int32
 from tsjit.runtime.arrays import DeviceArray
@@ -64,7 +65,11 @@ def check_cuda(name: str, t) -> None:
     """Raise a LaunchError naming argument ``name`` unless the torch tensor ``t`` is on a CUDA device."""
     if not t.is_cuda:
         raise LaunchError(f"argument '{name}' is on {t.device}; tsjit.ops.attention needs CUDA tensors "
-                          f"(move it with {name}.cuda())")
+                          f"(move it with {name}.cuda())" + ("; under TSJIT_INTERPRET=1 the bf16 / fp16 forward takes "
+                                                             "CPU tensors, the fp8 one needs a GPU"
+                                                             if env.interpret_requested() else
+                                                             "; without a GPU, TSJIT_INTERPRET=1 runs the bf16 / fp16 "
+                                                             "forward on CPU tensors (the CPU interpreter)"))
 
 
 def window_bounds(window, causal):
