@@ -6,8 +6,19 @@ All libraries run on the same inputs in one process, timed in turns (CUDA events
 before each timed repetition, medians); the
 tsjit output is compared with cuDNN's (max abs difference) before timing.
 
-    PYTHONPATH=. python benchmarks/attention.py [--quick] [--shapes main|all] [--variants] [--sass]
-        [--shape B,H,H_kv,S,D,causal ...] [--variant NAME:key=value,... ...] [--hd256]
+    PYTHONPATH=. python benchmarks/attention.py [--quick] [--shapes main|all] [--rows 0-7,9] [--precompile N]
+        [--no-f64] [--variants] [--sass] [--shape B,H,H_kv,S,D,causal ...] [--variant NAME:key=value,... ...]
+        [--hd256]
+
+The default run times the full shape list of issue 16 (``FULL_SHAPES``: the issue's table, S = 1024, 2048 and
+16384 and GQA 32 / 8 at head_dim 128, head_dim 64 at S = 1024, 2048 and 16384, head_dim 256; causal and not);
+``--quick`` (or ``--shapes main``) the table alone (``MAIN_SHAPES``).  ``--rows`` keeps the rows of that list with
+these indices (to split a run over several jobs).  ``--precompile N`` first compiles the kernels the rows launch in N
+worker processes (into the disk cache), so the timed process loads them instead of compiling one after another.
+Two more columns compare errors: the max abs error against float64 (the reference softmax per row in float64,
+computed on the GPU) of ``tsjit`` and of the flash backend, on the same inputs; ``--no-f64`` leaves them out.
+triton's fused-attention tutorial kernel is a column where it is importable (``TRITON_FUSED_ATTENTION``: the path
+of the tutorial's ``06-fused-attention.py``; triton 3.x ships no such module), else the run says so.
 
 ``--fp8`` times the fp8 (e4m3, per-tensor scales) forward instead, against our bf16 forward and cuDNN on the
 dequantized inputs (``FP8_SHAPES``, or ``--shape``): ``fp8`` transposes V inside each call (the transpose kernel of
@@ -26,12 +37,18 @@ SASS instruction counts of the kernels.  ``--shape`` replaces the shape list (``
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import functools
+import importlib.util
+import multiprocessing
+import os
+import time
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import tsjit.ops
+from tsjit.examples.attention_config import default_kv_tiles
 from timing import interleaved_time_ms  # benchmarks/timing.py
 
 # (batch, heads, kv_heads, seqlen, head_dim, causal)
@@ -41,6 +58,11 @@ EXTRA_SHAPES = [(16, 16, 16, 1024, 128, False), (16, 16, 16, 1024, 128, True), (
                 (8, 16, 16, 2048, 128, True), (1, 16, 16, 16384, 128, False), (1, 16, 16, 16384, 128, True),
                 (4, 32, 8, 4096, 128, False), (4, 32, 8, 4096, 128, True), (4, 16, 16, 4096, 256, False),
                 (4, 16, 16, 4096, 256, True)]
+#: head_dim 64 at the other sequence lengths of the list (three consumer warpgroups, 192-row Q tiles)
+EXTRA_HD64_SHAPES = [(16, 32, 32, 1024, 64, False), (16, 32, 32, 1024, 64, True), (8, 32, 32, 2048, 64, False),
+                     (8, 32, 32, 2048, 64, True), (1, 32, 32, 16384, 64, False), (1, 32, 32, 16384, 64, True)]
+#: the default run: the issue's list
+FULL_SHAPES = MAIN_SHAPES + EXTRA_SHAPES + EXTRA_HD64_SHAPES
 #: ``--hd256``: head_dim 256 (80-key tiles, O stored from registers), causal and not
 HD256_SHAPES = [(4, 16, 16, 4096, 256, False), (4, 16, 16, 4096, 256, True), (2, 16, 16, 8192, 256, False),
                 (2, 16, 16, 8192, 256, True)]
@@ -99,7 +121,10 @@ def parse_shape(text):
     return (*dims, bool(causal))
 
 
-def bench_shape(batch, heads, kv_heads, seqlen, head_dim, causal, reps, variants=False):
+def bench_shape(batch, heads, kv_heads, seqlen, head_dim, causal, reps, variants=False, errors=None):
+    """TFLOP/s of tsjit (and its variants) and the SDPA backends (and triton's tutorial kernel, where importable),
+    timed in turns, and the max |tsjit - cuDNN| (checked < 0.05 first, outputs NaN-poisoned).  ``errors``: a dict
+    that receives the max abs errors against float64 of ``tsjit`` and ``flash`` (:func:`float64_errors`)."""
     q = torch.randn(batch, seqlen, heads, head_dim, device="cuda", dtype=torch.bfloat16)
     k = torch.randn(batch, seqlen, kv_heads, head_dim, device="cuda", dtype=torch.bfloat16)
     v = torch.randn(batch, seqlen, kv_heads, head_dim, device="cuda", dtype=torch.bfloat16)
@@ -114,6 +139,17 @@ def bench_shape(batch, heads, kv_heads, seqlen, head_dim, causal, reps, variants
         fn = sdpa_call(backend, q, k, v, causal)
         if fn is not None:
             fns[name] = fn
+    fn = triton_call(q, k, v, causal)
+    if fn is not None:
+        fns["triton"] = fn
+    if errors is not None:
+        out.fill_(float("nan"))
+        fns["tsjit"]()
+        outputs = {"tsjit": out.clone()}
+        if "flash" in fns:
+            outputs["flash"] = fns["flash"]().transpose(1, 2)
+        errors.update(float64_errors(q, k, v, causal, outputs))
+        del outputs
     diff = None
     if "cudnn" in fns:
         # every tsjit configuration is checked against cuDNN before timing (out poisoned before each launch);
@@ -127,9 +163,113 @@ def bench_shape(batch, heads, kv_heads, seqlen, head_dim, causal, reps, variants
                 raise SystemExit(f"{name} at {(batch, heads, kv_heads, seqlen, head_dim, causal)}: max |tsjit - "
                                  f"cuDNN| = {err}")
             diff = err if diff is None else max(diff, err)
+        del reference
     times = interleaved_time_ms(fns, reps=reps, prime=True)
     flops = 4 * batch * heads * seqlen * seqlen * head_dim * (0.5 if causal else 1.0)
     return {name: flops / (ms * 1e-3) / 1e12 for name, ms in times.items()}, diff
+
+
+def float64_errors(q, k, v, causal, outputs):
+    """Max abs error against float64 attention of each of ``outputs`` (name -> (B, S, H, D) tensor) for the
+    (B, S, H, D) / (B, S, H_kv, D) inputs ``q``, ``k``, ``v`` (scale 1/sqrt(D); causal: bottom-right aligned):
+    the scores, the softmax per row and P V in float64 on the GPU, per (batch, KV head) and block of query rows
+    (at most 2^27 scores, 1 GiB, at a time).  Returns {name: float}."""
+    batch, seqlen_q, heads, head_dim = q.shape
+    seqlen_k, kv_heads = k.shape[1], k.shape[2]
+    group = heads // kv_heads
+    rows = max(1, min(seqlen_q, (1 << 27) // (group * seqlen_k)))
+    scale = 1.0 / head_dim ** 0.5
+    worst = {name: torch.zeros((), dtype=torch.float64, device=q.device) for name in outputs}
+    cols = torch.arange(seqlen_k, device=q.device)
+    for b in range(batch):
+        for j in range(kv_heads):
+            kd, vd = k[b, :, j].double(), v[b, :, j].double()
+            heads_j = slice(j * group, (j + 1) * group)
+            for r0 in range(0, seqlen_q, rows):
+                r1 = min(seqlen_q, r0 + rows)
+                s = (q[b, r0:r1, heads_j].double().transpose(0, 1) @ kd.T) * scale      # (group, rows, keys)
+                if causal:
+                    last = torch.arange(r0, r1, device=q.device)[:, None] + (seqlen_k - seqlen_q)
+                    s.masked_fill_(cols[None, :] > last, float("-inf"))
+                o = torch.softmax(s, dim=-1) @ vd
+                del s
+                for name, t in outputs.items():
+                    err = (t[b, r0:r1, heads_j].double().transpose(0, 1) - o).abs().max()
+                    worst[name] = torch.maximum(worst[name], err)
+    return {name: value.item() for name, value in worst.items()}
+
+
+def triton_call(q, k, v, causal):
+    """triton's fused-attention tutorial kernel on (B, H, S, D) copies of the inputs, where importable: the
+    module at ``$TRITON_FUSED_ATTENTION`` (the tutorial's ``06-fused-attention.py``, whose ``attention`` is
+    ``_attention.apply``), else None (triton 3.x ships no fused-attention module: ``triton.ops`` is gone)."""
+    module = _triton_tutorial()
+    if module is None or k.shape[2] != q.shape[2]:
+        return None
+    qt, kt, vt = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+    scale = 1.0 / q.shape[-1] ** 0.5
+
+    def run():
+        return module.attention(qt, kt, vt, causal, scale)
+    try:
+        run()
+        torch.cuda.synchronize()
+    except Exception as err:  # noqa: BLE001 -- a tutorial kernel that cannot run a shape is left out of its row
+        print(f"triton tutorial kernel: {type(err).__name__}: {err}", flush=True)
+        return None
+    return run
+
+
+@functools.lru_cache(maxsize=1)
+def _triton_tutorial():
+    path = os.environ.get("TRITON_FUSED_ATTENTION")
+    if not path:
+        return None
+    spec = importlib.util.spec_from_file_location("triton_fused_attention", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def kernel_key(shape):
+    """What selects the default kernel of a shape (head_dim, mask, KV tiles): shapes with one key share it."""
+    _, _, _, seqlen, head_dim, causal = shape
+    return head_dim, causal, default_kv_tiles(head_dim, seqlen, True, causal)
+
+
+def _compile_one(shape):
+    """One precompile worker: the default call on a one-batch copy of ``shape`` (the kernel depends on neither
+    the batch nor the lengths, only on :func:`kernel_key`), which leaves its cubin in the disk cache."""
+    _, heads, kv_heads, seqlen, head_dim, causal = shape
+    q = torch.randn(1, seqlen, heads, head_dim, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(1, seqlen, kv_heads, head_dim, device="cuda", dtype=torch.bfloat16)
+    tsjit.ops.attention(q, k, k, causal=causal, out=torch.empty_like(q))
+    torch.cuda.synchronize()
+    return shape
+
+
+def precompile(shapes, workers):
+    """Compile the default kernels of ``shapes`` in ``workers`` spawned processes (one per :func:`kernel_key`);
+    returns the seconds it took.  The timed process then loads them from the disk cache."""
+    start = time.perf_counter()
+    unique = list({kernel_key(s): s for s in shapes}.values())
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, min(workers, len(unique))),
+                                                mp_context=context) as pool:
+        list(pool.map(_compile_one, unique))
+    return time.perf_counter() - start
+
+
+def parse_rows(text, count):
+    """``0-7,9`` -> the row indices [0, 1, ..., 7, 9] (each < count)."""
+    rows = []
+    for part in filter(None, text.split(",")):
+        first, _, last = part.partition("-")
+        rows.extend(range(int(first), int(last or first) + 1))
+    bad = [r for r in rows if not 0 <= r < count]
+    if bad:
+        raise SystemExit(f"--rows {text}: rows {bad} are outside the list's 0-{count - 1}")
+    return rows
 
 
 FP8_SHAPES = [(4, 16, 16, 4096, 128, False), (4, 16, 16, 4096, 128, True), (2, 16, 16, 8192, 128, False),
@@ -206,7 +346,14 @@ def print_sass():
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--shapes", choices=["main", "all"], default="main")
+    parser.add_argument("--shapes", choices=["main", "all"], default=None,
+                        help="main: the issue's table (MAIN_SHAPES); all (the default without --quick): FULL_SHAPES")
+    parser.add_argument("--rows", default=None, help="indices into the shape list, e.g. 0-7,9")
+    parser.add_argument("--precompile", type=int, default=0, metavar="N",
+                        help="compile the rows' default kernels in N worker processes first")
+    parser.add_argument("--no-f64", action="store_true", help="leave out the float64 error columns")
+    parser.add_argument("--budget", type=float, default=None, metavar="S",
+                        help="start no row after S seconds (the rest are listed as not run)")
     parser.add_argument("--variants", action="store_true")
     parser.add_argument("--sass", action="store_true")
     parser.add_argument("--shape", action="append", default=[])
@@ -214,6 +361,7 @@ def main():
     parser.add_argument("--fp8", action="store_true")
     parser.add_argument("--hd256", action="store_true", help="the head_dim-256 shapes (HD256_SHAPES)")
     args = parser.parse_args()
+    start = time.perf_counter()
     if args.fp8:            # --variant adds pre-transposed fp8 configurations
         fp8_table([parse_shape(t) for t in args.shape] or FP8_SHAPES, 5 if args.quick else 10,
                   dict(parse_variant(v) for v in args.variant))
@@ -224,22 +372,44 @@ def main():
         args.variants = True
     if args.sass:
         print_sass()
-    shapes = MAIN_SHAPES + (EXTRA_SHAPES if args.shapes == "all" else [])
+    shapes = MAIN_SHAPES if (args.shapes or ("main" if args.quick else "all")) == "main" else FULL_SHAPES
     if args.hd256:
         shapes = HD256_SHAPES
     if args.shape:
         shapes = [parse_shape(text) for text in args.shape]
+    if args.rows:
+        shapes = [shapes[r] for r in parse_rows(args.rows, len(shapes))]
+    if args.precompile:
+        print(f"precompiled {len({kernel_key(s) for s in shapes})} kernels in {precompile(shapes, args.precompile):.1f} s",
+              flush=True)
+    if not os.environ.get("TRITON_FUSED_ATTENTION"):
+        print("triton's fused-attention tutorial kernel: not importable (set TRITON_FUSED_ATTENTION to the path of "
+              "its 06-fused-attention.py)", flush=True)
     reps = 5 if args.quick else 10
-    columns = ["tsjit", "cudnn", "flash", "efficient"] + (list(TSJIT_VARIANTS) if args.variants else [])
-    print("| B, H, H_kv, S, D | causal | " + " | ".join(columns) + " | tsjit / cuDNN | max |tsjit - cuDNN| |")
-    print("|---|---|" + "---|" * (len(columns) + 2))
+    columns = ["tsjit", "cudnn", "flash", "efficient"] + (["triton"] if _triton_tutorial() else []) + \
+        (list(TSJIT_VARIANTS) if args.variants else [])
+    f64 = [] if args.no_f64 else ["max |tsjit - f64|", "max |flash - f64|", "tsjit / flash error"]
+    print("| B, H, H_kv, S, D | causal | " + " | ".join(columns) + " | tsjit / cuDNN | max |tsjit - cuDNN| | " +
+          "".join(f"{c} | " for c in f64))
+    print("|---|---|" + "---|" * (len(columns) + 2 + len(f64)))
     for shape in shapes:
-        tflops, diff = bench_shape(*shape, reps=reps, variants=args.variants)
+        b, h, hkv, s, d, causal = shape
+        if args.budget is not None and time.perf_counter() - start > args.budget:
+            print(f"| {b}, {h}, {hkv}, {s}, {d} | {causal} | not run (budget of {args.budget:.0f} s spent) |",
+                  flush=True)
+            continue
+        errors = None if args.no_f64 else {}
+        tflops, diff = bench_shape(*shape, reps=reps, variants=args.variants, errors=errors)
         cells = [f"{tflops[n]:.0f}" if n in tflops else "-" for n in columns]
         ratio = f"{tflops['tsjit'] / tflops['cudnn']:.3f}" if "cudnn" in tflops else "-"
-        b, h, hkv, s, d, causal = shape
+        extra = ""
+        if errors is not None:
+            flash = errors.get("flash")
+            extra = f"{errors['tsjit']:.3e} | " + (f"{flash:.3e} | {errors['tsjit'] / flash:.3f} | " if flash
+                                                   else "- | - | ")
         print(f"| {b}, {h}, {hkv}, {s}, {d} | {causal} | " + " | ".join(cells) +
-              f" | {ratio} | {diff if diff is None else f'{diff:.2e}'} |", flush=True)
+              f" | {ratio} | {diff if diff is None else f'{diff:.2e}'} | " + extra, flush=True)
+    print(f"total {time.perf_counter() - start:.1f} s", flush=True)
 
 
 if __name__ == "__main__":
