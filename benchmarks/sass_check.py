@@ -54,23 +54,35 @@ def main() -> None:
     sass_report(k.cubin)
 
 
-def sass_report(cubin: bytes) -> dict | None:
-    """Disassemble ``cubin`` and print (and return) the counts of the instructions that matter."""
+def disassemble(cubin: bytes) -> str | None:
+    """The SASS text of ``cubin`` (``cuobjdump --dump-sass``), or None where cuobjdump is not found."""
     tool = cuobjdump()
     if tool is None:
-        print("cuobjdump not found: SASS not inspected")
         return None
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "kernel.cubin")
         with open(path, "wb") as fh:
             fh.write(cubin)
-        sass = subprocess.run([tool, "--dump-sass", path], capture_output=True, text=True, check=True).stdout
-    counts = {name: len(re.findall(pattern, sass)) for name, pattern in (
+        return subprocess.run([tool, "--dump-sass", path], capture_output=True, text=True, check=True).stdout
+
+
+def sass_counts(sass: str) -> dict:
+    """The counts of the instructions that matter in the SASS text ``sass`` (name -> count)."""
+    return {name: len(re.findall(pattern, sass)) for name, pattern in (
         ("HGMMA", r"\bHGMMA\."), ("UTMALDG (TMA load)", r"\bUTMALDG"), ("UTMASTG (TMA store)", r"\bUTMASTG"),
         ("USETMAXREG (setmaxnreg)", r"\bUSETMAXREG"), ("STSM (stmatrix)", r"\bSTSM"),
         ("LDL/STL (local memory)", r"\b(LDL|STL)\b"), ("SYNCS (mbarrier)", r"\bSYNCS\."),
         ("WARPGROUP.ARRIVE (wgmma.fence)", r"\bWARPGROUP\.ARRIVE"),
         ("WARPGROUP.DEPBAR (wait_group)", r"\bWARPGROUP\.DEPBAR"), ("BAR (named barriers)", r"\bBAR\."))}
+
+
+def sass_report(cubin: bytes) -> dict | None:
+    """Disassemble ``cubin`` and print (and return) the counts of the instructions that matter."""
+    sass = disassemble(cubin)
+    if sass is None:
+        print("cuobjdump not found: SASS not inspected")
+        return None
+    counts = sass_counts(sass)
     for name, count in counts.items():
         print(f"  {name:<26} {count}")
     print("HGMMA lines:", *sorted(set(re.findall(r"HGMMA\.[\w.]+", sass)))[:4])

@@ -2,8 +2,9 @@
 configuration (head_dim 64/128/256, causal or not, sliding window, variable length, bf16/fp16, each consumer
 schedule) assembles with 0 spills; the PTX has the QK^T wgmma from shared memory, the PV wgmma with A from
 registers, 4-D TMA loads (and stores, where O is not stored from registers), setmaxnreg, ftz exp2 and (ping-pong)
-the named-barrier turns; where cuobjdump exists, the SASS keeps the softmax under the PV wgmma; the TaskManager
-verifies the program quickly; the ops module imports without torch.
+the named-barrier turns; where cuobjdump exists, the SASS has HGMMA, UTMALDG, USETMAXREG and no LDL/STL, and keeps
+the softmax under the PV wgmma; the TaskManager proves each configuration SAFE in under 2 s; the ops module imports
+without torch; ``tsjit.ops.attention`` has issue 16's signature.
 
 Cubins are assembled with ptxas (``TSJIT_ASSEMBLER=ptxas``), the assembler tsjit uses on the H200's image:
 nvJitLink 13.5 allocates fewer registers to the software-pipelined head_dim-128 loop and spills there."""
@@ -64,8 +65,20 @@ def config_id(config):
 
 
 @pytest.mark.parametrize("head_dim,causal,dtype,schedule,options", CONFIGS, ids=[config_id(c) for c in CONFIGS])
-def test_attention_compiles_without_spills(head_dim, causal, dtype, schedule, options):
-    kernel = compile_attention(head_dim, causal, dtype, schedule=schedule, **options)
+def test_attention_compiles_without_spills(monkeypatch, head_dim, causal, dtype, schedule, options):
+    """Each configuration: the TaskManager proves it SAFE in under 2 s (all checks, the exhaustive one included:
+    a fresh kernel object and the disk cache off, so the program is built again whatever compiled before), 0
+    spills, the PTX below and, where cuobjdump exists, the SASS: HGMMA, UTMALDG, USETMAXREG, UTMASTG exactly
+    where O is stored by TMA, no LDL/STL."""
+    managers = []
+    monkeypatch.setattr(attention, "MANAGER_OBSERVERS", [managers.append])
+    monkeypatch.setattr(attention, "attention_forward", tsjit.kernel(attention.attention_forward.fn))
+    kernels = []
+    durations = verification_seconds(monkeypatch, lambda: kernels.append(
+        compile_attention(head_dim, causal, dtype, schedule=schedule, **options)))
+    assert durations and max(durations) < 2.0, durations
+    assert managers and all(m.exhaustive_result.verdict == "SAFE" for m in managers)
+    kernel = kernels[0]
     meta = kernel.metadata
     assert kernel.cubin[:4] == b"\x7fELF"
     assert meta["spill_stores_bytes"] == 0 and meta["spill_loads_bytes"] == 0 and meta["stack_frame_bytes"] == 0
@@ -95,6 +108,24 @@ def test_attention_compiles_without_spills(head_dim, causal, dtype, schedule, op
     # conditional rescaling: a warp-uniform vote on whether the maxima move
     assert ("vote.sync.any.pred" in ptx) == (options.get("rescale_threshold", -1) >= 0)
     assert "ex2.approx.ftz.f32" in ptx and "ex2.approx.f32" not in ptx, "exp2 with flushed subnormals: one MUFU"
+    sass = disassemble(kernel.cubin)
+    if sass is not None:
+        assert not re.search(r"\b(LDL|STL)\b", sass), "local memory (spills) in the SASS"
+        assert len(re.findall(r"\bHGMMA\.64x\d+x16\.F32\b", sass)) >= len(qk) + len(pv)
+        assert re.search(r"\bUTMALDG\b", sass) and len(re.findall(r"\bUSETMAXREG\b", sass)) >= 2
+        assert bool(re.search(r"\bUTMASTG\b", sass)) != direct
+
+
+def disassemble(cubin):
+    """The SASS of ``cubin`` (``cuobjdump --dump-sass``), or None where cuobjdump is not found."""
+    tool = find_cuobjdump()
+    if tool is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "attention.cubin")
+        with open(path, "wb") as fh:
+            fh.write(cubin)
+        return subprocess.run([tool, "--dump-sass", path], capture_output=True, text=True, check=True).stdout
 
 
 def test_softmax_exp2_runs_under_the_pv_wgmma_in_sass():
@@ -104,12 +135,7 @@ def test_softmax_exp2_runs_under_the_pv_wgmma_in_sass():
     tool = find_cuobjdump()
     if tool is None:
         pytest.skip("cuobjdump not found (PATH, TSJIT_CUOBJDUMP, or pip install -e '.[test]', which installs it)")
-    kernel = compile_attention(128, False)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "attention.cubin")
-        with open(path, "wb") as fh:
-            fh.write(kernel.cubin)
-        sass = subprocess.run([tool, "--dump-sass", path], capture_output=True, text=True, check=True).stdout
+    sass = disassemble(compile_attention(128, False).cubin)
     assert not re.search(r"\b(LDL|STL)\b", sass)
     waits = [m.start() for m in re.finditer(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x1", sass)]
     assert waits, "the overlapped loop waits for S with one wgmma group still in flight"
@@ -151,6 +177,21 @@ def test_ops_module_imports_without_torch():
     from tsjit.ops.attention import SUPPORTED_HEAD_DIMS
     assert callable(tsjit.ops.attention) and tsjit.ops.attention.__doc__
     assert SUPPORTED_HEAD_DIMS == (64, 128, 256)
+
+
+def test_ops_attention_has_the_signature_of_issue_16():
+    """``tsjit.ops.attention(q, k, v, *, causal=False, scale=None, window=None, cu_seqlens_q=None, cu_seqlens_k=None,
+    max_seqlen_q=None, max_seqlen_k=None, return_lse=False, out=None)`` as issue 16 gives it, in that order; the
+    keyword-only options after these (``lse_out``, the tuning options, the fp8 scales) come later."""
+    import inspect
+    import tsjit.ops
+    params = list(inspect.signature(tsjit.ops.attention).parameters.values())
+    assert [(p.name, p.kind) for p in params[:3]] == [(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in "qkv"]
+    expected = dict(causal=False, scale=None, window=None, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None,
+                    max_seqlen_k=None, return_lse=False, out=None)
+    given = params[3:3 + len(expected)]
+    assert [(p.name, p.default) for p in given] == list(expected.items())
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params[3:])
 
 
 def test_attention_with_numpy_inputs_and_no_torch_is_a_launch_error_naming_q(monkeypatch):
