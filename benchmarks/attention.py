@@ -237,26 +237,35 @@ def kernel_key(shape):
     return head_dim, causal, default_kv_tiles(head_dim, seqlen, True, causal)
 
 
-def _compile_one(shape):
-    """One precompile worker: the default call on a one-batch copy of ``shape`` (the kernel depends on neither
-    the batch nor the lengths, only on :func:`kernel_key`), which leaves its cubin in the disk cache."""
+def _compile_one(shape, options=None):
+    """One precompile worker: the call of ``shape`` with ``options`` (default: none) on a one-batch copy of it (the
+    kernel depends on neither the batch nor the lengths, only on :func:`kernel_key` and the options), which leaves
+    its cubin in the disk cache; a configuration tsjit refuses is skipped (the timed process leaves it out too)."""
     _, heads, kv_heads, seqlen, head_dim, causal = shape
     q = torch.randn(1, seqlen, heads, head_dim, device="cuda", dtype=torch.bfloat16)
     k = torch.randn(1, seqlen, kv_heads, head_dim, device="cuda", dtype=torch.bfloat16)
-    tsjit.ops.attention(q, k, k, causal=causal, out=torch.empty_like(q))
+    try:
+        tsjit.ops.attention(q, k, k, causal=causal, out=torch.empty_like(q), **(options or {}))
+    except tsjit.TsjitError:
+        pass
     torch.cuda.synchronize()
     return shape
 
 
-def precompile(shapes, workers):
-    """Compile the default kernels of ``shapes`` in ``workers`` spawned processes (one per :func:`kernel_key`);
-    returns the seconds it took.  The timed process then loads them from the disk cache."""
+def precompile(cases, workers):
+    """Compile the kernels of ``cases`` ((shape, variants) pairs; variants: name -> options of tsjit.ops.attention,
+    or None): each shape's default (one per :func:`kernel_key`) and its variants, in ``workers`` spawned
+    processes; returns the seconds it took.  The timed process then loads them from the disk cache."""
     start = time.perf_counter()
-    unique = list({kernel_key(s): s for s in shapes}.values())
+    jobs = {}
+    for shape, variants in cases:
+        jobs[kernel_key(shape)] = (shape, None)
+        for options in (variants or {}).values():
+            jobs[(kernel_key(shape), repr(sorted(options.items())))] = (shape, options)
     context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, min(workers, len(unique))),
+    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, min(workers, len(jobs))),
                                                 mp_context=context) as pool:
-        list(pool.map(_compile_one, unique))
+        list(pool.map(_compile_one, *zip(*jobs.values())))
     return time.perf_counter() - start
 
 
@@ -380,8 +389,8 @@ def main():
     if args.rows:
         shapes = [shapes[r] for r in parse_rows(args.rows, len(shapes))]
     if args.precompile:
-        print(f"precompiled {len({kernel_key(s) for s in shapes})} kernels in {precompile(shapes, args.precompile):.1f} s",
-              flush=True)
+        seconds = precompile([(s, TSJIT_VARIANTS if args.variants else None) for s in shapes], args.precompile)
+        print(f"precompiled the rows' kernels in {seconds:.1f} s", flush=True)
     if not os.environ.get("TRITON_FUSED_ATTENTION"):
         print("triton's fused-attention tutorial kernel: not importable (set TRITON_FUSED_ATTENTION to the path of "
               "its 06-fused-attention.py)", flush=True)
