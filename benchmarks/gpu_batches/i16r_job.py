@@ -4,7 +4,10 @@ against cuDNN (< 0.05) with its output NaN-poisoned first, interleaved CUDA-even
 primed), every kernel compiled first in worker processes (``--precompile``), under a time budget.
 
     PYTHONPATH=. python benchmarks/gpu_batches/i16r_job.py [--reps N] [--budget S] [--precompile N]
-        --case "B,H,H_kv,S,D,causal[;NAME:key=value,...;...]" ...
+        [--errors] --case "B,H,H_kv,S,D,causal[;NAME:key=value,...;...]" ...
+
+``--errors`` adds the flash backend and the max abs errors against float64 of tsjit and flash on the same inputs
+(fresh random inputs per case: a repeated case is another seed).
 """
 import argparse
 import os
@@ -24,9 +27,12 @@ def main():
     parser.add_argument("--budget", type=float, default=33.0)
     parser.add_argument("--precompile", type=int, default=8)
     parser.add_argument("--case", action="append", default=[])
+    parser.add_argument("--errors", action="store_true", help="also the max abs errors vs float64 of tsjit and flash")
     args = parser.parse_args()
     bench.BACKENDS.clear()
     bench.BACKENDS["cudnn"] = bench.SDPBackend.CUDNN_ATTENTION
+    if args.errors:
+        bench.BACKENDS["flash"] = bench.SDPBackend.FLASH_ATTENTION
     cases = []
     for case in args.case:
         shape_text, *variants = case.split(";")
@@ -43,11 +49,17 @@ def main():
         bench.TSJIT_VARIANTS.clear()
         bench.TSJIT_VARIANTS.update(variants)
         t = time.time()
-        tf, diff = bench.bench_shape(*shape, reps=args.reps, variants=True)
+        errors = {} if args.errors else None
+        tf, diff = bench.bench_shape(*shape, reps=args.reps, variants=True, errors=errors)
         others = [n for n in tf if n not in ("tsjit", "cudnn")]
+        if errors:
+            cells_err = f"max |tsjit - f64| {errors['tsjit']:.3e}, flash {errors['flash']:.3e}, ratio " \
+                        f"{errors['tsjit'] / errors['flash']:.3f} | "
+        else:
+            cells_err = ""
         cells = " | ".join(f"{n} {tf[n]:.0f} ({tf[n] / tf['cudnn']:.3f})" for n in others)
         print(f"| {shape} | tsjit {tf['tsjit']:.0f} | cudnn {tf['cudnn']:.0f} | {tf['tsjit'] / tf['cudnn']:.3f} | "
-              f"{cells} | {diff:.2e} | {time.time() - t:.1f} s |", flush=True)
+              f"{cells} | {diff:.2e} | {cells_err}{time.time() - t:.1f} s |", flush=True)
     print(f"total {time.time() - T0:.1f} s", flush=True)
 
 
