@@ -398,9 +398,9 @@ def main():
     columns = ["tsjit", "cudnn", "flash", "efficient"] + (["triton"] if _triton_tutorial() else []) + \
         (list(TSJIT_VARIANTS) if args.variants else [])
     f64 = [] if args.no_f64 else ["max |tsjit - f64|", "max |flash - f64|", "tsjit / flash error"]
-    print("| B, H, H_kv, S, D | causal | " + " | ".join(columns) + " | tsjit / cuDNN | max |tsjit - cuDNN| | " +
-          "".join(f"{c} | " for c in f64))
-    print("|---|---|" + "---|" * (len(columns) + 2 + len(f64)))
+    header = columns + ["tsjit / cuDNN", "max |tsjit - cuDNN|"] + f64
+    print("| B, H, H_kv, S, D | causal | " + " | ".join(header) + " |")
+    print("|---|---|" + "---|" * len(header))
     for shape in shapes:
         b, h, hkv, s, d, causal = shape
         if args.budget is not None and time.perf_counter() - start > args.budget:
@@ -410,14 +410,13 @@ def main():
         errors = None if args.no_f64 else {}
         tflops, diff = bench_shape(*shape, reps=reps, variants=args.variants, errors=errors)
         cells = [f"{tflops[n]:.0f}" if n in tflops else "-" for n in columns]
-        ratio = f"{tflops['tsjit'] / tflops['cudnn']:.3f}" if "cudnn" in tflops else "-"
-        extra = ""
+        cells.append(f"{tflops['tsjit'] / tflops['cudnn']:.3f}" if "cudnn" in tflops else "-")
+        cells.append("-" if diff is None else f"{diff:.2e}")
         if errors is not None:
             flash = errors.get("flash")
-            extra = f"{errors['tsjit']:.3e} | " + (f"{flash:.3e} | {errors['tsjit'] / flash:.3f} | " if flash
-                                                   else "- | - | ")
-        print(f"| {b}, {h}, {hkv}, {s}, {d} | {causal} | " + " | ".join(cells) +
-              f" | {ratio} | {diff if diff is None else f'{diff:.2e}'} | " + extra, flush=True)
+            cells += [f"{errors['tsjit']:.3e}"] + ([f"{flash:.3e}", f"{errors['tsjit'] / flash:.3f}"] if flash
+                                                   else ["-", "-"])
+        print(f"| {b}, {h}, {hkv}, {s}, {d} | {causal} | " + " | ".join(cells) + " |", flush=True)
     print(f"total {time.perf_counter() - start:.1f} s", flush=True)
 
 
