@@ -53,7 +53,8 @@ import tsjit
 from tsjit import env
 from tsjit.errors import LaunchError, did_you_mean
 from tsjit.ops import autotune
-from tsjit.ops.matmul_checks import INPUT_DTYPES, OUTPUT_DTYPES, output_dtype  # noqa: F401 (re-exported)
+from tsjit.ops.matmul_checks import (INPUT_DTYPES, OUTPUT_DTYPES, check_out_is_not_an_input,  # noqa: F401
+                                     output_dtype)  # (INPUT_DTYPES, OUTPUT_DTYPES re-exported)
 from tsjit.ops.matmul_plan import Plan
 from tsjit.ops.operands import TORCH_TYPES, Operand, operand, scale_operand, stream_handle
 from tsjit.runtime import driver, streams
@@ -212,6 +213,8 @@ def _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a
     V = None if bias is None else operand(bias, "bias", (1, 2), plan_only, name)
     kind_a, SA, factor_a = scale_operand(scale_a, "scale_a", A.shape[1], "row", plan_only, name)
     kind_b, SB, factor_b = scale_operand(scale_b, "scale_b", B.shape[2], "col", plan_only, name)
+    if O is not None and not plan_only:
+        check_out_is_not_an_input(name, O, ((A, "a"), (B, "b"), (V, "bias"), (SA, "scale_a"), (SB, "scale_b")))
     alpha = alpha * factor_a * factor_b
     out_dtype = output_dtype(out_dtype, name)
     key = (_signature(A), _signature(B), _signature(O), _signature(V), _signature(R), activation, alpha != 1.0,

@@ -84,6 +84,21 @@ def check_matrix(op: Operand | None, name: str, batch: int, M: int, N: int, dtyp
                           f"expected one of {list(dtypes)}")
 
 
+def check_out_is_not_an_input(name: str, out: Operand, inputs) -> None:
+    """Refuse an ``out`` that starts at the address of an input (``matmul(a, b, out=a)``): its tiles would be read
+    after other tiles overwrote them, a silently wrong result.  ``inputs``: ``(Operand or None, argument name)``
+    pairs.  (``residual`` may be ``out``: each element is read before it is written.)
+
+    Raises:
+        LaunchError: naming the argument ``out`` shares memory with.
+    """
+    for op, arg in inputs:
+        if op is not None and op.ptr == out.ptr:
+            raise LaunchError(f"tsjit.ops.{name}: argument 'out' is the memory of argument '{arg}' (both start at "
+                              f"{out.ptr:#x}); the product would read {arg} after overwriting parts of it. Pass a "
+                              f"separate out (or none: a new array is returned)")
+
+
 def check_arguments(A: Operand, B: Operand, out: Operand | None, bias: Operand | None, residual: Operand | None,
                     activation, beta: float, out_dtype, batched: bool, scales=("none", "none")):
     """``(batch, M, N, K, output dtype, bias axis)`` of a call whose operands are ``A`` (batch, M, K) and ``B``
