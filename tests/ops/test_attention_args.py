@@ -5,6 +5,7 @@ call runs on the CPU interpreter, checked against a float64 reference.
 
 A duck-typed torch stands in for PyTorch for the messages (CI has none); the tests with the real one run where
 it is installed."""
+import itertools
 import sys
 import types
 
@@ -16,8 +17,11 @@ import tsjit
 class FakeTensor:
     """A contiguous torch tensor as the argument checks read it (shape, dtype, strides, device)."""
 
+    _addresses = itertools.count(1)
+
     def __init__(self, shape, dtype="float16", device="cpu"):
         self.shape, self.dtype, self.device = tuple(shape), dtype, device
+        self._ptr = next(self._addresses) << 20
         self.is_cuda = device.startswith("cuda")
         strides, step = [], 1
         for extent in reversed(self.shape):
@@ -35,7 +39,7 @@ class FakeTensor:
         return 2
 
     def data_ptr(self):
-        return 1 << 20
+        return self._ptr
 
 
 def _cpu_only_stream(device):
@@ -82,6 +86,13 @@ def test_a_bad_scale_or_out_is_named_before_the_device(fake_torch):
     message = _launch_error(q, q, q, out=FakeTensor((1, 128, 2, 32)))
     assert "argument 'out' must be a float16 tensor of shape (1, 128, 2, 64), got float16 (1, 128, 2, 32)" in message, \
         message
+
+
+@pytest.mark.parametrize("aliased", ["k", "v"])
+def test_out_that_is_k_or_v_is_refused_naming_it(fake_torch, aliased):
+    q, k, v = (FakeTensor((1, 128, 2, 64)) for _ in range(3))
+    message = _launch_error(q, k, v, out=k if aliased == "k" else v)
+    assert f"argument 'out' is the memory of argument '{aliased}'" in message, message
 
 
 def test_well_formed_cpu_tensors_name_the_device(fake_torch, monkeypatch):
