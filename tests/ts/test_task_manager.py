@@ -474,6 +474,9 @@ def test_setup_and_run_delegate_to_lowering(monkeypatch):
     assert calls == [("setup", m), ("run", m, "smem")]
     with pytest.raises(RuntimeError, match="already called"):
         m.setup_resources_and_tasks()
+    with pytest.raises(RuntimeError, match=r"TaskManager.run\(\) was already called; call it once per kernel"):
+        m.run()                                      # a second emission would restart the phases: a hang
+    assert calls == [("setup", m), ("run", m, "smem")]
 
 
 def test_importing_the_model_loads_no_check_module():

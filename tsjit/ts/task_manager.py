@@ -443,6 +443,10 @@ class TaskManager:
                                   "manager.setup_resources_and_tasks() first (it initialises the "
                                   "barriers, fences the init and synchronises the CTA itself), then "
                                   "manager.run().")
+        if self._ran:   # a second emission restarts every stage and phase at 0 while the barriers go on: a hang
+            raise UsageStateError("TaskManager.run() was already called; call it once per kernel (each task's "
+                                  "domain_loop repeats its steps: give it more iterations, or build one program "
+                                  "whose tasks do all the work).")
         from tsjit.ts import lowering  # lazily: as in setup_resources_and_tasks
         self._ran = True
         return lowering.run(self, self._lowered)
