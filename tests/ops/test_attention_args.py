@@ -148,3 +148,10 @@ def test_attention_runs_on_the_cpu_interpreter_with_cpu_tensors(monkeypatch, dty
     error = (out.double() - expected).abs().max().item()
     assert error <= 3 * max(rounding, 2.0 ** -10), (error, rounding)
     assert (lse.double() - expected_lse).abs().max().item() < 2e-3
+
+
+def test_a_numpy_array_points_at_torch_and_the_interpreter(fake_torch):
+    import numpy as np
+    q = np.zeros((1, 128, 2, 64), np.float16)
+    message = _launch_error(q, q, q)
+    assert "argument 'q' must be a torch tensor" in message and "TSJIT_INTERPRET=1" in message, message

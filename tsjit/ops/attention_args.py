@@ -38,7 +38,8 @@ def check_tensor(name: str, t, torch, dtypes=("bfloat16", "float16"),
     """
     if not isinstance(t, torch.Tensor):
         raise LaunchError(f"tsjit.ops.attention: argument '{name}' must be a torch tensor on a CUDA device, "
-                          f"got {type(t).__name__}; attention takes CUDA torch tensors only")
+                          f"got {type(t).__name__}; attention takes torch tensors only: CUDA ones, or CPU ones "
+                          f"under TSJIT_INTERPRET=1 (torch.from_numpy(x) wraps a numpy array)")
     if t.dim() != 4:
         raise LaunchError(f"argument '{name}' must have 4 dimensions {layout} as in "
                           f"FlashAttention, got shape {tuple(t.shape)}")
