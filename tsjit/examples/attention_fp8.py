@@ -95,9 +95,17 @@ def default_rescale_threshold(head_dim: int, masked: bool) -> float:
     return (CAUSAL_RESCALE_THRESHOLD if masked else DEFAULT_RESCALE_THRESHOLD)[head_dim]
 
 
-def default_exp2_polynomial(head_dim: int, masked: bool) -> int:
+#: of every 16 exponentials, how many the launch with stale row maxima (``STALE_MAXIMA``) computes on the FMA pipe,
+#: per head_dim (H200, 2026-12-03, BENCHMARKS.md: 4 is 1.4% / 2.2% faster than 3 at (4, 16, 4096) / (2, 16, 8192))
+STALE_EXP2_POLYNOMIAL = {128: 4}
+
+
+def default_exp2_polynomial(head_dim: int, masked: bool, stale: bool = False) -> int:
     """The ``EXP2_POLYNOMIAL`` the fp8 forward launches by default for ``head_dim``, with ``masked`` a causal mask or a
-    sliding window (measured unmasked only, so a mask takes :data:`CAUSAL_EXP2_POLYNOMIAL`)."""
+    sliding window (measured unmasked only, so a mask takes :data:`CAUSAL_EXP2_POLYNOMIAL`); ``stale``: with
+    ``STALE_MAXIMA`` (:data:`STALE_EXP2_POLYNOMIAL`)."""
+    if stale and head_dim in STALE_EXP2_POLYNOMIAL:
+        return STALE_EXP2_POLYNOMIAL[head_dim]
     return (CAUSAL_EXP2_POLYNOMIAL if masked else DEFAULT_EXP2_POLYNOMIAL)[head_dim]
 
 
@@ -600,8 +608,10 @@ def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, sto
     block_n, stages = block_n or default_n, stages or default_stages
     table = (causal or window or varlen) if table is None else table
     direct_store = (varlen or head_dim == 256) if direct_store is None else direct_store
+    if stale_maxima is None:
+        stale_maxima = not tiles_given and default_stale_maxima(head_dim, mma_row_sums, causal or window)
     if exp2_polynomial is None:
-        exp2_polynomial = default_exp2_polynomial(head_dim, causal or window)
+        exp2_polynomial = default_exp2_polynomial(head_dim, causal or window, stale_maxima)
     fp8 = tsjit.Float8E4M3
     width = min(128, head_dim)
     q = tsjit.tensormap_spec(fp8, (1, 128, 1, width), swizzle=f"{width}B")
@@ -622,8 +632,7 @@ def compile_config(head_dim=128, causal=False, *, block_n=None, stages=None, sto
                          default_exp2_degree(head_dim, causal or window, mma_row_sums) if exp2_degree is None
                          else exp2_degree,
                          int(ordering), max_chains, mma_row_sums if moved_descriptors is None else moved_descriptors,
-                         fused_exp2, not tiles_given and default_stale_maxima(head_dim, mma_row_sums, causal or window)
-                         if stale_maxima is None else stale_maxima)
+                         fused_exp2, stale_maxima)
 
 
 __all__ = ["attention_forward_fp8", "compile_config", "transposed_v", "pack_probabilities_fp8", "KTilesFp8",
@@ -634,4 +643,5 @@ __all__ = ["attention_forward_fp8", "compile_config", "transposed_v", "pack_prob
            "CAUSAL_RESCALE_THRESHOLD", "default_rescale_threshold", "AttentionOutputFp8", "sign_bits",
            "ONES_ROWS", "ONES_E4M3X4", "DEFAULT_MMA_ROW_SUMS", "CAUSAL_MMA_ROW_SUMS", "EXP2_DEGREE",
            "ROW_SUMS_EXP2_DEGREE", "ROW_SUMS_CONFIG", "CAUSAL_ROW_SUMS_CONFIG", "default_mma_row_sums", "default_exp2_degree",
-           "score_geometry", "packed_sign_bits", "ROW_SUMS_STALE_MAXIMA", "CAUSAL_ROW_SUMS_STALE_MAXIMA", "default_stale_maxima", "STALE_SOFTMAX"]
+           "score_geometry", "packed_sign_bits", "ROW_SUMS_STALE_MAXIMA", "CAUSAL_ROW_SUMS_STALE_MAXIMA",
+           "default_stale_maxima", "STALE_SOFTMAX", "STALE_EXP2_POLYNOMIAL"]

@@ -185,5 +185,6 @@ def online_softmax_fp8(s, stats, scale_log2, threshold=None, polynomial=0, *, ro
 
 
 __all__ = ["bitcast", "exp2_fma", "online_softmax_fp8", "integral", "FusedExp2", "exponentials", "integral_maxima",
-           "without_empty", "overflow_bits", "or_tree", "OVERFLOW_ADD", "OVERFLOW_CODE", "EXP2_QUADRATIC", "EXP2_FMA_MIN",
+           "without_empty", "overflow_bits", "or_tree", "OVERFLOW_ADD", "OVERFLOW_CODE", "EXP2_QUADRATIC",
+           "EXP2_FMA_MIN",
            "EXP2_FUSED_MIN", "EXP2_DEGREES"]

@@ -260,12 +260,12 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
         raise LaunchError(f"argument 'q_stages' must be 1 or 2, got {q_stages!r}")
     pingpong = True if pingpong is None else bool(pingpong)
     if exp2_polynomial is None:
-        exp2_polynomial = program.default_exp2_polynomial(head_dim, left is not None or right is not None)
+        exp2_polynomial = program.default_exp2_polynomial(head_dim, masked, bool(stale_maxima))
     if isinstance(exp2_polynomial, bool) or not isinstance(exp2_polynomial, int) or not 0 <= exp2_polynomial <= 16:
         raise LaunchError(f"argument 'exp2_polynomial' must be an int in [0, 16] (exponentials of every 16 computed "
                           f"on the FMA pipe), got {exp2_polynomial!r}")
     if rescale_threshold is None:
-        rescale_threshold = program.default_rescale_threshold(head_dim, left is not None or right is not None)
+        rescale_threshold = program.default_rescale_threshold(head_dim, masked)
     rescale_threshold = check_rescale_threshold(rescale_threshold)
     exp2_degree = program.default_exp2_degree(head_dim, masked, mma_row_sums) if exp2_degree is None else exp2_degree
     if exp2_degree not in EXP2_DEGREES:
@@ -331,7 +331,8 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
                0 if left is None else left, 0 if right is None else right, head_dim, block_n, stages,
                right is not None, return_lse, pingpong, q_stages, left is not None, table is not None, direct,
                exp2_polynomial, varlen, rescale_threshold, mma_row_sums, exp2_degree, int(ordering),
-               int(max_chains), mma_row_sums if moved_descriptors is None else bool(moved_descriptors), bool(fused_exp2), bool(stale_maxima))
+               int(max_chains), mma_row_sums if moved_descriptors is None else bool(moved_descriptors),
+               bool(fused_exp2), bool(stale_maxima))
     if fast_key is not None and store is out:
         # a packed launch over non-owning views (it keeps no user tensor alive): a later call with the same tensors'
         # metadata, addresses, options and stream is one driver call (two with the V transpose)
