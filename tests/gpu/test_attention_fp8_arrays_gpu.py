@@ -255,7 +255,8 @@ def test_attention_fp8_fused_exp2_rows_without_keys():
           store_lse=False)
 
 
-@pytest.mark.parametrize("causal,block_n,polynomial", [(False, 160, 3), (True, 128, 0), (False, 160, 16)])
+@pytest.mark.parametrize("causal,block_n,polynomial", [(False, 160, 3), (True, 128, 0), (False, 160, 16),
+                                                        (True, 160, 4)])
 def test_attention_fp8_stale_maxima_match_float64(causal, block_n, polynomial):
     """``STALE_MAXIMA`` (no LSE): P against the stale integral row maxima, packed, and only where some P reaches 2**8
     (or a row has no maximum yet) the warp moves to the tile's maxima and computes P again; the keys of the last KV
