@@ -61,7 +61,22 @@ def variants(M, N, K):
     return out
 
 
-def shapes(only):
+#: --final: the landed heuristic against main's configuration (no policies) and the one-read rule (policies only on
+#: an operand the grid reads once), and a 128-CTA 64 x 32 tiling of the 64-wide product
+FINAL = [(128, 4096, 4096), (256, 4096, 4096), (256, 14336, 4096), (256, 4096, 14336), (256, 28672, 4096),
+         (64, 4096, 4096), (16, 4096, 4096), (1, 4096, 4096), (128, 28672, 4096), (64, 14336, 4096)]
+
+
+def final_variants(M, N, K):
+    out = [("heuristic", None), ("main: no hints", ("hint", "", "")), ("one-read rule", ("once",))]
+    if M == 64:
+        out.append(("64x32 S1 Xfirst", (64, 32, 1, None, FIRST, "")))
+    return out
+
+
+def shapes(only, final=False):
+    if final and not only:
+        return FINAL
     if only:
         return [tuple(int(v) for v in item.split("x")) for item in only.split(",") if item]
     return [(m, n, k) for n, k in NK for m in MS]
@@ -71,6 +86,14 @@ def maker(spec):
     """The ``make(problem)`` for force_with, or None for the heuristic."""
     if spec is None:
         return None
+    if spec[0] == "once":
+        def make(problem):
+            config, _ = ORIGINAL_CHOOSE(problem)
+            x_reads = configs.ceil_div(problem.Q, config.block_n)
+            y_reads = configs.ceil_div(problem.P, config.block_m)
+            return dataclasses.replace(config, x_policy=config.x_policy if x_reads == 1 else "",
+                                       y_policy=config.y_policy if y_reads == 1 else "")
+        return make
     if spec[0] == "hint":
         def make(problem, spec=spec):
             config, _ = ORIGINAL_CHOOSE(problem)
@@ -98,7 +121,8 @@ def operands(M, N, K):
 
 def warm(args, index):
     """Worker: compile (run once) this worker's share of every (shape, variant)."""
-    jobs = [(shape, spec) for shape in shapes(args.only) for _, spec in variants(*shape)]
+    table = final_variants if args.final else variants
+    jobs = [(shape, spec) for shape in shapes(args.only, args.final) for _, spec in table(*shape)]
     for (M, N, K), spec in jobs[index::args.workers]:
         a, b = operands(M, N, K)
         force_with(maker(spec))
@@ -139,6 +163,7 @@ def main() -> None:
     parser.add_argument("--worker-index", type=int, default=-1, help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=float, default=30.0, help="stop after the shape running at this time")
     parser.add_argument("--no-roof", action="store_true")
+    parser.add_argument("--final", action="store_true", help="the FINAL shapes and final_variants (no roofs)")
     args = parser.parse_args()
     if args.worker_index >= 0:
         warm(args, args.worker_index)
@@ -146,7 +171,8 @@ def main() -> None:
     began = time.perf_counter()
     if args.workers:
         procs = [subprocess.Popen([sys.executable, __file__, "--worker-index", str(i), "--workers", str(args.workers),
-                                   "--only", args.only]) for i in range(args.workers)]
+                                   "--only", args.only] + (["--final"] if args.final else []))
+                 for i in range(args.workers)]
         for p in procs:
             p.wait()
         print(f"workers done at {time.perf_counter() - began:.1f} s", flush=True)
@@ -166,9 +192,12 @@ def main() -> None:
         torch.cuda.synchronize()
         samples = {(label, f): [] for label in fns for f in flushes}
         events = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
-        for _ in range(args.reps):
+        names = list(fns)
+        for rep in range(args.reps):
+            order = names[rep % len(names):] + names[:rep % len(names)]       # rotated: no row is always first
             for f, do_flush in flushes.items():
-                for label, fn in fns.items():
+                for label in order:
+                    fn = fns[label]
                     do_flush()
                     events[0].record()
                     fn()
@@ -181,12 +210,12 @@ def main() -> None:
     print("\n| M x N x K | variant | config | rel. err | zero flush us | cuBLAS/x | read flush us | cuBLAS/x | "
           "B TB/s (zero / read) |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for (M, N, K) in shapes(args.only):
+    for (M, N, K) in shapes(args.only, args.final):
         a, b = operands(M, N, K)
         b_bytes = N * K * 2
         ref = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
         fns = {"cuBLAS": lambda: torch.matmul(a, b, out=ref)}
-        if (N, K) not in done_roofs and not args.no_roof:
+        if (N, K) not in done_roofs and not (args.no_roof or args.final):
             done_roofs.add((N, K))
             bt = b.t()                                            # (N, K) contiguous: the weight itself
             copy = torch.empty_like(bt)
@@ -209,7 +238,7 @@ def main() -> None:
                     except Exception as exc:
                         print(f"| {N}x{K} | triton read {policy} | FAILED {type(exc).__name__}: {str(exc)[:150]} |")
         labels, outputs = {}, []            # outputs: every bound launch's D stays allocated while it is timed
-        for label, spec in variants(M, N, K):
+        for label, spec in (final_variants if args.final else variants)(M, N, K):
             try:
                 force_with(maker(spec))
                 out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
