@@ -32,6 +32,7 @@ from gemm_configs_probe import force_with              # clears the plan and lau
 from gemm_session_probe import sampled_error
 
 mm = sys.modules["tsjit.ops.matmul"]
+plan_module = sys.modules["tsjit.ops.matmul_plan"]
 
 NK = [(4096, 4096), (28672, 4096), (4096, 14336), (14336, 4096)]
 MS = [64, 16, 1, 128]
@@ -71,6 +72,8 @@ def final_variants(M, N, K):
     out = [("heuristic", None), ("main: no hints", ("hint", "", "")), ("one-read rule", ("once",))]
     if M == 64:
         out.append(("64x32 S1 Xfirst", (64, 32, 1, None, FIRST, "")))
+    if (N, K) == (4096, 4096) and M <= 64 or (M, N) == (64, 28672):
+        out.append(("heuristic, 256B L2 promotion", ("promo", "256B")))
     return out
 
 
@@ -85,6 +88,8 @@ def shapes(only, final=False):
 def maker(spec):
     """The ``make(problem)`` for force_with, or None for the heuristic."""
     if spec is None:
+        return None
+    if spec[0] == "promo":       # the heuristic; main() sets the operands' TensorMap L2 promotion while it binds
         return None
     if spec[0] == "once":
         def make(problem):
@@ -241,9 +246,11 @@ def main() -> None:
         for label, spec in (final_variants if args.final else variants)(M, N, K):
             try:
                 force_with(maker(spec))
+                plan_module.OPERAND_L2_PROMOTION = spec[1] if spec is not None and spec[0] == "promo" else "none"
                 out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
                 tsjit.ops.matmul(a, b, out=out)
                 torch.cuda.synchronize()
+                plan_module.OPERAND_L2_PROMOTION = "none"
             except Exception as exc:
                 print(f"| {M}x{N}x{K} | {label} | FAILED: {type(exc).__name__}: {str(exc)[:160]} | | | | | | |",
                       flush=True)
