@@ -68,6 +68,16 @@ FINAL = [(128, 4096, 4096), (256, 4096, 4096), (256, 14336, 4096), (256, 4096, 1
          (64, 4096, 4096), (16, 4096, 4096), (1, 4096, 4096), (128, 28672, 4096), (64, 14336, 4096)]
 
 
+#: --reads: shapes whose B several tile rows read (BM = 128: 4 at M = 512, 8 at M = 1024), main's policies (none
+#: there) against B evict-first
+READS = [(512, 4096, 4096), (512, 14336, 4096), (512, 4096, 14336), (512, 28672, 4096), (1024, 4096, 4096),
+         (1024, 14336, 4096), (1024, 4096, 14336), (1024, 28672, 4096), (384, 28672, 4096)]
+
+
+def reads_variants(M, N, K):
+    return [("heuristic", None), ("B evict-first", ("hint", "", FIRST)), ("heuristic again", None)]
+
+
 def final_variants(M, N, K):
     out = [("heuristic", None), ("main: no hints", ("hint", "", "")), ("one-read rule", ("once",))]
     if M == 64:
@@ -77,7 +87,9 @@ def final_variants(M, N, K):
     return out
 
 
-def shapes(only, final=False):
+def shapes(only, final=False, reads=False):
+    if reads and not only:
+        return READS
     if final and not only:
         return FINAL
     if only:
@@ -126,8 +138,8 @@ def operands(M, N, K):
 
 def warm(args, index):
     """Worker: compile (run once) this worker's share of every (shape, variant)."""
-    table = final_variants if args.final else variants
-    jobs = [(shape, spec) for shape in shapes(args.only, args.final) for _, spec in table(*shape)]
+    table = reads_variants if args.reads else final_variants if args.final else variants
+    jobs = [(shape, spec) for shape in shapes(args.only, args.final, args.reads) for _, spec in table(*shape)]
     for (M, N, K), spec in jobs[index::args.workers]:
         a, b = operands(M, N, K)
         force_with(maker(spec))
@@ -169,6 +181,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0, help="stop after the shape running at this time")
     parser.add_argument("--no-roof", action="store_true")
     parser.add_argument("--final", action="store_true", help="the FINAL shapes and final_variants (no roofs)")
+    parser.add_argument("--reads", action="store_true", help="the READS shapes and reads_variants (no roofs)")
     args = parser.parse_args()
     if args.worker_index >= 0:
         warm(args, args.worker_index)
@@ -176,7 +189,8 @@ def main() -> None:
     began = time.perf_counter()
     if args.workers:
         procs = [subprocess.Popen([sys.executable, __file__, "--worker-index", str(i), "--workers", str(args.workers),
-                                   "--only", args.only] + (["--final"] if args.final else []))
+                                   "--only", args.only] + (["--final"] if args.final else [])
+                                  + (["--reads"] if args.reads else []))
                  for i in range(args.workers)]
         for p in procs:
             p.wait()
@@ -215,12 +229,12 @@ def main() -> None:
     print("\n| M x N x K | variant | config | rel. err | zero flush us | cuBLAS/x | read flush us | cuBLAS/x | "
           "B TB/s (zero / read) |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for (M, N, K) in shapes(args.only, args.final):
+    for (M, N, K) in shapes(args.only, args.final, args.reads):
         a, b = operands(M, N, K)
         b_bytes = N * K * 2
         ref = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
         fns = {"cuBLAS": lambda: torch.matmul(a, b, out=ref)}
-        if (N, K) not in done_roofs and not (args.no_roof or args.final):
+        if (N, K) not in done_roofs and not (args.no_roof or args.final or args.reads):
             done_roofs.add((N, K))
             bt = b.t()                                            # (N, K) contiguous: the weight itself
             copy = torch.empty_like(bt)
@@ -243,7 +257,8 @@ def main() -> None:
                     except Exception as exc:
                         print(f"| {N}x{K} | triton read {policy} | FAILED {type(exc).__name__}: {str(exc)[:150]} |")
         labels, outputs = {}, []            # outputs: every bound launch's D stays allocated while it is timed
-        for label, spec in (final_variants if args.final else variants)(M, N, K):
+        table = reads_variants if args.reads else final_variants if args.final else variants
+        for label, spec in table(M, N, K):
             try:
                 force_with(maker(spec))
                 plan_module.OPERAND_L2_PROMOTION = spec[1] if spec is not None and spec[0] == "promo" else "none"
