@@ -35,7 +35,7 @@ on 2026-12-01 to forced-configuration timings on the H200 (``benchmarks/gemm_con
 the L2 sustains ~12 TB/s of tile re-reads, and the narrowest tile covering a narrow D wins the
 memory-bound ties (1 x 28672 x 4096: 0.85x -> 0.98x cuBLAS with a 16-wide tile instead of a
 64-wide one).
-A large operand that one tile column or row covers (the weights of a small-M product) streams with evict-first
+A large operand that at most two tile columns or rows read (the weights of a small-M product) streams with evict-first
 TMA loads (:func:`stream_policies`), which spares the L2's dirty lines a write-back during the stream.
 :func:`explain` prints the winner and the runners-up with their estimates.
 
@@ -411,7 +411,8 @@ def stream_policies(problem: Problem, block_m: int, block_n: int) -> tuple[str, 
     the stream to make room for lines read once, and the other operand's lines stay.  Measured on the H200
     (2026-12-03, benchmarks/gemm_stream_probe.py, the L2 flushed by a 256 MiB write as in benchmarks/gemm.py): the 16
     small-M shapes M in {1, 16, 64, 128} x (N, K) in {(4096, 4096), (14336, 4096), (4096, 14336), (28672, 4096)}
-    0.94-1.02x cuBLAS without, 1.02-1.14x with; after a read flush (a clean L2) both within 2%."""
+    0.94-1.02x cuBLAS without, 1.02-1.14x with (M = 256: 0.94-1.02x -> 1.01-1.06x); after a read flush (a clean
+    L2) both within 2%."""
     p = problem
     x_reads, y_reads = ceil_div(p.Q, block_n), ceil_div(p.P, block_m)
     x = x_reads <= STREAM_MAX_READS and p.P * p.K * p.in_bytes * p.batch >= STREAM_MIN_BYTES
