@@ -78,6 +78,15 @@ PINGPONG_EFFICIENCY = {("pingpong-shared", 128, 256): 0.62, ("pingpong-shared", 
 #: every stage), so the epilogue is not hidden; measured 4-8 us per tile at 3000x5000x1000 (2026-12-01, H200)
 PINGPONG_TILE_OVERHEAD_S = 4.0e-6
 BLOCK_NS = (256, 192, 128, 64, 32, 16)
+#: the 2-CTA cluster choices ``(BM, BN, 1, schedule)`` (:mod:`tsjit.ops.gemm_cluster`) -> (cluster_m, cluster_n)
+CLUSTER_SCHEDULES = {"cluster_m2": (2, 1), "cluster_n2": (1, 2)}
+#: the main loop's wgmma efficiency of a 2-CTA cluster tile relative to the single-CTA tile (:data:`EFFICIENCY`)
+CLUSTER_EFFICIENCY = 1.0
+#: per launch of a 2-CTA cluster program, beyond the single-CTA program's cost (H200, 2026-12-03, i15k job 1,
+#: benchmarks/gemm_cluster_lib_probe.py: the same tile with cluster_m2 took 0.8-2.6 us longer at 2048^3 ...
+#: 1024 x 14336 x 4096, and 5-7 us less at 4096 x 28672 x 4096 and 8192 x 14336 x 4096, where the halved Y
+#: traffic pays)
+CLUSTER_FIXED_S = 2.0e-6
 #: ring depths past 8 stages that measured faster (16-bit inputs, cooperative; H200, 2026-12-01, BENCHMARKS.md):
 #: 64 x 64 tiles (16 KB stages) are latency-bound with 8: 128 x 4096 x 4096 0.82-0.84x cuBLAS with 8 stages, 0.950
 #: with 11, 0.978 with 13; 256 x 256 x 16384 (split-K 8) 0.87 / 0.914 / 0.902 with 8 / 11 / 14 (deeper rings for
@@ -195,6 +204,9 @@ class GemmConfig:
         mma_lag: wgmma groups the shared-ring ping-pong keeps in flight (1 or 2).
         x_policy, y_policy: ``""`` or the L2 eviction priority of X's / Y's TMA loads (cooperative only;
             :func:`stream_policies`).
+        cluster_m, cluster_n: a 2-CTA cluster of the cooperative program (:mod:`tsjit.ops.gemm_cluster`, no
+            split-K): ``cluster_m = 2``, two vertically adjacent tiles share (multicast) the Y tile;
+            ``cluster_n = 2``, two horizontally adjacent tiles share the X tile (BM = 128); 1 and 1: none.
         estimate_us: the cost model's estimate (microseconds).
     """
 
@@ -210,12 +222,21 @@ class GemmConfig:
     mma_lag: int = 1
     x_policy: str = ""
     y_policy: str = ""
+    cluster_m: int = 1
+    cluster_n: int = 1
     estimate_us: float = field(default=0.0, compare=False)
 
     @property
     def load_rows(self) -> int:
-        """Rows of X one TMA load brings per stage: the tile's (cooperative), one half (ping-pong)."""
-        return self.block_m // 2 if self.schedule in PINGPONG_SCHEDULES else self.block_m
+        """Rows of X one TMA load brings per stage (K-major X): the tile's (cooperative), one half (ping-pong, or
+        a CTA's share of the X tile of a ``cluster_n = 2`` cluster)."""
+        return self.block_m // 2 if self.schedule in PINGPONG_SCHEDULES else self.block_m // self.cluster_n
+
+    @property
+    def load_columns(self) -> int:
+        """Rows of Y (columns of D) one TMA load of a K-major Y brings per stage: the tile's, or a CTA's half of
+        it in a ``cluster_m = 2`` cluster."""
+        return self.block_n // self.cluster_m
 
     def describe(self) -> str:
         split = f", split-K {self.splits}" if self.splits > 1 else ""
@@ -231,8 +252,13 @@ class GemmConfig:
                     f"{self.stages} stages, {self.epilogue} epilogue deferred under the next tile's MMAs")
         policies = "".join(f", {name} loads {policy}" for name, policy in (("X", self.x_policy), ("Y", self.y_policy))
                            if policy)
+        cluster = ""
+        if self.cluster_m > 1 or self.cluster_n > 1:
+            shared, pair = ("Y", "vertically") if self.cluster_m > 1 else ("X", "horizontally")
+            cluster = (f", 2-CTA cluster {self.cluster_m}x{self.cluster_n} ({pair} adjacent tiles; each CTA "
+                       f"multicasts half of the shared {shared} tile)")
         return (f"{self.block_m}x{self.block_n}x{self.block_k} tile, {self.block_m // 64} consumer warpgroup(s), "
-                f"{self.stages} stages, {self.epilogue} epilogue{split}{policies}")
+                f"{self.stages} stages, {self.epilogue} epilogue{split}{policies}{cluster}")
 
 
 def reduction_columns(block_n: int, splits: int) -> int:
@@ -297,15 +323,18 @@ def estimate(problem: Problem, block_m: int, block_n: int, splits: int, schedule
     p = problem
     bk = k_tile(p.in_bytes)
     k_tiles = ceil_div(p.K, bk)
-    tiles = ceil_div(p.P, block_m) * ceil_div(p.Q, block_n) * p.batch
+    cm, cn = CLUSTER_SCHEDULES.get(schedule, (1, 1))
+    # a cluster's tile pair is padded to whole clusters; each CTA loads its own operand and half the shared one
+    tiles = ceil_div(ceil_div(p.P, block_m), cm) * cm * ceil_div(ceil_div(p.Q, block_n), cn) * cn * p.batch
     ctas = tiles * splits
-    waves = ceil_div(ctas, p.sms)
+    waves = ceil_div(ctas, p.sms // (cm * cn) * cm * cn)
     k_per_cta = ceil_div(k_tiles, splits) * bk
     peak = PEAK_FLOPS_PER_SM * (FP8_SPEEDUP if p.in_bytes == 1 else 1.0)
-    mma = waves * 2.0 * block_m * block_n * k_per_cta / (peak * _efficiency(block_m, block_n))
+    efficiency = _efficiency(block_m, block_n) * (CLUSTER_EFFICIENCY if cm * cn > 1 else 1.0)
+    mma = waves * 2.0 * block_m * block_n * k_per_cta / (peak * efficiency)
     mma = max(mma, waves * ceil_div(k_tiles, splits) * K_TILE_LATENCY_S)     # small tiles: the ring's round trip
     hbm = ((p.P + p.Q) * p.K * p.in_bytes + p.P * p.Q * p.out_bytes * (1 + p.epilogue_loads)) * p.batch
-    l2 = tiles * (block_m + block_n) * k_tiles * bk * p.in_bytes
+    l2 = tiles * (block_m // cn + block_n // cm) * k_tiles * bk * p.in_bytes
     # how much of the machine streams memory: few CTAs cannot pull full bandwidth
     active = min(ctas, p.sms) / p.sms
     quantization = waves * min(ctas, p.sms) / ctas          # the idle SMs of a partial last wave
@@ -315,7 +344,8 @@ def estimate(problem: Problem, block_m: int, block_n: int, splits: int, schedule
         passes = ceil_div(block_n, reduction_columns(block_n, splits))
         split = waves * (SPLIT_FIXED_S + block_m * block_n * 4 * (1 + splits) / SM_L2_BYTES_PER_S
                          + passes * REDUCTION_PASS_S)
-    return LAUNCH_S + max(mma, memory) + split + waves * TILE_OVERHEAD_S
+    cluster = CLUSTER_FIXED_S if cm * cn > 1 else 0.0
+    return LAUNCH_S + max(mma, memory) + split + waves * TILE_OVERHEAD_S + cluster
 
 
 def candidates(problem: Problem):
@@ -342,6 +372,23 @@ def candidates(problem: Problem):
         for block_m, block_n, schedule in PINGPONG_CANDIDATES:
             if problem.P >= block_m and problem.Q >= block_n:
                 yield block_m, block_n, 1, schedule
+    yield from cluster_candidates(problem)
+
+
+def cluster_candidates(problem: Problem):
+    """The 2-CTA cluster choices ``(BM, BN, 1, "cluster_m2" / "cluster_n2")`` for 16-bit inputs (what was
+    measured): 128 x 256 and 128 x 128 tiles, at least two along the clustered dimension; 128 x 256 ``cluster_m2``
+    with a plain epilogue only (a fused one spills 8 bytes with nvJitLink 13)."""
+    if problem.in_bytes != 2:
+        return
+    for block_n in (256, 128):
+        if block_n > 2 * max(16, ceil_div(problem.Q, 16) * 16):
+            continue
+        if ceil_div(problem.P, 128) >= 2 and (problem.y_major == "K" or block_n % 128 == 0) and (
+                block_n != 256 or problem.plain_epilogue):
+            yield 128, block_n, 1, "cluster_m2"
+        if ceil_div(problem.Q, block_n) >= 2:
+            yield 128, block_n, 1, "cluster_n2"
 
 
 def estimate_pingpong(problem: Problem, block_m: int, block_n: int, schedule: str) -> float:
@@ -425,6 +472,8 @@ def choice_of(config: GemmConfig) -> tuple:
     the deferred epilogue)."""
     if config.schedule != "cooperative":
         return config.block_m, config.block_n, 1, config.schedule
+    if config.cluster_m > 1 or config.cluster_n > 1:
+        return config.block_m, config.block_n, 1, "cluster_m2" if config.cluster_m > 1 else "cluster_n2"
     return config.block_m, config.block_n, config.splits
 
 
@@ -453,6 +502,12 @@ def make_config(problem: Problem, block_m: int, block_n: int, splits: int, sched
         lag = 2 if schedule == "pingpong-shared" else 1      # 2 groups in flight: 0.70 -> 0.89x cuBLAS at 4096^3
         return GemmConfig(block_m, block_n, stages, epilogue, staged, 1, group_m=group_m,
                           block_k=k_tile(problem.in_bytes), schedule=schedule, mma_lag=lag, estimate_us=estimate_us)
+    cluster_m, cluster_n = CLUSTER_SCHEDULES.get(schedule, (1, 1))
+    if schedule in CLUSTER_SCHEDULES:
+        if splits != 1 or (cluster_n > 1 and block_m != 128) or block_n % 16:
+            raise UsageValueError(f"a {schedule} configuration needs no split-K, BN a multiple of 16 and (cluster_n2) "
+                                  f"BM = 128; got BM={block_m}, BN={block_n}, split-K {splits}")
+        schedule = "cooperative"
     if schedule == "deferred" and (block_n > DEFERRED_MAX_BLOCK_N or splits != 1):
         raise UsageValueError(f"a deferred-epilogue configuration keeps two accumulators: it needs BN <= "
                               f"{DEFERRED_MAX_BLOCK_N} and no split-K; got BN={block_n}, split-K {splits}")
@@ -471,6 +526,7 @@ def make_config(problem: Problem, block_m: int, block_n: int, splits: int, sched
     x_policy, y_policy = stream_policies(problem, block_m, block_n) if schedule == "cooperative" else ("", "")
     return GemmConfig(block_m, block_n, stages, epilogue, staged if tma else 64, splits, group_m=group_m,
                       block_k=k_tile(problem.in_bytes), schedule=schedule, x_policy=x_policy, y_policy=y_policy,
+                      cluster_m=cluster_m, cluster_n=cluster_n,
                       estimate_us=estimate_us)
 
 
@@ -494,7 +550,7 @@ def explain_choice(problem: Problem, swapped: bool, config: GemmConfig, ranked) 
         lines.append("schedule: ping-pong (tsjit.ops.gemm_pingpong): the two MMA warpgroups take turns on the "
                      "tile's halves (named barriers), one's epilogue under the other's MMAs")
     else:
-        pingpong = next((entry for entry in ranked if len(entry) > 4), None)
+        pingpong = next((entry for entry in ranked if len(entry) > 4 and entry[4] in PINGPONG_SCHEDULES), None)
         if pingpong is not None:
             lines.append(f"schedule: cooperative; best ping-pong {describe_choice(pingpong[1:])} estimated "
                          f"{pingpong[0] * 1e6:.1f} us")
@@ -502,6 +558,16 @@ def explain_choice(problem: Problem, swapped: bool, config: GemmConfig, ranked) 
             why = ("fp8 inputs" if problem.in_bytes == 1 else "a fused epilogue" if not problem.plain_epilogue else
                    "D smaller than a ping-pong tile")
             lines.append(f"schedule: cooperative; ping-pong not a candidate ({why})")
+    cluster = next((entry for entry in ranked if len(entry) > 4 and entry[4] in CLUSTER_SCHEDULES), None)
+    if config.cluster_m > 1 or config.cluster_n > 1:
+        lines.append("cluster: 2 CTAs (tsjit.ops.gemm_cluster), each loading half of the shared operand tile into "
+                     "both by TMA multicast: less L2 -> SM traffic per tile")
+    elif cluster is not None:
+        lines.append(f"cluster: none; best 2-CTA cluster {describe_choice(cluster[1:])} estimated "
+                     f"{cluster[0] * 1e6:.1f} us")
+    else:
+        lines.append("cluster: none (not a candidate: " + ("fp8 inputs" if problem.in_bytes != 2 else
+                                                          "fewer than two 128-row or 128-wide tiles") + ")")
     lines.append("runners-up (us, BM x BN, split-K or schedule): " + ", ".join(
         f"{entry[0] * 1e6:.1f} {describe_choice(entry[1:])}" for entry in ranked[1:6]))
     return "\n".join(lines)

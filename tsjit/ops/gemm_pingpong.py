@@ -59,6 +59,7 @@ from tsjit import ts
 from tsjit import wgmma
 from tsjit.lang import turns
 from tsjit.lang.fragment import Fragment
+from tsjit.ops.gemm_cluster import cluster_arguments
 from tsjit.ops.gemm_deferred import gemm_deferred
 from tsjit.ops.gemm_program import (K_STEPS, LOAD_REGISTERS, MMA_REGISTERS, SWIZZLE_BYTES, WARPGROUP, OperandRing,
                                     OutputTile, compile_program, gemm_program, k_tile_elements, mainloop_schedules,
@@ -272,9 +273,12 @@ def threads_for(config) -> int:
 def extra_arguments(config) -> tuple:
     """The arguments :func:`kernel_for` ``(config)`` takes after :func:`~tsjit.ops.gemm_program.gemm_program`'s:
     ``(LAG,)`` for the shared-ring ping-pong, ``(X_POLICY, Y_POLICY)`` for a cooperative configuration with L2
-    eviction priorities."""
+    eviction priorities, ``(X_POLICY, Y_POLICY, CLUSTER, SHARE)`` for a 2-CTA cluster
+    (:func:`~tsjit.ops.gemm_cluster.cluster_arguments`)."""
     if config.schedule == "pingpong-shared":
         return (config.mma_lag,)
+    if config.schedule == "cooperative" and (config.cluster_m > 1 or config.cluster_n > 1):
+        return cluster_arguments(config)
     if config.schedule == "cooperative" and (config.x_policy or config.y_policy):
         return (config.x_policy, config.y_policy)
     return ()

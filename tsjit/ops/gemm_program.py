@@ -41,7 +41,8 @@ from tsjit import wgmma
 from tsjit.errors import UsageValueError
 from tsjit.lang.epilogue import FusedEpilogue, store_fragment_global, store_fragment_shared
 from tsjit.lang.fragment import Fragment
-from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
+from tsjit.ops.gemm_cluster import check_cluster, cluster_arguments, cluster_queue
+from tsjit.ts.work_queue import WorkQueue
 
 BK = 64                 # K elements per stage of a 16-bit type: one 128-byte swizzle row
 SWIZZLE_BYTES = 128     # bytes of K per stage and tile row, whatever the element size (128 fp8, 64 bf16)
@@ -195,11 +196,17 @@ class OperandRing(WarpgroupMmaRing):
     lane: int = 0
     lanes: int = 1
     sequential_lanes: bool = False
+    cluster: int = 1
+    share: str = "y"
     bk: int = BK
     x_tiles: object = None
     y_tiles: object = None
     x_policy: object = None
     y_policy: object = None
+    y_parts: object = None
+    x_mask: object = None
+    y_mask: object = None
+    x_groups: int = 1
     acc: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
 
     def __post_init__(self):
@@ -219,10 +226,18 @@ class OperandRing(WarpgroupMmaRing):
             self.x_tiles = tsjit.shared_array(x_dtype, (stages, groups, 64, bk), align=1024)     # [wg][m][k]
         else:
             self.x_tiles = tsjit.shared_array(x_dtype, (stages, groups, bk, BOX), align=1024)    # [wg][k][m]
-        if self.y_major == "K":
+        if self.y_major == "K" and self.cluster > 1 and self.share == "y":   # [part][n][k]: a part per CTA
+            c = self.cluster
+            self.y_parts = tsjit.shared_array(y_dtype, (stages, c, self.block_n // c, bk), align=1024)
+            self.y_tiles = self.y_parts.reshape((stages, self.block_n, bk))
+        elif self.y_major == "K":
             self.y_tiles = tsjit.shared_array(y_dtype, (stages, self.block_n, bk), align=1024)   # [n][k]
         else:
             self.y_tiles = tsjit.shared_array(y_dtype, (stages, self.block_n // BOX, bk, BOX), align=1024)
+        mask = (1 << self.cluster) - 1     # 2-CTA cluster: the shared operand's multicast mask (else None)
+        self.x_mask = mask if self.cluster > 1 and self.share == "x" else None
+        self.y_mask = mask if self.cluster > 1 and self.share == "y" else None
+        self.x_groups = groups // (self.cluster if self.x_mask else 1)    # 64-row X groups this CTA loads
         n = self.block_n
         self.acc = ts.TaskLocalVariable(Fragment, default_factory=lambda: Fragment.zeros(n // 2),
                                         docs="the warpgroup's 64 x BN fp32 accumulator")
@@ -245,32 +260,49 @@ class OperandRing(WarpgroupMmaRing):
             bar = stage_info.barrier
             row0 = (m * self.lanes + lane) * self.block_m   # ping-pong: the lane's rows of the work tile
             col0 = n * self.block_n
+            # a 2-CTA cluster (tsjit.ops.gemm_cluster): this CTA loads its part of the shared operand into both
+            share_x, share_y = self.x_mask is not None, self.y_mask is not None
+            x_rank = 0
+            y_rank = 0
+            if tsjit.const_expr(share_x or share_y):
+                x_rank = tsjit.cluster_ctarank() if share_x else 0
+                y_rank = tsjit.cluster_ctarank() if share_y else 0
+            x_mask, y_mask, x_groups, c = self.x_mask, self.y_mask, self.x_groups, self.cluster
             if tsjit.const_expr(self.x_major == "K"):
+                x_dst = self.x_tiles[stage, x_rank] if share_x else self.x_tiles[stage]
+                x_row = row0 + x_rank * BOX
                 if tsjit.const_expr(self.batched):
-                    tsjit.tma_load(self.x_map, self.x_tiles[stage], bar, (batch, row0, k), cache_policy=self.x_policy)
+                    tsjit.tma_load(self.x_map, x_dst, bar, (batch, x_row, k), multicast_mask=x_mask,
+                                   cache_policy=self.x_policy)
                 else:
-                    tsjit.tma_load(self.x_map, self.x_tiles[stage], bar, (row0, k), cache_policy=self.x_policy)
+                    tsjit.tma_load(self.x_map, x_dst, bar, (x_row, k), multicast_mask=x_mask, cache_policy=self.x_policy)
             else:
-                for g in tsjit.range_constexpr(self.block_m // 64):
+                for j in tsjit.range_constexpr(x_groups):
+                    g = x_rank * x_groups + j
                     if tsjit.const_expr(self.batched):
                         tsjit.tma_load(self.x_map, self.x_tiles[stage, g], bar, (batch, k, row0 + g * BOX),
-                                       cache_policy=self.x_policy)
+                                       multicast_mask=x_mask, cache_policy=self.x_policy)
                     else:
                         tsjit.tma_load(self.x_map, self.x_tiles[stage, g], bar, (k, row0 + g * BOX),
-                                       cache_policy=self.x_policy)
+                                       multicast_mask=x_mask, cache_policy=self.x_policy)
+            y_boxes = self.block_n // BOX // (c if share_y else 1)     # 64-column Y boxes this CTA loads (MN)
             if tsjit.const_expr(self.y_major == "K"):
+                y_dst = self.y_parts[stage, y_rank] if share_y else self.y_tiles[stage]
+                y_col = col0 + y_rank * (self.block_n // c)
                 if tsjit.const_expr(self.batched):
-                    tsjit.tma_load(self.y_map, self.y_tiles[stage], bar, (batch, col0, k), cache_policy=self.y_policy)
+                    tsjit.tma_load(self.y_map, y_dst, bar, (batch, y_col, k), multicast_mask=y_mask,
+                                   cache_policy=self.y_policy)
                 else:
-                    tsjit.tma_load(self.y_map, self.y_tiles[stage], bar, (col0, k), cache_policy=self.y_policy)
+                    tsjit.tma_load(self.y_map, y_dst, bar, (y_col, k), multicast_mask=y_mask, cache_policy=self.y_policy)
             else:
-                for j in tsjit.range_constexpr(self.block_n // BOX):
+                for i in tsjit.range_constexpr(y_boxes):
+                    j = y_rank * y_boxes + i
                     if tsjit.const_expr(self.batched):
                         tsjit.tma_load(self.y_map, self.y_tiles[stage, j], bar, (batch, k, col0 + j * BOX),
-                                       cache_policy=self.y_policy)
+                                       multicast_mask=y_mask, cache_policy=self.y_policy)
                     else:
                         tsjit.tma_load(self.y_map, self.y_tiles[stage, j], bar, (k, col0 + j * BOX),
-                                       cache_policy=self.y_policy)
+                                       multicast_mask=y_mask, cache_policy=self.y_policy)
 
     def operand_tiles(self, stage, warpgroup):
         """This warpgroup's X tile and the Y tile of ``stage``, with their majors."""
@@ -475,7 +507,7 @@ def gemm_program(x_map, y_map, c, c_map, bias, residual, workspace, counters, sc
                  X_MAJOR: tsjit.Constexpr[str], Y_MAJOR: tsjit.Constexpr[str], EPILOGUE: tsjit.Constexpr[str],
                  STAGED: tsjit.Constexpr[int], SPLITS: tsjit.Constexpr[int], BATCHED: tsjit.Constexpr[bool],
                  GROUP_M: tsjit.Constexpr[int], FUSED: tsjit.Constexpr[object], X_POLICY: tsjit.Constexpr[str] = "",
-                 Y_POLICY: tsjit.Constexpr[str] = ""):
+                 Y_POLICY: tsjit.Constexpr[str] = "", CLUSTER: tsjit.Constexpr[int] = 1, SHARE: tsjit.Constexpr[str] = "y"):
     """D (M, N) = X (M, K) @ Y (K, N) (per batch when BATCHED), with the fused epilogue FUSED.
 
     X and Y are BFloat16 / Float16 (K- or MN-major) or Float8E4M3 / Float8E5M2 (K-major only, the
@@ -489,6 +521,10 @@ def gemm_program(x_map, y_map, c, c_map, bias, residual, workspace, counters, sc
     and ``counters`` ``tiles * BM / 32`` zeroed Int32.  ``X_POLICY`` / ``Y_POLICY``: ``""`` or the L2 eviction
     priority of the operand's TMA loads (``tsjit.tma_load``'s ``cache_policy``: ``"evict_first"`` for an
     operand every CTA reads a different part of, once).
+
+    ``CLUSTER`` 2 (:mod:`tsjit.ops.gemm_cluster`; no split-K): 2-CTA clusters sharing the ``SHARE`` operand
+    ("y": vertically adjacent tiles; "x": horizontally adjacent ones, BM = 128), each CTA multicasting its half
+    of it; the grid is then a multiple of 2 and the X / Y TensorMap box has ``BM / 2`` / ``BN / 2`` rows.
     """
     groups = BM // 64
     tiles_m = (M + BM - 1) // BM
@@ -497,16 +533,16 @@ def gemm_program(x_map, y_map, c, c_map, bias, residual, workspace, counters, sc
     k_tiles = (K + bk - 1) // bk
     split_count = SPLITS
     SPLIT = SPLITS > 1
-    queue_config = TileSchedulerConfig.create_static_persistent_tile_scheduler_params(
-        tiles_m, tiles_n, batch * split_count, order="grouped", group_size_m=GROUP_M)
-    wq = WorkQueue(name="tiles", tile_scheduler_config=queue_config)
+    check_cluster(CLUSTER, SHARE, BM, BN, SPLITS, X_MAJOR, Y_MAJOR)
+    wq = cluster_queue(tiles_m, tiles_n, batch * split_count, GROUP_M, CLUSTER, SHARE)
     stage_bytes = (BM + BN) * SWIZZLE_BYTES
     cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(
         STAGES, stage_bytes, ts.CooperativeGroup(ts.Agent.Thread, 1),
-        ts.CooperativeGroup(ts.Agent.Thread, groups * 4), advance_on_wait=True)
+        ts.CooperativeGroup(ts.Agent.Thread, groups * 4), advance_on_wait=True,
+        cta_layout_vmnk=(1, CLUSTER, 1, 1) if CLUSTER > 1 else None)
     ring = OperandRing(name="xy", pipeline_config=cfg, x_map=x_map, y_map=y_map, block_m=BM, block_n=BN,
                        x_major=X_MAJOR, y_major=Y_MAJOR, batched=BATCHED, split_k=SPLIT, splits=split_count,
-                       k_tiles=k_tiles, x_policy=X_POLICY or None, y_policy=Y_POLICY or None)
+                       k_tiles=k_tiles, x_policy=X_POLICY or None, y_policy=Y_POLICY or None, cluster=CLUSTER, share=SHARE)
     out = OutputTile(name="d", c=c, c_map=c_map, block_m=BM, block_n=BN, rows=M, cols=N, fused=FUSED,
                      operands=(bias, residual, c, alpha, beta, scale_x, scale_y), mode=EPILOGUE, batched=BATCHED,
                      staged_columns=STAGED, split_k=SPLIT, splits=split_count, tiles_m=tiles_m, tiles_n=tiles_n,
@@ -553,7 +589,7 @@ def compile_program(config, *, x_major: str = "K", y_major: str = "K", batched: 
     y_dtype = in_dtype if y_dtype is None else y_dtype
     bk = k_tile_elements(in_dtype)
     x_box = lead + ((config.load_rows, bk) if x_major == "K" else (bk, BOX))
-    y_box = lead + ((config.block_n, bk) if y_major == "K" else (bk, BOX))
+    y_box = lead + ((config.load_columns, bk) if y_major == "K" else (bk, BOX))
     x = tsjit.tensormap_spec(in_dtype, x_box, swizzle="128B")
     y = tsjit.tensormap_spec(y_dtype, y_box, swizzle="128B")
     c_map = tsjit.tensormap_spec(out_dtype, lead + (BOX, BOX), swizzle="128B") if config.epilogue == "tma" else x
@@ -571,4 +607,4 @@ def compile_program(config, *, x_major: str = "K", y_major: str = "K", batched: 
                          1, 1, 1, 1,
                          1.0, 0.0, config.block_m, config.block_n, config.stages, x_major, y_major,
                          config.epilogue, config.staged_columns, config.splits, batched, config.group_m, fused,
-                         *extra, target=target)
+                         *(extra or cluster_arguments(config)), target=target)

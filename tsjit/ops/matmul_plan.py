@@ -87,6 +87,11 @@ class Plan:
         self.config = cfg = configs.realigned_config(self.problem, self.config, self.realign)
         tiles = configs.ceil_div(self.P, cfg.block_m) * configs.ceil_div(self.Q, cfg.block_n) * batch
         self.grid = (min(tiles * cfg.splits, sms),)
+        cluster = cfg.cluster_m * cfg.cluster_n
+        if cluster > 1:    # whole clusters (tsjit.ops.gemm_cluster): at most one per cluster of tiles
+            pairs = (configs.ceil_div(configs.ceil_div(self.P, cfg.block_m), cfg.cluster_m)
+                     * configs.ceil_div(configs.ceil_div(self.Q, cfg.block_n), cfg.cluster_n) * batch)
+            self.grid = (min(pairs, sms // cluster) * cluster,)
         self.block = (threads_for(cfg),)
         self.workspace_floats = tiles * cfg.splits * cfg.block_m * cfg.block_n
         self.counters = tiles * cfg.block_m // 32
@@ -182,7 +187,7 @@ class Plan:
         copies = []
         x_map = self._tensormap(x[0], x[1], self.x_layout, cfg.load_rows, stream, "x", copies,
                                 self.realign in ("x", "both"))
-        y_map = self._tensormap(y[0], y[1], self.y_layout, cfg.block_n, stream, "y", copies,
+        y_map = self._tensormap(y[0], y[1], self.y_layout, cfg.load_columns, stream, "y", copies,
                                 self.realign in ("y", "both"))
         c_view = self._d_view(out)
         if cfg.epilogue == "tma":
