@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 15 (helper i15k), GPU job 3 (batch 10:15 UTC, 2026-12-03): (1) the cluster numerics tests on the GPU after
 # the rebase; (2) the heuristic (tsjit.ops.matmul) and forced single-CTA / 2-CTA cluster tiles at the mid/large
-# shapes of the sweep (and short-K shapes: is the
-# cluster's cost per launch or per K tile?) against torch.matmul, one call of each per round in a rotated order, L2 flushed before each.
+# shapes of the sweep against torch.matmul, one call of each per round in a rotated order, L2 flushed before each.
+# (Ran in the 09:55 batch without the three short-K shapes at the end, which job 4 measures.)
 RES=${RES:-/tmp/i15k-res}; mkdir -p "$RES"; export PYTHONUNBUFFERED=1
 S=$(date +%s)
 timeout 14 python3 -m pytest -q -x -p no:cacheprovider -n 8 -m gpu tests/gpu/test_ops_matmul_cluster_gpu.py \

@@ -57,6 +57,17 @@ def test_single_cta_configs_do_not_multicast():
     assert ".multicast::cluster" not in k.ptx and k.metadata["launch_requirements"].cluster in (None, (1, 1, 1))
 
 
+def test_cluster_with_an_evict_first_operand():
+    """A one-row-of-tiles product streams Y with evict-first loads (configs.stream_policies); cluster_n2 passes
+    both policies and the cluster through the kernel's trailing arguments."""
+    from tsjit.ops.gemm_pingpong import compile_config, extra_arguments
+    cfg = configs.make_config(configs.Problem(128, 8192, 4096), 128, 128, 1, "cluster_n2")
+    assert extra_arguments(cfg) == ("", "evict_first", 2, "x") == cluster_arguments(cfg)
+    k = compile_config(cfg)
+    assert ".multicast::cluster" in k.ptx and "L2::cache_hint" in k.ptx
+    assert k.metadata["launch_requirements"].cluster == (2, 1, 1) and k.metadata["spill_stores_bytes"] == 0
+
+
 @pytest.mark.parametrize("args,match", [
     ((2, "y", 128, 128, 4, "K", "K"), "split-K"),
     ((2, "x", 64, 128, 1, "K", "K"), "BM = 128"),
