@@ -724,3 +724,16 @@ def test_a_missing_stage_info_attribute_lists_the_real_ones():
     assert_points_at(err, SourceReadingAStage.load, "stage_info.stage")
     assert "`StageInfo` object has no attribute `stage`" in err.message
     assert "did you mean 'stage_idx'" in err.message and "loop_offset" in err.message
+
+
+@tsjit.kernel
+def work_method_called_outside_a_schedule(src):
+    source = GmemSource(name="source", src=src)
+    source.load()
+
+
+def test_a_work_method_called_outside_a_schedule_says_where_it_belongs():
+    err = compile_error(work_method_called_outside_a_schedule, F32)
+    assert_points_at(err, work_method_called_outside_a_schedule, "source.load()")
+    assert "`GmemSource.load` is a Task Scheduling work method" in err.message, err.message
+    assert "@ts.schedule" in err.message and "r.load()" in err.message and "stage_info" not in err.message

@@ -204,6 +204,10 @@ class CallMixin:
         if host_math is not None and _has_value(args, kwargs):
             raise self.error(node, f"Python's {host_math} runs on the host and cannot take a device value; "
                                    f"use {_device_math_hint(host_math)}")
+        if getattr(getattr(func, "__func__", func), "__tsjit_work__", None) is not None:   # tsjit.ts.work
+            raise self.error(node, f"`{_public_name(func)}` is a Task Scheduling work method: call it inside a "
+                                   f"@ts.schedule function (as r.{func.__name__}()), which records the step; the "
+                                   f"TaskManager runs its body with a StageInfo between the pipeline operations")
         guards.check_method_call(self.regions, func)
         try:
             with compile_time_call_site(lambda: self.location(node)):  # warnings point at this line
