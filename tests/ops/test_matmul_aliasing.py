@@ -36,3 +36,16 @@ def test_out_in_another_slice_of_the_inputs_buffer_is_written():
     assert np.array_equal(result[:, :32], host[:, :32]), "the input slice must be left alone"
     rounding = np.abs(expected.astype(np.float16).astype(np.float64) - expected).max()
     assert np.abs(result[:, 32:].astype(np.float64) - expected).max() <= 2 * rounding
+
+
+def test_placeholders_are_kept_apart_for_the_gpu_and_the_interpreter(monkeypatch):
+    """A process may launch on the GPU, then under TSJIT_INTERPRET=1: the interpreter cannot read a placeholder
+    (absent bias, ...) made in GPU memory, so each mode has its own."""
+    from tsjit.ops import device_buffers
+    monkeypatch.setattr(device_buffers, "_DUMMY", {})
+    made = []
+    monkeypatch.setattr(device_buffers.tsjit, "zeros", lambda shape, dtype: made.append(shape) or object())
+    for interpreted in ("0", "1", "0", "1"):
+        monkeypatch.setenv("TSJIT_INTERPRET", interpreted)
+        device_buffers.dummy_array(1)
+    assert made == [(1,), (1,)] and set(device_buffers._DUMMY) == {(1, False), (1, True)}

@@ -179,8 +179,8 @@ def test_split_k_gets_a_workspace_per_stream(fake_gpu):
     tsjit.ops.matmul(a, b, stream=7)
     tsjit.ops.matmul(a, b, stream=9)
     assert [launch[4] for launch in fake_gpu] == [7, 9]
-    assert {7, 9} <= set(matmul_plan.WORKSPACE.by_stream)
-    ws, counters = matmul_plan.WORKSPACE.by_stream[7]
+    assert {(7, False), (9, False)} <= set(matmul_plan.WORKSPACE.by_stream)   # (stream, interpreted)
+    ws, counters = matmul_plan.WORKSPACE.by_stream[7, False]
     assert ws.shape[0] >= plan.workspace_floats and counters.shape[0] >= plan.counters
 
 

@@ -34,15 +34,16 @@ class Workspace:
         self.lock = threading.Lock()
 
     def get(self, stream: int, floats: int, counters: int):
+        key = (stream, env.interpret())   # the interpreter's arrays are host memory: never a GPU workspace
         with self.lock:
-            ws, cnt = self.by_stream.get(stream, (None, None))
+            ws, cnt = self.by_stream.get(key, (None, None))
             if ws is None or ws.shape[0] < floats:
                 ws = tsjit.empty((max(floats, 1 << 20),), dt.Float32)
             if cnt is None or cnt.shape[0] < counters:
                 cnt = tsjit.zeros((max(counters, 1 << 14),), dt.Int32)
                 if not env.interpret():       # the interpreter's arrays are host memory, zeroed at once
                     driver.check(driver.bindings().cuCtxSynchronize(), "cuCtxSynchronize")   # the memset is done
-            self.by_stream[stream] = (ws, cnt)
+            self.by_stream[key] = (ws, cnt)
             return ws, cnt
 
 
@@ -50,8 +51,10 @@ _DUMMY: dict = {}
 
 
 def dummy_array(rank: int) -> DeviceArray:
-    """A 1-element float32 placeholder of ``rank`` dimensions for an absent operand (cached per rank)."""
-    d = _DUMMY.get(rank)
+    """A 1-element float32 placeholder of ``rank`` dimensions for an absent operand (cached per rank, and apart
+    for the CPU interpreter, whose arrays are host memory: a process may launch on the GPU, then interpreted)."""
+    key = (rank, env.interpret())
+    d = _DUMMY.get(key)
     if d is None:
-        d = _DUMMY[rank] = tsjit.zeros((1,) * rank, dt.Float32)
+        d = _DUMMY[key] = tsjit.zeros((1,) * rank, dt.Float32)
     return d

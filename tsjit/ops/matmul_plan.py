@@ -97,7 +97,7 @@ class Plan:
         self.counters = tiles * cfg.block_m // 32
         self.bindings: dict = {}
         self.bindings_built = 0
-        self.staging: dict = {}                  # (operand, stream) -> padded K-major staging buffer
+        self.staging: dict = {}                  # (operand, stream, interpreted) -> padded K-major staging buffer
         self.lock = threading.Lock()
 
     def _realign(self, x_op: Operand, y_op: Operand) -> str:
@@ -163,11 +163,12 @@ class Plan:
             else:
                 major, shape, strides = layout
                 source = op.view(shape, strides)
-            storage = self.staging.get((which, stream))
+            where = (which, stream, env.interpret())   # the interpreter's buffers are host memory
+            storage = self.staging.get(where)
             if storage is None:
                 storage = staging_buffer(op.dtype, *shape, torch_allocator(op.obj) if op.torch else None,
                                          align=configs.LINE_BYTES)
-                self.staging[(which, stream)] = storage
+                self.staging[where] = storage
             copies.append(copy_launch(source, storage))
             shape, strides, ptr = storage.shape, storage.strides, storage.data_ptr
         else:
