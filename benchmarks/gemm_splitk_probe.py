@@ -1,103 +1,160 @@
-"""Issue 15 probe (2026-12-02, helper i15b): where the split-K shapes' time goes.  Forced configurations of
-``tsjit.ops.matmul`` on the K-heavy shapes and on reference shapes that give every CTA the same work without the
-split-K reduction (same tile, CTA count and K tiles per CTA: the difference is the reducer's cost); each output
-NaN-poisoned and checked against float64 on a sampled 64 x 64 block, then timed interleaved with cuBLAS
-(``torch.matmul``), L2 flushed before every call, medians of ``--reps``.  B is the (N, K) transpose.
+"""Issue 15 probe (2026-12-03, helper i15f): the split-K reducer of ``tsjit.ops.matmul`` at the K-heavy shapes,
+three reducers timed round by round in one process, each round interleaved with cuBLAS (``torch.matmul``):
 
-    cd benchmarks && python gemm_splitk_probe.py [--reps 15] [--tag TEXT]
+* ``main``: main 113fc8f's reducer (copied below): the last warp of a tile reads all S partials through registers;
+* ``sliced, no wait``: :func:`tsjit.ops.gemm_program.reduce_split_k` with ``SPLIT_WAIT_CYCLES = 0``: every split
+  leaves its slice to the last one, which sums the S slices one after the other;
+* ``sliced``: the landed reducer: the splits of a tile sum a slice of its columns each (split ``s`` the 8-column
+  chunks ``[s C / S, (s + 1) C / S)``), the last one also those of splits that stopped waiting.
+
+Every output is NaN-poisoned and checked against float64 on a sampled 64 x 64 block and against a rerun
+(bit-identical), then timed (CUDA events, L2 flushed before every call, medians of ``--reps`` rounds).  B is the
+(N, K) transpose.  Compiles every variant (``TSJIT_DISABLE_CACHE=1`` is set: the variants share a disk-cache key).
+
+    cd benchmarks && python gemm_splitk_probe.py [--reps 15] [--only 384x384x16384]
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import os
+import statistics
 import sys
 import time
+
+os.environ["TSJIT_DISABLE_CACHE"] = "1"
 
 import torch
 
 import tsjit
 import tsjit.ops
-from tsjit.ops import configs
+from tsjit.lang.epilogue import store_fragment_global
+from tsjit.lang.fragment import Fragment
+from tsjit import wgmma
+from tsjit.ops import gemm_program
 
-from gemm import interleaved_medians                    # benchmarks/gemm.py (this folder is on sys.path)
+from gemm import timed_ms                               # benchmarks/gemm.py (this folder is on sys.path)
 from gemm_configs_probe import force_with              # clears the plan and launch caches
 from gemm_session_probe import sampled_error
 
-mm = sys.modules["tsjit.ops.matmul"]
-
-# (M, N, K) -> [(label, None (the heuristic) or (BM, BN, splits, stages, epilogue or None))]
-SHAPES = {
-    (256, 256, 16384): [("heuristic", None), ("64x64 S16", (64, 64, 16, 11, None)),
-                        ("128x64 S16", (128, 64, 16, 8, None))],
-    (256, 2048, 2048): [("ref: 64x64 S1 direct, 128 CTAs x 32 K tiles", (64, 64, 1, 11, "direct"))],
-    (384, 384, 16384): [("heuristic", None), ("64x128 S7", (64, 128, 7, 8, None))],
-    (384, 2688, 2368): [("ref: 128x64 S1 direct, 126 CTAs x 37 K tiles", (128, 64, 1, 8, "direct"))],
-    (512, 512, 8192): [("heuristic", None), ("128x128 S8", (128, 128, 8, 7, None))],
-    (512, 2048, 2048): [("ref: 128x64 S1 direct, 128 CTAs x 32 K tiles", (128, 64, 1, 8, "direct"))],
-    (512, 512, 32768): [("heuristic", None)],
-}
+SHAPES = [(384, 384, 16384), (512, 512, 8192), (256, 256, 16384), (512, 512, 32768)]
+LANDED = gemm_program.reduce_split_k
+WAIT = gemm_program.SPLIT_WAIT_CYCLES
 
 
-#: the 53-shape sweep's shapes whose heuristic splits K (benchmarks/gemm.py, 2026-12-02): heuristic rows only
-SWEEP_SPLIT = {shape: [("heuristic", None)] for shape in (
-    (256, 256, 16384), (384, 384, 16384), (512, 512, 8192), (512, 512, 32768), (256, 4096, 4096), (256, 4096, 14336),
-    (128, 4096, 14336), (64, 4096, 4096), (64, 4096, 14336), (16, 4096, 4096), (16, 4096, 14336), (1, 4096, 4096),
-    (1, 4096, 14336))}
+@tsjit.func
+def main_reduce_split_k(acc, out, workspace, counters, tile, split, splits, units, fused, operands, batch, row0, col0, rows,
+                   cols, BM: tsjit.Constexpr[int], BN: tsjit.Constexpr[int]):
+    """main 113fc8f's reducer (the last warp of a tile sums every partial through registers); ``units`` unused."""
+    threads = gemm_program.WARPGROUP * (BM // 64)
+    thread = tsjit.thread_idx().x - gemm_program.WARPGROUP                  # 0 .. threads - 1 over the MMA warpgroups
+    chunks = BN // 8                                           # float4 chunks per thread
+    own = ((tile * splits + split) * chunks) * threads + thread
+    for c in tsjit.range_constexpr(chunks):
+        workspace.store_vector((own + c * threads) * 4, (acc[4 * c], acc[4 * c + 1], acc[4 * c + 2], acc[4 * c + 3]))
+    tsjit.threadfence()
+    tsjit.syncwarp()
+    counter = tile * (threads // 32) + thread // 32
+    arrived = 0
+    if tsjit.lane_idx() == 0:
+        arrived = tsjit.atomic_add(counters.ptr + counter, 1)
+    arrived = tsjit.shuffle(arrived, 0)
+    if arrived == splits - 1:
+        tsjit.threadfence()
+        if tsjit.lane_idx() == 0:
+            counters[counter] = 0                              # ready for the next launch
+        first = (tile * splits * chunks) * threads + thread
+        width = gemm_program.reduction_columns(BN, splits)
+        passes = BN // width
+        # software-pipelined over the passes: pass p + 1's loads are issued before pass p's masked stores (whose
+        # branches the assembler does not schedule loads across), so the L2 round trips overlap; two passes'
+        # loads in flight stay within the L1 left beside the ring (H200, 2026-12-02: 256 x 256 x 16384 15.7 ->
+        # 14.9 us; all passes at once measured slower, 17.8).  The fence keeps each pass's sums above its stores.
+        pending = []                                           # [chunk * splits + split]: float4 partials
+        for c in tsjit.range_constexpr(width // 8):
+            for s in tsjit.range_constexpr(splits):
+                pending.append(workspace.load_vector((first + (s * chunks + c) * threads) * 4, 4))
+        for part in tsjit.range_constexpr(passes):
+            upcoming = []
+            if tsjit.const_expr(part + 1 < passes):
+                for c in tsjit.range_constexpr((part + 1) * width // 8, (part + 2) * width // 8):
+                    for s in tsjit.range_constexpr(splits):
+                        upcoming.append(workspace.load_vector((first + (s * chunks + c) * threads) * 4, 4))
+            total = []
+            for c in tsjit.range_constexpr(width // 8):
+                s0, s1, s2, s3 = pending[c * splits]
+                for s in tsjit.range_constexpr(1, splits):     # in split order 0..splits-1: deterministic
+                    v0, v1, v2, v3 = pending[c * splits + s]
+                    s0 = s0 + v0
+                    s1 = s1 + v1
+                    s2 = s2 + v2
+                    s3 = s3 + v3
+                total.extend([s0, s1, s2, s3])
+            total = wgmma.fence_operand(Fragment(total))
+            fn = fused.bind(operands, batch, row0, col0 + part * width, rows, cols)
+            store_fragment_global(total, out, row0, col0 + part * width, rows, cols, fn=fn,
+                                  tid=thread % gemm_program.WARPGROUP)
+            pending = upcoming
 
 
-def forced(problem, choice):
-    bm, bn, splits, stages, epilogue = choice
-    config = dataclasses.replace(configs.make_config(problem, bm, bn, splits), stages=stages)
-    if epilogue is not None:
-        config = dataclasses.replace(config, epilogue=epilogue, staged_columns=64)
-    return config
+VARIANTS = {"main": (main_reduce_split_k, WAIT), "sliced": (LANDED, WAIT), "sliced, no wait": (LANDED, 0)}
+
+
+def use(variant, loaded):
+    """Make ``tsjit.ops.matmul`` launch ``variant``'s reducer (its compiled kernels kept in ``loaded``)."""
+    reducer, wait = VARIANTS[variant]
+    gemm_program.reduce_split_k = reducer
+    gemm_program.SPLIT_WAIT_CYCLES = wait
+    kernel = gemm_program.gemm_program
+    kernel._loaded, kernel._plans = loaded.setdefault(variant, ({}, {}))   # compiled kernels, launch plans
+    force_with(None)                                   # new plans: their launches bind this variant's kernel
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--reps", type=int, default=15)
-    parser.add_argument("--tag", default="")
-    parser.add_argument("--no-refs", action="store_true", help="skip the reference (no split-K) shapes")
-    parser.add_argument("--sweep", action="store_true", help="the sweep's split-K shapes (heuristic rows) instead")
-    parser.add_argument("--heuristic-only", action="store_true", help="only the heuristic rows and the references")
-    parser.add_argument("--seconds", type=float, default=14.0, help="stop after the shape running at this time")
+    parser.add_argument("--only", default="", help="comma-separated MxNxK shapes (default: all)")
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--seconds", type=float, default=300.0, help="stop after the shape running at this time")
     args = parser.parse_args()
     began = time.perf_counter()
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     rng = torch.Generator().manual_seed(0)
-    print(f"\n{args.tag}\n| M x N x K | variant | config | rel. err | digest | tsjit us | cuBLAS us | cuBLAS/tsjit |")
+    wanted = [tuple(int(v) for v in s.split("x")) for s in args.only.split(",") if s] or SHAPES
+    names = [v for v in args.variants.split(",") if v]
+    loaded = {}
+    print("| M x N x K | reducer | config | rel. err | bit-identical | tsjit us | cuBLAS us | cuBLAS/tsjit |")
     print("|---|---|---|---|---|---|---|---|")
-    for (M, N, K), variants in (SWEEP_SPLIT if args.sweep else SHAPES).items():
-        torch.manual_seed(M * N + K)                 # the same operands in every process: the outputs' digests compare
+    for (M, N, K) in wanted:
+        torch.manual_seed(M * N + K)
         a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16).t()
         ref = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
-        for label, choice in variants:
-            if args.no_refs and label.startswith("ref:"):
-                continue
-            if args.heuristic_only and not (label == "heuristic" or label.startswith("ref:")):
-                continue
-            force_with(None if choice is None else (lambda problem, c=choice: forced(problem, c)))
-            out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-            tsjit.ops.matmul(a, b, out=out)
-            torch.cuda.synchronize()
-            err = sampled_error(out, a, b, rng)
+        out = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+        checks, ours, theirs, config = {}, {v: [] for v in names}, {v: [] for v in names}, ""
+        for variant in names:
+            use(variant, loaded)
+            first = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+            tsjit.ops.matmul(a, b, out=first)
             again = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
             tsjit.ops.matmul(a, b, out=again)
-            same = torch.equal(out, again)
-            digest = int(out.view(torch.int16).to(torch.int64).mul_(torch.arange(1, N + 1, device="cuda")).sum())
-            config = next(iter(mm._PLANS.values())).config.describe()
-            if not (err < 1e-2 and same):
-                print(f"| {M}x{N}x{K} | {label} | {config} | CHECK FAILED {err:.1e} same={same} | | | |", flush=True)
-                continue
-            t_ours, t_theirs = interleaved_medians(lambda: tsjit.ops.matmul(a, b, out=out),
-                                                   lambda: torch.matmul(a, b, out=ref), flush, args.reps)
-            print(f"| {M}x{N}x{K} | {label} | {config} | {err:.1e} | {digest} | {t_ours * 1e3:.1f} | {t_theirs * 1e3:.1f} | "
-                  f"{t_theirs / t_ours:.3f} |", flush=True)
+            torch.cuda.synchronize()
+            config = next(iter(sys.modules["tsjit.ops.matmul"]._PLANS.values())).config.describe()
+            checks[variant] = (sampled_error(first, a, b, rng), torch.equal(first, again))
+        for _ in range(args.reps):
+            for variant in names:
+                use(variant, loaded)
+                tsjit.ops.matmul(a, b, out=out)        # builds the plan outside the timing
+                theirs[variant].append(timed_ms(lambda: torch.matmul(a, b, out=ref), flush))
+                ours[variant].append(timed_ms(lambda: tsjit.ops.matmul(a, b, out=out), flush))
+        for variant in names:
+            err, same = checks[variant]
+            t_ours, t_theirs = statistics.median(ours[variant]), statistics.median(theirs[variant])
+            print(f"| {M}x{N}x{K} | {variant} | {config} | {err:.1e} | {same} | {t_ours * 1e3:.1f} | "
+                  f"{t_theirs * 1e3:.1f} | {t_theirs / t_ours:.3f} |", flush=True)
         if time.perf_counter() - began > args.seconds:
             print("(stopped: time)")
             break
-    force_with(None)
+    use("sliced", loaded)
     print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}, {time.perf_counter() - began:.1f} s")
 
 

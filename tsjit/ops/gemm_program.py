@@ -87,60 +87,106 @@ def store_direct(values, out, fused, operands, batch, row0, col0, rows, cols, ti
                               col0 + part * width, rows, cols, fn=fn, tid=tid)
 
 
+#: Split-K counter word of a (tile, warp): bits 0-4 count the splits that published their partial, bit
+#: ``RESIGNED + s`` says split ``s`` left its slice to the last split, bits ``FINISHED``.. count the splits done
+#: with the word (the one completing the count resets the word to 0 for the next launch).
+ARRIVALS = 31
+RESIGNED = 8
+FINISHED = 24
+MAX_SLICED_SPLITS = 16
+#: SM clock cycles (~10 us at 1.98 GHz) a split that is not the last of its tile polls for the others
+#: before it leaves its slice to the last one; only when every work unit has its own CTA (one wave)
+SPLIT_WAIT_CYCLES = 20000
+SLICE_LOADS = 28         # float4 partials a slice pass keeps in flight per thread (112 registers)
+
+
 @tsjit.func
-def reduce_split_k(acc, out, workspace, counters, tile, split, splits, fused, operands, batch, row0, col0, rows,
-                   cols, BM: tsjit.Constexpr[int], BN: tsjit.Constexpr[int]):
-    """Split-K: publish this split's partial; the warp that arrives last for its tile sums all
-    partials in split order 0..splits-1 and stores them through the fused epilogue (module docstring)."""
+def sum_slice(workspace, first, part, splits, out, fused, operands, batch, row0, col0, rows, cols, tid,
+              BM: tsjit.Constexpr[int], BN: tsjit.Constexpr[int]):
+    """Sum the partials of slice ``part`` of this warp's rows (8-column chunks ``[part * C // S,
+    (part + 1) * C // S)`` of the ``C = BN / 8``) in split order 0..S-1 and store them through the
+    fused epilogue."""
+    threads = WARPGROUP * (BM // 64)
+    chunks = BN // 8
+    slots = -(-chunks // splits)                               # the most chunks a slice has
+    group = max(1, min(slots, SLICE_LOADS // splits))
+    lo = part * chunks // splits
+    hi = (part + 1) * chunks // splits
+    for g in tsjit.range_constexpr(0, slots, group):
+        count = min(group, slots - g)
+        loaded = []                                            # [slot * splits + split]: float4 partials
+        for k in tsjit.range_constexpr(count):
+            c = tsjit.math.min(lo + (g + k), chunks - 1)       # past the slice: re-read the last (not stored)
+            for s in tsjit.range_constexpr(splits):
+                loaded.append(workspace.load_vector((first + (s * chunks + c) * threads) * 4, 4))
+        for k in tsjit.range_constexpr(count):
+            s0, s1, s2, s3 = loaded[k * splits]
+            for s in tsjit.range_constexpr(1, splits):         # in split order 0..splits-1: deterministic
+                v0, v1, v2, v3 = loaded[k * splits + s]
+                s0 = s0 + v0
+                s1 = s1 + v1
+                s2 = s2 + v2
+                s3 = s3 + v3
+            total = wgmma.fence_operand(Fragment([s0, s1, s2, s3]))
+            column = col0 + (lo + (g + k)) * 8
+            if lo + (g + k) < hi:
+                fn = fused.bind(operands, batch, row0, column, rows, cols)
+                store_fragment_global(total, out, row0, column, rows, cols, fn=fn, tid=tid)
+
+
+@tsjit.func
+def reduce_split_k(acc, out, workspace, counters, tile, split, splits, units, fused, operands, batch, row0, col0,
+                   rows, cols, BM: tsjit.Constexpr[int], BN: tsjit.Constexpr[int]):
+    """Split-K: publish this split's partial; the S splits of a tile's warp then sum S slices of its
+    columns, each in split order 0..S-1, or the last to arrive sums those of the splits that could not
+    wait for it (module docstring).  ``units``: the work units of the launch (one wave when the grid
+    has as many CTAs: only then do splits wait)."""
     threads = WARPGROUP * (BM // 64)
     thread = tsjit.thread_idx().x - WARPGROUP                  # 0 .. threads - 1 over the MMA warpgroups
+    tid = thread % WARPGROUP
     chunks = BN // 8                                           # float4 chunks per thread
     own = ((tile * splits + split) * chunks) * threads + thread
     for c in tsjit.range_constexpr(chunks):
         workspace.store_vector((own + c * threads) * 4, (acc[4 * c], acc[4 * c + 1], acc[4 * c + 2], acc[4 * c + 3]))
     tsjit.threadfence()
     tsjit.syncwarp()
-    counter = tile * (threads // 32) + thread // 32
+    if tsjit.const_expr(splits > MAX_SLICED_SPLITS):
+        raise tsjit.CompilationError(f"gemm_program: split-K {splits} is more than {MAX_SLICED_SPLITS} (the "
+                                     f"reducer's counter word has {MAX_SLICED_SPLITS} split bits): use fewer splits")
+    word = counters.ptr + (tile * (threads // 32) + thread // 32)
+    first = (tile * splits * chunks) * threads + thread
     arrived = 0
     if tsjit.lane_idx() == 0:
-        arrived = tsjit.atomic_add(counters.ptr + counter, 1)
+        arrived = tsjit.atomic_add(word, 1)
     arrived = tsjit.shuffle(arrived, 0)
-    if arrived == splits - 1:
+    if (arrived & ARRIVALS) == splits - 1:
         tsjit.threadfence()
+        for part in range(splits):                             # its own slice and those of splits that left
+            if (part == split) | (((arrived >> (RESIGNED + part)) & 1) == 1):
+                sum_slice(workspace, first, part, splits, out, fused, operands, batch, row0, col0, rows, cols, tid,
+                          BM, BN)
+    else:
+        seen = 0
         if tsjit.lane_idx() == 0:
-            counters[counter] = 0                              # ready for the next launch
-        first = (tile * splits * chunks) * threads + thread
-        width = reduction_columns(BN, splits)
-        passes = BN // width
-        # software-pipelined over the passes: pass p + 1's loads are issued before pass p's masked stores (whose
-        # branches the assembler does not schedule loads across), so the L2 round trips overlap; two passes'
-        # loads in flight stay within the L1 left beside the ring (H200, 2026-12-02: 256 x 256 x 16384 15.7 ->
-        # 14.9 us; all passes at once measured slower, 17.8).  The fence keeps each pass's sums above its stores.
-        pending = []                                           # [chunk * splits + split]: float4 partials
-        for c in tsjit.range_constexpr(width // 8):
-            for s in tsjit.range_constexpr(splits):
-                pending.append(workspace.load_vector((first + (s * chunks + c) * threads) * 4, 4))
-        for part in tsjit.range_constexpr(passes):
-            upcoming = []
-            if tsjit.const_expr(part + 1 < passes):
-                for c in tsjit.range_constexpr((part + 1) * width // 8, (part + 2) * width // 8):
-                    for s in tsjit.range_constexpr(splits):
-                        upcoming.append(workspace.load_vector((first + (s * chunks + c) * threads) * 4, 4))
-            total = []
-            for c in tsjit.range_constexpr(width // 8):
-                s0, s1, s2, s3 = pending[c * splits]
-                for s in tsjit.range_constexpr(1, splits):     # in split order 0..splits-1: deterministic
-                    v0, v1, v2, v3 = pending[c * splits + s]
-                    s0 = s0 + v0
-                    s1 = s1 + v1
-                    s2 = s2 + v2
-                    s3 = s3 + v3
-                total.extend([s0, s1, s2, s3])
-            total = wgmma.fence_operand(Fragment(total))
-            fn = fused.bind(operands, batch, row0, col0 + part * width, rows, cols)
-            store_fragment_global(total, out, row0, col0 + part * width, rows, cols, fn=fn,
-                                  tid=thread % WARPGROUP)
-            pending = upcoming
+            value = word.load(volatile=True)
+            if tsjit.const_expr(SPLIT_WAIT_CYCLES > 0):
+                if tsjit.grid_dim().x >= units:
+                    start = tsjit.clock64()
+                    waiting = (value & ARRIVALS) < splits
+                    while waiting:
+                        value = word.load(volatile=True)
+                        waiting = ((value & ARRIVALS) < splits) & (tsjit.clock64() - start < SPLIT_WAIT_CYCLES)
+            seen = value & ARRIVALS
+            if seen < splits:                                  # leave the slice to the last split, unless it
+                seen = tsjit.atomic_add(word, 1 << (RESIGNED + split)) & ARRIVALS   # has arrived meanwhile
+        seen = tsjit.shuffle(seen, 0)
+        if seen == splits:
+            tsjit.threadfence()
+            sum_slice(workspace, first, split, splits, out, fused, operands, batch, row0, col0, rows, cols, tid,
+                      BM, BN)
+    if tsjit.lane_idx() == 0:                                  # done with the word; the last one resets it
+        if (tsjit.atomic_add(word, 1 << FINISHED) >> FINISHED) == splits - 1:
+            word.store(0)
 
 
 @dataclass(kw_only=True)
@@ -326,7 +372,7 @@ def write_tile(tile_out, acc, m, n, l):
             out = tile_out.c[batch]
         tile = (batch * tile_out.tiles_m + m) * tile_out.tiles_n + n
         reduce_split_k(acc, out, tile_out.workspace, tile_out.counters, tile, l % tile_out.splits, tile_out.splits,
-                       tile_out.fused, tile_out.operands, batch, row0, col0, tile_out.rows, tile_out.cols,
+                       tile_out.work_units, tile_out.fused, tile_out.operands, batch, row0, col0, tile_out.rows, tile_out.cols,
                        tile_out.block_m, tile_out.block_n)
         return
     fragment = tile_out.block_n // 2                    # accumulator registers per 64-row fragment
@@ -388,6 +434,7 @@ class OutputTile(ts.MemoryResource):
     tiles_n: object = 1
     workspace: object = None
     counters: object = None
+    work_units: object = 1
     warpgroup_rows: int = 64
     staging: object = None
 
@@ -546,7 +593,7 @@ def gemm_program(x_map, y_map, c, c_map, bias, residual, workspace, counters, sc
     out = OutputTile(name="d", c=c, c_map=c_map, block_m=BM, block_n=BN, rows=M, cols=N, fused=FUSED,
                      operands=(bias, residual, c, alpha, beta, scale_x, scale_y), mode=EPILOGUE, batched=BATCHED,
                      staged_columns=STAGED, split_k=SPLIT, splits=split_count, tiles_m=tiles_m, tiles_n=tiles_n,
-                     workspace=workspace, counters=counters)
+                     workspace=workspace, counters=counters, work_units=tiles_m * tiles_n * batch * split_count)
 
     run_cooperative(wq, ring, out, groups, SplitTask.get_domain, SplitTask, splits=split_count, k_tiles=k_tiles)
 
