@@ -3,7 +3,9 @@ the CPU interpreter (``gpu_or_interpret``): forced split-K configurations of eve
 differently (64 columns: one group of columns; 128: two; 16: a narrow group), ragged M / N / K, a fused epilogue
 (column bias, ReLU, residual with alpha / beta), against float64 numpy references of the rounded inputs on fresh
 random inputs, outputs poisoned (NaN) before each call, and bit-identical outputs run to run (the partials are
-summed in split order whichever CTA arrives last)."""
+summed in split order whichever CTA sums them).  Both ways a tile's sums are shared out: every split sums its
+slice (a one-wave launch, the splits wait for each other) and the last split sums the slices of splits that did not
+wait (``SPLIT_WAIT_CYCLES = 0``, and a launch of several waves)."""
 import sys
 
 import numpy as np
@@ -11,7 +13,7 @@ import pytest
 
 import tsjit
 import tsjit.ops
-from tsjit.ops import configs
+from tsjit.ops import configs, gemm_program
 
 from tests.gpu.test_ops_matmul_arrays_gpu import _poisoned, _rand, _rel
 
@@ -57,3 +59,30 @@ def test_split_k_fused_epilogue_matches_float64(monkeypatch):
     assert next(iter(mm._PLANS.values())).config.splits == 4
     ref = np.maximum(0.5 * (a64 @ b64) - 2.0 * old + bias64, 0.0) + residual64
     assert _rel(out, ref) < 1e-2
+
+
+def _fresh_kernels(monkeypatch):
+    """Compile gemm_program anew in this test (a patched module constant changes what it compiles to)."""
+    monkeypatch.setenv("TSJIT_DISABLE_CACHE", "1")
+    for memo in ("_loaded", "_plans", "_interpret_programs"):
+        monkeypatch.setattr(gemm_program.gemm_program, memo, {}, raising=False)
+
+
+def test_split_k_without_waiting_matches_float64_and_is_bit_identical(monkeypatch):
+    """No split waits for the others: each leaves its slice to the last one, which sums all slices in turn."""
+    _fresh_kernels(monkeypatch)
+    monkeypatch.setattr(gemm_program, "SPLIT_WAIT_CYCLES", 0)
+    test_split_k_matches_float64_and_is_bit_identical(monkeypatch, 128, 64, 7, 130, 64, 1792)
+
+
+@pytest.mark.gpu(reason="a 600 x 520 x 1088 product with split-K 4 is too slow for the interpreter")
+def test_split_k_over_several_waves_matches_float64_and_is_bit_identical(monkeypatch):
+    """90 tiles x 4 splits: more work units than SMs, so no split waits (the last sums every slice)."""
+    test_split_k_matches_float64_and_is_bit_identical(monkeypatch, 64, 64, 4, 600, 520, 1088)
+
+
+def test_split_k_beyond_the_counter_bits_is_refused():
+    """Split-K 17 does not fit the reducer's counter word: a compile error says so and what to do."""
+    config = configs.GemmConfig(64, 64, 8, "direct", 64, 17)
+    with pytest.raises(tsjit.CompilationError, match="split-K 17 is more than 16"):
+        gemm_program.compile_program(config)
