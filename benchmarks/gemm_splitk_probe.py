@@ -2,7 +2,7 @@
 three reducers timed round by round in one process, each round interleaved with cuBLAS (``torch.matmul``):
 
 * ``main``: main 113fc8f's reducer (copied below): the last warp of a tile reads all S partials through registers;
-* ``sliced, no wait``: :func:`tsjit.ops.gemm_program.reduce_split_k` with ``SPLIT_WAIT_CYCLES = 0``: every split
+* ``sliced, no wait``: :func:`tsjit.ops.gemm_splitk.reduce_split_k` with ``SPLIT_WAIT_CYCLES = 0``: every split
   leaves its slice to the last one, which sums the S slices one after the other;
 * ``sliced``: the landed reducer: the splits of a tile sum a slice of its columns each (split ``s`` the 8-column
   chunks ``[s C / S, (s + 1) C / S)``), the last one also those of splits that stopped waiting.
@@ -30,7 +30,7 @@ import tsjit.ops
 from tsjit.lang.epilogue import store_fragment_global
 from tsjit.lang.fragment import Fragment
 from tsjit import wgmma
-from tsjit.ops import gemm_program
+from tsjit.ops import gemm_program, gemm_splitk
 
 from gemm import timed_ms                               # benchmarks/gemm.py (this folder is on sys.path)
 from gemm_configs_probe import force_with              # clears the plan and launch caches
@@ -38,15 +38,23 @@ from gemm_session_probe import sampled_error
 
 SHAPES = [(384, 384, 16384), (512, 512, 8192), (256, 256, 16384), (512, 512, 32768)]
 LANDED = gemm_program.reduce_split_k
-WAIT = gemm_program.SPLIT_WAIT_CYCLES
+WAIT = gemm_splitk.SPLIT_WAIT_CYCLES
+
+
+def main_reduction_columns(block_n, splits):
+    """main's reducer's columns per pass (loads of every split of a pass in flight together)."""
+    width = 64
+    while width > 8 and width * splits > 128:
+        width //= 2
+    return min(width, block_n)
 
 
 @tsjit.func
 def main_reduce_split_k(acc, out, workspace, counters, tile, split, splits, units, fused, operands, batch, row0, col0, rows,
                    cols, BM: tsjit.Constexpr[int], BN: tsjit.Constexpr[int]):
     """main 113fc8f's reducer (the last warp of a tile sums every partial through registers); ``units`` unused."""
-    threads = gemm_program.WARPGROUP * (BM // 64)
-    thread = tsjit.thread_idx().x - gemm_program.WARPGROUP                  # 0 .. threads - 1 over the MMA warpgroups
+    threads = gemm_splitk.WARPGROUP * (BM // 64)
+    thread = tsjit.thread_idx().x - gemm_splitk.WARPGROUP                  # 0 .. threads - 1 over the MMA warpgroups
     chunks = BN // 8                                           # float4 chunks per thread
     own = ((tile * splits + split) * chunks) * threads + thread
     for c in tsjit.range_constexpr(chunks):
@@ -63,7 +71,7 @@ def main_reduce_split_k(acc, out, workspace, counters, tile, split, splits, unit
         if tsjit.lane_idx() == 0:
             counters[counter] = 0                              # ready for the next launch
         first = (tile * splits * chunks) * threads + thread
-        width = gemm_program.reduction_columns(BN, splits)
+        width = main_reduction_columns(BN, splits)
         passes = BN // width
         # software-pipelined over the passes: pass p + 1's loads are issued before pass p's masked stores (whose
         # branches the assembler does not schedule loads across), so the L2 round trips overlap; two passes'
@@ -92,7 +100,7 @@ def main_reduce_split_k(acc, out, workspace, counters, tile, split, splits, unit
             total = wgmma.fence_operand(Fragment(total))
             fn = fused.bind(operands, batch, row0, col0 + part * width, rows, cols)
             store_fragment_global(total, out, row0, col0 + part * width, rows, cols, fn=fn,
-                                  tid=thread % gemm_program.WARPGROUP)
+                                  tid=thread % gemm_splitk.WARPGROUP)
             pending = upcoming
 
 
@@ -103,7 +111,7 @@ def use(variant, loaded):
     """Make ``tsjit.ops.matmul`` launch ``variant``'s reducer (its compiled kernels kept in ``loaded``)."""
     reducer, wait = VARIANTS[variant]
     gemm_program.reduce_split_k = reducer
-    gemm_program.SPLIT_WAIT_CYCLES = wait
+    gemm_splitk.SPLIT_WAIT_CYCLES = wait
     kernel = gemm_program.gemm_program
     kernel._loaded, kernel._plans = loaded.setdefault(variant, ({}, {}))   # compiled kernels, launch plans
     force_with(None)                                   # new plans: their launches bind this variant's kernel

@@ -1,4 +1,4 @@
-"""The split-K reducer of the library GEMM (:func:`tsjit.ops.gemm_program.reduce_split_k`), on the GPU and under
+"""The split-K reducer of the library GEMM (:func:`tsjit.ops.gemm_splitk.reduce_split_k`), on the GPU and under
 the CPU interpreter (``gpu_or_interpret``): forced split-K configurations of every tile width the reducer groups
 differently (64 columns: one group of columns; 128: two; 16: a narrow group), ragged M / N / K, a fused epilogue
 (column bias, ReLU, residual with alpha / beta), against float64 numpy references of the rounded inputs on fresh
@@ -13,7 +13,7 @@ import pytest
 
 import tsjit
 import tsjit.ops
-from tsjit.ops import configs, gemm_program
+from tsjit.ops import configs, gemm_program, gemm_splitk
 
 from tests.gpu.test_ops_matmul_arrays_gpu import _poisoned, _rand, _rel
 
@@ -71,7 +71,7 @@ def _fresh_kernels(monkeypatch):
 def test_split_k_without_waiting_matches_float64_and_is_bit_identical(monkeypatch):
     """No split waits for the others: each leaves its slice to the last one, which sums all slices in turn."""
     _fresh_kernels(monkeypatch)
-    monkeypatch.setattr(gemm_program, "SPLIT_WAIT_CYCLES", 0)
+    monkeypatch.setattr(gemm_splitk, "SPLIT_WAIT_CYCLES", 0)
     test_split_k_matches_float64_and_is_bit_identical(monkeypatch, 128, 64, 7, 130, 64, 1792)
 
 

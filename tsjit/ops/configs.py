@@ -262,7 +262,8 @@ class GemmConfig:
 
 
 def reduction_columns(block_n: int, splits: int) -> int:
-    """Columns the split-K reducer sums per pass (mirrors :func:`tsjit.ops.gemm_program.reduction_columns`)."""
+    """Columns per pass of the split-K reducer the constants were fitted to (the last CTA of a tile summed every
+    partial, before :mod:`tsjit.ops.gemm_splitk` shared the sums out among the splits, 2026-12-03)."""
     width = 64
     while width > 8 and width * splits > 128:
         width //= 2

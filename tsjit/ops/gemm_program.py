@@ -22,11 +22,10 @@ Program (one CTA = ``1 + BM / 64`` warpgroups):
   - ``SPLITS > 1`` (split-K, deterministic): split ``s`` of a tile covers K tiles
     ``[s * kt // S, (s + 1) * kt // S)``.  Every warp writes its raw fp32 partial to the workspace
     in the accumulator's own register order (``ws[tile][split][register / 4][thread]`` as float4:
-    fully coalesced), fences (``fence.sc.gpu``) and increments its per-warp counter; the warp
-    that arrives last fences again, sums the S partials *in split order 0..S-1* (the same order
-    whichever CTA is last, so the result is bit-identical run to run), resets the counter to 0
-    for the next launch, applies the epilogue and stores (direct).  No CTA ever waits for
-    another, so there is no deadlock whatever the residency.
+    fully coalesced) and the S splits then share the sums out, each element summed *in split
+    order 0..S-1* whoever sums it (bit-identical run to run), no wait unbounded (no deadlock
+    whatever the residency): :mod:`tsjit.ops.gemm_splitk`.  The sums go through the epilogue and
+    are stored directly.
 
 The epilogue is a :class:`tsjit.lang.epilogue.FusedEpilogue` given as the ``FUSED`` constexpr: bias
 per row or column, activation, residual, alpha / beta, a user ``@tsjit.func``.
@@ -42,6 +41,7 @@ from tsjit.errors import UsageValueError
 from tsjit.lang.epilogue import FusedEpilogue, store_fragment_global, store_fragment_shared
 from tsjit.lang.fragment import Fragment
 from tsjit.ops.gemm_cluster import check_cluster, cluster_arguments, cluster_queue
+from tsjit.ops.gemm_splitk import reduce_split_k
 from tsjit.ts.work_queue import WorkQueue
 
 BK = 64                 # K elements per stage of a 16-bit type: one 128-byte swizzle row
@@ -64,16 +64,7 @@ def split_bounds(split, k_tiles, splits):
     return split * k_tiles // splits, (split + 1) * k_tiles // splits
 
 
-EPILOGUE_COLUMNS = 64    # columns a direct / split-K epilogue converts and stores per pass (register pressure)
-
-
-def reduction_columns(block_n: int, splits: int) -> int:
-    """Columns the split-K reducer sums and stores per pass: the loads of every split of a pass are
-    in flight together, so a pass holds ``columns / 2 * splits`` loaded floats per thread (<= 64)."""
-    width = EPILOGUE_COLUMNS
-    while width > 8 and width * splits > 128:
-        width //= 2
-    return min(width, block_n)
+EPILOGUE_COLUMNS = 64    # columns a direct epilogue converts and stores per pass (register pressure)
 
 
 @tsjit.func
@@ -85,108 +76,6 @@ def store_direct(values, out, fused, operands, batch, row0, col0, rows, cols, ti
         fn = fused.bind(operands, batch, row0, col0 + part * width, rows, cols)
         store_fragment_global(Fragment(values[part * width // 2:(part + 1) * width // 2]), out, row0,
                               col0 + part * width, rows, cols, fn=fn, tid=tid)
-
-
-#: Split-K counter word of a (tile, warp): bits 0-4 count the splits that published their partial, bit
-#: ``RESIGNED + s`` says split ``s`` left its slice to the last split, bits ``FINISHED``.. count the splits done
-#: with the word (the one completing the count resets the word to 0 for the next launch).
-ARRIVALS = 31
-RESIGNED = 8
-FINISHED = 24
-MAX_SLICED_SPLITS = 16
-#: SM clock cycles (~10 us at 1.98 GHz) a split that is not the last of its tile polls for the others
-#: before it leaves its slice to the last one; only when every work unit has its own CTA (one wave)
-SPLIT_WAIT_CYCLES = 20000
-SLICE_LOADS = 28         # float4 partials a slice pass keeps in flight per thread (112 registers)
-
-
-@tsjit.func
-def sum_slice(workspace, first, part, splits, out, fused, operands, batch, row0, col0, rows, cols, tid,
-              BM: tsjit.Constexpr[int], BN: tsjit.Constexpr[int]):
-    """Sum the partials of slice ``part`` of this warp's rows (8-column chunks ``[part * C // S,
-    (part + 1) * C // S)`` of the ``C = BN / 8``) in split order 0..S-1 and store them through the
-    fused epilogue."""
-    threads = WARPGROUP * (BM // 64)
-    chunks = BN // 8
-    slots = -(-chunks // splits)                               # the most chunks a slice has
-    group = max(1, min(slots, SLICE_LOADS // splits))
-    lo = part * chunks // splits
-    hi = (part + 1) * chunks // splits
-    for g in tsjit.range_constexpr(0, slots, group):
-        count = min(group, slots - g)
-        loaded = []                                            # [slot * splits + split]: float4 partials
-        for k in tsjit.range_constexpr(count):
-            c = tsjit.math.min(lo + (g + k), chunks - 1)       # past the slice: re-read the last (not stored)
-            for s in tsjit.range_constexpr(splits):
-                loaded.append(workspace.load_vector((first + (s * chunks + c) * threads) * 4, 4))
-        for k in tsjit.range_constexpr(count):
-            s0, s1, s2, s3 = loaded[k * splits]
-            for s in tsjit.range_constexpr(1, splits):         # in split order 0..splits-1: deterministic
-                v0, v1, v2, v3 = loaded[k * splits + s]
-                s0 = s0 + v0
-                s1 = s1 + v1
-                s2 = s2 + v2
-                s3 = s3 + v3
-            total = wgmma.fence_operand(Fragment([s0, s1, s2, s3]))
-            column = col0 + (lo + (g + k)) * 8
-            if lo + (g + k) < hi:
-                fn = fused.bind(operands, batch, row0, column, rows, cols)
-                store_fragment_global(total, out, row0, column, rows, cols, fn=fn, tid=tid)
-
-
-@tsjit.func
-def reduce_split_k(acc, out, workspace, counters, tile, split, splits, units, fused, operands, batch, row0, col0,
-                   rows, cols, BM: tsjit.Constexpr[int], BN: tsjit.Constexpr[int]):
-    """Split-K: publish this split's partial; the S splits of a tile's warp then sum S slices of its
-    columns, each in split order 0..S-1, or the last to arrive sums those of the splits that could not
-    wait for it (module docstring).  ``units``: the work units of the launch (one wave when the grid
-    has as many CTAs: only then do splits wait)."""
-    threads = WARPGROUP * (BM // 64)
-    thread = tsjit.thread_idx().x - WARPGROUP                  # 0 .. threads - 1 over the MMA warpgroups
-    tid = thread % WARPGROUP
-    chunks = BN // 8                                           # float4 chunks per thread
-    own = ((tile * splits + split) * chunks) * threads + thread
-    for c in tsjit.range_constexpr(chunks):
-        workspace.store_vector((own + c * threads) * 4, (acc[4 * c], acc[4 * c + 1], acc[4 * c + 2], acc[4 * c + 3]))
-    tsjit.threadfence()
-    tsjit.syncwarp()
-    if tsjit.const_expr(splits > MAX_SLICED_SPLITS):
-        raise tsjit.CompilationError(f"gemm_program: split-K {splits} is more than {MAX_SLICED_SPLITS} (the "
-                                     f"reducer's counter word has {MAX_SLICED_SPLITS} split bits): use fewer splits")
-    word = counters.ptr + (tile * (threads // 32) + thread // 32)
-    first = (tile * splits * chunks) * threads + thread
-    arrived = 0
-    if tsjit.lane_idx() == 0:
-        arrived = tsjit.atomic_add(word, 1)
-    arrived = tsjit.shuffle(arrived, 0)
-    if (arrived & ARRIVALS) == splits - 1:
-        tsjit.threadfence()
-        for part in range(splits):                             # its own slice and those of splits that left
-            if (part == split) | (((arrived >> (RESIGNED + part)) & 1) == 1):
-                sum_slice(workspace, first, part, splits, out, fused, operands, batch, row0, col0, rows, cols, tid,
-                          BM, BN)
-    else:
-        seen = 0
-        if tsjit.lane_idx() == 0:
-            value = word.load(volatile=True)
-            if tsjit.const_expr(SPLIT_WAIT_CYCLES > 0):
-                if tsjit.grid_dim().x >= units:
-                    start = tsjit.clock64()
-                    waiting = (value & ARRIVALS) < splits
-                    while waiting:
-                        value = word.load(volatile=True)
-                        waiting = ((value & ARRIVALS) < splits) & (tsjit.clock64() - start < SPLIT_WAIT_CYCLES)
-            seen = value & ARRIVALS
-            if seen < splits:                                  # leave the slice to the last split, unless it
-                seen = tsjit.atomic_add(word, 1 << (RESIGNED + split)) & ARRIVALS   # has arrived meanwhile
-        seen = tsjit.shuffle(seen, 0)
-        if seen == splits:
-            tsjit.threadfence()
-            sum_slice(workspace, first, split, splits, out, fused, operands, batch, row0, col0, rows, cols, tid,
-                      BM, BN)
-    if tsjit.lane_idx() == 0:                                  # done with the word; the last one resets it
-        if (tsjit.atomic_add(word, 1 << FINISHED) >> FINISHED) == splits - 1:
-            word.store(0)
 
 
 @dataclass(kw_only=True)

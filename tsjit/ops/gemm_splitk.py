@@ -1,0 +1,135 @@
+"""The split-K reducer of the library GEMM (:mod:`tsjit.ops.gemm_program`): after its K loop, every split
+of a work tile publishes its fp32 partial, and the tile's sums are shared out among the splits, each element
+summed in split order 0..S-1 whoever sums it (deterministic: bit-identical run to run), without an unbounded
+wait (no deadlock whatever the residency).
+
+Per (tile, warp) of the MMA warpgroups: the warp stores its partial to the workspace in the accumulator's own
+register order (``ws[tile][split][register / 4][thread]`` as float4: fully coalesced), fences
+(``fence.sc.gpu``) and adds 1 to its counter word (relaxed atomics, GPU scope; the word layout:
+:data:`ARRIVALS`, :data:`RESIGNED`, :data:`FINISHED`).  Split ``s`` owns the slice of 8-column chunks
+``[s C / S, (s + 1) C / S)`` of the ``C = BN / 8`` (a chunk is registers ``4c .. 4c + 3`` of the wgmma
+accumulator, PTX ISA 9.7.15.5.1.1.1).  Then:
+
+* the last split to arrive (its add returned ``S - 1`` arrivals) fences and sums its own slice and the slices
+  of the splits that its arrival saw resigned;
+* another split polls the word (volatile loads) for at most :data:`SPLIT_WAIT_CYCLES` SM cycles when the
+  launch is one wave (a CTA per work unit, so its siblings are running), then fences and sums its slice; if
+  the count is not complete by then (or the launch has several waves: no wait), it resigns with an atomic add
+  of its bit, whose old value says whether the last split had arrived meanwhile (then it sums its slice after
+  all: the last one did not see the bit);
+* every split then adds :data:`FINISHED` once; the one completing that count resets the word to 0 for the next
+  launch (all others are done with it).
+
+Why (H200, 2026-12-02/03, BENCHMARKS.md, helpers i15s and i15f): one CTA reading all S partials runs at about
+the ~115 GB/s one SM streams from L2 (384 x 384 x 16384, 128 x 64 tiles, split 7: 229 KB, 2 us of a 20.4 us
+call); shared out, each of the S SMs reads one S-th.
+"""
+from __future__ import annotations
+
+import tsjit
+from tsjit import wgmma
+from tsjit.lang.epilogue import store_fragment_global
+from tsjit.lang.fragment import Fragment
+
+WARPGROUP = 128          # threads of a warpgroup; the MMA warpgroups start at thread 128 (after the load warps)
+
+#: The counter word of a (tile, warp): bits 0-4 count the splits that published their partial (mask
+#: ``ARRIVALS``), bit ``RESIGNED + s`` says split ``s`` left its slice to the last split, the bits from
+#: ``FINISHED`` count the splits done with the word; hence at most ``MAX_SLICED_SPLITS`` splits.
+ARRIVALS = 31
+RESIGNED = 8
+FINISHED = 24
+MAX_SLICED_SPLITS = 16
+#: SM clock cycles (~10 us at 1.98 GHz) a split that is not the last of its tile polls for the others
+#: before it leaves its slice to the last one; only when every work unit has its own CTA (one wave)
+SPLIT_WAIT_CYCLES = 20000
+SLICE_LOADS = 28         # float4 partials a slice pass keeps in flight per thread (112 registers)
+
+
+@tsjit.func
+def sum_slice(workspace, first, part, splits, out, fused, operands, batch, row0, col0, rows, cols, tid,
+              BM: tsjit.Constexpr[int], BN: tsjit.Constexpr[int]):
+    """Sum the partials of slice ``part`` of this warp's rows (8-column chunks ``[part * C // S,
+    (part + 1) * C // S)`` of the ``C = BN / 8``) in split order 0..S-1 and store them through the
+    fused epilogue."""
+    threads = WARPGROUP * (BM // 64)
+    chunks = BN // 8
+    slots = -(-chunks // splits)                               # the most chunks a slice has
+    group = max(1, min(slots, SLICE_LOADS // splits))
+    lo = part * chunks // splits
+    hi = (part + 1) * chunks // splits
+    for g in tsjit.range_constexpr(0, slots, group):
+        count = min(group, slots - g)
+        loaded = []                                            # [slot * splits + split]: float4 partials
+        for k in tsjit.range_constexpr(count):
+            c = tsjit.math.min(lo + (g + k), chunks - 1)       # past the slice: re-read the last (not stored)
+            for s in tsjit.range_constexpr(splits):
+                loaded.append(workspace.load_vector((first + (s * chunks + c) * threads) * 4, 4))
+        for k in tsjit.range_constexpr(count):
+            s0, s1, s2, s3 = loaded[k * splits]
+            for s in tsjit.range_constexpr(1, splits):         # in split order 0..splits-1: deterministic
+                v0, v1, v2, v3 = loaded[k * splits + s]
+                s0 = s0 + v0
+                s1 = s1 + v1
+                s2 = s2 + v2
+                s3 = s3 + v3
+            total = wgmma.fence_operand(Fragment([s0, s1, s2, s3]))
+            column = col0 + (lo + (g + k)) * 8
+            if lo + (g + k) < hi:
+                fn = fused.bind(operands, batch, row0, column, rows, cols)
+                store_fragment_global(total, out, row0, column, rows, cols, fn=fn, tid=tid)
+
+
+@tsjit.func
+def reduce_split_k(acc, out, workspace, counters, tile, split, splits, units, fused, operands, batch, row0, col0,
+                   rows, cols, BM: tsjit.Constexpr[int], BN: tsjit.Constexpr[int]):
+    """Split-K: publish this split's partial; the S splits of a tile's warp then sum S slices of its
+    columns, each in split order 0..S-1, or the last to arrive sums those of the splits that could not
+    wait for it (module docstring).  ``units``: the work units of the launch (one wave when the grid
+    has as many CTAs: only then do splits wait)."""
+    threads = WARPGROUP * (BM // 64)
+    thread = tsjit.thread_idx().x - WARPGROUP                  # 0 .. threads - 1 over the MMA warpgroups
+    tid = thread % WARPGROUP
+    chunks = BN // 8                                           # float4 chunks per thread
+    own = ((tile * splits + split) * chunks) * threads + thread
+    for c in tsjit.range_constexpr(chunks):
+        workspace.store_vector((own + c * threads) * 4, (acc[4 * c], acc[4 * c + 1], acc[4 * c + 2], acc[4 * c + 3]))
+    tsjit.threadfence()
+    tsjit.syncwarp()
+    if tsjit.const_expr(splits > MAX_SLICED_SPLITS):
+        raise tsjit.CompilationError(f"gemm_program: split-K {splits} is more than {MAX_SLICED_SPLITS} (the "
+                                     f"reducer's counter word has {MAX_SLICED_SPLITS} split bits): use fewer splits")
+    word = counters.ptr + (tile * (threads // 32) + thread // 32)
+    first = (tile * splits * chunks) * threads + thread
+    arrived = 0
+    if tsjit.lane_idx() == 0:
+        arrived = tsjit.atomic_add(word, 1)
+    arrived = tsjit.shuffle(arrived, 0)
+    if (arrived & ARRIVALS) == splits - 1:
+        tsjit.threadfence()
+        for part in range(splits):                             # its own slice and those of splits that left
+            if (part == split) | (((arrived >> (RESIGNED + part)) & 1) == 1):
+                sum_slice(workspace, first, part, splits, out, fused, operands, batch, row0, col0, rows, cols, tid,
+                          BM, BN)
+    else:
+        seen = 0
+        if tsjit.lane_idx() == 0:
+            value = word.load(volatile=True)
+            if tsjit.const_expr(SPLIT_WAIT_CYCLES > 0):
+                if tsjit.grid_dim().x >= units:
+                    start = tsjit.clock64()
+                    waiting = (value & ARRIVALS) < splits
+                    while waiting:
+                        value = word.load(volatile=True)
+                        waiting = ((value & ARRIVALS) < splits) & (tsjit.clock64() - start < SPLIT_WAIT_CYCLES)
+            seen = value & ARRIVALS
+            if seen < splits:                                  # leave the slice to the last split, unless it
+                seen = tsjit.atomic_add(word, 1 << (RESIGNED + split)) & ARRIVALS   # has arrived meanwhile
+        seen = tsjit.shuffle(seen, 0)
+        if seen == splits:
+            tsjit.threadfence()
+            sum_slice(workspace, first, split, splits, out, fused, operands, batch, row0, col0, rows, cols, tid,
+                      BM, BN)
+    if tsjit.lane_idx() == 0:                                  # done with the word; the last one resets it
+        if (tsjit.atomic_add(word, 1 << FINISHED) >> FINISHED) == splits - 1:
+            word.store(0)
