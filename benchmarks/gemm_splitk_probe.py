@@ -56,11 +56,7 @@ def main_reduce_split_k(acc, out, workspace, counters, tile, split, splits, unit
     threads = gemm_splitk.WARPGROUP * (BM // 64)
     thread = tsjit.thread_idx().x - gemm_splitk.WARPGROUP                  # 0 .. threads - 1 over the MMA warpgroups
     chunks = BN // 8                                           # float4 chunks per thread
-    own = ((tile * splits + split) * chunks) * threads + thread
-    for c in tsjit.range_constexpr(chunks):
-        workspace.store_vector((own + c * threads) * 4, (acc[4 * c], acc[4 * c + 1], acc[4 * c + 2], acc[4 * c + 3]))
-    tsjit.threadfence()
-    tsjit.syncwarp()
+    gemm_splitk.publish_partial(acc, workspace, tile, split, splits, BM, BN)
     counter = tile * (threads // 32) + thread // 32
     arrived = 0
     if tsjit.lane_idx() == 0:
@@ -89,14 +85,7 @@ def main_reduce_split_k(acc, out, workspace, counters, tile, split, splits, unit
                         upcoming.append(workspace.load_vector((first + (s * chunks + c) * threads) * 4, 4))
             total = []
             for c in tsjit.range_constexpr(width // 8):
-                s0, s1, s2, s3 = pending[c * splits]
-                for s in tsjit.range_constexpr(1, splits):     # in split order 0..splits-1: deterministic
-                    v0, v1, v2, v3 = pending[c * splits + s]
-                    s0 = s0 + v0
-                    s1 = s1 + v1
-                    s2 = s2 + v2
-                    s3 = s3 + v3
-                total.extend([s0, s1, s2, s3])
+                total.extend(gemm_splitk.split_order_sum(pending[c * splits:(c + 1) * splits]))
             total = wgmma.fence_operand(Fragment(total))
             fn = fused.bind(operands, batch, row0, col0 + part * width, rows, cols)
             store_fragment_global(total, out, row0, col0 + part * width, rows, cols, fn=fn,

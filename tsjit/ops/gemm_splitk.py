@@ -46,6 +46,15 @@ SPLIT_WAIT_CYCLES = 20000
 SLICE_LOADS = 28         # float4 partials a slice pass keeps in flight per thread (112 registers)
 
 
+def split_order_sum(partials) -> list:
+    """The four element-wise sums of ``partials`` (float4 tuples of splits 0..S-1), added in split order
+    (deterministic); Python run while the kernel compiles."""
+    total = list(partials[0])
+    for values in partials[1:]:
+        total = [t + v for t, v in zip(total, values)]
+    return total
+
+
 @tsjit.func
 def sum_slice(workspace, first, part, splits, out, fused, operands, batch, row0, col0, rows, cols, tid,
               BM: tsjit.Constexpr[int], BN: tsjit.Constexpr[int]):
@@ -66,18 +75,25 @@ def sum_slice(workspace, first, part, splits, out, fused, operands, batch, row0,
             for s in tsjit.range_constexpr(splits):
                 loaded.append(workspace.load_vector((first + (s * chunks + c) * threads) * 4, 4))
         for k in tsjit.range_constexpr(count):
-            s0, s1, s2, s3 = loaded[k * splits]
-            for s in tsjit.range_constexpr(1, splits):         # in split order 0..splits-1: deterministic
-                v0, v1, v2, v3 = loaded[k * splits + s]
-                s0 = s0 + v0
-                s1 = s1 + v1
-                s2 = s2 + v2
-                s3 = s3 + v3
-            total = wgmma.fence_operand(Fragment([s0, s1, s2, s3]))
+            total = wgmma.fence_operand(Fragment(split_order_sum(loaded[k * splits:(k + 1) * splits])))
             column = col0 + (lo + (g + k)) * 8
             if lo + (g + k) < hi:
                 fn = fused.bind(operands, batch, row0, column, rows, cols)
                 store_fragment_global(total, out, row0, column, rows, cols, fn=fn, tid=tid)
+
+
+@tsjit.func
+def publish_partial(acc, workspace, tile, split, splits, BM: tsjit.Constexpr[int], BN: tsjit.Constexpr[int]):
+    """Store this warp's fp32 partial of split ``split`` of ``tile`` (``ws[tile][split][register / 4][thread]``
+    as float4), then fence (``fence.sc.gpu``) and converge the warp."""
+    threads = WARPGROUP * (BM // 64)
+    thread = tsjit.thread_idx().x - WARPGROUP
+    chunks = BN // 8
+    own = ((tile * splits + split) * chunks) * threads + thread
+    for c in tsjit.range_constexpr(chunks):
+        workspace.store_vector((own + c * threads) * 4, (acc[4 * c], acc[4 * c + 1], acc[4 * c + 2], acc[4 * c + 3]))
+    tsjit.threadfence()
+    tsjit.syncwarp()
 
 
 @tsjit.func
@@ -91,11 +107,7 @@ def reduce_split_k(acc, out, workspace, counters, tile, split, splits, units, fu
     thread = tsjit.thread_idx().x - WARPGROUP                  # 0 .. threads - 1 over the MMA warpgroups
     tid = thread % WARPGROUP
     chunks = BN // 8                                           # float4 chunks per thread
-    own = ((tile * splits + split) * chunks) * threads + thread
-    for c in tsjit.range_constexpr(chunks):
-        workspace.store_vector((own + c * threads) * 4, (acc[4 * c], acc[4 * c + 1], acc[4 * c + 2], acc[4 * c + 3]))
-    tsjit.threadfence()
-    tsjit.syncwarp()
+    publish_partial(acc, workspace, tile, split, splits, BM, BN)
     if tsjit.const_expr(splits > MAX_SLICED_SPLITS):
         raise tsjit.CompilationError(f"gemm_program: split-K {splits} is more than {MAX_SLICED_SPLITS} (the "
                                      f"reducer's counter word has {MAX_SLICED_SPLITS} split bits): use fewer splits")
