@@ -29,9 +29,10 @@ def _force(monkeypatch, block_m, block_n, splits):
         monkeypatch.setattr(mm, cache, {})
 
 
-# (BM, BN, split-K, M, N, K): K tiles of 64 not a multiple of the split count, ragged last tiles
+# (BM, BN, split-K, M, N, K): K tiles of 64 not a multiple of the split count, ragged last tiles; 64 x 16 split 4:
+# two 8-column chunks for four splits (two slices are empty)
 CASES = [(64, 64, 8, 100, 70, 2048 + 40), (128, 64, 7, 130, 64, 1792), (64, 128, 4, 72, 200, 1024 + 8),
-         (128, 128, 3, 200, 130, 776), (64, 16, 2, 16, 20, 520)]
+         (128, 128, 3, 200, 130, 776), (64, 16, 2, 16, 20, 520), (64, 16, 4, 16, 20, 1040)]
 
 
 @pytest.mark.parametrize("block_m,block_n,splits,M,N,K", CASES)

@@ -67,19 +67,20 @@ def sum_slice(workspace, first, part, splits, out, fused, operands, batch, row0,
     group = max(1, min(slots, SLICE_LOADS // splits))
     lo = part * chunks // splits
     hi = (part + 1) * chunks // splits
-    for g in tsjit.range_constexpr(0, slots, group):
-        count = min(group, slots - g)
-        loaded = []                                            # [slot * splits + split]: float4 partials
-        for k in tsjit.range_constexpr(count):
-            c = tsjit.math.min(lo + (g + k), chunks - 1)       # past the slice: re-read the last (not stored)
-            for s in tsjit.range_constexpr(splits):
-                loaded.append(workspace.load_vector((first + (s * chunks + c) * threads) * 4, 4))
-        for k in tsjit.range_constexpr(count):
-            total = wgmma.fence_operand(Fragment(split_order_sum(loaded[k * splits:(k + 1) * splits])))
-            column = col0 + (lo + (g + k)) * 8
-            if lo + (g + k) < hi:
-                fn = fused.bind(operands, batch, row0, column, rows, cols)
-                store_fragment_global(total, out, row0, column, rows, cols, fn=fn, tid=tid)
+    if lo < hi:                                                # an empty slice when BN / 8 < S
+        for g in tsjit.range_constexpr(0, slots, group):
+            count = min(group, slots - g)
+            loaded = []                                        # [slot * splits + split]: float4 partials
+            for k in tsjit.range_constexpr(count):
+                c = tsjit.math.min(lo + (g + k), chunks - 1)   # past the slice: re-read the last (not stored)
+                for s in tsjit.range_constexpr(splits):
+                    loaded.append(workspace.load_vector((first + (s * chunks + c) * threads) * 4, 4))
+            for k in tsjit.range_constexpr(count):
+                total = wgmma.fence_operand(Fragment(split_order_sum(loaded[k * splits:(k + 1) * splits])))
+                column = col0 + (lo + (g + k)) * 8
+                if lo + (g + k) < hi:
+                    fn = fused.bind(operands, batch, row0, column, rows, cols)
+                    store_fragment_global(total, out, row0, column, rows, cols, fn=fn, tid=tid)
 
 
 @tsjit.func
@@ -128,7 +129,7 @@ def reduce_split_k(acc, out, workspace, counters, tile, split, splits, units, fu
         if tsjit.lane_idx() == 0:
             value = word.load(volatile=True)
             if tsjit.const_expr(SPLIT_WAIT_CYCLES > 0):
-                if tsjit.grid_dim().x >= units:
+                if (tsjit.grid_dim().x >= units) & (split * chunks // splits < (split + 1) * chunks // splits):
                     start = tsjit.clock64()
                     waiting = (value & ARRIVALS) < splits
                     while waiting:
