@@ -12,7 +12,7 @@ accumulator, PTX ISA 9.7.15.5.1.1.1).  Then:
 
 * the last split to arrive (its add returned ``S - 1`` arrivals) fences and sums its own slice and the slices
   of the splits that its arrival saw resigned;
-* another split polls the word (volatile loads) for at most :data:`SPLIT_WAIT_CYCLES` SM cycles when the
+* another split polls the word (atomic adds of 0: reads at the L2 that the compiler keeps in the loop) for at most :data:`SPLIT_WAIT_CYCLES` SM cycles when the
   launch is one wave (a CTA per work unit, so its siblings are running), then fences and sums its slice; if
   the count is not complete by then (or the launch has several waves: no wait), it resigns with an atomic add
   of its bit, whose old value says whether the last split had arrived meanwhile (then it sums its slice after
@@ -127,13 +127,13 @@ def reduce_split_k(acc, out, workspace, counters, tile, split, splits, units, fu
     else:
         seen = 0
         if tsjit.lane_idx() == 0:
-            value = word.load(volatile=True)
+            value = tsjit.atomic_add(word, 0)                  # a read at the L2 (plain loads may be hoisted)
             if tsjit.const_expr(SPLIT_WAIT_CYCLES > 0):
                 if (tsjit.grid_dim().x >= units) & (split * chunks // splits < (split + 1) * chunks // splits):
                     start = tsjit.clock64()
                     waiting = (value & ARRIVALS) < splits
                     while waiting:
-                        value = word.load(volatile=True)
+                        value = tsjit.atomic_add(word, 0)                  # a read at the L2 (plain loads may be hoisted)
                         waiting = ((value & ARRIVALS) < splits) & (tsjit.clock64() - start < SPLIT_WAIT_CYCLES)
             seen = value & ARRIVALS
             if seen < splits:                                  # leave the slice to the last split, unless it
