@@ -243,3 +243,25 @@ def test_a_torch_like_cpu_tensor_is_used_in_place():
     y_tensor = CpuTensorLike(y)
     axpy.interpret[(2,), (128,)](CpuTensorLike(x), y_tensor, 200)
     np.testing.assert_array_equal(y_tensor.array, expected)
+
+
+@tsjit.kernel
+def handoff(data, flag, out):
+    """Warp 1 writes ``data`` and raises the flag (volatile store after a fence); warp 0 polls it with
+    volatile loads, then reads the data."""
+    i = tsjit.thread_idx().x
+    if i == 32:
+        data[0] = 41
+        tsjit.threadfence()
+        tsjit.address_of(flag, 0).store(1, volatile=True)
+    if i == 0:
+        while tsjit.address_of(flag, 0).load(volatile=True) == 0:
+            pass
+        tsjit.threadfence()
+        out[0] = data[0] + 1
+
+
+def test_volatile_flag_handoff_between_warps():
+    data, flag, out = np.zeros(1, np.int32), np.zeros(1, np.int32), np.full(1, -1, np.int32)
+    handoff.interpret[(1,), (64,)](data, flag, out)
+    assert out[0] == 42 and flag[0] == 1

@@ -307,3 +307,21 @@ def test_a_builtin_called_in_plain_python_says_to_call_it_in_a_kernel(call):
         call()
     message = str(err.value)
     assert "ran in plain Python" in message and "@tsjit.kernel function's body" in message, message
+
+
+@tsjit.kernel
+def flag_poll(flag, out):
+    p = tsjit.address_of(flag, 0)
+    seen = p.load(volatile=True)
+    while seen == 0:
+        seen = p.load(volatile=True)
+    tsjit.address_of(out, 0).store(seen, volatile=True)
+
+
+def test_volatile_loads_stay_in_the_polling_loop():
+    """Pointer.load(volatile=True) is a relaxed atomic load (``ld.relaxed``): the wait loop reloads the flag
+    every turn (a plain load there was hoisted out of the loop, so the loop never saw the flag change)."""
+    compiled = build(flag_poll, tsjit.spec((4,), Int32), tsjit.spec((4,), Int32))
+    loads = ptx_ops(compiled.ptx, "ld.relaxed")
+    assert len(loads) == 2 and all(".global" in op for op in loads), loads
+    assert len(ptx_ops(compiled.ptx, "st.relaxed")) == 1

@@ -109,25 +109,30 @@ class Pointer:
         return Pointer(self.ir, dtype, self.address_space, self.alignment)
 
     def load(self, *, volatile: bool = False) -> Value:
-        """Load one element."""
+        """Load one element.  ``volatile``: a load the compiler neither removes, merges nor hoists out of a
+        loop (a flag another thread sets), emitted as a relaxed (``monotonic``) atomic load."""
         b = emit.current().builder
         ty = emit.llvm_type(self.dtype, memory=True)
-        inst = b.load(self.ir, typ=ty, align=self.alignment)
-        if volatile:
-            inst.volatile = True
+        if volatile:      # llvmlite cannot print LLVM's `load volatile`; a monotonic atomic load is never elided
+            inst = b.load_atomic(self.ir, "monotonic", self.alignment or self.dtype.itemsize, typ=ty)
+        else:
+            inst = b.load(self.ir, typ=ty, align=self.alignment)
         if self.dtype.is_bool:
             return Value(b.icmp_unsigned("!=", inst, ir.Constant(ty, 0)), dt.Boolean)
         return Value(inst, self.dtype)
 
     def store(self, value, *, volatile: bool = False) -> None:
         """Store ``value`` (converted to the element dtype by the module's store rules: a float rounds
-        into a narrower float, a float into an integer element is refused) at this address."""
+        into a narrower float, a float into an integer element is refused) at this address.
+        ``volatile``: a store the compiler keeps (a relaxed, ``monotonic``, atomic store)."""
         v = convert_for_store(value, self.dtype)
         b = emit.current().builder
         raw = b.zext(v.ir, emit.I8) if self.dtype.is_bool else v.ir
-        inst = b.store(raw, self.ir, align=self.alignment)
-        if volatile:
-            inst.volatile = True
+        if volatile:      # llvmlite cannot print LLVM's `store volatile`; its store_atomic wants typed pointers
+            b._insert(ir.instructions.StoreAtomicInstr(b.block, raw, self.ir, "monotonic",
+                                                       self.alignment or self.dtype.itemsize))
+        else:
+            b.store(raw, self.ir, align=self.alignment)
 
     def __getitem__(self, index) -> Value:
         return self.offset(index).load()
