@@ -1,9 +1,11 @@
 """Issue 15 probe (2026-12-03, helper i15f): the split-K reducer of ``tsjit.ops.matmul`` at the K-heavy shapes,
-three reducers timed round by round in one process, each round interleaved with cuBLAS (``torch.matmul``):
+four reducers timed round by round in one process, each round interleaved with cuBLAS (``torch.matmul``):
 
 * ``main``: main 113fc8f's reducer (copied below): the last warp of a tile reads all S partials through registers;
-* ``sliced, no wait``: :func:`tsjit.ops.gemm_splitk.reduce_split_k` with ``SPLIT_WAIT_CYCLES = 0``: every split
-  leaves its slice to the last one, which sums the S slices one after the other;
+* ``sliced-nowait``: :func:`tsjit.ops.gemm_splitk.reduce_split_k` with ``SPLIT_WAIT_CYCLES = 0``: every split
+  leaves its slice to the last one, which sums the S slices one after the other (what a launch of several waves
+  does);
+* ``sliced-ldrelaxed``: the waits poll with relaxed loads (``ld.relaxed.sys``) instead of atomic adds of 0;
 * ``sliced``: the landed reducer: the splits of a tile sum a slice of its columns each (split ``s`` the 8-column
   chunks ``[s C / S, (s + 1) C / S)``), the last one also those of splits that stopped waiting.
 
@@ -11,7 +13,8 @@ Every output is NaN-poisoned and checked against float64 on a sampled 64 x 64 bl
 (bit-identical), then timed (CUDA events, L2 flushed before every call, medians of ``--reps`` rounds).  B is the
 (N, K) transpose.  Compiles every variant (``TSJIT_DISABLE_CACHE=1`` is set: the variants share a disk-cache key).
 
-    cd benchmarks && python gemm_splitk_probe.py [--reps 15] [--only 384x384x16384]
+    cd benchmarks && python gemm_splitk_probe.py [--reps 15] [--only 384x384x16384] [--variants main,sliced]
+        [--all-variants-at 384x384x16384]
 """
 from __future__ import annotations
 
@@ -93,14 +96,25 @@ def main_reduce_split_k(acc, out, workspace, counters, tile, split, splits, unit
             pending = upcoming
 
 
-VARIANTS = {"main": (main_reduce_split_k, WAIT), "sliced": (LANDED, WAIT), "sliced, no wait": (LANDED, 0)}
+POLL = gemm_splitk.poll_word
+
+
+def poll_relaxed(word):
+    """The counter word by a relaxed load (``Pointer.load(volatile=True)``: ``ld.relaxed.sys``)."""
+    return word.load(volatile=True)
+
+
+#: name -> (reducer, SPLIT_WAIT_CYCLES, how the wait polls)
+VARIANTS = {"main": (main_reduce_split_k, WAIT, POLL), "sliced": (LANDED, WAIT, POLL),
+            "sliced-nowait": (LANDED, 0, POLL), "sliced-ldrelaxed": (LANDED, WAIT, poll_relaxed)}
 
 
 def use(variant, loaded):
     """Make ``tsjit.ops.matmul`` launch ``variant``'s reducer (its compiled kernels kept in ``loaded``)."""
-    reducer, wait = VARIANTS[variant]
+    reducer, wait, poll = VARIANTS[variant]
     gemm_program.reduce_split_k = reducer
     gemm_splitk.SPLIT_WAIT_CYCLES = wait
+    gemm_splitk.poll_word = poll
     kernel = gemm_program.gemm_program
     kernel._loaded, kernel._plans = loaded.setdefault(variant, ({}, {}))   # compiled kernels, launch plans
     force_with(None)                                   # new plans: their launches bind this variant's kernel
@@ -110,18 +124,24 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--only", default="", help="comma-separated MxNxK shapes (default: all)")
-    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--variants", default="main,sliced", help="comma-separated names of VARIANTS")
+    parser.add_argument("--all-variants-at", default="", help="comma-separated shapes that time every variant")
     parser.add_argument("--seconds", type=float, default=300.0, help="stop after the shape running at this time")
     args = parser.parse_args()
     began = time.perf_counter()
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     rng = torch.Generator().manual_seed(0)
     wanted = [tuple(int(v) for v in s.split("x")) for s in args.only.split(",") if s] or SHAPES
-    names = [v for v in args.variants.split(",") if v]
+    chosen = [v for v in args.variants.split(",") if v]
+    everywhere = [tuple(int(v) for v in s.split("x")) for s in args.all_variants_at.split(",") if s]
+    unknown = [v for v in chosen if v not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"unknown variants {unknown}; known: {list(VARIANTS)}")
     loaded = {}
     print("| M x N x K | reducer | config | rel. err | bit-identical | tsjit us | cuBLAS us | cuBLAS/tsjit |")
     print("|---|---|---|---|---|---|---|---|")
     for (M, N, K) in wanted:
+        names = list(VARIANTS) if (M, N, K) in everywhere else chosen
         torch.manual_seed(M * N + K)
         a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16).t()

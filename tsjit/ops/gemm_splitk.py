@@ -46,6 +46,12 @@ SPLIT_WAIT_CYCLES = 20000
 SLICE_LOADS = 28         # float4 partials a slice pass keeps in flight per thread (112 registers)
 
 
+def poll_word(word):
+    """The counter word, read at the L2 by an atomic add of 0 (a read the compiler keeps in a wait loop);
+    Python run while the kernel compiles."""
+    return tsjit.atomic_add(word, 0)
+
+
 def split_order_sum(partials) -> list:
     """The four element-wise sums of ``partials`` (float4 tuples of splits 0..S-1), added in split order
     (deterministic); Python run while the kernel compiles."""
@@ -127,13 +133,13 @@ def reduce_split_k(acc, out, workspace, counters, tile, split, splits, units, fu
     else:
         seen = 0
         if tsjit.lane_idx() == 0:
-            value = tsjit.atomic_add(word, 0)                  # a read at the L2 (plain loads may be hoisted)
+            value = poll_word(word)
             if tsjit.const_expr(SPLIT_WAIT_CYCLES > 0):
                 if (tsjit.grid_dim().x >= units) & (split * chunks // splits < (split + 1) * chunks // splits):
                     start = tsjit.clock64()
                     waiting = (value & ARRIVALS) < splits
                     while waiting:
-                        value = tsjit.atomic_add(word, 0)                  # a read at the L2 (plain loads may be hoisted)
+                        value = poll_word(word)
                         waiting = ((value & ARRIVALS) < splits) & (tsjit.clock64() - start < SPLIT_WAIT_CYCLES)
             seen = value & ARRIVALS
             if seen < splits:                                  # leave the slice to the last split, unless it
