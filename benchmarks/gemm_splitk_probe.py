@@ -44,20 +44,13 @@ LANDED = gemm_program.reduce_split_k
 WAIT = gemm_splitk.SPLIT_WAIT_CYCLES
 
 
-def main_reduction_columns(block_n, splits):
-    """main's reducer's columns per pass (loads of every split of a pass in flight together)."""
-    width = 64
-    while width > 8 and width * splits > 128:
-        width //= 2
-    return min(width, block_n)
-
-
 @tsjit.func
-def main_reduce_split_k(acc, out, workspace, counters, tile, split, splits, units, fused, operands, batch, row0, col0, rows,
-                   cols, BM: tsjit.Constexpr[int], BN: tsjit.Constexpr[int]):
-    """main 113fc8f's reducer (the last warp of a tile sums every partial through registers); ``units`` unused."""
+def main_reduce_split_k(acc, out, workspace, counters, tile, split, splits, units, fused, operands, batch, row0,
+                        col0, rows, cols, BM: tsjit.Constexpr[int], BN: tsjit.Constexpr[int]):
+    """main 113fc8f's reducer: the last warp of a tile sums every partial (``gemm_splitk.sum_tile``, main's passes,
+    moved there); ``units`` unused."""
     threads = gemm_splitk.WARPGROUP * (BM // 64)
-    thread = tsjit.thread_idx().x - gemm_splitk.WARPGROUP                  # 0 .. threads - 1 over the MMA warpgroups
+    thread = tsjit.thread_idx().x - gemm_splitk.WARPGROUP      # 0 .. threads - 1 over the MMA warpgroups
     chunks = BN // 8                                           # float4 chunks per thread
     gemm_splitk.publish_partial(acc, workspace, tile, split, splits, BM, BN)
     counter = tile * (threads // 32) + thread // 32
@@ -70,30 +63,8 @@ def main_reduce_split_k(acc, out, workspace, counters, tile, split, splits, unit
         if tsjit.lane_idx() == 0:
             counters[counter] = 0                              # ready for the next launch
         first = (tile * splits * chunks) * threads + thread
-        width = main_reduction_columns(BN, splits)
-        passes = BN // width
-        # software-pipelined over the passes: pass p + 1's loads are issued before pass p's masked stores (whose
-        # branches the assembler does not schedule loads across), so the L2 round trips overlap; two passes'
-        # loads in flight stay within the L1 left beside the ring (H200, 2026-12-02: 256 x 256 x 16384 15.7 ->
-        # 14.9 us; all passes at once measured slower, 17.8).  The fence keeps each pass's sums above its stores.
-        pending = []                                           # [chunk * splits + split]: float4 partials
-        for c in tsjit.range_constexpr(width // 8):
-            for s in tsjit.range_constexpr(splits):
-                pending.append(workspace.load_vector((first + (s * chunks + c) * threads) * 4, 4))
-        for part in tsjit.range_constexpr(passes):
-            upcoming = []
-            if tsjit.const_expr(part + 1 < passes):
-                for c in tsjit.range_constexpr((part + 1) * width // 8, (part + 2) * width // 8):
-                    for s in tsjit.range_constexpr(splits):
-                        upcoming.append(workspace.load_vector((first + (s * chunks + c) * threads) * 4, 4))
-            total = []
-            for c in tsjit.range_constexpr(width // 8):
-                total.extend(gemm_splitk.split_order_sum(pending[c * splits:(c + 1) * splits]))
-            total = wgmma.fence_operand(Fragment(total))
-            fn = fused.bind(operands, batch, row0, col0 + part * width, rows, cols)
-            store_fragment_global(total, out, row0, col0 + part * width, rows, cols, fn=fn,
-                                  tid=thread % gemm_splitk.WARPGROUP)
-            pending = upcoming
+        gemm_splitk.sum_tile(workspace, first, splits, out, fused, operands, batch, row0, col0, rows, cols,
+                             thread % gemm_splitk.WARPGROUP, BM, BN)
 
 
 POLL = gemm_splitk.poll_word

@@ -262,8 +262,9 @@ class GemmConfig:
 
 
 def reduction_columns(block_n: int, splits: int) -> int:
-    """Columns per pass of the split-K reducer the constants were fitted to (the last CTA of a tile summed every
-    partial, before :mod:`tsjit.ops.gemm_splitk` shared the sums out among the splits, 2026-12-03)."""
+    """Columns per pass of the split-K reducer's whole-tile sum, what the constants were fitted to (mirrors
+    :func:`tsjit.ops.gemm_splitk.reduction_columns`; the last CTA of a tile summed every partial until
+    2026-12-03, now only in launches of several waves)."""
     width = 64
     while width > 8 and width * splits > 128:
         width //= 2
