@@ -13,7 +13,7 @@ Every output is NaN-poisoned and checked against float64 on a sampled 64 x 64 bl
 (bit-identical), then timed (CUDA events, L2 flushed before every call, medians of ``--reps`` rounds).  B is the
 (N, K) transpose.  Compiles every variant (``TSJIT_DISABLE_CACHE=1`` is set: the variants share a disk-cache key).
 
-    cd benchmarks && python gemm_splitk_probe.py [--reps 15] [--only 384x384x16384] [--variants main,sliced]
+    cd benchmarks && python gemm_splitk_reducer_probe.py [--reps 15] [--only 384x384x16384] [--variants main,sliced]
         [--all-variants-at 384x384x16384]
 """
 from __future__ import annotations
