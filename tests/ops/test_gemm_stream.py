@@ -27,11 +27,23 @@ def test_operands_read_by_several_tiles_or_small_stay_normal():
     assert configs.stream_policies(configs.Problem(4096, 64 * reads + 1, 4096), 64, 64) == ("", "")  # read too often
     assert configs.stream_policies(configs.Problem(127, 255, 64), 128, 256) == ("", "")      # both read once, small
     assert configs.stream_policies(configs.Problem(128, 4096, 4096), 128, 64) == ("", FIRST)  # one tile tall: Y once
-    assert configs.stream_policies(configs.Problem(64 * reads + 1, 4096, 4096), 64, 64) == ("", "")
+    assert configs.stream_policies(configs.Problem(64 * configs.STREAM_MAX_ROW_READS + 1, 4096, 4096), 64, 64) == ("", "")
+    assert configs.stream_policies(configs.Problem(400, 1024, 4096), 64, 64) == ("", "")      # Y 2.5x X: not dominant
     assert configs.stream_policies(configs.Problem(4096, 64 * reads, 4096), 64, 64) == (FIRST, "")
     assert configs.stream_policies(configs.Problem(64 * reads, 4096, 4096), 64, 64) == ("", FIRST)
     assert configs.stream_policies(configs.Problem(1024, 64, 1024), 64, 64) == ("", "")      # X 2 MiB: small
 
+
+
+def test_a_dominant_weight_streams_under_up_to_eight_tile_rows():
+    """Y read by 3-8 tile rows (128-row tiles, M = 384-1024) streams when it is at least 4x X; K-heavy square-ish
+    products (X as large as Y) and 16 tile rows do not."""
+    for M in (384, 512, 1024):
+        assert configs.stream_policies(configs.Problem(M, 28672, 4096), 128, 256) == ("", FIRST)
+    assert configs.stream_policies(configs.Problem(1024, 4096, 14336), 128, 256) == ("", FIRST)    # 4x exactly
+    assert configs.stream_policies(configs.Problem(2048, 4096, 4096), 128, 256) == ("", "")        # 16 rows
+    assert configs.stream_policies(configs.Problem(512, 512, 8192), 128, 64) == ("", "")            # X as large
+    assert configs.stream_policies(configs.Problem(1024, 2048, 4096), 128, 128) == ("", "")         # 2x only
 
 
 def test_only_cooperative_configs_carry_policies_and_pass_them_to_the_kernel():

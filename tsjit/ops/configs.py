@@ -450,12 +450,18 @@ STREAM_MIN_BYTES = 4 << 20
 #: at about the same time, so the second read still hits the L2 (H200, 2026-12-03, 128 x 4096 x 4096 with 64 x 64
 #: tiles, two tiles tall: B evict-first 17.0 us against 19.0, cuBLAS 19.3)
 STREAM_MAX_READS = 2
+#: up to this many tile rows may read a streamed Y (the grouped order's group_m: they run side by side) where Y is at
+#: least :data:`STREAM_DOMINANT` times X's size (H200, 2026-12-03: M = 384-1024 x the four Llama (N, K), 128-row
+#: tiles, 3-8 rows: 0.957-1.017x -> 0.973-1.024x cuBLAS, none slower)
+STREAM_MAX_ROW_READS = 8
+STREAM_DOMINANT = 4
 
 
 def stream_policies(problem: Problem, block_m: int, block_n: int) -> tuple[str, str]:
     """``(x_policy, y_policy)``: ``"evict_first"`` for an operand of at least :data:`STREAM_MIN_BYTES` that at most
     :data:`STREAM_MAX_READS` work tiles read each part of (X: ``ceil(Q / BN)`` tiles across D's width, Y:
-    ``ceil(P / BM)`` down its height), else ``""``.  Its lines then leave the L2 before the other lines of their
+    ``ceil(P / BM)`` down its height; Y: up to :data:`STREAM_MAX_ROW_READS` where it is :data:`STREAM_DOMINANT` times
+    X's size), else ``""``.  Its lines then leave the L2 before the other lines of their
     sets: the dirty lines that earlier kernels left (writes not yet written back to HBM) are not written back during
     the stream to make room for lines read once, and the other operand's lines stay.  Measured on the H200
     (2026-12-03, benchmarks/gemm_stream_probe.py, the L2 flushed by a 256 MiB write as in benchmarks/gemm.py): the 16
@@ -464,8 +470,10 @@ def stream_policies(problem: Problem, block_m: int, block_n: int) -> tuple[str, 
     L2) both within 2%."""
     p = problem
     x_reads, y_reads = ceil_div(p.Q, block_n), ceil_div(p.P, block_m)
-    x = x_reads <= STREAM_MAX_READS and p.P * p.K * p.in_bytes * p.batch >= STREAM_MIN_BYTES
-    y = y_reads <= STREAM_MAX_READS and p.Q * p.K * p.in_bytes * p.batch >= STREAM_MIN_BYTES
+    x_bytes, y_bytes = p.P * p.K * p.in_bytes * p.batch, p.Q * p.K * p.in_bytes * p.batch
+    x = x_reads <= STREAM_MAX_READS and x_bytes >= STREAM_MIN_BYTES
+    y = y_bytes >= STREAM_MIN_BYTES and (y_reads <= STREAM_MAX_READS or (
+        y_reads <= STREAM_MAX_ROW_READS and y_bytes >= STREAM_DOMINANT * x_bytes))
     return ("evict_first" if x else "", "evict_first" if y else "")
 
 
