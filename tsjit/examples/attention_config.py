@@ -38,7 +38,7 @@ DEFAULT_PINGPONG = {64: True, 128: True, 256: True}
 #: rescaled after every KV tile).  Off everywhere (H200, 2026-12-01, (2, 16, 8192, 128)): threshold 8 gains 2-5%
 #: (698 vs 683 TFLOP/s non-causal) but its stale maxima round the largest P (1.3x-2.3x flash's max error), and
 #: threshold 0 (exact) loses 1-4% (the branch costs more than the rescales it skips); head_dim 64 loses with both
-DEFAULT_RESCALE_THRESHOLD = {64: -1.0, 128: -1.0, 256: -1.0}
+DEFAULT_RESCALE_THRESHOLD = {64: -1.0, 128: -1.0, 256: 0.0}
 #: whether O is stored from registers (``DIRECT_STORE``) rather than through a shared-memory staging buffer and TMA
 #: stores, per head_dim (fixed-length problems; variable-length ones and head_dim 256 always store directly)
 DEFAULT_DIRECT_STORE = {64: False, 128: False, 256: True}
