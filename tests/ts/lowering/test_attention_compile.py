@@ -106,7 +106,8 @@ def test_attention_compiles_without_spills(monkeypatch, head_dim, causal, dtype,
     assert re.search(rf"setmaxnreg\.dec\.sync\.aligned\.u32\s+{producer};", ptx)
     assert re.search(rf"setmaxnreg\.inc\.sync\.aligned\.u32\s+{consumer};", ptx)
     # conditional rescaling: a warp-uniform vote on whether the maxima move
-    assert ("vote.sync.any.pred" in ptx) == (options.get("rescale_threshold", -1) >= 0)
+    threshold = options.get("rescale_threshold", attention.DEFAULT_RESCALE_THRESHOLD[head_dim])
+    assert ("vote.sync.any.pred" in ptx) == (threshold >= 0)
     assert "ex2.approx.ftz.f32" in ptx and "ex2.approx.f32" not in ptx, "exp2 with flushed subnormals: one MUFU"
     sass = disassemble(kernel.cubin)
     if sass is not None:
