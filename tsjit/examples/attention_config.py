@@ -35,9 +35,11 @@ DEFAULT_Q_STAGES = {64: 2, 128: 2, 256: 1}
 DEFAULT_OVERLAP = {64: True, 128: True, 256: True}
 DEFAULT_PINGPONG = {64: True, 128: True, 256: True}
 #: conditional rescaling per head_dim (``RESCALE_THRESHOLD`` of :func:`attention_forward`, powers of 2; -1: O is
-#: rescaled after every KV tile).  Off everywhere (H200, 2026-12-01, (2, 16, 8192, 128)): threshold 8 gains 2-5%
-#: (698 vs 683 TFLOP/s non-causal) but its stale maxima round the largest P (1.3x-2.3x flash's max error), and
-#: threshold 0 (exact) loses 1-4% (the branch costs more than the rescales it skips); head_dim 64 loses with both
+#: rescaled after every KV tile).  Off at head_dim 64 and 128 (H200, 2026-12-01, (2, 16, 8192, 128)): threshold 8
+#: gains 2-5% (698 vs 683 TFLOP/s non-causal) but its stale maxima round the largest P (1.3x-2.3x flash's max error),
+#: and threshold 0 (exact) loses 1-4% (the branch costs more than the rescales it skips); head_dim 64 loses with both
+#: (2026-12-03: threshold 0 -2% at S = 1024).  Threshold 0 at head_dim 256, whose rescale touches twice the O
+#: registers: +0.7-0.9% at (4, 16, 4096, 256) causal and not (H200, 2026-12-03, helper i16r, BENCHMARKS.md)
 DEFAULT_RESCALE_THRESHOLD = {64: -1.0, 128: -1.0, 256: 0.0}
 #: whether O is stored from registers (``DIRECT_STORE``) rather than through a shared-memory staging buffer and TMA
 #: stores, per head_dim (fixed-length problems; variable-length ones and head_dim 256 always store directly)
