@@ -8,16 +8,17 @@ register order (``ws[tile][split][register / 4][thread]`` as float4: fully coale
 (``fence.sc.gpu``) and adds 1 to its counter word (relaxed atomics, GPU scope; the word layout:
 :data:`ARRIVALS`, :data:`RESIGNED`, :data:`FINISHED`).  Split ``s`` owns the slice of 8-column chunks
 ``[s C / S, (s + 1) C / S)`` of the ``C = BN / 8`` (a chunk is registers ``4c .. 4c + 3`` of the wgmma
-accumulator, PTX ISA 9.7.15.5.1.1.1).  Then:
+accumulator, PTX ISA 9.7.15.5.1.1.1).  With fewer than :data:`MIN_SLICED_SPLITS` splits the last split to
+arrive sums the whole tile (:func:`sum_tile`) and resets the word; with more:
 
 * the last split to arrive (its add returned ``S - 1`` arrivals) fences and sums its own slice and the slices
   of the splits that its arrival saw resigned (all of them resigned, as in a launch of several waves: the whole
   tile in software-pipelined passes, :func:`sum_tile`);
-* another split polls the word (atomic adds of 0: reads at the L2 that the compiler keeps in the loop) for at most :data:`SPLIT_WAIT_CYCLES` SM cycles when the
-  launch is one wave (a CTA per work unit, so its siblings are running), then fences and sums its slice; if
-  the count is not complete by then (or the launch has several waves: no wait), it resigns with an atomic add
-  of its bit, whose old value says whether the last split had arrived meanwhile (then it sums its slice after
-  all: the last one did not see the bit);
+* another split polls the word (atomic adds of 0: reads at the L2 that the compiler keeps in the loop) for at
+  most :data:`SPLIT_WAIT_CYCLES` SM cycles when the launch is one wave (a CTA per work unit, so its siblings
+  are running), then fences and sums its slice; if the count is not complete by then (or the launch has
+  several waves: no wait), it resigns with an atomic add of its bit, whose old value says whether the last
+  split had arrived meanwhile (then it sums its slice after all: the last one did not see the bit);
 * every split then adds :data:`FINISHED` once; the one completing that count resets the word to 0 for the next
   launch (all others are done with it).
 
@@ -41,6 +42,9 @@ ARRIVALS = 31
 RESIGNED = 8
 FINISHED = 24
 MAX_SLICED_SPLITS = 16
+#: fewer splits than this: the last split sums the whole tile, nobody waits (H200, 2026-12-03: split-K 2 at 64 /
+#: 256 x 4096 x 14336 and 16 / 1 x 4096 x 14336 0.9-1.8 us slower shared out; split-K 4, 7, 8 0.5-3.1 us faster)
+MIN_SLICED_SPLITS = 4
 #: SM clock cycles (~10 us at 1.98 GHz) a split that is not the last of its tile polls for the others
 #: before it leaves its slice to the last one; only when every work unit has its own CTA (one wave)
 SPLIT_WAIT_CYCLES = 20000
@@ -165,35 +169,42 @@ def reduce_split_k(acc, out, workspace, counters, tile, split, splits, units, fu
     if tsjit.lane_idx() == 0:
         arrived = tsjit.atomic_add(word, 1)
     arrived = tsjit.shuffle(arrived, 0)
-    if (arrived & ARRIVALS) == splits - 1:
-        tsjit.threadfence()
-        everyone = (1 << splits) - 1
-        if ((arrived >> RESIGNED) & everyone) == (everyone ^ (1 << split)):   # no split waited: the whole tile
-            sum_tile(workspace, first, splits, out, fused, operands, batch, row0, col0, rows, cols, tid, BM, BN)
-        else:
-            for part in range(splits):                         # its own slice and those of splits that left
-                if (part == split) | (((arrived >> (RESIGNED + part)) & 1) == 1):
-                    sum_slice(workspace, first, part, splits, out, fused, operands, batch, row0, col0, rows, cols,
-                              tid, BM, BN)
-    else:
-        seen = 0
-        if tsjit.lane_idx() == 0:
-            value = arrived + 1                                # the count with this split's arrival
-            if tsjit.const_expr(SPLIT_WAIT_CYCLES > 0):
-                if (tsjit.grid_dim().x >= units) & (split * chunks // splits < (split + 1) * chunks // splits):
-                    start = tsjit.clock64()
-                    waiting = (value & ARRIVALS) < splits
-                    while waiting:
-                        value = poll_word(word)
-                        waiting = ((value & ARRIVALS) < splits) & (tsjit.clock64() - start < SPLIT_WAIT_CYCLES)
-            seen = value & ARRIVALS
-            if seen < splits:                                  # leave the slice to the last split, unless it
-                seen = tsjit.atomic_add(word, 1 << (RESIGNED + split)) & ARRIVALS   # has arrived meanwhile
-        seen = tsjit.shuffle(seen, 0)
-        if seen == splits:
+    if tsjit.const_expr(splits < MIN_SLICED_SPLITS):       # the last split sums the whole tile (measured faster)
+        if arrived == splits - 1:
             tsjit.threadfence()
-            sum_slice(workspace, first, split, splits, out, fused, operands, batch, row0, col0, rows, cols, tid,
-                      BM, BN)
-    if tsjit.lane_idx() == 0:                                  # done with the word; the last one resets it
-        if (tsjit.atomic_add(word, 1 << FINISHED) >> FINISHED) == splits - 1:
-            word.store(0)
+            if tsjit.lane_idx() == 0:
+                word.store(0)                                  # ready for the next launch
+            sum_tile(workspace, first, splits, out, fused, operands, batch, row0, col0, rows, cols, tid, BM, BN)
+    else:
+        if (arrived & ARRIVALS) == splits - 1:
+            tsjit.threadfence()
+            everyone = (1 << splits) - 1
+            if ((arrived >> RESIGNED) & everyone) == (everyone ^ (1 << split)):   # no split waited: the whole tile
+                sum_tile(workspace, first, splits, out, fused, operands, batch, row0, col0, rows, cols, tid, BM, BN)
+            else:
+                for part in range(splits):                         # its own slice and those of splits that left
+                    if (part == split) | (((arrived >> (RESIGNED + part)) & 1) == 1):
+                        sum_slice(workspace, first, part, splits, out, fused, operands, batch, row0, col0, rows, cols,
+                                  tid, BM, BN)
+        else:
+            seen = 0
+            if tsjit.lane_idx() == 0:
+                value = arrived + 1                                # the count with this split's arrival
+                if tsjit.const_expr(SPLIT_WAIT_CYCLES > 0):
+                    if (tsjit.grid_dim().x >= units) & (split * chunks // splits < (split + 1) * chunks // splits):
+                        start = tsjit.clock64()
+                        waiting = (value & ARRIVALS) < splits
+                        while waiting:
+                            value = poll_word(word)
+                            waiting = ((value & ARRIVALS) < splits) & (tsjit.clock64() - start < SPLIT_WAIT_CYCLES)
+                seen = value & ARRIVALS
+                if seen < splits:                                  # leave the slice to the last split, unless it
+                    seen = tsjit.atomic_add(word, 1 << (RESIGNED + split)) & ARRIVALS   # has arrived meanwhile
+            seen = tsjit.shuffle(seen, 0)
+            if seen == splits:
+                tsjit.threadfence()
+                sum_slice(workspace, first, split, splits, out, fused, operands, batch, row0, col0, rows, cols, tid,
+                          BM, BN)
+        if tsjit.lane_idx() == 0:                                  # done with the word; the last one resets it
+            if (tsjit.atomic_add(word, 1 << FINISHED) >> FINISHED) == splits - 1:
+                word.store(0)
