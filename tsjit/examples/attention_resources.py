@@ -42,6 +42,21 @@ def k_step(desc, k):
                                   desc.stride_byte_offset)
 
 
+
+def score_geometry(shape, stage_info, peeled):
+    """Where the warpgroup's S tile lies: (its first row in the sequence, its first key, the mask bounds for
+    :func:`~tsjit.examples.attention_softmax.mask_scores`, whether this warp's 16 rows need the mask); ``peeled``:
+    the pipelined loop's first KV tile, before the loop (compile-time Python in a work body)."""
+    warpgroup = tsjit.warp_idx() // 4 - 1
+    tile = shape.position(stage_info.work_tile)
+    index = stage_info.loop_offset - 1 if peeled else stage_info.loop_offset
+    col0 = (tile.kv_range()[0] + index) * shape.block_n
+    row0 = tile.row0 + warpgroup * 64
+    bounds = (tile.seqlen_k, tile.offset, shape.window_right if shape.causal else None,
+              shape.window_left if shape.window else None)
+    return row0, col0, bounds, tile.needs_mask(col0, row0 + 16 * (tsjit.warp_idx() % 4), 16)
+
+
 @dataclass(kw_only=True)
 class QTile(ts.MemoryResource):
     """The work tile's Q rows (block_m x head_dim: 64 rows per consumer warpgroup), loaded once per tile by TMA."""
@@ -179,14 +194,8 @@ class KTiles(KVRing):
         shape = self.shape
         wgmma.wait_group(1 if overlapped else 0)
         s = wgmma.fence_operand(s)
-        warpgroup = tsjit.warp_idx() // 4 - 1
-        tile = shape.position(stage_info.work_tile)
-        index = stage_info.loop_offset - 1 if peeled else stage_info.loop_offset
-        col0 = (tile.kv_range()[0] + index) * shape.block_n
-        row0 = tile.row0 + warpgroup * 64
-        bounds = (tile.seqlen_k, tile.offset, shape.window_right if shape.causal else None,
-                  shape.window_left if shape.window else None)
-        if tile.needs_mask(col0, row0 + 16 * (tsjit.warp_idx() % 4), 16):     # decided for this warp's 16 rows
+        row0, col0, bounds, masked = score_geometry(shape, stage_info, peeled)
+        if masked:                                                              # decided for this warp's 16 rows
             s = mask_scores(s, row0, col0, *bounds)
         p, stats = online_softmax(s, stats, shape.scale_log2, shape.rescale_threshold, shape.exp2_polynomial)
         if tsjit.const_expr(overlapped):
@@ -352,4 +361,4 @@ class AttentionOutput(ts.MemoryResource):
             tsjit.bulk_wait_group(0)
 
 
-__all__ = ["k_step", "QTile", "KVRing", "KTiles", "VTiles", "AttentionOutput"]
+__all__ = ["k_step", "score_geometry", "QTile", "KVRing", "KTiles", "VTiles", "AttentionOutput"]
