@@ -1,5 +1,6 @@
 """tsjit.ops.matmul.explain without a GPU: specs, numpy arrays and shape tuples plan like GPU
 arrays of the same shapes, strides and dtypes, for DEFAULT_SMS (132, an H200) unless told."""
+import re
 import sys
 
 import numpy as np
@@ -136,3 +137,31 @@ def test_bmm_has_its_own_explain(no_gpu):
     a, b = np.zeros((2, 64, 32), np.float16), np.zeros((2, 32, 16), np.float16)
     assert tsjit.ops.bmm.explain(a, b) == tsjit.ops.matmul.explain(a, b, batched=True)
     assert "batch 2" in tsjit.ops.bmm.explain(a, b)
+
+
+def test_bmm_of_a_cpu_torch_tensor_points_at_bmm_explain(monkeypatch):
+    monkeypatch.delenv("TSJIT_INTERPRET", raising=False)
+    a, b = CpuTorchTensor((2, 64, 64)), CpuTorchTensor((2, 64, 64))
+    with pytest.raises(tsjit.LaunchError, match=r"^tsjit.ops.bmm: argument 'a' is a CPU tensor; .*; "
+                                                r"tsjit.ops.bmm.explain takes CPU tensors"):
+        tsjit.ops.bmm(a, b)
+
+
+@pytest.mark.parametrize("name, value", [("alpha", "2"), ("alpha", [2.0]), ("beta", True), ("alpha", None)])
+def test_a_coefficient_that_is_not_a_number_is_named(no_gpu, name, value):
+    """alpha="2" was a TypeError "can't multiply sequence by non-int of type 'float'" naming nothing."""
+    a, b = np.zeros((64, 32), np.float16), np.zeros((32, 16), np.float16)
+    with pytest.raises(tsjit.LaunchError, match=rf"^tsjit.ops.matmul: argument '{name}' must be a real number"):
+        tsjit.ops.matmul.explain(a, b, out=np.zeros((64, 16), np.float16), **{name: value})
+    assert tsjit.ops.matmul.explain(a, b, alpha=np.float32(0.5), beta=2, out=np.zeros((64, 16), np.float16),
+                                    verbose=False).startswith("problem:")
+
+
+@pytest.mark.parametrize("shape", [(3,), (1, 3), (64, 2)])
+def test_a_scale_of_a_wrong_shape_is_reported_as_passed(no_gpu, shape):
+    """A (3,) scale_a was reported as 'has shape (1, 3)' (its rank-3 padding)."""
+    a = tsjit.spec((64, 128), tsjit.Float8E4M3)
+    b = tsjit.spec((128, 32), tsjit.Float8E4M3, strides=(1, 128))
+    with pytest.raises(tsjit.LaunchError, match=rf"argument 'scale_a' has shape {re.escape(str(shape))}; "
+                                                r"expected one element \(per-tensor scale\), \(64,\) or \(64, 1\)"):
+        tsjit.ops.matmul.explain(a, b, scale_a=tsjit.spec(shape, tsjit.Float32))

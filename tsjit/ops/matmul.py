@@ -54,7 +54,7 @@ from tsjit import env
 from tsjit.errors import LaunchError, did_you_mean
 from tsjit.ops import autotune
 from tsjit.ops.matmul_checks import (INPUT_DTYPES, OUTPUT_DTYPES, check_out_is_not_an_input,  # noqa: F401
-                                     output_dtype)  # (INPUT_DTYPES, OUTPUT_DTYPES re-exported)
+                                     coefficient, output_dtype)  # (INPUT_DTYPES, OUTPUT_DTYPES re-exported)
 from tsjit.ops.matmul_plan import Plan
 from tsjit.ops.operands import TORCH_TYPES, Operand, operand, scale_operand, stream_handle
 from tsjit.runtime import driver, streams
@@ -205,6 +205,7 @@ def _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a
         if done is not None:
             return done
     name = "bmm" if batched else "matmul"
+    alpha, beta = coefficient(alpha, "alpha", name), coefficient(beta, "beta", name)
     ranks = (3,) if batched else (2,)
     A = operand(a, "a", ranks, plan_only, name)
     B = operand(b, "b", ranks, plan_only, name)
@@ -288,14 +289,21 @@ def matmul(a, b, *, bias=None, activation=None, residual=None, alpha=1.0, beta=0
     """``activation(alpha * (a @ b) + beta * out + bias) + residual``, then ``epilogue_fn``, on the GPU.
 
     Args:
-        a: (M, K) BFloat16 or Float16; b: (K, N), same dtype.  Any strides (transposed views are read in
-            place); torch tensors, tsjit DeviceArrays, ``__cuda_array_interface__`` / DLPack objects.
-            Or both fp8 (Float8E4M3 / Float8E5M2): then K contiguous in both (``a`` row-major, ``b =
-            w.t()``) is read in place, any other layout is staged (module docstring).
+        a: (M, K) BFloat16 or Float16; b: (K, N), same dtype; M, N, K >= 1 (an empty product is a
+            LaunchError).  GPU arrays: torch CUDA tensors, tsjit DeviceArrays, ``__cuda_array_interface__`` /
+            DLPack objects (CPU tensors and numpy arrays are refused; :func:`explain` takes them).  Any
+            strides: row-major and transposed (column-major) views whose base address and row stride are
+            multiples of 16 bytes are read in place by TMA, any other layout (a strided slice such as
+            ``x[:, ::2]``, rows of an odd byte length) is first copied into a padded buffer (``explain``
+            says "staging").
+            Or both fp8 (Float8E4M3 / Float8E5M2, any mix): then K contiguous in both (``a`` row-major, ``b =
+            w.t()``) is read in place, any other layout is staged (module docstring); without scales they
+            are 1.
         bias: (N,) or (1, N) per column, (M, 1) per row; BFloat16/Float16/Float32.
         activation: None, ``"relu"``, ``"gelu_tanh"`` or ``"silu"``.
         residual: (M, N), added after the activation.
-        alpha, beta: floats; ``beta != 0`` needs ``out`` (its previous contents are scaled and added).
+        alpha, beta: real numbers (Python or numpy; not tensors: pass ``float(t)``); ``beta != 0`` needs ``out``
+            (its previous contents are scaled and added).
         out: (M, N) output to write (any strides); else a new array (torch if ``a`` is torch).
         out_dtype: BFloat16 / Float16 / Float32 (tsjit, torch or numpy dtypes: ``np.float32``); default: a's dtype
             (BFloat16 for fp8 inputs).

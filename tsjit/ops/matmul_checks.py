@@ -2,6 +2,8 @@
 dtypes and options, each mistake a :class:`~tsjit.errors.LaunchError` naming the argument."""
 from __future__ import annotations
 
+import numbers
+
 from tsjit.errors import LaunchError
 from tsjit.lang import dtypes as dt
 from tsjit.lang.epilogue import ACTIVATIONS
@@ -37,6 +39,20 @@ def output_dtype(value, name: str = "matmul") -> dt.DType | None:
         raise LaunchError(f"tsjit.ops.{name}: argument 'out_dtype' is {given}; the output can be BFloat16, Float16 "
                           f"or Float32: pass {_OUTPUT_CHOICES}")
     return found
+
+
+def coefficient(value, name: str, op: str = "matmul") -> float:
+    """``alpha`` / ``beta`` (argument ``name`` of op ``op``) as a float: a real number (Python or numpy; not a bool,
+    not a tensor: the coefficient is a launch argument, read on the host).
+
+    Raises:
+        LaunchError: anything else, naming the argument and what was passed.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise LaunchError(f"tsjit.ops.{op}: argument '{name}' must be a real number (a Python float), got "
+                          f"{value!r} (of type {type(value).__name__}); a one-element tensor t is passed as "
+                          f"float(t)")
+    return float(value)
 
 
 def _numpy_name(value) -> str | None:

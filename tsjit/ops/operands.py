@@ -111,7 +111,7 @@ def operand(x, name: str, ranks, described: bool = False, op: str = "matmul") ->
         if not x.is_cuda:
             raise LaunchError(f"tsjit.ops.{op}: argument '{name}' is a CPU tensor; pass it on the GPU (x.cuda())"
                               + (_host_hint() if env.interpret_requested() else
-                                 f"; tsjit.ops.matmul.explain takes CPU tensors (shapes only)"))
+                                 f"; tsjit.ops.{op}.explain takes CPU tensors (shapes only)"))
         dtype = _TORCH_DTYPE_OBJECTS.get(x.dtype)
         if dtype is None:
             dtype = TORCH_DTYPES.get(str(x.dtype))
@@ -189,7 +189,8 @@ def scale_operand(scale, name: str, length: int, axis: str, described: bool = Fa
         return "tensor", scales, 1.0
     if scales.shape[0] == 1 and count == length and scales.shape[1:] in ((1, length), want):
         return "vector", scales, 1.0
-    shape = scales.shape[1:] if scales.shape[0] == 1 else scales.shape
+    given = getattr(scale, "shape", None)       # as passed (the operand is padded to rank 3)
+    shape = tuple(given) if given is not None else scales.shape[1:] if scales.shape[0] == 1 else scales.shape
     raise LaunchError(f"tsjit.ops.{op}: argument '{name}' has shape {shape}; "
                       f"expected one element (per-tensor scale), ({length},) or {want} (one per "
                       f"{'row of a' if axis == 'row' else 'column of b'})")
