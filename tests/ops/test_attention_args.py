@@ -155,3 +155,22 @@ def test_a_numpy_array_points_at_torch_and_the_interpreter(fake_torch):
     q = np.zeros((1, 128, 2, 64), np.float16)
     message = _launch_error(q, q, q)
     assert "argument 'q' must be a torch tensor" in message and "TSJIT_INTERPRET=1" in message, message
+
+
+@pytest.mark.parametrize("name, value", [("stages", 0), ("stages", 2.5), ("stages", True), ("sms", 0), ("sms", -1),
+                                         ("sms", 1.5)])
+def test_a_stage_or_sm_count_that_is_not_a_positive_int_is_named(fake_torch, name, value):
+    """stages=0 was a [P3] VerificationError at tsjit/examples/attention.py, stages=2.5 named 'STAGES', sms=0 / -1 ran
+    one CTA silently and sms=1.5 was "launch field 'grid' must be an int"."""
+    q = FakeTensor((1, 128, 2, 64))
+    message = _launch_error(q, q, q, **{name: value})
+    assert message == (f"tsjit.ops.attention: argument '{name}' must be an int >= 1 (or None for the default), got "
+                       f"{value!r}"), message
+
+
+@pytest.mark.parametrize("given", ["cu_seqlens_q", "cu_seqlens_k"])
+def test_one_cu_seqlens_without_the_other_names_the_missing_one(fake_torch, given):
+    q = FakeTensor((128, 2, 64))
+    missing = "cu_seqlens_k" if given == "cu_seqlens_q" else "cu_seqlens_q"
+    message = _launch_error(q, q, q, **{given: FakeTensor((2,), "int32")})
+    assert f"argument '{missing}' is None but '{given}' is given" in message, message

@@ -18,6 +18,7 @@ import math
 
 from tsjit import env
 from tsjit.errors import LaunchError, warn
+from tsjit.ops.attention_args import check_counts as _check_counts
 from tsjit.ops.attention_args import check_cu_seqlens as _check_cu_seqlens
 from tsjit.ops.attention_args import check_cuda as _check_cuda
 from tsjit.ops.attention_args import check_rescale_threshold as _check_rescale_threshold
@@ -97,6 +98,11 @@ def _check_varlen(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
             raise LaunchError(f"with cu_seqlens_q / cu_seqlens_k, argument '{name}' must be a packed "
                               f"(total_tokens, heads, head_dim) tensor, got "
                               f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
+    if (cu_seqlens_q is None) != (cu_seqlens_k is None):
+        given, missing = ("cu_seqlens_q", "cu_seqlens_k") if cu_seqlens_k is None else ("cu_seqlens_k", "cu_seqlens_q")
+        raise LaunchError(f"argument '{missing}' is None but '{given}' is given: a packed batch needs both prefix "
+                          f"sums (pass {missing} too, torch.int32 (batch + 1); the same tensor when q and k have "
+                          f"the same lengths)")
     lengths = [_check_cu_seqlens(name, cu, total, q.device, torch) for name, cu, total in
                (("cu_seqlens_q", cu_seqlens_q, q.shape[0]), ("cu_seqlens_k", cu_seqlens_k, k.shape[0]))]
     if len(lengths[0]) != len(lengths[1]):
@@ -117,6 +123,9 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
               o_in_q: bool | None = None, q_scale=None, k_scale=None, v_scale=None, v_transposed: bool = False,
               exp2_polynomial: int | None = None):
     """Scaled dot-product attention forward: ``softmax(scale * q k^T [+ mask]) v``.
+
+    Forward only: there is no backward (autograd does not see the call; the result has no ``grad_fn`` even when
+    q, k or v require grad).
 
     Args:
         q: (batch, seqlen_q, heads, head_dim) torch.bfloat16 or torch.float16 CUDA tensor (torch is
@@ -143,12 +152,13 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
             packed: (heads, total_q)).
         out: optional output tensor (q's shape and dtype, same layout rules as q).
         lse_out: optional contiguous torch.float32 tensor of the LSE's shape (implies ``return_lse``).
-        block_n, stages: KV tile rows (``tsjit.examples.attention.BLOCK_NS``) and ring depth; defaults per
+        block_n, stages: KV tile rows (``tsjit.examples.attention.BLOCK_NS``) and ring depth (an int >= 1 whose
+            ring fits the shared memory); defaults per
             head_dim (``tsjit.examples.attention.DEFAULT_CONFIG``; for long key sequences of a fixed-length problem
             without a window whose tile options are all None, ``LONG_KV_CONFIG`` (causal) or
             ``LONG_KV_FULL_CONFIG`` with O staged in Q:
             ``tsjit.examples.attention_config.default_kv_tiles``).
-        sms: CTAs of the persistent grid (default: the device's multiprocessor count; under the CPU
+        sms: CTAs of the persistent grid, an int >= 1 (default: the device's multiprocessor count; under the CPU
             interpreter :data:`INTERPRETER_SMS`).
         overlap: software-pipeline each warpgroup's loop (the softmax of a KV tile runs while the previous
             tile's PV wgmma is in flight); False: one tile at a time (default per head_dim:
@@ -197,9 +207,11 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
         LaunchError: torch is not installed, or an argument is not a CUDA torch tensor (not checked under
             ``TSJIT_INTERPRET=1``, except for fp8, which needs a GPU); an unsupported head_dim
             (64, 128 and 256 are supported) or dtype, a layout TMA cannot address, mismatched shapes/devices,
-            bad cu_seqlens, window or scale, each naming the argument.
+            bad cu_seqlens (both or neither), window, scale, stages or sms, each naming the argument.
     """
     torch = _torch(q)
+    if stages is not None or sms is not None:
+        _check_counts(stages=stages, sms=sms)
     fp8 = tuple(getattr(torch, name) for name in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, name))
     if any(isinstance(t, torch.Tensor) and t.dtype in fp8 for t in (q, k, v)):
         lengths = None

@@ -8,7 +8,7 @@ from tsjit.lang.dtypes import BFloat16, Float8E4M3, Float16, Float32, Int32
 from tsjit.runtime.arrays import DeviceArray
 
 __all__ = ["torch_module", "check_tensor", "check_cuda", "window_bounds", "device_table", "check_cu_seqlens",
-           "check_rescale_threshold", "dummy_tensors", "tensor_key", "device_view", "lse_buffer",
+           "check_rescale_threshold", "check_counts", "dummy_tensors", "tensor_key", "device_view", "lse_buffer",
            "TMA_STRIDE_BYTES"]
 
 TMA_STRIDE_BYTES = 16          # TMA: global strides and the base address are multiples of 16 bytes
@@ -168,6 +168,20 @@ def check_rescale_threshold(value) -> float:
         raise LaunchError(f"argument 'rescale_threshold' must be a number in [0, 16] or -1 (rescale after every KV "
                           f"tile), got {value!r}")
     return float(value)
+
+
+def check_counts(**counts) -> None:
+    """Check the launch-shape options given by keyword (``stages=``, ``sms=``, ...): each None (its default) or an
+    int >= 1.  Checked before anything compiles, so that a 0 or a float is named here, not as a pipeline rule or a
+    launch field of the kernel.
+
+    Raises:
+        LaunchError: naming the first argument that is not an int >= 1.
+    """
+    for name, value in counts.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise LaunchError(f"tsjit.ops.attention: argument '{name}' must be an int >= 1 (or None for the "
+                              f"default), got {value!r}")
 
 
 def tensor_key(t):
