@@ -47,7 +47,16 @@ def test_explain_sees_strides_and_alignment_of_what_it_is_given(no_gpu):
     assert "Y K-major" in text
     unaligned = tsjit.spec((256, 512), tsjit.BFloat16, align=2)
     staged = tsjit.ops.matmul.explain(unaligned, tsjit.spec((512, 1024), tsjit.BFloat16), verbose=False)
-    assert "staging: X cannot be read by TMA in place" in staged
+    assert "staging: X cannot be read in place (no unit stride, or its base or row stride is not a multiple of 16 " \
+           "bytes)" in staged
+
+
+def test_explain_says_why_an_fp8_operand_with_n_contiguous_is_staged(no_gpu):
+    """A row-major fp8 b was explained as 'no unit stride, or rows / base not 16-byte aligned': neither was true."""
+    a = tsjit.spec((256, 512), tsjit.Float8E4M3)
+    text = tsjit.ops.matmul.explain(a, tsjit.spec((512, 128), tsjit.Float8E4M3))
+    assert "staging: Y cannot be read in place (fp8: wgmma reads fp8 operands K-major only" in text, text
+    assert "staging" not in tsjit.ops.matmul.explain(a, tsjit.spec((512, 128), tsjit.Float8E4M3, strides=(1, 512)))
 
 
 def test_explain_plans_for_the_sms_given(no_gpu):

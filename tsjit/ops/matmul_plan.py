@@ -20,7 +20,7 @@ from tsjit.ops import configs
 from tsjit.ops.device_buffers import LaunchSequence, Workspace, dummy_array
 from tsjit.ops.gemm_pingpong import extra_arguments, kernel_for, threads_for
 from tsjit.ops.matmul_checks import check_arguments
-from tsjit.ops.operands import Operand, operand_layout, scale_vector
+from tsjit.ops.operands import Operand, operand_layout, scale_vector, staging_reason
 from tsjit.ops.staging import copy_launch, staging_buffer
 from tsjit.runtime import driver
 from tsjit.runtime.arrays import DeviceArray
@@ -59,6 +59,8 @@ class Plan:
         self.y_layout = operand_layout(*y)
         self.x_staged = self.x_layout is None
         self.y_staged = self.y_layout is None
+        self.staging_reasons = [(n, staging_reason(*o)) for n, o, s in (("X", x, self.x_staged),
+                                                                        ("Y", y, self.y_staged)) if s]
         x_major = "K" if self.x_staged else self.x_layout[0]
         y_major = "K" if self.y_staged else self.y_layout[0]
         self.P, self.Q = (N, M) if self.swapped else (M, N)
@@ -134,10 +136,9 @@ class Plan:
 
     def explain(self) -> str:
         text = configs.explain_choice(self.problem, self.swapped, self.config, self.ranked)
-        staged = [n for n, s in (("X", self.x_staged), ("Y", self.y_staged)) if s]
-        if staged:
-            text += (f"\nstaging: {' and '.join(staged)} cannot be read by TMA in place (no unit stride, or rows / "
-                     f"base not 16-byte aligned): copied into a padded K-major buffer first")
+        for name, reason in self.staging_reasons:
+            text += (f"\nstaging: {name} cannot be read in place ({reason}): copied into a padded K-major buffer "
+                     f"first")
         if self.realign:
             which = {"x": "X", "y": "Y", "both": "X and Y"}[self.realign]
             text += (f"\nrealign: {which} copied into rows padded to {configs.LINE_BYTES} bytes first (its rows are "

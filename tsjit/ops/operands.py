@@ -164,6 +164,14 @@ def operand_layout(op: Operand, k_axis: int):
     return None
 
 
+def staging_reason(op: Operand, k_axis: int) -> str:
+    """Why :func:`operand_layout` found no in-place layout for ``op`` (K axis ``k_axis``), for ``explain``."""
+    if op.dtype.name in FP8_DTYPES and tma_matrix(op, 3 - k_axis) is not None:
+        return ("fp8: wgmma reads fp8 operands K-major only (PTX ISA 9.7.15.5.1) and its contiguous axis is M / N, "
+                "not K")
+    return "no unit stride, or its base or row stride is not a multiple of 16 bytes"
+
+
 def scale_operand(scale, name: str, length: int, axis: str, described: bool = False, op: str = "matmul"):
     """An fp8 dequantization scale: ``(kind, operand_or_None, factor)``.
 
