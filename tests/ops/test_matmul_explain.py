@@ -174,3 +174,39 @@ def test_a_scale_of_a_wrong_shape_is_reported_as_passed(no_gpu, shape):
     with pytest.raises(tsjit.LaunchError, match=rf"argument 'scale_a' has shape {re.escape(str(shape))}; "
                                                 r"expected one element \(per-tensor scale\), \(64,\) or \(64, 1\)"):
         tsjit.ops.matmul.explain(a, b, scale_a=tsjit.spec(shape, tsjit.Float32))
+
+
+@pytest.mark.parametrize("sms", [0, -4, 1.5, "8", True])
+def test_explain_names_an_sm_count_that_is_not_a_positive_int(no_gpu, sms):
+    """sms=0 was a ZeroDivisionError, sms=-4 planned silently, sms='8' a TypeError."""
+    with pytest.raises(tsjit.LaunchError, match=rf"^tsjit.ops.matmul.explain: argument 'sms' must be an int >= 1"):
+        tsjit.ops.matmul.explain((256, 512), (512, 128), dtype=tsjit.BFloat16, sms=sms)
+
+
+def test_explain_of_shapes_takes_torch_and_numpy_dtypes_and_names_a_bad_one(no_gpu):
+    """dtype=torch.bfloat16 was a TsjitError listing tsjit's dtypes only (and torch's fp8 ones were unknown)."""
+    class TorchDtype:                         # what explain reads of a torch dtype (CI has no torch): its name
+        def __init__(self, name):
+            self.name = name
+
+        def __str__(self):
+            return f"torch.{self.name}"
+
+    plan = tsjit.ops.matmul.explain((256, 512), (512, 128), dtype=tsjit.BFloat16)
+    assert tsjit.ops.matmul.explain((256, 512), (512, 128), dtype=TorchDtype("bfloat16")) == plan
+    assert tsjit.ops.matmul.explain((256, 512), (512, 128), dtype="bfloat16") == plan
+    assert tsjit.ops.matmul.explain((256, 512), (512, 128), dtype=np.float16) == \
+        tsjit.ops.matmul.explain((256, 512), (512, 128), dtype=tsjit.Float16)
+    fp8 = tsjit.ops.matmul.explain((256, 512), (512, 128), dtype=TorchDtype("float8_e4m3fn"))
+    assert "(fp8 inputs)" in fp8, fp8
+    with pytest.raises(tsjit.LaunchError, match=r"^tsjit.ops.bmm.explain: argument 'dtype' is 'nonsense', which "
+                                                r"names no dtype"):
+        tsjit.ops.bmm.explain((2, 64, 64), (2, 64, 64), dtype="nonsense")
+
+
+def test_bmm_shape_errors_of_bias_out_and_residual_name_bmm(no_gpu):
+    a = b = np.zeros((2, 64, 64), np.float16)
+    for keyword, value in (("bias", np.zeros((2, 64), np.float16)), ("out", np.zeros((2, 64, 32), np.float16)),
+                           ("residual", np.zeros((2, 64, 64), np.int32))):
+        with pytest.raises(tsjit.LaunchError, match=rf"^tsjit.ops.bmm: argument '{keyword}' has "):
+            tsjit.ops.bmm.explain(a, b, **{keyword: value})

@@ -56,7 +56,7 @@ from tsjit.ops import autotune
 from tsjit.ops.matmul_checks import (INPUT_DTYPES, OUTPUT_DTYPES, check_out_is_not_an_input,  # noqa: F401
                                      coefficient, output_dtype)  # (INPUT_DTYPES, OUTPUT_DTYPES re-exported)
 from tsjit.ops.matmul_plan import Plan
-from tsjit.ops.operands import TORCH_TYPES, Operand, operand, scale_operand, stream_handle
+from tsjit.ops.operands import TORCH_TYPES, Operand, operand, scale_operand, shape_dtype, stream_handle
 from tsjit.runtime import driver, streams
 from tsjit.runtime.arrays import DeviceArray
 from tsjit.runtime.launch import BoundLaunch
@@ -383,8 +383,8 @@ def explain(a, b, *, verbose: bool = False, dtype=None, sms: int | None = None, 
             torch tensors (they stand for device arrays of their shape, strides and dtype, 16-byte
             aligned), or shape tuples with ``dtype`` (``explain((256, 512), (512, 1024),
             dtype=tsjit.BFloat16)``).
-        dtype: the dtype of shape-tuple arguments.
-        sms: SMs to plan for; default the current GPU's, or :data:`DEFAULT_SMS` (132, an H200)
+        dtype: the dtype of shape-tuple arguments (a tsjit, torch or numpy dtype).
+        sms: SMs to plan for, an int >= 1; default the current GPU's, or :data:`DEFAULT_SMS` (132, an H200)
             when no GPU is present (the text then says so).
 
     Raises:
@@ -395,6 +395,9 @@ def explain(a, b, *, verbose: bool = False, dtype=None, sms: int | None = None, 
         raise LaunchError(f"tsjit.ops.matmul.explain: unexpected keyword argument {unknown[0]!r}; it takes "
                           f"matmul's keywords ({', '.join(_EXPLAIN_KEYWORDS)}), verbose, dtype and sms."
                           + did_you_mean(unknown[0], _EXPLAIN_KEYWORDS + ("verbose", "dtype", "sms")))
+    if sms is not None and (isinstance(sms, bool) or not isinstance(sms, int) or sms < 1):
+        raise LaunchError(f"tsjit.ops.matmul.explain: argument 'sms' must be an int >= 1 (the SMs to plan for), got "
+                          f"{sms!r}")
     shapes = {}
     for name, value in (("a", a), ("b", b), ("out", kwargs.get("out")), ("bias", kwargs.get("bias")),
                         ("residual", kwargs.get("residual"))):
@@ -402,7 +405,7 @@ def explain(a, b, *, verbose: bool = False, dtype=None, sms: int | None = None, 
             if dtype is None:
                 raise LaunchError(f"tsjit.ops.matmul.explain: argument '{name}' is the shape {value}; pass its "
                                   f"dtype too (dtype=tsjit.BFloat16), or a tsjit.spec(shape, dtype)")
-            value = tsjit.spec(value, dtype)
+            value = tsjit.spec(value, shape_dtype(dtype, "bmm" if kwargs.get("batched") else "matmul"))
         shapes[name] = value
     note = ""
     if sms is None and not driver.gpu_available():

@@ -64,7 +64,7 @@ def _numpy_name(value) -> str | None:
         return None
 
 
-def bias_axis(bias: Operand | None, M: int, N: int) -> str:
+def bias_axis(bias: Operand | None, M: int, N: int, op: str = "matmul") -> str:
     """``"none"``, ``"col"`` (shape (N,) / (1, N)) or ``"row"`` ((M, 1)) for a rank-3 ``bias`` operand.
 
     Raises:
@@ -79,12 +79,13 @@ def bias_axis(bias: Operand | None, M: int, N: int) -> str:
         return "row"
     if shape == (1, 1) and N == 1:
         return "col"
-    raise LaunchError(f"tsjit.ops.matmul: argument 'bias' has shape {tuple(s for s in bias.shape if s != 1) or (1,)}; "
+    raise LaunchError(f"tsjit.ops.{op}: argument 'bias' has shape {tuple(s for s in bias.shape if s != 1) or (1,)}; "
                       f"expected (N,) = ({N},) or (1, N) for a per-column bias, or (M, 1) = ({M}, 1) per row")
 
 
-def check_matrix(op: Operand | None, name: str, batch: int, M: int, N: int, dtypes) -> None:
-    """Check that operand ``name`` (``out`` / ``residual``; None passes) is (batch, M, N) of one of ``dtypes``.
+def check_matrix(op: Operand | None, name: str, batch: int, M: int, N: int, dtypes, caller: str = "matmul") -> None:
+    """Check that operand ``name`` (``out`` / ``residual``; None passes) of op ``caller`` (``"matmul"`` /
+    ``"bmm"``) is (batch, M, N) of one of ``dtypes``.
 
     Raises:
         LaunchError: naming ``name``, its shape or dtype, and the expected one.
@@ -93,10 +94,10 @@ def check_matrix(op: Operand | None, name: str, batch: int, M: int, N: int, dtyp
         return
     if op.shape[1:] != (M, N) or op.shape[0] not in (batch,):
         want = (batch, M, N) if batch > 1 else (M, N)
-        raise LaunchError(f"tsjit.ops.matmul: argument '{name}' has shape {op.shape if batch > 1 else op.shape[1:]}; "
+        raise LaunchError(f"tsjit.ops.{caller}: argument '{name}' has shape {op.shape if batch > 1 else op.shape[1:]}; "
                           f"expected {want}")
     if op.dtype is None or op.dtype.name not in dtypes:
-        raise LaunchError(f"tsjit.ops.matmul: argument '{name}' has dtype {getattr(op.dtype, 'name', op.dtype)}; "
+        raise LaunchError(f"tsjit.ops.{caller}: argument '{name}' has dtype {getattr(op.dtype, 'name', op.dtype)}; "
                           f"expected one of {list(dtypes)}")
 
 
@@ -158,13 +159,13 @@ def check_arguments(A: Operand, B: Operand, out: Operand | None, bias: Operand |
         given = "out' has dtype" if out is not None else "out_dtype' is"
         raise LaunchError(f"tsjit.ops.{name}: argument '{given} {dtype.name}; the output can be BFloat16, "
                           f"Float16 or Float32")
-    check_matrix(out, "out", batch, M, N, OUTPUT_DTYPES)
-    check_matrix(residual, "residual", batch, M, N, OUTPUT_DTYPES)
+    check_matrix(out, "out", batch, M, N, OUTPUT_DTYPES, name)
+    check_matrix(residual, "residual", batch, M, N, OUTPUT_DTYPES, name)
     if beta != 0.0 and out is None:
         raise LaunchError(f"tsjit.ops.{name}: argument 'beta' is {beta} but no 'out' was given; beta scales "
                           f"out's previous contents")
     if bias is not None and (bias.shape[0] != 1 or bias.dtype is None or bias.dtype.name not in OUTPUT_DTYPES):
         raise LaunchError(f"tsjit.ops.{name}: argument 'bias' must be a BFloat16/Float16/Float32 vector; got "
                           f"shape {bias.shape}, dtype {getattr(bias.dtype, 'name', None)}")
-    axis = bias_axis(bias, M, N)
+    axis = bias_axis(bias, M, N, name)
     return batch, M, N, K, dtype, axis

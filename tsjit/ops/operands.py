@@ -86,6 +86,25 @@ def _described_operand(x, name: str, ranks, op: str = "matmul") -> Operand | Non
     return Operand(shape, strides, spec.dtype, spec.align, x, False)
 
 
+def shape_dtype(value, op: str = "matmul"):
+    """The tsjit dtype of ``explain``'s ``dtype=`` argument (the dtype of its shape-tuple arguments): a tsjit dtype,
+    a torch dtype (``torch.bfloat16``, fp8 included) or a numpy dtype or name.
+
+    Raises:
+        LaunchError: ``value`` names no dtype, naming the argument.
+    """
+    found = value if isinstance(value, dt.DType) else TORCH_DTYPES.get(str(value))
+    if found is None:
+        try:
+            found = dt.lookup(value)
+        except TsjitError:
+            found = None
+    if found is None:
+        raise LaunchError(f"tsjit.ops.{op}.explain: argument 'dtype' is {value!r}, which names no dtype; pass a "
+                          f"tsjit, torch or numpy dtype (tsjit.BFloat16, torch.float8_e4m3fn, np.float16)")
+    return found
+
+
 def _host_hint() -> str:
     """What to do with a host array: on the CPU interpreter a DeviceArray copy, else a GPU copy."""
     if env.interpret_requested():
