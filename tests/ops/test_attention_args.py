@@ -174,3 +174,14 @@ def test_one_cu_seqlens_without_the_other_names_the_missing_one(fake_torch, give
     missing = "cu_seqlens_k" if given == "cu_seqlens_q" else "cu_seqlens_q"
     message = _launch_error(q, q, q, **{given: FakeTensor((2,), "int32")})
     assert f"argument '{missing}' is None but '{given}' is given" in message, message
+
+
+@pytest.mark.parametrize("name", ["q", "k", "out"])
+def test_a_broadcast_tensor_is_named_before_tma_sees_it(fake_torch, name):
+    """An expand()ed q / k / out (stride 0) reached TensorMap, whose error named no argument."""
+    tensors = {n: FakeTensor((2, 128, 2, 64)) for n in ("q", "k", "v", "out")}
+    tensors[name]._strides = (0,) + tensors[name]._strides[1:]        # t.expand(2, ...) of a batch of 1
+    message = _launch_error(tensors["q"], tensors["k"], tensors["v"], out=tensors["out"])
+    assert message.startswith(f"argument '{name}' has stride 0 in dimension 0 (a broadcast view"), message
+    assert message.endswith("pass a tensor of its own (torch.empty of that shape) or none" if name == "out" else
+                            f"pass {name}.contiguous()"), message

@@ -29,7 +29,8 @@ def torch_module(q):
 def check_tensor(name: str, t, torch, dtypes=("bfloat16", "float16"),
                  layout="(batch, seqlen, heads, head_dim)", require_cuda: bool = True) -> None:
     """Check that ``t`` is a 4-D CUDA torch tensor of one of ``dtypes`` (torch attribute names) that TMA can
-    address: last dimension contiguous, other strides and the base address multiples of 16 bytes.
+    address: last dimension contiguous, other strides positive (no broadcast) and, like the base address,
+    multiples of 16 bytes.
     ``require_cuda=False`` leaves the device to a later :func:`check_cuda` (so that a shape or head_dim
     error is reported first, also for CPU tensors).
 
@@ -46,15 +47,20 @@ def check_tensor(name: str, t, torch, dtypes=("bfloat16", "float16"),
     if t.dtype not in tuple(getattr(torch, d) for d in dtypes):
         names = " and ".join(f"torch.{d}" for d in dtypes)
         raise LaunchError(f"argument '{name}' has dtype {t.dtype}; tsjit.ops.attention supports {names} here")
+    fix = ("pass a tensor of its own (torch.empty of that shape) or none" if name.startswith("out")
+           else f"pass {name}.contiguous()")          # a copy of out would not receive the result
     if t.stride(3) != 1 and t.shape[3] > 1:
         raise LaunchError(f"argument '{name}' must have a contiguous last dimension (stride 1), got strides "
-                          f"{tuple(t.stride())}; pass {name}.contiguous()")
+                          f"{tuple(t.stride())}; {fix}")
     itemsize = t.element_size()
     for axis in range(3):
+        if t.shape[axis] > 1 and t.stride(axis) <= 0:
+            raise LaunchError(f"argument '{name}' has stride {t.stride(axis)} in dimension {axis} (a broadcast view, "
+                              f"as expand() makes); TMA needs positive strides; {fix}")
         if t.shape[axis] > 1 and (t.stride(axis) * itemsize) % TMA_STRIDE_BYTES:
             raise LaunchError(f"argument '{name}' has stride {t.stride(axis)} in dimension {axis}, "
                               f"{t.stride(axis) * itemsize} bytes; TMA needs strides that are multiples of 16 "
-                              f"bytes; pass {name}.contiguous()")
+                              f"bytes; {fix}")
     if require_cuda:
         check_cuda(name, t)
     if t.data_ptr() % TMA_STRIDE_BYTES:
