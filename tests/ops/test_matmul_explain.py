@@ -210,3 +210,20 @@ def test_bmm_shape_errors_of_bias_out_and_residual_name_bmm(no_gpu):
                            ("residual", np.zeros((2, 64, 64), np.int32))):
         with pytest.raises(tsjit.LaunchError, match=rf"^tsjit.ops.bmm: argument '{keyword}' has "):
             tsjit.ops.bmm.explain(a, b, **{keyword: value})
+
+
+@pytest.mark.parametrize("strides", [(0, 1), (128, 0), (1, 1), (64, 1)])
+def test_an_out_whose_elements_share_memory_is_refused(no_gpu, strides):
+    """An expand()ed or overlapping out (strides (128, 0), (1, 1)) was planned with the direct epilogue: stores of
+    different elements to one address, a silently wrong product."""
+    a, b = tsjit.spec((256, 512), tsjit.BFloat16), tsjit.spec((512, 128), tsjit.BFloat16)
+    with pytest.raises(tsjit.LaunchError, match=rf"^tsjit.ops.matmul: argument 'out' has strides "
+                                                rf"{re.escape(str(strides))} for shape \(256, 128\): several of its "
+                                                rf"elements share memory"):
+        tsjit.ops.matmul.explain(a, b, out=tsjit.spec((256, 128), tsjit.BFloat16, strides=strides))
+    for fine in ((128, 1), (1, 256), (256, 2)):          # row-major, transposed, every other column of a buffer
+        tsjit.ops.matmul.explain(a, b, out=tsjit.spec((256, 128), tsjit.BFloat16, strides=fine))
+    with pytest.raises(tsjit.LaunchError, match=r"^tsjit.ops.bmm: argument 'out' has strides \(0, 64, 1\) for "
+                                                r"shape \(2, 64, 64\)"):
+        tsjit.ops.bmm.explain(tsjit.spec((2, 64, 64), tsjit.BFloat16), tsjit.spec((2, 64, 64), tsjit.BFloat16),
+                              out=tsjit.spec((2, 64, 64), tsjit.BFloat16, strides=(0, 64, 1)))

@@ -101,6 +101,27 @@ def check_matrix(op: Operand | None, name: str, batch: int, M: int, N: int, dtyp
                           f"expected one of {list(dtypes)}")
 
 
+def check_out_does_not_overlap_itself(out: Operand | None, op: str = "matmul", batched: bool = False) -> None:
+    """Refuse an ``out`` two of whose elements share memory (a broadcast view, ``torch.empty(1, N).expand(M, N)``,
+    or strides like (1, 1)): the tiles' stores would overwrite each other, a silently wrong result.  Sufficient
+    test: ordered by stride, each dimension of extent > 1 steps past the whole of the smaller ones.
+
+    Raises:
+        LaunchError: naming ``out`` and its strides.
+    """
+    if out is None:
+        return
+    span = 1
+    for stride, extent in sorted((s, n) for s, n in zip(out.strides, out.shape) if n > 1):
+        if stride < span:
+            shape, strides = (out.shape, out.strides) if batched else (out.shape[1:], out.strides[1:])
+            raise LaunchError(f"tsjit.ops.{op}: argument 'out' has strides {tuple(strides)} for shape {shape}: "
+                              f"several of its elements share memory (a broadcast or overlapping view), so the "
+                              f"product's stores would overwrite each other. Pass an out of its own (row-major or "
+                              f"transposed), or none")
+        span = stride * extent
+
+
 def check_out_is_not_an_input(name: str, out: Operand, inputs) -> None:
     """Refuse an ``out`` that starts at the address of an input (``matmul(a, b, out=a)``): its tiles would be read
     after other tiles overwrote them, a silently wrong result.  ``inputs``: ``(Operand or None, argument name)``
@@ -160,6 +181,7 @@ def check_arguments(A: Operand, B: Operand, out: Operand | None, bias: Operand |
         raise LaunchError(f"tsjit.ops.{name}: argument '{given} {dtype.name}; the output can be BFloat16, "
                           f"Float16 or Float32")
     check_matrix(out, "out", batch, M, N, OUTPUT_DTYPES, name)
+    check_out_does_not_overlap_itself(out, name, batched)
     check_matrix(residual, "residual", batch, M, N, OUTPUT_DTYPES, name)
     if beta != 0.0 and out is None:
         raise LaunchError(f"tsjit.ops.{name}: argument 'beta' is {beta} but no 'out' was given; beta scales "
