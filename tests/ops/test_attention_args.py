@@ -185,3 +185,13 @@ def test_a_broadcast_tensor_is_named_before_tma_sees_it(fake_torch, name):
     assert message.startswith(f"argument '{name}' has stride 0 in dimension 0 (a broadcast view"), message
     assert message.endswith("pass a tensor of its own (torch.empty of that shape) or none" if name == "out" else
                             f"pass {name}.contiguous()"), message
+
+
+def test_a_wrong_lse_out_says_what_it_got(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv("TSJIT_INTERPRET", "1")           # CPU tensors pass the device check; nothing is launched
+    q = torch.zeros(1, 64, 2, 64, dtype=torch.bfloat16)
+    message = _launch_error(q, q, q, lse_out=torch.empty(1, 64, 2))
+    assert message == ("argument 'lse_out' must be a contiguous torch.float32 tensor of shape (1, 2, 64) on cpu "
+                       "((batch, heads, seqlen_q); packed: (heads, total_q)), got a contiguous torch.float32 tensor "
+                       "of shape (1, 64, 2) on cpu"), message

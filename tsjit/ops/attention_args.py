@@ -156,8 +156,11 @@ def lse_buffer(lse_out, return_lse: bool, shape: tuple, device, torch):
     if lse_out is not None:
         if not isinstance(lse_out, torch.Tensor) or tuple(lse_out.shape) != tuple(shape) or \
                 lse_out.dtype != torch.float32 or lse_out.device != device or not lse_out.is_contiguous():
+            got = (f"{'a contiguous' if lse_out.is_contiguous() else 'a non-contiguous'} {lse_out.dtype} tensor of "
+                   f"shape {tuple(lse_out.shape)} on {lse_out.device}" if isinstance(lse_out, torch.Tensor)
+                   else type(lse_out).__name__)
             raise LaunchError(f"argument 'lse_out' must be a contiguous torch.float32 tensor of shape {tuple(shape)} "
-                              f"on {device}")
+                              f"on {device} ((batch, heads, seqlen_q); packed: (heads, total_q)), got {got}")
         return lse_out, True
     if return_lse:
         return torch.empty(shape, dtype=torch.float32, device=device), True
