@@ -49,3 +49,16 @@ def test_placeholders_are_kept_apart_for_the_gpu_and_the_interpreter(monkeypatch
         monkeypatch.setenv("TSJIT_INTERPRET", interpreted)
         device_buffers.dummy_array(1)
     assert made == [(1,), (1,)] and set(device_buffers._DUMMY) == {(1, False), (1, True)}
+
+
+@pytest.mark.parametrize("offset", [64, 32])
+def test_out_overlapping_the_inputs_slice_is_refused(offset):
+    """a = columns 0-127 of a buffer, out = columns offset..offset+255 of it: the 128 x 256 product's later tiles
+    read columns of a that earlier tiles had overwritten (the interpreter gave errors of 376 at offset 64)."""
+    rng = np.random.default_rng()
+    buffer = tsjit.to_device(_random((128, 384), rng))
+    a = DeviceArray((128, 128), tsjit.Float16, strides=(384, 1), data_ptr=buffer.data_ptr, owner=buffer)
+    out = DeviceArray((128, 256), tsjit.Float16, strides=(384, 1), data_ptr=buffer.data_ptr + offset * 2,
+                      owner=buffer)
+    with pytest.raises(tsjit.LaunchError, match="argument 'out' overlaps the memory of argument 'a'"):
+        tsjit.ops.matmul(a, tsjit.to_device(_random((128, 256), rng)), out=out)

@@ -215,7 +215,9 @@ def _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a
     kind_a, SA, factor_a = scale_operand(scale_a, "scale_a", A.shape[1], "row", plan_only, name)
     kind_b, SB, factor_b = scale_operand(scale_b, "scale_b", B.shape[2], "col", plan_only, name)
     if O is not None and not plan_only:
-        check_out_is_not_an_input(name, O, ((A, "a"), (B, "b"), (V, "bias"), (SA, "scale_a"), (SB, "scale_b")))
+        same = R is not None and (R.ptr, R.shape, R.strides) == (O.ptr, O.shape, O.strides)   # out=residual: fine
+        check_out_is_not_an_input(name, O, ((A, "a"), (B, "b"), (V, "bias"), (SA, "scale_a"), (SB, "scale_b"),
+                                            (None if same else R, "residual")))
     alpha = alpha * factor_a * factor_b
     out_dtype = output_dtype(out_dtype, name)
     key = (_signature(A), _signature(B), _signature(O), _signature(V), _signature(R), activation, alpha != 1.0,

@@ -7,7 +7,7 @@ import numbers
 from tsjit.errors import LaunchError
 from tsjit.lang import dtypes as dt
 from tsjit.lang.epilogue import ACTIVATIONS
-from tsjit.ops.operands import FP8_DTYPES, Operand
+from tsjit.ops.operands import FP8_DTYPES, Operand, shares_memory
 
 INPUT_DTYPES = ("BFloat16", "Float16") + FP8_DTYPES
 OUTPUT_DTYPES = ("BFloat16", "Float16", "Float32")
@@ -124,8 +124,10 @@ def check_out_does_not_overlap_itself(out: Operand | None, op: str = "matmul", b
 
 def check_out_is_not_an_input(name: str, out: Operand, inputs) -> None:
     """Refuse an ``out`` that starts at the address of an input (``matmul(a, b, out=a)``): its tiles would be read
-    after other tiles overwrote them, a silently wrong result.  ``inputs``: ``(Operand or None, argument name)``
-    pairs.  (``residual`` may be ``out``: each element is read before it is written.)
+    after other tiles overwrote them, a silently wrong result), or that shares any element with one (a slice
+    of the same buffer that overlaps it; one beside it is fine).  ``inputs``: ``(Operand or None, argument
+    name)`` pairs.  (``residual`` may be ``out`` itself, same address and strides: each element is read before it
+    is written; the caller leaves it out of ``inputs`` then.)
 
     Raises:
         LaunchError: naming the argument ``out`` shares memory with.
@@ -135,6 +137,12 @@ def check_out_is_not_an_input(name: str, out: Operand, inputs) -> None:
             raise LaunchError(f"tsjit.ops.{name}: argument 'out' is the memory of argument '{arg}' (both start at "
                               f"{out.ptr:#x}); the product would read {arg} after overwriting parts of it. Pass a "
                               f"separate out (or none: a new array is returned)")
+        if op is not None and shares_memory(op, out):
+            raise LaunchError(f"tsjit.ops.{name}: argument 'out' overlaps the memory of argument '{arg}' (out "
+                              f"starts at {out.ptr:#x}, {arg} at {op.ptr:#x}, and some elements of out are elements "
+                              f"of {arg}); the product would read {arg} after overwriting parts of it. Pass an out "
+                              f"that shares no memory with the inputs (a slice of the same buffer beside {arg} is "
+                              f"fine)")
 
 
 def check_arguments(A: Operand, B: Operand, out: Operand | None, bias: Operand | None, residual: Operand | None,
