@@ -195,3 +195,22 @@ def test_a_wrong_lse_out_says_what_it_got(monkeypatch):
     assert message == ("argument 'lse_out' must be a contiguous torch.float32 tensor of shape (1, 2, 64) on cpu "
                        "((batch, heads, seqlen_q); packed: (heads, total_q)), got a contiguous torch.float32 tensor "
                        "of shape (1, 64, 2) on cpu"), message
+
+
+@pytest.mark.parametrize("aliased, shift", [("k", 128), ("v", 4096), ("q", 128)])
+def test_out_overlapping_q_k_or_v_is_refused(fake_torch, aliased, shift):
+    """out starting inside k or v (or a shifted view of q) had its O stores overwrite rows other tiles still read;
+    only out is k / v itself was refused."""
+    q, k, v = (FakeTensor((1, 128, 2, 64)) for _ in range(3))
+    out = FakeTensor(q.shape)
+    out._ptr = {"q": q, "k": k, "v": v}[aliased]._ptr + shift
+    message = _launch_error(q, k, v, out=out)
+    assert f"argument 'out' overlaps the memory of argument '{aliased}'" in message, message
+
+
+def test_out_that_is_q_itself_is_accepted(fake_torch, monkeypatch):
+    """Each tile reads its Q rows before it writes the same O rows: out=q passes the checks (here: to the device
+    check of a CPU tensor)."""
+    monkeypatch.delenv("TSJIT_INTERPRET", raising=False)
+    q, k = FakeTensor((1, 128, 2, 64)), FakeTensor((1, 128, 2, 64))
+    assert "argument 'q' is on cpu" in _launch_error(q, k, k, out=q)

@@ -20,6 +20,7 @@ from tsjit import env
 from tsjit.errors import LaunchError, warn
 from tsjit.ops.attention_args import check_counts as _check_counts
 from tsjit.ops.attention_args import check_cu_seqlens as _check_cu_seqlens
+from tsjit.ops.attention_args import check_out_apart as _check_out_apart
 from tsjit.ops.attention_args import check_cuda as _check_cuda
 from tsjit.ops.attention_args import check_rescale_threshold as _check_rescale_threshold
 from tsjit.ops.attention_args import check_tensor as _check_tensor
@@ -76,11 +77,7 @@ def _check_arguments(q, k, v, out, causal, scale, torch):
         if tuple(out.shape) != tuple(q.shape) or out.dtype != q.dtype:
             raise LaunchError(f"argument 'out' must be a {q.dtype} tensor of shape {tuple(q.shape)}, "
                               f"got {out.dtype} {tuple(out.shape)}")
-        for name, t in (("k", k), ("v", v)):   # every tile reads all of K and V: an O store would corrupt them
-            if out.data_ptr() == t.data_ptr():
-                raise LaunchError(f"argument 'out' is the memory of argument '{name}', which every query tile "
-                                  f"reads: the result would be wrong. Pass a separate out (or none: a new tensor "
-                                  f"is returned)")
+        _check_out_apart(out, q, k, v)
     for name, t in (("q", q), ("k", k), ("v", v), ("out", out)):   # the device last: the rest is checkable anywhere
         if t is not None and not env.interpret_requested():        # the CPU interpreter takes CPU tensors
             _check_cuda(name, t)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from tsjit import env
 from tsjit.errors import LaunchError
 from tsjit.lang.dtypes import BFloat16, Float8E4M3, Float16, Float32, Int32
+from tsjit.ops.operands import arrays_overlap
 from tsjit.runtime.arrays import DeviceArray
 
 __all__ = ["torch_module", "check_tensor", "check_cuda", "window_bounds", "device_table", "check_cu_seqlens",
-           "check_rescale_threshold", "check_counts", "dummy_tensors", "tensor_key", "device_view", "lse_buffer",
+           "check_rescale_threshold", "check_counts", "check_out_apart", "dummy_tensors", "tensor_key", "device_view", "lse_buffer",
            "TMA_STRIDE_BYTES"]
 
 TMA_STRIDE_BYTES = 16          # TMA: global strides and the base address are multiples of 16 bytes
@@ -191,6 +192,30 @@ def check_counts(**counts) -> None:
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise LaunchError(f"tsjit.ops.attention: argument '{name}' must be an int >= 1 (or None for the "
                               f"default), got {value!r}")
+
+
+def check_out_apart(out, q, k, v) -> None:
+    """Refuse an ``out`` that shares memory with ``k`` or ``v`` (every query tile reads all of them: an O store
+    would corrupt keys other tiles still read), or with ``q`` other than by being ``q`` itself (each tile reads its
+    own Q rows before it writes the same O rows; a shifted view would overwrite other tiles' Q rows).
+
+    Raises:
+        LaunchError: naming the argument ``out`` shares memory with.
+    """
+    def layout(t):
+        return t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.element_size()
+
+    for name, t in (("k", k), ("v", v), ("q", q)):
+        if name == "q" and layout(out) == layout(q):
+            continue
+        if out.data_ptr() == t.data_ptr():
+            raise LaunchError(f"argument 'out' is the memory of argument '{name}', which every query tile "
+                              f"reads: the result would be wrong. Pass a separate out (or none: a new tensor "
+                              f"is returned)")
+        if arrays_overlap(layout(out), layout(t)):
+            raise LaunchError(f"argument 'out' overlaps the memory of argument '{name}' (some elements of out are "
+                              f"elements of {name}), which the query tiles read: the result would be wrong. Pass an "
+                              f"out that shares no memory with k and v (out=q itself is fine), or none")
 
 
 def tensor_key(t):

@@ -187,43 +187,49 @@ def operand_layout(op: Operand, k_axis: int):
 _MAX_RUNS = 1 << 20
 
 
-def _run_layout(op: Operand):
-    """(run length in bytes, outer (stride, extent)s) of ``op``'s elements as contiguous runs: a unit-stride
+def _run_layout(shape, strides, itemsize):
+    """(run length in bytes, outer (stride, extent)s) of an array's elements as contiguous runs: a unit-stride
     dimension is one run per index of the others; without one, every element is a run."""
-    dims = sorted((s, n) for s, n in zip(op.strides, op.shape) if n > 1)
+    dims = sorted((s, n) for s, n in zip(strides, shape) if n > 1)
     if dims and dims[0][0] == 1:
-        return dims[0][1] * op.dtype.itemsize, dims[1:]
-    return op.dtype.itemsize, dims
+        return dims[0][1] * itemsize, dims[1:]
+    return itemsize, dims
 
 
-def _run_starts(op: Operand, outer):
+def _run_starts(ptr, itemsize, outer):
     import numpy as np   # lazily: as in tsjit.lang.dtypes
-    starts = np.array([op.ptr], dtype=np.int64)
+    starts = np.array([ptr], dtype=np.int64)
     for stride, extent in outer:
-        starts = (starts[:, None] + np.arange(extent, dtype=np.int64) * (stride * op.dtype.itemsize)).ravel()
+        starts = (starts[:, None] + np.arange(extent, dtype=np.int64) * (stride * itemsize)).ravel()
     return np.sort(starts)
 
 
-def shares_memory(x: Operand, y: Operand) -> bool:
-    """Whether two operands have a byte in common (exact; True without counting when one has more than
-    ``_MAX_RUNS`` contiguous runs): their address ranges first, then, where those meet (two slices of one
-    buffer), their contiguous runs."""
-    import numpy as np
+def arrays_overlap(x, y) -> bool:
+    """Whether two strided arrays, each ``(address, shape, element strides, itemsize)``, have a byte in common
+    (exact; True without counting when one has more than ``_MAX_RUNS`` contiguous runs): their address ranges
+    first, then, where those meet (two slices of one buffer), their contiguous runs."""
+    import numpy as np   # lazily: as in tsjit.lang.dtypes
     ranges = []
-    for op in (x, y):
-        if any(s < 0 for s in op.strides):
+    for ptr, shape, strides, itemsize in (x, y):
+        if any(s < 0 for s in strides):
             return True                          # not met from torch or tsjit arrays: assume the worst
-        ranges.append((op.ptr, op.ptr + sum((n - 1) * s for s, n in zip(op.strides, op.shape) if n > 0)
-                       * op.dtype.itemsize + op.dtype.itemsize))
+        if 0 in shape:
+            return False
+        ranges.append((ptr, ptr + sum((n - 1) * s for s, n in zip(strides, shape)) * itemsize + itemsize))
     (x_lo, x_hi), (y_lo, y_hi) = ranges
-    if x_hi <= y_lo or y_hi <= x_lo or 0 in x.shape or 0 in y.shape:
+    if x_hi <= y_lo or y_hi <= x_lo:
         return False
-    (x_length, x_outer), (y_length, y_outer) = _run_layout(x), _run_layout(y)
+    (x_length, x_outer), (y_length, y_outer) = _run_layout(*x[1:]), _run_layout(*y[1:])
     if max(int(np.prod([n for _, n in outer])) for outer in (x_outer, y_outer)) > _MAX_RUNS:
         return True
-    x_starts, y_starts = _run_starts(x, x_outer), _run_starts(y, y_outer)
+    x_starts, y_starts = _run_starts(x[0], x[3], x_outer), _run_starts(y[0], y[3], y_outer)
     last = np.searchsorted(x_starts, y_starts + y_length, side="left") - 1   # x's last run starting before each y end
     return bool(np.any((last >= 0) & (x_starts[np.maximum(last, 0)] + x_length > y_starts)))
+
+
+def shares_memory(x: Operand, y: Operand) -> bool:
+    """:func:`arrays_overlap` of two operands."""
+    return arrays_overlap((x.ptr, x.shape, x.strides, x.dtype.itemsize), (y.ptr, y.shape, y.strides, y.dtype.itemsize))
 
 
 def staging_reason(op: Operand, k_axis: int) -> str:
