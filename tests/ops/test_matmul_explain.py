@@ -227,3 +227,12 @@ def test_an_out_whose_elements_share_memory_is_refused(no_gpu, strides):
                                                 r"shape \(2, 64, 64\)"):
         tsjit.ops.bmm.explain(tsjit.spec((2, 64, 64), tsjit.BFloat16), tsjit.spec((2, 64, 64), tsjit.BFloat16),
                               out=tsjit.spec((2, 64, 64), tsjit.BFloat16, strides=(0, 64, 1)))
+
+
+def test_bmm_explain_refuses_the_scales_bmm_does_not_take(no_gpu):
+    """bmm.explain(..., scale_a=2.0) planned a call that bmm itself refuses (no scale_a parameter)."""
+    a = b = np.zeros((2, 64, 64), np.float16)
+    with pytest.raises(tsjit.LaunchError, match=r"^tsjit.ops.bmm.explain: unexpected keyword argument 'scale_a'"):
+        tsjit.ops.bmm.explain(a, b, scale_a=2.0)
+    with pytest.raises(TypeError, match="scale_a"):
+        tsjit.ops.bmm(a, b, scale_a=2.0)

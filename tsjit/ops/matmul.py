@@ -431,7 +431,15 @@ _EXPLAIN_KEYWORDS = ("bias", "activation", "residual", "alpha", "beta", "out", "
 
 
 def _explain_bmm(a, b, **kwargs) -> str:
-    """:func:`explain` for :func:`bmm`: ``explain(a, b, batched=True, ...)``."""
+    """:func:`explain` for :func:`bmm`: ``explain(a, b, batched=True, ...)``.
+
+    Raises:
+        LaunchError: as :func:`explain`; also for ``scale_a`` / ``scale_b``, which :func:`bmm` does not take.
+    """
+    for name in ("scale_a", "scale_b"):
+        if kwargs.get(name) is not None:
+            raise LaunchError(f"tsjit.ops.bmm.explain: unexpected keyword argument '{name}': bmm takes no fp8 scale "
+                              f"tensors (fold per-tensor scales into alpha, or call tsjit.ops.matmul per batch)")
     return explain(a, b, batched=True, **kwargs)
 
 
