@@ -23,7 +23,9 @@ def torch_module(q):
     except ImportError:
         raise LaunchError(f"tsjit.ops.attention: argument 'q' is a {type(q).__module__}.{type(q).__qualname__}, "
                           f"but attention needs CUDA torch tensors (q, k, v) and torch is not installed; "
-                          f"install PyTorch with CUDA and pass torch.bfloat16/torch.float16 tensors on the GPU") from None
+                          f"install PyTorch with CUDA and pass torch.bfloat16/torch.float16 tensors on the GPU "
+                          f"(without a GPU: a CPU build of torch, CPU tensors and TSJIT_INTERPRET=1 run the bf16 / "
+                          f"fp16 forward on the CPU interpreter)") from None
     return torch
 
 

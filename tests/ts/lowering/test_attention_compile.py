@@ -205,4 +205,5 @@ def test_attention_with_numpy_inputs_and_no_torch_is_a_launch_error_naming_q(mon
     message = str(err.value)
     assert "argument 'q' is a numpy.ndarray" in message and "CUDA torch tensors" in message, message
     assert "torch is not installed" in message and "No module named" not in message
+    assert "a CPU build of torch, CPU tensors and TSJIT_INTERPRET=1" in message, message   # the way without a GPU
     assert "torch" in tsjit.ops.attention.__doc__.split("Args:")[1].split("k, v:")[0]
