@@ -235,6 +235,9 @@ def test_dtype_and_option_errors_name_the_argument(fake_gpu):
         tsjit.ops.matmul(a, b, scale_a=FakeCai((1,), typestr="<f4"))
     with pytest.raises(tsjit.LaunchError, match="'a'"):
         tsjit.ops.matmul(object(), b)
+    for stream in ("s", object()):                                 # was int()'s ValueError / TypeError
+        with pytest.raises(tsjit.LaunchError, match=r"^argument 'stream' must be a CUDA stream: a raw handle"):
+            tsjit.ops.matmul(a, b, stream=stream)
 
 
 @pytest.mark.parametrize("given,expected", [(np.float32, "Float32"), (np.dtype("float16"), "Float16"),

@@ -281,7 +281,11 @@ def scale_vector(op: Operand) -> DeviceArray:
 
 def stream_handle(stream, like) -> int:
     """The raw handle of ``stream``; by default torch's current stream on ``like``'s device (a torch
-    tensor) or tsjit's current stream."""
+    tensor) or tsjit's current stream.
+
+    Raises:
+        LaunchError: ``stream`` is none of the stream kinds, naming the argument.
+    """
     if stream is None:
         torch = sys.modules.get("torch") if like is not None else None
         if torch is not None:
@@ -296,4 +300,9 @@ def stream_handle(stream, like) -> int:
         value = getattr(stream, attribute, None)
         if isinstance(value, int):
             return value
-    return int(stream)
+    try:
+        return int(stream)
+    except (TypeError, ValueError):
+        raise LaunchError(f"argument 'stream' must be a CUDA stream: a raw handle (int), a torch.cuda.Stream, a "
+                          f"tsjit stream or an object with an int cuda_stream / ptr / value attribute; got "
+                          f"{stream!r} (of type {type(stream).__name__})") from None
