@@ -236,3 +236,20 @@ def test_bmm_explain_refuses_the_scales_bmm_does_not_take(no_gpu):
         tsjit.ops.bmm.explain(a, b, scale_a=2.0)
     with pytest.raises(TypeError, match="scale_a"):
         tsjit.ops.bmm(a, b, scale_a=2.0)
+
+
+@pytest.mark.parametrize("fn, said", [("relu", r"must be a function \(y, row, col\) -> y, got 'relu' \(of type str\) "
+                                               r"\(for an activation pass activation='relu'\)"),
+                                      (3, r"must be a function \(y, row, col\) -> y, got 3"),
+                                      (lambda y: y, r"must take \(y, row, col\), .*'<lambda>' has the signature \(y\)")])
+def test_an_epilogue_fn_that_cannot_be_called_with_three_arguments_is_named(no_gpu, fn, said):
+    """These were CompilationErrors inside tsjit/ops/gemm_program.py ('str' object is not callable, takes 1
+    positional argument but 3 were given)."""
+    a, b = np.zeros((64, 32), np.float16), np.zeros((32, 16), np.float16)
+    with pytest.raises(tsjit.LaunchError, match=rf"^tsjit.ops.matmul: argument 'epilogue_fn' {said}"):
+        tsjit.ops.matmul.explain(a, b, epilogue_fn=fn)
+
+    @tsjit.func
+    def double(y, row, col):
+        return y * 2.0
+    assert tsjit.ops.matmul.explain(a, b, epilogue_fn=double).startswith("problem:")

@@ -54,7 +54,7 @@ from tsjit import env
 from tsjit.errors import LaunchError, did_you_mean
 from tsjit.ops import autotune
 from tsjit.ops.matmul_checks import (INPUT_DTYPES, OUTPUT_DTYPES, check_out_is_not_an_input,  # noqa: F401
-                                     coefficient, output_dtype)  # (INPUT_DTYPES, OUTPUT_DTYPES re-exported)
+                                     check_epilogue_fn, coefficient, output_dtype)  # (*_DTYPES re-exported)
 from tsjit.ops.matmul_plan import Plan
 from tsjit.ops.operands import TORCH_TYPES, Operand, operand, scale_operand, shape_dtype, stream_handle
 from tsjit.runtime import driver, streams
@@ -206,6 +206,7 @@ def _call(a, b, bias, activation, residual, alpha, beta, out, out_dtype, scale_a
             return done
     name = "bmm" if batched else "matmul"
     alpha, beta = coefficient(alpha, "alpha", name), coefficient(beta, "beta", name)
+    check_epilogue_fn(epilogue_fn, name)
     ranks = (3,) if batched else (2,)
     A = operand(a, "a", ranks, plan_only, name)
     B = operand(b, "b", ranks, plan_only, name)

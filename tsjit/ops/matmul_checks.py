@@ -2,6 +2,7 @@
 dtypes and options, each mistake a :class:`~tsjit.errors.LaunchError` naming the argument."""
 from __future__ import annotations
 
+import inspect
 import numbers
 
 from tsjit.errors import LaunchError
@@ -53,6 +54,29 @@ def coefficient(value, name: str, op: str = "matmul") -> float:
                           f"{value!r} (of type {type(value).__name__}); a one-element tensor t is passed as "
                           f"float(t)")
     return float(value)
+
+
+def check_epilogue_fn(fn, op: str = "matmul") -> None:
+    """``epilogue_fn`` is None or a function taking ``(y, row, col)`` (a ``@tsjit.func``, a plain function or a
+    lambda; a signature that cannot be read is left to the compile).
+
+    Raises:
+        LaunchError: not callable, or its signature does not take three positional arguments, naming it.
+    """
+    if fn is None:
+        return
+    if not callable(fn):
+        hint = f" (for an activation pass activation={fn!r})" if isinstance(fn, str) else ""
+        raise LaunchError(f"tsjit.ops.{op}: argument 'epilogue_fn' must be a function (y, row, col) -> y, got "
+                          f"{fn!r} (of type {type(fn).__name__}){hint}")
+    try:
+        inspect.signature(fn).bind(0, 0, 0)
+    except TypeError:
+        raise LaunchError(f"tsjit.ops.{op}: argument 'epilogue_fn' must take (y, row, col), the element and its "
+                          f"global Int32 coordinates; {getattr(fn, '__name__', fn)!r} has the signature "
+                          f"{inspect.signature(fn)}") from None
+    except ValueError:
+        pass                                     # no readable signature (a builtin): the compile says more
 
 
 def _numpy_name(value) -> str | None:
