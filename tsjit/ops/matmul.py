@@ -314,13 +314,15 @@ def matmul(a, b, *, bias=None, activation=None, residual=None, alpha=1.0, beta=0
             inputs Float32 GPU tensors of one element (per tensor), (M, 1) / (M,) (scale_a, per row of a),
             (1, N) / (N,) (scale_b, per column of b).
         stream: a stream handle or object; default torch's current stream (torch inputs) or tsjit's.
-        epilogue_fn: a ``@tsjit.func`` ``(y, row, col) -> y`` applied last (global Int32 coordinates).
+        epilogue_fn: a function ``(y, row, col) -> y`` applied last (global Int32 coordinates): a ``@tsjit.func``,
+            a plain function or a lambda, compiled as kernel code (it must return a value).
 
     Returns:
         ``out`` (M, N).
 
     Raises:
-        LaunchError: a bad argument, naming it (shape, dtype, device), or a launch failure.
+        LaunchError: a bad argument, naming it (shape, dtype, device; an ``out`` that shares memory with an input
+            or with itself; an ``epilogue_fn`` that does not take three arguments), or a launch failure.
         CompilationError: ``epilogue_fn`` does not compile.
     """
     if _code_state() != _CODE_STATE[0]:      # inlined: a frame less per call
