@@ -26,14 +26,12 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import os
-import shutil
-import subprocess
 import sys
 import sysconfig
-import tempfile
 import threading
 
 from tsjit import env
+from tsjit.backend.native_build import build_once, c_compiler
 
 #: False: :func:`launch_type` returns None (every packed launch goes through ctypes), for measurements
 ENABLED = True
@@ -167,50 +165,27 @@ def library_path(directory: str) -> str:
 
 
 def _compiler() -> str | None:
-    configured = (sysconfig.get_config_var("CC") or "").split()
-    for name in configured[:1] + ["cc", "gcc", "clang"]:
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
+    """The system C compiler (:func:`tsjit.backend.native_build.c_compiler`), or None."""
+    return c_compiler()
 
 
 def build(directory: str) -> str | None:
     """The path of the built extension under ``directory`` (built now if missing), or None where it cannot be
     built (no compiler or ``Python.h``, a compiler error: its output is kept in ``<path>.failed`` and the build is
-    not tried again)."""
+    not tried again): :func:`tsjit.backend.native_build.build_once`."""
     path = library_path(directory)
-    if os.path.exists(path):
-        return path
-    if os.path.exists(path + ".failed"):
-        return None
+    if os.path.exists(path) or os.path.exists(path + ".failed"):
+        return path if os.path.exists(path) else None
     include = sysconfig.get_paths().get("include") or ""
-    compiler = _compiler()
-    if compiler is None or not os.path.exists(os.path.join(include, "Python.h")):
+    if _compiler() is None or not os.path.exists(os.path.join(include, "Python.h")):
         return None
-    os.makedirs(directory, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=directory, prefix=".native_launch_") as scratch:
-        source, library = os.path.join(scratch, "native_launch.c"), os.path.join(scratch, "native_launch.so")
+
+    def command(compiler: str, output: str) -> list[str]:
+        source = os.path.join(os.path.dirname(output), "native_launch.c")
         with open(source, "w") as handle:
             handle.write(SOURCE)
-        try:
-            done = subprocess.run([compiler, "-O2", "-shared", "-fPIC", f"-I{include}", source, "-o", library],
-                                  capture_output=True, text=True, timeout=120)
-        except (OSError, subprocess.SubprocessError) as exc:
-            return None if isinstance(exc, subprocess.TimeoutExpired) else _failed(path, str(exc))
-        if done.returncode != 0 or not os.path.exists(library):
-            return _failed(path, done.stdout + done.stderr)
-        os.replace(library, path)
-    return path
-
-
-def _failed(path: str, text: str) -> None:
-    try:
-        with open(path + ".failed", "w") as handle:
-            handle.write(text)
-    except OSError:
-        pass
-    return None
+        return [compiler, "-O2", "-shared", "-fPIC", f"-I{include}", source, "-o", output]
+    return build_once(path, command)
 
 
 def load(path: str):
