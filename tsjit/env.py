@@ -17,7 +17,7 @@ variable                 type      default
 =======================  ========  ==============================================
 ``TSJIT_CACHE_DIR``      path      ``platformdirs.user_cache_dir("tsjit")``
 ``TSJIT_DUMP_DIR``       path      unset: no dumps
-``TSJIT_ASSEMBLER``      choice    ``auto`` (``auto``, ``nvjitlink``, ``ptxas``)
+``TSJIT_ASSEMBLER``      choice    ``auto`` (``auto``, ``nvptxcompiler``, ``ptxas``, ``nvjitlink``)
 ``TSJIT_TARGET``         target    unset: from the device, else ``sm_90a``
 ``TSJIT_ALWAYS_COMPILE`` bool      false
 ``TSJIT_DISABLE_CACHE``  bool      false
@@ -157,8 +157,9 @@ DUMP_DIR = EnvVar(
     "directory (a lowering for the CPU interpreter: its LLVM IR and .py, as <kernel>-interpret-<digest>.*).")
 ASSEMBLER = EnvVar(
     "TSJIT_ASSEMBLER", "choice", "auto",
-    "PTX to cubin assembler: nvjitlink, ptxas, or auto (nvJitLink when found, else ptxas).",
-    choices=("auto", "nvjitlink", "ptxas"), affects_code=True)
+    "PTX to cubin assembler: nvptxcompiler, ptxas, nvjitlink, or auto (the first of them that is available; "
+    "nvJitLink, which drops setmaxnreg, last).",
+    choices=("auto", "nvjitlink", "ptxas", "nvptxcompiler"), affects_code=True)
 TARGET = EnvVar(
     "TSJIT_TARGET", "target", None,
     "GPU target to compile for (e.g. sm_90a, sm_100a); unset means the current device's, "
@@ -229,7 +230,7 @@ def dump_dir() -> str | None:
 
 
 def assembler() -> str:
-    """``"auto"``, ``"nvjitlink"`` or ``"ptxas"`` (``TSJIT_ASSEMBLER``).
+    """``"auto"``, ``"nvptxcompiler"``, ``"ptxas"`` or ``"nvjitlink"`` (``TSJIT_ASSEMBLER``).
 
     Raises:
         TsjitError: the variable holds another value.

@@ -1,26 +1,31 @@
-"""PTX → cubin with nvJitLink (in process) or ptxas (subprocess).
+"""PTX → cubin with nvPTXCompiler (in process), ptxas (subprocess) or nvJitLink (in process).
 
-Tool choice (:func:`select_tool`): the ``tool`` argument, else the
-``TSJIT_ASSEMBLER`` environment variable (``auto`` | ``nvjitlink`` | ``ptxas``,
-default ``auto``).  ``auto`` picks, in order (toolchain.md §3):
+Tool choice (:func:`select_tool`): the ``tool`` argument, else the ``TSJIT_ASSEMBLER`` environment variable
+(``auto`` | ``nvptxcompiler`` | ``ptxas`` | ``nvjitlink``, default ``auto``).  ``auto`` picks, in order:
 
-1. nvJitLink >= 13.1, loaded through ``cuda.pathfinder.load_nvidia_dynamic_lib``;
-2. ptxas, found by ``cuda.pathfinder.find_nvidia_binary_utility("ptxas")`` or on PATH;
-3. nvJitLink 13.0, with a warning: 13.0 drops the 1024-byte alignment of the dynamic
-   shared-memory block when the kernel also has a static ``.shared`` variable, and TMA
-   then faults with CUDA_ERROR_MISALIGNED_ADDRESS (toolchain.md §3, §6.6).  tsjit keeps
-   all shared memory in the dynamic block, and :func:`assemble` refuses a nvJitLink
-   13.0 cubin whose ELF shows the misalignment.
+1. nvPTXCompiler, the ``nvidia-nvptxcompiler`` wheel's static library linked once with the system C compiler
+   (:mod:`tsjit.backend.ptx_compiler`): a whole-program compile in process;
+2. ptxas, found by ``cuda.pathfinder.find_nvidia_binary_utility("ptxas")`` or on PATH: a whole-program compile in
+   a subprocess;
+3. nvJitLink >= 13.1, loaded through ``cuda.pathfinder.load_nvidia_dynamic_lib``.  It compiles PTX as relocatable
+   code and so drops ``setmaxnreg`` ("(C7504) ... 'setmaxnreg' ignored to maintain compatibility across
+   compilation units"): the warp-specialized kernels keep the launch's register budget and spill.
+   :func:`assemble` warns (naming what to install) whenever its log says so;
+4. nvJitLink 13.0, with a warning: 13.0 also drops the 1024-byte alignment of the dynamic shared-memory block
+   when the kernel has a static ``.shared`` variable, and TMA then faults with CUDA_ERROR_MISALIGNED_ADDRESS
+   (toolchain.md §3, §6.6).  tsjit keeps all shared memory in the dynamic block, and :func:`assemble` refuses a
+   nvJitLink 13.0 cubin whose ELF shows the misalignment.
 
-Both tools run ptxas with ``-O3`` and verbose statistics; :class:`AssembledKernel`
-carries the cubin, the tool and its version, the kernel's register / spill / stack
-figures parsed from the info log, and its static shared memory read from the cubin's
-``.nv.shared.<kernel>`` ELF section (what the driver reserves per CTA, including the
-padding that aligns the dynamic block).
+All three run ptxas's optimizer with ``-O3`` and verbose statistics; :class:`AssembledKernel` carries the cubin,
+the tool and its version, the kernel's register / spill / stack figures parsed from the info log, and its static
+shared memory read from the cubin's ``.nv.shared.<kernel>`` ELF section (what the driver reserves per CTA,
+including the padding that aligns the dynamic block).
 
-Cost on a saxpy-sized kernel (measured on a 2-core CPU machine): nvJitLink 13.5 about
-7 ms, the first call of a process about 40 ms (discovery + library load); ptxas 13.0
-about 15 ms, the first call about 90 ms (``ptxas --version`` + first exec).
+Cost on a 2-core CPU machine (BENCHMARKS.md, "nvPTXCompiler"): a saxpy-sized kernel takes 11-14 ms with
+nvPTXCompiler or nvJitLink, 21-24 ms with ptxas; the tutorial GEMM and the attention kernels 0.2-0.9 s with any
+of them.  A process's first use: nvPTXCompiler's ``dlopen`` about 2 ms once the library is linked (the link, about
+1.5 s, happens once per cache directory); ptxas about 90 ms (``ptxas --version`` + first exec); nvJitLink about
+40 ms (discovery + library load).
 """
 from __future__ import annotations
 
@@ -28,7 +33,6 @@ import functools
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -37,6 +41,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tsjit import env
+from tsjit.backend import ptx_compiler, wheels
+from tsjit.backend.cubin_info import RESERVED_SMEM_BYTES, parse_statistics
+from tsjit.backend.cubin_info import elf_section as _elf_section
 from tsjit.backend.targets import Target, get_target
 from tsjit.errors import CompilationError, warn
 
@@ -45,19 +52,13 @@ __all__ = ["AssembledKernel", "assemble", "assembler_setting", "select_tool",
            "check_dynamic_smem_alignment", "ASSEMBLER_ENV", "RESERVED_SMEM_BYTES",
            "adopt_ptxas", "found_ptxas", "ptxas_fingerprint"]
 
-#: Environment variable choosing the assembler: ``auto``, ``nvjitlink`` or ``ptxas``.
+#: Environment variable choosing the assembler: ``auto``, ``nvptxcompiler``, ``ptxas`` or ``nvjitlink``.
 ASSEMBLER_ENV = env.ASSEMBLER.name
 _SETTINGS = env.ASSEMBLER.choices
 _NVJITLINK_FIXED = (13, 1)      # first nvJitLink that keeps the dynamic-smem alignment
-#: Shared memory the hardware reserves at the start of every CTA's window on sm_80 and later (CUDA C++
-#: Programming Guide, "Technical Specifications per Compute Capability": 1 KB reserved for system use per
-#: block).  The ELF's ``.nv.shared.<kernel>`` section covers it (a kernel whose shared memory is all in the
-#: dynamic block has a 1024-byte section, and its dynamic block starts at 0x400), but neither the driver's
-#: ``CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES`` nor the opt-in limit counts it: on the H200 such a kernel reports
-#: 0 static bytes and launches with the whole 232448-byte opt-in limit as dynamic shared memory.
-RESERVED_SMEM_BYTES = 1024
 _INSTALL_NVJITLINK = "pip install 'nvidia-nvjitlink>=13.1'"
 _INSTALL_PTXAS = "pip install --no-deps nvidia-cuda-nvcc==13.0.88"
+_INSTALL_PTX_COMPILER = f"{ptx_compiler.INSTALL} (linked with the system C compiler: cc, gcc or clang on PATH)"
 
 
 @dataclass(frozen=True)
@@ -66,9 +67,9 @@ class AssembledKernel:
 
     Attributes:
         cubin: the ELF image (starts with ``b"\\x7fELF"``).
-        tool: ``"nvjitlink"`` or ``"ptxas"``.
-        tool_version: e.g. ``"nvJitLink 13.5.37"`` (wheel version when known, else
-            ``"nvJitLink 13.5"``) or ``"ptxas 13.0.88"``.
+        tool: ``"nvptxcompiler"``, ``"ptxas"`` or ``"nvjitlink"``.
+        tool_version: e.g. ``"nvPTXCompiler 13.5.37"`` (the wheel's version), ``"ptxas 13.0.88"`` or
+            ``"nvJitLink 13.5.37"`` (wheel version when known, else ``"nvJitLink 13.5"``).
         registers: registers per thread.
         spill_stores_bytes / spill_loads_bytes: bytes spilled to local memory per thread.
         stack_frame_bytes: per-thread stack frame, bytes.
@@ -98,7 +99,7 @@ def assembler_setting() -> str:
     """The ``TSJIT_ASSEMBLER`` setting (:func:`tsjit.env.assembler`), lower-cased; ``"auto"`` when unset.
 
     Raises:
-        TsjitError: the variable holds something other than auto/nvjitlink/ptxas.
+        TsjitError: the variable holds something other than auto/nvptxcompiler/ptxas/nvjitlink.
     """
     return env.assembler()
 
@@ -146,62 +147,67 @@ def _load_nvjitlink() -> tuple[tuple[int, int] | None, str]:
 def prewarm(tool: str | None = None) -> threading.Thread | None:
     """Start the discovery of the assembler :func:`select_tool` will want on a daemon thread, so that
     it overlaps the LLVM step of a compile (which releases the GIL); :func:`select_tool` then finds it
-    done (or waits for it).  For nvJitLink that is cuda.pathfinder's discovery, the cuda-bindings
-    import and the ``dlopen`` (100-300 ms; they hold the GIL, so a start before the frontend would
-    only interleave with it); for ptxas (``TSJIT_ASSEMBLER=ptxas``, or ``auto`` with an nvJitLink
-    wheel older than 13.1, which ``auto`` skips without loading it) the search and ``ptxas
-    --version``, a subprocess.
+    done (or waits for it).  For nvPTXCompiler that is the link of its library (once per cache
+    directory, a subprocess) or its ``dlopen``; for ptxas (``TSJIT_ASSEMBLER=ptxas``, or ``auto``
+    where nvPTXCompiler is unavailable) the search and ``ptxas --version``, a subprocess; for
+    nvJitLink cuda.pathfinder's discovery, the cuda-bindings import and the ``dlopen`` (100-300 ms;
+    they hold the GIL, so a start before the frontend would only interleave with it).
     Does nothing (``None``) when the setting is invalid (reported later by :func:`select_tool`) or
     the tool is already found.  Never raises."""
     try:
         setting = tool.strip().lower() if tool else assembler_setting()
-        wants_ptxas = setting == "ptxas" or (setting == "auto" and _skips_nvjitlink_wheel())
+        target = _discovery_step(setting)
     except Exception:
         return None
-    if wants_ptxas:
-        if _known_ptxas or _find_ptxas.cache_info().currsize:
-            return None
-        thread = threading.Thread(target=_ptxas, name="tsjit-assembler-prewarm", daemon=True)
-    else:
-        if _load_nvjitlink.cache_info().currsize:
-            return None
-        thread = threading.Thread(target=_nvjitlink, name="tsjit-assembler-prewarm", daemon=True)
+    if target is None:
+        return None
+    thread = threading.Thread(target=target, name="tsjit-assembler-prewarm", daemon=True)
     thread.start()
     return thread
 
 
-def _skips_nvjitlink_wheel() -> bool:
-    """Whether ``auto`` can pass over nvJitLink without loading it: the ``nvidia-nvjitlink`` wheel
-    (the library cuda.pathfinder loads first) is older than 13.1."""
-    wheel = _wheel_nvjitlink()
-    return wheel is not None and wheel[0] < _NVJITLINK_FIXED
+def _discovery_step(setting: str):
+    """The next slow step :func:`select_tool` would take for ``setting``, or None when nothing is left."""
+    if setting in ("auto", "nvptxcompiler"):
+        state = ptx_compiler.state()[0]
+        if state == "pending" or (state == "ready" and not ptx_compiler.loaded()):
+            return ptx_compiler.load
+        if state == "ready" or setting == "nvptxcompiler":
+            return None
+    if setting in ("auto", "ptxas") and not (_known_ptxas or _find_ptxas.cache_info().currsize):
+        return _ptxas
+    if setting in ("auto", "nvjitlink") and not (setting == "auto" and _ptxas()[0] is not None) \
+            and not _load_nvjitlink.cache_info().currsize:
+        return _nvjitlink
+    return None
+
+
+def _ptx_compiler() -> str | None:
+    """nvPTXCompiler's version text when it can assemble, else None; links and loads it (once) unless inside
+    :func:`assembler_version` ``(search=False)``, where an unlinked library raises :class:`_WouldSearch`
+    (a linked one counts as usable there: its ``dlopen`` is left to the compile)."""
+    state, text = ptx_compiler.state()
+    if state == "unavailable":
+        return None
+    if _no_search.active:
+        if state == "pending":
+            raise _WouldSearch
+        return text
+    library, text = ptx_compiler.load()
+    return text if library is not None else None
+
+
+def _wheel_nvjitlink() -> tuple[tuple[int, int], str] | None:
+    """((major, minor), ``"nvJitLink 13.5.37"``) of the ``nvidia-nvjitlink`` wheel on ``sys.path``
+    (:func:`tsjit.backend.wheels.installed_file`: its ``*.dist-info`` name and ``RECORD``; the library
+    file it installed must exist: that is the file cuda.pathfinder loads first); ``None`` without such a wheel."""
+    return _nvjitlink_wheel()
 
 
 @functools.cache
-def _wheel_nvjitlink() -> tuple[tuple[int, int], str] | None:
-    """((major, minor), ``"nvJitLink 13.5.37"``) of the ``nvidia-nvjitlink`` wheel on ``sys.path``,
-    read from its ``*.dist-info`` directory name and ``RECORD`` (the library file it installed must
-    exist: that is the file cuda.pathfinder loads first); ``None`` without such a wheel."""
-    for site in sys.path:
-        try:
-            names = os.listdir(site or ".")
-        except OSError:
-            continue
-        for name in names:
-            if not name.startswith("nvidia_nvjitlink"):
-                continue
-            match = re.match(r"^nvidia_nvjitlink(?:_cu\d+)?-(\d+)\.(\d+)\.([\w.]+)\.dist-info$", name)
-            if not match:
-                continue
-            try:
-                with open(os.path.join(site, name, "RECORD")) as fh:
-                    files = [line.split(",", 1)[0] for line in fh]
-            except OSError:
-                continue
-            if any("nvJitLink" in f and os.path.isfile(os.path.join(site, f)) for f in files):
-                major, minor, rest = match.groups()
-                return (int(major), int(minor)), f"nvJitLink {major}.{minor}.{rest}"
-    return None
+def _nvjitlink_wheel() -> tuple[tuple[int, int], str] | None:
+    found = wheels.installed_file("nvidia_nvjitlink", "nvJitLink")
+    return None if found is None else (found[0], f"nvJitLink {found[1]}")
 
 
 _ptxas_lock = threading.Lock()  # prewarm()'s thread and the compiling thread find ptxas once
@@ -287,23 +293,31 @@ def _find_ptxas() -> tuple[str | None, str]:
 
 
 def available_tools() -> list[str]:
-    """The assemblers this process can use, in ``auto`` preference order of kind."""
+    """The assemblers this process can use, in ``auto``'s order (nvPTXCompiler's library is linked if needed)."""
     tools = []
-    if _nvjitlink()[0] is not None:
-        tools.append("nvjitlink")
+    if _ptx_compiler() is not None:
+        tools.append("nvptxcompiler")
     if _ptxas()[0] is not None:
         tools.append("ptxas")
+    if _nvjitlink()[0] is not None:
+        tools.append("nvjitlink")
     return tools
 
 
 def choose_tool(setting: str, nvjitlink_version: tuple[int, int] | None,
-                have_ptxas: bool) -> tuple[str, str | None]:
+                have_ptxas: bool, have_ptx_compiler: bool = False) -> tuple[str, str | None]:
     """The selection rule, without side effects: ``(tool, warning or None)``.
 
     Raises:
         CompilationError: the requested tool (or, for ``auto``, any tool) is missing;
             the message says what to ``pip install``.
     """
+    if setting == "nvptxcompiler":
+        if not have_ptx_compiler:
+            raise CompilationError(
+                f"{ASSEMBLER_ENV}=nvptxcompiler but nvPTXCompiler is unavailable "
+                f"({ptx_compiler.state()[1]}); run: {_INSTALL_PTX_COMPILER}")
+        return "nvptxcompiler", None
     if setting == "nvjitlink":
         if nvjitlink_version is None:
             raise CompilationError(
@@ -314,42 +328,42 @@ def choose_tool(setting: str, nvjitlink_version: tuple[int, int] | None,
         if not have_ptxas:
             raise CompilationError(
                 f"{ASSEMBLER_ENV}=ptxas but ptxas was not found (cuda.pathfinder, PATH); "
-                f"run: {_INSTALL_PTXAS}, or use nvJitLink: {_INSTALL_NVJITLINK}")
+                f"run: {_INSTALL_PTXAS}, or use nvPTXCompiler: {_INSTALL_PTX_COMPILER}")
         return "ptxas", None
     if setting != "auto":
         raise CompilationError(f"unknown assembler {setting!r}; use one of {', '.join(_SETTINGS)}")
-    if nvjitlink_version is not None and nvjitlink_version >= _NVJITLINK_FIXED:
-        return "nvjitlink", None
+    if have_ptx_compiler:
+        return "nvptxcompiler", None
     if have_ptxas:
         return "ptxas", None
+    if nvjitlink_version is not None and nvjitlink_version >= _NVJITLINK_FIXED:
+        return "nvjitlink", None
     if nvjitlink_version is not None:
         return "nvjitlink", (
             f"using nvJitLink {nvjitlink_version[0]}.{nvjitlink_version[1]}, which "
             f"misaligns dynamic shared memory when a kernel has static shared variables "
-            f"(TMA faults); run: {_INSTALL_NVJITLINK}")
+            f"(TMA faults) and drops setmaxnreg; run: {_INSTALL_PTX_COMPILER}")
     raise CompilationError(
-        f"no PTX assembler found: nvJitLink could not be loaded (cuda.pathfinder) and ptxas "
-        f"is not installed; run: {_INSTALL_NVJITLINK}")
+        f"no PTX assembler found: nvPTXCompiler is unavailable ({ptx_compiler.state()[1]}), ptxas is not "
+        f"installed and nvJitLink could not be loaded; run: {_INSTALL_PTX_COMPILER}")
 
 
 def select_tool(tool: str | None = None) -> str:
     """The assembler to use: ``tool`` if given, else ``TSJIT_ASSEMBLER`` (``auto``).
 
-    Warns (``UserWarning``) when ``auto`` falls back to nvJitLink 13.0.
+    Probes only what the rule needs, in its order: nvPTXCompiler (its link, once; its ``dlopen``), then ptxas
+    (``ptxas --version``, a subprocess), then nvJitLink (a ``dlopen``).  Warns (``UserWarning``) when ``auto``
+    falls back to nvJitLink 13.0.
+
+    Raises:
+        CompilationError: as :func:`choose_tool`.
     """
     setting = tool.strip().lower() if tool else assembler_setting()
-    # Probe only what the rule needs: `ptxas --version` is a subprocess, nvJitLink a dlopen (an
-    # nvJitLink wheel older than 13.1 is known by its version without loading it, unless it is the
-    # only tool).
-    if setting == "ptxas":
-        version = None
-    elif setting == "auto" and _skips_nvjitlink_wheel() and _ptxas()[0] is not None:
-        version = _wheel_nvjitlink()[0]
-    else:
-        version = _nvjitlink()[0]
-    needs_ptxas = setting == "ptxas" or (
-        setting == "auto" and (version or (0, 0)) < _NVJITLINK_FIXED)
-    chosen, warning = choose_tool(setting, version, needs_ptxas and _ptxas()[0] is not None)
+    have_ptx_compiler = setting in ("auto", "nvptxcompiler") and _ptx_compiler() is not None
+    have_ptxas = setting in ("auto", "ptxas") and not have_ptx_compiler and _ptxas()[0] is not None
+    wants_nvjitlink = setting == "nvjitlink" or (setting == "auto" and not (have_ptx_compiler or have_ptxas))
+    chosen, warning = choose_tool(setting, _nvjitlink_version() if wants_nvjitlink else None, have_ptxas,
+                                  have_ptx_compiler)
     if warning:
         warn(warning)
     return chosen
@@ -358,18 +372,15 @@ def select_tool(tool: str | None = None) -> str:
 def assembler_version(tool: str | None = None, search: bool = True) -> str | None:
     """Version text of the assembler :func:`select_tool` picks (for cache keys).
 
-    Cheap: tool discovery runs once per process (``"nvJitLink 13.5.37"``,
-    ``"ptxas 13.0.88"``).  When the nvJitLink pip wheel is installed (and ``auto`` would pick it),
-    its version comes from the wheel's metadata without loading the library, so a disk-cache hit
-    never pays for the dlopen (:func:`_wheel_nvjitlink`).  ``search=False`` returns ``None``
-    instead of searching for ptxas or loading nvJitLink (the caller can start :func:`prewarm`
-    and ask again later).
+    Cheap: tool discovery runs once per process (``"nvPTXCompiler 13.5.37"``, ``"ptxas 13.0.88"``,
+    ``"nvJitLink 13.5.37"``).  The versions of the nvPTXCompiler and nvJitLink pip wheels come from
+    their metadata (:mod:`tsjit.backend.wheels`) without loading the library, so a disk-cache hit never
+    pays for a ``dlopen``.  ``search=False`` returns ``None`` instead of linking nvPTXCompiler's library,
+    searching for ptxas or loading nvJitLink (the caller can start :func:`prewarm` and ask again later).
     """
     setting = tool.strip().lower() if tool else assembler_setting()
-    if setting in ("auto", "nvjitlink"):
-        wheel = _wheel_nvjitlink()
-        if wheel is not None and (setting == "nvjitlink" or wheel[0] >= _NVJITLINK_FIXED):
-            return wheel[1]
+    if setting == "nvjitlink" and _wheel_nvjitlink() is not None:
+        return _wheel_nvjitlink()[1]
     if not search:
         _no_search.active = True
         try:
@@ -379,7 +390,27 @@ def assembler_version(tool: str | None = None, search: bool = True) -> str | Non
         finally:
             _no_search.active = False
     chosen = select_tool(tool)
-    return _nvjitlink()[1] if chosen == "nvjitlink" else _ptxas()[1]
+    if chosen == "nvptxcompiler":
+        return _ptx_compiler()
+    if chosen == "nvjitlink":
+        wheel = _wheel_nvjitlink()
+        if wheel is not None and (_nvjitlink_loaded_version() in (None, wheel[0])):
+            return wheel[1]
+        return _nvjitlink()[1]
+    return _ptxas()[1]
+
+
+def _nvjitlink_version() -> tuple[int, int] | None:
+    """nvJitLink's (major, minor) or None; inside :func:`assembler_version` ``(search=False)`` the pip wheel's
+    version stands in for a library not loaded yet."""
+    if _no_search.active and not _load_nvjitlink.cache_info().currsize and _wheel_nvjitlink() is not None:
+        return _wheel_nvjitlink()[0]
+    return _nvjitlink()[0]
+
+
+def _nvjitlink_loaded_version() -> tuple[int, int] | None:
+    """The loaded nvJitLink's (major, minor), or None before it is loaded."""
+    return _load_nvjitlink()[0] if _load_nvjitlink.cache_info().currsize else None
 
 
 # ---------------------------------------------------------------------------------
@@ -413,6 +444,13 @@ def _run_nvjitlink(ptx: bytes, target: Target) -> tuple[bytes, str]:
         return bytes(cubin), _text(info)
     finally:
         nvjitlink.destroy(handle)
+
+
+def _run_ptx_compiler(ptx: bytes, target: Target) -> tuple[bytes, str]:
+    try:
+        return ptx_compiler.compile_ptx(ptx, target.name)
+    except ptx_compiler.PtxCompilerFailed as failed:
+        raise _AssemblerFailed(str(failed)) from None
 
 
 def _run_ptxas(ptx: bytes, target: Target) -> tuple[bytes, str]:
@@ -450,64 +488,8 @@ def _log_excerpt(log: str, ptx: str, max_lines: int = 20) -> str:
 
 
 # ---------------------------------------------------------------------------------
-# Statistics
+# The nvJitLink 13.0 guard
 # ---------------------------------------------------------------------------------
-_FUNCTION_HEADER = re.compile(
-    r"(?:Compiling entry function|Function properties for) '?([\w$.]+)'?")
-_FIELDS = {
-    "registers": re.compile(r"\bused (\d+) registers", re.I),
-    "spill_stores_bytes": re.compile(r"(\d+) bytes spill stores", re.I),
-    "spill_loads_bytes": re.compile(r"(\d+) bytes spill loads", re.I),
-    "stack_frame_bytes": re.compile(r"(\d+) bytes stack frame", re.I),
-    "static_smem_bytes": re.compile(r"(\d+) bytes smem", re.I),
-}
-
-
-def parse_statistics(log: str, kernel_name: str) -> dict[str, int]:
-    """Register / spill / stack / smem figures for ``kernel_name`` from a ptxas -v log.
-
-    Lines are attributed to the function named by the nearest preceding "Compiling
-    entry function 'k'" / "Function properties for k" header; the first value of each
-    field wins.  Missing fields are 0.
-    """
-    values = dict.fromkeys(_FIELDS, 0)
-    found: set[str] = set()
-    current = None
-    for line in log.splitlines():
-        header = _FUNCTION_HEADER.search(line)
-        if header:
-            current = header.group(1)
-            continue
-        if current != kernel_name:
-            continue
-        for field, pattern in _FIELDS.items():
-            match = pattern.search(line)
-            if match and field not in found:
-                values[field] = int(match.group(1))
-                found.add(field)
-    return values
-
-
-def _elf_section(cubin: bytes, section: str) -> tuple[int, int] | None:
-    """(size, alignment) of a named section of a 64-bit little-endian ELF, or None."""
-    try:
-        if cubin[:4] != b"\x7fELF" or cubin[4] != 2:
-            return None
-        shoff, = struct.unpack_from("<Q", cubin, 0x28)
-        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
-        headers = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize)
-                   for i in range(shnum)]
-        names_offset = headers[shstrndx][4]
-        for name_index, _type, _flags, _addr, _off, size, _link, _info, align, _ in headers:
-            start = names_offset + name_index
-            name = cubin[start:cubin.index(b"\0", start)].decode("ascii", "replace")
-            if name == section:
-                return size, align
-    except (struct.error, IndexError, ValueError):
-        return None
-    return None
-
-
 def check_dynamic_smem_alignment(cubin: bytes, ptx: str, kernel_name: str,
                                  tool_version: str) -> None:
     """Refuse a cubin whose static shared section breaks the dynamic block's alignment.
@@ -544,15 +526,19 @@ def assemble(ptx: str, target: Target | str, *, kernel_name: str,
         ptx: PTX text whose ``.target`` matches ``target``.
         target: a :class:`Target` or its name (``-arch=<name>``).
         kernel_name: the ``.entry`` whose statistics are reported.
-        tool: ``"nvjitlink"``, ``"ptxas"`` or ``"auto"``; default ``TSJIT_ASSEMBLER``.
+        tool: ``"nvptxcompiler"``, ``"ptxas"``, ``"nvjitlink"`` or ``"auto"``; default ``TSJIT_ASSEMBLER``.
+
+    Warns (``UserWarning``) when ``auto`` fell back to nvJitLink and it dropped the kernel's ``setmaxnreg``
+    (its log's C7504), naming what to install.
 
     Raises:
         CompilationError: the tool is missing, or it rejected the PTX ("ptxas rejected
             the generated PTX for sm_90a: <log excerpt with the cited PTX lines>").
     """
     target = get_target(target)
-    chosen = select_tool(tool)
-    runner = _run_nvjitlink if chosen == "nvjitlink" else _run_ptxas
+    setting = tool.strip().lower() if tool else assembler_setting()
+    chosen = select_tool(setting)
+    runner = _RUNNERS[chosen]
     version = assembler_version(chosen)
     try:
         cubin, log = runner(ptx.encode(), target)
@@ -564,7 +550,19 @@ def assemble(ptx: str, target: Target | str, *, kernel_name: str,
     section = _elf_section(cubin, f".nv.shared.{kernel_name}")
     if section is not None:   # the section starts with the block's reserved kilobyte, which no limit counts
         stats["static_smem_bytes"] = max(0, section[0] - RESERVED_SMEM_BYTES)
-    if chosen == "nvjitlink" and (_nvjitlink()[0] or (0, 0)) < _NVJITLINK_FIXED:
-        check_dynamic_smem_alignment(cubin, ptx, kernel_name, version)
+    if chosen == "nvjitlink":
+        if (_nvjitlink()[0] or (0, 0)) < _NVJITLINK_FIXED:
+            check_dynamic_smem_alignment(cubin, ptx, kernel_name, version)
+        dropped = _SETMAXNREG_DROPPED.search(log) if setting == "auto" else None
+        if dropped:
+            warn(f"{version} ignored setmaxnreg in '{kernel_name}' ({dropped.group(0).strip()}): its "
+                 f"warpgroups keep the launch's register budget and may spill "
+                 f"({stats['spill_stores_bytes']} bytes of spill stores here).  Assemble it as a whole "
+                 f"program: {_INSTALL_PTX_COMPILER}; or install ptxas: {_INSTALL_PTXAS}")
     return AssembledKernel(cubin=cubin, tool=chosen, tool_version=version, info_log=log,
                            **stats)
+
+
+_RUNNERS = {"nvptxcompiler": _run_ptx_compiler, "ptxas": _run_ptxas, "nvjitlink": _run_nvjitlink}
+#: ptxas's note that it dropped setmaxnreg (relocatable compiles: nvJitLink, ``ptxas -c``)
+_SETMAXNREG_DROPPED = re.compile(r"\(C7504\)[^\n]*setmaxnreg[^\n]*|'setmaxnreg' ignored[^\n]*")

@@ -28,7 +28,7 @@ class KernelMetadata(Mapping):
         static_smem_bytes: static shared memory per CTA, bytes.
         smem_bytes: dynamic shared memory per CTA the kernel lays out itself, bytes (the launch
             raises a smaller ``smem_bytes`` to it).
-        tool, tool_version: the assembler (``"ptxas"`` or ``"nvjitlink"``) and its version.
+        tool, tool_version: the assembler (``"nvptxcompiler"``, ``"ptxas"`` or ``"nvjitlink"``) and its version.
         launch_requirements: the kernel's launch contract (:class:`~tsjit.abi.LaunchRequirements`).
         dependencies: what the compile resolved, with digests (:mod:`tsjit.frontend.dependencies`).
         debug_waits: per bounded wait of a ``TSJIT_DEBUG=1`` build, what it waits for.
