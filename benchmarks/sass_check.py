@@ -19,6 +19,13 @@ def cuobjdump() -> str | None:
     if found:
         return found
     try:
+        from cuda import pathfinder     # the nvidia-cuda-cuobjdump wheel (the test extras)
+        found = pathfinder.find_nvidia_binary_utility("cuobjdump")
+        if found:
+            return found
+    except Exception:   # noqa: BLE001 -- no cuda-pathfinder, or it failed: try triton's
+        pass
+    try:
         import triton
         path = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
         return path if os.path.exists(path) else None

@@ -1,16 +1,52 @@
-"""PTX → cubin with nvJitLink and ptxas: cubins, statistics, errors, tool selection."""
+"""PTX → cubin with nvPTXCompiler, ptxas and nvJitLink: cubins, statistics, errors, tool selection; setmaxnreg
+kept by the whole-program assemblers (the default) and reported when nvJitLink drops it."""
+import ctypes
+import os
+import re
 import struct
 import warnings
 
 import pytest
 
 from tsjit.backend import assemble as asm
+from tsjit.backend import native_build, ptx_compiler
 from tsjit.backend.nvptx import llvm_to_ptx
 from tsjit.errors import CompilationError, TsjitError
 
 from .test_nvptx import saxpy_ir
 
-TOOLS = ["nvjitlink", "ptxas"]
+TOOLS = ["nvptxcompiler", "nvjitlink", "ptxas"]
+VERSION_PREFIX = {"nvptxcompiler": "nvPTXCompiler 13.", "nvjitlink": "nvJitLink 13.", "ptxas": "ptxas 13."}
+
+# three warpgroups that trade registers (the producer gives 168 - 40, the two consumers take 232 - 168; without
+# .maxnreg this tiny kernel's count at entry would be its own 8 registers, and ptxas ignores setmaxnreg: C7508) (PTX ISA 8.0, "setmaxnreg"): a whole-program compile keeps both
+# instructions (SASS USETMAXREG); a relocatable one (nvJitLink, ptxas -c) drops them with C7504
+SETMAXNREG_PTX = """.version 8.6
+.target sm_90a
+.address_size 64
+
+.visible .entry regs(.param .u64 out)
+.maxntid 384, 1, 1
+.maxnreg 168
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<3>;
+    mov.u32 %r1, %tid.x;
+    shr.u32 %r2, %r1, 7;
+    setp.eq.u32 %p1, %r2, 0;
+    @%p1 bra PRODUCER;
+    setmaxnreg.inc.sync.aligned.u32 232;
+    bra.uni DONE;
+PRODUCER:
+    setmaxnreg.dec.sync.aligned.u32 40;
+DONE:
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd2, %rd1;
+    st.global.u32 [%rd2], %r1;
+    ret;
+}
+"""
 
 STATIC_SMEM_PTX = """
 .version 8.6
@@ -66,7 +102,7 @@ def test_assembles_a_cubin_with_statistics(tool, target_name):
                           kernel_name="saxpy", tool=tool)
     assert kernel.cubin[:4] == b"\x7fELF"
     assert kernel.tool == tool
-    assert kernel.tool_version.startswith("nvJitLink 13." if tool == "nvjitlink" else "ptxas 13.")
+    assert kernel.tool_version.startswith(VERSION_PREFIX[tool])
     assert kernel.registers > 0
     assert (kernel.spill_stores_bytes, kernel.spill_loads_bytes, kernel.stack_frame_bytes,
             kernel.static_smem_bytes) == (0, 0, 0, 0)
@@ -137,13 +173,15 @@ def test_unset_environment_means_auto(monkeypatch):
 def test_assembler_version_is_cached_text():
     first = asm.assembler_version()
     assert first == asm.assembler_version()
-    assert first.split()[0] in ("nvJitLink", "ptxas")
+    assert first.split()[0] in ("nvPTXCompiler", "nvJitLink", "ptxas")
 
 
 # --- the selection rule, without touching the machine --------------------------------
-def test_auto_prefers_fixed_nvjitlink():
-    assert asm.choose_tool("auto", (13, 5), True) == ("nvjitlink", None)
-    assert asm.choose_tool("auto", (13, 1), False) == ("nvjitlink", None)
+def test_auto_prefers_the_whole_program_assemblers_nvptxcompiler_first():
+    assert asm.choose_tool("auto", (13, 5), True, True) == ("nvptxcompiler", None)
+    assert asm.choose_tool("auto", None, False, True) == ("nvptxcompiler", None)
+    assert asm.choose_tool("auto", (13, 5), True, False) == ("ptxas", None)   # nvJitLink drops setmaxnreg
+    assert asm.choose_tool("auto", (13, 1), False, False) == ("nvjitlink", None)
 
 
 def test_auto_prefers_ptxas_over_nvjitlink_13_0():
@@ -154,7 +192,7 @@ def test_auto_prefers_ptxas_over_nvjitlink_13_0():
 def test_auto_falls_back_to_nvjitlink_13_0_with_a_warning():
     tool, warning = asm.choose_tool("auto", (13, 0), False)
     assert tool == "nvjitlink"
-    assert "nvidia-nvjitlink>=13.1" in warning and "misaligns" in warning
+    assert "nvidia-nvptxcompiler>=13.1" in warning and "misaligns" in warning
 
 
 def test_select_tool_emits_the_warning(monkeypatch):
@@ -166,7 +204,7 @@ def test_select_tool_emits_the_warning(monkeypatch):
 
 
 def test_no_tool_at_all_says_what_to_install():
-    with pytest.raises(CompilationError, match=r"pip install 'nvidia-nvjitlink>=13\.1'"):
+    with pytest.raises(CompilationError, match=r"pip install 'nvidia-nvptxcompiler>=13\.1,<14'.*C compiler"):
         asm.choose_tool("auto", None, False)
 
 
@@ -175,6 +213,80 @@ def test_requested_tool_missing_says_what_to_install():
         asm.choose_tool("nvjitlink", None, True)
     with pytest.raises(CompilationError, match="nvidia-cuda-nvcc"):
         asm.choose_tool("ptxas", (13, 5), False)
+    with pytest.raises(CompilationError, match=r"TSJIT_ASSEMBLER=nvptxcompiler.*nvidia-nvptxcompiler.*C compiler"):
+        asm.choose_tool("nvptxcompiler", (13, 5), True, False)
+
+
+# --- setmaxnreg: kept by default, reported when nvJitLink drops it -----------------------------
+def test_the_default_assembler_keeps_setmaxnreg(monkeypatch, tmp_path):
+    """``auto`` picks a whole-program assembler where one is installed (nvPTXCompiler, else ptxas): the log has
+    no C7504 and the SASS has both USETMAXREG."""
+    monkeypatch.delenv(asm.ASSEMBLER_ENV, raising=False)
+    if asm.select_tool() == "nvjitlink":
+        pytest.fail("only nvJitLink is installed: it drops setmaxnreg; " + asm._INSTALL_PTX_COMPILER)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")       # no "ignored setmaxnreg" warning either
+        kernel = asm.assemble(SETMAXNREG_PTX, "sm_90a", kernel_name="regs")
+    assert kernel.tool in ("nvptxcompiler", "ptxas")
+    assert "C7504" not in kernel.info_log and "setmaxnreg" not in kernel.info_log
+    from blackwell.toolchain import cuobjdump, sass
+    if cuobjdump() is not None:
+        assert len(re.findall(r"\bUSETMAXREG\b", sass(kernel.cubin, tmp_path))) == 2
+
+
+def test_nvjitlink_drops_setmaxnreg_and_auto_says_what_to_install(monkeypatch):
+    need("nvjitlink")
+    monkeypatch.delenv(asm.ASSEMBLER_ENV, raising=False)
+    monkeypatch.setattr(ptx_compiler, "state", lambda: ("unavailable", "not installed (a test's stand-in)"))
+    monkeypatch.setattr(asm, "_known_ptxas", [])
+    monkeypatch.setattr(asm, "_find_ptxas", asm.functools.cache(lambda: (None, "ptxas not found")))
+    with pytest.warns(UserWarning, match=r"nvJitLink 13\.\d+.* ignored setmaxnreg in 'regs' \(\(C7504\).*"
+                                         r"nvidia-nvptxcompiler.*nvidia-cuda-nvcc"):
+        kernel = asm.assemble(SETMAXNREG_PTX, "sm_90a", kernel_name="regs")
+    assert kernel.tool == "nvjitlink" and "C7504" in kernel.info_log
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")       # asked for by name: no warning
+        asm.assemble(SETMAXNREG_PTX, "sm_90a", kernel_name="regs", tool="nvjitlink")
+
+
+# --- nvPTXCompiler's library ------------------------------------------------------------------
+def test_the_ptx_compiler_library_is_linked_once_and_exports_only_its_api(monkeypatch):
+    need("nvptxcompiler")
+    text, archive = ptx_compiler.wheel()
+    path = ptx_compiler.library_path(archive)
+    assert os.path.exists(path) and ptx_compiler.state() == ("ready", text)
+    monkeypatch.setattr(native_build, "c_compiler", lambda: pytest.fail("linked again"))
+    assert native_build.build_once(path, lambda compiler, output: pytest.fail("linked again")) == path
+    library = ctypes.CDLL(path)
+    assert hasattr(library, "nvPTXCompilerCompile")
+    internal = [name for name in ("libnvptxcompiler_static_15403a7853e71d2bc2cca8d5866df52418fff44c",)]
+    assert not any(hasattr(library, name) for name in internal)     # the archive's own symbols stay local
+    major, minor = ctypes.c_uint(), ctypes.c_uint()
+    assert library.nvPTXCompilerGetVersion(ctypes.byref(major), ctypes.byref(minor)) == 0
+    assert text.startswith(f"nvPTXCompiler {major.value}.{minor.value}.")
+
+
+def test_a_failed_link_is_marked_reported_and_not_retried(tmp_path, monkeypatch):
+    path = str(tmp_path / "lib" / "libbroken.so")
+    assert native_build.build_once(path, lambda compiler, output: [compiler, "-shared", "-o", output,
+                                                                   "no-such-input.a"]) is None
+    assert "no-such-input.a" in native_build.failure_text(path)
+    assert native_build.build_once(path, lambda compiler, output: pytest.fail("retried")) is None
+
+
+def test_no_c_compiler_leaves_the_ptx_compiler_unavailable_with_the_reason(monkeypatch, tmp_path):
+    if ptx_compiler.wheel() is None:
+        pytest.skip("the nvidia-nvptxcompiler wheel is not installed")
+    monkeypatch.setenv("TSJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(ptx_compiler, "_loaded", asm.functools.cache(ptx_compiler._loaded.__wrapped__))
+    monkeypatch.setattr(native_build, "c_compiler", lambda: None)
+    assert ptx_compiler.state() == ("unavailable", ptx_compiler.state()[1])
+    assert "no C compiler" in ptx_compiler.state()[1]
+    library, reason = ptx_compiler.load()
+    assert library is None and "no C compiler" in reason
+    assert not os.path.exists(tmp_path / "nvptxcompiler")
+    with pytest.raises(CompilationError, match=r"nvPTXCompiler is unavailable \(no C compiler"):
+        asm.select_tool("nvptxcompiler")
 
 
 # --- statistics parsing -------------------------------------------------------------------

@@ -17,6 +17,11 @@ import pytest
 from tsjit.backend import assemble as asm
 
 
+def no_ptx_compiler(monkeypatch):
+    """A machine without nvPTXCompiler (no wheel or no C compiler): auto goes on to ptxas, then nvJitLink."""
+    monkeypatch.setattr(asm.ptx_compiler, "state", lambda: ("unavailable", "not installed (a test's stand-in)"))
+
+
 def test_prewarm_loads_the_assembler_once_even_when_the_compile_asks_first(monkeypatch):
     monkeypatch.delenv(asm.ASSEMBLER_ENV, raising=False)
     calls = []
@@ -28,12 +33,12 @@ def test_prewarm_loads_the_assembler_once_even_when_the_compile_asks_first(monke
         return (13, 5), "nvJitLink 13.5.0"
 
     monkeypatch.setattr(asm, "_load_nvjitlink", slow_load)
-    thread = asm.prewarm()
+    thread = asm.prewarm("nvjitlink")
     assert thread is not None and thread.daemon
     assert asm._nvjitlink() == ((13, 5), "nvJitLink 13.5.0")  # waits for the thread, does not load again
     thread.join(5)
     assert len(calls) == 1  # loaded once, by whichever thread took the lock first
-    assert asm.prewarm() is None  # already loaded: no thread
+    assert asm.prewarm("nvjitlink") is None  # already loaded: no thread
 
 
 def test_prewarm_finds_ptxas_without_loading_nvjitlink_and_ignores_a_bad_setting(monkeypatch):
@@ -52,8 +57,9 @@ def test_prewarm_finds_ptxas_without_loading_nvjitlink_and_ignores_a_bad_setting
 
 
 def test_auto_passes_over_an_old_nvjitlink_wheel_without_loading_it(monkeypatch):
-    """The H200 image: an nvJitLink 13.0 wheel (which auto skips) and ptxas 13.0.88."""
+    """The H200 image: an nvJitLink 13.0 wheel (which auto skips) and ptxas 13.0.88, no nvPTXCompiler."""
     monkeypatch.delenv(asm.ASSEMBLER_ENV, raising=False)
+    no_ptx_compiler(monkeypatch)
     monkeypatch.setattr(asm, "_load_nvjitlink", functools.cache(lambda: pytest.fail("loaded nvJitLink")))
     monkeypatch.setattr(asm, "_wheel_nvjitlink", lambda: ((13, 0), "nvJitLink 13.0.88"))
     monkeypatch.setattr(asm, "_find_ptxas", functools.cache(lambda: ("/x/ptxas", "ptxas 13.0.88")))
@@ -67,6 +73,7 @@ def test_auto_passes_over_an_old_nvjitlink_wheel_without_loading_it(monkeypatch)
 
 def test_auto_loads_an_old_nvjitlink_when_it_is_the_only_tool(monkeypatch):
     monkeypatch.delenv(asm.ASSEMBLER_ENV, raising=False)
+    no_ptx_compiler(monkeypatch)
     monkeypatch.setattr(asm, "_load_nvjitlink", functools.cache(lambda: ((13, 0), "nvJitLink 13.0.88")))
     monkeypatch.setattr(asm, "_wheel_nvjitlink", lambda: ((13, 0), "nvJitLink 13.0.88"))
     monkeypatch.setattr(asm, "_find_ptxas", functools.cache(lambda: (None, "ptxas not found")))

@@ -56,3 +56,14 @@ _OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9]+)")
 def sass_opcodes(cubin: bytes, tmp_path) -> set:
     """The opcodes (``UTCHMMA``, ``UTCBAR``, ``LDL``, ...) in ``cuobjdump -sass`` of ``cubin``."""
     return set(_OPCODE.findall(sass(cubin, tmp_path)))
+
+
+def assert_register_split_kept(cubin: bytes, tmp_path) -> None:
+    """Where cuobjdump exists: the SASS of a warp-specialized ``cubin`` has at least two USETMAXREG (its
+    ``setmaxnreg.dec`` / ``.inc`` were kept, not dropped as nvJitLink's relocatable compile does: C7504) and no
+    local-memory traffic (LDL / STL: spills)."""
+    if cuobjdump() is None:
+        return
+    text = sass(cubin, tmp_path)
+    assert len(re.findall(r"\bUSETMAXREG\b", text)) >= 2, "setmaxnreg dropped (no USETMAXREG in the SASS)"
+    assert not re.search(r"\b(LDL|STL)\b", text), "local memory (spills) in the SASS"

@@ -22,8 +22,9 @@ from .verification_time import verification_seconds
 
 
 @pytest.fixture(autouse=True)
-def _assemble_with_ptxas(monkeypatch):
-    monkeypatch.setenv("TSJIT_ASSEMBLER", "ptxas")
+def _default_assembler(monkeypatch):
+    """The default assembler (``auto``: nvPTXCompiler, else ptxas), which keeps setmaxnreg."""
+    monkeypatch.delenv("TSJIT_ASSEMBLER", raising=False)
 
 
 CONFIGS = [(d, causal, {}) for d in (64, 128, 256) for causal in (False, True)]

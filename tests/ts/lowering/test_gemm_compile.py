@@ -1,5 +1,6 @@
 """The TS GEMM compiles for sm_90a without a GPU (issue 5, CPU evidence): the PTX has wgmma.mma_async,
-TMA loads/stores and setmaxnreg; ptxas reports no spills; the TaskManager verifies it quickly; and a
+TMA loads/stores and setmaxnreg; the default assembler reports no spills and keeps setmaxnreg (USETMAXREG, no
+LDL/STL in the SASS where cuobjdump exists); the TaskManager verifies it quickly; and a
 configuration that overflows shared memory is rejected by M1 with the numbers."""
 import re
 
@@ -7,6 +8,7 @@ import pytest
 
 import tsjit
 from tsjit.examples import gemm
+from blackwell.toolchain import assert_register_split_kept
 from .verification_time import verification_seconds
 
 
@@ -33,11 +35,12 @@ def test_gemm_ptx_has_wgmma_tma_and_setmaxnreg(compiled):
     assert "stmatrix.sync.aligned" in ptx
 
 
-def test_gemm_assembles_without_spills(compiled):
+def test_gemm_assembles_without_spills(compiled, tmp_path):
     meta = compiled.metadata
     assert compiled.cubin[:4] == b"\x7fELF"
     assert meta["spill_stores_bytes"] == 0 and meta["spill_loads_bytes"] == 0 and meta["stack_frame_bytes"] == 0
     assert meta["registers"] <= 232
+    assert_register_split_kept(compiled.cubin, tmp_path)
 
 
 def test_gemm_cluster_variant_multicasts(monkeypatch):
