@@ -250,11 +250,15 @@ def test_nvjitlink_drops_setmaxnreg_and_auto_says_what_to_install(monkeypatch):
 
 
 # --- nvPTXCompiler's library ------------------------------------------------------------------
-def test_the_ptx_compiler_library_is_linked_once_and_exports_only_its_api(monkeypatch):
+def test_the_ptx_compiler_library_is_linked_once_and_exports_only_its_api(monkeypatch, tmp_path):
     need("nvptxcompiler")
     text, archive = ptx_compiler.wheel()
     path = ptx_compiler.library_path(archive)
     assert os.path.exists(path) and ptx_compiler.state() == ("ready", text)
+    monkeypatch.setenv("TSJIT_CACHE_DIR", str(tmp_path))       # another cache directory: the same library
+    if os.access(os.path.dirname(archive), os.W_OK):
+        assert ptx_compiler.library_path(archive) == path == os.path.join(os.path.dirname(archive),
+                                                                          os.path.basename(path))
     monkeypatch.setattr(native_build, "c_compiler", lambda: pytest.fail("linked again"))
     assert native_build.build_once(path, lambda compiler, output: pytest.fail("linked again")) == path
     library = ctypes.CDLL(path)
@@ -277,7 +281,7 @@ def test_a_failed_link_is_marked_reported_and_not_retried(tmp_path, monkeypatch)
 def test_no_c_compiler_leaves_the_ptx_compiler_unavailable_with_the_reason(monkeypatch, tmp_path):
     if ptx_compiler.wheel() is None:
         pytest.skip("the nvidia-nvptxcompiler wheel is not installed")
-    monkeypatch.setenv("TSJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(ptx_compiler, "library_path", lambda archive: str(tmp_path / "nvptxcompiler" / "lib.so"))
     monkeypatch.setattr(ptx_compiler, "_loaded", asm.functools.cache(ptx_compiler._loaded.__wrapped__))
     monkeypatch.setattr(native_build, "c_compiler", lambda: None)
     assert ptx_compiler.state() == ("unavailable", ptx_compiler.state()[1])

@@ -9,10 +9,10 @@ and no subprocess is started.
 
 NVIDIA ships the library only as a static archive (``libnvptxcompiler_static.a`` in the ``nvidia-nvptxcompiler``
 wheel).  :func:`load` links it once into a shared library with the system C compiler
-(:func:`tsjit.backend.native_build.build_once`; about 1 s and 39 MB, under ``<TSJIT_CACHE_DIR>/nvptxcompiler``,
-keyed by the archive's path, size and modification time) and loads it with ctypes; only the ``nvPTXCompiler*``
-functions are exported.  Without a C compiler, or where the link fails, the library is unavailable and the
-assembler chooses another tool.  API: CUDA Toolkit documentation, "PTX Compiler APIs" (``nvPTXCompiler.h``).
+(:func:`tsjit.backend.native_build.build_once`; about 1 s and 44 MB for 13.5, beside the archive or under
+``<TSJIT_CACHE_DIR>/nvptxcompiler``: :func:`library_path`) and loads it with ctypes; only the ``nvPTXCompiler*``
+functions are exported (13.5's archive also needs the system's ``libstdc++.so.6``).  Without a C compiler, or
+where the link fails, the library is unavailable and the assembler chooses another tool.  API: CUDA Toolkit documentation, "PTX Compiler APIs" (``nvPTXCompiler.h``).
 """
 from __future__ import annotations
 
@@ -52,12 +52,20 @@ def wheel() -> tuple[str, str] | None:
 
 
 def library_path(archive: str) -> str:
-    """Where the shared library linked from ``archive`` lives: ``<TSJIT_CACHE_DIR>/nvptxcompiler/``, named by a
-    digest of the archive's real path, size and modification time and of how it is linked."""
+    """Where the shared library linked from ``archive`` is, or will be linked: beside the archive (the wheel's
+    ``nvidia/cu13/lib``, where pip put code this process loads anyway) when that folder is writable, so that
+    one link serves every cache directory of the environment; else under ``<TSJIT_CACHE_DIR>/nvptxcompiler/``.
+    A library (or a ``.failed`` mark) already in either place wins.  The name carries a digest of the
+    archive's real path, size and modification time and of how it is linked, so a new wheel links anew."""
     info = os.stat(archive)
     digest = hashlib.sha256("\0".join((os.path.realpath(archive), str(info.st_size), str(info.st_mtime_ns),
                                        _EXPORTS, ",".join(_FUNCTIONS), sys.platform)).encode()).hexdigest()[:20]
-    return os.path.join(env.cache_dir(), "nvptxcompiler", f"libnvptxcompiler_{digest}.so")
+    name = f"libtsjit_nvptxcompiler_{digest}.so"
+    beside, cached = os.path.join(os.path.dirname(archive), name), os.path.join(env.cache_dir(), "nvptxcompiler", name)
+    for path in (beside, cached):
+        if os.path.exists(path) or os.path.exists(path + ".failed"):
+            return path
+    return beside if os.access(os.path.dirname(archive), os.W_OK) else cached
 
 
 def state() -> tuple[str, str]:
