@@ -39,8 +39,8 @@ CONFIGS = [
 
 
 @pytest.mark.parametrize("schedule,block_m,block_n,tma,x_major,y_major,batched,fused", CONFIGS)
-def test_pingpong_config_compiles_without_spills_and_verifies_safe(monkeypatch, tmp_path, schedule, block_m, block_n, tma,
-                                                                   x_major, y_major, batched, fused):
+def test_pingpong_config_compiles_without_spills_and_verifies_safe(monkeypatch, tmp_path, schedule, block_m, block_n,
+                                                                   tma, x_major, y_major, batched, fused):
     verdicts = record_verdicts(monkeypatch)
     cfg = _pingpong(block_n, tma, schedule, block_m, x_major=x_major, y_major=y_major)
     assert cfg.schedule == schedule and cfg.epilogue == ("tma" if tma else "direct")
@@ -52,7 +52,8 @@ def test_pingpong_config_compiles_without_spills_and_verifies_safe(monkeypatch, 
     # bar.arrive on 4 - w, all counting both warpgroups (256 threads); the cooperative program has none
     assert re.search(r"bar\.arrive\s+3, 256;", k.ptx)
     assert re.search(r"bar\.sync\s+%r\d+, 256;", k.ptx) and re.search(r"bar\.arrive\s+%r\d+, 256;", k.ptx)
-    assert_assemblers_keep_it_unspilled(k, tmp_path)
+    first = (schedule, block_n, x_major, y_major) == ("pingpong", 256, "K", "K")
+    assert_assemblers_keep_it_unspilled(k, tmp_path, sass=first)            # SASS: the first configuration
 
 
 def test_shared_ring_with_fused_epilogue_is_not_a_candidate():

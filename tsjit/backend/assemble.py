@@ -42,7 +42,7 @@ from pathlib import Path
 
 from tsjit import env
 from tsjit.backend import ptx_compiler, wheels
-from tsjit.backend.cubin_info import RESERVED_SMEM_BYTES, parse_statistics
+from tsjit.backend.cubin_info import RESERVED_SMEM_BYTES, parse_statistics, performance_notes
 from tsjit.backend.cubin_info import elf_section as _elf_section
 from tsjit.backend.targets import Target, get_target
 from tsjit.errors import CompilationError, warn
@@ -79,6 +79,8 @@ class AssembledKernel:
             the driver reports (``CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES``) and subtracts from the
             opt-in limit: 0 for a kernel whose shared memory is all in the dynamic block.
         info_log: the assembler's full info log (kept even when parsing missed fields).
+        performance_notes: its "Potential Performance Loss" notes (:func:`~tsjit.backend.cubin_info.performance_notes`),
+            e.g. nvJitLink's C7504 (setmaxnreg dropped); empty when there is none.
     """
 
     cubin: bytes
@@ -90,6 +92,7 @@ class AssembledKernel:
     stack_frame_bytes: int
     static_smem_bytes: int
     info_log: str
+    performance_notes: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------------------------
@@ -560,7 +563,7 @@ def assemble(ptx: str, target: Target | str, *, kernel_name: str,
                  f"({stats['spill_stores_bytes']} bytes of spill stores here).  Assemble it as a whole "
                  f"program: {_INSTALL_PTX_COMPILER}; or install ptxas: {_INSTALL_PTXAS}")
     return AssembledKernel(cubin=cubin, tool=chosen, tool_version=version, info_log=log,
-                           **stats)
+                           performance_notes=tuple(performance_notes(log)), **stats)
 
 
 _RUNNERS = {"nvptxcompiler": _run_ptx_compiler, "ptxas": _run_ptxas, "nvjitlink": _run_nvjitlink}

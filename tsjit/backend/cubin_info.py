@@ -1,7 +1,8 @@
 """What a cubin and its assembler's log say about one kernel: ptxas statistics and ELF sections.
 
 :func:`parse_statistics` reads the register / spill / stack / shared-memory figures of a ptxas ``-v`` log (the
-format ptxas, nvPTXCompiler and nvJitLink all print); :func:`elf_section` reads a section's size and alignment
+format ptxas, nvPTXCompiler and nvJitLink all print), :func:`performance_notes` its "Potential Performance Loss"
+notes; :func:`elf_section` reads a section's size and alignment
 from the cubin (ELF64, little-endian: the ``.nv.shared.<kernel>`` section is the static shared memory the driver
 reserves per CTA).
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 import re
 import struct
 
-__all__ = ["RESERVED_SMEM_BYTES", "parse_statistics", "elf_section"]
+__all__ = ["RESERVED_SMEM_BYTES", "parse_statistics", "performance_notes", "elf_section"]
 
 #: Shared memory the hardware reserves at the start of every CTA's window on sm_80 and later (CUDA C++
 #: Programming Guide, "Technical Specifications per Compute Capability": 1 KB reserved for system use per
@@ -75,3 +76,14 @@ def elf_section(cubin: bytes, section: str) -> tuple[int, int] | None:
     except (struct.error, IndexError, ValueError):
         return None
     return None
+
+
+_PERFORMANCE_NOTE = re.compile(r"(\(C\d+\) Potential Performance Loss:[^\n]*)")
+
+
+def performance_notes(log: str) -> list[str]:
+    """ptxas's "Potential Performance Loss" notes in ``log``, each once, in order: e.g. ``"(C7504) Potential
+    Performance Loss: 'setmaxnreg' ignored to maintain compatibility across compilation units."`` (a relocatable
+    compile: nvJitLink) or ``"(C7508) ... 'setmaxnreg' ignored; unable to determine register count at entry."``
+    (a kernel below its launch's register budget).  Empty when there is none."""
+    return list(dict.fromkeys(match.strip() for match in _PERFORMANCE_NOTE.findall(log)))

@@ -29,6 +29,9 @@ class KernelMetadata(Mapping):
         smem_bytes: dynamic shared memory per CTA the kernel lays out itself, bytes (the launch
             raises a smaller ``smem_bytes`` to it).
         tool, tool_version: the assembler (``"nvptxcompiler"``, ``"ptxas"`` or ``"nvjitlink"``) and its version.
+        assembler_notes: the assembler's "Potential Performance Loss" notes, e.g. ``"(C7504) Potential
+            Performance Loss: 'setmaxnreg' ignored to maintain compatibility across compilation units."``
+            (nvJitLink dropped the register split); empty when there is none.
         launch_requirements: the kernel's launch contract (:class:`~tsjit.abi.LaunchRequirements`).
         dependencies: what the compile resolved, with digests (:mod:`tsjit.frontend.dependencies`).
         debug_waits: per bounded wait of a ``TSJIT_DEBUG=1`` build, what it waits for.
@@ -49,6 +52,7 @@ class KernelMetadata(Mapping):
     smem_bytes: int = 0
     tool: str = ""
     tool_version: str = ""
+    assembler_notes: list = field(default_factory=list)
     launch_requirements: LaunchRequirements = field(default_factory=LaunchRequirements)
     dependencies: dict = field(default_factory=dict)
     debug_waits: list = field(default_factory=list)

@@ -83,6 +83,7 @@ def test_attention_compiles_without_spills(monkeypatch, head_dim, causal, dtype,
     meta = kernel.metadata
     assert kernel.cubin[:4] == b"\x7fELF"
     assert meta["spill_stores_bytes"] == 0 and meta["spill_loads_bytes"] == 0 and meta["stack_frame_bytes"] == 0
+    assert meta["assembler_notes"] == [], meta["tool_version"]      # setmaxnreg kept (no C7504), nothing else lost
     ptx = kernel.ptx
     kind = "bf16" if dtype is tsjit.BFloat16 else "f16"
     block_n = options.get("block_n") or attention.DEFAULT_CONFIG[head_dim][0]

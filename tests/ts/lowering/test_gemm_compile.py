@@ -40,6 +40,7 @@ def test_gemm_assembles_without_spills(compiled, tmp_path):
     assert compiled.cubin[:4] == b"\x7fELF"
     assert meta["spill_stores_bytes"] == 0 and meta["spill_loads_bytes"] == 0 and meta["stack_frame_bytes"] == 0
     assert meta["registers"] <= 232
+    assert meta["assembler_notes"] == [], meta["tool_version"]      # setmaxnreg kept (no C7504)
     assert_register_split_kept(compiled.cubin, tmp_path)
 
 
