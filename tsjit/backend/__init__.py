@@ -7,5 +7,8 @@ Modules (import them directly; this package re-exports nothing so that importing
 * :mod:`tsjit.backend.intrinsics` — the one table of intrinsics, target gating
   (:func:`check_supported`) and declarations (:func:`declare`).
 * :mod:`tsjit.backend.nvptx` — :func:`llvm_to_ptx` / :func:`optimize_llvm` (llvmlite).
-* :mod:`tsjit.backend.assemble` — :func:`assemble` PTX → cubin with nvJitLink or ptxas.
+* :mod:`tsjit.backend.assemble` — :func:`assemble` PTX → cubin with nvPTXCompiler, ptxas or nvJitLink
+  (the choice); :mod:`tsjit.backend.ptx_compiler` (nvPTXCompiler in process), :mod:`tsjit.backend.cubin_info`
+  (statistics and ELF sections), :mod:`tsjit.backend.native_build` (host libraries linked once with cc) and
+  :mod:`tsjit.backend.wheels` (installed NVIDIA wheels) serve it.
 """
