@@ -128,9 +128,9 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
         q: (batch, seqlen_q, heads, head_dim) torch.bfloat16 or torch.float16 CUDA tensor (torch is
             required; other array types are refused; under ``TSJIT_INTERPRET=1`` a CPU tensor, run on the
             CPU interpreter with ``sms`` defaulting to :data:`INTERPRETER_SMS`), last dimension contiguous,
-            other strides multiples of 16 bytes (FlashAttention's layout; ``scaled_dot_product_attention``'s
-            (batch, heads, seqlen, head_dim) tensors are passed as ``q.transpose(1, 2)``, read in place); with
-            ``cu_seqlens_q``, packed (total_q, heads, head_dim).
+            other strides positive multiples of 16 bytes, no ``expand()``ed views (FlashAttention's layout;
+            ``scaled_dot_product_attention``'s (batch, heads, seqlen, head_dim) tensors are passed as
+            ``q.transpose(1, 2)``, read in place); with ``cu_seqlens_q``, packed (total_q, heads, head_dim).
         k, v: (batch, seqlen_k, kv_heads, head_dim) (packed: (total_k, kv_heads, head_dim)), same dtype;
             ``kv_heads`` divides ``heads`` (GQA/MQA: query head ``h`` uses KV head ``h // (heads // kv_heads)``;
             K and V are not copied).
@@ -147,7 +147,8 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
         max_seqlen_q, max_seqlen_k: optional with cu_seqlens (checked against the lengths).
         return_lse: also return the log-sum-exp per row, (batch, heads, seqlen_q) torch.float32 (natural log;
             packed: (heads, total_q)).
-        out: optional output tensor (q's shape and dtype, same layout rules as q).
+        out: optional output tensor (q's shape and dtype, same layout rules as q); it shares no memory with k or
+            v, and with q only by being q itself.
         lse_out: optional contiguous torch.float32 tensor of the LSE's shape (implies ``return_lse``).
         block_n, stages: KV tile rows (``tsjit.examples.attention.BLOCK_NS``) and ring depth (an int >= 1 whose
             ring fits the shared memory); defaults per
