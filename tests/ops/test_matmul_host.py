@@ -235,6 +235,11 @@ def test_dtype_and_option_errors_name_the_argument(fake_gpu):
         tsjit.ops.matmul(a, b, scale_a=FakeCai((1,), typestr="<f4"))
     with pytest.raises(tsjit.LaunchError, match="'a'"):
         tsjit.ops.matmul(object(), b)
+    empty_a, empty_out = FakeCai((0, 8)), FakeCai((0, 6))
+    for empty in (empty_a, empty_out):                             # torch gives empty CUDA tensors address 0
+        empty.__cuda_array_interface__["data"] = (0, False)
+    with pytest.raises(tsjit.LaunchError, match=r"every dimension must be >= 1; got M=0, N=6, K=8"):
+        tsjit.ops.matmul(empty_a, b, out=empty_out)                # was "'out' is the memory of argument 'a'"
     for stream in ("s", object()):                                 # was int()'s ValueError / TypeError
         with pytest.raises(tsjit.LaunchError, match=r"^argument 'stream' must be a CUDA stream: a raw handle"):
             tsjit.ops.matmul(a, b, stream=stream)

@@ -156,7 +156,11 @@ def check_out_is_not_an_input(name: str, out: Operand, inputs) -> None:
     Raises:
         LaunchError: naming the argument ``out`` shares memory with.
     """
+    if 0 in out.shape:
+        return                                   # no element to overwrite (torch gives empty tensors address 0)
     for op, arg in inputs:
+        if op is not None and 0 in op.shape:
+            continue
         if op is not None and op.ptr == out.ptr:
             raise LaunchError(f"tsjit.ops.{name}: argument 'out' is the memory of argument '{arg}' (both start at "
                               f"{out.ptr:#x}); the product would read {arg} after overwriting parts of it. Pass a "
