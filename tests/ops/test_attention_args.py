@@ -214,3 +214,13 @@ def test_out_that_is_q_itself_is_accepted(fake_torch, monkeypatch):
     monkeypatch.delenv("TSJIT_INTERPRET", raising=False)
     q, k = FakeTensor((1, 128, 2, 64)), FakeTensor((1, 128, 2, 64))
     assert "argument 'q' is on cpu" in _launch_error(q, k, k, out=q)
+
+
+def test_empty_tensors_at_address_0_are_not_taken_for_aliases(fake_torch, monkeypatch):
+    """torch gives empty CUDA tensors address 0: an empty out and empty k are not 'the memory of k'."""
+    monkeypatch.delenv("TSJIT_INTERPRET", raising=False)
+    q, out = FakeTensor((1, 0, 2, 64)), FakeTensor((1, 0, 2, 64))
+    k = FakeTensor((1, 0, 2, 64))
+    for t in (q, out, k):
+        t._ptr = 0
+    assert "argument 'q' is on cpu" in _launch_error(q, k, k, out=out)
