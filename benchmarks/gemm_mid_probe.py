@@ -8,7 +8,12 @@ everywhere); then a shape's variants (their packed launches) and cuBLAS are time
 flushed before every call, CUDA events), medians of ``--reps`` rounds.  B is the (N, K) transpose (nn.Linear).  ``--workers`` processes compile the
 configurations first (the shared disk cache), then one process times them all.
 
-    PYTHONPATH=. python benchmarks/gemm_mid_probe.py [--reps 15] [--workers 6] [--only SUBSTRING]
+``--table tiles`` (2026-12-03, helper i15m): the aligned shapes below 1.0x in the ninth session's sweep with
+tile widths (224: 14336 and 28672 are multiples of it), ring depths, ping-pong schedules and grouped tile orders,
+fp8 rows (shape key ``(M, N, K, "fp8")``, against ``torch._scaled_mm``, unit scales), and a variant timed
+through ``tsjit.ops.matmul(a, b, out=)`` itself (gemm.py's path) next to the packed launches.
+
+    PYTHONPATH=. python benchmarks/gemm_mid_probe.py [--reps 15] [--workers 6] [--only SUBSTRING] [--table mid|tiles]
 """
 from __future__ import annotations
 
@@ -51,16 +56,61 @@ SHAPES = {
 }
 
 
+PP = {"schedule": "pingpong-shared", "mma_lag": 2}
+# --table tiles: (M, N, K[, "fp8"]) -> variants as above (no realign, no padding); a choice may end in a dict of
+# GemmConfig fields (schedule, group_m, mma_lag, epilogue, ...); the label "ops.matmul" times tsjit.ops.matmul itself
+TILES = {
+    (1024, 14336, 4096): [("heuristic", None, None, ""), ("ops.matmul", None, None, ""),
+                          ("128x256 4st", (128, 256, 1), None, ""), ("128x224 direct 5st", (128, 224, 1), None, ""),
+                          ("128x224 direct 4st", (128, 224, 1, 4), None, ""),
+                          ("pp-shared 256x128 lag2", (256, 128, 1, PP), None, ""),
+                          ("128x128 group 16", (128, 128, 1, {"group_m": 16}), None, "")],
+    (512, 28672, 4096): [("heuristic", None, None, ""), ("128x256 4st", (128, 256, 1), None, ""),
+                         ("128x224 direct 5st", (128, 224, 1), None, ""),
+                         ("128x224 direct 4st", (128, 224, 1, 4), None, "")],
+    (512, 14336, 4096): [("heuristic", None, None, ""), ("128x224 direct 5st", (128, 224, 1), None, ""),
+                         ("128x128 6st", (128, 128, 1), None, "")],
+    (2048, 2048, 2048): [("heuristic", None, None, ""), ("ops.matmul", None, None, ""),
+                         ("128x128 6st", (128, 128, 1), None, ""), ("128x256 3st/256", (128, 256, 1, 3, 256), None, ""),
+                         ("pp-shared 256x128 lag2", (256, 128, 1, PP), None, ""),
+                         ("pp-shared 128x256 lag2", (128, 256, 1, PP), None, ""),
+                         ("128x256 group 4", (128, 256, 1, {"group_m": 4}), None, "")],
+    (2048, 4096, 4096): [("heuristic", None, None, ""), ("ops.matmul", None, None, ""),
+                         ("128x256 group 16", (128, 256, 1, {"group_m": 16}), None, ""),
+                         ("128x256 group 4", (128, 256, 1, {"group_m": 4}), None, ""),
+                         ("pp-shared 256x128 lag2", (256, 128, 1, PP), None, "")],
+    (256, 14336, 4096): [("heuristic", None, None, ""), ("128x224 direct 5st", (128, 224, 1), None, "")],
+    (2048, 14336, 4096): [("heuristic", None, None, ""), ("128x224 direct 5st", (128, 224, 1), None, "")],
+    (4096, 14336, 4096): [("heuristic", None, None, ""), ("128x224 direct 5st", (128, 224, 1), None, "")],
+    (512, 4096, 14336): [("heuristic", None, None, ""),
+                         ("128x128 direct 7st", (128, 128, 1, {"epilogue": "direct", "stages": 7, "staged_columns": 64}),
+                          None, ""),
+                         ("128x256 S2", (128, 256, 2), None, ""), ("64x256 S1", (64, 256, 1), None, "")],
+    (64, 28672, 4096): [("heuristic", None, None, ""), ("128x64 S2", (128, 64, 2), None, ""),
+                        ("64x64 S1", (64, 64, 1), None, "")],
+    (1024, 14336, 4096, "fp8"): [("heuristic", None, None, ""), ("128x224 direct", (128, 224, 1), None, ""),
+                                 ("128x128", (128, 128, 1), None, "")],
+    (16, 4096, 4096, "fp8"): [("heuristic", None, None, ""), ("64x16 S4", (64, 16, 4), None, ""),
+                              ("64x16 S1", (64, 16, 1), None, "")],
+}
+
+TABLES = {"mid": SHAPES, "tiles": TILES}
+TABLE = SHAPES                                     # the --table in use
+
+
 REALIGNED_CONFIG = configs.realigned_config
 
 
 def forced_config(problem, choice):
-    config = configs.make_config(problem, *choice[:3])
+    fields = dict(choice[-1]) if isinstance(choice[-1], dict) else {}
+    choice = choice[:-1] if fields else choice
+    config = configs.make_config(problem, *choice[:3], schedule=fields.pop("schedule", "cooperative"),
+                                 group_m=fields.pop("group_m", 8))
     if len(choice) > 3:
         config = dataclasses.replace(config, stages=choice[3])
     if len(choice) > 4:
         config = dataclasses.replace(config, staged_columns=choice[4])
-    return config
+    return dataclasses.replace(config, **fields)
 
 
 def sampled_error(out, a, b, rng) -> float:
@@ -69,6 +119,8 @@ def sampled_error(out, a, b, rng) -> float:
         return float("inf")
     rows = torch.randperm(out.shape[0], generator=rng)[:64].cuda()
     cols = torch.randperm(out.shape[1], generator=rng)[:64].cuda()
+    if a.dtype.itemsize == 1:                 # fp8: no indexing of float8 tensors
+        a, b = a.float(), b.float()
     ref = a[rows].double() @ b[:, cols].double()
     got = out[rows][:, cols].double()
     return ((got - ref).norm() / ref.norm()).item()
@@ -81,24 +133,40 @@ def padded(rows, cols, pad: bool):
 
 
 def variants(only: str):
-    for (M, N, K), rows in SHAPES.items():
+    for shape, rows in TABLE.items():
         for label, choice, realign, pad, *pdl in rows:
-            if only in f"{M}x{N}x{K} {label}":
-                yield (M, N, K), label, choice, realign, pad, (pdl or [None])[0]
+            if only in f"{name(shape)} {label}":
+                yield shape, label, choice, realign, pad, (pdl or [None])[0]
+
+
+def name(shape) -> str:
+    return "x".join(map(str, shape[:3])) + (f" {shape[3]}" if len(shape) > 3 else "")
+
+
+FP8 = torch.float8_e4m3fn
+
+
+def scales(shape) -> dict:
+    """The fp8 rows' per-tensor scales (unit: the float64 reference needs none); none for bf16."""
+    if len(shape) < 4:
+        return {}
+    return {"scale_a": torch.tensor(1.0, device="cuda"), "scale_b": torch.tensor(1.0, device="cuda")}
 
 
 def prepare(shape, choice, realign, pad, pdl):
-    M, N, K = shape
+    M, N, K = shape[:3]
     if pdl is not None:
         matmul_plan.PDL_AFTER_COPIES = pdl
     # a forced configuration runs as given (not turned into the realigned long-K staging)
     configs.realigned_config = REALIGNED_CONFIG if choice is None else (lambda problem, config, realign: config)
     a = padded(M, K, pad in ("x", "both"))
     b = padded(N, K, pad in ("y", "both")).t()
+    if len(shape) > 3:
+        a, b = a.to(FP8), b.to(FP8)
     matmul_plan.REALIGN = realign
     force_with(None if choice is None else (lambda problem, c=choice: forced_config(problem, c)))
     out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
-    tsjit.ops.matmul(a, b, out=out)
+    tsjit.ops.matmul(a, b, out=out, **scales(shape))
     torch.cuda.synchronize()
     return a, b, out
 
@@ -111,31 +179,37 @@ def run(reps: int, only: str) -> None:
     stream = torch.cuda.current_stream().cuda_stream
     print("\n| M x N x K | variant | config | rel. err | tsjit us | cuBLAS us | cuBLAS/tsjit |")
     print("|---|---|---|---|---|---|---|")
-    for shape in SHAPES:
-        M, N, K = shape
+    for shape in TABLE:
+        M, N, K = shape[:3]
+        kw = scales(shape)
         rows = []
         for _, label, choice, realign, pad, pdl in (v for v in variants(only) if v[0] == shape):
             try:
                 a, b, out = prepare(shape, choice, realign, pad, pdl)
             except Exception as error:     # noqa: BLE001 -- a probe: report and go on
-                print(f"| {M}x{N}x{K} | {label} | FAILED {type(error).__name__}: {error} | | | | |", flush=True)
+                print(f"| {name(shape)} | {label} | FAILED {type(error).__name__}: {error} | | | | |", flush=True)
                 continue
             err = sampled_error(out, a, b, rng)
             plan = next(iter(mm._PLANS.values()))
             config = plan.config.describe() + (f", realign {plan.realign}" if plan.realign else "")
             if not err < 1e-2:
-                print(f"| {M}x{N}x{K} | {label} | {config} | CHECK FAILED {err:.1e} | | | |", flush=True)
+                print(f"| {name(shape)} | {label} | {config} | CHECK FAILED {err:.1e} | | | |", flush=True)
                 continue
             if not plan.bindings:
-                print(f"| {M}x{N}x{K} | {label} | {config} | no packed launch kept | | | |", flush=True)
+                print(f"| {name(shape)} | {label} | {config} | no packed launch kept | | | |", flush=True)
                 continue
             bound = next(iter(plan.bindings.values()))
-            rows.append((label, config, err, lambda bound=bound: bound(stream), (a, b, out, plan)))
+            call = lambda bound=bound: bound(stream)                # noqa: E731
+            if label == "ops.matmul":            # gemm.py's path: the call itself (the heuristic, restored below)
+                call = lambda a=a, b=b, out=out: tsjit.ops.matmul(a, b, out=out, **kw)   # noqa: E731
+            rows.append((label, config, err, call, (a, b, out, plan)))
         if not rows:
             continue
+        force_with(None)
         a, b = rows[0][4][0], rows[0][4][1]
         ref = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
-        calls = [lambda: torch.matmul(a, b, out=ref)] + [row[3] for row in rows]
+        calls = [(lambda: torch.matmul(a, b, out=ref)) if not kw else
+                 (lambda: torch._scaled_mm(a, b, out_dtype=torch.bfloat16, **kw))] + [row[3] for row in rows]
         for _ in range(3):
             for call in calls:
                 call()
@@ -146,7 +220,7 @@ def run(reps: int, only: str) -> None:
         theirs = statistics.median(samples[0])
         for (label, config, err, _, _), times in zip(rows, samples[1:]):
             ours = statistics.median(times)
-            print(f"| {M}x{N}x{K} | {label} | {config} | {err:.1e} | {ours * 1e3:.1f} | {theirs * 1e3:.1f} | "
+            print(f"| {name(shape)} | {label} | {config} | {err:.1e} | {ours * 1e3:.1f} | {theirs * 1e3:.1f} | "
                   f"{theirs / ours:.3f} |", flush=True)
     if only in "copy":
         try:
@@ -188,7 +262,10 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=0, help="processes that compile the variants first")
     parser.add_argument("--worker", type=int, default=-1)
     parser.add_argument("--only", default="")
+    parser.add_argument("--table", choices=sorted(TABLES), default="mid")
     args = parser.parse_args()
+    global TABLE
+    TABLE = TABLES[args.table]
     began = time.perf_counter()
     if args.worker >= 0:     # compile this worker's share (the first call builds and caches the kernel)
         for i, (shape, label, choice, realign, pad, pdl) in enumerate(variants(args.only)):
@@ -197,7 +274,7 @@ def main() -> None:
         return
     if args.workers:
         procs = [subprocess.Popen([sys.executable, __file__, "--worker", str(i), "--workers", str(args.workers),
-                                   "--only", args.only]) for i in range(args.workers)]
+                                   "--only", args.only, "--table", args.table]) for i in range(args.workers)]
         for p in procs:
             p.wait()
         print(f"(compiled by {args.workers} processes in {time.perf_counter() - began:.1f} s)")

@@ -70,8 +70,10 @@ EPILOGUE_COLUMNS = 64    # columns a direct epilogue converts and stores per pas
 @tsjit.func
 def store_direct(values, out, fused, operands, batch, row0, col0, rows, cols, tid, BN: tsjit.Constexpr[int]):
     """Bounds-masked stores of a 64 x BN accumulator tile (``values``: its BN / 2 registers), through the
-    fused epilogue, ``EPILOGUE_COLUMNS`` columns at a time."""
+    fused epilogue, ``EPILOGUE_COLUMNS`` columns at a time (32 where BN is not a multiple of that: 224)."""
     width = min(BN, EPILOGUE_COLUMNS)
+    if tsjit.const_expr(BN % width != 0):
+        width = 32                          # a 224-wide tile: seven 32-column passes
     for part in tsjit.range_constexpr(BN // width):
         fn = fused.bind(operands, batch, row0, col0 + part * width, rows, cols)
         store_fragment_global(Fragment(values[part * width // 2:(part + 1) * width // 2]), out, row0,
