@@ -57,18 +57,20 @@ SHAPES = {
 
 
 PP = {"schedule": "pingpong-shared", "mma_lag": 2}
+D224 = {"epilogue": "direct", "staged_columns": 64, "stages": 5}          # a 224-wide tile's direct epilogue
 # --table tiles: (M, N, K[, "fp8"]) -> variants as above (no realign, no padding); a choice may end in a dict of
 # GemmConfig fields (schedule, group_m, mma_lag, epilogue, ...); the label "ops.matmul" times tsjit.ops.matmul itself
 TILES = {
     (1024, 14336, 4096): [("heuristic", None, None, ""), ("ops.matmul", None, None, ""),
-                          ("128x256 4st", (128, 256, 1), None, ""), ("128x224 direct 5st", (128, 224, 1), None, ""),
-                          ("128x224 direct 4st", (128, 224, 1, 4), None, ""),
+                          ("128x256 4st", (128, 256, 1), None, ""), ("128x224 tma 4st", (128, 224, 1), None, ""),
+                          ("128x224 direct 5st", (128, 224, 1, D224), None, ""),
                           ("pp-shared 256x128 lag2", (256, 128, 1, PP), None, ""),
                           ("128x128 group 16", (128, 128, 1, {"group_m": 16}), None, "")],
     (512, 28672, 4096): [("heuristic", None, None, ""), ("128x256 4st", (128, 256, 1), None, ""),
-                         ("128x224 direct 5st", (128, 224, 1), None, ""),
-                         ("128x224 direct 4st", (128, 224, 1, 4), None, "")],
-    (512, 14336, 4096): [("heuristic", None, None, ""), ("128x224 direct 5st", (128, 224, 1), None, ""),
+                         ("128x224 tma 4st", (128, 224, 1), None, ""),
+                         ("128x224 direct 5st", (128, 224, 1, D224), None, "")],
+    (512, 14336, 4096): [("heuristic", None, None, ""), ("128x224 tma 4st", (128, 224, 1), None, ""),
+                         ("128x224 direct 5st", (128, 224, 1, D224), None, ""),
                          ("128x128 6st", (128, 128, 1), None, "")],
     (2048, 2048, 2048): [("heuristic", None, None, ""), ("ops.matmul", None, None, ""),
                          ("128x128 6st", (128, 128, 1), None, ""), ("128x256 3st/256", (128, 256, 1, 3, 256), None, ""),
@@ -79,16 +81,17 @@ TILES = {
                          ("128x256 group 16", (128, 256, 1, {"group_m": 16}), None, ""),
                          ("128x256 group 4", (128, 256, 1, {"group_m": 4}), None, ""),
                          ("pp-shared 256x128 lag2", (256, 128, 1, PP), None, "")],
-    (256, 14336, 4096): [("heuristic", None, None, ""), ("128x224 direct 5st", (128, 224, 1), None, "")],
-    (2048, 14336, 4096): [("heuristic", None, None, ""), ("128x224 direct 5st", (128, 224, 1), None, "")],
-    (4096, 14336, 4096): [("heuristic", None, None, ""), ("128x224 direct 5st", (128, 224, 1), None, "")],
+    (256, 14336, 4096): [("heuristic", None, None, ""), ("128x224 tma 4st", (128, 224, 1), None, "")],
+    (2048, 14336, 4096): [("heuristic", None, None, ""), ("128x224 tma 4st", (128, 224, 1), None, "")],
+    (4096, 14336, 4096): [("heuristic", None, None, ""), ("128x224 tma 4st", (128, 224, 1), None, "")],
     (512, 4096, 14336): [("heuristic", None, None, ""),
                          ("128x128 direct 7st", (128, 128, 1, {"epilogue": "direct", "stages": 7, "staged_columns": 64}),
                           None, ""),
                          ("128x256 S2", (128, 256, 2), None, ""), ("64x256 S1", (64, 256, 1), None, "")],
     (64, 28672, 4096): [("heuristic", None, None, ""), ("128x64 S2", (128, 64, 2), None, ""),
                         ("64x64 S1", (64, 64, 1), None, "")],
-    (1024, 14336, 4096, "fp8"): [("heuristic", None, None, ""), ("128x224 direct", (128, 224, 1), None, ""),
+    (1024, 14336, 4096, "fp8"): [("heuristic", None, None, ""), ("128x224 tma", (128, 224, 1), None, ""),
+                                 ("128x224 direct", (128, 224, 1, D224), None, ""),
                                  ("128x128", (128, 128, 1), None, "")],
     (16, 4096, 4096, "fp8"): [("heuristic", None, None, ""), ("64x16 S4", (64, 16, 4), None, ""),
                               ("64x16 S1", (64, 16, 1), None, "")],

@@ -67,6 +67,9 @@ BLOCK_MS = (128, 64)
 PINGPONG_SCHEDULES = ("pingpong", "pingpong-shared")
 DEFERRED_MAX_BLOCK_N = 128         # the deferred epilogue (tsjit.ops.gemm_deferred) keeps two accumulators
 SHORT_K_TILES = 32                 # below this many K tiles a 128 x 256 tile stages its whole width at once
+#: staged columns of the TMA epilogue of a tile whose width is not a multiple of 64 (224): seven 32-column passes
+#: through two alternating 64 x 32 staging tiles per warpgroup (:func:`tsjit.ops.gemm_program.store_box`)
+NARROW_STAGING = 32
 #: the ping-pong choices the cost model compares (BM, BN, schedule): the shared-ring variant only (a ring per
 #: warpgroup leaves each warpgroup 2-4 stages: 0.19-0.64x cuBLAS on the H200, BENCHMARKS.md 2026-12-01)
 PINGPONG_CANDIDATES = ((128, 256, "pingpong-shared"), (128, 128, "pingpong-shared"), (256, 128, "pingpong-shared"))
@@ -295,7 +298,8 @@ def stages_for(block_m: int, block_n: int, epilogue: str, staged: int, in_bytes:
     else:
         stage = (block_m + block_n) * k_tile(in_bytes) * in_bytes
     rows = 128 if schedule in PINGPONG_SCHEDULES else block_m     # ping-pong: a 64-row staging tile per warpgroup
-    staging = rows * staged * 2 if epilogue == "tma" else 0
+    buffers = 2 if staged == NARROW_STAGING else 1                  # 32-column passes alternate two staging tiles
+    staging = rows * staged * 2 * buffers if epilogue == "tma" else 0
     deepest = DEEP_RINGS.get((block_m, block_n), 8) if in_bytes == 2 and schedule == "cooperative" else 8
     return max(2, min(deepest, (SMEM_BUDGET - staging) // stage))
 
@@ -521,11 +525,13 @@ def make_config(problem: Problem, block_m: int, block_n: int, splits: int, sched
     if schedule == "deferred" and (block_n > DEFERRED_MAX_BLOCK_N or splits != 1):
         raise UsageValueError(f"a deferred-epilogue configuration keeps two accumulators: it needs BN <= "
                               f"{DEFERRED_MAX_BLOCK_N} and no split-K; got BN={block_n}, split-K {splits}")
-    tma = problem.tma_output and splits == 1 and block_n % 64 == 0 and problem.out_bytes == 2
+    tma = problem.tma_output and splits == 1 and (block_n % 64 == 0 or block_n == 224) and problem.out_bytes == 2
     epilogue = "tma" if tma else "direct"
     if epilogue == "direct" and problem.epilogue_loads and block_n > 128 and splits == 1:
         block_n = 128                           # a 256-wide direct epilogue with loads spills
     staged = block_n if (tma and block_m * block_n * 2 <= 64 * 1024 and block_n <= 256) else min(block_n, 128)
+    if tma and block_n % 64:
+        staged = NARROW_STAGING                 # 32-column passes (a 64-column box would cross the tile's edge)
     if tma and block_m == 128 and block_n == 256:
         # a short K loop: one 256-column staging pass (3 stages); from 32 K tiles on (16-bit inputs) the 4th
         # stage pays (H200, 2026-12-01: 2048^3 0.991-0.994x cuBLAS with 4 stages against 0.970-0.983 with 3;

@@ -40,6 +40,7 @@ from tsjit import wgmma
 from tsjit.errors import UsageValueError
 from tsjit.lang.epilogue import FusedEpilogue, store_fragment_global, store_fragment_shared
 from tsjit.lang.fragment import Fragment
+from tsjit.ops.configs import NARROW_STAGING
 from tsjit.ops.gemm_cluster import check_cluster, cluster_arguments, cluster_queue
 from tsjit.ops.gemm_splitk import reduce_split_k
 from tsjit.ts.work_queue import WorkQueue
@@ -65,6 +66,14 @@ def split_bounds(split, k_tiles, splits):
 
 
 EPILOGUE_COLUMNS = 64    # columns a direct epilogue converts and stores per pass (register pressure)
+
+
+def store_box(staged_columns: int) -> tuple[int, str]:
+    """(columns, swizzle) of D's TMA store box for a TMA epilogue staging ``staged_columns`` columns per pass:
+    64 columns, 128-byte swizzled; or, for :data:`NARROW_STAGING` (a 224-wide tile: seven passes through two
+    alternating staging buffers), 32 columns, 64-byte swizzled (PTX ISA 5.5.6, the swizzle span is the box
+    row: 64 bytes here)."""
+    return (NARROW_STAGING, "64B") if staged_columns == NARROW_STAGING else (BOX, "128B")
 
 
 @tsjit.func
@@ -277,24 +286,31 @@ def write_tile(tile_out, acc, m, n, l):
         return
     buffer = tile_out.staging[warpgroup]
     columns = tile_out.staged_columns
+    width, swizzle = store_box(columns)
+    narrow = columns == NARROW_STAGING              # two staging buffers in turn, one pass in flight
     per_pass = columns // 2                         # accumulator registers per staged pass
     for sub in tsjit.range_constexpr(tile_out.warpgroup_rows // 64):
         row = row0 + sub * 64
         for part in tsjit.range_constexpr(tile_out.block_n // columns):
+            if tsjit.const_expr(narrow):
+                buffer = tile_out.staging[warpgroup, part % 2]
             if tid == 0:
-                tsjit.bulk_wait_group(0, read=True)     # the previous pass has left the staging buffer
+                if tsjit.const_expr(narrow and (sub > 0 or part > 0)):
+                    tsjit.bulk_wait_group(1, read=True)     # the pass before last has left this buffer
+                else:
+                    tsjit.bulk_wait_group(0, read=True)     # the previous pass has left the staging buffer
             tsjit.named_barrier_sync(1 + warpgroup, WARPGROUP)
             fn = tile_out.fused.bind(tile_out.operands, batch, row, col0 + part * columns, tile_out.rows, tile_out.cols)
             first = sub * fragment + part * per_pass
-            store_fragment_shared(Fragment(acc[first:first + per_pass]), buffer, swizzle="128B", tid=tid, fn=fn)
+            store_fragment_shared(Fragment(acc[first:first + per_pass]), buffer, swizzle=swizzle, tid=tid, fn=fn)
             tsjit.fence_proxy_async()
             tsjit.named_barrier_sync(1 + warpgroup, WARPGROUP)
             if tid == 0:
-                for box in tsjit.range_constexpr(columns // BOX):
+                for box in tsjit.range_constexpr(columns // width):
                     if tsjit.const_expr(tile_out.batched):
-                        tsjit.tma_store(tile_out.c_map, buffer[box], (batch, row, col0 + part * columns + box * BOX))
+                        tsjit.tma_store(tile_out.c_map, buffer[box], (batch, row, col0 + part * columns + box * width))
                     else:
-                        tsjit.tma_store(tile_out.c_map, buffer[box], (row, col0 + part * columns + box * BOX))
+                        tsjit.tma_store(tile_out.c_map, buffer[box], (row, col0 + part * columns + box * width))
                 tsjit.bulk_commit_group()
 
 
@@ -330,7 +346,10 @@ class OutputTile(ts.MemoryResource):
     staging: object = None
 
     def __post_init__(self):
-        if self.mode == "tma":   # one 64-row staging tile per MMA warpgroup
+        if self.mode == "tma" and self.staged_columns == NARROW_STAGING:   # two 64 x 32 tiles per MMA warpgroup
+            self.staging = tsjit.shared_array(self.c_map.dtype, (self.block_m // self.warpgroup_rows, 2, 1, 64,
+                                                                 NARROW_STAGING), align=1024)
+        elif self.mode == "tma":   # one 64-row staging tile per MMA warpgroup
             self.staging = tsjit.shared_array(self.c_map.dtype, (self.block_m // self.warpgroup_rows,
                                                                  self.staged_columns // BOX, 64, BOX), align=1024)
 
@@ -530,7 +549,8 @@ def compile_program(config, *, x_major: str = "K", y_major: str = "K", batched: 
     y_box = lead + ((config.load_columns, bk) if y_major == "K" else (bk, BOX))
     x = tsjit.tensormap_spec(in_dtype, x_box, swizzle="128B")
     y = tsjit.tensormap_spec(y_dtype, y_box, swizzle="128B")
-    c_map = tsjit.tensormap_spec(out_dtype, lead + (BOX, BOX), swizzle="128B") if config.epilogue == "tma" else x
+    box, swizzle = store_box(config.staged_columns)
+    c_map = tsjit.tensormap_spec(out_dtype, lead + (64, box), swizzle=swizzle) if config.epilogue == "tma" else x
     c = tsjit.spec(lead + (1024, 1024), out_dtype)
     vector = tsjit.spec((1024,), tsjit.Float32)
     fused = fused if fused is not None else FusedEpilogue()

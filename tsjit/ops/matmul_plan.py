@@ -19,6 +19,7 @@ from tsjit.lang.epilogue import FusedEpilogue
 from tsjit.ops import configs
 from tsjit.ops.device_buffers import LaunchSequence, Workspace, dummy_array
 from tsjit.ops.gemm_pingpong import extra_arguments, kernel_for, threads_for
+from tsjit.ops.gemm_program import store_box
 from tsjit.ops.matmul_checks import check_arguments
 from tsjit.ops.operands import Operand, operand_layout, scale_vector, staging_reason
 from tsjit.ops.staging import copy_launch, staging_buffer
@@ -193,7 +194,8 @@ class Plan:
                                 self.realign in ("y", "both"))
         c_view = self._d_view(out)
         if cfg.epilogue == "tma":
-            c_map = tsjit.TensorMap(c_view, ((1,) if self.batched else ()) + (64, 64), swizzle="128B")
+            box, swizzle = store_box(cfg.staged_columns)
+            c_map = tsjit.TensorMap(c_view, ((1,) if self.batched else ()) + (64, box), swizzle=swizzle)
         else:
             c_map = x_map
         rank = 3 if self.batched else 2
