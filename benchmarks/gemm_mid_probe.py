@@ -84,6 +84,8 @@ TILES = {
     (256, 14336, 4096): [("heuristic", None, None, ""), ("128x224 tma 4st", (128, 224, 1), None, "")],
     (2048, 14336, 4096): [("heuristic", None, None, ""), ("128x224 tma 4st", (128, 224, 1), None, "")],
     (4096, 14336, 4096): [("heuristic", None, None, ""), ("128x224 tma 4st", (128, 224, 1), None, "")],
+    (128, 28672, 4096): [("heuristic", None, None, ""), ("128x224 tma 4st", (128, 224, 1), None, "")],
+    (256, 28672, 4096): [("heuristic", None, None, ""), ("128x224 tma 4st", (128, 224, 1), None, "")],
     (512, 4096, 14336): [("heuristic", None, None, ""),
                          ("128x128 direct 7st", (128, 128, 1, {"epilogue": "direct", "stages": 7, "staged_columns": 64}),
                           None, ""),

@@ -89,6 +89,34 @@ def test_192_wide_tiles_match_float64(monkeypatch, layout):
     assert _rel(out, a64 @ b64) < 1e-2
 
 
+@pytest.mark.parametrize("epilogue", ["tma", "direct"])
+def test_224_wide_tiles_match_float64(monkeypatch, epilogue):
+    """The 128 x 224 tile (14336 and 28672 are multiples of 224), forced at a ragged reduced size: two row tiles,
+    three column tiles (the last 8 wide), a column bias + ReLU applied per 32-column pass (TMA: seven 64 x 32 boxes
+    through two staging tiles in turn; direct: seven 32-column store passes); B given as the (N, K) transpose (a
+    224-wide tile needs a K-major B)."""
+    import dataclasses
+    import sys
+    from tsjit.ops import configs
+    mm = sys.modules["tsjit.ops.matmul"]
+
+    def make(problem):
+        config = configs.make_config(problem, 128, 224, 1)
+        if epilogue == "direct":
+            config = dataclasses.replace(config, epilogue="direct", staged_columns=64, stages=5)
+        return config, [(0.0, 128, 224, 1)]
+    monkeypatch.setattr(configs, "choose", make)
+    monkeypatch.setattr(mm, "_PLANS", {})
+    monkeypatch.setattr(mm, "_PLAIN_ARRAYS", {})
+    M, N, K = 136, 456, 136
+    (a, a64), (bt, bt64), (bias, bias64) = _rand(M, K), _rand(N, K), _rand(N)
+    out = _poisoned(M, N)
+    tsjit.ops.matmul(a, _transposed(bt), bias=bias, activation="relu", out=out)
+    config = next(iter(mm._PLANS.values())).config
+    assert (config.block_n, config.epilogue) == (224, epilogue), config.describe()
+    assert _rel(out, np.maximum(a64 @ bt64.T + bias64, 0.0)) < 1e-2
+
+
 @pytest.mark.parametrize("layout", ["NK", "KN"])
 @pytest.mark.parametrize("M,N,K", [(1, 1, 1), (7, 9, 5), (64, 128, 64), (127, 130, 136)])
 def test_matmul_matches_float64(M, N, K, layout):

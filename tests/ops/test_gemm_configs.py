@@ -103,6 +103,10 @@ CONFIGS = [
     (128, 64, 7, "direct", 64, "K", "K", False, FusedEpilogue(alpha=True)),
     # the 192-wide tile (plain epilogues only: configs.candidates)
     (128, 192, 1, "tma", 192, "K", "MN", False, FusedEpilogue()),
+    # the 224-wide tile (K-major Y): seven 32-column TMA passes through two staging tiles, or direct stores
+    (128, 224, 1, "tma", 32, "K", "K", False, FusedEpilogue()),
+    (128, 224, 1, "tma", 32, "MN", "K", True, FusedEpilogue(bias="col", activation="relu")),
+    (128, 224, 1, "direct", 64, "K", "K", False, FusedEpilogue()),
 ]
 
 

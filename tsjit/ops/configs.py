@@ -80,7 +80,9 @@ PINGPONG_EFFICIENCY = {("pingpong-shared", 128, 256): 0.62, ("pingpong-shared", 
 #: per work tile: the pass-through of the other half stalls the ring while a warpgroup stores (both must release
 #: every stage), so the epilogue is not hidden; measured 4-8 us per tile at 3000x5000x1000 (2026-12-01, H200)
 PINGPONG_TILE_OVERHEAD_S = 4.0e-6
-BLOCK_NS = (256, 192, 128, 64, 32, 16)
+BLOCK_NS = (256, 224, 192, 128, 64, 32, 16)
+#: a tile width that is not a multiple of 64: 14336 and 28672 (the Llama FFN widths) are 64 and 128 tiles of it
+WIDE_ODD_BLOCK_N = 224
 #: the 2-CTA cluster choices ``(BM, BN, 1, schedule)`` (:mod:`tsjit.ops.gemm_cluster`) -> (cluster_m, cluster_n)
 CLUSTER_SCHEDULES = {"cluster_m2": (2, 1), "cluster_n2": (1, 2)}
 #: the main loop's wgmma efficiency of a 2-CTA cluster tile relative to the single-CTA tile (:data:`EFFICIENCY`)
@@ -104,7 +106,7 @@ FP8_SPEEDUP = 2.0                  # dense fp8 wgmma issues twice the bf16 FLOPs
 #: 1000 x 3000 x 777 (32.1 us against 128 x 256's 35.2), not at 3000 x 5000 x 1000 (62.8 / 62.3), 1024 x 14336 x 4096
 #: (166.5 / 160.3 with 128 x 128), 512 x 28672 x 4096 (171.8 / 164.8) or 4096^3 (197.4 / 176.3); 0.82 picks it at the
 #: two 4096-K projections
-EFFICIENCY = {(128, 256): 0.85, (128, 192): 0.80, (128, 128): 0.78, (128, 64): 0.55, (128, 32): 0.25, (128, 16): 0.17,
+EFFICIENCY = {(128, 256): 0.85, (128, 224): 0.84, (128, 192): 0.80, (128, 128): 0.78, (128, 64): 0.55, (128, 32): 0.25, (128, 16): 0.17,
               (64, 256): 0.72, (64, 128): 0.62, (64, 64): 0.45, (64, 32): 0.27, (64, 16): 0.14}
 
 
@@ -366,12 +368,14 @@ def candidates(problem: Problem):
                 continue
             if block_n == 192 and (block_m != 128 or problem.in_bytes != 2 or not problem.plain_epilogue):
                 continue      # 192-wide: 16-bit inputs, 128-row tiles, plain epilogue (measured; bias + ReLU spills 8 B)
+            if block_n == WIDE_ODD_BLOCK_N and (block_m != 128 or problem.y_major != "K"):
+                continue      # 224-wide: 128-row tiles, a K-major Y (an MN-major Y's TMA boxes are 64 columns wide)
             if block_n > 2 * widest and block_n > 64:
                 continue                        # a tile more than twice as wide as D
             if problem.Q <= 64 and block_n < widest:
                 continue                        # a narrow D is covered by one tile: X (the weights) is read once
             for splits in SPLITS:
-                if splits > 1 and k_tiles < MIN_K_TILES_PER_SPLIT * splits:
+                if splits > 1 and (k_tiles < MIN_K_TILES_PER_SPLIT * splits or block_n == WIDE_ODD_BLOCK_N):
                     break
                 yield block_m, block_n, splits
     if problem.in_bytes == 2 and problem.plain_epilogue:
@@ -517,6 +521,9 @@ def make_config(problem: Problem, block_m: int, block_n: int, splits: int, sched
         return GemmConfig(block_m, block_n, stages, epilogue, staged, 1, group_m=group_m,
                           block_k=k_tile(problem.in_bytes), schedule=schedule, mma_lag=lag, estimate_us=estimate_us)
     cluster_m, cluster_n = CLUSTER_SCHEDULES.get(schedule, (1, 1))
+    if problem.y_major == "MN" and block_n > 64 and block_n % 64:
+        raise UsageValueError(f"a {block_n}-wide tile needs a K-major Y (an MN-major Y loads 64-column boxes); got "
+                              f"an MN-major Y: pass B's transpose contiguous, or choose BN a multiple of 64")
     if schedule in CLUSTER_SCHEDULES:
         if splits != 1 or (cluster_n > 1 and block_m != 128) or block_n % 16:
             raise UsageValueError(f"a {schedule} configuration needs no split-K, BN a multiple of 16 and (cluster_n2) "
@@ -525,7 +532,8 @@ def make_config(problem: Problem, block_m: int, block_n: int, splits: int, sched
     if schedule == "deferred" and (block_n > DEFERRED_MAX_BLOCK_N or splits != 1):
         raise UsageValueError(f"a deferred-epilogue configuration keeps two accumulators: it needs BN <= "
                               f"{DEFERRED_MAX_BLOCK_N} and no split-K; got BN={block_n}, split-K {splits}")
-    tma = problem.tma_output and splits == 1 and (block_n % 64 == 0 or block_n == 224) and problem.out_bytes == 2
+    tma = (problem.tma_output and splits == 1 and (block_n % 64 == 0 or block_n == WIDE_ODD_BLOCK_N)
+           and problem.out_bytes == 2)
     epilogue = "tma" if tma else "direct"
     if epilogue == "direct" and problem.epilogue_loads and block_n > 128 and splits == 1:
         block_n = 128                           # a 256-wide direct epilogue with loads spills
@@ -544,6 +552,24 @@ def make_config(problem: Problem, block_m: int, block_n: int, splits: int, sched
                       block_k=k_tile(problem.in_bytes), schedule=schedule, x_policy=x_policy, y_policy=y_policy,
                       cluster_m=cluster_m, cluster_n=cluster_n,
                       estimate_us=estimate_us)
+
+
+def pingpong_verdict(problem: Problem, choice: tuple, config: GemmConfig) -> str:
+    """Why a ping-pong ``choice`` ``(BM, BN, 1, schedule)`` loses to the cooperative program, as explain prints it:
+    with at most one work tile per CTA there is no next tile to hide an epilogue under; otherwise its warpgroups
+    take turns on the tensor cores (:data:`PINGPONG_EFFICIENCY`) and the shared ring stalls while one stores
+    (:data:`PINGPONG_TILE_OVERHEAD_S` per tile)."""
+    block_m, block_n, _, schedule = choice
+    tiles = ceil_div(problem.P, block_m) * ceil_div(problem.Q, block_n) * problem.batch
+    if tiles <= problem.sms:
+        return (f"{tiles} work tiles on {problem.sms} SMs: one per CTA, so no epilogue hides under a next tile's "
+                f"MMAs")
+    efficiency = PINGPONG_EFFICIENCY.get((schedule, block_m, block_n), 0.5)
+    chosen = EFFICIENCY.get((config.block_m, config.block_n))
+    against = f", the chosen {config.block_m}x{config.block_n} at {chosen:.2f}" if chosen else ""
+    return (f"{ceil_div(tiles, problem.sms)} work tiles per CTA, but one warpgroup issues at a time (main loop at "
+            f"{efficiency:.2f} of peak{against}) and the shared ring stalls {PINGPONG_TILE_OVERHEAD_S * 1e6:.0f} us "
+            f"per tile while a warpgroup stores")
 
 
 def explain_choice(problem: Problem, swapped: bool, config: GemmConfig, ranked) -> str:
@@ -569,7 +595,7 @@ def explain_choice(problem: Problem, swapped: bool, config: GemmConfig, ranked) 
         pingpong = next((entry for entry in ranked if len(entry) > 4 and entry[4] in PINGPONG_SCHEDULES), None)
         if pingpong is not None:
             lines.append(f"schedule: cooperative; best ping-pong {describe_choice(pingpong[1:])} estimated "
-                         f"{pingpong[0] * 1e6:.1f} us")
+                         f"{pingpong[0] * 1e6:.1f} us ({pingpong_verdict(problem, pingpong[1:], config)})")
         else:
             why = ("fp8 inputs" if problem.in_bytes == 1 else "a fused epilogue" if not problem.plain_epilogue else
                    "D smaller than a ping-pong tile")
