@@ -10,6 +10,9 @@ speed ratio (cuBLAS time / tsjit time; > 1 means tsjit is faster), and the host 
 of both libraries.
 
     PYTHONPATH=. python benchmarks/gemm.py [--quick] [--reps 20] [--layout NK|KN] [--fp8-only | --no-fp8]
+        [--shapes M,N,K ...] [--fp8-shapes M,N,K ...]
+
+``--shapes`` / ``--fp8-shapes`` time only the shapes given (in that order) instead of the sweep / the fp8 list.
 
 The fp8 table (after the sweep): e4m3 x e4m3 with per-tensor Float32 scales, bf16 out, against
 ``torch._scaled_mm`` (same operands: a row-major, b = w.t()), timed the same way.
@@ -39,7 +42,9 @@ FP8_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 2048, 2048), (16, 4
 QUICK = [(16, 4096, 4096), (128, 4096, 4096), (4096, 4096, 4096), (512, 512, 8192), (3000, 5000, 1000)]
 
 
-def sweep(quick: bool):
+def sweep(quick: bool, shapes=None):
+    if shapes:
+        return shapes
     if quick:
         return QUICK
     return [(m, n, k) for n, k in LLAMA_NK for m in M_VALUES] + EXTRA
@@ -132,6 +137,8 @@ def main() -> None:
                         help="compile every shape's kernel first in this many processes (shared disk cache)")
     parser.add_argument("--warm-index", type=int, default=-1, help=argparse.SUPPRESS)
     parser.add_argument("--wait-for", default="", help="start timing once this file exists (the GPU is free)")
+    parser.add_argument("--shapes", nargs="*", type=shape_argument, default=None, help="only these bf16 M,N,K shapes")
+    parser.add_argument("--fp8-shapes", nargs="*", type=shape_argument, default=None, help="only these fp8 M,N,K shapes")
     args = parser.parse_args()
     if args.warm_index >= 0:
         warm(args, args.warm_index)
@@ -140,7 +147,8 @@ def main() -> None:
         t0 = time.perf_counter()
         workers = [subprocess.Popen([sys.executable, __file__, "--warm-index", str(i), "--warm-workers",
                                      str(args.warm_workers), "--layout", args.layout] + (["--quick"] if args.quick
-                                                                                         else []))
+                                                                                         else [])
+                                    + shape_options(args))
                    for i in range(args.warm_workers)]
         for w in workers:
             w.wait()
@@ -149,13 +157,13 @@ def main() -> None:
         time.sleep(0.5)
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     if args.fp8_only:
-        fp8_table(flush, args.reps)
+        fp8_table(flush, args.reps, args.fp8_shapes)
         return
     rows, ratios = [], []
     began = time.perf_counter()
     print("| M x N x K | tsjit TFLOP/s | cuBLAS TFLOP/s | cuBLAS time / tsjit time | rel. error | tsjit config |")
     print("|---|---|---|---|---|---|")
-    for M, N, K in sweep(args.quick):
+    for M, N, K in sweep(args.quick, args.shapes):
         if time.perf_counter() - began > args.max_seconds:
             print(f"(stopped after {args.max_seconds:.0f} s)")
             break
@@ -195,7 +203,7 @@ def main() -> None:
         print(f"\n{len(ratios)} shapes: geomean {geomean:.3f}, min {worst[3]:.3f} ({worst[0]}x{worst[1]}x{worst[2]}), "
               f"max {best[3]:.3f} ({best[0]}x{best[1]}x{best[2]})")
     if not args.no_fp8:
-        fp8_table(flush, args.reps)
+        fp8_table(flush, args.reps, args.fp8_shapes)
     a = torch.randn(64, 256, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)
     c = torch.empty(64, 256, device="cuda", dtype=torch.bfloat16)
@@ -216,9 +224,25 @@ def main() -> None:
     print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}, tsjit {tsjit.__version__}")
 
 
+def shape_argument(text: str) -> tuple[int, int, int]:
+    """``"M,N,K"`` -> ``(M, N, K)``."""
+    M, N, K = (int(part) for part in text.split(","))
+    return M, N, K
+
+
+def shape_options(args) -> list[str]:
+    """The ``--shapes`` / ``--fp8-shapes`` options of ``args`` again (for the warm-up workers)."""
+    out = []
+    for option, shapes in (("--shapes", args.shapes), ("--fp8-shapes", args.fp8_shapes)):
+        if shapes:
+            out += [option] + [",".join(map(str, shape)) for shape in shapes]
+    return out
+
+
 def warm(args, index: int) -> None:
     """Worker: run each of this worker's shapes once (bf16, then the fp8 shapes), filling the disk cache."""
-    jobs = [("bf16", shape) for shape in sweep(args.quick)] + [("fp8", shape) for shape in FP8_SHAPES]
+    jobs = ([("bf16", shape) for shape in sweep(args.quick, args.shapes)]
+            + [("fp8", shape) for shape in (args.fp8_shapes or FP8_SHAPES)])
     for kind, (M, N, K) in jobs[index::args.warm_workers]:
         if kind == "bf16":
             a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
@@ -233,12 +257,13 @@ def warm(args, index: int) -> None:
     torch.cuda.synchronize()
 
 
-def fp8_table(flush, reps: int) -> None:
-    """e4m3 tsjit.ops.matmul vs torch._scaled_mm, per-tensor scales, bf16 out (see the module docstring)."""
+def fp8_table(flush, reps: int, shapes=None) -> None:
+    """e4m3 tsjit.ops.matmul vs torch._scaled_mm, per-tensor scales, bf16 out (see the module docstring);
+    ``shapes``: instead of :data:`FP8_SHAPES`."""
     print("\n| fp8 e4m3 M x N x K | tsjit TFLOP/s | torch._scaled_mm TFLOP/s | _scaled_mm time / tsjit time | "
           "_scaled_mm fast-accum TFLOP/s | rel. error | tsjit config |")
     print("|---|---|---|---|---|---|---|")
-    for M, N, K in FP8_SHAPES:
+    for M, N, K in shapes or FP8_SHAPES:
         a = torch.randn(M, K, device="cuda").to(torch.float8_e4m3fn)
         b = torch.randn(N, K, device="cuda").to(torch.float8_e4m3fn).t()
         sa, sb = torch.tensor(0.5, device="cuda"), torch.tensor(2.0, device="cuda")
