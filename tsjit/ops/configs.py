@@ -6,7 +6,9 @@ caller has already decided whether to swap A and B (:func:`choose_roles`: for ``
 tile's wide side runs along N, ``D = C^T = B^T A^T``, so a 16-row activation block becomes the
 narrow wgmma N instead of wasting 48 of 64 rows).
 
-Candidates: ``BM`` in {128, 64} (2 or 1 consumer warpgroups), ``BN`` in {256, 192 (BM = 128 only), 128, 64, 32, 16}
+Candidates: ``BM`` in {128, 64} (2 or 1 consumer warpgroups), ``BN`` in {256, 224 (BM = 128, K-major Y, no split-K:
+the Llama widths 14336 and 28672 are whole multiples of it, where 256 leaves a partial last wave), 192 (BM = 128
+only), 128, 64, 32, 16}
 (MN-major Y needs ``BN >= 64``: its TMA boxes are 64 wide; a D at most 64 wide is covered by
 one tile, so X is streamed once; measured on the H200, two 32-wide tiles over a 64-wide D
 cost 10-25%), split-K ``S`` in {1, 2, 3, 4, 5, 6, 7,
