@@ -93,6 +93,18 @@ def test_explain_says_why_pingpong_was_not_chosen():
     assert "ping-pong" in text.splitlines()[2] and "named barriers" in text
 
 
+def test_explain_says_why_pingpong_loses():
+    """2048^3: 128 work tiles on 132 SMs, one per CTA, so a ping-pong has no next tile to hide an epilogue under;
+    4096^3 (4 tiles per CTA): its warpgroups take turns on the tensor cores and the shared ring stalls per tile."""
+    for shape, words in (((2048, 2048, 2048), "one per CTA, so no epilogue hides"),
+                         ((4096, 4096, 4096), "4 work tiles per CTA, but one warpgroup issues at a time")):
+        problem = configs.Problem(*shape)
+        cfg, ranked = configs.choose(problem)
+        line = next(row for row in configs.explain_choice(problem, False, cfg, ranked).splitlines()
+                    if row.startswith("schedule:"))
+        assert cfg.schedule == "cooperative" and words in line, line
+
+
 @pytest.mark.parametrize("schedule", ["pingpong", "pingpong-shared"])
 def test_pingpong_shared_memory_budget_holds(schedule):
     for block_n in (64, 128, 192, 256):
