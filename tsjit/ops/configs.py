@@ -83,7 +83,9 @@ PINGPONG_EFFICIENCY = {("pingpong-shared", 128, 256): 0.62, ("pingpong-shared", 
 #: every stage), so the epilogue is not hidden; measured 4-8 us per tile at 3000x5000x1000 (2026-12-01, H200)
 PINGPONG_TILE_OVERHEAD_S = 4.0e-6
 BLOCK_NS = (256, 224, 192, 128, 64, 32, 16)
-#: a tile width that is not a multiple of 64: 14336 and 28672 (the Llama FFN widths) are 64 and 128 tiles of it
+#: a tile width that is not a multiple of 64: 14336 and 28672 (the Llama FFN widths) are 64 and 128 tiles of it; its
+#: TMA epilogue stores seven 32-column passes (the direct one measured 10% slower: 174.3 against 158.8 us at
+#: 1024 x 14336 x 4096, H200 2026-12-03)
 WIDE_ODD_BLOCK_N = 224
 #: the 2-CTA cluster choices ``(BM, BN, 1, schedule)`` (:mod:`tsjit.ops.gemm_cluster`) -> (cluster_m, cluster_n)
 CLUSTER_SCHEDULES = {"cluster_m2": (2, 1), "cluster_n2": (1, 2)}
@@ -107,8 +109,12 @@ FP8_SPEEDUP = 2.0                  # dense fp8 wgmma issues twice the bf16 FLOPs
 #: every ordering measured on the H200 (2026-12-02, benchmarks/gemm_session_probe.py): 128 x 192 chosen only at
 #: 1000 x 3000 x 777 (32.1 us against 128 x 256's 35.2), not at 3000 x 5000 x 1000 (62.8 / 62.3), 1024 x 14336 x 4096
 #: (166.5 / 160.3 with 128 x 128), 512 x 28672 x 4096 (171.8 / 164.8) or 4096^3 (197.4 / 176.3); 0.82 picks it at the
-#: two 4096-K projections
-EFFICIENCY = {(128, 256): 0.85, (128, 224): 0.84, (128, 192): 0.80, (128, 128): 0.78, (128, 64): 0.55, (128, 32): 0.25, (128, 16): 0.17,
+#: two 4096-K projections.  (128, 224): fitted where 256 and 224 fill their waves alike (H200, 2026-12-03, i15m job 1,
+#: ``gemm_mid_probe.py --table tiles``: 2048 x 14336 x 4096 311.0 us against 304.4, 4096 x 14336 x 4096 630.4 against
+#: 616.0); where 256 leaves a partial last wave it wins: 1024 x 14336 x 4096 158.8 us (128 x 128: 162.9, 128 x 256:
+#: 174.6, cuBLAS 154.8), 512 x 28672 x 4096 160.1 (163.9 / 177.0 / 158.5), 512 x 14336 x 4096 82.2 (128 x 256: 91.3),
+#: 256 x 28672 x 4096 91.6 (100.7), fp8 1024 x 14336 x 4096 86.5 (128 x 256: 95.5)
+EFFICIENCY = {(128, 256): 0.85, (128, 224): 0.83, (128, 192): 0.80, (128, 128): 0.78, (128, 64): 0.55, (128, 32): 0.25, (128, 16): 0.17,
               (64, 256): 0.72, (64, 128): 0.62, (64, 64): 0.45, (64, 32): 0.27, (64, 16): 0.14}
 
 
