@@ -4,6 +4,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+import tsjit
+
 from tsjit.errors import LaunchError, TsjitError
 from tsjit.lang import dtypes
 from tsjit.runtime import arrays
@@ -392,3 +394,15 @@ def test_to_device_of_a_real_cpu_bfloat16_tensor_keeps_its_bits():
     torch = pytest.importorskip("torch")
     tensor = torch.randn(5, 8, dtype=torch.bfloat16)[:, ::2]
     assert np.array_equal(arrays.to_device(tensor).numpy(), tensor.contiguous().view(torch.int16).numpy().view(np.uint16))
+
+
+def test_numpy_refuses_to_read_a_device_array_in_place(monkeypatch):
+    """np.asarray(x) made a 0-d object array (np.allclose(x, ref) then compared an object); as for torch / CuPy
+    device memory, numpy is told to use x.numpy()."""
+    monkeypatch.setenv("TSJIT_INTERPRET", "1")           # device arrays in host memory: no GPU needed
+    x = tsjit.to_device(np.ones(4, np.float32))
+    for convert in (np.asarray, lambda a: np.allclose(a, 1.0)):
+        with pytest.raises(TypeError, match=r"is in device memory: numpy cannot read it in place; copy it with "
+                                            r"x.numpy\(\)"):
+            convert(x)
+    assert np.array_equal(x.numpy(), np.ones(4))

@@ -507,6 +507,12 @@ class DeviceArray:
         view = np.lib.stride_tricks.as_strided(raw, self.shape, tuple(s * itemsize for s in self.strides))
         return np.ascontiguousarray(view)
 
+    def __array__(self, dtype=None, copy=None):
+        """Refused, as torch and CuPy refuse it for device memory: ``np.asarray(x)`` made a 0-d object array, so
+        ``np.array_equal(x, ref)`` was silently False.  Copy explicitly with :meth:`numpy`."""
+        raise TypeError(f"{self!r} is in device memory: numpy cannot read it in place; copy it with x.numpy() "
+                        f"(BFloat16 as uint16 bits: tsjit.bfloat16_bits_to_float32(x.numpy()))")
+
     def copy_from(self, array) -> "DeviceArray":
         """Overwrite this C-contiguous array with host ``array`` (same shape; converted as in
         :func:`to_device`). Synchronous; returns ``self``.
