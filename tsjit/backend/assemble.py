@@ -21,11 +21,12 @@ the tool and its version, the kernel's register / spill / stack figures parsed f
 shared memory read from the cubin's ``.nv.shared.<kernel>`` ELF section (what the driver reserves per CTA,
 including the padding that aligns the dynamic block).
 
-Cost on a 2-core CPU machine (BENCHMARKS.md, "nvPTXCompiler"): a saxpy-sized kernel takes 11-14 ms with
-nvPTXCompiler or nvJitLink, 21-24 ms with ptxas; the tutorial GEMM and the attention kernels 0.2-0.9 s with any
-of them.  A process's first use: nvPTXCompiler's ``dlopen`` about 2 ms once the library is linked (the link, about
-1.5 s, happens once per cache directory); ptxas about 90 ms (``ptxas --version`` + first exec); nvJitLink about
-40 ms (discovery + library load).
+Cost on a 2-core CPU machine (BENCHMARKS.md, "Assemblers that keep setmaxnreg"): a saxpy-sized kernel takes
+8-11 ms with nvPTXCompiler, 10-12 ms with nvJitLink, 19-21 ms with ptxas; the tutorial GEMM and the attention
+kernels 0.13-0.8 s with any of them.  A fresh process's first saxpy assembles in 10-11 ms with nvPTXCompiler
+(its ``dlopen`` included, once the library is linked: the link, about 1.5 s, happens once per environment) and in
+32-39 ms with nvJitLink (discovery + library load); ptxas's first call costs about 90 ms (``ptxas --version`` +
+first exec).
 """
 from __future__ import annotations
 
