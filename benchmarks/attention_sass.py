@@ -7,8 +7,9 @@ USETMAXREG (setmaxnreg) and no LDL/STL (local memory).  No GPU needed: one markd
 Configurations: head_dim 64 / 128 / 256, causal or not, with the LSE stored and without (``return_lse``), bf16; the
 long-KV tiles of head_dim 128 (``LONG_KV_CONFIG`` / ``LONG_KV_FULL_CONFIG``, seqlen_k >= 8192); a sliding window; a
 variable-length batch (``cu_seqlens``) per head_dim; fp16 per head_dim.  ``--quick``: the six bf16 defaults only.
-The assembler is ptxas (``TSJIT_ASSEMBLER=ptxas`` unless set: the one tsjit uses on the H200 image); cuobjdump comes
-from PATH (or triton's).  The verification time is the CPU time of ``TaskManager.print_and_verify`` (all checks,
+The assembler is the default (``TSJIT_ASSEMBLER`` unless set: ``auto``, nvPTXCompiler where its wheel is
+installed, else ptxas as on the H200 image; both keep setmaxnreg); cuobjdump comes from PATH, the test extras'
+wheel or triton's.  The verification time is the CPU time of ``TaskManager.print_and_verify`` (all checks,
 the exhaustive one included) in this thread, the disk cache off so every configuration is built.
 """
 from __future__ import annotations
@@ -17,7 +18,6 @@ import argparse
 import os
 import time
 
-os.environ.setdefault("TSJIT_ASSEMBLER", "ptxas")
 os.environ["TSJIT_DISABLE_CACHE"] = "1"
 
 import tsjit  # noqa: E402
