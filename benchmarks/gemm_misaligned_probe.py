@@ -43,10 +43,11 @@ mm = sys.modules["tsjit.ops.matmul"]
 plan_module = sys.modules["tsjit.ops.matmul_plan"]
 ORIGINAL_CHOOSE = configs.choose
 DEFAULT_VARIANTS = [
-    "matmul", "128x256:S1/", "128x256:S1/both", "128x256:cluster_m2/", "128x256:cluster_m2:deep/",
-    "128x256:cluster_m2/y", "128x256:cluster_m2/both", "128x256:cluster_n2/", "128x256:cluster_n2/y",
-    "128x128:cluster_m2/", "128x128:cluster_m2/y", "128x128:cluster_n2/", "128x192:S1/", "128x192:S1/y",
-    "128x256:S1:g4/y", "128x256:S1:g16/y", "pady:128x256:S1:deep/", "pady:128x256:cluster_m2:deep/",
+    "matmul", "128x256:S1/", "128x256:S1/x", "128x256:S1/both", "128x256:cluster_m2/", "128x256:cluster_m2:deep/",
+    "128x256:cluster_m2/x", "128x256:cluster_m2/y", "128x256:cluster_m2/both", "128x256:cluster_n2/",
+    "128x256:cluster_n2/y", "128x128:cluster_m2/", "128x128:cluster_m2/x", "128x128:cluster_m2/y",
+    "128x128:cluster_n2/", "128x192:S1/", "128x192:S1/y", "128x256:S1:g4/y", "128x256:S1:g16/y",
+    "pady:128x256:S1:deep/", "padx:128x256:cluster_m2:deep/", "pady:128x256:cluster_m2:deep/",
     "pad:128x256:S1:deep/", "pad:128x256:cluster_m2:deep/"]
 
 
