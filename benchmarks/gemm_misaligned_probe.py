@@ -11,7 +11,10 @@ A variant is ``[pad|padx|pady:]TILE:SCHEDULE[:gG][/REALIGN]``:
 * ``/REALIGN``: ``tsjit.ops.matmul_plan.REALIGN`` for that plan (``/`` alone: no copy; ``/y``, ``/x``,
   ``/both``); none given: the heuristic's :func:`tsjit.ops.configs.realign_choice`;
 * ``pad:`` / ``padx:`` / ``pady:``: both / X's / Y's rows given padded to 2048 bytes (the aligned reference: the
-  GEMM without the copy's cost).
+  GEMM without the copy's cost);
+* ``merge`` / ``merge:pady`` / ``merge:pad``: the cp.async Merge GEMM of tutorial 10
+  (``tsjit/examples/ts_merge_gemm.py``, ``relu(A @ W^T)``: A's 128-row tiles copied by ``cp.async`` 16 bytes per
+  thread, W's 256-row tiles by TMA), for what a cp.async loader pays on misaligned rows.
 
 Per shape every variant's launch (the plan's packed launch: the copies, then the GEMM) and ``torch.matmul`` are
 timed in rounds (torch first, the others in an order rotated every round, the L2 flushed by a 256 MiB write
@@ -48,7 +51,7 @@ DEFAULT_VARIANTS = [
     "128x256:cluster_n2/y", "128x128:cluster_m2/", "128x128:cluster_m2/x", "128x128:cluster_m2/y",
     "128x128:cluster_n2/", "128x192:S1/", "128x192:S1/y", "128x256:S1:g4/y", "128x256:S1:g16/y",
     "pady:128x256:S1:deep/", "padx:128x256:cluster_m2:deep/", "pady:128x256:cluster_m2:deep/",
-    "pad:128x256:S1:deep/", "pad:128x256:cluster_m2:deep/"]
+    "pad:128x256:S1:deep/", "pad:128x256:cluster_m2:deep/", "merge", "merge:pady", "merge:pad"]
 
 
 def parse(text: str):
@@ -133,11 +136,48 @@ def call(a, w, choice, group, realign):
     return (lambda: launch(s)), c, desc
 
 
+def merge_call(a, w):
+    """(callable, output, description) of tutorial 10's Merge GEMM ``relu(a @ w^T)`` on torch's stream."""
+    from tsjit.examples.ts_merge_gemm import merge_gemm_launcher
+    from tsjit.runtime.arrays import DeviceArray
+
+    def device(t):
+        return DeviceArray(tuple(t.shape), tsjit.BFloat16, strides=tuple(t.stride()), data_ptr=t.data_ptr())
+    c = torch.full((a.shape[0], w.shape[0]), float("nan"), device="cuda", dtype=torch.bfloat16)
+    fn = merge_gemm_launcher(device(a), device(w), device(c), stream=torch.cuda.current_stream().cuda_stream)
+    fn()
+    return fn, c, "tutorial 10 Merge GEMM 128x256, A by cp.async, W by TMA, 4 stages, relu"
+
+
+def merge_error(c, a, w, rows=64, cols=64) -> float:
+    """``sampled_error`` of relu(a @ w^T)."""
+    M, N = c.shape
+    worst = 0.0
+    for r0, c0 in ((0, 0), (M - rows, N - cols), (M // 2 - 7, N // 3 + 5)):
+        ref = torch.relu(a[r0:r0 + rows].double() @ w[c0:c0 + cols].double().T)
+        got = c[r0:r0 + rows, c0:c0 + cols].double()
+        if not torch.isfinite(got).all():
+            return float("nan")
+        worst = max(worst, ((got - ref).abs().max() / ref.abs().max()).item())
+    return worst
+
+
 def build(M, N, K, variants):
     a0, w0 = operands(M, N, K, "")
     ref = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
     fns, descs, errors = {"torch": lambda: torch.matmul(a0, w0.t(), out=ref)}, {"torch": "cuBLAS"}, {}
     for label in variants:
+        if label.startswith("merge"):
+            a, w = operands(M, N, K, label.split(":")[1] if ":" in label else "")
+            try:
+                fn, c, desc = merge_call(a, w)
+            except Exception as exc:
+                print(f"  {label}: not run ({type(exc).__name__}: {str(exc)[:200]})", flush=True)
+                continue
+            torch.cuda.synchronize()
+            errors[label] = merge_error(c, a, w)
+            fns[label], descs[label] = fn, desc
+            continue
         padding, choice, group, realign = parse(label)
         a, w = operands(M, N, K, padding)
         try:
@@ -163,8 +203,11 @@ def main():
     if args.worker >= 0:                         # compile this worker's share into the shared disk cache
         for i, label in enumerate(args.variants):
             if i % args.workers == args.worker:
-                padding, choice, group, realign = parse(label)
                 try:
+                    if label.startswith("merge"):
+                        merge_call(*operands(M, N, K, label.split(":")[1] if ":" in label else ""))
+                        continue
+                    padding, choice, group, realign = parse(label)
                     call(*operands(M, N, K, padding), choice, group, realign)
                     torch.cuda.synchronize()
                 except Exception as exc:
