@@ -8,6 +8,7 @@ A variant is ``[pad|padx|pady:]TILE:SCHEDULE[:gG][/REALIGN]``:
   ``tsjit.ops.matmul`` call with its own heuristic, as ``benchmarks/gemm.py`` times it);
 * ``:gG``: the grouped tile order's ``group_m`` (default 8); ``:deep``: the staging of realigned rows
   (:func:`tsjit.ops.configs.realigned_config`: a 4th stage, 128 staged columns) whether or not a copy runs;
+  ``:l2_128B`` / ``:l2_256B``: the operand TensorMaps' L2 promotion (``matmul_plan.OPERAND_L2_PROMOTION``);
 * ``/REALIGN``: ``tsjit.ops.matmul_plan.REALIGN`` for that plan (``/`` alone: no copy; ``/y``, ``/x``,
   ``/both``); none given: the heuristic's :func:`tsjit.ops.configs.realign_choice`;
 * ``pad:`` / ``padx:`` / ``pady:``: both / X's / Y's rows given padded to 2048 bytes (the aligned reference: the
@@ -55,7 +56,8 @@ DEFAULT_VARIANTS = [
 
 
 def parse(text: str):
-    """(padding, choice or "matmul", (group_m, deep), realign or None) of a variant's text (module docstring)."""
+    """(padding, choice or "matmul", (group_m, deep, L2 promotion or None), realign or None) of a variant's text
+    (module docstring)."""
     padding = ""
     if text.split(":")[0] in ("pad", "padx", "pady"):
         padding, text = text.split(":", 1)
@@ -63,11 +65,12 @@ def parse(text: str):
     if "/" in text:
         text, realign = text.split("/")
     if text == "matmul":
-        return padding, "matmul", (8, False), realign
+        return padding, "matmul", (8, False, None), realign
     parts = text.split(":")
     bm, bn = (int(x) for x in parts[0].split("x"))
     kind = parts[1]
-    group = next((int(p[1:]) for p in parts[2:] if p.startswith("g")), 8), "deep" in parts[2:]
+    promotion = next((p[3:] for p in parts[2:] if p.startswith("l2_")), None)
+    group = next((int(p[1:]) for p in parts[2:] if p.startswith("g")), 8), "deep" in parts[2:], promotion
     choice = (bm, bn, int(kind[1:])) if kind.startswith("S") else (bm, bn, 1, kind)
     return padding, choice, group, realign
 
@@ -115,6 +118,9 @@ def call(a, w, choice, group, realign):
     c = torch.full((a.shape[0], w.shape[0]), float("nan"), device="cuda", dtype=torch.bfloat16)
     b = w.t()
     plan_module.REALIGN = realign
+    promotion = plan_module.OPERAND_L2_PROMOTION
+    if group[2]:
+        plan_module.OPERAND_L2_PROMOTION = group[2]
     try:
         if choice == "matmul":
             force(None, None)
@@ -131,7 +137,11 @@ def call(a, w, choice, group, realign):
         force(None, None)
         plan_module.REALIGN = None
     s = torch.cuda.current_stream().cuda_stream
-    launch = plan.run(operand(a, "a", (2,)), operand(b, "b", (2,)), operand(c, "out", (2,)), None, None, 1.0, 0.0, s)
+    try:                                         # the TensorMaps are encoded when the launch is bound
+        launch = plan.run(operand(a, "a", (2,)), operand(b, "b", (2,)), operand(c, "out", (2,)), None, None, 1.0,
+                          0.0, s)
+    finally:
+        plan_module.OPERAND_L2_PROMOTION = promotion
     desc = plan.config.describe() + (f"; realign {plan.realign}" if plan.realign else "; no copy")
     return (lambda: launch(s)), c, desc
 
@@ -196,12 +206,13 @@ def main():
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--workers", type=int, default=14)
     parser.add_argument("--worker", type=int, default=-1, help=argparse.SUPPRESS)
-    parser.add_argument("--shape", default="3000,5000,1000")
+    parser.add_argument("--shape", nargs="*", default=["3000,5000,1000"])
     parser.add_argument("--variants", nargs="*", default=DEFAULT_VARIANTS)
     args = parser.parse_args()
-    M, N, K = (int(x) for x in args.shape.split(","))
+    shapes = [tuple(int(x) for x in text.split(",")) for text in args.shape]
     if args.worker >= 0:                         # compile this worker's share into the shared disk cache
-        for i, label in enumerate(args.variants):
+        jobs = [(shape, label) for shape in shapes for label in args.variants]
+        for i, ((M, N, K), label) in enumerate(jobs):
             if i % args.workers == args.worker:
                 try:
                     if label.startswith("merge"):
@@ -221,12 +232,13 @@ def main():
             p.wait()
     print(f"{torch.cuda.get_device_name(0)}; compiled in {time.time() - t0:.1f} s", flush=True)
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    fns, descs, errors = build(M, N, K, args.variants)
-    print(f"built and checked at {time.time() - t0:.1f} s", flush=True)
-    ratios = {}
-    table("rounds (torch, then every variant in a rotated order; L2 flushed)", M, N, K,
-          flush_medians(fns, flush, args.reps, ratios), descs, errors, ratios)
-    print(f"[{time.time() - t0:.1f} s]", flush=True)
+    for M, N, K in shapes:
+        fns, descs, errors = build(M, N, K, args.variants)
+        print(f"built and checked at {time.time() - t0:.1f} s", flush=True)
+        ratios = {}
+        table("rounds (torch, then every variant in a rotated order; L2 flushed)", M, N, K,
+              flush_medians(fns, flush, args.reps, ratios), descs, errors, ratios)
+        print(f"[{time.time() - t0:.1f} s]", flush=True)
 
 
 if __name__ == "__main__":

@@ -146,3 +146,31 @@ def test_cluster_bmm(force, schedule):
     out = _poisoned(L, M, N)
     tsjit.ops.bmm(a, b, out=out)
     assert _rel(out, a64 @ b64) < 1e-2
+
+
+def test_misaligned_rows_take_the_cluster_without_a_copy(monkeypatch):
+    """X's and Y's rows 16- but not 128-byte aligned (B the transpose of a (N, K) weight): the heuristic's single-CTA
+    128 x 256 tile becomes its cluster_m2 twin with the 4-stage ring and no realigning copy
+    (:func:`tsjit.ops.configs.misaligned_choice`), with the right numbers into a poisoned output (interpreter:
+    twice, fresh arrays through the same plan).  GPU: the measured 3000 x 5000 x 1000 (2000-byte rows) as the heuristic
+    decides it; interpreter: 300 x 520 x 136 (272-byte rows, an odd row-tile count), the 128 x 256 tile and the
+    cluster's gain forced (the estimate of so small a product favours neither)."""
+    mm = sys.modules["tsjit.ops.matmul"]
+    plans = {}
+    monkeypatch.setattr(mm, "_PLANS", plans)
+    monkeypatch.setattr(mm, "_PLAIN_ARRAYS", {})
+    M, N, K = _sizes((300, 520, 136), (3000, 5000, 1000))
+    if env.interpret():
+        monkeypatch.setattr(configs, "MISALIGNED_CLUSTER_GAIN", 100.0)
+        monkeypatch.setattr(configs, "choose", lambda p: (configs.make_config(
+            p, 128, 256, 1, estimate_us=configs.estimate(p, 128, 256, 1) * 1e6), [(0.0, 128, 256, 1)]))
+    rng = np.random.default_rng()
+    for _ in range(2 if env.interpret() else 1):
+        a, a64 = _rand(M, K, rng=rng)
+        b, b64 = _operand_b(K, N, "NK")
+        out = _poisoned(M, N)
+        tsjit.ops.matmul(a, b, out=out)
+        assert _rel(out, a64 @ b64) < 1e-2
+        (plan,) = plans.values()
+        assert (plan.config.cluster_m, plan.config.stages, plan.config.staged_columns, plan.realign) == (2, 4, 128, "")
+        assert "misaligned rows: X and Y" in tsjit.ops.matmul.explain(a, b, out=out)

@@ -86,7 +86,8 @@ class Plan:
         if forced is not None:                   # a candidate tuple measured or stored by TSJIT_AUTOTUNE
             self.config = configs.make_config(self.problem, *forced,
                                               estimate_us=configs.estimate(self.problem, *forced) * 1e6)
-        self.realign = self._realign(x[0], y[0])
+        self.misaligned = ""                     # why misaligned rows changed the configuration, for explain
+        self.realign = self._realign(x[0], y[0], forced is None)
         self.config = cfg = configs.realigned_config(self.problem, self.config, self.realign)
         tiles = configs.ceil_div(self.P, cfg.block_m) * configs.ceil_div(self.Q, cfg.block_n) * batch
         self.grid = (min(tiles * cfg.splits, sms),)
@@ -103,22 +104,28 @@ class Plan:
         self.staging: dict = {}                  # (operand, stream, interpreted) -> padded K-major staging buffer
         self.lock = threading.Lock()
 
-    def _realign(self, x_op: Operand, y_op: Operand) -> str:
+    def _realign(self, x_op: Operand, y_op: Operand, choose_cluster: bool) -> str:
         """Which in-place operands (``"x"``, ``"y"``, ``"both"`` or ``""``) are first copied into rows padded to
-        128 bytes (:func:`tsjit.ops.configs.realign_choice`; :data:`REALIGN` overrides)."""
+        128 bytes (:func:`tsjit.ops.configs.misaligned_choice`, which may also replace the configuration by a
+        2-CTA cluster when ``choose_cluster``; :data:`REALIGN` overrides the copies and keeps the configuration)."""
         def misaligned(layout, op):
             if layout is None:
                 return False
             _, shape, strides = layout
             return shape[1] > 1 and (strides[1] * op.dtype.itemsize) % configs.LINE_BYTES != 0
         mx, my = misaligned(self.x_layout, x_op), misaligned(self.y_layout, y_op)
+        self.x_misaligned = mx
         if REALIGN is not None:
             wanted = {"x": (True, False), "y": (False, True), "both": (True, True), "": (False, False)}[REALIGN]
             mx, my = mx and wanted[0], my and wanted[1]
             return "both" if mx and my else "x" if mx else "y" if my else ""
         x_size = x_op.shape[0] * x_op.shape[1] * x_op.shape[2]
         y_size = y_op.shape[0] * y_op.shape[1] * y_op.shape[2]
-        return configs.realign_choice(self.problem, self.config, x_size, y_size, mx, my)
+        if not choose_cluster:
+            return configs.realign_choice(self.problem, self.config, x_size, y_size, mx, my)
+        self.config, realign, self.misaligned = configs.misaligned_choice(self.problem, self.config, x_size, y_size,
+                                                                         mx, my)
+        return realign
 
     @staticmethod
     def _dense(batch, M, N):
@@ -145,6 +152,9 @@ class Plan:
             text += (f"\nrealign: {which} copied into rows padded to {configs.LINE_BYTES} bytes first (its rows are "
                      f"16- but not {configs.LINE_BYTES}-byte aligned: each TMA box row would span two lines; the "
                      f"estimated gain beats the copy)")
+        if self.misaligned:
+            text += (f"\nmisaligned rows: {'X and Y' if self.x_misaligned else 'Y'} 16- but not "
+                     f"{configs.LINE_BYTES}-byte aligned; {self.misaligned}")
         if not self.fused.is_identity:
             text += f"\nepilogue: {self.fused.describe()}"
         if self.tuning:
