@@ -122,3 +122,31 @@ def test_explain_says_whether_a_cluster_was_chosen():
     fp8 = configs.Problem(4096, 4096, 4096, in_bytes=1)
     cfg, ranked = configs.choose(fp8)
     assert "cluster: none (not a candidate: fp8 inputs)" in configs.explain_choice(fp8, False, cfg, ranked)
+
+
+def test_misaligned_rows_choose_the_cluster_where_it_saves_more_than_a_copy(monkeypatch):
+    """Rows 16- but not 128-byte aligned (3000 x 5000 x 1000, K-major, 2000-byte rows): the single-CTA 128 x 256
+    choice becomes its cluster_m2 twin with the 4-stage ring, no copy, and a reason; the same configuration as the
+    first compile-and-verify case above (0 spills, SAFE).  Kept as it was: aligned rows, only X's rows misaligned
+    (the cluster multicasts Y), a fused epilogue, an MN-major Y, and a cluster gain too small to beat Y's copy."""
+    def decide(problem, x_misaligned=True, y_misaligned=True):
+        config, _ = configs.choose(problem)
+        return config, configs.misaligned_choice(problem, config, problem.P * problem.K, problem.Q * problem.K,
+                                                 x_misaligned, y_misaligned)
+    problem = configs.Problem(3000, 5000, 1000)
+    single, (config, realign, why) = decide(problem)
+    assert (single.cluster_m, single.stages) == (1, 3)
+    assert (config.cluster_m, config.cluster_n, config.stages, config.staged_columns, realign) == (2, 1, 4, 128, "")
+    assert "cluster_m2" in why and "no copy" in why and config.estimate_us > single.estimate_us
+    tested = configs.make_config(configs.Problem(4096, 4096, 4096), 128, 256, 1, "cluster_m2")
+    assert (tested.stages, tested.staged_columns, tested.epilogue) == (config.stages, config.staged_columns, "tma")
+    assert decide(problem, False, False)[1] == (single, "", "")
+    single, (config, realign, why) = decide(problem, True, False)
+    assert config is single and realign == configs.realign_choice(problem, single, 3000000, 5000000, True, False)
+    for other in (configs.Problem(3000, 5000, 1000, plain_epilogue=False, epilogue_loads=1),
+                  configs.Problem(3000, 5000, 1000, y_major="MN")):
+        single, (config, _, why) = decide(other)
+        assert config is single and why == ""
+    monkeypatch.setattr(configs, "MISALIGNED_CLUSTER_GAIN", 0.0)
+    single, (config, realign, why) = decide(problem)
+    assert config is single and realign == "y" and "beats the 2-CTA cluster_m2" in why

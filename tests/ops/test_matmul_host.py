@@ -141,12 +141,12 @@ def test_unaligned_rows_take_the_staging_copy(fake_gpu):
     assert mm.cache_statistics()["launches_packed"] == packed and len(fake_gpu) == 6
 
 
-@pytest.mark.parametrize("layout", ["NK", "KN"])
-def test_rows_off_128_bytes_are_realigned_where_the_model_says_it_pays(fake_gpu, layout):
-    """3000 x 5000 x 1000 (2000-byte rows): Y (the 256-row side of the tile) is first copied by 16-byte vectors
-    into 2048-byte rows, in its own major; an aligned neighbour (K = 1024, N = 5120) and a small product are not."""
+def test_rows_off_128_bytes_are_realigned_where_the_model_says_it_pays(fake_gpu):
+    """3000 x 5000 x 1000 with B (K, N) row-major (10000-byte rows of an MN-major Y, 2000-byte rows of X): Y (the
+    256-row side of the tile) is first copied by 16-byte vectors into 128-byte aligned rows, in its own major; an
+    aligned neighbour (K = 1024, N = 5120) and a small product are not."""
     a = FakeCai((3000, 1000))
-    b = FakeCai((5000, 1000)).t() if layout == "NK" else FakeCai((1000, 5000))
+    b = FakeCai((1000, 5000))
     plan = _plan(a, b)
     assert plan.realign == "y" and not plan.y_staged and "realign: Y" in plan.explain()
     tsjit.ops.matmul(a, b, out=FakeCai((3000, 5000)))
@@ -156,12 +156,30 @@ def test_rows_off_128_bytes_are_realigned_where_the_model_says_it_pays(fake_gpu,
     # aligned rows pay for the long-K staging of a 128 x 256 tile (4 stages, 128 columns) that 2000-byte rows did not
     config = next(iter(mm._PLANS.values())).config
     assert (config.block_m, config.block_n, config.stages, config.staged_columns) == (128, 256, 4, 128)
-    assert configs.choose(configs.Problem(3000, 5000, 1000))[0].stages == 3
+    assert config.cluster_m == 1 and configs.choose(configs.Problem(3000, 5000, 1000))[0].stages == 3
     (storage,) = next(iter(mm._PLANS.values())).staging.values()
     assert (storage.strides[1] * 2) % 128 == 0 and storage.data_ptr % 128 == 0
-    assert storage.shape == ((1, 5000, 1000) if layout == "NK" else (1, 1000, 5000))
+    assert storage.shape == (1, 1000, 5000)
     assert _plan(FakeCai((3000, 1024)), FakeCai((1024, 5120))).realign == ""
     assert _plan(FakeCai((256, 1000)), FakeCai((1000, 1000))).realign == ""
+
+
+def test_misaligned_k_major_rows_take_the_cluster_without_a_copy(fake_gpu):
+    """3000 x 5000 x 1000 with B the transpose of a (5000, 1000) weight (both operands K-major, 2000-byte rows, the
+    sweep's layout): one launch, the 2-CTA cluster_m2 128 x 256 tile with the 4-stage ring, no copy, and explain
+    says why (:func:`tsjit.ops.configs.misaligned_choice`)."""
+    a, b = FakeCai((3000, 1000)), FakeCai((5000, 1000)).t()
+    plan = _plan(a, b)
+    assert plan.realign == "" and not plan.staging and "misaligned rows: X and Y" in plan.explain()
+    tsjit.ops.matmul(a, b, out=FakeCai((3000, 5000)))
+    names = [launch[0] for launch in fake_gpu]
+    assert len(names) == 1 and names[0].startswith("gemm_program")
+    config = plan.config
+    assert (config.block_m, config.block_n, config.stages, config.staged_columns) == (128, 256, 4, 128)
+    assert (config.cluster_m, config.cluster_n) == (2, 1) and plan.grid[0] % 2 == 0
+    # aligned rows keep the cost model's single-CTA tile
+    aligned = _plan(FakeCai((3000, 1024)), FakeCai((5120, 1024)).t())
+    assert aligned.config.cluster_m == 1 and not aligned.misaligned
 
 
 def test_small_m_swaps_and_writes_the_transposed_view(fake_gpu):
