@@ -28,7 +28,7 @@ import torch
 
 import tsjit
 import tsjit.ops
-from tsjit.ops import configs
+from tsjit.ops import configs, realign
 from tsjit.ops.staging import copy_launch
 from tsjit.runtime.arrays import DeviceArray
 
@@ -102,7 +102,7 @@ TABLES = {"mid": SHAPES, "tiles": TILES}
 TABLE = SHAPES                                     # the --table in use
 
 
-REALIGNED_CONFIG = configs.realigned_config
+REALIGNED_CONFIG = realign.realigned_config
 
 
 def forced_config(problem, choice):
@@ -162,7 +162,7 @@ def prepare(shape, choice, realign, pad, pdl):
     if pdl is not None:
         matmul_plan.PDL_AFTER_COPIES = pdl
     # a forced configuration runs as given (not turned into the realigned long-K staging)
-    configs.realigned_config = REALIGNED_CONFIG if choice is None else (lambda problem, config, realign: config)
+    realign.realigned_config = REALIGNED_CONFIG if choice is None else (lambda problem, config, realign: config)
     a = padded(M, K, pad in ("x", "both"))
     b = padded(N, K, pad in ("y", "both")).t()
     if len(shape) > 3:
@@ -232,7 +232,7 @@ def run(reps: int, only: str) -> None:
         except Exception as error:     # noqa: BLE001 -- a probe: report and go on
             print(f"copies: {type(error).__name__}: {error}")
     matmul_plan.REALIGN = None
-    configs.realigned_config = REALIGNED_CONFIG
+    realign.realigned_config = REALIGNED_CONFIG
     force_with(None)
 
 

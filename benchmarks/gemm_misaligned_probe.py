@@ -7,10 +7,10 @@ A variant is ``[pad|padx|pady:]TILE:SCHEDULE[:gG][/REALIGN]``:
   clusters with multicast, :mod:`tsjit.ops.gemm_cluster`), ``128x256:pingpong-shared``; or ``matmul`` (the
   ``tsjit.ops.matmul`` call with its own heuristic, as ``benchmarks/gemm.py`` times it);
 * ``:gG``: the grouped tile order's ``group_m`` (default 8); ``:deep``: the staging of realigned rows
-  (:func:`tsjit.ops.configs.realigned_config`: a 4th stage, 128 staged columns) whether or not a copy runs;
+  (:func:`tsjit.ops.realign.realigned_config`: a 4th stage, 128 staged columns) whether or not a copy runs;
   ``:l2_128B`` / ``:l2_256B``: the operand TensorMaps' L2 promotion (``matmul_plan.OPERAND_L2_PROMOTION``);
 * ``/REALIGN``: ``tsjit.ops.matmul_plan.REALIGN`` for that plan (``/`` alone: no copy; ``/y``, ``/x``,
-  ``/both``); none given: the heuristic's :func:`tsjit.ops.configs.realign_choice`;
+  ``/both``); none given: the heuristic's :func:`tsjit.ops.realign.realign_choice`;
 * ``pad:`` / ``padx:`` / ``pady:``: both / X's / Y's rows given padded to 2048 bytes (the aligned reference: the
   GEMM without the copy's cost);
 * ``merge`` / ``merge:pady`` / ``merge:pad``: the cp.async Merge GEMM of tutorial 10
@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tsjit                                        # noqa: E402
 import tsjit.ops                                    # noqa: E402
-from tsjit.ops import configs                       # noqa: E402
+from tsjit.ops import configs, realign                       # noqa: E402
 from gemm_cluster_lib_probe import flush_medians, sampled_error, table   # noqa: E402
 
 mm = sys.modules["tsjit.ops.matmul"]
@@ -88,7 +88,7 @@ def force(choice, group) -> None:
         config = configs.make_config(problem, *choice, group_m=group[0],
                                      estimate_us=configs.estimate(problem, *choice) * 1e6)
         if group[1]:
-            config = configs.realigned_config(problem, config, "y")
+            config = realign.realigned_config(problem, config, "y")
         return config, [(config.estimate_us * 1e-6, *configs.choice_of(config))]
     configs.choose = forced
 

@@ -16,7 +16,7 @@ import tsjit
 import tsjit.ops
 from tsjit import env
 from tsjit.interpret.numerics import decode, encode
-from tsjit.ops import configs
+from tsjit.ops import configs, realign
 from tsjit.runtime.arrays import DeviceArray
 
 pytestmark = pytest.mark.gpu_or_interpret
@@ -151,7 +151,7 @@ def test_cluster_bmm(force, schedule):
 def test_misaligned_rows_take_the_cluster_without_a_copy(monkeypatch):
     """X's and Y's rows 16- but not 128-byte aligned (B the transpose of a (N, K) weight): the heuristic's single-CTA
     128 x 256 tile becomes its cluster_m2 twin with the 4-stage ring and no realigning copy
-    (:func:`tsjit.ops.configs.misaligned_choice`), with the right numbers into a poisoned output (interpreter:
+    (:func:`tsjit.ops.realign.misaligned_choice`), with the right numbers into a poisoned output (interpreter:
     twice, fresh arrays through the same plan).  GPU: the measured 3000 x 5000 x 1000 (2000-byte rows) as the heuristic
     decides it; interpreter: 300 x 520 x 136 (272-byte rows, an odd row-tile count), the 128 x 256 tile and the
     cluster's gain forced (the estimate of so small a product favours neither)."""
@@ -161,7 +161,7 @@ def test_misaligned_rows_take_the_cluster_without_a_copy(monkeypatch):
     monkeypatch.setattr(mm, "_PLAIN_ARRAYS", {})
     M, N, K = _sizes((300, 520, 136), (3000, 5000, 1000))
     if env.interpret():
-        monkeypatch.setattr(configs, "MISALIGNED_CLUSTER_GAIN", 100.0)
+        monkeypatch.setattr(realign, "MISALIGNED_CLUSTER_GAIN", 100.0)
         monkeypatch.setattr(configs, "choose", lambda p: (configs.make_config(
             p, 128, 256, 1, estimate_us=configs.estimate(p, 128, 256, 1) * 1e6), [(0.0, 128, 256, 1)]))
     rng = np.random.default_rng()

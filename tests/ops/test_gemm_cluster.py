@@ -9,7 +9,7 @@ import pytest
 import tsjit
 from tsjit.errors import UsageValueError
 from tsjit.lang.epilogue import FusedEpilogue
-from tsjit.ops import configs
+from tsjit.ops import configs, realign
 from tsjit.ops.gemm_cluster import check_cluster, cluster_arguments
 from tsjit.ops.gemm_program import compile_program
 
@@ -131,22 +131,22 @@ def test_misaligned_rows_choose_the_cluster_where_it_saves_more_than_a_copy(monk
     (the cluster multicasts Y), a fused epilogue, an MN-major Y, and a cluster gain too small to beat Y's copy."""
     def decide(problem, x_misaligned=True, y_misaligned=True):
         config, _ = configs.choose(problem)
-        return config, configs.misaligned_choice(problem, config, problem.P * problem.K, problem.Q * problem.K,
+        return config, realign.misaligned_choice(problem, config, problem.P * problem.K, problem.Q * problem.K,
                                                  x_misaligned, y_misaligned)
     problem = configs.Problem(3000, 5000, 1000)
-    single, (config, realign, why) = decide(problem)
+    single, (config, copies, why) = decide(problem)
     assert (single.cluster_m, single.stages) == (1, 3)
-    assert (config.cluster_m, config.cluster_n, config.stages, config.staged_columns, realign) == (2, 1, 4, 128, "")
+    assert (config.cluster_m, config.cluster_n, config.stages, config.staged_columns, copies) == (2, 1, 4, 128, "")
     assert "cluster_m2" in why and "no copy" in why and config.estimate_us > single.estimate_us
     tested = configs.make_config(configs.Problem(4096, 4096, 4096), 128, 256, 1, "cluster_m2")
     assert (tested.stages, tested.staged_columns, tested.epilogue) == (config.stages, config.staged_columns, "tma")
     assert decide(problem, False, False)[1] == (single, "", "")
-    single, (config, realign, why) = decide(problem, True, False)
-    assert config is single and realign == configs.realign_choice(problem, single, 3000000, 5000000, True, False)
+    single, (config, copies, why) = decide(problem, True, False)
+    assert config is single and copies == realign.realign_choice(problem, single, 3000000, 5000000, True, False)
     for other in (configs.Problem(3000, 5000, 1000, plain_epilogue=False, epilogue_loads=1),
                   configs.Problem(3000, 5000, 1000, y_major="MN")):
         single, (config, _, why) = decide(other)
         assert config is single and why == ""
-    monkeypatch.setattr(configs, "MISALIGNED_CLUSTER_GAIN", 0.0)
-    single, (config, realign, why) = decide(problem)
-    assert config is single and realign == "y" and "beats the 2-CTA cluster_m2" in why
+    monkeypatch.setattr(realign, "MISALIGNED_CLUSTER_GAIN", 0.0)
+    single, (config, copies, why) = decide(problem)
+    assert config is single and copies == "y" and "beats the 2-CTA cluster_m2" in why

@@ -167,7 +167,7 @@ def test_rows_off_128_bytes_are_realigned_where_the_model_says_it_pays(fake_gpu)
 def test_misaligned_k_major_rows_take_the_cluster_without_a_copy(fake_gpu):
     """3000 x 5000 x 1000 with B the transpose of a (5000, 1000) weight (both operands K-major, 2000-byte rows, the
     sweep's layout): one launch, the 2-CTA cluster_m2 128 x 256 tile with the 4-stage ring, no copy, and explain
-    says why (:func:`tsjit.ops.configs.misaligned_choice`)."""
+    says why (:func:`tsjit.ops.realign.misaligned_choice`)."""
     a, b = FakeCai((3000, 1000)), FakeCai((5000, 1000)).t()
     plan = _plan(a, b)
     assert plan.realign == "" and not plan.staging and "misaligned rows: X and Y" in plan.explain()

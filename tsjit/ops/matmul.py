@@ -19,9 +19,9 @@ dequantization scales (fp32 accumulation) with the Task Scheduling program of
   TMA cannot address (rows not 16-byte aligned, no unit stride) are first copied into a padded
   K-major buffer (:mod:`tsjit.ops.staging`).  Every ``M, N, K >= 1`` works.  Operands whose rows are
   16- but not 128-byte aligned (K = 1000 bf16: 2000-byte rows) are read in place, or, where the cost
-  model says the copy pays (:func:`tsjit.ops.configs.realign_choice`), first copied into 128-byte
+  model says the copy pays (:func:`tsjit.ops.realign.realign_choice`), first copied into 128-byte
   aligned rows in their own major (``explain`` says "realign"); K-major ones may instead take a 2-CTA
-  cluster whose multicast halves each CTA's loads of Y (:func:`tsjit.ops.configs.misaligned_choice`,
+  cluster whose multicast halves each CTA's loads of Y (:func:`tsjit.ops.realign.misaligned_choice`,
   ``explain`` says "misaligned rows").
 * **Roles**: for ``M <= 64`` the program computes ``C^T = B^T A^T`` (swap-AB), so the few rows of
   A become the narrow wgmma N dimension; the output is then written through its transposed view.

@@ -17,6 +17,7 @@ import tsjit
 from tsjit import env
 from tsjit.lang.epilogue import FusedEpilogue
 from tsjit.ops import configs
+from tsjit.ops import realign as misaligned_rows
 from tsjit.ops.device_buffers import LaunchSequence, Workspace, dummy_array
 from tsjit.ops.gemm_pingpong import extra_arguments, kernel_for, threads_for
 from tsjit.ops.gemm_program import store_box
@@ -32,7 +33,7 @@ BINDINGS_PER_PLAN = 64
 #: "none" within 0.01x cuBLAS; "256B" costs 0.01 at 2048^3 and 0.08 at 3000 x 5000 x 1000 (rows not 128-byte
 #: aligned), so none.
 OPERAND_L2_PROMOTION = "none"
-#: None: :func:`tsjit.ops.configs.realign_choice` decides which operands with rows 16- but not 128-byte aligned
+#: None: :func:`tsjit.ops.realign.realign_choice` decides which operands with rows 16- but not 128-byte aligned
 #: are copied into 128-byte aligned rows first; ``""`` / ``"x"`` / ``"y"`` / ``"both"`` forces it (measurements)
 REALIGN = None
 
@@ -88,7 +89,7 @@ class Plan:
                                               estimate_us=configs.estimate(self.problem, *forced) * 1e6)
         self.misaligned = ""                     # why misaligned rows changed the configuration, for explain
         self.realign = self._realign(x[0], y[0], forced is None)
-        self.config = cfg = configs.realigned_config(self.problem, self.config, self.realign)
+        self.config = cfg = misaligned_rows.realigned_config(self.problem, self.config, self.realign)
         tiles = configs.ceil_div(self.P, cfg.block_m) * configs.ceil_div(self.Q, cfg.block_n) * batch
         self.grid = (min(tiles * cfg.splits, sms),)
         cluster = cfg.cluster_m * cfg.cluster_n
@@ -106,13 +107,13 @@ class Plan:
 
     def _realign(self, x_op: Operand, y_op: Operand, choose_cluster: bool) -> str:
         """Which in-place operands (``"x"``, ``"y"``, ``"both"`` or ``""``) are first copied into rows padded to
-        128 bytes (:func:`tsjit.ops.configs.misaligned_choice`, which may also replace the configuration by a
+        128 bytes (:func:`tsjit.ops.realign.misaligned_choice`, which may also replace the configuration by a
         2-CTA cluster when ``choose_cluster``; :data:`REALIGN` overrides the copies and keeps the configuration)."""
         def misaligned(layout, op):
             if layout is None:
                 return False
             _, shape, strides = layout
-            return shape[1] > 1 and (strides[1] * op.dtype.itemsize) % configs.LINE_BYTES != 0
+            return shape[1] > 1 and (strides[1] * op.dtype.itemsize) % misaligned_rows.LINE_BYTES != 0
         mx, my = misaligned(self.x_layout, x_op), misaligned(self.y_layout, y_op)
         self.x_misaligned = mx
         if REALIGN is not None:
@@ -122,10 +123,10 @@ class Plan:
         x_size = x_op.shape[0] * x_op.shape[1] * x_op.shape[2]
         y_size = y_op.shape[0] * y_op.shape[1] * y_op.shape[2]
         if not choose_cluster:
-            return configs.realign_choice(self.problem, self.config, x_size, y_size, mx, my)
-        self.config, realign, self.misaligned = configs.misaligned_choice(self.problem, self.config, x_size, y_size,
-                                                                         mx, my)
-        return realign
+            return misaligned_rows.realign_choice(self.problem, self.config, x_size, y_size, mx, my)
+        self.config, copies, self.misaligned = misaligned_rows.misaligned_choice(self.problem, self.config, x_size,
+                                                                                 y_size, mx, my)
+        return copies
 
     @staticmethod
     def _dense(batch, M, N):
@@ -147,14 +148,14 @@ class Plan:
         for name, reason in self.staging_reasons:
             text += (f"\nstaging: {name} cannot be read in place ({reason}): copied into a padded K-major buffer "
                      f"first")
+        line = misaligned_rows.LINE_BYTES
         if self.realign:
             which = {"x": "X", "y": "Y", "both": "X and Y"}[self.realign]
-            text += (f"\nrealign: {which} copied into rows padded to {configs.LINE_BYTES} bytes first (its rows are "
-                     f"16- but not {configs.LINE_BYTES}-byte aligned: each TMA box row would span two lines; the "
-                     f"estimated gain beats the copy)")
+            text += (f"\nrealign: {which} copied into rows padded to {line} bytes first (its rows are 16- but not "
+                     f"{line}-byte aligned: each TMA box row would span two lines; the estimated gain beats the copy)")
         if self.misaligned:
-            text += (f"\nmisaligned rows: {'X and Y' if self.x_misaligned else 'Y'} 16- but not "
-                     f"{configs.LINE_BYTES}-byte aligned; {self.misaligned}")
+            text += (f"\nmisaligned rows: {'X and Y' if self.x_misaligned else 'Y'} 16- but not {line}-byte aligned; "
+                     f"{self.misaligned}")
         if not self.fused.is_identity:
             text += f"\nepilogue: {self.fused.describe()}"
         if self.tuning:
@@ -179,7 +180,7 @@ class Plan:
             storage = self.staging.get(where)
             if storage is None:
                 storage = staging_buffer(op.dtype, *shape, torch_allocator(op.obj) if op.torch else None,
-                                         align=configs.LINE_BYTES)
+                                         align=misaligned_rows.LINE_BYTES)
                 self.staging[where] = storage
             copies.append(copy_launch(source, storage))
             shape, strides, ptr = storage.shape, storage.strides, storage.data_ptr
