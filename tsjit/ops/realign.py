@@ -86,14 +86,15 @@ def misaligned_choice(problem: Problem, config: GemmConfig, x_rows: int, y_rows:
     misaligned = "both" if x_misaligned else "y"
     saved = MISALIGNED_CLUSTER_GAIN * REALIGN_GAIN[misaligned] / REALIGN_GAIN["both"] * single - (clustered - single)
     copy = margins.get(realign, 0.0)
-    name = {"": "no copy", "x": "X's copy", "y": "Y's copy", "both": "both copies"}[realign]
+    name = {"x": "X's copy", "y": "Y's copy", "both": "both copies"}.get(realign, "")
     if saved <= copy:
-        return config, realign, (f"{name} (saves {copy * 1e6:.1f} us) beats the 2-CTA cluster_m2 tile without "
-                                 f"copies (saves {saved * 1e6:.1f} us)")
+        return config, realign, (f"{name or 'no copy'} (saves {copy * 1e6:.1f} us) beats the 2-CTA cluster_m2 tile "
+                                 f"without copies (saves {saved * 1e6:.1f} us)")
+    against = f"{name} would save {copy * 1e6:.1f} us" if name else "no copy pays"
     cluster = make_config(problem, 128, 256, 1, "cluster_m2", group_m=config.group_m, estimate_us=clustered * 1e6)
     why = (f"the 2-CTA cluster_m2 tile, as given (no copy) with the realigned rows' 4-stage ring: each CTA loads "
            f"half of the Y tile, multicast to both, so half the box rows that span two lines (estimated to save "
-           f"{saved * 1e6:.1f} us; {name}: {copy * 1e6:.1f} us)")
+           f"{saved * 1e6:.1f} us over the tile as given; {against})")
     return _realigned_ring(problem, cluster), "", why
 
 
