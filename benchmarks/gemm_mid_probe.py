@@ -28,7 +28,8 @@ import torch
 
 import tsjit
 import tsjit.ops
-from tsjit.ops import configs, realign
+from tsjit.ops import configs
+from tsjit.ops import realign as misaligned_rows
 from tsjit.ops.staging import copy_launch
 from tsjit.runtime.arrays import DeviceArray
 
@@ -102,7 +103,7 @@ TABLES = {"mid": SHAPES, "tiles": TILES}
 TABLE = SHAPES                                     # the --table in use
 
 
-REALIGNED_CONFIG = realign.realigned_config
+REALIGNED_CONFIG = misaligned_rows.realigned_config
 
 
 def forced_config(problem, choice):
@@ -162,7 +163,8 @@ def prepare(shape, choice, realign, pad, pdl):
     if pdl is not None:
         matmul_plan.PDL_AFTER_COPIES = pdl
     # a forced configuration runs as given (not turned into the realigned long-K staging)
-    realign.realigned_config = REALIGNED_CONFIG if choice is None else (lambda problem, config, realign: config)
+    misaligned_rows.realigned_config = (REALIGNED_CONFIG if choice is None
+                                        else (lambda problem, config, realign: config))
     a = padded(M, K, pad in ("x", "both"))
     b = padded(N, K, pad in ("y", "both")).t()
     if len(shape) > 3:
@@ -232,7 +234,7 @@ def run(reps: int, only: str) -> None:
         except Exception as error:     # noqa: BLE001 -- a probe: report and go on
             print(f"copies: {type(error).__name__}: {error}")
     matmul_plan.REALIGN = None
-    realign.realigned_config = REALIGNED_CONFIG
+    misaligned_rows.realigned_config = REALIGNED_CONFIG
     force_with(None)
 
 

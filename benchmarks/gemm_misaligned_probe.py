@@ -40,7 +40,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tsjit                                        # noqa: E402
 import tsjit.ops                                    # noqa: E402
-from tsjit.ops import configs, realign                       # noqa: E402
+from tsjit.ops import configs                                    # noqa: E402
+from tsjit.ops import realign as misaligned_rows                # noqa: E402
 from gemm_cluster_lib_probe import flush_medians, sampled_error, table   # noqa: E402
 
 mm = sys.modules["tsjit.ops.matmul"]
@@ -88,7 +89,7 @@ def force(choice, group) -> None:
         config = configs.make_config(problem, *choice, group_m=group[0],
                                      estimate_us=configs.estimate(problem, *choice) * 1e6)
         if group[1]:
-            config = realign.realigned_config(problem, config, "y")
+            config = misaligned_rows.realigned_config(problem, config, "y")
         return config, [(config.estimate_us * 1e-6, *configs.choice_of(config))]
     configs.choose = forced
 
