@@ -19,7 +19,7 @@ from tsjit.ops.configs import GemmConfig, Problem, ceil_div, estimate, make_conf
 #: estimate 50 us: 65.2 us as given; X's rows padded 58.9, Y's 54.8, both 54.0; cuBLAS 51.4-51.6 either way)
 REALIGN_GAIN = {"x": 0.126, "y": 0.208, "both": 0.224}
 LINE_BYTES = 128
-COPY_BYTES_PER_S = 3.2e12          # what a staging copy moves (read + write) per second; fitted below
+COPY_BYTES_PER_S = 3.2e12          # what a staging copy moves (read + write) per second
 COPY_LAUNCH_S = 2.0e-6             # one more kernel on the stream
 
 
@@ -27,9 +27,9 @@ COPY_LAUNCH_S = 2.0e-6             # one more kernel on the stream
 #: a fraction of the single-CTA tile's estimate, over that tile on operands as given, when Y's rows (and X's) are
 #: 16- but not 128-byte aligned: its multicast halves the TMA loads of Y's rows that span two lines, and no copy
 #: runs.  Fitted with the cluster's ``tsjit.ops.configs.CLUSTER_FIXED_S`` (estimate 52.0 us) counted apart (H200,
-#: 2026-12-03, helper i15r job 1, ``benchmarks/gemm_misaligned_probe.py``, 3000 x 5000 x 1000, 2000-byte rows, estimate 50.0 us:
-#: single CTA as given 66.3 us, Y realigned (the call, copy included) 61.9, the cluster 55.1 with 4 stages and 56.6
-#: with 3, the cluster with Y / X / both realigned 61.5 / 59.8 / 66.7, cuBLAS 51.8)
+#: 2026-12-03, helper i15r job 1, ``benchmarks/gemm_misaligned_probe.py``, 3000 x 5000 x 1000, 2000-byte rows,
+#: estimate 50.0 us: single CTA as given 66.3 us, Y realigned (the call, copy included) 61.9, the cluster 55.1
+#: with 4 stages and 56.6 with 3, the cluster with Y / X / both realigned 61.5 / 59.8 / 66.7, cuBLAS 51.8)
 MISALIGNED_CLUSTER_GAIN = 0.264
 
 
