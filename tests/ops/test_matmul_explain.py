@@ -253,3 +253,10 @@ def test_an_epilogue_fn_that_cannot_be_called_with_three_arguments_is_named(no_g
     def double(y, row, col):
         return y * 2.0
     assert tsjit.ops.matmul.explain(a, b, epilogue_fn=double).startswith("problem:")
+
+
+def test_an_empty_batch_is_named_not_a_zero_division(no_gpu):
+    """bmm of L = 0 was a ZeroDivisionError (found on the H200)."""
+    a = np.zeros((0, 64, 64), np.float16)
+    with pytest.raises(tsjit.LaunchError, match=r"^tsjit.ops.bmm: every dimension must be >= 1; got L=0, M=64"):
+        tsjit.ops.bmm.explain(a, a)

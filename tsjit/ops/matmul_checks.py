@@ -200,8 +200,9 @@ def check_arguments(A: Operand, B: Operand, out: Operand | None, bias: Operand |
     if not fp8 and scales != ("none", "none"):
         raise LaunchError(f"tsjit.ops.{name}: arguments 'scale_a' / 'scale_b' as tensors dequantize fp8 inputs; "
                           f"a and b are {A.dtype.name}: pass scales as Python numbers or use alpha")
-    if min(M, N, K) < 1:
-        raise LaunchError(f"tsjit.ops.{name}: every dimension must be >= 1; got M={M}, N={N}, K={K}")
+    if min(batch, M, N, K) < 1:
+        raise LaunchError(f"tsjit.ops.{name}: every dimension must be >= 1; got "
+                          + (f"L={batch}, " if batched else "") + f"M={M}, N={N}, K={K}")
     if activation not in (None,) + ACTIVATIONS:
         raise LaunchError(f"tsjit.ops.{name}: argument 'activation' must be one of {list(ACTIVATIONS)} or None; "
                           f"got {activation!r}")
