@@ -67,7 +67,7 @@ def attention_workload(shape, causal, tools, run_attention, interleaved_time_ms,
     del ref
     if ok_tools:
         times = interleaved_time_ms({t: (lambda t=t: run_attention(t, q, k, v, causal)) for t in ok_tools},
-                                    reps=10, inner=3)
+                                    reps=10, inner=5)
         flops = 4 * shape[0] * shape[1] * shape[2] * shape[2] * shape[3] // (2 if causal else 1)
         log(f"{name} ms: " + ", ".join(f"{t} {ms:.4f} ({flops / ms / 1e9:.0f} TFLOP/s)" for t, ms in times.items()))
 
@@ -150,8 +150,9 @@ def main() -> None:
 
     def run_attention(tool, q, k, v, causal, out=None):
         state["tool"] = tool
-        program.attention_forward = kernels[tool]
-        ops_attention._FAST.clear()
+        if program.attention_forward is not kernels[tool]:
+            program.attention_forward = kernels[tool]
+            ops_attention._FAST.clear()         # its packed launches are the other kernel object's
         return ops_attention.attention(q, k, v, causal=causal, out=out)
 
     for shape, causal in (((2, 16, 4096, 128), False), ((2, 16, 4096, 256), True)):
