@@ -69,6 +69,13 @@ def test_explain_names_roles_config_and_runners_up():
     assert "swapped" in text and f"{cfg.block_m}x{cfg.block_n}" in text and "runners-up" in text
 
 
+def test_explain_says_why_a_224_wide_tile():
+    problem = configs.Problem(512, 14336, 4096)
+    cfg, ranked = configs.choose(problem)
+    text = configs.explain_choice(problem, False, cfg, ranked)
+    assert cfg.block_n == 224 and "256 tiles (1.94 waves on 132 SMs), against 128x256's 224 (1.70)" in text, text
+
+
 def record_verdicts(monkeypatch):
     """The exhaustive checker's verdicts of every TaskManager built from now on (the disk cache off)."""
     from tsjit.ts import task_manager

@@ -545,6 +545,10 @@ def explain_choice(problem: Problem, swapped: bool, config: GemmConfig, ranked) 
         lines.append("roles: X = A, Y = B")
     lines.append(f"config: {config.describe()} (estimate {config.estimate_us:.1f} us, "
                  f"{ceil_div(problem.P, config.block_m) * ceil_div(problem.Q, config.block_n) * problem.batch * config.splits} CTAs' work on {problem.sms} SMs)")
+    if config.block_n == WIDE_ODD_BLOCK_N:
+        tiles, wide = (ceil_div(problem.P, config.block_m) * ceil_div(problem.Q, n) * problem.batch for n in (224, 256))
+        lines.append(f"tile width: 224, {tiles} tiles ({tiles / problem.sms:.2f} waves on {problem.sms} SMs), against "
+                     f"128x256's {wide} ({wide / problem.sms:.2f}): the last wave is fuller")
     if config.epilogue == "direct":
         why = ("split-K reduces in registers" if config.splits > 1 else
                "D is not a row-major 16-byte-aligned 16-bit matrix" if not problem.tma_output else
