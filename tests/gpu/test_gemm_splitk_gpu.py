@@ -76,6 +76,16 @@ def test_split_k_without_waiting_matches_float64_and_is_bit_identical(monkeypatc
     test_split_k_matches_float64_and_is_bit_identical(monkeypatch, 128, 64, 7, 130, 64, 1792)
 
 
+@pytest.mark.parametrize("fence,early", [("acq_rel", False), ("sc", True), ("acq_rel", True)])
+def test_split_k_protocol_orderings_match_float64_and_are_bit_identical(monkeypatch, fence, early):
+    """The reducer's other orderings (gemm_splitk.FENCE, FINISH_EARLY): release / acquire fences, the FINISHED count
+    added before the sums; two launches in a row (the counter words must be reset for the second)."""
+    _fresh_kernels(monkeypatch)
+    monkeypatch.setattr(gemm_splitk, "FENCE", fence)
+    monkeypatch.setattr(gemm_splitk, "FINISH_EARLY", early)
+    test_split_k_matches_float64_and_is_bit_identical(monkeypatch, 128, 64, 7, 130, 64, 1792)
+
+
 @pytest.mark.gpu(reason="a 600 x 520 x 1088 product with split-K 4 is too slow for the interpreter")
 def test_split_k_over_several_waves_matches_float64_and_is_bit_identical(monkeypatch):
     """90 tiles x 4 splits: more work units than SMs, so no split waits (the last sums every slice)."""

@@ -86,6 +86,25 @@ def test_barriers_emit_bar_instructions():
 
 
 @tsjit.kernel
+def release_acquire_fence(out):
+    tsjit.threadfence("acq_rel")
+    out[0] = 1
+
+
+@tsjit.kernel
+def unknown_fence(out):
+    tsjit.threadfence("release")
+    out[0] = 1
+
+
+def test_threadfence_acq_rel_and_a_bad_order():
+    ptx = build(release_acquire_fence, tsjit.spec(1, Int32)).ptx
+    assert "fence.acq_rel.gpu" in ptx and "fence.sc" not in ptx
+    with pytest.raises(tsjit.CompilationError, match="order must be 'sc' or 'acq_rel'"):
+        build(unknown_fence, tsjit.spec(1, Int32))
+
+
+@tsjit.kernel
 def dynamic_named_barrier(out, barrier, threads):
     tsjit.named_barrier_sync(barrier, threads)
     out[0] = 1

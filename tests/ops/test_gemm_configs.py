@@ -234,3 +234,14 @@ def test_192_wide_tiles_only_for_plain_16_bit_products():
     assert (128, 192) in widths() and (64, 192) not in widths()
     assert all(bn != 192 for _, bn in widths(plain_epilogue=False, epilogue_loads=1))
     assert all(bn != 192 for _, bn in widths(in_bytes=1))
+
+
+def test_resignation_tally_adds_two_atomics(monkeypatch):
+    """gemm_splitk.TALLY_WORD (probes only): the tallying build counts resignations and whole-tile sums with two
+    more atomic adds; the default build has none of them."""
+    from tsjit.ops import gemm_splitk
+    monkeypatch.setenv("TSJIT_DISABLE_CACHE", "1")
+    cfg = configs.make_config(configs.Problem(384, 384, 16384, tma_output=True), 128, 64, 7)
+    plain = compile_program(cfg).ptx.count("atom.")
+    monkeypatch.setattr(gemm_splitk, "TALLY_WORD", (1 << 14) - 1)
+    assert compile_program(cfg).ptx.count("atom.") == plain + 2

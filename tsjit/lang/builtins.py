@@ -157,9 +157,19 @@ def syncwarp(mask: int = FULL_MASK) -> None:
     emit.current().intrinsic("llvm.nvvm.bar.warp.sync", [lane_mask_operand(mask, "syncwarp")])
 
 
-def threadfence() -> None:
-    """Device-scope memory fence (PTX ``fence.sc.gpu``)."""
-    emit.current().builder.fence("seq_cst", "device")  # NVPTX's "device" sync scope is PTX .gpu
+def threadfence(order: str = "sc") -> None:
+    """Device-scope memory fence: ``order="sc"`` PTX ``fence.sc.gpu`` (sequentially consistent), ``"acq_rel"``
+    ``fence.acq_rel.gpu`` (a release and acquire fence, lighter: enough to publish data before a relaxed atomic
+    flag and to read it after observing the flag; PTX ISA 8.0 §9.7.13.4 "membar / fence", §8.7 "release and
+    acquire patterns").
+
+    Raises:
+        CompilationError: ``order`` is not ``"sc"`` or ``"acq_rel"``.
+    """
+    orders = {"sc": "seq_cst", "acq_rel": "acq_rel"}
+    if order not in orders:
+        raise CompilationError(f"tsjit.threadfence: order must be 'sc' or 'acq_rel'; got {order!r}")
+    emit.current().builder.fence(orders[order], "device")  # NVPTX's "device" sync scope is PTX .gpu
 
 
 # -- warp shuffles and votes -------------------------------------------------------------------

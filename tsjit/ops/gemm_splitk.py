@@ -49,6 +49,16 @@ MIN_SLICED_SPLITS = 4
 #: before it leaves its slice to the last one; only when every work unit has its own CTA (one wave)
 SPLIT_WAIT_CYCLES = 20000
 SLICE_LOADS = 28         # float4 partials a slice pass keeps in flight per thread (112 registers)
+#: probes only (compile-time; tsjit module globals are not in the disk-cache key, so a probe that sets it compiles
+#: with ``TSJIT_DISABLE_CACHE=1``): a counter word index ``T`` (the workspace has ``1 << 14`` words); each warp that
+#: resigns adds 1 to word ``T``, each last split that sums the whole tile (nobody waited) adds 1 to word ``T - 1``
+TALLY_WORD = None
+#: the fences of the reducer (``tsjit.threadfence(order=)``): ``"sc"`` (``fence.sc.gpu``) or ``"acq_rel"``
+#: (``fence.acq_rel.gpu``: a release before the arrival, an acquire after observing the count, all the protocol needs)
+FENCE = "sc"
+#: each split adds its :data:`FINISHED` count right after its last use of the counter word (its arrival, or its
+#: wait and resignation), before summing, instead of after: the atomic's L2 round trip overlaps the sums
+FINISH_EARLY = False
 
 
 def poll_word(word):
@@ -144,7 +154,7 @@ def publish_partial(acc, workspace, tile, split, splits, BM: tsjit.Constexpr[int
     own = ((tile * splits + split) * chunks) * threads + thread
     for c in tsjit.range_constexpr(chunks):
         workspace.store_vector((own + c * threads) * 4, (acc[4 * c], acc[4 * c + 1], acc[4 * c + 2], acc[4 * c + 3]))
-    tsjit.threadfence()
+    tsjit.threadfence(FENCE)
     tsjit.syncwarp()
 
 
@@ -176,10 +186,17 @@ def reduce_split_k(acc, out, workspace, counters, tile, split, splits, units, fu
                 word.store(0)                                  # ready for the next launch
             sum_tile(workspace, first, splits, out, fused, operands, batch, row0, col0, rows, cols, tid, BM, BN)
     else:
+        finished = 0
         if (arrived & ARRIVALS) == splits - 1:
-            tsjit.threadfence()
+            tsjit.threadfence(FENCE)
+            if tsjit.const_expr(FINISH_EARLY):                     # done with the word already
+                if tsjit.lane_idx() == 0:
+                    finished = tsjit.atomic_add(word, 1 << FINISHED)
             everyone = (1 << splits) - 1
             if ((arrived >> RESIGNED) & everyone) == (everyone ^ (1 << split)):   # no split waited: the whole tile
+                if tsjit.const_expr(TALLY_WORD is not None):
+                    if tsjit.lane_idx() == 0:
+                        tsjit.atomic_add(counters.ptr + (TALLY_WORD - 1), 1)
                 sum_tile(workspace, first, splits, out, fused, operands, batch, row0, col0, rows, cols, tid, BM, BN)
             else:
                 for part in range(splits):                         # its own slice and those of splits that left
@@ -200,11 +217,18 @@ def reduce_split_k(acc, out, workspace, counters, tile, split, splits, units, fu
                 seen = value & ARRIVALS
                 if seen < splits:                                  # leave the slice to the last split, unless it
                     seen = tsjit.atomic_add(word, 1 << (RESIGNED + split)) & ARRIVALS   # has arrived meanwhile
+                    if tsjit.const_expr(TALLY_WORD is not None):
+                        tsjit.atomic_add(counters.ptr + TALLY_WORD, 1)
+                if tsjit.const_expr(FINISH_EARLY):                 # done with the word: its last access
+                    finished = tsjit.atomic_add(word, 1 << FINISHED)
             seen = tsjit.shuffle(seen, 0)
             if seen == splits:
-                tsjit.threadfence()
+                tsjit.threadfence(FENCE)
                 sum_slice(workspace, first, split, splits, out, fused, operands, batch, row0, col0, rows, cols, tid,
                           BM, BN)
         if tsjit.lane_idx() == 0:                                  # done with the word; the last one resets it
-            if (tsjit.atomic_add(word, 1 << FINISHED) >> FINISHED) == splits - 1:
+            if tsjit.const_expr(not FINISH_EARLY):
+                finished = tsjit.atomic_add(word, 1 << FINISHED)
+            if (finished >> FINISHED) == splits - 1:
                 word.store(0)
+
