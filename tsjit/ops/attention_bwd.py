@@ -1,0 +1,130 @@
+"""``tsjit.ops.attention_backward``: the gradients of FlashAttention-style attention (Hopper, sm_90a; issue 16).
+
+The main kernel is the Task Scheduling program of :mod:`tsjit.examples.attention_bwd` (a TMA producer per ring,
+two consumer warpgroups with wgmma, dQ by fp32 atomics).  This module checks the arguments, runs the preprocess
+(``D = rowsum(dO * O)`` and the padded statistics, torch operations), launches the kernel on torch's current
+stream and converts the Float32 dQ workspace to the input dtype (a torch operation).
+"""
+from __future__ import annotations
+
+import math
+
+from tsjit import env
+from tsjit.errors import LaunchError
+from tsjit.ops.attention_args import check_cuda as _check_cuda
+from tsjit.ops.attention_args import check_tensor as _check_tensor
+from tsjit.ops.attention_args import torch_module as _torch
+from tsjit.examples import attention_bwd as program
+from tsjit.examples.attention_config import BOX, LOG2_E
+from tsjit.runtime.tensormap import TensorMap
+
+__all__ = ["attention_backward", "BACKWARD_HEAD_DIMS"]
+
+BACKWARD_HEAD_DIMS = program.BWD_HEAD_DIMS
+
+
+def _check(q, k, v, out, lse, dout, causal, scale, torch):
+    for name, t in (("q", q), ("k", k), ("v", v), ("out", out), ("dout", dout)):
+        _check_tensor(name, t, torch, require_cuda=False)
+    if any(t.dtype != q.dtype for t in (k, v, out, dout)):
+        raise LaunchError(f"arguments q, k, v, out, dout must have one dtype, got "
+                          f"{', '.join(str(t.dtype) for t in (q, k, v, out, dout))}")
+    if tuple(k.shape) != tuple(v.shape):
+        raise LaunchError(f"arguments 'k' and 'v' must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}")
+    for name, t in (("out", out), ("dout", dout)):
+        if tuple(t.shape) != tuple(q.shape):
+            raise LaunchError(f"argument '{name}' must have q's shape {tuple(q.shape)}, got {tuple(t.shape)}")
+    batch, seqlen_q, heads, head_dim = q.shape
+    if k.shape[0] != batch or k.shape[3] != head_dim:
+        raise LaunchError(f"argument 'k' must be (batch={batch}, seqlen_k, kv_heads, head_dim={head_dim}), got "
+                          f"{tuple(k.shape)}")
+    if head_dim not in BACKWARD_HEAD_DIMS:
+        raise LaunchError(f"head_dim {head_dim} is not supported by tsjit.ops.attention_backward; supported: "
+                          f"{list(BACKWARD_HEAD_DIMS)} (the forward also runs 256)")
+    kv_heads = k.shape[2]
+    if kv_heads < 1 or heads % kv_heads:
+        raise LaunchError(f"argument 'k' has {kv_heads} heads, which must divide the {heads} heads of 'q' (GQA/MQA)")
+    if not isinstance(lse, torch.Tensor) or lse.dtype != torch.float32 or tuple(lse.shape) != (batch, heads, seqlen_q):
+        got = f"{lse.dtype} {tuple(lse.shape)}" if isinstance(lse, torch.Tensor) else type(lse).__name__
+        raise LaunchError(f"argument 'lse' must be the forward's torch.float32 log-sum-exp of shape "
+                          f"{(batch, heads, seqlen_q)} (tsjit.ops.attention(..., return_lse=True)), got {got}")
+    if not isinstance(causal, bool):
+        raise LaunchError(f"argument 'causal' must be a bool, got {causal!r}")
+    if scale is None:
+        scale = 1.0 / math.sqrt(head_dim)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+        raise LaunchError(f"argument 'scale' must be a finite number > 0 (default 1/sqrt(head_dim)), got {scale!r}")
+    if env.interpret_requested():
+        raise LaunchError("tsjit.ops.attention_backward does not run under TSJIT_INTERPRET=1 (the interpreter runs "
+                          "the forward only); unset it and pass CUDA tensors")
+    for name, t in (("q", q), ("k", k), ("v", v), ("out", out), ("lse", lse), ("dout", dout)):
+        _check_cuda(name, t)
+    if any(t.device != q.device for t in (k, v, out, lse, dout)):
+        raise LaunchError("arguments q, k, v, out, lse, dout must be on one device")
+    return float(scale)
+
+
+def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: float | None = None,
+                       sms: int | None = None, stages: int | None = None):
+    """The gradients (dq, dk, dv) of ``out = softmax(scale * q k^T [+ causal mask]) v`` given ``dout``.
+
+    Args:
+        q: (batch, seqlen_q, heads, head_dim) torch.bfloat16 or torch.float16 CUDA tensor, last dimension
+            contiguous, other strides multiples of 16 bytes (FlashAttention's layout); head_dim 64 or 128.
+        k, v: (batch, seqlen_k, kv_heads, head_dim), same dtype; ``kv_heads`` divides ``heads`` (GQA/MQA: dk / dv
+            are summed over each KV head's group of query heads).
+        out: the forward's output (q's shape and dtype); lse: its (batch, heads, seqlen_q) torch.float32 natural
+            log-sum-exp (``tsjit.ops.attention(..., return_lse=True)``); rows with -inf (no visible key) get 0.
+        dout: the gradient of ``out`` (q's shape and dtype).
+        causal: the forward's bottom-right aligned causal mask (row ``i`` sees keys ``j <= i + seqlen_k -
+            seqlen_q``); scale: the softmax scale, default ``1 / sqrt(head_dim)``.
+        sms: CTAs of the persistent grid (default: the device's multiprocessor count); stages: stages of the
+            Q / dO ring (default ``tsjit.examples.attention_bwd.BWD_STAGES``).
+
+    Returns:
+        (dq, dk, dv): new contiguous tensors of q's, k's and v's shapes and dtype.
+
+    Raises:
+        LaunchError: torch is missing, a non-CUDA tensor or ``TSJIT_INTERPRET=1`` (the backward runs on the GPU
+            only), an unsupported head_dim (256) or dtype, mismatched shapes, dtypes or devices, a bad ``lse`` or
+            ``scale``, each naming the argument.  Sliding windows and variable-length batches have no backward
+            here (the function takes no such arguments).
+    """
+    torch = _torch(q)
+    scale = _check(q, k, v, out, lse, dout, causal, scale, torch)
+    batch, seqlen_q, heads, head_dim = q.shape
+    seqlen_k, kv_heads = k.shape[1], k.shape[2]
+    if batch == 0 or heads == 0 or seqlen_q == 0 or seqlen_k == 0:
+        return tuple(torch.zeros(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
+    dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)        # the kernel writes every row
+    dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+    stages = program.BWD_STAGES[head_dim] if stages is None else stages
+    if stages not in (1, 2, 3, 4) or isinstance(stages, bool):
+        raise LaunchError(f"argument 'stages' must be 1 to 4, got {stages!r}")
+    block_m = program.BWD_BLOCK_M
+    padded = -(-seqlen_q // block_m) * block_m
+    # the preprocess: D = rowsum(dO * O) and LSE * log2 e (+inf where no key is visible or past seqlen_q)
+    stats = torch.empty((batch, heads, 2, padded), dtype=torch.float32, device=q.device)
+    lse2 = lse.float() * LOG2_E
+    stats[:, :, 0, :seqlen_q] = torch.where(torch.isneginf(lse), torch.full_like(lse2, float("inf")), lse2)
+    stats[:, :, 0, seqlen_q:] = float("inf")
+    stats[:, :, 1, :seqlen_q] = (dout.float() * out.float()).sum(-1).transpose(1, 2)
+    stats[:, :, 1, seqlen_q:] = 0.0
+    dq_accum = torch.zeros((batch * heads * padded, head_dim), dtype=torch.float32, device=q.device)
+    if sms is None:
+        sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+    tiles = batch * kv_heads * -(-seqlen_k // program.BWD_BLOCK_N)
+    grid = max(1, min(tiles, int(sms)))
+    maps = [TensorMap(q, (1, block_m, 1, BOX), swizzle="128B"),
+            TensorMap(k, (1, program.BWD_BLOCK_N, 1, BOX), swizzle="128B"),
+            TensorMap(v, (1, program.BWD_BLOCK_N, 1, BOX), swizzle="128B"),
+            TensorMap(dout, (1, block_m, 1, BOX), swizzle="128B"),
+            TensorMap(stats, (1, 1, 2, block_m))]
+    dk2 = dk.view(batch * seqlen_k, kv_heads * head_dim)
+    dv2 = dv.view(batch * seqlen_k, kv_heads * head_dim)
+    stream = torch.cuda.current_stream(q.device).cuda_stream
+    program.attention_backward[(grid,), (program.BWD_THREADS,)](
+        *maps, dq_accum, dk2, dv2, batch, seqlen_q, seqlen_k, heads, heads // kv_heads, padded, scale,
+        scale * LOG2_E, head_dim, causal, stages, stream=stream)
+    dq = (dq_accum.view(batch, heads, padded, head_dim)[:, :, :seqlen_q].transpose(1, 2) * scale).to(q.dtype)
+    return dq.contiguous(), dk, dv
