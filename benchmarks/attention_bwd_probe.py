@@ -2,7 +2,7 @@
 torch flash's, same inputs) per case, each case guarded (an exception is printed, the next case runs), stopping
 before ``--budget`` seconds; then optionally a timing against torch SDPA's backward (flash and cuDNN), interleaved.
 
-    python3 benchmarks/attention_bwd_probe.py [--budget 30] [--time]
+    python3 benchmarks/attention_bwd_probe.py [--budget 30] [--cases 0,1,2] [--time "4,2048,16,128 4,2048,16,128,c"]
 """
 import argparse
 import math
@@ -38,38 +38,31 @@ def check(budget, cases):
 
 
 def timing(shapes, reps=10):
+    """Median CUDA-event times of one tsjit.ops.attention_backward call (preprocess, zeroed dQ workspace, kernel,
+    dQ conversion: the whole call) and of torch SDPA's backward alone (flash, cuDNN: autograd.grad on a retained
+    graph), interleaved in one loop; the inputs' out / lse are those of a float32 forward (timing only)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     for b, s, h, d, causal in shapes:
         q, k, v, do = (torch.randn((b, s, h, d), device="cuda", dtype=torch.bfloat16) for _ in range(4))
         scale = 1 / math.sqrt(d)
-        out, lse = tsjit.ops.attention(q, k, v, causal=causal, scale=scale, return_lse=True)
+        scores = (q.transpose(1, 2).float() @ k.transpose(1, 2).float().transpose(-1, -2)) * scale
+        if causal:
+            scores = scores.masked_fill(torch.ones(s, s, device="cuda", dtype=torch.bool).triu(1), float("-inf"))
+        lse = torch.logsumexp(scores, -1)
+        out = (torch.softmax(scores, -1) @ v.transpose(1, 2).float()).transpose(1, 2).to(torch.bfloat16)
+        del scores
         qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
-        runs = {}
-
-        def ours():
-            tsjit.ops.attention_backward(q, k, v, out, lse, do, causal=causal, scale=scale)
-
-        def sdpa(backend):
-            def run():
-                with sdpa_kernel(backend):
-                    o = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, scale=scale)
-                torch.autograd.grad(o, (qt, kt, vt), do.transpose(1, 2))
-            return run
-        fns = {"tsjit": ours, "flash": sdpa(SDPBackend.FLASH_ATTENTION), "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION)}
-        fwd = {}
-        for name, fn in fns.items():      # the SDPA timings include their forward: measured alone to subtract
+        fns = {"tsjit": lambda: tsjit.ops.attention_backward(q, k, v, out, lse, do, causal=causal, scale=scale)}
+        for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+            with sdpa_kernel(backend):
+                o = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, scale=scale)
+            fns[name] = (lambda o=o: torch.autograd.grad(o, (qt, kt, vt), do.transpose(1, 2), retain_graph=True))
+        for fn in fns.values():
             fn()
-        for name in ("flash", "cudnn"):
-            backend = SDPBackend.FLASH_ATTENTION if name == "flash" else SDPBackend.CUDNN_ATTENTION
-
-            def fwd_only(backend=backend):
-                with sdpa_kernel(backend), torch.no_grad():
-                    torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, scale=scale)
-            fwd[name] = fwd_only
-            fwd_only()
-        times = {n: [] for n in list(fns) + ["flash_fwd", "cudnn_fwd"]}
+            fn()
+        times = {n: [] for n in fns}
         for _ in range(reps):
-            for name, fn in list(fns.items()) + [("flash_fwd", fwd["flash"]), ("cudnn_fwd", fwd["cudnn"])]:
+            for name, fn in fns.items():
                 e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 e0.record()
                 fn()
@@ -78,20 +71,19 @@ def timing(shapes, reps=10):
                 times[name].append(e0.elapsed_time(e1))
         med = {n: sorted(v)[len(v) // 2] for n, v in times.items()}
         flops = 2.5 * 4 * b * h * s * s * d / (2 if causal else 1)
-        bwd = {"tsjit": med["tsjit"], "flash": med["flash"] - med["flash_fwd"], "cudnn": med["cudnn"] - med["cudnn_fwd"]}
         print(f"timing b{b} s{s} h{h} d{d} {'causal' if causal else 'full'}: " + ", ".join(
-            f"{n} {ms:.3f} ms {flops / ms / 1e9:.0f} TFLOP/s" for n, ms in bwd.items())
-            + f" | ratio flash/tsjit {bwd['flash'] / bwd['tsjit']:.3f} cudnn/tsjit {bwd['cudnn'] / bwd['tsjit']:.3f}"
-            + f" (raw medians {', '.join(f'{n} {v:.3f}' for n, v in med.items())})", flush=True)
+            f"{n} {ms:.3f} ms {flops / ms / 1e9:.0f} TFLOP/s" for n, ms in med.items())
+            + f" | tsjit/flash {med['flash'] / med['tsjit']:.3f}x, tsjit/cudnn {med['cudnn'] / med['tsjit']:.3f}x "
+              f"(speed ratios)", flush=True)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--budget", type=float, default=30.0)
     parser.add_argument("--cases", default="all")
-    parser.add_argument("--time", action="store_true")
+    parser.add_argument("--time", default="", help='shapes "b,s,h,d[,c] ..." (c: causal) to time')
     args = parser.parse_args()
     cases = t.CASES if args.cases == "all" else [t.CASES[int(i)] for i in args.cases.split(",")]
     check(args.budget, cases)
     if args.time:
-        timing([(4, 2048, 16, 128, False), (4, 2048, 16, 128, True), (4, 2048, 16, 64, False)])
+        timing([tuple(int(x) for x in shape.split(",")[:4]) + (shape.endswith("c"),) for shape in args.time.split()])

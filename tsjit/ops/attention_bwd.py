@@ -13,6 +13,7 @@ from tsjit import env
 from tsjit.errors import LaunchError
 from tsjit.ops.attention_args import check_cuda as _check_cuda
 from tsjit.ops.attention_args import check_tensor as _check_tensor
+from tsjit.ops.attention import INTERPRETER_SMS
 from tsjit.ops.attention_args import torch_module as _torch
 from tsjit.examples import attention_bwd as program
 from tsjit.examples.attention_config import BOX, LOG2_E
@@ -54,11 +55,9 @@ def _check(q, k, v, out, lse, dout, causal, scale, torch):
         scale = 1.0 / math.sqrt(head_dim)
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
         raise LaunchError(f"argument 'scale' must be a finite number > 0 (default 1/sqrt(head_dim)), got {scale!r}")
-    if env.interpret_requested():
-        raise LaunchError("tsjit.ops.attention_backward does not run under TSJIT_INTERPRET=1 (the interpreter runs "
-                          "the forward only); unset it and pass CUDA tensors")
     for name, t in (("q", q), ("k", k), ("v", v), ("out", out), ("lse", lse), ("dout", dout)):
-        _check_cuda(name, t)
+        if not env.interpret_requested():          # the CPU interpreter takes CPU tensors
+            _check_cuda(name, t)
     if any(t.device != q.device for t in (k, v, out, lse, dout)):
         raise LaunchError("arguments q, k, v, out, lse, dout must be on one device")
     return float(scale)
@@ -111,8 +110,9 @@ def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: 
     stats[:, :, 1, :seqlen_q] = (dout.float() * out.float()).sum(-1).transpose(1, 2)
     stats[:, :, 1, seqlen_q:] = 0.0
     dq_accum = torch.zeros((batch * heads * padded, head_dim), dtype=torch.float32, device=q.device)
+    interpreted = env.interpret_requested()
     if sms is None:
-        sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+        sms = INTERPRETER_SMS if interpreted else torch.cuda.get_device_properties(q.device).multi_processor_count
     tiles = batch * kv_heads * -(-seqlen_k // program.BWD_BLOCK_N)
     grid = max(1, min(tiles, int(sms)))
     maps = [TensorMap(q, (1, block_m, 1, BOX), swizzle="128B"),
@@ -122,7 +122,7 @@ def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: 
             TensorMap(stats, (1, 1, 2, block_m))]
     dk2 = dk.view(batch * seqlen_k, kv_heads * head_dim)
     dv2 = dv.view(batch * seqlen_k, kv_heads * head_dim)
-    stream = torch.cuda.current_stream(q.device).cuda_stream
+    stream = None if interpreted else torch.cuda.current_stream(q.device).cuda_stream
     program.attention_backward[(grid,), (program.BWD_THREADS,)](
         *maps, dq_accum, dk2, dv2, batch, seqlen_q, seqlen_k, heads, heads // kv_heads, padded, scale,
         scale * LOG2_E, head_dim, causal, stages, stream=stream)
