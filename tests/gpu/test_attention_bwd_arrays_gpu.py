@@ -76,7 +76,7 @@ def launch(q, k, v, do, stats, dq, dk, dv, *, causal, scale, padded, stages=None
     dv2 = view((batch * seqlen_k, kv_heads * head_dim), dv.dtype, data_ptr=dv.data_ptr, owner=dv)
     tiles = batch * kv_heads * -(-seqlen_k // program.BWD_BLOCK_N)
     program.attention_backward[(max(1, min(tiles, SMS)),), (program.BWD_THREADS,)](
-        *maps, dq, dk2, dv2, batch, seqlen_q, seqlen_k, heads, heads // kv_heads, padded, scale, scale * LOG2_E,
+        *maps, dq, dk2, dv2, batch, seqlen_q, seqlen_k, heads, kv_heads, heads // kv_heads, padded, scale, scale * LOG2_E,
         head_dim, causal, stages or program.BWD_STAGES[head_dim])
 
 

@@ -351,9 +351,12 @@ class Gradients(ts.MemoryResource):
 
 
 # -- the kernel ---------------------------------------------------------------------------------
-@tsjit.kernel
+# min_blocks=1 (``.minnctapersm 1``): ptxas then allocates the launch's whole register share at entry; without it a
+# kernel whose entry needs fewer registers gets "setmaxnreg ignored; unable to determine register count at entry"
+# (C7508) and spills at 168 registers per thread
+@tsjit.kernel(min_blocks=1)
 def attention_backward(q_map, k_map, v_map, do_map, st_map, dq, dk_out, dv_out, batch, seqlen_q, seqlen_k, heads,
-                       group, padded_q, scale, scale_log2,
+                       kv_heads, group, padded_q, scale, scale_log2,
                        HEAD_DIM: tsjit.Constexpr[int], CAUSAL: tsjit.Constexpr[bool],
                        STAGES: tsjit.Constexpr[int] = 2, KV_STAGES: tsjit.Constexpr[int] = 1):
     """Attention backward (module docstring).
@@ -362,12 +365,12 @@ def attention_backward(q_map, k_map, v_map, do_map, st_map, dq, dk_out, dv_out, 
     and V (B, S_k, H_kv, D), box (1, 128, 1, 64), all 128B-swizzled; ``st_map``: of the Float32 statistics
     (B, H, 2, padded_q) (``LSE * log2 e`` with +inf for rows without keys or past S_q, and D = rowsum(dO * O)),
     box (1, 1, 2, 64), no swizzle; ``dq``: the Float32 (B * H * padded_q, D) workspace, zeroed (dQ / scale is added
-    into it); ``dk_out`` / ``dv_out``: rank-2 (B * S_k, H_kv * D) views of dK and dV; ``group = H // H_kv``;
+    into it); ``dk_out`` / ``dv_out``: rank-2 (B * S_k, H_kv * D) views of dK and dV; ``kv_heads`` = H_kv,
+    ``group = H // H_kv``;
     ``scale``: the softmax scale, ``scale_log2 = scale * log2 e``.  Launch with :data:`BWD_THREADS` threads and a
     persistent grid over the (B * H_kv, ceil(S_k / 128)) tiles."""
     if tsjit.const_expr(HEAD_DIM not in BWD_HEAD_DIMS):
         raise tsjit.CompilationError(f"attention_backward: HEAD_DIM must be one of {BWD_HEAD_DIMS}, got {HEAD_DIM}")
-    kv_heads = heads // group
     queue_config = TileSchedulerConfig.create_static_persistent_tile_scheduler_params(
         batch * kv_heads, (seqlen_k + BWD_BLOCK_N - 1) // BWD_BLOCK_N)
     wq = WorkQueue(name="tiles", tile_scheduler_config=queue_config)
@@ -466,7 +469,7 @@ def compile_backward(head_dim=128, causal=False, dtype=None, *, stages=None):
     st = tsjit.tensormap_spec(tsjit.Float32, (1, 1, 2, BWD_BLOCK_M))
     dq = tsjit.spec((2 * 16 * 1024, head_dim), tsjit.Float32)
     dkv = tsjit.spec((2000, 4 * head_dim), dtype)
-    return tsjit.compile(attention_backward, q, kv, kv, q, st, dq, dkv, dkv, 2, 1000, 1000, 16, 4, 1024, 0.125,
+    return tsjit.compile(attention_backward, q, kv, kv, q, st, dq, dkv, dkv, 2, 1000, 1000, 16, 4, 4, 1024, 0.125,
                          0.125 * LOG2_E, head_dim, causal, stages)
 
 

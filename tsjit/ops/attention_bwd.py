@@ -124,7 +124,7 @@ def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: 
     dv2 = dv.view(batch * seqlen_k, kv_heads * head_dim)
     stream = None if interpreted else torch.cuda.current_stream(q.device).cuda_stream
     program.attention_backward[(grid,), (program.BWD_THREADS,)](
-        *maps, dq_accum, dk2, dv2, batch, seqlen_q, seqlen_k, heads, heads // kv_heads, padded, scale,
+        *maps, dq_accum, dk2, dv2, batch, seqlen_q, seqlen_k, heads, kv_heads, heads // kv_heads, padded, scale,
         scale * LOG2_E, head_dim, causal, stages, stream=stream)
     dq = (dq_accum.view(batch, heads, padded, head_dim)[:, :, :seqlen_q].transpose(1, 2) * scale).to(q.dtype)
     return dq.contiguous(), dk, dv
