@@ -135,3 +135,29 @@ def test_backward_refuses_what_it_does_not_run():
     q = torch.randn((1, 64, 2, 64), device="cuda", dtype=torch.bfloat16)
     with pytest.raises(tsjit.LaunchError, match="lse"):
         tsjit.ops.attention_backward(q, q, q, q, lse[:, :1], q)
+
+
+@pytest.mark.parametrize("causal,heads,kv_heads", [(False, 2, 2), (True, 4, 2)])
+def test_attention_records_autograd(causal, heads, kv_heads):
+    """``tsjit.ops.attention`` on inputs that require grad: ``loss.backward()`` gives the float64 gradients (the
+    backward is tsjit.ops.attention_backward), and the LSE it returns is not differentiable."""
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    q = torch.randn((2, 200, heads, 64), generator=gen, device="cuda").to(torch.bfloat16).requires_grad_()
+    k = torch.randn((2, 200, kv_heads, 64), generator=gen, device="cuda").to(torch.bfloat16).requires_grad_()
+    v = torch.randn((2, 200, kv_heads, 64), generator=gen, device="cuda").to(torch.bfloat16).requires_grad_()
+    dout = torch.randn((2, 200, heads, 64), generator=gen, device="cuda").to(torch.bfloat16)
+    out, lse = tsjit.ops.attention(q, k, v, causal=causal, return_lse=True)
+    assert out.requires_grad and not lse.requires_grad
+    (out.float() * dout.float()).sum().backward()
+    ref = reference_grads(q, k, v, dout, causal, 1 / 8)
+    for name, g, r in zip(("dq", "dk", "dv"), (q.grad, k.grad, v.grad), ref):
+        assert g is not None and g.dtype == torch.bfloat16, name
+        assert (g.double() - r).abs().max().item() <= 2.0 ** -7 * max(r.abs().max().item(), 1.0), name
+
+
+def test_attention_with_grad_refuses_what_the_backward_does_not_run():
+    q = torch.randn((1, 64, 2, 64), device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    with pytest.raises(tsjit.LaunchError, match="window.*torch.no_grad"):
+        tsjit.ops.attention(q, q, q, window=(16, 0))
+    with torch.no_grad():                                  # the forward alone still runs
+        assert tsjit.ops.attention(q, q, q, window=(16, 0)).shape == q.shape

@@ -31,8 +31,9 @@ Program (one CTA = 3 warpgroups, 384 threads; one work tile = one (batch, KV hea
   - ``dS^T = P^T * (dP^T - D)``; ``dK += dS^T Q_m`` (register-A wgmma, B = Q MN-major); dS^T is also written
     (``stmatrix``, 128B-swizzled) to the warpgroup's shared buffer, and ``dQ_w = dS K_w`` runs with A = dS from
     there (MN-major) and B = K (MN-major); the thread's ``head_dim / 2`` values of dQ_w are added to the Float32
-    workspace with ``red.global.add.f32`` (PTX ISA §9.7.13.6: relaxed GPU-scope reductions; the order of the
-    additions is not fixed, so dQ is not bit-reproducible, as in FlashAttention).
+    workspace with ``atom.global.add.f32`` (PTX ISA §9.7.13.5: relaxed, GPU scope; its result is unused, so ptxas
+    emits ``REDG``, a reduction; the order of the additions is not fixed, so dQ is not bit-reproducible, as in
+    FlashAttention).
 
   After the tile's last iteration ``grads.store`` scales dK by ``scale`` and stores dK and dV from registers
   with row guards.

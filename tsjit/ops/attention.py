@@ -25,6 +25,7 @@ from tsjit.ops.attention_args import check_cuda as _check_cuda
 from tsjit.ops.attention_args import check_rescale_threshold as _check_rescale_threshold
 from tsjit.ops.attention_args import check_tensor as _check_tensor
 from tsjit.ops.attention_fp8 import attention_fp8
+from tsjit.ops.attention_bwd import differentiable_attention, wants_grad
 from tsjit.ops.attention_args import device_table as _device_table
 from tsjit.ops.attention_args import dummy_tensors as _dummy
 from tsjit.ops.attention_args import lse_buffer as _lse_buffer
@@ -199,17 +200,31 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
             without a causal mask, else 0).
 
     Returns:
-        ``out``, or ``(out, lse)`` with ``return_lse``.
+        ``out``, or ``(out, lse)`` with ``return_lse``.  Where grad mode is on and q, k or v requires grad, ``out``
+        is recorded for autograd: its ``.backward()`` runs ``tsjit.ops.attention_backward`` (head_dim 64 / 128,
+        causal or not, GQA; the LSE is not differentiable).
 
     Raises:
         LaunchError: torch is not installed, or an argument is not a CUDA torch tensor (not checked under
             ``TSJIT_INTERPRET=1``, except for fp8, which needs a GPU); an unsupported head_dim
             (64, 128 and 256 are supported) or dtype, a layout TMA cannot address, mismatched shapes/devices,
-            bad cu_seqlens (both or neither), window, scale, stages or sms, each naming the argument.
+            bad cu_seqlens (both or neither), window, scale, stages or sms, each naming the argument; with inputs
+            that require grad, an argument the backward does not support (window, cu_seqlens, fp8, out, lse_out) or
+            head_dim 256.
     """
     torch = _torch(q)
     if stages is not None or sms is not None:
         _check_counts(stages=stages, sms=sms)
+    if wants_grad(q, k, v, torch):          # recorded for autograd: .backward() runs tsjit.ops.attention_backward
+        given = {"window": window, "cu_seqlens_q": cu_seqlens_q, "cu_seqlens_k": cu_seqlens_k, "out": out,
+                 "lse_out": lse_out, "q_scale": q_scale, "k_scale": k_scale, "v_scale": v_scale,
+                 "exp2_polynomial": exp2_polynomial, "v_transposed": v_transposed or None}
+        options = dict(block_n=block_n, stages=stages, sms=sms, overlap=overlap, pingpong=pingpong, q_stages=q_stages,
+                       tile_table=tile_table, rescale_threshold=rescale_threshold, warpgroups=warpgroups,
+                       direct_store=direct_store, o_in_q=o_in_q)
+        return differentiable_attention(attention, q, k, v, causal=causal, scale=scale, return_lse=return_lse,
+                                        refused=[name for name, value in given.items() if value is not None],
+                                        options=options)
     fp8 = tuple(getattr(torch, name) for name in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, name))
     if any(isinstance(t, torch.Tensor) and t.dtype in fp8 for t in (q, k, v)):
         lengths = None

@@ -3,7 +3,8 @@
 The main kernel is the Task Scheduling program of :mod:`tsjit.examples.attention_bwd` (a TMA producer per ring,
 two consumer warpgroups with wgmma, dQ by fp32 atomics).  This module checks the arguments, runs the preprocess
 (``D = rowsum(dO * O)`` and the padded statistics, torch operations), launches the kernel on torch's current
-stream and converts the Float32 dQ workspace to the input dtype (a torch operation).
+stream and converts the Float32 dQ workspace to the input dtype (a torch operation).  :func:`differentiable_attention`
+records ``tsjit.ops.attention`` for autograd (a ``torch.autograd.Function`` whose backward is this one).
 """
 from __future__ import annotations
 
@@ -13,13 +14,12 @@ from tsjit import env
 from tsjit.errors import LaunchError
 from tsjit.ops.attention_args import check_cuda as _check_cuda
 from tsjit.ops.attention_args import check_tensor as _check_tensor
-from tsjit.ops.attention import INTERPRETER_SMS
 from tsjit.ops.attention_args import torch_module as _torch
 from tsjit.examples import attention_bwd as program
 from tsjit.examples.attention_config import BOX, LOG2_E
 from tsjit.runtime.tensormap import TensorMap
 
-__all__ = ["attention_backward", "BACKWARD_HEAD_DIMS"]
+__all__ = ["attention_backward", "BACKWARD_HEAD_DIMS", "wants_grad", "differentiable_attention"]
 
 BACKWARD_HEAD_DIMS = program.BWD_HEAD_DIMS
 
@@ -111,8 +111,8 @@ def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: 
     stats[:, :, 1, seqlen_q:] = 0.0
     dq_accum = torch.zeros((batch * heads * padded, head_dim), dtype=torch.float32, device=q.device)
     interpreted = env.interpret_requested()
-    if sms is None:
-        sms = INTERPRETER_SMS if interpreted else torch.cuda.get_device_properties(q.device).multi_processor_count
+    if sms is None:       # under the interpreter: an H200's 132 multiprocessors (as tsjit.ops.attention)
+        sms = 132 if interpreted else torch.cuda.get_device_properties(q.device).multi_processor_count
     tiles = batch * kv_heads * -(-seqlen_k // program.BWD_BLOCK_N)
     grid = max(1, min(tiles, int(sms)))
     maps = [TensorMap(q, (1, block_m, 1, BOX), swizzle="128B"),
@@ -128,3 +128,58 @@ def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: 
         scale * LOG2_E, head_dim, causal, stages, stream=stream)
     dq = (dq_accum.view(batch, heads, padded, head_dim)[:, :, :seqlen_q].transpose(1, 2) * scale).to(q.dtype)
     return dq.contiguous(), dk, dv
+
+
+# -- autograd: tsjit.ops.attention(...) with inputs that require grad ---------------------------------------------
+def wants_grad(q, k, v, torch) -> bool:
+    """Whether an attention call must record a graph: grad mode on and one of q, k, v requiring grad."""
+    return any(getattr(t, "requires_grad", False) for t in (q, k, v)) and torch.is_grad_enabled()
+
+
+def differentiable_attention(forward, q, k, v, *, causal, scale, return_lse, refused, options):
+    """``forward(q, k, v, ...)`` (``tsjit.ops.attention``) recorded for autograd: ``.backward()`` runs
+    :func:`attention_backward`.  ``refused``: the names of the given arguments the backward does not support
+    (sliding window, cu_seqlens, fp8 scales, out / lse_out); ``options``: the tile options, passed to the forward.
+    The LSE, where returned, is not differentiable.
+
+    Raises:
+        LaunchError: a refused argument or an unsupported head_dim / dtype, naming it (and how to run the
+            forward alone: under ``torch.no_grad()`` or on detached tensors)."""
+    torch = _torch(q)
+    how = "run the forward alone under torch.no_grad() or on detached tensors (q.detach(), ...)"
+    if refused:
+        raise LaunchError(f"tsjit.ops.attention: q, k or v requires grad, but the backward "
+                          f"(tsjit.ops.attention_backward) does not support argument(s) {', '.join(refused)}; {how}")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        _check_tensor(name, t, torch, require_cuda=False)
+    if q.shape[3] not in BACKWARD_HEAD_DIMS:
+        raise LaunchError(f"tsjit.ops.attention: q, k or v requires grad, but the backward supports head_dim "
+                          f"{list(BACKWARD_HEAD_DIMS)}, not {q.shape[3]}; {how}")
+    out, lse = _function(torch).apply(forward, q, k, v, causal, scale, options)
+    return (out, lse) if return_lse else out
+
+
+_FUNCTIONS: dict = {}
+
+
+def _function(torch):
+    """The torch.autograd.Function of the attention (built once: torch is imported only by callers that have it)."""
+    if "attention" not in _FUNCTIONS:
+        class AttentionFunction(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, forward, q, k, v, causal, scale, options):
+                out, lse = forward(q, k, v, causal=causal, scale=scale, return_lse=True, **options)
+                ctx.save_for_backward(q, k, v, out, lse)
+                ctx.causal, ctx.scale = causal, scale
+                ctx.mark_non_differentiable(lse)
+                return out, lse
+
+            @staticmethod
+            def backward(ctx, dout, _dlse):
+                q, k, v, out, lse = ctx.saved_tensors
+                dq, dk, dv = attention_backward(q, k, v, out, lse, dout.contiguous(), causal=ctx.causal,
+                                                scale=ctx.scale)
+                return None, dq, dk, dv, None, None, None
+
+        _FUNCTIONS["attention"] = AttentionFunction
+    return _FUNCTIONS["attention"]
