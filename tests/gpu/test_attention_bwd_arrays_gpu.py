@@ -61,7 +61,7 @@ def reference_backward(q, k, v, do, causal, scale):
             dv.transpose(0, 2, 1, 3))
 
 
-def launch(q, k, v, do, stats, dq, dk, dv, *, causal, scale, padded, stages=None):
+def launch(q, k, v, do, stats, dq, dk, dv, *, causal, scale, padded, stages=None, dq_shared=False):
     """Launch attention_backward as tsjit.ops.attention_backward does."""
     batch, seqlen_q, heads, head_dim = q.shape
     seqlen_k, kv_heads = k.shape[1], k.shape[2]
@@ -77,7 +77,7 @@ def launch(q, k, v, do, stats, dq, dk, dv, *, causal, scale, padded, stages=None
     tiles = batch * kv_heads * -(-seqlen_k // program.BWD_BLOCK_N)
     program.attention_backward[(max(1, min(tiles, SMS)),), (program.BWD_THREADS,)](
         *maps, dq, dk2, dv2, batch, seqlen_q, seqlen_k, heads, kv_heads, heads // kv_heads, padded, scale, scale * LOG2_E,
-        head_dim, causal, stages or program.BWD_STAGES[head_dim])
+        head_dim, causal, stages or program.BWD_STAGES[head_dim], 1, dq_shared)
 
 
 def _values(array, dtype):
@@ -85,7 +85,7 @@ def _values(array, dtype):
     return host.astype(np.float64) if dtype is tsjit.Float32 else decode(host, dtype).astype(np.float64)
 
 
-def check(batch, seqlen_q, seqlen_k, heads, kv_heads, head_dim, causal, dtype=tsjit.BFloat16):
+def check(batch, seqlen_q, seqlen_k, heads, kv_heads, head_dim, causal, dtype=tsjit.BFloat16, **options):
     rng = np.random.default_rng()
     (qb, q64), (kb, k64), (vb, v64), (dob, do64) = (_random((batch, s, h, head_dim), dtype, rng) for s, h in
                                                     ((seqlen_q, heads), (seqlen_k, kv_heads), (seqlen_k, kv_heads),
@@ -102,7 +102,7 @@ def check(batch, seqlen_q, seqlen_k, heads, kv_heads, head_dim, causal, dtype=ts
     dq = tsjit.zeros((batch * heads * padded, head_dim), tsjit.Float32)
     dk = tsjit.empty(k.shape, dtype).fill_bytes(0xFF)
     dv = tsjit.empty(v.shape, dtype).fill_bytes(0xFF)
-    launch(q, k, v, do, tsjit.to_device(stats), dq, dk, dv, causal=causal, scale=scale, padded=padded)
+    launch(q, k, v, do, tsjit.to_device(stats), dq, dk, dv, causal=causal, scale=scale, padded=padded, **options)
     got_dq = _values(dq, tsjit.Float32).reshape(batch, heads, padded, head_dim)[:, :, :seqlen_q]
     got_dq = scale * got_dq.transpose(0, 2, 1, 3)
     got_dk, got_dv = _values(dk, dtype), _values(dv, dtype)
@@ -115,6 +115,13 @@ def check(batch, seqlen_q, seqlen_k, heads, kv_heads, head_dim, causal, dtype=ts
 @pytest.mark.parametrize("head_dim,causal", [(64, False), (64, True), (128, False), (128, True)])
 def test_backward_matches_float64(head_dim, causal):
     check(1, 128, 128, 1, 1, head_dim, causal)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_backward_shared_dq(causal):
+    """``DQ_SHARED`` (head_dim 128): each warpgroup computes 64 columns of dQ over both warpgroups' dS; two Q
+    blocks, so both dS buffers are used."""
+    check(1, 128, 128, 1, 1, 128, causal, dq_shared=True)
 
 
 def test_backward_gqa_fp16_and_partial_tiles():

@@ -69,13 +69,20 @@ BWD_WARPGROUPS = BWD_BLOCK_N // 64
 BWD_THREADS = 128 * (1 + BWD_WARPGROUPS)
 #: default stages of the Q / dO ring per head_dim
 BWD_STAGES = {64: 2, 128: 2}
+#: whether the consumer warpgroups share dQ per head_dim (``DQ_SHARED``: each computes 64 of its columns over all
+#: 128 keys of the block from both warpgroups' dS, half the atomics and accumulators of each computing all columns
+#: over its own 64 keys; needs head_dim 128: 64-column halves of the 128B-swizzled K boxes)
+BWD_DQ_SHARED = {64: False, 128: False}
+#: the named barrier of the shared dS (1 and 2: each warpgroup's own)
+DS_BARRIER = 3
 
 
 @dataclass(frozen=True)
 class BackwardShape:
     """The problem as the work bodies see it (ints or run-time Int32 values): lengths, heads, ``group`` = query
     heads per KV head, ``padded_q`` = seqlen_q rounded up to 64 (the rows of the statistics and dQ workspace),
-    the scales, head_dim, the causal flag."""
+    the scales, head_dim, the causal flag; ``dq_shared``: the warpgroups share dQ (``DQ_SHARED`` of
+    :func:`attention_backward`)."""
 
     batch: object
     seqlen_q: object
@@ -88,6 +95,7 @@ class BackwardShape:
     scale_log2: object
     head_dim: int
     causal: bool
+    dq_shared: bool = False
     block_n: int = BWD_BLOCK_N
     block_m: int = BWD_BLOCK_M
 
@@ -200,7 +208,9 @@ class QdOTiles(ts.MemoryResource):
         self.do_tiles = _swizzled_tiles(self.do_map.dtype, stages, d, m)
         self.stats = tsjit.shared_array(tsjit.Float32, (stages, 2, m), align=128)
         # dS^T of each warpgroup (its 64 keys x the 64 rows), the A operand of dQ = dS K
-        self.ds_tiles = tsjit.shared_array(self.q_map.dtype, (BWD_WARPGROUPS, 1, 64, BOX), align=1024)
+        # (double-buffered by iteration parity: the barrier after one iteration's stores also tells that every dQ
+        # wgmma of the iteration before, which read the other buffer, has retired)
+        self.ds_tiles = tsjit.shared_array(self.q_map.dtype, (2, BWD_WARPGROUPS, 1, 64, BOX), align=1024)
         self.dk = ts.TaskLocalVariable(Fragment, default_factory=lambda: Fragment.zeros(d // 2),
                                        docs="the warpgroup's 64 x head_dim fp32 dK (unscaled)")
         self.dv = ts.TaskLocalVariable(Fragment, default_factory=lambda: Fragment.zeros(d // 2),
@@ -292,37 +302,48 @@ class QdOTiles(ts.MemoryResource):
         dp = wgmma.fence_operand(dp)
         ds = Fragment([p[i] * (dp[i] - delta[_column_index(i)]) for i in range(len(p))], tsjit.Float32)
         ds_packed = pack_probabilities(ds, dtype)
-        ds_tile = self.ds_tiles[warpgroup]
-        tsjit.named_barrier_sync(1 + warpgroup, 128)            # the previous dQ wgmma of every warp has retired
-        store_fragment_shared(ds, ds_tile, swizzle="128B", tid=tid)
+        buffer = stage_info.loop_offset % 2
+        store_fragment_shared(ds, self.ds_tiles[buffer, warpgroup], swizzle="128B", tid=tid)
         tsjit.fence_proxy_async()                               # generic-proxy stores, read by the async proxy
-        tsjit.named_barrier_sync(1 + warpgroup, 128)
+        if tsjit.const_expr(shape.dq_shared):                   # both warpgroups' dS^T: all 128 keys
+            tsjit.named_barrier_sync(DS_BARRIER, 128 * BWD_WARPGROUPS)
+        else:
+            tsjit.named_barrier_sync(1 + warpgroup, 128)
 
-        # dK += dS^T Q, dQ_w = dS K_w
+        # dK += dS^T Q, then dQ: dQ_w = dS_w K_w (the warpgroup's keys, all head_dim columns) or, with dq_shared,
+        # dQ[:, 64 w .. 64 w + 63] = dS K[:, 64 w ..] over all the block's keys
         q_desc = wgmma.make_descriptor(self.q_tiles[stage], major="MN", swizzle="128B",
                                        leading_byte_offset=shape.block_m * BOX * dtype.itemsize)
-        ds_desc = wgmma.make_descriptor(ds_tile, major="MN", swizzle="128B")
-        k_desc = wgmma.make_descriptor(kt[kv_stage, 0, warpgroup], major="MN", swizzle="128B",
-                                       leading_byte_offset=shape.block_n * BOX * dtype.itemsize)
+        if tsjit.const_expr(shape.dq_shared):
+            ds_desc = wgmma.make_descriptor(self.ds_tiles[buffer, 0], major="MN", swizzle="128B")
+            k_desc = wgmma.make_descriptor(kt[kv_stage, warpgroup, 0], major="MN", swizzle="128B")
+            dq_columns, dq_keys = d // BWD_WARPGROUPS, shape.block_n
+        else:
+            ds_desc = wgmma.make_descriptor(self.ds_tiles[buffer, warpgroup], major="MN", swizzle="128B")
+            k_desc = wgmma.make_descriptor(kt[kv_stage, 0, warpgroup], major="MN", swizzle="128B",
+                                           leading_byte_offset=shape.block_n * BOX * dtype.itemsize)
+            dq_columns, dq_keys = d, 64
         dk = wgmma.fence_operand(dk)
         ds_packed = wgmma.fence_operand(ds_packed)
-        dq = wgmma.fence_operand(Fragment.zeros(d // 2))
+        dq = wgmma.fence_operand(Fragment.zeros(dq_columns // 2))
         wgmma.fence()
         for kk in tsjit.range_constexpr(shape.block_m // 16):
             a = Fragment([ds_packed[4 * kk + r] for r in range(4)], tsjit.Int32)
             dk = wgmma.mma_async(dk, a, k_step(q_desc, kk), n=d, a_dtype=dtype)
         wgmma.commit_group()
-        for kk in tsjit.range_constexpr(64 // 16):
-            dq = wgmma.mma_async(dq, k_step(ds_desc, kk), k_step(k_desc, kk), n=d, scale_d=0 if kk == 0 else 1)
+        for kk in tsjit.range_constexpr(dq_keys // 16):
+            dq = wgmma.mma_async(dq, k_step(ds_desc, kk), k_step(k_desc, kk), n=dq_columns,
+                                 scale_d=0 if kk == 0 else 1)
         wgmma.commit_group()
         wgmma.wait_group(0)
         dk = wgmma.fence_operand(dk)
         dv = wgmma.fence_operand(dv)
         dq = wgmma.fence_operand(dq)
         row0 = (tile.batch * shape.heads + head) * shape.padded_q + m_block * shape.block_m
+        col0 = dq_columns * warpgroup if shape.dq_shared else 0
         for i in tsjit.range_constexpr(len(dq)):
             row, col = dq.accumulator_coords(i, tid)
-            tsjit.atomic_add(tsjit.address_of(self.dq, row0 + row, col), dq[i])
+            tsjit.atomic_add(tsjit.address_of(self.dq, row0 + row, col0 + col), dq[i])
         return dk, dv
 
 
@@ -359,7 +380,8 @@ class Gradients(ts.MemoryResource):
 def attention_backward(q_map, k_map, v_map, do_map, st_map, dq, dk_out, dv_out, batch, seqlen_q, seqlen_k, heads,
                        kv_heads, group, padded_q, scale, scale_log2,
                        HEAD_DIM: tsjit.Constexpr[int], CAUSAL: tsjit.Constexpr[bool],
-                       STAGES: tsjit.Constexpr[int] = 2, KV_STAGES: tsjit.Constexpr[int] = 1):
+                       STAGES: tsjit.Constexpr[int] = 2, KV_STAGES: tsjit.Constexpr[int] = 1,
+                       DQ_SHARED: tsjit.Constexpr[bool] = False):
     """Attention backward (module docstring).
 
     ``q_map`` / ``do_map``: TensorMaps of Q and dO (B, S_q, H, D), box (1, 64, 1, 64); ``k_map`` / ``v_map``: of K
@@ -369,9 +391,12 @@ def attention_backward(q_map, k_map, v_map, do_map, st_map, dq, dk_out, dv_out, 
     into it); ``dk_out`` / ``dv_out``: rank-2 (B * S_k, H_kv * D) views of dK and dV; ``kv_heads`` = H_kv,
     ``group = H // H_kv``;
     ``scale``: the softmax scale, ``scale_log2 = scale * log2 e``.  Launch with :data:`BWD_THREADS` threads and a
-    persistent grid over the (B * H_kv, ceil(S_k / 128)) tiles."""
+    persistent grid over the (B * H_kv, ceil(S_k / 128)) tiles.  ``DQ_SHARED``: see :data:`BWD_DQ_SHARED`."""
     if tsjit.const_expr(HEAD_DIM not in BWD_HEAD_DIMS):
         raise tsjit.CompilationError(f"attention_backward: HEAD_DIM must be one of {BWD_HEAD_DIMS}, got {HEAD_DIM}")
+    if tsjit.const_expr(DQ_SHARED and HEAD_DIM != 64 * BWD_WARPGROUPS):
+        raise tsjit.CompilationError(f"attention_backward: DQ_SHARED splits dQ's columns into 64-column boxes, one "
+                                     f"per warpgroup: it needs HEAD_DIM {64 * BWD_WARPGROUPS}, got {HEAD_DIM}")
     queue_config = TileSchedulerConfig.create_static_persistent_tile_scheduler_params(
         batch * kv_heads, (seqlen_k + BWD_BLOCK_N - 1) // BWD_BLOCK_N)
     wq = WorkQueue(name="tiles", tile_scheduler_config=queue_config)
@@ -380,7 +405,7 @@ def attention_backward(q_map, k_map, v_map, do_map, st_map, dq, dk_out, dv_out, 
     consumers = ts.CooperativeGroup(ts.Agent.Thread, BWD_WARPGROUPS * 4)
     shape = BackwardShape(batch=batch, seqlen_q=seqlen_q, seqlen_k=seqlen_k, heads=heads, kv_heads=kv_heads,
                           group=group, padded_q=padded_q, scale=scale, scale_log2=scale_log2, head_dim=HEAD_DIM,
-                          causal=CAUSAL)
+                          causal=CAUSAL, dq_shared=DQ_SHARED)
     kv_cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(KV_STAGES, 2 * BWD_BLOCK_N * HEAD_DIM * itemsize,
                                                              producer, consumers)
     qdo_cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(STAGES, 2 * BWD_BLOCK_M * HEAD_DIM * itemsize
@@ -460,20 +485,21 @@ def run_backward_program(wq, kv, qdo, grads, shape):
 BACKWARD_OBSERVERS: list = []
 
 
-def compile_backward(head_dim=128, causal=False, dtype=None, *, stages=None):
+def compile_backward(head_dim=128, causal=False, dtype=None, *, stages=None, dq_shared=None):
     """Compile :func:`attention_backward` for sm_90a from argument specs alone (no GPU): the configuration
     ``tsjit.ops.attention_backward`` launches.  Returns the CompiledKernel (``.ptx``, ``.cubin``, ``.metadata``)."""
     dtype = tsjit.BFloat16 if dtype is None else dtype
-    stages = stages or BWD_STAGES[head_dim]
+    stages = stages or BWD_STAGES.get(head_dim, 2)
+    dq_shared = BWD_DQ_SHARED.get(head_dim, False) if dq_shared is None else dq_shared
     q = tsjit.tensormap_spec(dtype, (1, BWD_BLOCK_M, 1, BOX), swizzle="128B")
     kv = tsjit.tensormap_spec(dtype, (1, BWD_BLOCK_N, 1, BOX), swizzle="128B")
     st = tsjit.tensormap_spec(tsjit.Float32, (1, 1, 2, BWD_BLOCK_M))
     dq = tsjit.spec((2 * 16 * 1024, head_dim), tsjit.Float32)
     dkv = tsjit.spec((2000, 4 * head_dim), dtype)
     return tsjit.compile(attention_backward, q, kv, kv, q, st, dq, dkv, dkv, 2, 1000, 1000, 16, 4, 4, 1024, 0.125,
-                         0.125 * LOG2_E, head_dim, causal, stages)
+                         0.125 * LOG2_E, head_dim, causal, stages, 1, dq_shared)
 
 
-__all__ = ["BWD_HEAD_DIMS", "BWD_BLOCK_N", "BWD_BLOCK_M", "BWD_WARPGROUPS", "BWD_THREADS", "BWD_STAGES",
+__all__ = ["BWD_HEAD_DIMS", "BWD_BLOCK_N", "BWD_BLOCK_M", "BWD_WARPGROUPS", "BWD_THREADS", "BWD_STAGES", "BWD_DQ_SHARED", "DS_BARRIER",
            "BackwardShape", "KVBlock", "BackwardTask", "KVTiles", "QdOTiles", "Gradients", "attention_backward",
            "run_backward_program", "BACKWARD_OBSERVERS", "compile_backward"]

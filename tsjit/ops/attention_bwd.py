@@ -64,7 +64,7 @@ def _check(q, k, v, out, lse, dout, causal, scale, torch):
 
 
 def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: float | None = None,
-                       sms: int | None = None, stages: int | None = None):
+                       sms: int | None = None, stages: int | None = None, dq_shared: bool | None = None):
     """The gradients (dq, dk, dv) of ``out = softmax(scale * q k^T [+ causal mask]) v`` given ``dout``.
 
     Args:
@@ -78,7 +78,8 @@ def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: 
         causal: the forward's bottom-right aligned causal mask (row ``i`` sees keys ``j <= i + seqlen_k -
             seqlen_q``); scale: the softmax scale, default ``1 / sqrt(head_dim)``.
         sms: CTAs of the persistent grid (default: the device's multiprocessor count); stages: stages of the
-            Q / dO ring (default ``tsjit.examples.attention_bwd.BWD_STAGES``).
+            Q / dO ring (default ``tsjit.examples.attention_bwd.BWD_STAGES``); dq_shared: the two warpgroups share
+            dQ (head_dim 128 only; default ``tsjit.examples.attention_bwd.BWD_DQ_SHARED``).
 
     Returns:
         (dq, dk, dv): new contiguous tensors of q's, k's and v's shapes and dtype.
@@ -100,6 +101,10 @@ def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: 
     stages = program.BWD_STAGES[head_dim] if stages is None else stages
     if stages not in (1, 2, 3, 4) or isinstance(stages, bool):
         raise LaunchError(f"argument 'stages' must be 1 to 4, got {stages!r}")
+    if dq_shared is None:
+        dq_shared = program.BWD_DQ_SHARED[head_dim]
+    if dq_shared and head_dim != 128:
+        raise LaunchError(f"argument 'dq_shared' needs head_dim 128 (64-column halves per warpgroup), got {head_dim}")
     block_m = program.BWD_BLOCK_M
     padded = -(-seqlen_q // block_m) * block_m
     # the preprocess: D = rowsum(dO * O) and LSE * log2 e (+inf where no key is visible or past seqlen_q)
@@ -125,7 +130,7 @@ def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: 
     stream = None if interpreted else torch.cuda.current_stream(q.device).cuda_stream
     program.attention_backward[(grid,), (program.BWD_THREADS,)](
         *maps, dq_accum, dk2, dv2, batch, seqlen_q, seqlen_k, heads, kv_heads, heads // kv_heads, padded, scale,
-        scale * LOG2_E, head_dim, causal, stages, stream=stream)
+        scale * LOG2_E, head_dim, causal, stages, 1, bool(dq_shared), stream=stream)
     dq = (dq_accum.view(batch, heads, padded, head_dim)[:, :, :seqlen_q].transpose(1, 2) * scale).to(q.dtype)
     return dq.contiguous(), dk, dv
 
