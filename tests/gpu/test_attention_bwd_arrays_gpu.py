@@ -104,7 +104,7 @@ def check(batch, seqlen_q, seqlen_k, heads, kv_heads, head_dim, causal, dtype=ts
     dv = tsjit.empty(v.shape, dtype).fill_bytes(0xFF)
     launch(q, k, v, do, tsjit.to_device(stats), dq, dk, dv, causal=causal, scale=scale, padded=padded, **options)
     got_dq = _values(dq, tsjit.Float32).reshape(batch, heads, padded, head_dim)[:, :, :seqlen_q]
-    got_dq = scale * got_dq.transpose(0, 2, 1, 3)
+    got_dq = got_dq.transpose(0, 2, 1, 3)
     got_dk, got_dv = _values(dk, dtype), _values(dv, dtype)
     for name, got, ref in (("dq", got_dq, ref_dq), ("dk", got_dk, ref_dk), ("dv", got_dv, ref_dv)):
         assert not np.isnan(got).any(), f"{name}: {np.isnan(got).sum()} elements left unwritten (poison survived)"
@@ -128,3 +128,27 @@ def test_backward_gqa_fp16_and_partial_tiles():
     """Two query heads per KV head (dk / dv summed over the group), fp16, a partial Q block and KV block, and a
     causal mask with more keys than queries (bottom-right aligned)."""
     check(1, 70, 150 if env.interpret() else 700, 2, 1, 64, True, dtype=tsjit.Float16)
+
+
+def test_preprocess_matches_float64():
+    """attention_backward_preprocess: the statistics rows (LSE * log2 e, +inf for -inf and the padding; D =
+    rowsum(dO * O) in Float32, 0 for the padding), every entry written (the output poisoned)."""
+    dtype, batch, seqlen_q, heads, head_dim = tsjit.BFloat16, 2, 70, 3, 128
+    rng = np.random.default_rng()
+    (ob, o64), (gb, g64) = (_random((batch, seqlen_q, heads, head_dim), dtype, rng) for _ in range(2))
+    lse = rng.standard_normal((batch, heads, seqlen_q)).astype(np.float32)
+    lse[0, 1, 5] = -np.inf                                      # a row that sees no key
+    padded = 128
+    stats = tsjit.empty((batch, heads, 2, padded), tsjit.Float32).fill_bytes(0xFF)
+    flat = [_device(b.reshape(-1), dtype) for b in (ob, gb)]
+    rows = batch * padded * heads
+    program.attention_backward_preprocess[(4,), (program.PREPROCESS_THREADS,)](
+        *flat, tsjit.to_device(lse), stats, seqlen_q, heads, padded, rows, head_dim)
+    got = stats.numpy()
+    assert not np.isnan(got).any()
+    expected_lse = np.full((batch, heads, padded), np.inf)
+    expected_lse[:, :, :seqlen_q] = np.where(np.isinf(lse), np.inf, lse.astype(np.float64) * LOG2_E)
+    np.testing.assert_allclose(got[:, :, 0], expected_lse, rtol=1e-6)
+    expected_d = np.zeros((batch, heads, padded))
+    expected_d[:, :, :seqlen_q] = np.sum(o64 * g64, axis=-1).transpose(0, 2, 1)
+    np.testing.assert_allclose(got[:, :, 1], expected_d, rtol=1e-4, atol=1e-4)

@@ -2,10 +2,10 @@
 
 Given Q, K, V, the forward's output O, its log-sum-exp ``LSE`` per row and the output gradient dO, computes
 
-* ``dV = P^T dO``, ``dK = scale * dS^T Q`` (per KV block, in registers) and
-* ``dQ = scale * dS K`` (accumulated over the KV blocks with fp32 atomics into a workspace),
+* ``dV = P^T dO``, ``dK = dS^T Q`` (per KV block, in registers) and
+* ``dQ = dS K`` (accumulated over the KV blocks with fp32 atomics into a workspace),
 
-where ``P = exp(scale * Q K^T - LSE)`` (recomputed, masked like the forward) and ``dS = P * (dO V^T - D)`` with the
+where ``P = exp(scale * Q K^T - LSE)`` (recomputed, masked like the forward) and ``dS = scale * P * (dO V^T - D)`` with the
 preprocessed ``D_i = rowsum(dO_i * O_i)``.  Tensors are in FlashAttention's ``(batch, seqlen, heads, head_dim)``
 layout, BFloat16 or Float16, head_dim 64 or 128, causal (bottom-right aligned) or not, K / V may have fewer heads
 (GQA / MQA: the CTA of a KV head walks every query head of its group, so dK / dV are summed over the group in
@@ -28,15 +28,14 @@ Program (one CTA = 3 warpgroups, 384 threads; one work tile = one (batch, KV hea
   - ``P^T = exp2(S^T * scale * log2 e - LSE * log2 e)`` (one FMA and one ``ex2.approx.ftz`` per element; the
     causal mask, where the block has a key after some row, selects 0); ``dV += P^T dO_m`` (register-A wgmma,
     B = dO MN-major);
-  - ``dS^T = P^T * (dP^T - D)``; ``dK += dS^T Q_m`` (register-A wgmma, B = Q MN-major); dS^T is also written
+  - ``dS^T = scale * P^T * (dP^T - D)``; ``dK += dS^T Q_m`` (register-A wgmma, B = Q MN-major); dS^T is also written
     (``stmatrix``, 128B-swizzled) to the warpgroup's shared buffer, and ``dQ_w = dS K_w`` runs with A = dS from
     there (MN-major) and B = K (MN-major); the thread's ``head_dim / 2`` values of dQ_w are added to the Float32
     workspace with ``atom.global.add.f32`` (PTX ISA §9.7.13.5: relaxed, GPU scope; its result is unused, so ptxas
     emits ``REDG``, a reduction; the order of the additions is not fixed, so dQ is not bit-reproducible, as in
     FlashAttention).
 
-  After the tile's last iteration ``grads.store`` scales dK by ``scale`` and stores dK and dV from registers
-  with row guards.
+  After the tile's last iteration ``grads.store`` stores dK and dV from registers with row guards.
 
 Rows past ``seqlen_q`` are zero-filled by TMA and their statistics are ``+inf`` / 0 (the host pads them), so
 their P is 0; keys past ``seqlen_k`` have zero K / V rows, add nothing to dQ and are not stored.  Causal: the domain
@@ -212,7 +211,7 @@ class QdOTiles(ts.MemoryResource):
         # wgmma of the iteration before, which read the other buffer, has retired)
         self.ds_tiles = tsjit.shared_array(self.q_map.dtype, (2, BWD_WARPGROUPS, 1, 64, BOX), align=1024)
         self.dk = ts.TaskLocalVariable(Fragment, default_factory=lambda: Fragment.zeros(d // 2),
-                                       docs="the warpgroup's 64 x head_dim fp32 dK (unscaled)")
+                                       docs="the warpgroup's 64 x head_dim fp32 dK")
         self.dv = ts.TaskLocalVariable(Fragment, default_factory=lambda: Fragment.zeros(d // 2),
                                        docs="the warpgroup's 64 x head_dim fp32 dV")
 
@@ -300,7 +299,9 @@ class QdOTiles(ts.MemoryResource):
         delta = [self.stats[stage, 1, col_base + 8 * (c // 2) + c % 2] for c in range(shape.block_m // 4)]
         wgmma.wait_group(1)
         dp = wgmma.fence_operand(dp)
-        ds = Fragment([p[i] * (dp[i] - delta[_column_index(i)]) for i in range(len(p))], tsjit.Float32)
+        # scaled by the softmax scale here, so neither dK nor dQ needs it later
+        ds = Fragment([(p[i] * shape.scale) * (dp[i] - delta[_column_index(i)]) for i in range(len(p))],
+                      tsjit.Float32)
         ds_packed = pack_probabilities(ds, dtype)
         buffer = stage_info.loop_offset % 2
         store_fragment_shared(ds, self.ds_tiles[buffer, warpgroup], swizzle="128B", tid=tid)
@@ -349,8 +350,8 @@ class QdOTiles(ts.MemoryResource):
 
 @dataclass(kw_only=True)
 class Gradients(ts.MemoryResource):
-    """dK and dV (the input dtype), stored from registers into their rank-2 ``(batch * seqlen_k, kv_heads *
-    head_dim)`` views with row guards (keys past ``seqlen_k`` are not stored)."""
+    """dK (dS carries the softmax scale) and dV (the input dtype), stored from registers into their rank-2
+    ``(batch * seqlen_k, kv_heads * head_dim)`` views with row guards (keys past ``seqlen_k`` are not stored)."""
 
     dk_out: object
     dv_out: object
@@ -365,8 +366,7 @@ class Gradients(ts.MemoryResource):
         token0 = tile.batch * shape.seqlen_k
         row0 = token0 + tile.n0 + 64 * warpgroup
         col0 = tile.kv_head * shape.head_dim
-        scaled = Fragment([dk[i] * shape.scale for i in range(len(dk))], tsjit.Float32)
-        store_fragment_global(scaled, self.dk_out, row0, col0, M=token0 + shape.seqlen_k, N=col0 + shape.head_dim,
+        store_fragment_global(dk, self.dk_out, row0, col0, M=token0 + shape.seqlen_k, N=col0 + shape.head_dim,
                               tid=tid)
         store_fragment_global(dv, self.dv_out, row0, col0, M=token0 + shape.seqlen_k, N=col0 + shape.head_dim,
                               tid=tid)
@@ -387,10 +387,10 @@ def attention_backward(q_map, k_map, v_map, do_map, st_map, dq, dk_out, dv_out, 
     ``q_map`` / ``do_map``: TensorMaps of Q and dO (B, S_q, H, D), box (1, 64, 1, 64); ``k_map`` / ``v_map``: of K
     and V (B, S_k, H_kv, D), box (1, 128, 1, 64), all 128B-swizzled; ``st_map``: of the Float32 statistics
     (B, H, 2, padded_q) (``LSE * log2 e`` with +inf for rows without keys or past S_q, and D = rowsum(dO * O)),
-    box (1, 1, 2, 64), no swizzle; ``dq``: the Float32 (B * H * padded_q, D) workspace, zeroed (dQ / scale is added
-    into it); ``dk_out`` / ``dv_out``: rank-2 (B * S_k, H_kv * D) views of dK and dV; ``kv_heads`` = H_kv,
+    box (1, 1, 2, 64), no swizzle; ``dq``: the Float32 (B * H * padded_q, D) workspace, zeroed (dQ is added into it); ``dk_out`` / ``dv_out``: rank-2 (B * S_k, H_kv * D) views of dK and dV; ``kv_heads`` = H_kv,
     ``group = H // H_kv``;
-    ``scale``: the softmax scale, ``scale_log2 = scale * log2 e``.  Launch with :data:`BWD_THREADS` threads and a
+    ``scale``: the softmax scale (dS is multiplied by it, so dQ and dK come out scaled), ``scale_log2 = scale *
+    log2 e``.  Launch with :data:`BWD_THREADS` threads and a
     persistent grid over the (B * H_kv, ceil(S_k / 128)) tiles.  ``DQ_SHARED``: see :data:`BWD_DQ_SHARED`."""
     if tsjit.const_expr(HEAD_DIM not in BWD_HEAD_DIMS):
         raise tsjit.CompilationError(f"attention_backward: HEAD_DIM must be one of {BWD_HEAD_DIMS}, got {HEAD_DIM}")
@@ -480,6 +480,47 @@ def run_backward_program(wq, kv, qdo, grads, shape):
     manager.run()
 
 
+# -- the preprocess ------------------------------------------------------------------------------
+PREPROCESS_THREADS = 256
+
+
+@tsjit.kernel
+def attention_backward_preprocess(out, dout, lse, stats, seqlen_q, heads, padded_q, rows,
+                                  HEAD_DIM: tsjit.Constexpr[int]):
+    """The row statistics the backward reads: ``stats[b, h, 0, i] = lse[b, h, i] * log2 e`` (+inf where the LSE is
+    -inf, a row that sees no key, and for the padding rows ``seqlen_q <= i < padded_q``) and ``stats[b, h, 1, i] =
+    sum_c dout[b, i, h, c] * out[b, i, h, c]`` in Float32 (0 for the padding).
+
+    ``out`` / ``dout``: flat views of contiguous (B, S_q, H, D) tensors of the input dtype; ``lse``: Float32
+    (B, H, S_q); ``stats``: Float32 (B, H, 2, padded_q); ``rows = B * padded_q * H``.  One warp per (b, i, h)
+    (h fastest, so a warp's neighbours read the next head of the same token): each lane loads ``D / 32``
+    consecutive elements of both rows (one vector load each), the products are summed in Float32 per lane and
+    over the warp with shuffles.  Launch with :data:`PREPROCESS_THREADS` threads and any grid (grid-stride)."""
+    per_lane = HEAD_DIM // 32
+    lane = tsjit.lane_idx()
+    warps = tsjit.grid_dim().x * (PREPROCESS_THREADS // 32)
+    for row in range(tsjit.block_idx().x * (PREPROCESS_THREADS // 32) + tsjit.thread_idx().x // 32, rows, warps):
+        head = row % heads
+        token = row // heads                        # b * padded_q + i
+        b, i = token // padded_q, token % padded_q
+        total = tsjit.Float32(0)
+        if i < seqlen_q:
+            base = ((b * seqlen_q + i) * heads + head) * HEAD_DIM + lane * per_lane
+            o = out.load_vector(base, per_lane)
+            g = dout.load_vector(base, per_lane)
+            for c in tsjit.range_constexpr(per_lane):
+                total = tsjit.math.fma(tsjit.Float32(o[c]), tsjit.Float32(g[c]), total)
+        for offset in tsjit.range_constexpr(5):
+            total = total + tsjit.shuffle_xor(total, 16 >> offset)
+        if lane == 0:
+            lse2 = float("inf")
+            if i < seqlen_q:
+                value = lse[b, head, i]
+                lse2 = tsjit.select(value == float("-inf"), float("inf"), value * LOG2_E)
+            stats[b, head, 0, i] = lse2
+            stats[b, head, 1, i] = total
+
+
 #: callables given each verified TaskManager a compile of :func:`attention_backward` builds (the CPU tests read
 #: its exhaustive verdict)
 BACKWARD_OBSERVERS: list = []
@@ -502,4 +543,5 @@ def compile_backward(head_dim=128, causal=False, dtype=None, *, stages=None, dq_
 
 __all__ = ["BWD_HEAD_DIMS", "BWD_BLOCK_N", "BWD_BLOCK_M", "BWD_WARPGROUPS", "BWD_THREADS", "BWD_STAGES", "BWD_DQ_SHARED", "DS_BARRIER",
            "BackwardShape", "KVBlock", "BackwardTask", "KVTiles", "QdOTiles", "Gradients", "attention_backward",
-           "run_backward_program", "BACKWARD_OBSERVERS", "compile_backward"]
+           "run_backward_program", "BACKWARD_OBSERVERS", "compile_backward", "attention_backward_preprocess",
+           "PREPROCESS_THREADS"]

@@ -1,9 +1,10 @@
 """``tsjit.ops.attention_backward``: the gradients of FlashAttention-style attention (Hopper, sm_90a; issue 16).
 
 The main kernel is the Task Scheduling program of :mod:`tsjit.examples.attention_bwd` (a TMA producer per ring,
-two consumer warpgroups with wgmma, dQ by fp32 atomics).  This module checks the arguments, runs the preprocess
-(``D = rowsum(dO * O)`` and the padded statistics, torch operations), launches the kernel on torch's current
-stream and converts the Float32 dQ workspace to the input dtype (a torch operation).  :func:`differentiable_attention`
+two consumer warpgroups with wgmma, dQ by fp32 atomics) after its preprocess kernel (``D = rowsum(dO * O)`` and the
+padded LSE statistics, :func:`~tsjit.examples.attention_bwd.attention_backward_preprocess`).  This module checks the
+arguments, zeroes the Float32 dQ workspace, launches both on torch's current stream and converts dQ to the input
+dtype (torch operations: ``zeros`` and one strided ``copy_``).  :func:`differentiable_attention`
 records ``tsjit.ops.attention`` for autograd (a ``torch.autograd.Function`` whose backward is this one).
 """
 from __future__ import annotations
@@ -106,18 +107,18 @@ def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: 
     if dq_shared and head_dim != 128:
         raise LaunchError(f"argument 'dq_shared' needs head_dim 128 (64-column halves per warpgroup), got {head_dim}")
     block_m = program.BWD_BLOCK_M
-    padded = -(-seqlen_q // block_m) * block_m
-    # the preprocess: D = rowsum(dO * O) and LSE * log2 e (+inf where no key is visible or past seqlen_q)
-    stats = torch.empty((batch, heads, 2, padded), dtype=torch.float32, device=q.device)
-    lse2 = lse.float() * LOG2_E
-    stats[:, :, 0, :seqlen_q] = torch.where(torch.isneginf(lse), torch.full_like(lse2, float("inf")), lse2)
-    stats[:, :, 0, seqlen_q:] = float("inf")
-    stats[:, :, 1, :seqlen_q] = (dout.float() * out.float()).sum(-1).transpose(1, 2)
-    stats[:, :, 1, seqlen_q:] = 0.0
-    dq_accum = torch.zeros((batch * heads * padded, head_dim), dtype=torch.float32, device=q.device)
     interpreted = env.interpret_requested()
     if sms is None:       # under the interpreter: an H200's 132 multiprocessors (as tsjit.ops.attention)
         sms = 132 if interpreted else torch.cuda.get_device_properties(q.device).multi_processor_count
+    stream = None if interpreted else torch.cuda.current_stream(q.device).cuda_stream
+    padded = -(-seqlen_q // block_m) * block_m
+    # the preprocess kernel: D = rowsum(dO * O) and LSE * log2 e (+inf where no key is visible and past seqlen_q)
+    stats = torch.empty((batch, heads, 2, padded), dtype=torch.float32, device=q.device)
+    rows = batch * padded * heads
+    program.attention_backward_preprocess[(max(1, min(-(-rows // 8), 8 * int(sms))),), (program.PREPROCESS_THREADS,)](
+        out.contiguous().view(-1), dout.contiguous().view(-1), lse.contiguous(), stats, seqlen_q, heads, padded, rows,
+        head_dim, stream=stream)
+    dq_accum = torch.zeros((batch * heads * padded, head_dim), dtype=torch.float32, device=q.device)
     tiles = batch * kv_heads * -(-seqlen_k // program.BWD_BLOCK_N)
     grid = max(1, min(tiles, int(sms)))
     maps = [TensorMap(q, (1, block_m, 1, BOX), swizzle="128B"),
@@ -127,12 +128,12 @@ def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: 
             TensorMap(stats, (1, 1, 2, block_m))]
     dk2 = dk.view(batch * seqlen_k, kv_heads * head_dim)
     dv2 = dv.view(batch * seqlen_k, kv_heads * head_dim)
-    stream = None if interpreted else torch.cuda.current_stream(q.device).cuda_stream
     program.attention_backward[(grid,), (program.BWD_THREADS,)](
         *maps, dq_accum, dk2, dv2, batch, seqlen_q, seqlen_k, heads, kv_heads, heads // kv_heads, padded, scale,
         scale * LOG2_E, head_dim, causal, stages, 1, bool(dq_shared), stream=stream)
-    dq = (dq_accum.view(batch, heads, padded, head_dim)[:, :, :seqlen_q].transpose(1, 2) * scale).to(q.dtype)
-    return dq.contiguous(), dk, dv
+    dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    dq.copy_(dq_accum.view(batch, heads, padded, head_dim)[:, :, :seqlen_q].transpose(1, 2))
+    return dq, dk, dv
 
 
 # -- autograd: tsjit.ops.attention(...) with inputs that require grad ---------------------------------------------
