@@ -61,7 +61,7 @@ def reference_backward(q, k, v, do, causal, scale):
             dv.transpose(0, 2, 1, 3))
 
 
-def launch(q, k, v, do, stats, dq, dk, dv, *, causal, scale, padded, stages=None, dq_shared=False):
+def launch(q, k, v, do, stats, dq, dk, dv, *, causal, scale, padded, stages=None, dq_shared=None):
     """Launch attention_backward as tsjit.ops.attention_backward does."""
     batch, seqlen_q, heads, head_dim = q.shape
     seqlen_k, kv_heads = k.shape[1], k.shape[2]
@@ -77,7 +77,8 @@ def launch(q, k, v, do, stats, dq, dk, dv, *, causal, scale, padded, stages=None
     tiles = batch * kv_heads * -(-seqlen_k // program.BWD_BLOCK_N)
     program.attention_backward[(max(1, min(tiles, SMS)),), (program.BWD_THREADS,)](
         *maps, dq, dk2, dv2, batch, seqlen_q, seqlen_k, heads, kv_heads, heads // kv_heads, padded, scale, scale * LOG2_E,
-        head_dim, causal, stages or program.BWD_STAGES[head_dim], 1, dq_shared)
+        head_dim, causal, stages or program.BWD_STAGES[head_dim], 1,
+        program.BWD_DQ_SHARED[head_dim] if dq_shared is None else dq_shared)
 
 
 def _values(array, dtype):
@@ -118,10 +119,10 @@ def test_backward_matches_float64(head_dim, causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_backward_shared_dq(causal):
-    """``DQ_SHARED`` (head_dim 128): each warpgroup computes 64 columns of dQ over both warpgroups' dS; two Q
-    blocks, so both dS buffers are used."""
-    check(1, 128, 128, 1, 1, 128, causal, dq_shared=True)
+def test_backward_own_dq_at_head_dim_128(causal):
+    """``DQ_SHARED=False`` at head_dim 128 (the default shares dQ between the warpgroups): each warpgroup computes
+    all of dQ over its own 64 keys; two Q blocks, so both dS buffers are used."""
+    check(1, 128, 128, 1, 1, 128, causal, dq_shared=False)
 
 
 def test_backward_gqa_fp16_and_partial_tiles():

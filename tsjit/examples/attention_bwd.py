@@ -71,7 +71,7 @@ BWD_STAGES = {64: 2, 128: 2}
 #: whether the consumer warpgroups share dQ per head_dim (``DQ_SHARED``: each computes 64 of its columns over all
 #: 128 keys of the block from both warpgroups' dS, half the atomics and accumulators of each computing all columns
 #: over its own 64 keys; needs head_dim 128: 64-column halves of the 128B-swizzled K boxes)
-BWD_DQ_SHARED = {64: False, 128: False}
+BWD_DQ_SHARED = {64: False, 128: True}
 #: the named barrier of the shared dS (1 and 2: each warpgroup's own)
 DS_BARRIER = 3
 
@@ -269,9 +269,9 @@ class QdOTiles(ts.MemoryResource):
 
         # P^T (rows: the warpgroup's keys, columns: the block's rows)
         row_base, col_base = s.accumulator_coords(0, tid)
-        lse = [self.stats[stage, 0, col_base + 8 * (c // 2) + c % 2] for c in range(shape.block_m // 4)]
         wgmma.wait_group(1)
         s = wgmma.fence_operand(s)
+        lse = [self.stats[stage, 0, col_base + 8 * (c // 2) + c % 2] for c in range(shape.block_m // 4)]
         p = Fragment([tsjit.math.exp2(tsjit.math.fma(s[i], shape.scale_log2, -lse[_column_index(i)]), ftz=True)
                       for i in range(len(s))], tsjit.Float32)
         if tsjit.const_expr(shape.causal):
@@ -296,9 +296,10 @@ class QdOTiles(ts.MemoryResource):
         wgmma.commit_group()
 
         # dS^T = P^T * (dP^T - D)
-        delta = [self.stats[stage, 1, col_base + 8 * (c // 2) + c % 2] for c in range(shape.block_m // 4)]
-        wgmma.wait_group(1)
+        wgmma.wait_group(0 if shape.head_dim > 64 else 1)      # (head_dim 128: dV too, so P's registers are free)
         dp = wgmma.fence_operand(dp)
+        dv = wgmma.fence_operand(dv)
+        delta = [self.stats[stage, 1, col_base + 8 * (c // 2) + c % 2] for c in range(shape.block_m // 4)]
         # scaled by the softmax scale here, so neither dK nor dQ needs it later
         ds = Fragment([(p[i] * shape.scale) * (dp[i] - delta[_column_index(i)]) for i in range(len(p))],
                       tsjit.Float32)
@@ -328,23 +329,24 @@ class QdOTiles(ts.MemoryResource):
         ds_packed = wgmma.fence_operand(ds_packed)
         dq = wgmma.fence_operand(Fragment.zeros(dq_columns // 2))
         wgmma.fence()
-        for kk in tsjit.range_constexpr(shape.block_m // 16):
-            a = Fragment([ds_packed[4 * kk + r] for r in range(4)], tsjit.Int32)
-            dk = wgmma.mma_async(dk, a, k_step(q_desc, kk), n=d, a_dtype=dtype)
-        wgmma.commit_group()
         for kk in tsjit.range_constexpr(dq_keys // 16):
             dq = wgmma.mma_async(dq, k_step(ds_desc, kk), k_step(k_desc, kk), n=dq_columns,
                                  scale_d=0 if kk == 0 else 1)
         wgmma.commit_group()
-        wgmma.wait_group(0)
-        dk = wgmma.fence_operand(dk)
-        dv = wgmma.fence_operand(dv)
+        for kk in tsjit.range_constexpr(shape.block_m // 16):
+            a = Fragment([ds_packed[4 * kk + r] for r in range(4)], tsjit.Int32)
+            dk = wgmma.mma_async(dk, a, k_step(q_desc, kk), n=d, a_dtype=dtype)
+        wgmma.commit_group()
+        wgmma.wait_group(1)                                     # dQ (and dV) done; dK stays on the tensor cores
         dq = wgmma.fence_operand(dq)
         row0 = (tile.batch * shape.heads + head) * shape.padded_q + m_block * shape.block_m
         col0 = dq_columns * warpgroup if shape.dq_shared else 0
         for i in tsjit.range_constexpr(len(dq)):
             row, col = dq.accumulator_coords(i, tid)
             tsjit.atomic_add(tsjit.address_of(self.dq, row0 + row, col0 + col), dq[i])
+        wgmma.wait_group(0)
+        dk = wgmma.fence_operand(dk)
+        dv = wgmma.fence_operand(dv)
         return dk, dv
 
 
