@@ -53,6 +53,9 @@ def timing(shapes, reps=10, shared=False):
         del scores
         qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
         fns = {"tsjit": lambda: tsjit.ops.attention_backward(q, k, v, out, lse, do, causal=causal, scale=scale)}
+        if shared:
+            fns["tsjit_vred"] = lambda: tsjit.ops.attention_backward(q, k, v, out, lse, do, causal=causal,
+                                                                     scale=scale, vector_red=True)
         if d == 128 and shared:
             fns["tsjit_own_dq"] = lambda: tsjit.ops.attention_backward(q, k, v, out, lse, do, causal=causal,
                                                                        scale=scale, dq_shared=False)
@@ -78,6 +81,7 @@ def timing(shapes, reps=10, shared=False):
             f"{n} {ms:.3f} ms {flops / ms / 1e9:.0f} TFLOP/s" for n, ms in med.items())
             + (f" | shared dQ (default) vs own {med['tsjit_own_dq'] / med['tsjit']:.3f}x" if "tsjit_own_dq" in med
                else "")
+            + (f" | vector red vs scalar {med['tsjit'] / med['tsjit_vred']:.3f}x" if "tsjit_vred" in med else "")
             + f" | tsjit/flash {med['flash'] / med['tsjit']:.3f}x, tsjit/cudnn {med['cudnn'] / med['tsjit']:.3f}x "
               f"(speed ratios)", flush=True)
 
@@ -87,7 +91,7 @@ if __name__ == "__main__":
     parser.add_argument("--budget", type=float, default=30.0)
     parser.add_argument("--cases", default="all")
     parser.add_argument("--time", default="", help='shapes "b,s,h,d[,c] ..." (c: causal) to time')
-    parser.add_argument("--shared", action="store_true", help="also time dq_shared=False (head_dim 128)")
+    parser.add_argument("--shared", action="store_true", help="also time vector_red=True and dq_shared=False (head_dim 128)")
     args = parser.parse_args()
     cases = t.CASES if args.cases == "all" else [t.CASES[int(i)] for i in args.cases.split(",")]
     check(args.budget, cases)

@@ -56,6 +56,7 @@ from tsjit.examples.attention_config import BOX, LOG2_E, REGISTERS
 from tsjit.examples.attention_resources import k_step
 from tsjit.examples.attention_softmax import pack_probabilities
 from tsjit.lang.epilogue import store_fragment_global, store_fragment_shared
+from tsjit.backend import emit
 from tsjit.lang.fragment import Fragment
 from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
 
@@ -81,7 +82,8 @@ class BackwardShape:
     """The problem as the work bodies see it (ints or run-time Int32 values): lengths, heads, ``group`` = query
     heads per KV head, ``padded_q`` = seqlen_q rounded up to 64 (the rows of the statistics and dQ workspace),
     the scales, head_dim, the causal flag; ``dq_shared``: the warpgroups share dQ (``DQ_SHARED`` of
-    :func:`attention_backward`)."""
+    :func:`attention_backward`); ``vector_red``: dQ's column pairs are added by one vector reduction each
+    (``VECTOR_RED``)."""
 
     batch: object
     seqlen_q: object
@@ -95,6 +97,7 @@ class BackwardShape:
     head_dim: int
     causal: bool
     dq_shared: bool = False
+    vector_red: bool = False
     block_n: int = BWD_BLOCK_N
     block_m: int = BWD_BLOCK_M
 
@@ -127,6 +130,15 @@ class KVBlock:
     def q_block(self, index):
         """(query head, Q block) of iteration ``index``."""
         return (self.kv_head * self.shape.group + index // self.m_count, self.m_first + index % self.m_count)
+
+
+def red_add_pair(address, a, b):
+    """``address[0] += a; address[1] += b`` (Float32) as one ``red.global.v2.f32.add`` (PTX ISA §9.7.13.6, sm_90 and
+    PTX 8.1: a vector reduction, relaxed, GPU scope; 8-byte aligned); inline PTX, so the CPU interpreter does not run
+    it (compile-time Python in a work body)."""
+    km = emit.current()
+    word = km.builder.ptrtoint(address.ir, emit.I64)
+    km.inline_asm(emit.VOID, "red.global.v2.f32.add [$0], {$1, $2};", "l,f,f,~{memory}", [word, a.ir, b.ir])
 
 
 class BackwardTask(ts.Task):
@@ -341,9 +353,13 @@ class QdOTiles(ts.MemoryResource):
         dq = wgmma.fence_operand(dq)
         row0 = (tile.batch * shape.heads + head) * shape.padded_q + m_block * shape.block_m
         col0 = dq_columns * warpgroup if shape.dq_shared else 0
-        for i in tsjit.range_constexpr(len(dq)):
+        for i in tsjit.range_constexpr(0, len(dq), 2 if shape.vector_red else 1):
             row, col = dq.accumulator_coords(i, tid)
-            tsjit.atomic_add(tsjit.address_of(self.dq, row0 + row, col0 + col), dq[i])
+            address = tsjit.address_of(self.dq, row0 + row, col0 + col)
+            if tsjit.const_expr(shape.vector_red):            # registers i, i + 1: columns col, col + 1
+                red_add_pair(address, dq[i], dq[i + 1])
+            else:
+                tsjit.atomic_add(address, dq[i])
         wgmma.wait_group(0)
         dk = wgmma.fence_operand(dk)
         dv = wgmma.fence_operand(dv)
@@ -383,7 +399,7 @@ def attention_backward(q_map, k_map, v_map, do_map, st_map, dq, dk_out, dv_out, 
                        kv_heads, group, padded_q, scale, scale_log2,
                        HEAD_DIM: tsjit.Constexpr[int], CAUSAL: tsjit.Constexpr[bool],
                        STAGES: tsjit.Constexpr[int] = 2, KV_STAGES: tsjit.Constexpr[int] = 1,
-                       DQ_SHARED: tsjit.Constexpr[bool] = False):
+                       DQ_SHARED: tsjit.Constexpr[bool] = False, VECTOR_RED: tsjit.Constexpr[bool] = False):
     """Attention backward (module docstring).
 
     ``q_map`` / ``do_map``: TensorMaps of Q and dO (B, S_q, H, D), box (1, 64, 1, 64); ``k_map`` / ``v_map``: of K
@@ -393,7 +409,8 @@ def attention_backward(q_map, k_map, v_map, do_map, st_map, dq, dk_out, dv_out, 
     ``group = H // H_kv``;
     ``scale``: the softmax scale (dS is multiplied by it, so dQ and dK come out scaled), ``scale_log2 = scale *
     log2 e``.  Launch with :data:`BWD_THREADS` threads and a
-    persistent grid over the (B * H_kv, ceil(S_k / 128)) tiles.  ``DQ_SHARED``: see :data:`BWD_DQ_SHARED`."""
+    persistent grid over the (B * H_kv, ceil(S_k / 128)) tiles.  ``DQ_SHARED``: see :data:`BWD_DQ_SHARED`;
+    ``VECTOR_RED``: dQ by ``red.global.v2.f32.add`` (:func:`red_add_pair`; not under the CPU interpreter)."""
     if tsjit.const_expr(HEAD_DIM not in BWD_HEAD_DIMS):
         raise tsjit.CompilationError(f"attention_backward: HEAD_DIM must be one of {BWD_HEAD_DIMS}, got {HEAD_DIM}")
     if tsjit.const_expr(DQ_SHARED and HEAD_DIM != 64 * BWD_WARPGROUPS):
@@ -407,7 +424,7 @@ def attention_backward(q_map, k_map, v_map, do_map, st_map, dq, dk_out, dv_out, 
     consumers = ts.CooperativeGroup(ts.Agent.Thread, BWD_WARPGROUPS * 4)
     shape = BackwardShape(batch=batch, seqlen_q=seqlen_q, seqlen_k=seqlen_k, heads=heads, kv_heads=kv_heads,
                           group=group, padded_q=padded_q, scale=scale, scale_log2=scale_log2, head_dim=HEAD_DIM,
-                          causal=CAUSAL, dq_shared=DQ_SHARED)
+                          causal=CAUSAL, dq_shared=DQ_SHARED, vector_red=VECTOR_RED)
     kv_cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(KV_STAGES, 2 * BWD_BLOCK_N * HEAD_DIM * itemsize,
                                                              producer, consumers)
     qdo_cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(STAGES, 2 * BWD_BLOCK_M * HEAD_DIM * itemsize
@@ -528,7 +545,7 @@ def attention_backward_preprocess(out, dout, lse, stats, seqlen_q, heads, padded
 BACKWARD_OBSERVERS: list = []
 
 
-def compile_backward(head_dim=128, causal=False, dtype=None, *, stages=None, dq_shared=None):
+def compile_backward(head_dim=128, causal=False, dtype=None, *, stages=None, dq_shared=None, vector_red=False):
     """Compile :func:`attention_backward` for sm_90a from argument specs alone (no GPU): the configuration
     ``tsjit.ops.attention_backward`` launches.  Returns the CompiledKernel (``.ptx``, ``.cubin``, ``.metadata``)."""
     dtype = tsjit.BFloat16 if dtype is None else dtype
@@ -540,10 +557,10 @@ def compile_backward(head_dim=128, causal=False, dtype=None, *, stages=None, dq_
     dq = tsjit.spec((2 * 16 * 1024, head_dim), tsjit.Float32)
     dkv = tsjit.spec((2000, 4 * head_dim), dtype)
     return tsjit.compile(attention_backward, q, kv, kv, q, st, dq, dkv, dkv, 2, 1000, 1000, 16, 4, 4, 1024, 0.125,
-                         0.125 * LOG2_E, head_dim, causal, stages, 1, dq_shared)
+                         0.125 * LOG2_E, head_dim, causal, stages, 1, dq_shared, vector_red)
 
 
-__all__ = ["BWD_HEAD_DIMS", "BWD_BLOCK_N", "BWD_BLOCK_M", "BWD_WARPGROUPS", "BWD_THREADS", "BWD_STAGES", "BWD_DQ_SHARED", "DS_BARRIER",
+__all__ = ["BWD_HEAD_DIMS", "BWD_BLOCK_N", "BWD_BLOCK_M", "BWD_WARPGROUPS", "BWD_THREADS", "BWD_STAGES", "BWD_DQ_SHARED", "DS_BARRIER", "red_add_pair",
            "BackwardShape", "KVBlock", "BackwardTask", "KVTiles", "QdOTiles", "Gradients", "attention_backward",
            "run_backward_program", "BACKWARD_OBSERVERS", "compile_backward", "attention_backward_preprocess",
            "PREPROCESS_THREADS"]
