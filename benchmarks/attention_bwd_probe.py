@@ -37,7 +37,7 @@ def check(budget, cases):
             traceback.print_exc()
 
 
-def timing(shapes, reps=10, shared=False):
+def timing(shapes, reps=10, variants=""):
     """Median CUDA-event times of one tsjit.ops.attention_backward call (preprocess, zeroed dQ workspace, kernel,
     dQ conversion: the whole call) and of torch SDPA's backward alone (flash, cuDNN: autograd.grad on a retained
     graph), interleaved in one loop; the inputs' out / lse are those of a float32 forward (timing only)."""
@@ -53,10 +53,10 @@ def timing(shapes, reps=10, shared=False):
         del scores
         qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
         fns = {"tsjit": lambda: tsjit.ops.attention_backward(q, k, v, out, lse, do, causal=causal, scale=scale)}
-        if shared:
+        if variants:
             fns["tsjit_vred"] = lambda: tsjit.ops.attention_backward(q, k, v, out, lse, do, causal=causal,
                                                                      scale=scale, vector_red=True)
-        if d == 128 and shared:
+        if d == 128 and variants == "all":
             fns["tsjit_own_dq"] = lambda: tsjit.ops.attention_backward(q, k, v, out, lse, do, causal=causal,
                                                                        scale=scale, dq_shared=False)
         for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
@@ -91,10 +91,11 @@ if __name__ == "__main__":
     parser.add_argument("--budget", type=float, default=30.0)
     parser.add_argument("--cases", default="all")
     parser.add_argument("--time", default="", help='shapes "b,s,h,d[,c] ..." (c: causal) to time')
-    parser.add_argument("--shared", action="store_true", help="also time vector_red=True and dq_shared=False (head_dim 128)")
+    parser.add_argument("--variants", default="", help="'vred': also time vector_red=True; 'all': and dq_shared=False "
+                                                         "(head_dim 128)")
     args = parser.parse_args()
     cases = t.CASES if args.cases == "all" else [t.CASES[int(i)] for i in args.cases.split(",")]
     check(args.budget, cases)
     if args.time:
         timing([tuple(int(x) for x in shape.split(",")[:4]) + (shape.endswith("c"),) for shape in args.time.split()],
-               shared=args.shared)
+               variants=args.variants)
