@@ -54,8 +54,13 @@ def timing(shapes, reps=10, variants=""):
         qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
         fns = {"tsjit": lambda: tsjit.ops.attention_backward(q, k, v, out, lse, do, causal=causal, scale=scale)}
         if variants:
-            fns["tsjit_vred"] = lambda: tsjit.ops.attention_backward(q, k, v, out, lse, do, causal=causal,
-                                                                     scale=scale, vector_red=True)
+            chosen = {"vred": ("tsjit_vred", "tsjit_tma")}.get(variants, ("tsjit_vred", "tsjit_tma", "tsjit_s3"))
+            for name, option in (("tsjit_vred", dict(vector_red=True)), ("tsjit_tma", dict(dq_tma=True)),
+                                 ("tsjit_s3", dict(stages=3))):
+                if name not in chosen:
+                    continue
+                fns[name] = (lambda option=option: tsjit.ops.attention_backward(q, k, v, out, lse, do, causal=causal,
+                                                                                scale=scale, **option))
         if d == 128 and variants == "all":
             fns["tsjit_own_dq"] = lambda: tsjit.ops.attention_backward(q, k, v, out, lse, do, causal=causal,
                                                                        scale=scale, dq_shared=False)
@@ -66,6 +71,14 @@ def timing(shapes, reps=10, variants=""):
         for fn in fns.values():
             fn()
             fn()
+        # every variant checked before it is timed: its gradients against flash's (same inputs), max |diff| / max |ref|
+        reference = [g.transpose(1, 2) for g in fns["flash"]()]
+        checks = {}
+        for name, fn in fns.items():
+            if name.startswith("tsjit"):
+                got = fn()
+                checks[name] = max(((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
+                                   for a, b in zip(got, reference))
         times = {n: [] for n in fns}
         for _ in range(reps):
             for name, fn in fns.items():
@@ -81,9 +94,11 @@ def timing(shapes, reps=10, variants=""):
             f"{n} {ms:.3f} ms {flops / ms / 1e9:.0f} TFLOP/s" for n, ms in med.items())
             + (f" | shared dQ (default) vs own {med['tsjit_own_dq'] / med['tsjit']:.3f}x" if "tsjit_own_dq" in med
                else "")
-            + (f" | vector red vs scalar {med['tsjit'] / med['tsjit_vred']:.3f}x" if "tsjit_vred" in med else "")
+            + "".join(f" | {n} vs default {med['tsjit'] / med[n]:.3f}x" for n in ("tsjit_vred", "tsjit_tma", "tsjit_s3")
+                      if n in med)
             + f" | tsjit/flash {med['flash'] / med['tsjit']:.3f}x, tsjit/cudnn {med['cudnn'] / med['tsjit']:.3f}x "
-              f"(speed ratios)", flush=True)
+              f"(speed ratios)" + " | max rel diff vs flash: " + ", ".join(f"{n} {e:.2e}" for n, e in checks.items()),
+              flush=True)
 
 
 if __name__ == "__main__":
@@ -91,7 +106,7 @@ if __name__ == "__main__":
     parser.add_argument("--budget", type=float, default=30.0)
     parser.add_argument("--cases", default="all")
     parser.add_argument("--time", default="", help='shapes "b,s,h,d[,c] ..." (c: causal) to time')
-    parser.add_argument("--variants", default="", help="'vred': also time vector_red=True; 'all': and dq_shared=False "
+    parser.add_argument("--variants", default="", help="'vred': also time vector_red=True and dq_tma=True; 'more': and stages=3; 'all': and dq_shared=False "
                                                          "(head_dim 128)")
     args = parser.parse_args()
     cases = t.CASES if args.cases == "all" else [t.CASES[int(i)] for i in args.cases.split(",")]

@@ -70,7 +70,7 @@ def launch(q, k, v, do, stats, dq, dk, dv, *, causal, scale, padded, stages=None
             tsjit.TensorMap(k, (1, program.BWD_BLOCK_N, 1, BOX), **swizzled),
             tsjit.TensorMap(v, (1, program.BWD_BLOCK_N, 1, BOX), **swizzled),
             tsjit.TensorMap(do, (1, program.BWD_BLOCK_M, 1, BOX), **swizzled),
-            tsjit.TensorMap(stats, (1, 1, 2, program.BWD_BLOCK_M))]
+            tsjit.TensorMap(stats, (1, 1, 2, program.BWD_BLOCK_M)), tsjit.TensorMap(dq, (64, 64))]
     view = tsjit.runtime.arrays.DeviceArray
     dk2 = view((batch * seqlen_k, kv_heads * head_dim), dk.dtype, data_ptr=dk.data_ptr, owner=dk)
     dv2 = view((batch * seqlen_k, kv_heads * head_dim), dv.dtype, data_ptr=dv.data_ptr, owner=dv)

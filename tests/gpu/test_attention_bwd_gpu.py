@@ -95,7 +95,7 @@ def case_id(case):
     return f"b{b}-q{sq}-k{sk}-h{h}-kv{hk}-d{d}-{'causal' if causal else 'full'}-{dtype}"
 
 
-def run_case(case, seed=0):
+def run_case(case, seed=0, options=None):
     b, sq, sk, h, hk, d, causal, dtype = case
     dtype = getattr(torch, dtype)
     gen = torch.Generator(device="cuda").manual_seed(seed)
@@ -106,7 +106,7 @@ def run_case(case, seed=0):
     scale = 1.0 / math.sqrt(d)
     out, lse = forward(q, k, v, causal, scale)
     poison_allocator((q.shape, dtype), (k.shape, dtype), (v.shape, dtype))
-    grads = tsjit.ops.attention_backward(q, k, v, out, lse, dout, causal=causal, scale=scale)
+    grads = tsjit.ops.attention_backward(q, k, v, out, lse, dout, causal=causal, scale=scale, **(options or {}))
     torch.cuda.synchronize()
     ref = reference_grads(q, k, v, dout, causal, scale)
     flash = flash_grads(q, k, v, dout, causal, scale)
@@ -161,3 +161,14 @@ def test_attention_with_grad_refuses_what_the_backward_does_not_run():
         tsjit.ops.attention(q, q, q, window=(16, 0))
     with torch.no_grad():                                  # the forward alone still runs
         assert tsjit.ops.attention(q, q, q, window=(16, 0)).shape == q.shape
+
+
+@pytest.mark.parametrize("option", ["vector_red", "dq_tma"])
+@pytest.mark.parametrize("case", [CASES[2], CASES[4], CASES[7]], ids=[case_id(c) for c in (CASES[2], CASES[4], CASES[7])])
+def test_gpu_only_dq_variants_match_float64(case, option):
+    """dQ by vector reductions or TMA reductions (the variants the CPU interpreter cannot run)."""
+    grads, errors, scales, flash_errors = run_case(case, options={option: True})
+    for i, name in enumerate(("dq", "dk", "dv")):
+        assert torch.isfinite(grads[i]).all(), name
+        bound = 2.0 * flash_errors[i] + 1e-3 * scales[i] if flash_errors is not None else 2e-2 * scales[i]
+        assert errors[i] <= bound, (name, errors, flash_errors, scales)

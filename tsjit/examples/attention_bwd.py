@@ -58,6 +58,7 @@ from tsjit.examples.attention_softmax import pack_probabilities
 from tsjit.lang.epilogue import store_fragment_global, store_fragment_shared
 from tsjit.backend import emit
 from tsjit.lang.fragment import Fragment
+from tsjit.lang.values import integer_operand
 from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
 
 #: head_dims the backward supports (256 would need its dK and dV, 256 registers per thread, split)
@@ -83,7 +84,7 @@ class BackwardShape:
     heads per KV head, ``padded_q`` = seqlen_q rounded up to 64 (the rows of the statistics and dQ workspace),
     the scales, head_dim, the causal flag; ``dq_shared``: the warpgroups share dQ (``DQ_SHARED`` of
     :func:`attention_backward`); ``vector_red``: dQ's column pairs are added by one vector reduction each
-    (``VECTOR_RED``)."""
+    (``VECTOR_RED``); ``dq_tma``: dQ is staged in shared memory and added by a TMA reduction (``DQ_TMA``)."""
 
     batch: object
     seqlen_q: object
@@ -98,6 +99,7 @@ class BackwardShape:
     causal: bool
     dq_shared: bool = False
     vector_red: bool = False
+    dq_tma: bool = False
     block_n: int = BWD_BLOCK_N
     block_m: int = BWD_BLOCK_M
 
@@ -139,6 +141,18 @@ def red_add_pair(address, a, b):
     km = emit.current()
     word = km.builder.ptrtoint(address.ir, emit.I64)
     km.inline_asm(emit.VOID, "red.global.v2.f32.add [$0], {$1, $2};", "l,f,f,~{memory}", [word, a.ir, b.ir])
+
+
+def tma_reduce_add(tmap, tile, coords):
+    """Add the Float32 shared-memory ``tile`` (the box of ``tmap``, row-major, no swizzle) into the box at ``coords``
+    (outermost first) of the global tensor: ``cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group``
+    (PTX ISA §9.7.9.25.5.2, sm_90; the TMA unit reads the tile and adds it in L2; completion by bulk groups, as TMA
+    stores); inline PTX, so the CPU interpreter does not run it (compile-time Python in a work body)."""
+    km = emit.current()
+    smem = km.builder.ptrtoint(tile.ptr.ir, emit.I32)
+    inner_first = [integer_operand(c, tsjit.Int32, "tma_reduce_add: coordinate").ir for c in reversed(coords)]
+    km.inline_asm(emit.VOID, "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group "
+                             "[$0, {$2, $3}], [$1];", "l,r,r,r,~{memory}", [tmap.ir, smem, *inner_first])
 
 
 class BackwardTask(ts.Task):
@@ -209,6 +223,7 @@ class QdOTiles(ts.MemoryResource):
     st_map: object
     kv: KVTiles
     dq: object
+    dq_map: object
     shape: BackwardShape
     dk: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
     dv: ts.TaskLocalVariable = ts.TaskLocalVariable.uninitialized()
@@ -222,6 +237,8 @@ class QdOTiles(ts.MemoryResource):
         # (double-buffered by iteration parity: the barrier after one iteration's stores also tells that every dQ
         # wgmma of the iteration before, which read the other buffer, has retired)
         self.ds_tiles = tsjit.shared_array(self.q_map.dtype, (2, BWD_WARPGROUPS, 1, 64, BOX), align=1024)
+        if self.shape.dq_tma:   # each warpgroup's 64 x 64 Float32 dQ tile, the source of its TMA reduction
+            self.dq_tiles = tsjit.shared_array(tsjit.Float32, (BWD_WARPGROUPS, 64, 64), align=128)
         self.dk = ts.TaskLocalVariable(Fragment, default_factory=lambda: Fragment.zeros(d // 2),
                                        docs="the warpgroup's 64 x head_dim fp32 dK")
         self.dv = ts.TaskLocalVariable(Fragment, default_factory=lambda: Fragment.zeros(d // 2),
@@ -353,17 +370,40 @@ class QdOTiles(ts.MemoryResource):
         dq = wgmma.fence_operand(dq)
         row0 = (tile.batch * shape.heads + head) * shape.padded_q + m_block * shape.block_m
         col0 = dq_columns * warpgroup if shape.dq_shared else 0
-        for i in tsjit.range_constexpr(0, len(dq), 2 if shape.vector_red else 1):
-            row, col = dq.accumulator_coords(i, tid)
-            address = tsjit.address_of(self.dq, row0 + row, col0 + col)
-            if tsjit.const_expr(shape.vector_red):            # registers i, i + 1: columns col, col + 1
-                red_add_pair(address, dq[i], dq[i + 1])
-            else:
-                tsjit.atomic_add(address, dq[i])
+        if tsjit.const_expr(shape.dq_tma):
+            # the warpgroup's 64 x 64 tile into its shared buffer (once the previous reduction has read it), then
+            # one thread adds it to the workspace by TMA
+            dq_tile = self.dq_tiles[warpgroup]
+            if tid == 0:
+                tsjit.bulk_wait_group(0, read=True)
+            tsjit.named_barrier_sync(1 + warpgroup, 128)
+            for i in tsjit.range_constexpr(0, len(dq), 2):
+                row, col = dq.accumulator_coords(i, tid)
+                dq_tile.store_vector((row, col), (dq[i], dq[i + 1]))
+            tsjit.fence_proxy_async()
+            tsjit.named_barrier_sync(1 + warpgroup, 128)
+            if tid == 0:
+                tma_reduce_add(self.dq_map, dq_tile, (row0, col0))
+                tsjit.bulk_commit_group()
+        else:
+            for i in tsjit.range_constexpr(0, len(dq), 2 if shape.vector_red else 1):
+                row, col = dq.accumulator_coords(i, tid)
+                address = tsjit.address_of(self.dq, row0 + row, col0 + col)
+                if tsjit.const_expr(shape.vector_red):            # registers i, i + 1: columns col, col + 1
+                    red_add_pair(address, dq[i], dq[i + 1])
+                else:
+                    tsjit.atomic_add(address, dq[i])
         wgmma.wait_group(0)
         dk = wgmma.fence_operand(dk)
         dv = wgmma.fence_operand(dv)
         return dk, dv
+
+    @ts.consumer_work(work_attrs=ts.WorkAttr.AUXILIARY)
+    def flush(self, stage_info):
+        """Before the CTA exits: the TMA reductions of dQ (``DQ_TMA``) must have read their shared tiles."""
+        if tsjit.const_expr(self.shape.dq_tma):
+            if tsjit.thread_idx().x % 128 == 0:
+                tsjit.bulk_wait_group(0)
 
 
 @dataclass(kw_only=True)
@@ -395,11 +435,12 @@ class Gradients(ts.MemoryResource):
 # kernel whose entry needs fewer registers gets "setmaxnreg ignored; unable to determine register count at entry"
 # (C7508) and spills at 168 registers per thread
 @tsjit.kernel(min_blocks=1)
-def attention_backward(q_map, k_map, v_map, do_map, st_map, dq, dk_out, dv_out, batch, seqlen_q, seqlen_k, heads,
+def attention_backward(q_map, k_map, v_map, do_map, st_map, dq_map, dq, dk_out, dv_out, batch, seqlen_q, seqlen_k, heads,
                        kv_heads, group, padded_q, scale, scale_log2,
                        HEAD_DIM: tsjit.Constexpr[int], CAUSAL: tsjit.Constexpr[bool],
                        STAGES: tsjit.Constexpr[int] = 2, KV_STAGES: tsjit.Constexpr[int] = 1,
-                       DQ_SHARED: tsjit.Constexpr[bool] = False, VECTOR_RED: tsjit.Constexpr[bool] = False):
+                       DQ_SHARED: tsjit.Constexpr[bool] = False, VECTOR_RED: tsjit.Constexpr[bool] = False,
+                       DQ_TMA: tsjit.Constexpr[bool] = False):
     """Attention backward (module docstring).
 
     ``q_map`` / ``do_map``: TensorMaps of Q and dO (B, S_q, H, D), box (1, 64, 1, 64); ``k_map`` / ``v_map``: of K
@@ -410,7 +451,9 @@ def attention_backward(q_map, k_map, v_map, do_map, st_map, dq, dk_out, dv_out, 
     ``scale``: the softmax scale (dS is multiplied by it, so dQ and dK come out scaled), ``scale_log2 = scale *
     log2 e``.  Launch with :data:`BWD_THREADS` threads and a
     persistent grid over the (B * H_kv, ceil(S_k / 128)) tiles.  ``DQ_SHARED``: see :data:`BWD_DQ_SHARED`;
-    ``VECTOR_RED``: dQ by ``red.global.v2.f32.add`` (:func:`red_add_pair`; not under the CPU interpreter)."""
+    ``VECTOR_RED``: dQ by ``red.global.v2.f32.add`` (:func:`red_add_pair`; not under the CPU interpreter);
+    ``DQ_TMA``: dQ by TMA reductions through ``dq_map`` (the workspace's TensorMap, box (64, 64), no swizzle;
+    see :meth:`QdOTiles.step`; not under the CPU interpreter)."""
     if tsjit.const_expr(HEAD_DIM not in BWD_HEAD_DIMS):
         raise tsjit.CompilationError(f"attention_backward: HEAD_DIM must be one of {BWD_HEAD_DIMS}, got {HEAD_DIM}")
     if tsjit.const_expr(DQ_SHARED and HEAD_DIM != 64 * BWD_WARPGROUPS):
@@ -424,14 +467,14 @@ def attention_backward(q_map, k_map, v_map, do_map, st_map, dq, dk_out, dv_out, 
     consumers = ts.CooperativeGroup(ts.Agent.Thread, BWD_WARPGROUPS * 4)
     shape = BackwardShape(batch=batch, seqlen_q=seqlen_q, seqlen_k=seqlen_k, heads=heads, kv_heads=kv_heads,
                           group=group, padded_q=padded_q, scale=scale, scale_log2=scale_log2, head_dim=HEAD_DIM,
-                          causal=CAUSAL, dq_shared=DQ_SHARED, vector_red=VECTOR_RED)
+                          causal=CAUSAL, dq_shared=DQ_SHARED, vector_red=VECTOR_RED, dq_tma=DQ_TMA)
     kv_cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(KV_STAGES, 2 * BWD_BLOCK_N * HEAD_DIM * itemsize,
                                                              producer, consumers)
     qdo_cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(STAGES, 2 * BWD_BLOCK_M * HEAD_DIM * itemsize
                                                               + 2 * BWD_BLOCK_M * 4, producer, consumers)
     kv = KVTiles(name="kv", pipeline_config=kv_cfg, k_map=k_map, v_map=v_map, shape=shape)
     qdo = QdOTiles(name="qdo", pipeline_config=qdo_cfg, q_map=q_map, do_map=do_map, st_map=st_map, kv=kv, dq=dq,
-                   shape=shape)
+                   dq_map=dq_map, shape=shape)
     grads = Gradients(name="grads", dk_out=dk_out, dv_out=dv_out, shape=shape)
     run_backward_program(wq, kv, qdo, grads, shape)
 
@@ -478,6 +521,7 @@ def run_backward_program(wq, kv, qdo, grads, shape):
             kt.release()
             g.store(dk, dv)
             queue_epilogue(q)
+        qt.flush()
 
     def task(name, sources, destinations, warp_idx, num_warps, schedule, registers):
         made = BackwardTask(name, sources, destinations, warp_idx=warp_idx, num_warps=num_warps, schedule=schedule,
@@ -545,7 +589,8 @@ def attention_backward_preprocess(out, dout, lse, stats, seqlen_q, heads, padded
 BACKWARD_OBSERVERS: list = []
 
 
-def compile_backward(head_dim=128, causal=False, dtype=None, *, stages=None, dq_shared=None, vector_red=False):
+def compile_backward(head_dim=128, causal=False, dtype=None, *, stages=None, dq_shared=None, vector_red=False,
+                     dq_tma=False):
     """Compile :func:`attention_backward` for sm_90a from argument specs alone (no GPU): the configuration
     ``tsjit.ops.attention_backward`` launches.  Returns the CompiledKernel (``.ptx``, ``.cubin``, ``.metadata``)."""
     dtype = tsjit.BFloat16 if dtype is None else dtype
@@ -555,12 +600,13 @@ def compile_backward(head_dim=128, causal=False, dtype=None, *, stages=None, dq_
     kv = tsjit.tensormap_spec(dtype, (1, BWD_BLOCK_N, 1, BOX), swizzle="128B")
     st = tsjit.tensormap_spec(tsjit.Float32, (1, 1, 2, BWD_BLOCK_M))
     dq = tsjit.spec((2 * 16 * 1024, head_dim), tsjit.Float32)
+    dq_map = tsjit.tensormap_spec(tsjit.Float32, (64, 64))
     dkv = tsjit.spec((2000, 4 * head_dim), dtype)
-    return tsjit.compile(attention_backward, q, kv, kv, q, st, dq, dkv, dkv, 2, 1000, 1000, 16, 4, 4, 1024, 0.125,
-                         0.125 * LOG2_E, head_dim, causal, stages, 1, dq_shared, vector_red)
+    return tsjit.compile(attention_backward, q, kv, kv, q, st, dq_map, dq, dkv, dkv, 2, 1000, 1000, 16, 4, 4, 1024, 0.125,
+                         0.125 * LOG2_E, head_dim, causal, stages, 1, dq_shared, vector_red, dq_tma)
 
 
-__all__ = ["BWD_HEAD_DIMS", "BWD_BLOCK_N", "BWD_BLOCK_M", "BWD_WARPGROUPS", "BWD_THREADS", "BWD_STAGES", "BWD_DQ_SHARED", "DS_BARRIER", "red_add_pair",
+__all__ = ["BWD_HEAD_DIMS", "BWD_BLOCK_N", "BWD_BLOCK_M", "BWD_WARPGROUPS", "BWD_THREADS", "BWD_STAGES", "BWD_DQ_SHARED", "DS_BARRIER", "red_add_pair", "tma_reduce_add",
            "BackwardShape", "KVBlock", "BackwardTask", "KVTiles", "QdOTiles", "Gradients", "attention_backward",
            "run_backward_program", "BACKWARD_OBSERVERS", "compile_backward", "attention_backward_preprocess",
            "PREPROCESS_THREADS"]

@@ -66,7 +66,7 @@ def _check(q, k, v, out, lse, dout, causal, scale, torch):
 
 def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: float | None = None,
                        sms: int | None = None, stages: int | None = None, dq_shared: bool | None = None,
-                       vector_red: bool = False):
+                       vector_red: bool = False, dq_tma: bool = False):
     """The gradients (dq, dk, dv) of ``out = softmax(scale * q k^T [+ causal mask]) v`` given ``dout``.
 
     Args:
@@ -82,7 +82,8 @@ def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: 
         sms: CTAs of the persistent grid (default: the device's multiprocessor count); stages: stages of the
             Q / dO ring (default ``tsjit.examples.attention_bwd.BWD_STAGES``); dq_shared: the two warpgroups share
             dQ (head_dim 128 only; default ``tsjit.examples.attention_bwd.BWD_DQ_SHARED``); vector_red: add dQ's
-            column pairs with ``red.global.v2.f32.add`` (not under ``TSJIT_INTERPRET=1``).
+            column pairs with ``red.global.v2.f32.add``; dq_tma: add dQ tiles by TMA reductions from shared memory
+            (both GPU only: not under ``TSJIT_INTERPRET=1``; measurements: BENCHMARKS.md).
 
     Returns:
         (dq, dk, dv): new contiguous tensors of q's, k's and v's shapes and dtype.
@@ -127,13 +128,13 @@ def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: 
             TensorMap(k, (1, program.BWD_BLOCK_N, 1, BOX), swizzle="128B"),
             TensorMap(v, (1, program.BWD_BLOCK_N, 1, BOX), swizzle="128B"),
             TensorMap(dout, (1, block_m, 1, BOX), swizzle="128B"),
-            TensorMap(stats, (1, 1, 2, block_m))]
+            TensorMap(stats, (1, 1, 2, block_m)), TensorMap(dq_accum, (64, 64))]
     dk2 = dk.view(batch * seqlen_k, kv_heads * head_dim)
     dv2 = dv.view(batch * seqlen_k, kv_heads * head_dim)
     program.attention_backward[(grid,), (program.BWD_THREADS,)](
         *maps, dq_accum, dk2, dv2, batch, seqlen_q, seqlen_k, heads, kv_heads, heads // kv_heads, padded, scale,
         scale * LOG2_E, head_dim, causal, stages, 1, bool(dq_shared), bool(vector_red) and not interpreted,
-        stream=stream)
+        bool(dq_tma) and not interpreted, stream=stream)
     dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     dq.copy_(dq_accum.view(batch, heads, padded, head_dim)[:, :, :seqlen_q].transpose(1, 2))
     return dq, dk, dv

@@ -75,3 +75,24 @@ def test_backward_compiles_safe_without_spills(monkeypatch, head_dim, causal, dt
 def test_backward_refuses_head_dim_256():
     with pytest.raises(tsjit.CompilationError, match="HEAD_DIM must be one of"):
         attention_bwd.compile_backward(256, False, stages=2)
+
+
+@pytest.mark.parametrize("variant", ["vector_red", "dq_tma"])
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_gpu_only_dq_variants_compile_safe_without_spills(monkeypatch, head_dim, variant):
+    """The dQ variants the CPU interpreter cannot run (inline PTX it does not model; their numerics are GPU tests):
+    ``red.global.v2.f32.add`` per column pair, or a TMA reduction of a shared 64 x 64 Float32 tile per warpgroup."""
+    managers = []
+    monkeypatch.setattr(attention_bwd, "BACKWARD_OBSERVERS", [managers.append])
+    monkeypatch.setenv("TSJIT_DISABLE_CACHE", "1")
+    kernel = attention_bwd.compile_backward(head_dim, True, **{variant: True})
+    assert managers and all(m.exhaustive_result.verdict == "SAFE" for m in managers)
+    meta = kernel.metadata
+    assert meta["spill_stores_bytes"] <= 4 and meta["stack_frame_bytes"] <= 8        # vector_red at 128: 4 bytes
+    columns = head_dim // 2 if attention_bwd.BWD_DQ_SHARED[head_dim] else head_dim
+    if variant == "vector_red":
+        assert len(re.findall(r"red\.global\.v2\.f32\.add", kernel.ptx)) == columns // 4
+        assert not re.search(r"atom\.global\.add\.f32", kernel.ptx)
+    else:
+        assert kernel.ptx.count("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group") == 1
+        assert not re.search(r"atom\.global\.add\.f32", kernel.ptx)
