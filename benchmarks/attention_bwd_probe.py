@@ -2,7 +2,8 @@
 torch flash's, same inputs) per case, each case guarded (an exception is printed, the next case runs), stopping
 before ``--budget`` seconds; then optionally a timing against torch SDPA's backward (flash and cuDNN), interleaved.
 
-    python3 benchmarks/attention_bwd_probe.py [--budget 30] [--cases 0,1,2] [--time "4,2048,16,128 4,2048,16,128,c"]
+    python3 benchmarks/attention_bwd_probe.py [--budget 30] [--cases 0,1,2] \
+        [--time "4,2048,16,128 4,2048,16,128,c"] [--variants vred|more|all]
 """
 import argparse
 import math
@@ -106,8 +107,8 @@ if __name__ == "__main__":
     parser.add_argument("--budget", type=float, default=30.0)
     parser.add_argument("--cases", default="all")
     parser.add_argument("--time", default="", help='shapes "b,s,h,d[,c] ..." (c: causal) to time')
-    parser.add_argument("--variants", default="", help="'vred': also time vector_red=True and dq_tma=True; 'more': and stages=3; 'all': and dq_shared=False "
-                                                         "(head_dim 128)")
+    parser.add_argument("--variants", default="", help="'vred': also time vector_red=True and dq_tma=True; 'more': "
+                                                         "and stages=3; 'all': and dq_shared=False (head_dim 128)")
     args = parser.parse_args()
     cases = t.CASES if args.cases == "all" else [t.CASES[int(i)] for i in args.cases.split(",")]
     check(args.budget, cases)

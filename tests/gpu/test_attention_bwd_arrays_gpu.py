@@ -15,6 +15,7 @@ import pytest
 import tsjit
 from tsjit import env
 from tsjit.examples import attention_bwd as program
+from tsjit.examples import attention_bwd_parts as parts
 from tsjit.examples.attention_config import BOX, LOG2_E
 from tsjit.interpret.numerics import decode, encode
 
@@ -76,7 +77,8 @@ def launch(q, k, v, do, stats, dq, dk, dv, *, causal, scale, padded, stages=None
     dv2 = view((batch * seqlen_k, kv_heads * head_dim), dv.dtype, data_ptr=dv.data_ptr, owner=dv)
     tiles = batch * kv_heads * -(-seqlen_k // program.BWD_BLOCK_N)
     program.attention_backward[(max(1, min(tiles, SMS)),), (program.BWD_THREADS,)](
-        *maps, dq, dk2, dv2, batch, seqlen_q, seqlen_k, heads, kv_heads, heads // kv_heads, padded, scale, scale * LOG2_E,
+        *maps, dq, dk2, dv2, batch, seqlen_q, seqlen_k, heads, kv_heads, heads // kv_heads, padded, scale,
+        scale * LOG2_E,
         head_dim, causal, stages or program.BWD_STAGES[head_dim], 1,
         program.BWD_DQ_SHARED[head_dim] if dq_shared is None else dq_shared)
 
@@ -143,7 +145,7 @@ def test_preprocess_matches_float64():
     stats = tsjit.empty((batch, heads, 2, padded), tsjit.Float32).fill_bytes(0xFF)
     flat = [_device(b.reshape(-1), dtype) for b in (ob, gb)]
     rows = batch * padded * heads
-    program.attention_backward_preprocess[(4,), (program.PREPROCESS_THREADS,)](
+    parts.attention_backward_preprocess[(4,), (parts.PREPROCESS_THREADS,)](
         *flat, tsjit.to_device(lse), stats, seqlen_q, heads, padded, rows, head_dim)
     got = stats.numpy()
     assert not np.isnan(got).any()

@@ -164,7 +164,8 @@ def test_attention_with_grad_refuses_what_the_backward_does_not_run():
 
 
 @pytest.mark.parametrize("option", ["vector_red", "dq_tma"])
-@pytest.mark.parametrize("case", [CASES[2], CASES[4], CASES[7]], ids=[case_id(c) for c in (CASES[2], CASES[4], CASES[7])])
+@pytest.mark.parametrize("case", [CASES[2], CASES[4], CASES[7]],
+                         ids=[case_id(c) for c in (CASES[2], CASES[4], CASES[7])])
 def test_gpu_only_dq_variants_match_float64(case, option):
     """dQ by vector reductions or TMA reductions (the variants the CPU interpreter cannot run)."""
     grads, errors, scales, flash_errors = run_case(case, options={option: True})

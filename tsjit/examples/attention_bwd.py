@@ -5,11 +5,12 @@ Given Q, K, V, the forward's output O, its log-sum-exp ``LSE`` per row and the o
 * ``dV = P^T dO``, ``dK = dS^T Q`` (per KV block, in registers) and
 * ``dQ = dS K`` (accumulated over the KV blocks with fp32 atomics into a workspace),
 
-where ``P = exp(scale * Q K^T - LSE)`` (recomputed, masked like the forward) and ``dS = scale * P * (dO V^T - D)`` with the
-preprocessed ``D_i = rowsum(dO_i * O_i)``.  Tensors are in FlashAttention's ``(batch, seqlen, heads, head_dim)``
-layout, BFloat16 or Float16, head_dim 64 or 128, causal (bottom-right aligned) or not, K / V may have fewer heads
-(GQA / MQA: the CTA of a KV head walks every query head of its group, so dK / dV are summed over the group in
-registers).  The host side (preprocess, workspaces, conversion): :mod:`tsjit.ops.attention_bwd`.
+where ``P = exp(scale * Q K^T - LSE)`` (recomputed, masked like the forward) and ``dS = scale * P * (dO V^T - D)``
+with the preprocessed ``D_i = rowsum(dO_i * O_i)``.  Tensors are in FlashAttention's ``(batch, seqlen, heads,
+head_dim)`` layout, BFloat16 or Float16, head_dim 64 or 128, causal (bottom-right aligned) or not, K / V may have fewer
+heads (GQA / MQA: the CTA of a KV head walks every query head of its group, so dK / dV are summed over the group in
+registers).  The preprocess kernel and the inline-PTX dQ reductions: :mod:`tsjit.examples.attention_bwd_parts`; the
+host side (workspaces, launches, conversion): :mod:`tsjit.ops.attention_bwd`.
 
 Program (one CTA = 3 warpgroups, 384 threads; one work tile = one (batch, KV head, block of ``BLOCK_N`` = 128 keys)):
 
@@ -56,9 +57,9 @@ from tsjit.examples.attention_config import BOX, LOG2_E, REGISTERS
 from tsjit.examples.attention_resources import k_step
 from tsjit.examples.attention_softmax import pack_probabilities
 from tsjit.lang.epilogue import store_fragment_global, store_fragment_shared
-from tsjit.backend import emit
+from tsjit.examples.attention_bwd_parts import (PREPROCESS_THREADS, attention_backward_preprocess,  # noqa: F401
+                                                red_add_pair, tma_reduce_add)
 from tsjit.lang.fragment import Fragment
-from tsjit.lang.values import integer_operand
 from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
 
 #: head_dims the backward supports (256 would need its dK and dV, 256 registers per thread, split)
@@ -132,27 +133,6 @@ class KVBlock:
     def q_block(self, index):
         """(query head, Q block) of iteration ``index``."""
         return (self.kv_head * self.shape.group + index // self.m_count, self.m_first + index % self.m_count)
-
-
-def red_add_pair(address, a, b):
-    """``address[0] += a; address[1] += b`` (Float32) as one ``red.global.v2.f32.add`` (PTX ISA §9.7.13.6, sm_90 and
-    PTX 8.1: a vector reduction, relaxed, GPU scope; 8-byte aligned); inline PTX, so the CPU interpreter does not run
-    it (compile-time Python in a work body)."""
-    km = emit.current()
-    word = km.builder.ptrtoint(address.ir, emit.I64)
-    km.inline_asm(emit.VOID, "red.global.v2.f32.add [$0], {$1, $2};", "l,f,f,~{memory}", [word, a.ir, b.ir])
-
-
-def tma_reduce_add(tmap, tile, coords):
-    """Add the Float32 shared-memory ``tile`` (the box of ``tmap``, row-major, no swizzle) into the box at ``coords``
-    (outermost first) of the global tensor: ``cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group``
-    (PTX ISA §9.7.9.25.5.2, sm_90; the TMA unit reads the tile and adds it in L2; completion by bulk groups, as TMA
-    stores); inline PTX, so the CPU interpreter does not run it (compile-time Python in a work body)."""
-    km = emit.current()
-    smem = km.builder.ptrtoint(tile.ptr.ir, emit.I32)
-    inner_first = [integer_operand(c, tsjit.Int32, "tma_reduce_add: coordinate").ir for c in reversed(coords)]
-    km.inline_asm(emit.VOID, "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group "
-                             "[$0, {$2, $3}], [$1];", "l,r,r,r,~{memory}", [tmap.ir, smem, *inner_first])
 
 
 class BackwardTask(ts.Task):
@@ -435,8 +415,8 @@ class Gradients(ts.MemoryResource):
 # kernel whose entry needs fewer registers gets "setmaxnreg ignored; unable to determine register count at entry"
 # (C7508) and spills at 168 registers per thread
 @tsjit.kernel(min_blocks=1)
-def attention_backward(q_map, k_map, v_map, do_map, st_map, dq_map, dq, dk_out, dv_out, batch, seqlen_q, seqlen_k, heads,
-                       kv_heads, group, padded_q, scale, scale_log2,
+def attention_backward(q_map, k_map, v_map, do_map, st_map, dq_map, dq, dk_out, dv_out, batch, seqlen_q, seqlen_k,
+                       heads, kv_heads, group, padded_q, scale, scale_log2,
                        HEAD_DIM: tsjit.Constexpr[int], CAUSAL: tsjit.Constexpr[bool],
                        STAGES: tsjit.Constexpr[int] = 2, KV_STAGES: tsjit.Constexpr[int] = 1,
                        DQ_SHARED: tsjit.Constexpr[bool] = False, VECTOR_RED: tsjit.Constexpr[bool] = False,
@@ -446,8 +426,9 @@ def attention_backward(q_map, k_map, v_map, do_map, st_map, dq_map, dq, dk_out, 
     ``q_map`` / ``do_map``: TensorMaps of Q and dO (B, S_q, H, D), box (1, 64, 1, 64); ``k_map`` / ``v_map``: of K
     and V (B, S_k, H_kv, D), box (1, 128, 1, 64), all 128B-swizzled; ``st_map``: of the Float32 statistics
     (B, H, 2, padded_q) (``LSE * log2 e`` with +inf for rows without keys or past S_q, and D = rowsum(dO * O)),
-    box (1, 1, 2, 64), no swizzle; ``dq``: the Float32 (B * H * padded_q, D) workspace, zeroed (dQ is added into it); ``dk_out`` / ``dv_out``: rank-2 (B * S_k, H_kv * D) views of dK and dV; ``kv_heads`` = H_kv,
-    ``group = H // H_kv``;
+    box (1, 1, 2, 64), no swizzle (:func:`~tsjit.examples.attention_bwd_parts.attention_backward_preprocess` fills
+    it); ``dq``: the Float32 (B * H * padded_q, D) workspace, zeroed (dQ is added into it); ``dk_out`` /
+    ``dv_out``: rank-2 (B * S_k, H_kv * D) views of dK and dV; ``kv_heads`` = H_kv, ``group = H // H_kv``;
     ``scale``: the softmax scale (dS is multiplied by it, so dQ and dK come out scaled), ``scale_log2 = scale *
     log2 e``.  Launch with :data:`BWD_THREADS` threads and a
     persistent grid over the (B * H_kv, ceil(S_k / 128)) tiles.  ``DQ_SHARED``: see :data:`BWD_DQ_SHARED`;
@@ -543,47 +524,6 @@ def run_backward_program(wq, kv, qdo, grads, shape):
     manager.run()
 
 
-# -- the preprocess ------------------------------------------------------------------------------
-PREPROCESS_THREADS = 256
-
-
-@tsjit.kernel
-def attention_backward_preprocess(out, dout, lse, stats, seqlen_q, heads, padded_q, rows,
-                                  HEAD_DIM: tsjit.Constexpr[int]):
-    """The row statistics the backward reads: ``stats[b, h, 0, i] = lse[b, h, i] * log2 e`` (+inf where the LSE is
-    -inf, a row that sees no key, and for the padding rows ``seqlen_q <= i < padded_q``) and ``stats[b, h, 1, i] =
-    sum_c dout[b, i, h, c] * out[b, i, h, c]`` in Float32 (0 for the padding).
-
-    ``out`` / ``dout``: flat views of contiguous (B, S_q, H, D) tensors of the input dtype; ``lse``: Float32
-    (B, H, S_q); ``stats``: Float32 (B, H, 2, padded_q); ``rows = B * padded_q * H``.  One warp per (b, i, h)
-    (h fastest, so a warp's neighbours read the next head of the same token): each lane loads ``D / 32``
-    consecutive elements of both rows (one vector load each), the products are summed in Float32 per lane and
-    over the warp with shuffles.  Launch with :data:`PREPROCESS_THREADS` threads and any grid (grid-stride)."""
-    per_lane = HEAD_DIM // 32
-    lane = tsjit.lane_idx()
-    warps = tsjit.grid_dim().x * (PREPROCESS_THREADS // 32)
-    for row in range(tsjit.block_idx().x * (PREPROCESS_THREADS // 32) + tsjit.thread_idx().x // 32, rows, warps):
-        head = row % heads
-        token = row // heads                        # b * padded_q + i
-        b, i = token // padded_q, token % padded_q
-        total = tsjit.Float32(0)
-        if i < seqlen_q:
-            base = ((b * seqlen_q + i) * heads + head) * HEAD_DIM + lane * per_lane
-            o = out.load_vector(base, per_lane)
-            g = dout.load_vector(base, per_lane)
-            for c in tsjit.range_constexpr(per_lane):
-                total = tsjit.math.fma(tsjit.Float32(o[c]), tsjit.Float32(g[c]), total)
-        for offset in tsjit.range_constexpr(5):
-            total = total + tsjit.shuffle_xor(total, 16 >> offset)
-        if lane == 0:
-            lse2 = float("inf")
-            if i < seqlen_q:
-                value = lse[b, head, i]
-                lse2 = tsjit.select(value == float("-inf"), float("inf"), value * LOG2_E)
-            stats[b, head, 0, i] = lse2
-            stats[b, head, 1, i] = total
-
-
 #: callables given each verified TaskManager a compile of :func:`attention_backward` builds (the CPU tests read
 #: its exhaustive verdict)
 BACKWARD_OBSERVERS: list = []
@@ -602,11 +542,10 @@ def compile_backward(head_dim=128, causal=False, dtype=None, *, stages=None, dq_
     dq = tsjit.spec((2 * 16 * 1024, head_dim), tsjit.Float32)
     dq_map = tsjit.tensormap_spec(tsjit.Float32, (64, 64))
     dkv = tsjit.spec((2000, 4 * head_dim), dtype)
-    return tsjit.compile(attention_backward, q, kv, kv, q, st, dq_map, dq, dkv, dkv, 2, 1000, 1000, 16, 4, 4, 1024, 0.125,
-                         0.125 * LOG2_E, head_dim, causal, stages, 1, dq_shared, vector_red, dq_tma)
+    return tsjit.compile(attention_backward, q, kv, kv, q, st, dq_map, dq, dkv, dkv, 2, 1000, 1000, 16, 4, 4, 1024,
+                         0.125, 0.125 * LOG2_E, head_dim, causal, stages, 1, dq_shared, vector_red, dq_tma)
 
 
-__all__ = ["BWD_HEAD_DIMS", "BWD_BLOCK_N", "BWD_BLOCK_M", "BWD_WARPGROUPS", "BWD_THREADS", "BWD_STAGES", "BWD_DQ_SHARED", "DS_BARRIER", "red_add_pair", "tma_reduce_add",
-           "BackwardShape", "KVBlock", "BackwardTask", "KVTiles", "QdOTiles", "Gradients", "attention_backward",
-           "run_backward_program", "BACKWARD_OBSERVERS", "compile_backward", "attention_backward_preprocess",
-           "PREPROCESS_THREADS"]
+__all__ = ["BWD_HEAD_DIMS", "BWD_BLOCK_N", "BWD_BLOCK_M", "BWD_WARPGROUPS", "BWD_THREADS", "BWD_STAGES",
+           "BWD_DQ_SHARED", "DS_BARRIER", "BackwardShape", "KVBlock", "BackwardTask", "KVTiles", "QdOTiles",
+           "Gradients", "attention_backward", "run_backward_program", "BACKWARD_OBSERVERS", "compile_backward"]

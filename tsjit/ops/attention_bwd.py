@@ -2,8 +2,8 @@
 
 The main kernel is the Task Scheduling program of :mod:`tsjit.examples.attention_bwd` (a TMA producer per ring,
 two consumer warpgroups with wgmma, dQ by fp32 atomics) after its preprocess kernel (``D = rowsum(dO * O)`` and the
-padded LSE statistics, :func:`~tsjit.examples.attention_bwd.attention_backward_preprocess`).  This module checks the
-arguments, zeroes the Float32 dQ workspace, launches both on torch's current stream and converts dQ to the input
+padded LSE statistics, :func:`~tsjit.examples.attention_bwd_parts.attention_backward_preprocess`).  This module checks
+the arguments, zeroes the Float32 dQ workspace, launches both on torch's current stream and converts dQ to the input
 dtype (torch operations: ``zeros`` and one strided ``copy_``).  :func:`differentiable_attention`
 records ``tsjit.ops.attention`` for autograd (a ``torch.autograd.Function`` whose backward is this one).
 """
@@ -17,6 +17,7 @@ from tsjit.ops.attention_args import check_cuda as _check_cuda
 from tsjit.ops.attention_args import check_tensor as _check_tensor
 from tsjit.ops.attention_args import torch_module as _torch
 from tsjit.examples import attention_bwd as program
+from tsjit.examples import attention_bwd_parts as parts
 from tsjit.examples.attention_config import BOX, LOG2_E
 from tsjit.runtime.tensormap import TensorMap
 
@@ -118,7 +119,7 @@ def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: 
     # the preprocess kernel: D = rowsum(dO * O) and LSE * log2 e (+inf where no key is visible and past seqlen_q)
     stats = torch.empty((batch, heads, 2, padded), dtype=torch.float32, device=q.device)
     rows = batch * padded * heads
-    program.attention_backward_preprocess[(max(1, min(-(-rows // 8), 8 * int(sms))),), (program.PREPROCESS_THREADS,)](
+    parts.attention_backward_preprocess[(max(1, min(-(-rows // 8), 8 * int(sms))),), (parts.PREPROCESS_THREADS,)](
         out.contiguous().view(-1), dout.contiguous().view(-1), lse.contiguous(), stats, seqlen_q, heads, padded, rows,
         head_dim, stream=stream)
     dq_accum = torch.zeros((batch * heads * padded, head_dim), dtype=torch.float32, device=q.device)
