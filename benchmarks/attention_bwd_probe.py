@@ -3,7 +3,7 @@ torch flash's, same inputs) per case, each case guarded (an exception is printed
 before ``--budget`` seconds; then optionally a timing against torch SDPA's backward (flash and cuDNN), interleaved.
 
     python3 benchmarks/attention_bwd_probe.py [--budget 30] [--cases 0,1,2] \
-        [--time "4,2048,16,128 4,2048,16,128,c"] [--variants vred|more|all]
+        [--time "4,2048,16,128 4,2048,16,128,c"] [--variants atomics,s3,own]
 """
 import argparse
 import math
@@ -54,17 +54,12 @@ def timing(shapes, reps=10, variants=""):
         del scores
         qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
         fns = {"tsjit": lambda: tsjit.ops.attention_backward(q, k, v, out, lse, do, causal=causal, scale=scale)}
-        if variants:
-            chosen = {"vred": ("tsjit_vred", "tsjit_tma")}.get(variants, ("tsjit_vred", "tsjit_tma", "tsjit_s3"))
-            for name, option in (("tsjit_vred", dict(vector_red=True)), ("tsjit_tma", dict(dq_tma=True)),
-                                 ("tsjit_s3", dict(stages=3))):
-                if name not in chosen:
-                    continue
-                fns[name] = (lambda option=option: tsjit.ops.attention_backward(q, k, v, out, lse, do, causal=causal,
-                                                                                scale=scale, **option))
-        if d == 128 and variants == "all":
-            fns["tsjit_own_dq"] = lambda: tsjit.ops.attention_backward(q, k, v, out, lse, do, causal=causal,
-                                                                       scale=scale, dq_shared=False)
+        options = {"atomics": dict(dq_tma=False), "s3": dict(stages=3), "own": dict(dq_shared=False)}
+        for name in [n for n in variants.split(",") if n]:
+            if name == "own" and d != 128:
+                continue                                    # head_dim 64 computes dQ over its own keys already
+            fns["tsjit_" + name] = (lambda option=options[name]: tsjit.ops.attention_backward(
+                q, k, v, out, lse, do, causal=causal, scale=scale, **option))
         for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
             with sdpa_kernel(backend):
                 o = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, scale=scale)
@@ -93,10 +88,7 @@ def timing(shapes, reps=10, variants=""):
         flops = 2.5 * 4 * b * h * s * s * d / (2 if causal else 1)
         print(f"timing b{b} s{s} h{h} d{d} {'causal' if causal else 'full'}: " + ", ".join(
             f"{n} {ms:.3f} ms {flops / ms / 1e9:.0f} TFLOP/s" for n, ms in med.items())
-            + (f" | shared dQ (default) vs own {med['tsjit_own_dq'] / med['tsjit']:.3f}x" if "tsjit_own_dq" in med
-               else "")
-            + "".join(f" | {n} vs default {med['tsjit'] / med[n]:.3f}x" for n in ("tsjit_vred", "tsjit_tma", "tsjit_s3")
-                      if n in med)
+            + "".join(f" | default vs {n} {med[n] / med['tsjit']:.3f}x" for n in med if n.startswith("tsjit_"))
             + f" | tsjit/flash {med['flash'] / med['tsjit']:.3f}x, tsjit/cudnn {med['cudnn'] / med['tsjit']:.3f}x "
               f"(speed ratios)" + " | max rel diff vs flash: " + ", ".join(f"{n} {e:.2e}" for n, e in checks.items()),
               flush=True)
@@ -107,8 +99,8 @@ if __name__ == "__main__":
     parser.add_argument("--budget", type=float, default=30.0)
     parser.add_argument("--cases", default="all")
     parser.add_argument("--time", default="", help='shapes "b,s,h,d[,c] ..." (c: causal) to time')
-    parser.add_argument("--variants", default="", help="'vred': also time vector_red=True and dq_tma=True; 'more': "
-                                                         "and stages=3; 'all': and dq_shared=False (head_dim 128)")
+    parser.add_argument("--variants", default="", help="comma-separated, also timed: atomics (dq_tma=False), s3 "
+                                                         "(stages=3), own (dq_shared=False, head_dim 128)")
     args = parser.parse_args()
     cases = t.CASES if args.cases == "all" else [t.CASES[int(i)] for i in args.cases.split(",")]
     check(args.budget, cases)

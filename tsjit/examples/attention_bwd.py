@@ -58,7 +58,7 @@ from tsjit.examples.attention_resources import k_step
 from tsjit.examples.attention_softmax import pack_probabilities
 from tsjit.lang.epilogue import store_fragment_global, store_fragment_shared
 from tsjit.examples.attention_bwd_parts import (PREPROCESS_THREADS, attention_backward_preprocess,  # noqa: F401
-                                                red_add_pair, tma_reduce_add)
+                                                tma_reduce_add)
 from tsjit.lang.fragment import Fragment
 from tsjit.ts.work_queue import TileSchedulerConfig, WorkQueue
 
@@ -75,6 +75,11 @@ BWD_STAGES = {64: 2, 128: 2}
 #: 128 keys of the block from both warpgroups' dS, half the atomics and accumulators of each computing all columns
 #: over its own 64 keys; needs head_dim 128: 64-column halves of the 128B-swizzled K boxes)
 BWD_DQ_SHARED = {64: False, 128: True}
+#: whether dQ is added by TMA reductions of shared-memory tiles (``DQ_TMA``) rather than ``atom.global.add.f32`` from
+#: registers, per head_dim (the CPU interpreter runs the atomics only).  H200, 2026-12-03 (this helper's job 1, (4,
+#: 2048, 16, 128) bf16): 1.40x / 1.36x the atomics non-causal / causal (``red.global.v2.f32.add`` of column pairs:
+#: 1.37x / 1.25x; not kept)
+BWD_DQ_TMA = {64: True, 128: True}
 #: the named barrier of the shared dS (1 and 2: each warpgroup's own)
 DS_BARRIER = 3
 
@@ -84,8 +89,8 @@ class BackwardShape:
     """The problem as the work bodies see it (ints or run-time Int32 values): lengths, heads, ``group`` = query
     heads per KV head, ``padded_q`` = seqlen_q rounded up to 64 (the rows of the statistics and dQ workspace),
     the scales, head_dim, the causal flag; ``dq_shared``: the warpgroups share dQ (``DQ_SHARED`` of
-    :func:`attention_backward`); ``vector_red``: dQ's column pairs are added by one vector reduction each
-    (``VECTOR_RED``); ``dq_tma``: dQ is staged in shared memory and added by a TMA reduction (``DQ_TMA``)."""
+    :func:`attention_backward`); ``dq_tma``: dQ is staged in shared memory and added by a TMA reduction
+    (``DQ_TMA``)."""
 
     batch: object
     seqlen_q: object
@@ -99,7 +104,6 @@ class BackwardShape:
     head_dim: int
     causal: bool
     dq_shared: bool = False
-    vector_red: bool = False
     dq_tma: bool = False
     block_n: int = BWD_BLOCK_N
     block_m: int = BWD_BLOCK_M
@@ -142,6 +146,23 @@ class BackwardTask(ts.Task):
 
     def get_domain(self, tile_coord):
         return self.shape.tile(tile_coord).domain()
+
+
+def issue_dk(dk, ds_packed, q_desc, shape, dtype, issue, *, wait=True):
+    """``dK += dS^T Q`` (register-A wgmma, one per 16 rows of the Q block) committed as one group, and with ``wait``
+    waited for; or nothing where ``issue`` is False (compile-time Python in :meth:`QdOTiles.step`: which of its two
+    places dK takes is decided here, outside the work body)."""
+    if not issue:
+        return dk
+    wgmma.fence()
+    for kk in range(shape.block_m // 16):
+        a = Fragment([ds_packed[4 * kk + r] for r in range(4)], tsjit.Int32)
+        dk = wgmma.mma_async(dk, a, k_step(q_desc, kk), n=shape.head_dim, a_dtype=dtype)
+    wgmma.commit_group()
+    if wait:
+        wgmma.wait_group(0)
+        dk = wgmma.fence_operand(dk)
+    return dk
 
 
 def _swizzled_tiles(dtype, stages, head_dim, rows):
@@ -336,17 +357,19 @@ class QdOTiles(ts.MemoryResource):
             dq_columns, dq_keys = d, 64
         dk = wgmma.fence_operand(dk)
         ds_packed = wgmma.fence_operand(ds_packed)
+        # all of a 128-column dQ: dK first and waited for, so dQ's 64 accumulators never share the registers with
+        # dS's A fragment and a dK in flight (ptxas would serialize every wgmma, C7512); else dQ first, and dK stays
+        # on the tensor cores while dQ is added (the loops' counts chosen at compile time: 0 where a loop is not used)
+        sequential = dq_columns > 64
+        dk = issue_dk(dk, ds_packed, q_desc, shape, dtype, sequential)          # dK, waited for (or not issued)
         dq = wgmma.fence_operand(Fragment.zeros(dq_columns // 2))
         wgmma.fence()
         for kk in tsjit.range_constexpr(dq_keys // 16):
             dq = wgmma.mma_async(dq, k_step(ds_desc, kk), k_step(k_desc, kk), n=dq_columns,
                                  scale_d=0 if kk == 0 else 1)
         wgmma.commit_group()
-        for kk in tsjit.range_constexpr(shape.block_m // 16):
-            a = Fragment([ds_packed[4 * kk + r] for r in range(4)], tsjit.Int32)
-            dk = wgmma.mma_async(dk, a, k_step(q_desc, kk), n=d, a_dtype=dtype)
-        wgmma.commit_group()
-        wgmma.wait_group(1)                                     # dQ (and dV) done; dK stays on the tensor cores
+        dk = issue_dk(dk, ds_packed, q_desc, shape, dtype, not sequential, wait=False)     # dK after dQ (or not)
+        wgmma.wait_group(0 if sequential else 1)                # dQ (and dV) done; dK may stay on the tensor cores
         dq = wgmma.fence_operand(dq)
         row0 = (tile.batch * shape.heads + head) * shape.padded_q + m_block * shape.block_m
         col0 = dq_columns * warpgroup if shape.dq_shared else 0
@@ -366,13 +389,9 @@ class QdOTiles(ts.MemoryResource):
                 tma_reduce_add(self.dq_map, dq_tile, (row0, col0))
                 tsjit.bulk_commit_group()
         else:
-            for i in tsjit.range_constexpr(0, len(dq), 2 if shape.vector_red else 1):
+            for i in tsjit.range_constexpr(len(dq)):
                 row, col = dq.accumulator_coords(i, tid)
-                address = tsjit.address_of(self.dq, row0 + row, col0 + col)
-                if tsjit.const_expr(shape.vector_red):            # registers i, i + 1: columns col, col + 1
-                    red_add_pair(address, dq[i], dq[i + 1])
-                else:
-                    tsjit.atomic_add(address, dq[i])
+                tsjit.atomic_add(tsjit.address_of(self.dq, row0 + row, col0 + col), dq[i])
         wgmma.wait_group(0)
         dk = wgmma.fence_operand(dk)
         dv = wgmma.fence_operand(dv)
@@ -419,8 +438,7 @@ def attention_backward(q_map, k_map, v_map, do_map, st_map, dq_map, dq, dk_out, 
                        heads, kv_heads, group, padded_q, scale, scale_log2,
                        HEAD_DIM: tsjit.Constexpr[int], CAUSAL: tsjit.Constexpr[bool],
                        STAGES: tsjit.Constexpr[int] = 2, KV_STAGES: tsjit.Constexpr[int] = 1,
-                       DQ_SHARED: tsjit.Constexpr[bool] = False, VECTOR_RED: tsjit.Constexpr[bool] = False,
-                       DQ_TMA: tsjit.Constexpr[bool] = False):
+                       DQ_SHARED: tsjit.Constexpr[bool] = False, DQ_TMA: tsjit.Constexpr[bool] = False):
     """Attention backward (module docstring).
 
     ``q_map`` / ``do_map``: TensorMaps of Q and dO (B, S_q, H, D), box (1, 64, 1, 64); ``k_map`` / ``v_map``: of K
@@ -432,7 +450,6 @@ def attention_backward(q_map, k_map, v_map, do_map, st_map, dq_map, dq, dk_out, 
     ``scale``: the softmax scale (dS is multiplied by it, so dQ and dK come out scaled), ``scale_log2 = scale *
     log2 e``.  Launch with :data:`BWD_THREADS` threads and a
     persistent grid over the (B * H_kv, ceil(S_k / 128)) tiles.  ``DQ_SHARED``: see :data:`BWD_DQ_SHARED`;
-    ``VECTOR_RED``: dQ by ``red.global.v2.f32.add`` (:func:`red_add_pair`; not under the CPU interpreter);
     ``DQ_TMA``: dQ by TMA reductions through ``dq_map`` (the workspace's TensorMap, box (64, 64), no swizzle;
     see :meth:`QdOTiles.step`; not under the CPU interpreter)."""
     if tsjit.const_expr(HEAD_DIM not in BWD_HEAD_DIMS):
@@ -448,7 +465,7 @@ def attention_backward(q_map, k_map, v_map, do_map, st_map, dq_map, dq, dk_out, 
     consumers = ts.CooperativeGroup(ts.Agent.Thread, BWD_WARPGROUPS * 4)
     shape = BackwardShape(batch=batch, seqlen_q=seqlen_q, seqlen_k=seqlen_k, heads=heads, kv_heads=kv_heads,
                           group=group, padded_q=padded_q, scale=scale, scale_log2=scale_log2, head_dim=HEAD_DIM,
-                          causal=CAUSAL, dq_shared=DQ_SHARED, vector_red=VECTOR_RED, dq_tma=DQ_TMA)
+                          causal=CAUSAL, dq_shared=DQ_SHARED, dq_tma=DQ_TMA)
     kv_cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(KV_STAGES, 2 * BWD_BLOCK_N * HEAD_DIM * itemsize,
                                                              producer, consumers)
     qdo_cfg = ts.PipelineConfig.create_tma_async_pipeline_cfg(STAGES, 2 * BWD_BLOCK_M * HEAD_DIM * itemsize
@@ -529,13 +546,13 @@ def run_backward_program(wq, kv, qdo, grads, shape):
 BACKWARD_OBSERVERS: list = []
 
 
-def compile_backward(head_dim=128, causal=False, dtype=None, *, stages=None, dq_shared=None, vector_red=False,
-                     dq_tma=False):
+def compile_backward(head_dim=128, causal=False, dtype=None, *, stages=None, dq_shared=None, dq_tma=None):
     """Compile :func:`attention_backward` for sm_90a from argument specs alone (no GPU): the configuration
     ``tsjit.ops.attention_backward`` launches.  Returns the CompiledKernel (``.ptx``, ``.cubin``, ``.metadata``)."""
     dtype = tsjit.BFloat16 if dtype is None else dtype
     stages = stages or BWD_STAGES.get(head_dim, 2)
     dq_shared = BWD_DQ_SHARED.get(head_dim, False) if dq_shared is None else dq_shared
+    dq_tma = BWD_DQ_TMA.get(head_dim, False) if dq_tma is None else dq_tma
     q = tsjit.tensormap_spec(dtype, (1, BWD_BLOCK_M, 1, BOX), swizzle="128B")
     kv = tsjit.tensormap_spec(dtype, (1, BWD_BLOCK_N, 1, BOX), swizzle="128B")
     st = tsjit.tensormap_spec(tsjit.Float32, (1, 1, 2, BWD_BLOCK_M))
@@ -543,9 +560,9 @@ def compile_backward(head_dim=128, causal=False, dtype=None, *, stages=None, dq_
     dq_map = tsjit.tensormap_spec(tsjit.Float32, (64, 64))
     dkv = tsjit.spec((2000, 4 * head_dim), dtype)
     return tsjit.compile(attention_backward, q, kv, kv, q, st, dq_map, dq, dkv, dkv, 2, 1000, 1000, 16, 4, 4, 1024,
-                         0.125, 0.125 * LOG2_E, head_dim, causal, stages, 1, dq_shared, vector_red, dq_tma)
+                         0.125, 0.125 * LOG2_E, head_dim, causal, stages, 1, dq_shared, dq_tma)
 
 
 __all__ = ["BWD_HEAD_DIMS", "BWD_BLOCK_N", "BWD_BLOCK_M", "BWD_WARPGROUPS", "BWD_THREADS", "BWD_STAGES",
-           "BWD_DQ_SHARED", "DS_BARRIER", "BackwardShape", "KVBlock", "BackwardTask", "KVTiles", "QdOTiles",
+           "BWD_DQ_SHARED", "BWD_DQ_TMA", "DS_BARRIER", "issue_dk", "BackwardShape", "KVBlock", "BackwardTask", "KVTiles", "QdOTiles",
            "Gradients", "attention_backward", "run_backward_program", "BACKWARD_OBSERVERS", "compile_backward"]

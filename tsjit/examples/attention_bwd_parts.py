@@ -1,21 +1,12 @@
 """Parts of the attention backward (:mod:`tsjit.examples.attention_bwd`, issue 16) outside its Task Scheduling
-program: the preprocess kernel (the row statistics the backward reads) and the two inline-PTX dQ reductions of its
-GPU-only variants (``VECTOR_RED``, ``DQ_TMA``)."""
+program: the preprocess kernel (the row statistics the backward reads) and the inline-PTX helper of its
+TMA reduction of dQ (``DQ_TMA``)."""
 from __future__ import annotations
 
 import tsjit
 from tsjit.backend import emit
 from tsjit.examples.attention_config import LOG2_E
 from tsjit.lang.values import integer_operand
-
-
-def red_add_pair(address, a, b):
-    """``address[0] += a; address[1] += b`` (Float32) as one ``red.global.v2.f32.add`` (PTX ISA §9.7.13.6, sm_90 and
-    PTX 8.1: a vector reduction, relaxed, GPU scope; 8-byte aligned); inline PTX, so the CPU interpreter does not run
-    it (compile-time Python in a work body)."""
-    km = emit.current()
-    word = km.builder.ptrtoint(address.ir, emit.I64)
-    km.inline_asm(emit.VOID, "red.global.v2.f32.add [$0], {$1, $2};", "l,f,f,~{memory}", [word, a.ir, b.ir])
 
 
 def tma_reduce_add(tmap, tile, coords):
@@ -72,4 +63,4 @@ def attention_backward_preprocess(out, dout, lse, stats, seqlen_q, heads, padded
             stats[b, head, 1, i] = total
 
 
-__all__ = ["red_add_pair", "tma_reduce_add", "attention_backward_preprocess", "PREPROCESS_THREADS"]
+__all__ = ["tma_reduce_add", "attention_backward_preprocess", "PREPROCESS_THREADS"]

@@ -67,7 +67,7 @@ def _check(q, k, v, out, lse, dout, causal, scale, torch):
 
 def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: float | None = None,
                        sms: int | None = None, stages: int | None = None, dq_shared: bool | None = None,
-                       vector_red: bool = False, dq_tma: bool = False):
+                       dq_tma: bool | None = None):
     """The gradients (dq, dk, dv) of ``out = softmax(scale * q k^T [+ causal mask]) v`` given ``dout``.
 
     Args:
@@ -82,9 +82,10 @@ def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: 
             seqlen_q``); scale: the softmax scale, default ``1 / sqrt(head_dim)``.
         sms: CTAs of the persistent grid (default: the device's multiprocessor count); stages: stages of the
             Q / dO ring (default ``tsjit.examples.attention_bwd.BWD_STAGES``); dq_shared: the two warpgroups share
-            dQ (head_dim 128 only; default ``tsjit.examples.attention_bwd.BWD_DQ_SHARED``); vector_red: add dQ's
-            column pairs with ``red.global.v2.f32.add``; dq_tma: add dQ tiles by TMA reductions from shared memory
-            (both GPU only: not under ``TSJIT_INTERPRET=1``; measurements: BENCHMARKS.md).
+            dQ (head_dim 128 only; default ``tsjit.examples.attention_bwd.BWD_DQ_SHARED``); dq_tma: add dQ tiles by
+            TMA reductions from shared memory rather than one ``atom.global.add.f32`` per element (default
+            ``tsjit.examples.attention_bwd.BWD_DQ_TMA``; inline PTX the CPU interpreter does not run: under
+            ``TSJIT_INTERPRET=1`` dQ is added with the atomics).  Measurements: BENCHMARKS.md.
 
     Returns:
         (dq, dk, dv): new contiguous tensors of q's, k's and v's shapes and dtype.
@@ -108,6 +109,8 @@ def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: 
         raise LaunchError(f"argument 'stages' must be 1 to 4, got {stages!r}")
     if dq_shared is None:
         dq_shared = program.BWD_DQ_SHARED[head_dim]
+    if dq_tma is None:
+        dq_tma = program.BWD_DQ_TMA[head_dim]
     if dq_shared and head_dim != 128:
         raise LaunchError(f"argument 'dq_shared' needs head_dim 128 (64-column halves per warpgroup), got {head_dim}")
     block_m = program.BWD_BLOCK_M
@@ -134,8 +137,7 @@ def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: 
     dv2 = dv.view(batch * seqlen_k, kv_heads * head_dim)
     program.attention_backward[(grid,), (program.BWD_THREADS,)](
         *maps, dq_accum, dk2, dv2, batch, seqlen_q, seqlen_k, heads, kv_heads, heads // kv_heads, padded, scale,
-        scale * LOG2_E, head_dim, causal, stages, 1, bool(dq_shared), bool(vector_red) and not interpreted,
-        bool(dq_tma) and not interpreted, stream=stream)
+        scale * LOG2_E, head_dim, causal, stages, 1, bool(dq_shared), bool(dq_tma) and not interpreted, stream=stream)
     dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     dq.copy_(dq_accum.view(batch, heads, padded, head_dim)[:, :, :seqlen_q].transpose(1, 2))
     return dq, dk, dv
