@@ -119,12 +119,8 @@ def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: 
         sms = 132 if interpreted else torch.cuda.get_device_properties(q.device).multi_processor_count
     stream = None if interpreted else torch.cuda.current_stream(q.device).cuda_stream
     padded = -(-seqlen_q // block_m) * block_m
-    # the preprocess kernel: D = rowsum(dO * O) and LSE * log2 e (+inf where no key is visible and past seqlen_q)
+    # every host step first (TMA descriptors, workspaces), so the GPU does not wait for the host between the launches
     stats = torch.empty((batch, heads, 2, padded), dtype=torch.float32, device=q.device)
-    rows = batch * padded * heads
-    parts.attention_backward_preprocess[(max(1, min(-(-rows // 8), 8 * int(sms))),), (parts.PREPROCESS_THREADS,)](
-        out.contiguous().view(-1), dout.contiguous().view(-1), lse.contiguous(), stats, seqlen_q, heads, padded, rows,
-        head_dim, stream=stream)
     dq_accum = torch.zeros((batch * heads * padded, head_dim), dtype=torch.float32, device=q.device)
     tiles = batch * kv_heads * -(-seqlen_k // program.BWD_BLOCK_N)
     grid = max(1, min(tiles, int(sms)))
@@ -135,6 +131,11 @@ def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: 
             TensorMap(stats, (1, 1, 2, block_m)), TensorMap(dq_accum, (64, 64))]
     dk2 = dk.view(batch * seqlen_k, kv_heads * head_dim)
     dv2 = dv.view(batch * seqlen_k, kv_heads * head_dim)
+    flat_out, flat_dout, lse = out.contiguous().view(-1), dout.contiguous().view(-1), lse.contiguous()
+    # the preprocess kernel: D = rowsum(dO * O) and LSE * log2 e (+inf where no key is visible and past seqlen_q)
+    rows = batch * padded * heads
+    parts.attention_backward_preprocess[(max(1, min(-(-rows // 8), 8 * int(sms))),), (parts.PREPROCESS_THREADS,)](
+        flat_out, flat_dout, lse, stats, seqlen_q, heads, padded, rows, head_dim, stream=stream)
     program.attention_backward[(grid,), (program.BWD_THREADS,)](
         *maps, dq_accum, dk2, dv2, batch, seqlen_q, seqlen_k, heads, kv_heads, heads // kv_heads, padded, scale,
         scale * LOG2_E, head_dim, causal, stages, 1, bool(dq_shared), bool(dq_tma) and not interpreted, stream=stream)
