@@ -54,10 +54,11 @@ def timing(shapes, reps=10, variants=""):
         del scores
         qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
         fns = {"tsjit": lambda: tsjit.ops.attention_backward(q, k, v, out, lse, do, causal=causal, scale=scale)}
-        options = {"atomics": dict(dq_tma=False), "s3": dict(stages=3), "own": dict(dq_shared=False)}
+        options = {"atomics": dict(dq_tma=False), "s3": dict(stages=3), "own": dict(dq_shared=False),
+                   "kv2": dict(kv_stages=2)}
         for name in [n for n in variants.split(",") if n]:
-            if name == "own" and d != 128:
-                continue                                    # head_dim 64 computes dQ over its own keys already
+            if (name == "own" and d != 128) or (name == "kv2" and d != 64):
+                continue                     # head_dim 64 computes dQ over its own keys; 128 has no room for kv2
             fns["tsjit_" + name] = (lambda option=options[name]: tsjit.ops.attention_backward(
                 q, k, v, out, lse, do, causal=causal, scale=scale, **option))
         for name, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
@@ -100,7 +101,7 @@ if __name__ == "__main__":
     parser.add_argument("--cases", default="all")
     parser.add_argument("--time", default="", help='shapes "b,s,h,d[,c] ..." (c: causal) to time')
     parser.add_argument("--variants", default="", help="comma-separated, also timed: atomics (dq_tma=False), s3 "
-                                                         "(stages=3), own (dq_shared=False, head_dim 128)")
+                                                         "(stages=3), own (dq_shared=False, head_dim 128), kv2 (kv_stages=2, head_dim 64)")
     args = parser.parse_args()
     cases = t.CASES if args.cases == "all" else [t.CASES[int(i)] for i in args.cases.split(",")]
     check(args.budget, cases)

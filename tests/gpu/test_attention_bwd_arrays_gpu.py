@@ -62,7 +62,8 @@ def reference_backward(q, k, v, do, causal, scale):
             dv.transpose(0, 2, 1, 3))
 
 
-def launch(q, k, v, do, stats, dq, dk, dv, *, causal, scale, padded, stages=None, dq_shared=None):
+def launch(q, k, v, do, stats, dq, dk, dv, *, causal, scale, padded, stages=None, dq_shared=None, kv_stages=1,
+           sms=SMS):
     """Launch attention_backward as tsjit.ops.attention_backward does."""
     batch, seqlen_q, heads, head_dim = q.shape
     seqlen_k, kv_heads = k.shape[1], k.shape[2]
@@ -76,10 +77,10 @@ def launch(q, k, v, do, stats, dq, dk, dv, *, causal, scale, padded, stages=None
     dk2 = view((batch * seqlen_k, kv_heads * head_dim), dk.dtype, data_ptr=dk.data_ptr, owner=dk)
     dv2 = view((batch * seqlen_k, kv_heads * head_dim), dv.dtype, data_ptr=dv.data_ptr, owner=dv)
     tiles = batch * kv_heads * -(-seqlen_k // program.BWD_BLOCK_N)
-    program.attention_backward[(max(1, min(tiles, SMS)),), (program.BWD_THREADS,)](
+    program.attention_backward[(max(1, min(tiles, sms)),), (program.BWD_THREADS,)](
         *maps, dq, dk2, dv2, batch, seqlen_q, seqlen_k, heads, kv_heads, heads // kv_heads, padded, scale,
         scale * LOG2_E,
-        head_dim, causal, stages or program.BWD_STAGES[head_dim], 1,
+        head_dim, causal, stages or program.BWD_STAGES[head_dim], kv_stages,
         program.BWD_DQ_SHARED[head_dim] if dq_shared is None else dq_shared)
 
 
@@ -125,6 +126,13 @@ def test_backward_own_dq_at_head_dim_128(causal):
     """``DQ_SHARED=False`` at head_dim 128 (the default shares dQ between the warpgroups): each warpgroup computes
     all of dQ over its own 64 keys; two Q blocks, so both dS buffers are used."""
     check(1, 128, 128, 1, 1, 128, causal, dq_shared=False)
+
+
+def test_backward_persistent_tiles_and_two_kv_stages():
+    """One CTA runs every work tile (the persistent loop: K / V reloaded per tile, dK / dV stored per tile), with a
+    K / V ring of two stages (the next tile's K and V load during the current one) and of one."""
+    for kv_stages in (2, 1):
+        check(1, 128, 256, 2, 1, 64, True, kv_stages=kv_stages, sms=1)
 
 
 def test_backward_gqa_fp16_and_partial_tiles():

@@ -67,7 +67,7 @@ def _check(q, k, v, out, lse, dout, causal, scale, torch):
 
 def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: float | None = None,
                        sms: int | None = None, stages: int | None = None, dq_shared: bool | None = None,
-                       dq_tma: bool | None = None):
+                       dq_tma: bool | None = None, kv_stages: int = 1):
     """The gradients (dq, dk, dv) of ``out = softmax(scale * q k^T [+ causal mask]) v`` given ``dout``.
 
     Args:
@@ -85,7 +85,9 @@ def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: 
             dQ (head_dim 128 only; default ``tsjit.examples.attention_bwd.BWD_DQ_SHARED``); dq_tma: add dQ tiles by
             TMA reductions from shared memory rather than one ``atom.global.add.f32`` per element (default
             ``tsjit.examples.attention_bwd.BWD_DQ_TMA``; inline PTX the CPU interpreter does not run: under
-            ``TSJIT_INTERPRET=1`` dQ is added with the atomics).  Measurements: BENCHMARKS.md.
+            ``TSJIT_INTERPRET=1`` dQ is added with the atomics); kv_stages: stages of the K / V ring (1, or 2 so that
+            the next tile's K and V load during the current one; shared memory allows 2 at head_dim 64 only).
+            Measurements: BENCHMARKS.md.
 
     Returns:
         (dq, dk, dv): new contiguous tensors of q's, k's and v's shapes and dtype.
@@ -107,6 +109,8 @@ def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: 
     stages = program.BWD_STAGES[head_dim] if stages is None else stages
     if stages not in (1, 2, 3, 4) or isinstance(stages, bool):
         raise LaunchError(f"argument 'stages' must be 1 to 4, got {stages!r}")
+    if kv_stages not in (1, 2) or isinstance(kv_stages, bool):
+        raise LaunchError(f"argument 'kv_stages' must be 1 or 2, got {kv_stages!r}")
     if dq_shared is None:
         dq_shared = program.BWD_DQ_SHARED[head_dim]
     if dq_tma is None:
@@ -138,7 +142,8 @@ def attention_backward(q, k, v, out, lse, dout, *, causal: bool = False, scale: 
         flat_out, flat_dout, lse, stats, seqlen_q, heads, padded, rows, head_dim, stream=stream)
     program.attention_backward[(grid,), (program.BWD_THREADS,)](
         *maps, dq_accum, dk2, dv2, batch, seqlen_q, seqlen_k, heads, kv_heads, heads // kv_heads, padded, scale,
-        scale * LOG2_E, head_dim, causal, stages, 1, bool(dq_shared), bool(dq_tma) and not interpreted, stream=stream)
+        scale * LOG2_E, head_dim, causal, stages, kv_stages, bool(dq_shared), bool(dq_tma) and not interpreted,
+        stream=stream)
     dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     dq.copy_(dq_accum.view(batch, heads, padded, head_dim)[:, :, :seqlen_q].transpose(1, 2))
     return dq, dk, dv
