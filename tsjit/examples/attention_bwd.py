@@ -238,8 +238,9 @@ class QdOTiles(ts.MemoryResource):
         # (double-buffered by iteration parity: the barrier after one iteration's stores also tells that every dQ
         # wgmma of the iteration before, which read the other buffer, has retired)
         self.ds_tiles = tsjit.shared_array(self.q_map.dtype, (2, BWD_WARPGROUPS, 1, 64, BOX), align=1024)
-        if self.shape.dq_tma:   # each warpgroup's 64 x 64 Float32 dQ tile, the source of its TMA reduction
-            self.dq_tiles = tsjit.shared_array(tsjit.Float32, (BWD_WARPGROUPS, 64, 64), align=128)
+        if self.shape.dq_tma:   # each warpgroup's 64-row Float32 dQ tile, 64 x 64 boxes: the sources of its TMA reductions
+            boxes = 1 if self.shape.dq_shared else d // 64
+            self.dq_tiles = tsjit.shared_array(tsjit.Float32, (BWD_WARPGROUPS, boxes, 64, 64), align=128)
         self.dk = ts.TaskLocalVariable(Fragment, default_factory=lambda: Fragment.zeros(d // 2),
                                        docs="the warpgroup's 64 x head_dim fp32 dK")
         self.dv = ts.TaskLocalVariable(Fragment, default_factory=lambda: Fragment.zeros(d // 2),
@@ -374,19 +375,20 @@ class QdOTiles(ts.MemoryResource):
         row0 = (tile.batch * shape.heads + head) * shape.padded_q + m_block * shape.block_m
         col0 = dq_columns * warpgroup if shape.dq_shared else 0
         if tsjit.const_expr(shape.dq_tma):
-            # the warpgroup's 64 x 64 tile into its shared buffer (once the previous reduction has read it), then
-            # one thread adds it to the workspace by TMA
+            # the warpgroup's tile into its shared buffer (once the previous reductions have read it), then one
+            # thread adds each 64 x 64 box of it to the workspace by TMA; register i holds a column of box i // 32
             dq_tile = self.dq_tiles[warpgroup]
             if tid == 0:
                 tsjit.bulk_wait_group(0, read=True)
             tsjit.named_barrier_sync(1 + warpgroup, 128)
             for i in tsjit.range_constexpr(0, len(dq), 2):
                 row, col = dq.accumulator_coords(i, tid)
-                dq_tile.store_vector((row, col), (dq[i], dq[i + 1]))
+                dq_tile[i // 32].store_vector((row, col - 64 * (i // 32)), (dq[i], dq[i + 1]))
             tsjit.fence_proxy_async()
             tsjit.named_barrier_sync(1 + warpgroup, 128)
             if tid == 0:
-                tma_reduce_add(self.dq_map, dq_tile, (row0, col0))
+                for box in tsjit.range_constexpr(dq_columns // 64):
+                    tma_reduce_add(self.dq_map, dq_tile[box], (row0, col0 + 64 * box))
                 tsjit.bulk_commit_group()
         else:
             for i in tsjit.range_constexpr(len(dq)):
