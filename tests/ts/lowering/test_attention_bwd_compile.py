@@ -1,5 +1,5 @@
 """The TS attention backward (tsjit.examples.attention_bwd) compiles and verifies for sm_90a without a GPU: head_dim
-64 / 128, causal or not, bf16 / fp16 each assemble with 0 spills (ptxas, as on the H200's image; ``.minnctapersm 1``
+64 / 128, causal or not, bf16 / fp16 each assemble with 0 spills (the default assembler, nvPTXCompiler or ptxas; ``.minnctapersm 1``
 keeps setmaxnreg: without it ptxas ignores it, C7508, and spills), the TaskManager proves each SAFE, and the PTX has
 the five wgmmas of a step (S^T and dP^T from shared memory, dV and dK with A from registers, dQ with both operands
 transposed from shared memory), the fp32 reductions of dQ, 4-D TMA loads, setmaxnreg and ftz exp2; where cuobjdump
@@ -18,8 +18,9 @@ from .verification_time import verification_seconds
 
 
 @pytest.fixture(autouse=True)
-def _assemble_with_ptxas(monkeypatch):
-    monkeypatch.setenv("TSJIT_ASSEMBLER", "ptxas")
+def _default_assembler(monkeypatch):
+    """The default assembler (``auto``: nvPTXCompiler, else ptxas), which keeps setmaxnreg."""
+    monkeypatch.delenv("TSJIT_ASSEMBLER", raising=False)
 
 
 CONFIGS = [(64, False, tsjit.BFloat16), (64, True, tsjit.BFloat16), (128, False, tsjit.BFloat16),
