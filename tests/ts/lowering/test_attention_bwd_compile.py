@@ -1,10 +1,10 @@
-"""The TS attention backward (tsjit.examples.attention_bwd) compiles and verifies for sm_90a without a GPU: head_dim
-64 / 128, causal or not, bf16 / fp16 each assemble with 0 spills (the default assembler, nvPTXCompiler or
-ptxas; ``.minnctapersm 1`` keeps setmaxnreg: without it ptxas ignores it, C7508, and spills), the TaskManager
-proves each SAFE, and the PTX has the five wgmmas of a step (S^T and dP^T from shared memory, dV and dK with A
-from registers, dQ with both operands transposed from shared memory), the fp32 reductions of dQ, 4-D TMA loads, setmaxnreg and ftz exp2; where cuobjdump
-exists the SASS has HGMMA, REDG, UTMALDG, USETMAXREG, no LDL/STL and a few wgmma waits per step (not
-serialized).  An unsupported head_dim is a CompilationError."""
+"""The TS attention backward (tsjit.examples.attention_bwd) compiles and verifies for sm_90a without a GPU: head_dim 64
+/ 128, causal or not, bf16 / fp16 each assemble with 0 spills (the default assembler, nvPTXCompiler or ptxas;
+``.minnctapersm 1`` keeps setmaxnreg: without it ptxas ignores it, C7508, and spills), the TaskManager proves each
+SAFE, and the PTX has the five wgmmas of a step (S^T and dP^T from shared memory, dV and dK with A from registers, dQ
+with both operands transposed from shared memory), the fp32 reductions of dQ, 4-D TMA loads, setmaxnreg and ftz exp2;
+where cuobjdump exists the SASS has HGMMA, REDG, UTMALDG, USETMAXREG, no LDL/STL and a few wgmma waits per step (not
+serialized). An unsupported head_dim is a CompilationError."""
 import re
 
 import pytest
