@@ -224,3 +224,21 @@ def test_empty_tensors_at_address_0_are_not_taken_for_aliases(fake_torch, monkey
     for t in (q, out, k):
         t._ptr = 0
     assert "argument 'q' is on cpu" in _launch_error(q, k, k, out=out)
+
+
+def test_the_forward_fp8_and_backward_share_one_scale_check():
+    """softmax_scale: None -> 1/sqrt(head_dim); any finite real > 0 (numpy's too) is kept; the rest is named."""
+    import math
+    import numpy as np
+    from tsjit.errors import LaunchError
+    from tsjit.ops.attention_args import check_causal, check_kv_heads, softmax_scale
+    assert softmax_scale(None, 64) == 1 / math.sqrt(64)
+    assert softmax_scale(np.float32(0.5), 128) == np.float32(0.5)
+    for bad in (True, 0.0, -1.0, float("nan"), float("inf"), "0.1"):
+        with pytest.raises(LaunchError, match="argument 'scale' must be a finite number > 0"):
+            softmax_scale(bad, 64)
+    with pytest.raises(LaunchError, match="argument 'causal' must be a bool, got 1"):
+        check_causal(1)
+    with pytest.raises(LaunchError, match="argument 'k' has 3 heads, which must divide the 8 heads of 'q'"):
+        check_kv_heads(8, 3)
+    check_kv_heads(8, 2)

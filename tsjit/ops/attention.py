@@ -14,11 +14,12 @@ addresses, options and stream were seen before reuses its packed launch: one dic
 """
 from __future__ import annotations
 
-import math
-
 from tsjit import env
 from tsjit.errors import LaunchError, warn
+from tsjit.ops.attention_args import check_causal as _check_causal
 from tsjit.ops.attention_args import check_counts as _check_counts
+from tsjit.ops.attention_args import check_kv_heads as _check_kv_heads
+from tsjit.ops.attention_args import softmax_scale as _softmax_scale
 from tsjit.ops.attention_args import check_cu_seqlens as _check_cu_seqlens
 from tsjit.ops.attention_args import check_out_apart as _check_out_apart
 from tsjit.ops.attention_args import check_cuda as _check_cuda
@@ -64,15 +65,9 @@ def _check_arguments(q, k, v, out, causal, scale, torch):
         raise LaunchError(f"head_dim {head_dim} is not supported by tsjit.ops.attention; supported: "
                           f"{list(SUPPORTED_HEAD_DIMS)}")
     kv_heads = k.shape[2]
-    if kv_heads < 1 or heads % kv_heads:
-        raise LaunchError(f"argument 'k' has {kv_heads} heads, which must divide the {heads} heads of 'q' "
-                          f"(GQA/MQA)")
-    if not isinstance(causal, bool):
-        raise LaunchError(f"argument 'causal' must be a bool, got {causal!r}")
-    if scale is None:
-        scale = 1.0 / math.sqrt(head_dim)
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
-        raise LaunchError(f"argument 'scale' must be a finite number > 0 (default 1/sqrt(head_dim)), got {scale!r}")
+    _check_kv_heads(heads, kv_heads)
+    _check_causal(causal)
+    scale = _softmax_scale(scale, head_dim)
     if out is not None:
         _check_tensor("out", out, torch, require_cuda=False)
         if tuple(out.shape) != tuple(q.shape) or out.dtype != q.dtype:
@@ -235,8 +230,7 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, wind
             if value is not None and value != default:
                 raise LaunchError(f"tsjit.ops.attention: argument '{name}' = {value!r} is not supported with fp8 "
                                   f"inputs (the fp8 forward runs the default schedule); leave it None")
-        if not isinstance(causal, bool):
-            raise LaunchError(f"argument 'causal' must be a bool, got {causal!r}")
+        _check_causal(causal)
         left, right = _window_bounds(window, causal)
         return attention_fp8(q, k, v, causal=causal, scale=scale, left=left, right=right,
                              q_scale=1.0 if q_scale is None else q_scale, k_scale=1.0 if k_scale is None else k_scale,

@@ -2,6 +2,9 @@
 tensors TMA reads, the mask's window, and the device-side tile table and placeholder tensors (cached)."""
 from __future__ import annotations
 
+import math
+import numbers
+
 from tsjit import env
 from tsjit.errors import LaunchError
 from tsjit.lang.dtypes import BFloat16, Float8E4M3, Float16, Float32, Int32
@@ -234,3 +237,32 @@ def device_view(t, torch):
     dtypes = {torch.bfloat16: BFloat16, torch.float16: Float16, torch.float32: Float32, torch.int32: Int32,
               torch.float8_e4m3fn: Float8E4M3}
     return DeviceArray(tuple(t.shape), dtypes[t.dtype], strides=t.stride(), data_ptr=t.data_ptr())
+
+
+def check_kv_heads(heads: int, kv_heads: int) -> None:
+    """GQA/MQA: ``k``/``v``'s head count must divide ``q``'s.
+
+    Raises:
+        LaunchError: naming ``k`` and both counts.
+    """
+    if kv_heads < 1 or heads % kv_heads:
+        raise LaunchError(f"argument 'k' has {kv_heads} heads, which must divide the {heads} heads of 'q' (GQA/MQA)")
+
+
+def check_causal(causal) -> None:
+    """Raises LaunchError unless ``causal`` is a bool (``0``/``1`` or a tensor would hide a typo)."""
+    if not isinstance(causal, bool):
+        raise LaunchError(f"argument 'causal' must be a bool, got {causal!r}")
+
+
+def softmax_scale(scale, head_dim: int) -> float:
+    """The softmax scale: ``scale`` (a finite real > 0) or, when None, ``1 / sqrt(head_dim)``.
+
+    Raises:
+        LaunchError: ``scale`` is a bool, not a real number, not finite or <= 0.
+    """
+    if scale is None:
+        return 1.0 / math.sqrt(head_dim)
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale) or scale <= 0:
+        raise LaunchError(f"argument 'scale' must be a finite number > 0 (default 1/sqrt(head_dim)), got {scale!r}")
+    return scale

@@ -9,11 +9,12 @@ records ``tsjit.ops.attention`` for autograd (a ``torch.autograd.Function`` whos
 """
 from __future__ import annotations
 
-import math
-
 from tsjit import env
 from tsjit.errors import LaunchError
+from tsjit.ops.attention_args import check_causal as _check_causal
 from tsjit.ops.attention_args import check_cuda as _check_cuda
+from tsjit.ops.attention_args import check_kv_heads as _check_kv_heads
+from tsjit.ops.attention_args import softmax_scale as _softmax_scale
 from tsjit.ops.attention_args import check_tensor as _check_tensor
 from tsjit.ops.attention_args import torch_module as _torch
 from tsjit.examples import attention_bwd as program
@@ -45,18 +46,13 @@ def _check(q, k, v, out, lse, dout, causal, scale, torch):
         raise LaunchError(f"head_dim {head_dim} is not supported by tsjit.ops.attention_backward; supported: "
                           f"{list(BACKWARD_HEAD_DIMS)} (the forward also runs 256)")
     kv_heads = k.shape[2]
-    if kv_heads < 1 or heads % kv_heads:
-        raise LaunchError(f"argument 'k' has {kv_heads} heads, which must divide the {heads} heads of 'q' (GQA/MQA)")
+    _check_kv_heads(heads, kv_heads)
     if not isinstance(lse, torch.Tensor) or lse.dtype != torch.float32 or tuple(lse.shape) != (batch, heads, seqlen_q):
         got = f"{lse.dtype} {tuple(lse.shape)}" if isinstance(lse, torch.Tensor) else type(lse).__name__
         raise LaunchError(f"argument 'lse' must be the forward's torch.float32 log-sum-exp of shape "
                           f"{(batch, heads, seqlen_q)} (tsjit.ops.attention(..., return_lse=True)), got {got}")
-    if not isinstance(causal, bool):
-        raise LaunchError(f"argument 'causal' must be a bool, got {causal!r}")
-    if scale is None:
-        scale = 1.0 / math.sqrt(head_dim)
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
-        raise LaunchError(f"argument 'scale' must be a finite number > 0 (default 1/sqrt(head_dim)), got {scale!r}")
+    _check_causal(causal)
+    scale = _softmax_scale(scale, head_dim)
     for name, t in (("q", q), ("k", k), ("v", v), ("out", out), ("lse", lse), ("dout", dout)):
         if not env.interpret_requested():          # the CPU interpreter takes CPU tensors
             _check_cuda(name, t)

@@ -30,8 +30,9 @@ from tsjit.examples import attention_tiles as tiles
 from tsjit.examples import attention_v_transpose as transpose
 from tsjit.examples.attention_fp8_softmax import EXP2_DEGREES
 from tsjit.lang.dtypes import Float8E4M3
-from tsjit.ops.attention_args import (check_cu_seqlens, check_rescale_threshold, check_tensor, device_table,
-                                      device_view, dummy_tensors, lse_buffer, tensor_key, torch_module)
+from tsjit.ops.attention_args import (check_cu_seqlens, check_kv_heads, check_rescale_threshold, check_tensor,
+                                      device_table, device_view, dummy_tensors, lse_buffer, softmax_scale, tensor_key,
+                                      torch_module)
 from tsjit.runtime.arrays import DeviceArray
 from tsjit.runtime.tensormap import TensorMap
 
@@ -174,8 +175,7 @@ def _check(q, k, v, out, v_transposed, torch, value_keys=None):
         raise LaunchError(f"argument 'k' has shape {tuple(k.shape)}, which does not match 'q' {tuple(q.shape)} in "
                           f"batch or head_dim")
     _check_head_dim(head_dim)
-    if kv_heads < 1 or heads % kv_heads:
-        raise LaunchError(f"argument 'k' has {kv_heads} heads, which must divide the {heads} heads of 'q' (GQA/MQA)")
+    check_kv_heads(heads, kv_heads)
     if q.device != k.device or q.device != v.device:
         raise LaunchError(f"arguments q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
     if out is not None:
@@ -237,10 +237,7 @@ def attention_fp8(q, k, v, *, causal, scale, left, right, q_scale, k_scale, v_sc
                                  (("q_scale", q_scale), ("k_scale", k_scale), ("v_scale", v_scale)))
     batch, seqlen_q, heads, head_dim = q.shape
     seqlen_k, kv_heads = k.shape[1], k.shape[2]
-    if scale is None:
-        scale = 1.0 / math.sqrt(head_dim)
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale) or scale <= 0:
-        raise LaunchError(f"argument 'scale' must be a finite number > 0 (default 1/sqrt(head_dim)), got {scale!r}")
+    scale = softmax_scale(scale, head_dim)
     masked = left is not None or right is not None
     if mma_row_sums is None:      # the row sums of the e4m3 P, where no LSE is stored and the tile is the default
         mma_row_sums = block_n is None and stages is None and \
