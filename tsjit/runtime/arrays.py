@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tsjit import env
-from tsjit.errors import LaunchError, TsjitError, hide_from_pytest
+from tsjit.errors import LaunchError, TsjitError, UsageTypeError, hide_from_pytest
 from tsjit.lang import dtypes
 from tsjit.lang.dtypes import BFloat16, DType
 from tsjit.runtime import driver
@@ -510,7 +510,7 @@ class DeviceArray:
     def __array__(self, dtype=None, copy=None):
         """Refused, as torch and CuPy refuse it for device memory: ``np.asarray(x)`` made a 0-d object array, so
         ``np.array_equal(x, ref)`` was silently False.  Copy explicitly with :meth:`numpy`."""
-        raise TypeError(f"{self!r} is in device memory: numpy cannot read it in place; copy it with x.numpy() "
+        raise UsageTypeError(f"{self!r} is in device memory: numpy cannot read it in place; copy it with x.numpy() "
                         f"(BFloat16 as uint16 bits: tsjit.bfloat16_bits_to_float32(x.numpy()))")
 
     def copy_from(self, array) -> "DeviceArray":
