@@ -37,15 +37,20 @@ def reference(q, k, v, causal, scale, window=(None, None)):
         return np.zeros(q.shape), np.full((q.shape[0], heads, q.shape[1]), -np.inf)
     vd = np.repeat(v.transpose(0, 2, 1, 3), heads // kv_heads, axis=1)
     s = masked_scores(q, k, causal, scale, window)
-    peak = np.max(s, axis=-1, keepdims=True)
-    peak = np.where(np.isinf(peak), 0.0, peak)
-    total = np.sum(np.exp(s - peak), axis=-1)
-    with np.errstate(divide="ignore"):
-        lse = np.log(total) + peak[..., 0]
-    p = np.exp(s - np.where(np.isinf(lse), 0.0, lse)[..., None])
+    p, lse = softmax_rows(s)
     return (p @ vd).transpose(0, 2, 1, 3), lse
 
 
 def round_to(x, dtype):
     """``x`` rounded to the tsjit ``dtype`` (:func:`tsjit.interpret.numerics.encode`, then decoded), as float64."""
     return decode(encode(x, dtype), dtype).astype(np.float64)
+
+
+def softmax_rows(s):
+    """Row softmax of float64 scores ``s`` (..., Sk) and its log-sum-exp; fully masked rows give p = 0, lse = -inf."""
+    peak = np.max(s, axis=-1, keepdims=True)
+    peak = np.where(np.isinf(peak), 0.0, peak)
+    total = np.sum(np.exp(s - peak), axis=-1)
+    with np.errstate(divide="ignore"):
+        lse = np.log(total) + peak[..., 0]
+    return np.exp(s - np.where(np.isinf(lse), 0.0, lse)[..., None]), lse

@@ -19,7 +19,7 @@ from tsjit.examples import attention_bwd_parts as parts
 from tsjit.examples.attention_config import BOX, LOG2_E
 from tsjit.interpret.numerics import decode, encode
 
-from .attention_reference import masked_scores, round_to
+from .attention_reference import masked_scores, round_to, softmax_rows
 
 pytestmark = pytest.mark.gpu_or_interpret
 
@@ -40,12 +40,7 @@ def reference_backward(q, k, v, do, causal, scale):
     heads, kv_heads = q.shape[2], k.shape[2]
     group = heads // kv_heads
     s = masked_scores(q, k, causal, scale)                               # (B, H, Sq, Sk)
-    peak = np.max(s, axis=-1, keepdims=True)
-    peak = np.where(np.isinf(peak), 0.0, peak)
-    total = np.sum(np.exp(s - peak), axis=-1)
-    with np.errstate(divide="ignore"):
-        lse = np.log(total) + peak[..., 0]
-    p = np.exp(s - np.where(np.isinf(lse), 0.0, lse)[..., None])
+    p, lse = softmax_rows(s)
     qd, dod = q.transpose(0, 2, 1, 3), do.transpose(0, 2, 1, 3)
     kd = np.repeat(k.transpose(0, 2, 1, 3), group, axis=1)
     vd = np.repeat(v.transpose(0, 2, 1, 3), group, axis=1)
